@@ -7,7 +7,7 @@ single table each.  Messages never contain credentials.
 ::
 
     GatewayError
-    ├── BadRequest (400)              ── UnknownResource, MethodNotSupported (refused before any call)
+    ├── BadRequest (400)     ── UnknownResource, MethodNotSupported (refused before any call)
     ├── Unauthorized (401)
     ├── Forbidden (403)
     ├── NotFound (404)

@@ -48,7 +48,7 @@ class Resource:
 
     @property
     def api_version(self) -> str:
-        """The ``apiVersion`` string objects of this kind carry (``v1``, ``coordination.k8s.io/v1``)."""
+        """The ``apiVersion`` of objects of this kind (``v1``, ``coordination.k8s.io/v1``)."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property

@@ -1,0 +1,626 @@
+"""The one I/O seam: every upstream call goes through :class:`KubeAdapter`.
+
+Request building (:func:`build_request`) and response decoding (:func:`decode_json`,
+:class:`LineSplitter`) are pure; only ``_send`` and the two stream methods await.  Every
+call takes the caller's :class:`Credential` and uses it upstream, so the apiserver's RBAC
+decides what the caller may do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+import orjson
+
+from gateway.core import errors
+from gateway.core.options import (
+    DeleteOptions,
+    ListOptions,
+    LogOptions,
+    PatchOptions,
+    PatchType,
+    Query,
+    WriteOptions,
+)
+from gateway.core.registry import REGISTRY, Registry, Resource, Verb
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+#: Bodies at least this large are decoded with the cyclic GC paused (see DESIGN "Speed").
+_GC_PAUSE_BYTES = 1 << 20
+#: Margin added to ``timeoutSeconds`` before a silent watch counts as half-open.
+WATCH_IDLE_MARGIN = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """The caller's identity as it travels upstream: a bearer token, or none (anonymous)."""
+
+    token: str | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def __repr__(self) -> str:
+        return "Credential(<token>)" if self.token else "Credential(anonymous)"
+
+
+ANONYMOUS = Credential()
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A fully built upstream request (pure data; nothing is sent yet)."""
+
+    method: Method
+    path: str
+    params: Query
+    content: bytes | None = None
+    content_type: str | None = None
+    accept: str = "application/json"
+
+
+def build_request(
+    resource: Resource,
+    verb: Verb,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+    params: Query | None = None,
+    body: Any = None,
+    content_type: str = "application/json",
+) -> Request:
+    """Check the verb against the registry and build the request for it.
+
+    Raises:
+        MethodNotSupported: the resource (or subresource) does not serve ``verb``.
+        InvalidParameter: the namespace does not fit the resource's scope.
+    """
+    resource.check(verb, subresource)
+    if resource.namespaced:
+        if namespace is None and verb not in ("list", "watch"):
+            raise errors.InvalidParameter(
+                f"{resource.kind} is namespaced: a namespace is required for {verb}",
+                causes=(errors.Cause("FieldValueRequired", "Required value", "namespace"),),
+            )
+    elif namespace is not None:
+        raise errors.InvalidParameter(
+            f"{resource.kind} is cluster-scoped: namespace must not be set",
+            causes=(errors.Cause("FieldValueForbidden", "Forbidden: cluster-scoped", "namespace"),),
+        )
+    try:
+        path = resource.path(namespace, name, subresource)
+    except ValueError as exc:
+        raise errors.InvalidParameter(str(exc)) from None
+    method: Method = {
+        "get": "GET",
+        "list": "GET",
+        "watch": "GET",
+        "create": "POST",
+        "update": "PUT",
+        "patch": "PATCH",
+        "delete": "DELETE",
+        "deletecollection": "DELETE",
+    }[verb]  # type: ignore[assignment]
+    content: bytes | None
+    if body is None:
+        content = None
+    elif isinstance(body, bytes):
+        content = body
+    elif isinstance(body, str):
+        content = body.encode()
+    else:
+        content = orjson.dumps(body)
+    accept = "text/plain, */*" if subresource == "log" else "application/json"
+    return Request(
+        method,
+        path,
+        params or [],
+        content,
+        content_type if content is not None else None,
+        accept,
+    )
+
+
+def decode_json(data: bytes) -> Any:
+    """Decode a JSON body; big lists are decoded with the cyclic GC paused.
+
+    Raises:
+        Internal: the upstream sent something that is not JSON.
+    """
+    pause = len(data) >= _GC_PAUSE_BYTES and gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise errors.Internal("the upstream sent a response that is not valid JSON") from None
+    finally:
+        if pause:
+            gc.enable()
+
+
+class LineSplitter:
+    """Frames a byte stream into whole lines (WATCH.md 20).
+
+    No line-length cap (objects can be megabytes); a partial line is kept until its
+    newline arrives, and one left over at close is dropped by the caller.
+    """
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if b"\n" not in chunk:
+            self._buf += chunk
+            return []
+        self._buf += chunk
+        *lines, rest = self._buf.split(b"\n")
+        self._buf = bytearray(rest)
+        return [bytes(line) for line in lines if line.strip()]
+
+    @property
+    def pending(self) -> bytes:
+        return bytes(self._buf)
+
+
+def _with_defaults(resource: Resource, body: Any, namespace: str | None) -> Any:
+    """Fill ``apiVersion``, ``kind`` and ``metadata.namespace`` when a caller left them out."""
+    if not isinstance(body, dict):
+        return body
+    out = dict(body)
+    out.setdefault("apiVersion", resource.api_version)
+    out.setdefault("kind", resource.kind)
+    if resource.namespaced and namespace is not None:
+        meta = out.get("metadata")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta.setdefault("namespace", namespace)
+        out["metadata"] = meta
+    return out
+
+
+class KubeAdapter:
+    """Async access to the upstream API server for the resources of one registry.
+
+    Args:
+        http: the one shared client (owned by the application lifespan, not by us).
+        registry: resources served; unknown resources are refused before any I/O.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, registry: Registry = REGISTRY) -> None:
+        self.http = http
+        self.registry = registry
+
+    def resource(self, resource: Resource | str) -> Resource:
+        return resource if isinstance(resource, Resource) else self.registry.lookup(resource)
+
+    # -- transport ---------------------------------------------------------------------
+
+    def _httpx_request(
+        self, req: Request, credential: Credential, timeout: float | None
+    ) -> httpx.Request:
+        headers = {"Accept": req.accept, **credential.headers()}
+        if req.content_type:
+            headers["Content-Type"] = req.content_type
+        extensions: dict[str, Any] = {}
+        if timeout is not None:
+            extensions["timeout"] = httpx.Timeout(timeout).as_dict()
+        return self.http.build_request(
+            req.method,
+            req.path,
+            params=tuple(req.params),
+            content=req.content,
+            headers=headers,
+            extensions=extensions,
+        )
+
+    async def _send(
+        self,
+        req: Request,
+        credential: Credential,
+        *,
+        timeout: float | None = None,
+        stream: bool = False,
+    ) -> httpx.Response:
+        request = self._httpx_request(req, credential, timeout)
+        try:
+            response = await self.http.send(request, stream=stream)
+        except httpx.TimeoutException as exc:
+            raise errors.Timeout(f"upstream timed out: {type(exc).__name__}") from exc
+        except httpx.HTTPError as exc:
+            raise errors.Unavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            try:
+                body = response.content if not stream else await response.aread()
+            except httpx.HTTPError as exc:
+                raise errors.Unavailable(
+                    f"upstream connection broke: {type(exc).__name__}"
+                ) from exc
+            finally:
+                if stream:
+                    await response.aclose()
+            raise errors.from_response(response.status_code, body, response.headers)
+        return response
+
+    async def _json(
+        self, req: Request, credential: Credential, timeout: float | None = None
+    ) -> JSON:
+        response = await self._send(req, credential, timeout=timeout)
+        decoded = decode_json(response.content)
+        if not isinstance(decoded, dict):
+            raise errors.Internal("the upstream sent JSON that is not an object")
+        return decoded
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def get(
+        self,
+        resource: Resource | str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Read one object (or its ``status`` / ``ephemeralcontainers`` subresource)."""
+        res = self.resource(resource)
+        req = build_request(res, "get", namespace=namespace, name=name, subresource=subresource)
+        return await self._json(req, credential, timeout)
+
+    async def list(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """One page of a list; ``namespace=None`` lists across all namespaces."""
+        res = self.resource(resource)
+        options.validate(watch=False)
+        req = build_request(res, "list", namespace=namespace, params=options.to_query())
+        return await self._json(req, credential, timeout)
+
+    async def list_all(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """A complete, consistent list: follows ``continue`` until it is empty (WATCH.md 2-3).
+
+        The ``metadata.resourceVersion`` of the result is the first page's, the point a
+        following watch starts from.  A 410 on a later page restarts the whole list once;
+        the "inconsistent continue" token is never used.
+        """
+        for attempt in range(2):
+            try:
+                return await self._list_pages(resource, namespace, options, credential, timeout)
+            except errors.Gone:
+                if attempt:
+                    raise
+                log.info("continue token expired during a paged list; restarting the list")
+        raise AssertionError("unreachable")
+
+    async def _list_pages(
+        self,
+        resource: Resource | str,
+        namespace: str | None,
+        options: ListOptions,
+        credential: Credential,
+        timeout: float | None,
+    ) -> JSON:
+        first = await self.list(
+            resource, namespace=namespace, options=options, credential=credential, timeout=timeout
+        )
+        items: list[Any] = list(first.get("items") or [])
+        meta = first.get("metadata") or {}
+        token = meta.get("continue")
+        while token:
+            page_options = ListOptions(
+                label_selector=options.label_selector,
+                field_selector=options.field_selector,
+                limit=options.limit,
+                continue_=token,
+                timeout_seconds=options.timeout_seconds,
+            )
+            page = await self.list(
+                resource,
+                namespace=namespace,
+                options=page_options,
+                credential=credential,
+                timeout=timeout,
+            )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+        result = dict(first)
+        result["items"] = items
+        result["metadata"] = {
+            k: v for k, v in meta.items() if k not in ("continue", "remainingItemCount")
+        }
+        return result
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        resource: Resource | str,
+        body: JSON,
+        *,
+        namespace: str | None = None,
+        write: WriteOptions = WriteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Create an object (``POST``)."""
+        res = self.resource(resource)
+        write.validate()
+        req = build_request(
+            res,
+            "create",
+            namespace=namespace,
+            params=write.to_query(),
+            body=_with_defaults(res, body, namespace),
+        )
+        return await self._json(req, credential, timeout)
+
+    async def replace(
+        self,
+        resource: Resource | str,
+        name: str,
+        body: JSON,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        write: WriteOptions = WriteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Replace an object or a subresource (``PUT``); ``metadata.resourceVersion`` guards it."""
+        res = self.resource(resource)
+        write.validate()
+        req = build_request(
+            res,
+            "update",
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+            params=write.to_query(),
+            body=_with_defaults(res, body, namespace),
+        )
+        return await self._json(req, credential, timeout)
+
+    async def patch(
+        self,
+        resource: Resource | str,
+        name: str,
+        patch: Any,
+        *,
+        patch_options: PatchOptions,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        write: WriteOptions = WriteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Patch an object or a subresource with any of the four patch types.
+
+        ``patch`` is a dict/list (sent as JSON; JSON is YAML, so apply patches accept it
+        too), or a ``str``/``bytes`` body sent as is (YAML for apply).
+        """
+        res = self.resource(resource)
+        write.validate()
+        patch_options.validate(write)
+        if patch_options.type is PatchType.JSON and isinstance(patch, dict):
+            raise errors.InvalidParameter(
+                "a JSON patch is a list of operations, not an object",
+                causes=(errors.Cause("FieldValueInvalid", "must be a list", "patch"),),
+            )
+        req = build_request(
+            res,
+            "patch",
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+            params=write.to_query() + patch_options.to_query(),
+            body=patch,
+            content_type=patch_options.type.value,
+        )
+        return await self._json(req, credential, timeout)
+
+    async def delete(
+        self,
+        resource: Resource | str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        options: DeleteOptions = DeleteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Delete one object; returns what the apiserver returns (the object or a Status)."""
+        res = self.resource(resource)
+        options.validate()
+        req = build_request(
+            res,
+            "delete",
+            namespace=namespace,
+            name=name,
+            params=[("dryRun", "All")] if options.dry_run else [],
+            body=options.body(),
+        )
+        return await self._json(req, credential, timeout)
+
+    async def delete_collection(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        list_options: ListOptions = ListOptions(),
+        options: DeleteOptions = DeleteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Delete every object matching the selectors (``limit``/``continue`` page it)."""
+        res = self.resource(resource)
+        list_options.validate(watch=False)
+        options.validate()
+        params = list_options.to_query()
+        if options.dry_run:
+            params.append(("dryRun", "All"))
+        req = build_request(
+            res,
+            "deletecollection",
+            namespace=namespace,
+            params=params,
+            body=options.body(),
+        )
+        return await self._json(req, credential, timeout)
+
+    # -- pod log -------------------------------------------------------------------------
+
+    def _log_request(self, name: str, namespace: str, options: LogOptions) -> Request:
+        options.validate()
+        return build_request(
+            self.registry.lookup("pods"),
+            "get",
+            namespace=namespace,
+            name=name,
+            subresource="log",
+            params=options.to_query(),
+        )
+
+    async def read_log(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        options: LogOptions = LogOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> bytes:
+        """The pod log as bytes (not necessarily UTF-8; never parsed as JSON)."""
+        if options.follow:
+            raise errors.InvalidParameter(
+                "use stream_log to follow a log",
+                causes=(errors.Cause("FieldValueForbidden", "Forbidden", "follow"),),
+            )
+        response = await self._send(
+            self._log_request(name, namespace, options), credential, timeout=timeout
+        )
+        return response.content
+
+    @asynccontextmanager
+    async def stream_log(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        options: LogOptions = LogOptions(),
+        credential: Credential = ANONYMOUS,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open a log stream; errors (400 container choices...) raise before any data.
+
+        Usage::
+
+            opts = LogOptions(follow=True)
+            async with adapter.stream_log("p", namespace="ns", options=opts) as chunks:
+                async for chunk in chunks: ...
+
+        Chunks are raw bytes as the kubelet flushed them (they may split lines and
+        characters); the upstream connection is closed when the block exits.
+        """
+        req = self._log_request(name, namespace, options)
+        response = await self._send(req, credential, stream=True)
+        try:
+            yield _chunks(response)
+        finally:
+            await response.aclose()
+
+    # -- watch ---------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def watch_stream(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+    ) -> AsyncIterator[AsyncIterator[JSON]]:
+        """One upstream watch connection, as decoded ``{type, object}`` events.
+
+        This is the raw, single-connection watch: it ends when the server ends the
+        stream.  :class:`gateway.core.watch.Watcher` adds resume, bookmarks and relist.
+
+        Raises:
+            GatewayError: for an HTTP error before the stream starts.
+        """
+        res = self.resource(resource)
+        options.validate(watch=True)
+        req = build_request(res, "watch", namespace=namespace, params=options.to_query(watch=True))
+        response = await self._send(req, credential, stream=True)
+        idle = (
+            (options.timeout_seconds or 0) + WATCH_IDLE_MARGIN if options.timeout_seconds else None
+        )
+        try:
+            yield _events(response, idle)
+        finally:
+            await response.aclose()
+
+
+async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_bytes():
+            if chunk:
+                yield chunk
+    except httpx.HTTPError as exc:
+        raise errors.Unavailable(f"upstream stream broke: {type(exc).__name__}") from exc
+
+
+async def _events(response: httpx.Response, idle: float | None) -> AsyncIterator[JSON]:
+    splitter = LineSplitter()
+    chunks = response.aiter_bytes().__aiter__()
+    while True:
+        try:
+            async with asyncio.timeout(idle):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return  # a partial last line at close is a normal close (WATCH.md 20)
+        except TimeoutError:
+            raise errors.Unavailable("watch stream idle past its deadline") from None
+        except httpx.HTTPError as exc:
+            raise errors.Unavailable(f"watch stream broke: {type(exc).__name__}") from exc
+        for line in splitter.feed(chunk):
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise errors.Unavailable("watch stream sent a malformed line") from None
+            if isinstance(event, dict):
+                yield event
+
+
+def status_of(mapping: Mapping[str, Any]) -> errors.GatewayError:
+    """An ``ERROR`` watch event's Status as an error (parsed defensively, WATCH.md 13)."""
+    obj = mapping.get("object")
+    status = obj if isinstance(obj, dict) else {}
+    code = status.get("code")
+    return errors.from_status(status, http_status=code if isinstance(code, int) else 500)
