@@ -20,6 +20,7 @@ import httpx
 import orjson
 
 from gateway.core import errors
+from gateway.core.config import ConfigError
 from gateway.core.options import (
     DeleteOptions,
     ListOptions,
@@ -242,6 +243,8 @@ class KubeAdapter:
             raise errors.Timeout(f"upstream timed out: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:
             raise errors.Unavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+        except ConfigError as exc:  # the gateway's own credential could not be refreshed
+            raise errors.Unavailable("the gateway's upstream credential is unavailable") from exc
         if response.status_code >= 400:
             try:
                 body = response.content if not stream else await response.aread()
