@@ -36,7 +36,7 @@ unit: $(STAMP)
 
 ## e2e-bins: build (or reuse) kube-apiserver and etcd for the end-to-end suite
 e2e-bins:
-	@true
+	bash tests/e2e/build.sh
 
 ## lock: re-resolve pinned versions after changing dependencies
 lock:
