@@ -238,7 +238,16 @@ class KubeAdapter:
     ) -> httpx.Response:
         request = self._httpx_request(req, credential, timeout)
         try:
-            response = await self.http.send(request, stream=stream)
+            try:
+                response = await self.http.send(request, stream=stream)
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                # A pooled connection the server closed (GOAWAY, idle close) fails the
+                # request on it; reads are safe to send once more on a fresh connection.
+                if req.method != "GET":
+                    raise
+                log.debug("retrying a GET after %s", type(exc).__name__)
+                request = self._httpx_request(req, credential, timeout)
+                response = await self.http.send(request, stream=stream)
         except httpx.TimeoutException as exc:
             raise errors.Timeout(f"upstream timed out: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:

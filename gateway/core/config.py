@@ -706,8 +706,8 @@ def build_http_client(
     cfg: UpstreamConfig,
     *,
     gateway_identity: bool = False,
-    http2: bool = True,
-    max_connections: int = 100,
+    http2: bool = False,
+    max_connections: int = 512,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
     """Build the core's one ``httpx.AsyncClient`` for the upstream.
@@ -719,14 +719,18 @@ def build_http_client(
     ``GatewayAuth`` adds the gateway's token to requests that carry none; this mode is
     logged as a warning.
 
-    HTTP/2 is offered through ALPN for ``https`` servers; ``http`` servers get HTTP/1.1.
+    HTTP/1.1 by default; with ``http2=True`` HTTP/2 is offered through ALPN to ``https``
+    servers.  HTTP/2 is opt-in because the apiserver closes a whole HTTP/2 connection
+    (GOAWAY) after any unauthenticated request (its UnauthenticatedHTTP2DOSMitigation), so
+    on a connection shared by many callers one caller's bad token would break the others'
+    in-flight requests and watches; HTTP/1.1 confines that to the caller's own connection.
     Timeouts: connect 10 s, pool 10 s, write 30 s, no read timeout (watches and log
     follows are long-lived; per-request timeouts are the caller's).
 
     Args:
         cfg: the resolved upstream configuration.
         gateway_identity: present the gateway's own credential (explicit, logged mode).
-        http2: offer HTTP/2 to ``https`` servers.
+        http2: offer HTTP/2 to ``https`` servers (see above for why it is off by default).
         max_connections: connection pool size.
         transport: a transport to use instead of the default one (its TLS and pool
             settings are then its own).

@@ -835,7 +835,10 @@ async def test_tls_verified_with_kubeconfig_ca_over_http2(
         user={"token": "gateway-token"},
     )
     cfg = resolve(kubeconfig=path)
-    async with build_http_client(cfg) as client:
+    async with build_http_client(cfg) as client:  # HTTP/1.1 unless asked
+        assert (await client.get("/api")).http_version == "HTTP/1.1"
+    server.seen.clear()
+    async with build_http_client(cfg, http2=True) as client:
         assert client.timeout == httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
         response = await client.get("/api/v1/pods")
         caller = await client.get("/api", headers={"Authorization": "Bearer caller-token"})
