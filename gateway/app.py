@@ -1,0 +1,124 @@
+"""The Starlette application and its lifespan, which owns every long-lived thing.
+
+The lifespan resolves the upstream (explicit flags, in-cluster, kubeconfig, else the demo
+upstream), creates the one ``httpx.AsyncClient``, the :class:`KubeAdapter` and the gRPC
+server, and tears them down in reverse order.  Nothing lives in module globals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from gateway.core import config
+from gateway.core.adapter import KubeAdapter
+from gateway.graphql import graphql_routes
+from gateway.grpc.server import start_grpc
+from gateway.settings import Settings
+
+log = logging.getLogger("gateway")
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What the lifespan built; handlers reach it through ``request.app.state.runtime``."""
+
+    settings: Settings
+    adapter: KubeAdapter
+    http: httpx.AsyncClient
+    grpc_server: grpc.aio.Server
+    grpc_port: int
+    upstream: str
+    demo: bool
+
+
+async def _healthz(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def _readyz(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    return JSONResponse(
+        {
+            "status": "ok",
+            "upstream": runtime.upstream,
+            "demo": runtime.demo,
+            "grpcPort": runtime.grpc_port,
+        }
+    )
+
+
+def create_app(settings: Settings) -> Starlette:
+    """Build the HTTP application; the lifespan starts the upstream side and gRPC."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        async with contextlib.AsyncExitStack() as stack:
+            upstream_cfg = None
+            if not settings.demo:
+                upstream_cfg = config.resolve_upstream(
+                    server=settings.server,
+                    token_file=settings.token_file,
+                    ca_file=settings.ca_file,
+                    client_cert=settings.client_cert,
+                    client_key=settings.client_key,
+                    insecure=settings.insecure_skip_tls_verify,
+                    kubeconfig=settings.kubeconfig,
+                    context=settings.context,
+                )
+            demo = upstream_cfg is None
+            if upstream_cfg is None:
+                from gateway.demo import DemoUpstream
+
+                reason = (
+                    "--demo was given"
+                    if settings.demo
+                    else "no kubeconfig or in-cluster config found"
+                )
+                upstream = await stack.enter_async_context(DemoUpstream(animate=True))
+                upstream_cfg = config.UpstreamConfig(server=upstream.url, source="demo")
+                log.warning(
+                    "upstream: the built-in DEMO upstream at %s (%s); sample data keeps changing. "
+                    "Call with 'Authorization: Bearer %s' (admin) or another demo token.",
+                    upstream.url,
+                    reason,
+                    "admin-token",
+                )
+            else:
+                log.info(
+                    "upstream: %s",
+                    config.describe(upstream_cfg, gateway_identity=settings.gateway_identity),
+                )
+            http = config.build_http_client(
+                upstream_cfg, gateway_identity=settings.gateway_identity
+            )
+            stack.push_async_callback(http.aclose)
+            adapter = KubeAdapter(http)
+            grpc_server, grpc_port = await start_grpc(adapter, settings.host, settings.grpc_port)
+            stack.push_async_callback(grpc_server.stop, 5.0)
+            app.state.runtime = Runtime(
+                settings=settings,
+                adapter=adapter,
+                http=http,
+                grpc_server=grpc_server,
+                grpc_port=grpc_port,
+                upstream=upstream_cfg.server,
+                demo=demo,
+            )
+            yield {}
+            log.info("shutting down")
+
+    return Starlette(
+        routes=[Route("/healthz", _healthz), Route("/readyz", _readyz), *graphql_routes()],
+        lifespan=lifespan,
+    )

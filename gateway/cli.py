@@ -1,0 +1,56 @@
+"""``kube-gateway``: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from gateway import settings as settings_mod
+
+
+def _serve(argv: Sequence[str]) -> int:
+    settings = settings_mod.load(argv)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from gateway.app import create_app
+
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.http_port,
+        log_level=settings.log_level,
+        lifespan="on",
+        log_config=None,  # keep the logging configured above (one format for every logger)
+        # Tokens travel in headers, never in URLs, so access logs are safe to keep.
+        access_log=settings.log_level == "debug",
+    )
+    server = uvicorn.Server(config)
+    server.run()  # handles SIGINT/SIGTERM: the lifespan then closes gRPC, httpx and the demo
+    return 0 if server.started else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kube-gateway`` script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    top = argparse.ArgumentParser(
+        prog="kube-gateway",
+        description="GraphQL and gRPC in front of the Kubernetes API.",
+        epilog="Run 'kube-gateway serve --help' for the serve flags.",
+    )
+    top.add_argument("command", choices=["serve"], help="serve: run the HTTP and gRPC servers")
+    if not args or args[0] in ("-h", "--help"):
+        top.print_help()
+        return 0 if args else 2
+    if args[0] != "serve":
+        top.parse_args(args[:1])
+    return _serve(args[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The gRPC front end (grpc.aio): thin servicers over the shared core."""

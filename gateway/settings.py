@@ -1,0 +1,115 @@
+"""Settings: read once into a frozen record (flags, then ``KUBE_GATEWAY_*`` env vars)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+ENV_PREFIX = "KUBE_GATEWAY_"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``kube-gateway serve`` is configured with.
+
+    Every field has a flag (``--http-port``) and an env var (``KUBE_GATEWAY_HTTP_PORT``);
+    a flag wins over the env var, which wins over the default.
+    """
+
+    host: str = "0.0.0.0"
+    http_port: int = 8080
+    grpc_port: int = 50051
+    demo: bool = False
+    server: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    insecure_skip_tls_verify: bool = False
+    kubeconfig: str | None = None
+    context: str | None = None
+    gateway_identity: bool = False
+    upstream_http2: bool = False
+    upstream_max_connections: int = 512
+    log_level: str = "info"
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"Settings({shown})"
+
+
+_HELP: dict[str, str] = {
+    "host": "address both servers listen on",
+    "http_port": "HTTP port: GraphQL at /graphql, /healthz, /readyz, /metrics",
+    "grpc_port": "gRPC port (typed services, reflection, health)",
+    "demo": "serve the built-in demo upstream (live sample data) instead of a cluster; "
+    "chosen automatically when no kubeconfig or in-cluster config is found",
+    "server": "upstream API server URL (overrides in-cluster config and kubeconfig)",
+    "token_file": "file with the gateway's own bearer token (used only with --gateway-identity)",
+    "ca_file": "CA bundle that signs the upstream's serving certificate",
+    "client_cert": "the gateway's client certificate (used only with --gateway-identity)",
+    "client_key": "key of --client-cert",
+    "insecure_skip_tls_verify": "do not verify the upstream's certificate (never in production)",
+    "kubeconfig": "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)",
+    "context": "kubeconfig context (default: the current context)",
+    "gateway_identity": "call the upstream with the gateway's own credential when a caller "
+    "sends none (loudly logged; RBAC then sees the gateway, not the caller)",
+    "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
+    "default because the apiserver closes a shared HTTP/2 connection after any caller's "
+    "rejected token",
+    "upstream_max_connections": "size of the upstream connection pool (each open watch or "
+    "log follow holds one connection over HTTP/1.1)",
+    "log_level": "debug, info, warning or error",
+}
+
+
+def _env_bool(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def parser_for(prog: str = "kube-gateway serve") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Serve GraphQL and gRPC in front of the Kubernetes API. Each flag can "
+        f"also be set with an env var {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}HTTP_PORT).",
+    )
+    for f in fields(Settings):
+        flag = "--" + f.name.replace("_", "-")
+        env = ENV_PREFIX + f.name.upper()
+        help_text = f"{_HELP[f.name]} [env {env}; default {f.default!r}]"
+        if f.type == "bool":
+            p.add_argument(flag, action="store_true", default=None, help=help_text)
+        elif f.type == "int":
+            p.add_argument(flag, type=int, default=None, metavar="N", help=help_text)
+        else:
+            p.add_argument(flag, default=None, metavar=f.name.upper(), help=help_text)
+    return p
+
+
+def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settings:
+    """Parse flags, then env vars, then defaults into :class:`Settings`."""
+    args = parser_for().parse_args(list(argv))
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        flag_value = getattr(args, f.name)
+        if flag_value is not None:
+            values[f.name] = flag_value
+            continue
+        raw = environ.get(ENV_PREFIX + f.name.upper())
+        if raw is None or raw == "":
+            continue
+        if f.type == "bool":
+            values[f.name] = _env_bool(raw)
+        elif f.type == "int":
+            try:
+                values[f.name] = int(raw)
+            except ValueError:
+                raise SystemExit(
+                    f"{ENV_PREFIX}{f.name.upper()} must be an integer, got {raw!r}"
+                ) from None
+        else:
+            values[f.name] = raw
+    return Settings(**values)
