@@ -152,15 +152,29 @@ class Watcher:
     # -- public ----------------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[WatchEvent]:
-        """The endless event stream; close it (``aclosing``) to stop the watch."""
+        """The endless event stream; close it (``aclosing``) to stop the watch.
+
+        Raises:
+            GatewayError: errors a retry cannot fix (401, 403, 400...), and any error of
+                the very first list, so a caller learns at once that it cannot watch.
+        """
         if self.resource_version is None:
             async for event in self._initial_state():
                 yield event
         failures = 0
+        need_relist = False
         while True:
             started = self._clock()
             delivered = 0
             try:
+                if need_relist:
+                    # _relist does its I/O before yielding anything, so a failed relist
+                    # leaves the consumer's view untouched and is simply tried again.
+                    async for event in self._relist():
+                        yield event
+                    need_relist = False
+                    failures = 0
+                    continue
                 async for event in self._one_stream():
                     delivered += 1
                     yield event
@@ -170,22 +184,14 @@ class Watcher:
                     self.resource.plural,
                     self.resource_version,
                 )
-                async for event in self._relist():
-                    yield event
-                failures = 0
+                need_relist = True
                 continue
             except _OutOfSync as exc:
                 log.warning("watch of %s out of sync (%s): relisting", self.resource.plural, exc)
-                async for event in self._relist():
-                    yield event
-                continue
-            except errors.TooManyRequests as exc:
-                await asyncio.sleep(
-                    exc.retry_after if exc.retry_after is not None else self.backoff.delay(failures)
-                )
-                failures += 1
+                need_relist = True
                 continue
             except (
+                errors.TooManyRequests,
                 errors.Unavailable,
                 errors.Timeout,
                 errors.ServiceUnavailable,

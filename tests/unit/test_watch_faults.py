@@ -269,3 +269,20 @@ async def test_bad_options_fail_before_any_request(env: Env) -> None:
     with pytest.raises(errors.UnknownResource):
         await env.kube.list("secrets", credential=ADMIN)
     assert env.demo.faults.watch_requests == before
+
+
+async def test_a_relist_that_fails_is_retried_without_touching_the_consumers_view(env: Env) -> None:
+    await env.demo.store.create("leases", lease("a"), namespace=NS)
+    watcher = Watcher(env.kube, "leases", namespace=NS, credential=ADMIN, backoff=FAST)
+    async with contextlib.aclosing(watcher.events()) as stream:
+        await anext(stream)
+        await env.demo.store.delete("leases", "a", namespace=NS)
+        env.demo.faults.compact()
+        env.demo.faults.fail_requests(2, status=503, verb="list")
+        events = await drain_until_resync_end(stream)
+    assert [(e.type, e.object["metadata"].get("name")) for e in events] == [
+        ("RESYNC", None),
+        ("DELETED", "a"),
+        ("RESYNC", None),
+    ]
+    assert watcher.relists == 3 and env.demo.faults.failed_requests == 2
