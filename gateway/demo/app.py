@@ -1,0 +1,459 @@
+"""The ASGI application: authentication, authorisation, routing, discovery, faults, lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
+from gateway.demo import animate
+from gateway.demo.auth import Attributes, TokenGrant, bearer_token, denial
+from gateway.demo.faults import Faults
+from gateway.demo.handlers import ENDPOINTS_WARNING, ResourceHandlers, Target
+from gateway.demo.http import (
+    DropConnection,
+    Receive,
+    Request,
+    Responder,
+    Scope,
+    Send,
+    mark_dropped,
+)
+from gateway.demo.inprocess import DemoStore
+from gateway.demo.status import (
+    ApiError,
+    bad_request,
+    internal,
+    method_not_allowed,
+    not_acceptable,
+    not_found,
+    path_not_found,
+    unauthorized,
+)
+from gateway.demo.strategy import NAMESPACE, STRATEGIES
+
+log = logging.getLogger("gateway.demo")
+
+GROUPS: Final[dict[tuple[str, str], tuple[Resource, ...]]] = {
+    ("", "v1"): (POD, EVENT, ENDPOINTS, NAMESPACE),
+    ("coordination.k8s.io", "v1"): (LEASE,),
+    ("image.openshift.io", "v1"): (IMAGE,),
+}
+_HEALTH: Final = frozenset(("healthz", "livez", "readyz"))
+_VERBS: Final = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+VERSION: Final = {
+    "major": "1",
+    "minor": "34",
+    "emulationMajor": "1",
+    "emulationMinor": "34",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "33",
+    "gitVersion": "v1.34.0-demo",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2025-01-01T00:00:00Z",
+    "goVersion": "go1.24.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+def _resource_verb(method: str, name: str | None, watch: bool) -> str:
+    if method in ("GET", "HEAD"):
+        if watch:
+            return "watch"
+        return "get" if name else "list"
+    if method == "POST":
+        return "create"
+    if method == "PUT":
+        return "update"
+    if method == "PATCH":
+        return "patch"
+    if method == "DELETE":
+        return "delete" if name else "deletecollection"
+    return method.lower()
+
+
+def parse_resource_path(segments: list[str]) -> tuple[str, str, list[str]] | None:
+    """``(group, version, rest)`` for ``/api/v1/...`` and ``/apis/g/v/...`` resource paths."""
+    if len(segments) >= 3 and segments[0] == "api":
+        return "", segments[1], segments[2:]
+    if len(segments) >= 4 and segments[0] == "apis":
+        return segments[1], segments[2], segments[3:]
+    return None
+
+
+class DemoApp:
+    """The demo upstream's ASGI application.
+
+    Args:
+        store: the cluster state.
+        faults: the fault switchboard.
+        tokens: accepted bearer tokens.
+        bookmark_interval: seconds between progress bookmarks on watches that asked for them.
+        max_body_bytes: request bodies above this answer 413 (the apiserver's is 3 MiB).
+        animate: keep the sample data changing in the background (owned by the lifespan).
+        animate_interval: seconds between animation steps.
+    """
+
+    def __init__(
+        self,
+        store: DemoStore,
+        faults: Faults,
+        tokens: Mapping[str, TokenGrant],
+        *,
+        bookmark_interval: float = 60.0,
+        max_body_bytes: int = 3 * 1024 * 1024,
+        animate: bool = False,
+        animate_interval: float = 1.5,
+    ) -> None:
+        self.store = store
+        self.faults = faults
+        self.tokens = dict(tokens)
+        self.animate = animate
+        self.animate_interval = animate_interval
+        self.handlers = ResourceHandlers(
+            store, faults, bookmark_interval=bookmark_interval, max_body_bytes=max_body_bytes
+        )
+        self.closing = asyncio.Event()
+        self._animator: asyncio.Task[None] | None = None
+        self.server_address = "127.0.0.1:0"
+
+    def close(self) -> None:
+        """Begin shutdown: end every watch, follow and delayed response promptly."""
+        self.closing.set()
+        self.store.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    # --- lifespan ----------------------------------------------------------------------------
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                if self.animate:
+                    self._animator = asyncio.create_task(
+                        animate.run(self.store, self.animate_interval), name="demo-animate"
+                    )
+                    self._animator.add_done_callback(_log_failure)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop_animation()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def stop_animation(self) -> None:
+        """Cancel the animation task and wait for it."""
+        task, self._animator = self._animator, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- requests ----------------------------------------------------------------------------
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        req = Request.from_scope(scope, receive)
+        resp = Responder(send, audit_id=req.audit_id)
+        try:
+            resp.pretty = bool(req.flag("pretty"))
+            await self._dispatch(req, resp)
+        except ApiError as err:
+            if resp.started:
+                mark_dropped()  # an error after the headers: abandon the response
+                return
+            await resp.error(err)
+        except DropConnection:
+            mark_dropped()
+        except Exception:
+            # A bug in the demo: answer as the apiserver answers a panic, log the details.
+            log.exception("demo upstream failed on %s %s", req.method, req.path)
+            if resp.started:
+                mark_dropped()
+                return
+            await resp.error(
+                internal("an error on the server has prevented the request from succeeding")
+            )
+
+    async def _dispatch(self, req: Request, resp: Responder) -> None:
+        segments = [s for s in req.path.split("/") if s]
+        if len(segments) == 1 and segments[0] in _HEALTH:
+            await self._plain(resp, 200, b"ok")
+            return
+        token = bearer_token(req.headers.get("authorization"))
+        grant = self.tokens.get(token) if token else None
+        if grant is None:
+            raise unauthorized()
+        if segments[:2] == ["demo", "faults"]:
+            await self._faults_endpoint(req, resp, grant)
+            return
+        parsed = parse_resource_path(segments)
+        if parsed is None:
+            await self._discovery(req, resp, segments)
+            return
+        group, version, rest = parsed
+        target, attrs = self._target(req, group, version, rest)
+        if not grant.allows(attrs.verb, namespaced=attrs.namespaced, namespace=attrs.namespace):
+            raise denial(grant, attrs)
+        if target is None:
+            raise path_not_found()
+        if target.res is ENDPOINTS:
+            resp.warnings.append(ENDPOINTS_WARNING)
+        if target.subresource != "log" and not _accepts_json(req.headers.get("accept", "")):
+            resp.pretty = True  # go-restful indents this one
+            raise not_acceptable(
+                (
+                    "application/json",
+                    "application/yaml",
+                    "application/vnd.kubernetes.protobuf",
+                    "application/json;stream=watch",
+                    "application/vnd.kubernetes.protobuf;stream=watch",
+                )
+            )
+        await self._faults_before(attrs, resp)
+        await self._route(req, resp, target)
+
+    def _target(
+        self, req: Request, group: str, version: str, rest: list[str]
+    ) -> tuple[Target | None, Attributes]:
+        watch_path = rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
+        namespace: str | None = None
+        if (
+            rest
+            and rest[0] == "namespaces"
+            and len(rest) >= 3
+            and rest[2] not in ("status", "finalize")
+        ):
+            namespace, rest = rest[1], rest[2:]
+        plural = rest[0] if rest else ""
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        res = next((r for r in GROUPS.get((group, version), ()) if r.plural == plural), None)
+        watch = watch_path or (req.method == "GET" and name is None and bool(req.flag("watch")))
+        verb = _resource_verb(req.method, name, watch)
+        if res is NAMESPACE:
+            # RBAC sees a namespace's own name as its namespace; the resource is cluster-scoped.
+            attrs = Attributes(verb, plural, group, name, name, sub, namespaced=False)
+        else:
+            namespaced = res.namespaced if res is not None else namespace is not None
+            attrs = Attributes(verb, plural, group, namespace, name, sub, namespaced=namespaced)
+        valid = (
+            res is not None
+            and len(rest) <= 3
+            and not (res.namespaced and name is not None and namespace is None)
+            and not (not res.namespaced and namespace is not None)
+            and (sub is None or sub in res.subresources or STRATEGIES[res.key].custom_resource)
+            and not (watch_path and sub is not None)
+        )
+        if not valid or res is None:
+            return None, attrs
+        return Target(res, namespace, name, sub, watch_path), attrs
+
+    async def _faults_before(self, attrs: Attributes, resp: Responder) -> None:
+        resource = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
+        delay = self.faults.delay_for(attrs.verb)
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closing.wait(), delay)
+        failure = self.faults.take_failure(attrs.verb, resource)
+        if failure is not None:
+            raise failure
+        budget = self.faults.take_drop(attrs.verb, resource)
+        if budget is not None:
+            resp.drop_after = budget
+
+    async def _route(self, req: Request, resp: Responder, t: Target) -> None:
+        h = self.handlers
+        method = req.method
+        if t.subresource is not None and t.name and STRATEGIES[t.res.key].custom_resource:
+            # a custom resource without that subresource: the lookup finds nothing
+            raise not_found(t.res.plural, t.res.group, t.name)
+        if t.subresource == "log":
+            if method != "GET":
+                raise method_not_allowed()
+            await h.log(req, resp, t)
+            return
+        if t.subresource is not None:
+            handler = {"GET": h.get, "PUT": h.update, "PATCH": h.patch}.get(method)
+        elif t.watch_path:
+            handler = h.watch if method == "GET" else None
+        elif t.name is None:
+            if method == "GET":
+                handler = h.watch if req.flag("watch") else h.list
+            else:
+                handler = {"POST": h.create, "DELETE": h.delete_collection}.get(method)
+        else:
+            handler = {"GET": h.get, "PUT": h.update, "PATCH": h.patch, "DELETE": h.delete}.get(
+                method
+            )
+        if handler is None:
+            raise method_not_allowed()
+        await handler(req, resp, t)
+
+    # --- non-resource endpoints --------------------------------------------------------------
+
+    async def _plain(self, resp: Responder, code: int, body: bytes) -> None:
+        await resp.start(
+            code,
+            [
+                ("content-type", "text/plain; charset=utf-8"),
+                ("x-content-type-options", "nosniff"),
+                ("content-length", str(len(body))),
+            ],
+        )
+        await resp.write(body, more=False)
+
+    async def _discovery(self, req: Request, resp: Responder, segments: list[str]) -> None:
+        if req.method != "GET":
+            raise method_not_allowed()
+        body: Any
+        if not segments:
+            body = {
+                "paths": sorted(
+                    [
+                        "/api",
+                        "/api/v1",
+                        "/apis",
+                        "/healthz",
+                        "/livez",
+                        "/readyz",
+                        "/version",
+                        *(f"/apis/{g}" for g, _ in GROUPS if g),
+                        *(f"/apis/{g}/{v}" for g, v in GROUPS if g),
+                    ]
+                )
+            }
+        elif segments == ["version"]:
+            body = VERSION
+        elif segments == ["api"]:
+            body = {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": self.server_address}
+                ],
+            }
+        elif segments == ["apis"]:
+            body = {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [_group(g, v) for g, v in GROUPS if g],
+            }
+        elif (
+            len(segments) == 2
+            and segments[0] == "apis"
+            and any(g == segments[1] for g, _ in GROUPS)
+        ):
+            body = {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                **_group(segments[1], next(v for g, v in GROUPS if g == segments[1])),
+            }
+        elif (len(segments) == 2 and segments[0] == "api" and ("", segments[1]) in GROUPS) or (
+            len(segments) == 3 and segments[0] == "apis" and (segments[1], segments[2]) in GROUPS
+        ):
+            group = "" if segments[0] == "api" else segments[1]
+            version = segments[-1]
+            body = _resource_list(group, version, GROUPS[(group, version)])
+        else:
+            raise path_not_found()
+        await resp.json(200, body)
+
+    async def _faults_endpoint(self, req: Request, resp: Responder, grant: TokenGrant) -> None:
+        if not grant.cluster_scoped or grant.read_only:
+            raise denial(
+                grant,
+                Attributes(
+                    verb="update", resource="faults", group="demo", namespace=None, namespaced=False
+                ),
+            )
+        if req.method == "DELETE":
+            self.faults.reset()
+            await resp.json(200, {"ok": True})
+            return
+        if req.method != "POST":
+            raise method_not_allowed()
+        raw = await req.body(64 * 1024)
+        try:
+            data = orjson.loads(raw or b"{}")
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(str(exc)) from None
+        if not isinstance(data, dict) or not isinstance(data.get("action"), str):
+            raise bad_request('expected {"action": "<fault>", "args": {...}}')
+        args = data.get("args") or {}
+        if not isinstance(args, dict):
+            raise bad_request("args must be an object")
+        try:
+            result = self.faults.arm(data["action"], args)
+        except (TypeError, ValueError) as exc:
+            raise bad_request(str(exc)) from None
+        await resp.json(200, {"ok": True, "result": result})
+
+
+def _accepts_json(accept: str) -> bool:
+    """Whether an ``Accept`` header admits JSON (the only encoding the demo serves)."""
+    if not accept.strip():
+        return True
+    for part in accept.split(","):
+        media = part.split(";", 1)[0].strip().lower()
+        if media in (
+            "*/*",
+            "application/*",
+            "application/json",
+            "application/yaml",
+            "application/json-seq",
+            "application/jsonl",
+        ):
+            return True
+    return False
+
+
+def _group(group: str, version: str) -> dict[str, Any]:
+    gv = {"groupVersion": f"{group}/{version}", "version": version}
+    return {"name": group, "versions": [gv], "preferredVersion": gv}
+
+
+def _resource_list(group: str, version: str, resources: tuple[Resource, ...]) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    for r in resources:
+        entry: dict[str, Any] = {
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": _VERBS,
+        }
+        if r.short_names:
+            entry["shortNames"] = list(r.short_names)
+        if r is POD:
+            entry["categories"] = ["all"]
+        items.append(entry)
+        for sub in sorted(r.subresources.values(), key=lambda s: s.name):
+            items.append(
+                {
+                    "name": f"{r.plural}/{sub.name}",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": sorted(sub.verbs),
+                }
+            )
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("demo animation stopped: %s", task.exception(), exc_info=task.exception())

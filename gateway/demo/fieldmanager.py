@@ -1,0 +1,587 @@
+"""Managed fields and server-side apply, after ``sigs.k8s.io/structured-merge-diff``.
+
+Field ownership is tracked as sets of paths whose elements are spelled as in ``fieldsV1``
+(``f:spec``, ``k:{"name":"app"}``, ``v:"finalizer"``), so a set serialises to ``fieldsV1``
+directly.  Lists are atomic unless the schema makes them associative (keyed) or sets; the
+key tables below cover the served kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from gateway.demo.fielderrors import go_quote
+from gateway.demo.jsonutil import clone
+from gateway.demo.status import ApiError
+
+Obj = dict[str, Any]
+Path = tuple[str, ...]
+
+_SET: Final = ("<set>",)
+
+LIST_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "metadata.finalizers": _SET,
+    "metadata.ownerReferences": ("uid",),
+    "spec.containers": ("name",),
+    "spec.initContainers": ("name",),
+    "spec.ephemeralContainers": ("name",),
+    "spec.volumes": ("name",),
+    "spec.imagePullSecrets": ("name",),
+    "spec.hostAliases": ("ip",),
+    "spec.schedulingGates": ("name",),
+    "spec.resourceClaims": ("name",),
+    "spec.topologySpreadConstraints": ("topologyKey", "whenUnsatisfiable"),
+    "status.conditions": ("type",),
+    "status.podIPs": ("ip",),
+    "status.hostIPs": ("ip",),
+}
+"""``+listType=map`` keys (and ``+listType=set``) of the served kinds, by field pattern."""
+
+for _group in ("spec.containers[]", "spec.initContainers[]", "spec.ephemeralContainers[]"):
+    LIST_KEYS[f"{_group}.ports"] = ("containerPort", "protocol")
+    LIST_KEYS[f"{_group}.env"] = ("name",)
+    LIST_KEYS[f"{_group}.volumeMounts"] = ("mountPath",)
+    LIST_KEYS[f"{_group}.volumeDevices"] = ("devicePath",)
+
+ATOMIC_MAPS: Final = frozenset(
+    (
+        "involvedObject",
+        "related",
+        "subsets[].addresses[].targetRef",
+        "subsets[].notReadyAddresses[].targetRef",
+    )
+)
+"""``+structType=atomic`` structs (``ObjectReference``): owned as a whole."""
+
+ALWAYS_PRESENT: Final = frozenset(("spec.containers",))
+"""Fields without ``omitempty``: present (as null) even in an empty object, so a create
+does not "add" them."""
+
+_KEY_DEFAULTS: Final[dict[str, str]] = {"protocol": "TCP"}
+
+IGNORED_META: Final = frozenset(
+    (
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "managedFields",
+        "selfLink",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    )
+)
+"""Metadata the field manager never tracks (``fieldmanager.stripMeta`` and system fields)."""
+
+_MISSING: Final = object()
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _key_element(item: Obj, keys: tuple[str, ...]) -> str:
+    key = {}
+    for k in keys:
+        if k in item:
+            key[k] = item[k]
+        elif k in _KEY_DEFAULTS:
+            key[k] = _KEY_DEFAULTS[k]
+    return "k:" + _dumps(key)
+
+
+def _child_pattern(pattern: str, name: str) -> str:
+    return f"{pattern}.{name}" if pattern else name
+
+
+def field_set(obj: Obj, *, with_added_maps: bool = False) -> set[Path]:
+    """The set of field paths an object sets: leaves and associative-list elements."""
+    out: set[Path] = set()
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        if key == "metadata" and isinstance(value, dict):
+            for mk, mv in value.items():
+                if mk not in IGNORED_META:
+                    _walk(mv, ("f:metadata", f"f:{mk}"), f"metadata.{mk}", out)
+            continue
+        if isinstance(value, dict) and not value and key in ("spec", "status"):
+            continue
+        _walk(value, (f"f:{key}",), key, out)
+    return out
+
+
+def _walk(value: Any, path: Path, pattern: str, out: set[Path]) -> None:
+    if isinstance(value, dict):
+        if not value or pattern in ATOMIC_MAPS:
+            out.add(path)
+            return
+        for k, v in value.items():
+            _walk(v, (*path, f"f:{k}"), _child_pattern(pattern, k), out)
+    elif isinstance(value, list):
+        keys = LIST_KEYS.get(pattern)
+        if keys is None:
+            out.add(path)
+        elif keys is _SET:
+            for item in value:
+                out.add((*path, "v:" + _dumps(item)))
+        else:
+            for item in value:
+                if not isinstance(item, dict):
+                    out.add(path)
+                    continue
+                elem = (*path, _key_element(item, keys))
+                out.add(elem)
+                for k, v in item.items():
+                    _walk(v, (*elem, f"f:{k}"), f"{pattern}[].{k}", out)
+    else:
+        out.add(path)
+
+
+def _pattern_of(path: Path) -> str:
+    parts: list[str] = []
+    for el in path:
+        if el.startswith("f:"):
+            parts.append(("." if parts else "") + el[2:])
+        else:
+            parts.append("[]")
+    return "".join(parts)
+
+
+def get_at(obj: Any, path: Path) -> Any:
+    """The value at ``path``, or a sentinel when absent (compare with :func:`present`)."""
+    cur = obj
+    for el in path:
+        if el.startswith("f:"):
+            if not isinstance(cur, dict) or el[2:] not in cur:
+                return _MISSING
+            cur = cur[el[2:]]
+        elif el.startswith("k:"):
+            if not isinstance(cur, list):
+                return _MISSING
+            found = _find_keyed(cur, el)
+            if found is None:
+                return _MISSING
+            cur = cur[found]
+        elif el.startswith("v:"):
+            if not isinstance(cur, list):
+                return _MISSING
+            value = orjson.loads(el[2:])
+            if value not in cur:
+                return _MISSING
+            cur = value
+        else:
+            return _MISSING
+    return cur
+
+
+def present(value: Any) -> bool:
+    """Whether :func:`get_at` found something."""
+    return value is not _MISSING
+
+
+def _find_keyed(items: list[Any], el: str) -> int | None:
+    key = orjson.loads(el[2:])
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and all(
+            item.get(k, _KEY_DEFAULTS.get(k, _MISSING)) == v for k, v in key.items()
+        ):
+            return i
+    return None
+
+
+def remove_at(obj: Obj, path: Path) -> None:
+    """Delete the field, list element or set value at ``path`` (no-op when absent)."""
+    parent = get_at(obj, path[:-1]) if len(path) > 1 else obj
+    last = path[-1]
+    if last.startswith("f:") and isinstance(parent, dict):
+        parent.pop(last[2:], None)
+    elif last.startswith("k:") and isinstance(parent, list):
+        idx = _find_keyed(parent, last)
+        if idx is not None:
+            del parent[idx]
+    elif last.startswith("v:") and isinstance(parent, list):
+        value = orjson.loads(last[2:])
+        while value in parent:
+            parent.remove(value)
+
+
+def path_string(path: Path) -> str:
+    """SMD's ``Path.String()``: ``.spec.containers[name="app"].image``."""
+    out: list[str] = []
+    for el in path:
+        if el.startswith("f:"):
+            out.append("." + el[2:])
+        elif el.startswith("k:"):
+            key = orjson.loads(el[2:])
+            out.append("[" + ",".join(f"{k}={_value_string(key[k])}" for k in sorted(key)) + "]")
+        elif el.startswith("v:"):
+            out.append("[=" + _value_string(orjson.loads(el[2:])) + "]")
+    return "".join(out)
+
+
+def _value_string(value: Any) -> str:
+    if isinstance(value, str):
+        return go_quote(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return _dumps(value)
+
+
+def to_fields_v1(paths: Iterable[Path]) -> Obj:
+    """Serialise a path set as ``fieldsV1``."""
+    root: Obj = {}
+    members = set(paths)
+    for path in members:
+        node = root
+        for el in path:
+            node = node.setdefault(el, {})
+    for path in members:
+        node = root
+        for el in path:
+            node = node[el]
+        if node:
+            node["."] = {}
+    return _sort_tree(root)
+
+
+def _sort_tree(node: Obj) -> Obj:
+    keys = sorted(node, key=lambda k: (k != ".", k))
+    return {k: _sort_tree(node[k]) for k in keys}
+
+
+def from_fields_v1(tree: Any, prefix: Path = ()) -> set[Path]:
+    """Parse ``fieldsV1`` into a path set (malformed input yields what could be read)."""
+    out: set[Path] = set()
+    if not isinstance(tree, dict):
+        return out
+    for key, child in tree.items():
+        if key == ".":
+            if prefix:
+                out.add(prefix)
+            continue
+        path = (*prefix, key)
+        if not child:
+            out.add(path)
+        else:
+            out |= from_fields_v1(child, path)
+    return out
+
+
+@dataclass(slots=True)
+class Entry:
+    """One ``managedFields`` entry."""
+
+    manager: str
+    operation: str
+    api_version: str
+    time: str | None
+    subresource: str = ""
+    paths: set[Path] = field(default_factory=set)
+
+    def render(self) -> Obj:
+        out: Obj = {
+            "manager": self.manager,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+        }
+        if self.time:
+            out["time"] = self.time
+        out["fieldsType"] = "FieldsV1"
+        out["fieldsV1"] = to_fields_v1(self.paths)
+        if self.subresource:
+            out["subresource"] = self.subresource
+        return out
+
+    def describe(self) -> str:
+        """``printManager``: ``"kubectl" using v1`` for updaters, ``"kubectl"`` for appliers."""
+        text = go_quote(self.manager)
+        if self.subresource:
+            text += f" with subresource {go_quote(self.subresource)}"
+        if self.operation == "Update":
+            text += f" using {self.api_version}"
+        return text
+
+
+def parse_entries(meta: Obj) -> list[Entry]:
+    """The entries of ``metadata.managedFields``."""
+    entries: list[Entry] = []
+    for raw in meta.get("managedFields") or []:
+        if not isinstance(raw, dict):
+            continue
+        entries.append(
+            Entry(
+                manager=str(raw.get("manager", "")),
+                operation=str(raw.get("operation", "Update")),
+                api_version=str(raw.get("apiVersion", "")),
+                time=raw.get("time"),
+                subresource=str(raw.get("subresource", "")),
+                paths=from_fields_v1(raw.get("fieldsV1")),
+            )
+        )
+    return entries
+
+
+def render_entries(entries: Iterable[Entry]) -> list[Obj]:
+    """Sorted as the apiserver sorts them: Apply before Update, then time, then manager."""
+    kept = [e for e in entries if e.paths]
+    kept.sort(key=lambda e: (e.operation, e.time or "", e.manager, e.api_version, e.subresource))
+    return [e.render() for e in kept]
+
+
+def _entry(
+    entries: list[Entry], manager: str, operation: str, subresource: str, api_version: str
+) -> Entry | None:
+    for e in entries:
+        if (e.manager, e.operation, e.subresource) == (manager, operation, subresource):
+            return e
+    return None
+
+
+def _changed(old: Obj | None, new: Obj, old_set: set[Path], new_set: set[Path]) -> set[Path]:
+    """Added and modified paths (list elements count as modified only when added)."""
+    out = new_set - old_set
+    for p in new_set & old_set:
+        if p[-1].startswith(("k:", "v:")):
+            continue
+        if get_at(old, p) != get_at(new, p):
+            out.add(p)
+    return out
+
+
+def _added_maps(old: Obj | None, new: Obj) -> Iterator[Path]:
+    """Intermediate maps and associative lists an update created (tracked as members,
+    like SMD's ``.``)."""
+
+    def walk(value: Any, path: Path, pattern: str) -> Iterator[Path]:
+        if isinstance(value, list) and value and LIST_KEYS.get(pattern) is not None:
+            if not present(get_at(old, path)) and pattern not in ALWAYS_PRESENT:
+                yield path
+            keys = LIST_KEYS[pattern]
+            if keys is not _SET:
+                for item in value:
+                    if isinstance(item, dict):
+                        elem = (*path, _key_element(item, keys))
+                        for k, v in item.items():
+                            yield from walk(v, (*elem, f"f:{k}"), f"{pattern}[].{k}")
+            return
+        if not isinstance(value, dict) or not value or pattern in ATOMIC_MAPS:
+            return
+        if len(path) > 1 and not present(get_at(old, path)):
+            yield path
+        for k, v in value.items():
+            if len(path) == 1 and path[0] == "f:metadata" and k in IGNORED_META:
+                continue
+            yield from walk(v, (*path, f"f:{k}"), _child_pattern(pattern, k))
+
+    for key in ("metadata", "spec", "status"):
+        if isinstance(new.get(key), dict):
+            yield from walk(new[key], (f"f:{key}",), key)
+
+
+Keep = Callable[[Path], bool]
+
+
+def keep_all(path: Path) -> bool:
+    """The default reset filter: every field is tracked."""
+    return True
+
+
+def track_update(
+    old: Obj | None,
+    new: Obj,
+    manager: str,
+    *,
+    subresource: str,
+    api_version: str,
+    now: str,
+    keep: Keep = keep_all,
+) -> None:
+    """Record an Update by ``manager``: it owns what it changed; removed fields lose owners.
+
+    ``new.metadata.managedFields`` must hold the entries to start from (the live ones);
+    ``keep`` drops the fields the strategy resets (``status`` on a pod's main resource...).
+    """
+    entries = parse_entries(new.get("metadata", {}))
+    old_set = {p for p in field_set(old) if keep(p)} if old is not None else set()
+    new_set = {p for p in field_set(new) if keep(p)}
+    removed = old_set - new_set
+    changed = _changed(old, new, old_set, new_set)
+    if changed:
+        changed |= {p for p in _added_maps(old, new) if keep(p)}
+    for e in entries:
+        e.paths -= removed
+        if (e.manager, e.operation, e.subresource) != (manager, "Update", subresource):
+            e.paths -= changed
+        # nodes the update took away (an emptied list or map) are nobody's any more
+        e.paths = {p for p in e.paths if present(get_at(new, p))}
+    me = _entry(entries, manager, "Update", subresource, api_version)
+    if me is None:
+        me = Entry(manager, "Update", api_version, now, subresource)
+        entries.append(me)
+    before = set(me.paths)
+    me.paths = (me.paths - removed) | changed
+    if me.paths != before:
+        me.time = now
+    rendered = render_entries(entries)
+    if rendered:
+        new["metadata"]["managedFields"] = rendered
+    else:
+        new["metadata"].pop("managedFields", None)
+
+
+def _merge(base: Any, patch: Any, pattern: str) -> Any:
+    if isinstance(base, dict) and isinstance(patch, dict) and pattern not in ATOMIC_MAPS:
+        out = dict(base)
+        for k, v in patch.items():
+            sub = _child_pattern(pattern, k)
+            out[k] = _merge(out[k], v, sub) if k in out else clone(v)
+        return out
+    if isinstance(base, list) and isinstance(patch, list):
+        keys = LIST_KEYS.get(pattern)
+        if keys is _SET:
+            return list(base) + [clone(v) for v in patch if v not in base]
+        if keys is not None and all(isinstance(i, dict) for i in base + patch):
+            out_list = list(base)
+            for item in patch:
+                idx = _find_keyed(out_list, _key_element(item, keys))
+                if idx is None:
+                    out_list.append(clone(item))
+                else:
+                    out_list[idx] = _merge(out_list[idx], item, f"{pattern}[]")
+            return out_list
+    return clone(patch)
+
+
+def _strip_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_nulls(v) for v in value]
+    return value
+
+
+def apply(
+    live: Obj | None,
+    config: Obj,
+    manager: str,
+    *,
+    force: bool,
+    subresource: str,
+    api_version: str,
+    now: str,
+) -> Obj:
+    """Server-side apply ``config`` onto ``live`` (None: create) for ``manager``.
+
+    Returns the merged object carrying the new ``managedFields``.
+
+    Raises:
+        ApiError: 409 Conflict (causes of reason ``FieldManagerConflict``) when a field
+            another manager owns would change, unless ``force``.
+    """
+    cfg = _strip_nulls(config)
+    cfg.pop("apiVersion", None)
+    cfg.pop("kind", None)
+    cfg_meta = cfg.get("metadata")
+    if isinstance(cfg_meta, dict):
+        cfg["metadata"] = {k: v for k, v in cfg_meta.items() if k not in IGNORED_META}
+    base: Obj = clone(live) if live is not None else {"metadata": {}}
+    entries = parse_entries(base.get("metadata", {}))
+    base.get("metadata", {}).pop("managedFields", None)
+    new_set = field_set(cfg)
+    me = _entry(entries, manager, "Apply", subresource, api_version)
+    last = set(me.paths) if me is not None else set()
+    merged = _merge(base, cfg, "")
+    others = [e for e in entries if e is not me]
+    owned_elsewhere: set[Path] = set().union(*(e.paths for e in others)) if others else set()
+    protected = owned_elsewhere | new_set
+    for path in sorted(last - protected, key=len, reverse=True):
+        if any(p[: len(path)] == path for p in protected):
+            continue
+        remove_at(merged, path)
+        # a map left empty by the removal goes too, unless someone still owns it
+        parent = path[:-1]
+        while len(parent) > 1 and parent not in protected:
+            node = get_at(merged, parent)
+            if not (isinstance(node, dict | list) and not node):
+                break
+            remove_at(merged, parent)
+            parent = parent[:-1]
+    merged_meta = merged.get("metadata")
+    if isinstance(merged_meta, dict):
+        # omitempty maps and lists: an emptied one is simply absent
+        for key in ("labels", "annotations", "finalizers", "ownerReferences"):
+            if key in merged_meta and not merged_meta[key]:
+                del merged_meta[key]
+    live_set = field_set(live) if live is not None else set()
+    merged_set = field_set(merged)
+    changed = _changed(live, merged, live_set, merged_set)
+    removed = live_set - merged_set
+    conflicts: list[tuple[Entry, Path]] = []
+    for e in others:
+        for p in sorted(e.paths & changed):
+            conflicts.append((e, p))
+    if conflicts and not force:
+        raise conflict_error(conflicts)
+    for e in others:
+        e.paths -= removed
+        if force:
+            e.paths -= changed
+    if me is None:
+        me = Entry(manager, "Apply", api_version, now, subresource)
+        entries.append(me)
+    if me.paths != new_set or changed or removed:
+        me.time = now
+    me.paths = new_set
+    rendered = render_entries(entries)
+    if rendered:
+        merged.setdefault("metadata", {})["managedFields"] = rendered
+    return dict(merged)
+
+
+def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiError:
+    """``NewConflictError``: the apiserver's apply-conflict Status."""
+    causes = [
+        {
+            "reason": "FieldManagerConflict",
+            "message": f"conflict with {e.describe()}",
+            "field": path_string(p),
+        }
+        for e, p in conflicts
+    ]
+    if len(conflicts) == 1:
+        e, p = conflicts[0]
+        message = f"Apply failed with 1 conflict: conflict with {e.describe()}: {path_string(p)}"
+    else:
+        by_manager: dict[str, list[Path]] = {}
+        described: dict[str, str] = {}
+        for e, p in conflicts:
+            ident = _dumps(
+                {
+                    "manager": e.manager,
+                    "operation": e.operation,
+                    "apiVersion": e.api_version,
+                    "subresource": e.subresource,
+                }
+            )
+            by_manager.setdefault(ident, []).append(p)
+            described[ident] = e.describe()
+        lines: list[str] = []
+        for ident in sorted(by_manager):
+            lines.append(f"conflicts with {described[ident]}:")
+            lines.extend(f"- {path_string(p)}" for p in by_manager[ident])
+        message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return ApiError(409, "Conflict", message, details={"causes": causes})
+
+
+def pattern_of(path: Path) -> str:
+    """The field pattern (``spec.containers[].image``) of a path."""
+    return _pattern_of(path)

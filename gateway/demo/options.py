@@ -1,0 +1,104 @@
+"""The request options of writes, deletes and lists, and a write's result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.core.registry import Resource
+from gateway.demo import fielderrors as fe
+from gateway.demo.selectors import (
+    FieldSelector,
+    LabelSelector,
+    parse_field_selector,
+    parse_label_selector,
+)
+from gateway.demo.status import options_invalid
+from gateway.demo.strategy import STRATEGIES
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """The options every write carries (``CreateOptions``/``UpdateOptions``/``PatchOptions``)."""
+
+    dry_run: bool = False
+    field_manager: str = "demo-store"
+    field_validation: str = "Warn"
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOptions:
+    """``DeleteOptions`` (query parameters and body merged)."""
+
+    grace_period_seconds: int | None = None
+    propagation_policy: str | None = None
+    orphan_dependents: bool | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    dry_run: bool = False
+
+    def validate(self) -> None:
+        """``ValidateDeleteOptions`` (422 ``DeleteOptions.meta.k8s.io "" is invalid``)."""
+        errs: list[fe.FieldError] = []
+        if self.orphan_dependents is not None and self.propagation_policy is not None:
+            errs.append(
+                fe.invalid(
+                    "propagationPolicy",
+                    self.propagation_policy,
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )
+            )
+        if self.propagation_policy is not None and self.propagation_policy not in (
+            "Foreground",
+            "Background",
+            "Orphan",
+        ):
+            errs.append(
+                fe.not_supported(
+                    "propagationPolicy",
+                    self.propagation_policy,
+                    ("Foreground", "Background", "Orphan", "nil"),
+                )
+            )
+        if self.grace_period_seconds is not None and self.grace_period_seconds < 0:
+            # negative grace periods are coerced to 1 by the pod strategy, not rejected
+            pass
+        if errs:
+            raise options_invalid("DeleteOptions", errs)
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """What selects a list or a watch."""
+
+    namespace: str | None = None
+    labels: LabelSelector = field(default_factory=LabelSelector)
+    fields: FieldSelector = field(default_factory=FieldSelector)
+
+    @classmethod
+    def parse(
+        cls, res: Resource, namespace: str | None, label_selector: str, field_selector: str
+    ) -> ListQuery:
+        """Parse selector strings for ``res``.
+
+        Raises:
+            ApiError: 400 for a bad selector.
+        """
+        strat = STRATEGIES[res.key]
+        return cls(
+            namespace=namespace,
+            labels=parse_label_selector(label_selector) if label_selector else LabelSelector(),
+            fields=parse_field_selector(field_selector, strat.field_labels),
+        )
+
+
+@dataclass(slots=True)
+class WriteResult:
+    """A write's response body, HTTP status and warnings."""
+
+    body: Obj
+    code: int
+    warnings: list[str]

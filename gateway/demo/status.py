@@ -1,0 +1,315 @@
+"""Kubernetes ``Status`` errors, worded exactly as kube-apiserver words them.
+
+Every failure the demo upstream returns is an :class:`ApiError`; the constructors below
+reproduce the messages of ``k8s.io/apimachinery/pkg/api/errors`` so a client (or the gateway
+under test) sees the same bytes it would see from a real server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.demo.fielderrors import FieldError, aggregate
+
+
+class ApiError(Exception):
+    """A failed request, rendered as a ``Status`` object.
+
+    Attributes:
+        code: HTTP status code.
+        reason: the ``StatusReason`` (empty for ``StatusReasonUnknown``).
+        message: human-readable message.
+        details: ``Status.details`` (name, group, kind, uid, causes, retryAfterSeconds).
+        list_meta: ``Status.metadata`` (an expired list carries a fresh ``continue`` here).
+    """
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        list_meta: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.list_meta = list_meta or {}
+
+    def to_status(self) -> dict[str, Any]:
+        """The ``Status`` object, fields in the order the apiserver serialises them."""
+        status: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": dict(self.list_meta),
+            "status": "Failure",
+            "message": self.message,
+        }
+        if self.reason:
+            status["reason"] = self.reason
+        if self.details is not None:
+            status["details"] = self.details
+        status["code"] = self.code
+        return status
+
+    @property
+    def retry_after(self) -> int | None:
+        """Seconds for a ``Retry-After`` header, when the details carry one."""
+        if self.details and isinstance(self.details.get("retryAfterSeconds"), int):
+            value: int = self.details["retryAfterSeconds"]
+            return value if value > 0 else None
+        return None
+
+    def __repr__(self) -> str:
+        return f"ApiError({self.code}, {self.reason!r}, {self.message!r})"
+
+
+def _details(
+    name: str = "", group: str = "", kind: str = "", uid: str = "", **extra: Any
+) -> dict[str, Any]:
+    # StatusDetails fields are all omitempty; keep the apiserver's field order.
+    out: dict[str, Any] = {}
+    if name:
+        out["name"] = name
+    if group:
+        out["group"] = group
+    if kind:
+        out["kind"] = kind
+    if uid:
+        out["uid"] = uid
+    out.update({k: v for k, v in extra.items() if v})
+    return out
+
+
+def qualified(resource: str, group: str) -> str:
+    """``GroupResource.String()``: ``pods``, ``leases.coordination.k8s.io``."""
+    return f"{resource}.{group}" if group else resource
+
+
+def not_found(resource: str, group: str, name: str) -> ApiError:
+    """``NewNotFound``: ``pods "x" not found``."""
+    return ApiError(
+        404,
+        "NotFound",
+        f"{qualified(resource, group)} {_quote(name)} not found",
+        details=_details(name=name, group=group, kind=resource),
+    )
+
+
+def already_exists(resource: str, group: str, name: str) -> ApiError:
+    """``NewAlreadyExists``: ``pods "x" already exists``."""
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f"{qualified(resource, group)} {_quote(name)} already exists",
+        details=_details(name=name, group=group, kind=resource),
+    )
+
+
+def conflict(resource: str, group: str, name: str, err: str) -> ApiError:
+    """``NewConflict``: ``Operation cannot be fulfilled on pods "x": <err>``."""
+    return ApiError(
+        409,
+        "Conflict",
+        f"Operation cannot be fulfilled on {qualified(resource, group)} {_quote(name)}: {err}",
+        details=_details(name=name, group=group, kind=resource),
+    )
+
+
+OPTIMISTIC_LOCK = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+
+
+def invalid(
+    kind: str, group: str, name: str, errors: Sequence[FieldError], *, code: int = 422
+) -> ApiError:
+    """``NewInvalid``: ``Pod "x" is invalid: spec.containers: Required value``."""
+    gk = f"{kind}.{group}" if group else kind
+    causes = [e.cause() for e in errors]
+    message = f"{gk} {_quote(name)} is invalid"
+    if errors:
+        message += f": {aggregate(errors)}"
+    details: dict[str, Any] = _details(name=name, group=group, kind=kind)
+    details["causes"] = causes
+    return ApiError(code, "Invalid", message, details=details)
+
+
+def options_invalid(kind: str, errors: Sequence[FieldError]) -> ApiError:
+    """Invalid request options (``ListOptions.meta.k8s.io "" is invalid: ...``)."""
+    return invalid(kind, "meta.k8s.io", "", errors)
+
+
+def bad_request(message: str) -> ApiError:
+    """``NewBadRequest``."""
+    return ApiError(400, "BadRequest", message, details=None)
+
+
+def unauthorized() -> ApiError:
+    """What an apiserver with anonymous auth disabled answers an unauthenticated request."""
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def forbidden(resource: str, group: str, name: str, reason: str) -> ApiError:
+    """``NewForbidden``: ``pods "x" is forbidden: User "u" cannot get resource ...``."""
+    gr = qualified(resource, group)
+    if not resource:
+        message = f"forbidden: {reason}"
+    elif name:
+        message = f"{gr} {_quote(name)} is forbidden: {reason}"
+    else:
+        message = f"{gr} is forbidden: {reason}"
+    return ApiError(
+        403, "Forbidden", message, details=_details(name=name, group=group, kind=resource)
+    )
+
+
+def gone(message: str, *, continue_token: str = "") -> ApiError:
+    """``NewResourceExpired`` (410, reason ``Expired``)."""
+    meta = {"continue": continue_token} if continue_token else None
+    return ApiError(410, "Expired", message, list_meta=meta)
+
+
+def too_large_resource_version(requested: int, current: int, retry_seconds: int = 1) -> ApiError:
+    """``storage.NewTooLargeResourceVersionError`` (504 Timeout with a cause)."""
+    return ApiError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        details={
+            "causes": [
+                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            ],
+            "retryAfterSeconds": retry_seconds,
+        },
+    )
+
+
+def method_not_allowed() -> ApiError:
+    """go-restful's answer to a method the route does not serve."""
+    return ApiError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+        details={},
+    )
+
+
+def path_not_found() -> ApiError:
+    """``NewGenericServerResponse(404)`` for a path no API group serves."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
+
+
+def entity_too_large(limit: int) -> ApiError:
+    """``NewRequestEntityTooLargeError``."""
+    return ApiError(
+        413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}", details=None
+    )
+
+
+def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> ApiError:
+    """``negotiation.NewUnsupportedMediaTypeError``."""
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format - accepted media types include: "
+        f"{', '.join(accepted)}",
+        details=None,
+    )
+
+
+def not_acceptable(accepted: Sequence[str]) -> ApiError:
+    """go-restful's 406 for an ``Accept`` header no route produces."""
+    return ApiError(
+        406,
+        "NotAcceptable",
+        f"406: Not Acceptable\n\nAvailable representations: {', '.join(accepted)}",
+        details={},
+    )
+
+
+def route_unsupported_media_type() -> ApiError:
+    """go-restful's 415 for a ``Content-Type`` no route consumes (PATCH)."""
+    return ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", details={})
+
+
+def internal(message: str, *, reason: str = "InternalError") -> ApiError:
+    """``NewInternalError`` (or, with ``reason=""``, a non-Status error the server wrapped)."""
+    if reason:
+        return ApiError(
+            500,
+            reason,
+            f"Internal error occurred: {message}",
+            details={"causes": [{"message": message}]},
+        )
+    return ApiError(500, "", message)
+
+
+def unprocessable(server_message: str) -> ApiError:
+    """``NewGenericServerResponse(422, ...)``: a patch that could not be applied.
+
+    The apiserver drops ``server_message`` (it is not an unexpected response), so the
+    caller only learns that the patch did not apply.
+    """
+    del server_message
+    return ApiError(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+        details={},
+    )
+
+
+def generic(code: int, message: str | None = None, retry_after: int | None = None) -> ApiError:
+    """A canned failure for fault injection, shaped like the apiserver's own for that code."""
+    reasons: dict[int, tuple[str, str]] = {
+        400: ("BadRequest", "the server rejected our request for an unknown reason"),
+        401: ("Unauthorized", "Unauthorized"),
+        403: ("Forbidden", "forbidden"),
+        404: ("NotFound", "the server could not find the requested resource"),
+        409: ("Conflict", "the server reported a conflict"),
+        410: ("Expired", "the resource version is too old"),
+        429: ("TooManyRequests", "Too many requests, please try again later."),
+        500: (
+            "InternalError",
+            "Internal error occurred: an error on the server has prevented "
+            "the request from succeeding",
+        ),
+        502: (
+            "",
+            "the server responded with the status code 502 but did not return more information",
+        ),
+        503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
+        504: (
+            "Timeout",
+            "Timeout: request did not complete within requested timeout - context "
+            "deadline exceeded",
+        ),
+    }
+    reason, default = reasons.get(code, ("", f"the server responded with the status code {code}"))
+    details: dict[str, Any] | None = None
+    if retry_after is not None:
+        details = {"retryAfterSeconds": retry_after}
+    elif code in (429, 504):
+        details = {}
+    return ApiError(code, reason, message or default, details=details)
+
+
+def success(name: str, group: str, kind: str, uid: str) -> dict[str, Any]:
+    """The ``Status`` a generic registry returns for a delete that completed."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": _details(name=name, group=group, kind=kind, uid=uid),
+    }
+
+
+def _quote(value: str) -> str:
+    # Go's %q for the ASCII names Kubernetes allows.
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

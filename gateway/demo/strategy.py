@@ -1,0 +1,547 @@
+"""Per-kind registry strategies: defaulting, what create/update may touch, validation,
+selectable fields and deletion behaviour, after ``pkg/registry/*/strategy.go``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Final
+
+from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
+from gateway.demo import validation as v
+from gateway.demo.fielderrors import FieldError
+from gateway.demo.schema import validate_custom
+from gateway.demo.selectors import meta_fields
+
+Obj = dict[str, Any]
+
+NAMESPACE: Final = Resource(
+    group="",
+    version="v1",
+    kind="Namespace",
+    plural="namespaces",
+    singular="namespace",
+    namespaced=False,
+    short_names=("ns",),
+)
+"""Namespaces are served (minimally) so that namespace lifecycle behaves like a cluster."""
+
+_META_FIELDS: Final = frozenset(("metadata.name", "metadata.namespace"))
+
+
+class Strategy:
+    """Generic behaviour; subclasses override what their kind does differently."""
+
+    res: Resource
+    custom_resource: ClassVar[bool] = False
+    allow_create_on_update: ClassVar[bool] = True
+    allow_unconditional_update: ClassVar[bool] = True
+    return_deleted_object: ClassVar[bool] = False
+    tracks_generation: ClassVar[bool] = False
+    field_labels: ClassVar[frozenset[str]] = _META_FIELDS
+
+    def __init__(self, res: Resource) -> None:
+        self.res = res
+
+    def validate_name(self, name: str, prefix: bool) -> list[str]:
+        """The kind's name validation (``ValidateNameFunc``)."""
+        return v.dns_subdomain(name, prefix)
+
+    @property
+    def group_kind(self) -> tuple[str, str]:
+        """``(group, Kind)`` for Invalid errors."""
+        return self.res.group, self.res.kind
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        """The selectable fields (``GetAttrs``)."""
+        return meta_fields(obj, self.res.namespaced)
+
+    def default(self, obj: Obj) -> None:
+        """Defaulting applied when any write body is decoded."""
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        """``PrepareForCreate``."""
+        obj.get("metadata", {}).pop("generation", None)
+        if self.tracks_generation:
+            obj["metadata"]["generation"] = 1
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        """``PrepareForUpdate`` (and, for generation-tracking kinds, the generation bump)."""
+        if self.tracks_generation and new.get("spec") != old.get("spec"):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation", 0)) + 1
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        """``Validate`` on create."""
+        return v.validate_object_meta(
+            obj.get("metadata", {}),
+            namespaced=self.res.namespaced,
+            name_validator=self.validate_name,
+        )
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        """``ValidateUpdate``."""
+        errs = v.validate_meta_update(new, old)
+        meta = new.get("metadata", {})
+        if meta.get("labels") is not None:
+            errs += v.validate_labels(meta["labels"], "metadata.labels")
+        if meta.get("annotations") is not None:
+            errs += v.validate_annotations(meta["annotations"], "metadata.annotations")
+        return errs
+
+    def canonicalize(self, obj: Obj) -> None:
+        """Shape the stored object like a Go struct would serialise (empty maps omitted...)."""
+        meta = obj.get("metadata", {})
+        for key in ("labels", "annotations", "finalizers", "ownerReferences", "managedFields"):
+            if key in meta and not meta[key]:
+                del meta[key]
+
+    def grace_period(self, obj: Obj, requested: int | None) -> int | None:
+        """``CheckGracefulDelete``: the grace period, or None when deletion is immediate."""
+        return None
+
+    def tracked(self, subresource: str | None) -> Callable[[tuple[str, ...]], bool]:
+        """``GetResetFields``: which field paths a write through ``subresource`` may own."""
+        return _keep_all
+
+    def empty(self) -> Obj:
+        """How an empty object of the kind serialises (what a BOOKMARK carries besides
+        ``metadata``): struct fields without ``omitempty`` show up as ``{}`` or ``null``."""
+        return {}
+
+
+_NOT_READY_TOLERATIONS: Final = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+
+
+def _default_container(c: Any) -> None:
+    if not isinstance(c, dict):
+        return
+    c.setdefault("resources", {})
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    image = c.get("image")
+    if "imagePullPolicy" not in c and isinstance(image, str):
+        c["imagePullPolicy"] = "Always" if _image_tag(image) == "latest" else "IfNotPresent"
+    for port in c.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+
+
+def _default_pod_status(status: Any) -> None:
+    # Zero-valued metav1.Time fields and struct fields without omitempty serialise anyway.
+    if not isinstance(status, dict):
+        return
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict):
+            cond.setdefault("lastProbeTime", None)
+            cond.setdefault("lastTransitionTime", None)
+    for group in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+        for cs in status.get(group) or []:
+            if not isinstance(cs, dict):
+                continue
+            for key in ("state", "lastState"):
+                state = cs.setdefault(key, {})
+                if not isinstance(state, dict):
+                    continue
+                if isinstance(state.get("running"), dict):
+                    state["running"].setdefault("startedAt", None)
+                if isinstance(state.get("terminated"), dict):
+                    state["terminated"].setdefault("startedAt", None)
+                    state["terminated"].setdefault("finishedAt", None)
+
+
+def _image_tag(image: str) -> str:
+    # parsers.ParseImageName: no tag and no digest means "latest".
+    if "@" in image:
+        return ""
+    last = image.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else "latest"
+
+
+def qos_class(spec: Obj) -> str:
+    """``qos.GetPodQOS``: BestEffort, Guaranteed or Burstable."""
+    containers = [
+        c
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        if isinstance(c, dict)
+    ]
+    requests_any = limits_any = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req:
+            requests_any = True
+        if lim:
+            limits_any = True
+        for name in ("cpu", "memory"):
+            if name not in lim or req.get(name, lim.get(name)) != lim[name]:
+                guaranteed = False
+    if not requests_any and not limits_any:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+class PodStrategy(Strategy):
+    """Pods: status is the kubelet's, spec is mostly immutable, deletion is graceful."""
+
+    allow_create_on_update = False
+    return_deleted_object = True
+    tracks_generation = True
+    field_labels = _META_FIELDS | {
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    }
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        ips = status.get("podIPs") or []
+        pod_ip = ips[0].get("ip", "") if ips and isinstance(ips[0], dict) else ""
+        out = meta_fields(obj, True)
+        out.update(
+            {
+                "spec.nodeName": str(spec.get("nodeName", "")),
+                "spec.restartPolicy": str(spec.get("restartPolicy", "")),
+                "spec.schedulerName": str(spec.get("schedulerName", "")),
+                "spec.serviceAccountName": str(spec.get("serviceAccountName", "")),
+                "spec.hostNetwork": "true" if spec.get("hostNetwork") else "false",
+                "status.phase": str(status.get("phase", "")),
+                "status.podIP": str(pod_ip),
+                "status.nominatedNodeName": str(status.get("nominatedNodeName", "")),
+            }
+        )
+        return out
+
+    def default(self, obj: Obj) -> None:
+        _default_pod_status(obj.get("status"))
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("securityContext", {})
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("enableServiceLinks", True)
+        for group in ("initContainers", "containers", "ephemeralContainers"):
+            for c in spec.get(group) or []:
+                _default_container(c)
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        super().prepare_for_create(obj)
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict):
+            # What the Priority and DefaultTolerationSeconds admission plugins add to every
+            # pod (ServiceAccount admission is off, as in the reference cluster: it would need
+            # a "default" ServiceAccount and add a token volume).
+            spec.setdefault("priority", 0)
+            spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+            tolerations = spec.setdefault("tolerations", [])
+            if isinstance(tolerations, list):
+                keys = {t.get("key") for t in tolerations if isinstance(t, dict)}
+                tolerations.extend(dict(t) for t in _NOT_READY_TOLERATIONS if t["key"] not in keys)
+        obj["status"] = {
+            "phase": "Pending",
+            "qosClass": qos_class(spec if isinstance(spec, dict) else {}),
+        }
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if subresource == "status":
+            new["spec"] = old.get("spec", {})
+            new["metadata"].pop("deletionTimestamp", None)
+            if "deletionTimestamp" in old["metadata"]:
+                new["metadata"]["deletionTimestamp"] = old["metadata"]["deletionTimestamp"]
+            _keep(new["metadata"], old["metadata"], "ownerReferences")
+            status = new.setdefault("status", {})
+            if isinstance(status, dict) and not status.get("qosClass"):
+                old_qos = (old.get("status") or {}).get("qosClass")
+                if old_qos:
+                    status["qosClass"] = old_qos
+            return
+        if subresource == "ephemeralcontainers":
+            ephemeral = (new.get("spec") or {}).get("ephemeralContainers")
+            spec = dict(old.get("spec") or {})
+            if ephemeral:
+                spec["ephemeralContainers"] = ephemeral
+            else:
+                spec.pop("ephemeralContainers", None)
+            new["spec"] = spec
+            new["status"] = old.get("status", {})
+            for key in ("labels", "annotations", "finalizers", "ownerReferences"):
+                _keep(new["metadata"], old["metadata"], key)
+        else:
+            new["status"] = old.get("status", {})
+        super().prepare_for_update(new, old, subresource)
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return super().validate(obj) + v.validate_pod_spec(obj.get("spec"))
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        errs = super().validate_update(new, old, subresource)
+        if subresource == "status":
+            return errs + v.validate_pod_status(new)
+        if subresource == "ephemeralcontainers":
+            return errs + v.validate_ephemeral_update(new, old)
+        errs += v.validate_pod_spec(new.get("spec"), create=False)
+        # ephemeral containers are validated against the old ones by the subresource only
+        return [e for e in errs if not e.field.startswith("spec.ephemeralContainers")] + (
+            v.validate_pod_update(new, old)
+        )
+
+    def canonicalize(self, obj: Obj) -> None:
+        super().canonicalize(obj)
+        obj.setdefault("spec", {})
+        obj.setdefault("status", {})
+
+    def tracked(self, subresource: str | None) -> Callable[[tuple[str, ...]], bool]:
+        if subresource == "status":
+            return _not_under(
+                ("f:spec",),
+                ("f:metadata", "f:deletionTimestamp"),
+                ("f:metadata", "f:ownerReferences"),
+            )
+        if subresource == "ephemeralcontainers":
+            return lambda path: path[:2] == ("f:spec", "f:ephemeralContainers")
+        return _not_under(("f:status",))
+
+    def empty(self) -> Obj:
+        return {"spec": {"containers": None}, "status": {}}
+
+    def grace_period(self, obj: Obj, requested: int | None) -> int | None:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        period = requested
+        if period is None:
+            period = spec.get("terminationGracePeriodSeconds") or 0
+        if not spec.get("nodeName") or status.get("phase") in ("Failed", "Succeeded"):
+            period = 0
+        return 1 if period < 0 else period
+
+
+def _keep_all(path: tuple[str, ...]) -> bool:
+    return True
+
+
+def _not_under(*prefixes: tuple[str, ...]) -> Callable[[tuple[str, ...]], bool]:
+    def keep(path: tuple[str, ...]) -> bool:
+        return not any(path[: len(p)] == p for p in prefixes)
+
+    return keep
+
+
+def _keep(new_meta: Obj, old_meta: Obj, key: str) -> None:
+    if key in old_meta:
+        new_meta[key] = old_meta[key]
+    else:
+        new_meta.pop(key, None)
+
+
+class EventStrategy(Strategy):
+    """core/v1 Events."""
+
+    field_labels = _META_FIELDS | {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    }
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        inv = obj.get("involvedObject") or {}
+        source = (obj.get("source") or {}).get("component") or obj.get("reportingComponent", "")
+        out = meta_fields(obj, True)
+        for key in (
+            "kind",
+            "namespace",
+            "name",
+            "uid",
+            "apiVersion",
+            "resourceVersion",
+            "fieldPath",
+        ):
+            out[f"involvedObject.{key}"] = str(inv.get(key, ""))
+        out.update(
+            {
+                "reason": str(obj.get("reason", "")),
+                "reportingComponent": str(obj.get("reportingComponent", "")),
+                "source": str(source),
+                "type": str(obj.get("type", "")),
+            }
+        )
+        return out
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return super().validate(obj) + v.validate_event(obj)
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        return super().validate_update(new, old, subresource) + v.validate_event(new)
+
+    def empty(self) -> Obj:
+        return {
+            "involvedObject": {},
+            "source": {},
+            "firstTimestamp": None,
+            "lastTimestamp": None,
+            "eventTime": None,
+            "reportingComponent": "",
+            "reportingInstance": "",
+        }
+
+    def canonicalize(self, obj: Obj) -> None:
+        super().canonicalize(obj)
+        # Struct and time fields without omitempty semantics always serialise.
+        obj.setdefault("involvedObject", {})
+        obj.setdefault("source", {})
+        for key in ("firstTimestamp", "lastTimestamp", "eventTime"):
+            obj.setdefault(key, None)
+        obj.setdefault("reportingComponent", "")
+        obj.setdefault("reportingInstance", "")
+
+
+class EndpointsStrategy(Strategy):
+    """core/v1 Endpoints (deprecated in favour of EndpointSlices, still served)."""
+
+    def default(self, obj: Obj) -> None:
+        for subset in obj.get("subsets") or []:
+            if isinstance(subset, dict):
+                for port in subset.get("ports") or []:
+                    if isinstance(port, dict):
+                        port.setdefault("protocol", "TCP")
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return super().validate(obj) + v.validate_endpoints(obj)
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        return super().validate_update(new, old, subresource) + v.validate_endpoints(new)
+
+
+class LeaseStrategy(Strategy):
+    """coordination.k8s.io/v1 Leases: PUT needs a resourceVersion."""
+
+    allow_unconditional_update = False
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return super().validate(obj) + v.validate_lease(obj)
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        return super().validate_update(new, old, subresource) + v.validate_lease(new)
+
+    def canonicalize(self, obj: Obj) -> None:
+        super().canonicalize(obj)
+        obj.setdefault("spec", {})
+
+    def empty(self) -> Obj:
+        return {"spec": {}}
+
+
+class ImageStrategy(Strategy):
+    """image.openshift.io/v1 Images, served as the reference cluster serves them: as a
+    cluster-scoped custom resource (structural-schema validation, DNS-subdomain names, no
+    strategic merge patch, resourceVersion required on PUT, generation on every change
+    outside metadata)."""
+
+    custom_resource = True
+    allow_create_on_update = False
+    allow_unconditional_update = False
+    tracks_generation = True
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        def body(obj: Obj) -> Obj:
+            return {k: v for k, v in obj.items() if k not in ("metadata", "kind", "apiVersion")}
+
+        if body(new) != body(old):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation", 0)) + 1
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return super().validate(obj) + validate_custom("Image", obj)
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        return super().validate_update(new, old, subresource) + validate_custom("Image", new)
+
+    def canonicalize(self, obj: Obj) -> None:
+        super().canonicalize(obj)
+        # unstructured objects serialise with sorted keys at every level
+        sorted_obj = _sorted(obj)
+        obj.clear()
+        obj.update(sorted_obj)
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+class NamespaceStrategy(Strategy):
+    """core/v1 Namespaces (enough for namespace lifecycle)."""
+
+    allow_create_on_update = False
+    return_deleted_object = True
+
+    def validate_name(self, name: str, prefix: bool) -> list[str]:
+        return v.dns_label(name, prefix)
+
+    field_labels = frozenset(("metadata.name", "status.phase"))
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        return {
+            "metadata.name": str(obj.get("metadata", {}).get("name", "")),
+            "status.phase": str((obj.get("status") or {}).get("phase", "")),
+        }
+
+    def default(self, obj: Obj) -> None:
+        # SetDefaults_Namespace: the name label is a default, so the writer owns it.
+        meta = obj.setdefault("metadata", {})
+        if isinstance(meta, dict) and meta.get("name"):
+            labels = meta.get("labels")
+            if not isinstance(labels, dict):
+                labels = meta["labels"] = {}
+            labels["kubernetes.io/metadata.name"] = meta["name"]
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        super().prepare_for_create(obj)
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        new["spec"] = old.get("spec", {})
+        new["status"] = old.get("status", {})
+
+    def empty(self) -> Obj:
+        return {"spec": {}, "status": {}}
+
+
+STRATEGIES: Final[dict[str, Strategy]] = {
+    POD.key: PodStrategy(POD),
+    EVENT.key: EventStrategy(EVENT),
+    ENDPOINTS.key: EndpointsStrategy(ENDPOINTS),
+    LEASE.key: LeaseStrategy(LEASE),
+    IMAGE.key: ImageStrategy(IMAGE),
+    NAMESPACE.key: NamespaceStrategy(NAMESPACE),
+}
+"""The strategy of every resource the demo serves, by registry key."""

@@ -1,0 +1,536 @@
+"""Object validation with the apiserver's field paths and messages (the common subset).
+
+This is not the whole of ``pkg/apis/core/validation``: it covers what clients of the five
+served resources commonly trip over (names, labels, required fields, enumerations, ranges,
+immutable fields), each worded as the apiserver words it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from gateway.demo import fielderrors as fe
+from gateway.demo.fielderrors import FieldError
+from gateway.demo.selectors import (
+    DNS1123_SUBDOMAIN_MSG,
+    label_value_errors,
+    qualified_name_errors,
+)
+
+Obj = dict[str, Any]
+NameValidator = Callable[[str, bool], list[str]]
+
+_DNS1123_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+DNS1123_LABEL_MSG: Final = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_TOTAL_ANNOTATION_SIZE: Final = 256 * 1024
+
+
+def dns_subdomain(name: str, prefix: bool = False) -> list[str]:
+    """``NameIsDNSSubdomain`` (``prefix`` validates a generateName)."""
+    if prefix:
+        name = name + "a"
+    errs = []
+    if len(name) > 253:
+        errs.append("must be no more than 253 bytes")
+    if not _DNS1123_SUBDOMAIN_RE.match(name):
+        errs.append(DNS1123_SUBDOMAIN_MSG)
+    return errs
+
+
+def dns_label(name: str, prefix: bool = False) -> list[str]:
+    """``NameIsDNSLabel``."""
+    if prefix:
+        name = name + "a"
+    errs = []
+    if len(name) > 63:
+        errs.append("must be no more than 63 bytes")
+    if not _DNS1123_LABEL_RE.match(name):
+        errs.append(DNS1123_LABEL_MSG)
+    return errs
+
+
+def path_segment_name(name: str, prefix: bool = False) -> list[str]:
+    """``path.ValidatePathSegmentName``: anything that is safe in a URL path segment."""
+    if not prefix and name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
+
+
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def validate_object_meta(
+    meta: Obj, *, namespaced: bool, name_validator: NameValidator, path: str = "metadata"
+) -> list[FieldError]:
+    """``ValidateObjectMeta``: names, namespace, labels, annotations, owner references."""
+    errs: list[FieldError] = []
+    name = meta.get("name") or ""
+    generate = meta.get("generateName") or ""
+    if generate:
+        for msg in name_validator(generate, True):
+            errs.append(fe.invalid(f"{path}.generateName", generate, msg))
+    if not name:
+        errs.append(fe.required(f"{path}.name", "name or generateName is required"))
+    else:
+        for msg in name_validator(name, False):
+            errs.append(fe.invalid(f"{path}.name", name, msg))
+    if namespaced:
+        ns = meta.get("namespace") or ""
+        if not ns:
+            errs.append(fe.required(f"{path}.namespace", ""))
+        else:
+            for msg in dns_label(ns):
+                errs.append(fe.invalid(f"{path}.namespace", ns, msg))
+    elif meta.get("namespace"):
+        errs.append(fe.forbidden(f"{path}.namespace", "not allowed on this type"))
+    labels = meta.get("labels")
+    if labels is not None:
+        errs.extend(validate_labels(labels, f"{path}.labels"))
+    annotations = meta.get("annotations")
+    if annotations is not None:
+        errs.extend(validate_annotations(annotations, f"{path}.annotations"))
+    for i, raw_ref in enumerate(meta.get("ownerReferences") or []):
+        p = f"{path}.ownerReferences[{i}]"
+        ref = raw_ref if isinstance(raw_ref, dict) else {}
+        for key, what in (
+            ("apiVersion", "version"),
+            ("kind", "kind"),
+            ("name", "name"),
+            ("uid", "uid"),
+        ):
+            if not ref.get(key):
+                errs.append(fe.invalid(f"{p}.{key}", "", f"{what} must not be empty"))
+    return errs
+
+
+def validate_labels(labels: Any, path: str) -> list[FieldError]:
+    """``ValidateLabels``: qualified-name keys and label values."""
+    if not _is_str_map(labels):
+        return [fe.invalid(path, labels, "labels must be a map of strings")]
+    errs: list[FieldError] = []
+    for key, value in labels.items():
+        for msg in qualified_name_errors(key, what="a valid label key"):
+            errs.append(fe.invalid(path, key, msg))
+        for msg in label_value_errors(value):
+            errs.append(fe.invalid(path, value, msg))
+    return errs
+
+
+def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
+    """``ValidateAnnotations``: qualified-name keys, total size at most 256 KiB."""
+    if not _is_str_map(annotations):
+        return [fe.invalid(path, annotations, "annotations must be a map of strings")]
+    errs: list[FieldError] = []
+    total = 0
+    for key, value in annotations.items():
+        for msg in qualified_name_errors(key.lower()):
+            errs.append(fe.invalid(path, key, msg))
+        total += len(key) + len(value)
+    if total > _TOTAL_ANNOTATION_SIZE:
+        errs.append(fe.too_long(path, _TOTAL_ANNOTATION_SIZE))
+    return errs
+
+
+def validate_meta_update(new: Obj, old: Obj) -> list[FieldError]:
+    """``ValidateObjectMetaUpdate``: the identity fields are immutable."""
+    errs: list[FieldError] = []
+    nm, om = new.get("metadata", {}), old.get("metadata", {})
+    for key in ("name", "namespace", "uid"):
+        if nm.get(key, "") != om.get(key, ""):
+            errs.append(fe.invalid(f"metadata.{key}", nm.get(key, ""), "field is immutable"))
+    return errs
+
+
+def _supported(value: Any, path: str, allowed: Iterable[str]) -> list[FieldError]:
+    allowed = list(allowed)
+    if value is not None and value not in allowed:
+        return [fe.not_supported(path, value, allowed)]
+    return []
+
+
+def _port(value: Any, path: str) -> list[FieldError]:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        return [fe.invalid(path, value, "must be between 1 and 65535, inclusive")]
+    return []
+
+
+# --- pods ------------------------------------------------------------------------------------
+
+_PULL_POLICIES: Final = ("Always", "IfNotPresent", "Never")
+_PROTOCOLS: Final = ("SCTP", "TCP", "UDP")
+_RESTART_POLICIES: Final = ("Always", "OnFailure", "Never")
+_DNS_POLICIES: Final = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+_MESSAGE_POLICIES: Final = ("File", "FallbackToLogsOnError")
+
+
+def _container(c: Any, path: str, names: set[str], *, ephemeral: bool) -> list[FieldError]:
+    if not isinstance(c, dict):
+        return [fe.invalid(path, c, "must be an object")]
+    errs: list[FieldError] = []
+    name = c.get("name") or ""
+    if not name:
+        errs.append(fe.required(f"{path}.name", ""))
+    else:
+        for msg in dns_label(name):
+            errs.append(fe.invalid(f"{path}.name", name, msg))
+        if name in names:
+            errs.append(fe.duplicate(f"{path}.name", name))
+        names.add(name)
+    if not c.get("image"):
+        errs.append(fe.required(f"{path}.image", ""))
+    errs += _supported(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", _PULL_POLICIES)
+    errs += _supported(
+        c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy", _MESSAGE_POLICIES
+    )
+    if ephemeral:
+        for key in ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"):
+            if c.get(key):
+                errs.append(
+                    fe.forbidden(f"{path}.{key}", "cannot be set for an Ephemeral Container")
+                )
+        if (c.get("resources") or {}) != {}:
+            errs.append(
+                fe.forbidden(f"{path}.resources", "cannot be set for an Ephemeral Container")
+            )
+    for j, port in enumerate(c.get("ports") or []):
+        pp = f"{path}.ports[{j}]"
+        if not isinstance(port, dict):
+            errs.append(fe.invalid(pp, port, "must be an object"))
+            continue
+        errs += _port(port.get("containerPort"), f"{pp}.containerPort")
+        errs += _supported(port.get("protocol"), f"{pp}.protocol", _PROTOCOLS)
+    seen_env: set[str] = set()
+    for j, env in enumerate(c.get("env") or []):
+        if not isinstance(env, dict) or not env.get("name"):
+            errs.append(fe.required(f"{path}.env[{j}].name", ""))
+        else:
+            seen_env.add(env["name"])
+    return errs
+
+
+def validate_pod_spec(spec: Any, path: str = "spec", *, create: bool = True) -> list[FieldError]:
+    """The common subset of ``ValidatePodSpec``."""
+    if not isinstance(spec, dict):
+        return [fe.required(path, "")]
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    for i, c in enumerate(spec.get("initContainers") or []):
+        errs += _container(c, f"{path}.initContainers[{i}]", names, ephemeral=False)
+    containers = spec.get("containers") or []
+    if not containers:
+        errs.append(fe.required(f"{path}.containers", ""))
+    for i, c in enumerate(containers):
+        errs += _container(c, f"{path}.containers[{i}]", names, ephemeral=False)
+    ephemeral = spec.get("ephemeralContainers") or []
+    if ephemeral and create:
+        errs.append(fe.forbidden(f"{path}.ephemeralContainers", "cannot be set on create"))
+    elif ephemeral:
+        errs += validate_ephemeral_containers(ephemeral, names, path)
+    errs += _supported(spec.get("restartPolicy"), f"{path}.restartPolicy", _RESTART_POLICIES)
+    errs += _supported(spec.get("dnsPolicy"), f"{path}.dnsPolicy", _DNS_POLICIES)
+    node = spec.get("nodeName")
+    if node:
+        for msg in dns_subdomain(node):
+            errs.append(fe.invalid(f"{path}.nodeName", node, msg))
+    grace = spec.get("terminationGracePeriodSeconds")
+    if grace is not None and isinstance(grace, int) and grace < 0 and create:
+        errs.append(
+            fe.invalid(
+                f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"
+            )
+        )
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (not isinstance(deadline, int) or deadline <= 0):
+        errs.append(
+            fe.invalid(
+                f"{path}.activeDeadlineSeconds",
+                deadline,
+                "must be between 1 and 2147483647, inclusive",
+            )
+        )
+    vol_names: set[str] = set()
+    for i, vol in enumerate(spec.get("volumes") or []):
+        name = vol.get("name") if isinstance(vol, dict) else None
+        if not name:
+            errs.append(fe.required(f"{path}.volumes[{i}].name", ""))
+        elif name in vol_names:
+            errs.append(fe.duplicate(f"{path}.volumes[{i}].name", name))
+        else:
+            vol_names.add(name)
+    if spec.get("nodeSelector") is not None:
+        errs += validate_labels(spec["nodeSelector"], f"{path}.nodeSelector")
+    return errs
+
+
+def validate_ephemeral_containers(
+    ephemeral: list[Any], names: set[str], path: str = "spec"
+) -> list[FieldError]:
+    """New ephemeral containers: unique names, an image, no ports/probes/resources."""
+    errs: list[FieldError] = []
+    regular = set(names)
+    for i, c in enumerate(ephemeral):
+        p = f"{path}.ephemeralContainers[{i}]"
+        errs += _container(c, p, names, ephemeral=True)
+        target = c.get("targetContainerName") if isinstance(c, dict) else None
+        if target and target not in regular:
+            errs.append(fe.not_found(f"{p}.targetContainerName", target))
+    return errs
+
+
+_POD_UPDATE_MSG: Final = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
+    "set to 1 if it was previously negative)"
+)
+
+
+def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
+    """``ValidatePodUpdate``: only images, deadlines, toleration additions may change."""
+    spec = dict(new.get("spec") or {})
+    old_spec = old.get("spec") or {}
+    errs: list[FieldError] = []
+    for group in ("containers", "initContainers"):
+        cur, prev = spec.get(group) or [], old_spec.get(group) or []
+        if group in spec and len(cur) == len(prev):
+            mended = []
+            for i, (c, o) in enumerate(zip(cur, prev, strict=True)):
+                if isinstance(c, dict) and isinstance(o, dict):
+                    if not c.get("image"):
+                        errs.append(fe.required(f"spec.{group}[{i}].image", ""))
+                    mended.append({**c, "image": o.get("image")})
+                else:
+                    mended.append(c)
+            spec[group] = mended
+    if "activeDeadlineSeconds" in old_spec or "activeDeadlineSeconds" in spec:
+        new_deadline = spec.get("activeDeadlineSeconds")
+        old_deadline = old_spec.get("activeDeadlineSeconds")
+        if new_deadline is not None and (old_deadline is None or new_deadline <= old_deadline):
+            spec["activeDeadlineSeconds"] = old_deadline
+            if old_deadline is None:
+                spec.pop("activeDeadlineSeconds")
+    tolerations, old_tolerations = spec.get("tolerations") or [], old_spec.get("tolerations") or []
+    if all(t in tolerations for t in old_tolerations):
+        if old_tolerations:
+            spec["tolerations"] = old_tolerations
+        else:
+            spec.pop("tolerations", None)
+    grace, old_grace = (
+        spec.get("terminationGracePeriodSeconds"),
+        old_spec.get("terminationGracePeriodSeconds"),
+    )
+    if isinstance(old_grace, int) and old_grace < 0 and grace == 1:
+        spec["terminationGracePeriodSeconds"] = old_grace
+    gates, old_gates = spec.get("schedulingGates") or [], old_spec.get("schedulingGates") or []
+    if all(g in old_gates for g in gates):
+        if old_gates:
+            spec["schedulingGates"] = old_gates
+        else:
+            spec.pop("schedulingGates", None)
+    if spec != old_spec:
+        errs.append(fe.forbidden("spec", _POD_UPDATE_MSG))
+    return errs
+
+
+def validate_ephemeral_update(new: Obj, old: Obj) -> list[FieldError]:
+    """``ValidatePodEphemeralContainersUpdate``: existing ones may not be removed or changed."""
+    errs: list[FieldError] = []
+    new_list = (new.get("spec") or {}).get("ephemeralContainers") or []
+    old_list = (old.get("spec") or {}).get("ephemeralContainers") or []
+    by_name = {c.get("name"): (i, c) for i, c in enumerate(new_list) if isinstance(c, dict)}
+    for prev in old_list:
+        name = prev.get("name")
+        if name not in by_name:
+            errs.append(
+                fe.forbidden(
+                    "spec.ephemeralContainers",
+                    f"existing ephemeral containers {fe.go_quote(str(name))} may not be removed\n",
+                )
+            )
+        elif by_name[name][1] != prev:
+            errs.append(
+                fe.forbidden(
+                    "spec.ephemeralContainers",
+                    f"existing ephemeral containers {fe.go_quote(str(name))} may not be changed\n",
+                )
+            )
+    spec = new.get("spec") or {}
+    names: set[str] = set()
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        if isinstance(c, dict) and c.get("name"):
+            names.add(c["name"])
+    old_names = {c.get("name") for c in old_list}
+    fresh = [c for c in new_list if isinstance(c, dict) and c.get("name") not in old_names]
+    for c in new_list:
+        if isinstance(c, dict) and c.get("name") in old_names:
+            names.add(c["name"])
+    errs += validate_ephemeral_containers(fresh, names)
+    return errs
+
+
+def validate_pod_status(new: Obj) -> list[FieldError]:
+    """The common subset of ``ValidatePodStatusUpdate``."""
+    status = new.get("status") or {}
+    errs: list[FieldError] = []  # the apiserver takes any phase
+    for i, cond in enumerate(status.get("conditions") or []):
+        if not isinstance(cond, dict) or not cond.get("type"):
+            errs.append(fe.required(f"status.conditions[{i}].type", "must be specified"))
+    for i, ip in enumerate(status.get("podIPs") or []):
+        value = ip.get("ip") if isinstance(ip, dict) else None
+        if not _is_ip(value):
+            errs.append(
+                fe.invalid(
+                    f"status.podIPs[{i}]",
+                    value,
+                    "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                )
+            )
+    return errs
+
+
+# --- events, endpoints, leases, images, namespaces -------------------------------------------
+
+
+def validate_event(event: Obj) -> list[FieldError]:
+    """``ValidateEventCreate`` for core/v1 (legacy) events."""
+    errs: list[FieldError] = []
+    ns = event.get("metadata", {}).get("namespace", "")
+    involved = event.get("involvedObject") or {}
+    inv_ns = involved.get("namespace", "")
+    if not inv_ns:
+        if ns not in ("", "default"):
+            errs.append(
+                fe.invalid("involvedObject.namespace", inv_ns, "does not match event.namespace")
+            )
+    elif ns != inv_ns:
+        errs.append(
+            fe.invalid("involvedObject.namespace", inv_ns, "does not match event.namespace")
+        )
+    if event.get("eventTime"):
+        if not event.get("reportingComponent"):
+            errs.append(fe.required("reportingController", ""))
+        errs += _supported(event.get("type"), "type", ("Normal", "Warning"))
+        if not event.get("action"):
+            errs.append(fe.required("action", ""))
+        if not event.get("reason"):
+            errs.append(fe.required("reason", ""))
+    if len(event.get("message") or "") > 4096 and event.get("eventTime"):
+        errs.append(fe.too_long("message", 4096))
+    return errs
+
+
+def _is_ip(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def validate_endpoints(ep: Obj) -> list[FieldError]:
+    """The common subset of ``ValidateEndpoints``: addresses and ports."""
+    errs: list[FieldError] = []
+    for i, subset in enumerate(ep.get("subsets") or []):
+        p = f"subsets[{i}]"
+        if not isinstance(subset, dict):
+            errs.append(fe.invalid(p, subset, "must be an object"))
+            continue
+        addresses = (subset.get("addresses") or []) + (subset.get("notReadyAddresses") or [])
+        if not addresses:
+            errs.append(fe.required(p, "must specify `addresses` or `notReadyAddresses`"))
+        for kind in ("addresses", "notReadyAddresses"):
+            for j, addr in enumerate(subset.get(kind) or []):
+                ip = addr.get("ip") if isinstance(addr, dict) else None
+                if not _is_ip(ip):
+                    field = f"{p}.{kind}[{j}].ip"
+                    # both the core check and the endpoints-specific one fire
+                    errs.append(
+                        fe.invalid(
+                            field,
+                            ip or "",
+                            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                        )
+                    )
+                    errs.append(fe.invalid(field, ip or "", "must be a valid IP address"))
+        ports = subset.get("ports") or []
+        if not ports:
+            errs.append(fe.required(f"{p}.ports", ""))
+        for j, port in enumerate(ports):
+            pp = f"{p}.ports[{j}]"
+            if not isinstance(port, dict):
+                errs.append(fe.invalid(pp, port, "must be an object"))
+                continue
+            if len(ports) > 1 and not port.get("name"):
+                errs.append(fe.required(f"{pp}.name", ""))
+            errs += _port(port.get("port"), f"{pp}.port")
+            errs += _supported(port.get("protocol"), f"{pp}.protocol", _PROTOCOLS)
+    return errs
+
+
+def validate_lease(lease: Obj) -> list[FieldError]:
+    """``ValidateLeaseSpec``."""
+    spec = lease.get("spec") or {}
+    errs: list[FieldError] = []
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and (not isinstance(duration, int) or duration <= 0):
+        errs.append(fe.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    transitions = spec.get("leaseTransitions")
+    if transitions is not None and (not isinstance(transitions, int) or transitions < 0):
+        errs.append(
+            fe.invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0")
+        )
+    strategy = spec.get("strategy")
+    if strategy is not None:
+        errs += _supported(strategy, "spec.strategy", ("OldestEmulationVersion",))
+    if spec.get("preferredHolder") and not strategy:
+        errs.append(
+            fe.forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined")
+        )
+    return errs
+
+
+def validate_image(image: Obj) -> list[FieldError]:
+    """The common subset of OpenShift's ``ValidateImage``."""
+    errs: list[FieldError] = []
+    if not image.get("dockerImageReference"):
+        errs.append(fe.required("dockerImageReference", ""))
+    layers = image.get("dockerImageLayers")
+    if not layers:
+        errs.append(fe.required("dockerImageLayers", ""))
+    for i, layer in enumerate(layers or []):
+        p = f"dockerImageLayers[{i}]"
+        if not isinstance(layer, dict):
+            errs.append(fe.invalid(p, layer, "must be an object"))
+            continue
+        if not layer.get("name"):
+            errs.append(fe.required(f"{p}.name", ""))
+        if not layer.get("mediaType"):
+            errs.append(fe.required(f"{p}.mediaType", ""))
+        size = layer.get("size")
+        if size is None:
+            errs.append(fe.required(f"{p}.size", ""))
+        elif isinstance(size, int) and size < 0:
+            errs.append(fe.invalid(f"{p}.size", size, "must be greater than or equal to 0"))
+    for i, sig in enumerate(image.get("signatures") or []):
+        p = f"signatures[{i}]"
+        if not isinstance(sig, dict):
+            errs.append(fe.invalid(p, sig, "must be an object"))
+            continue
+        if not sig.get("type"):
+            errs.append(fe.required(f"{p}.type", ""))
+        if not sig.get("content"):
+            errs.append(fe.required(f"{p}.content", ""))
+    return errs
