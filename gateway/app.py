@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from gateway.core import config
 from gateway.core.adapter import KubeAdapter
-from gateway.graphql import graphql_routes
+from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import start_grpc
 from gateway.settings import Settings
 
@@ -60,6 +60,8 @@ async def _readyz(request: Request) -> Response:
 
 def create_app(settings: Settings) -> Starlette:
     """Build the HTTP application; the lifespan starts the upstream side and gRPC."""
+
+    graphql = GraphQLApp()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -106,6 +108,8 @@ def create_app(settings: Settings) -> Starlette:
             adapter = KubeAdapter(http)
             grpc_server, grpc_port = await start_grpc(adapter, settings.host, settings.grpc_port)
             stack.push_async_callback(grpc_server.stop, 5.0)
+            # Shared subscription feeds end before the client they read through closes.
+            stack.push_async_callback(graphql.hub.aclose)
             app.state.runtime = Runtime(
                 settings=settings,
                 adapter=adapter,
@@ -119,6 +123,6 @@ def create_app(settings: Settings) -> Starlette:
             log.info("shutting down")
 
     return Starlette(
-        routes=[Route("/healthz", _healthz), Route("/readyz", _readyz), *graphql_routes()],
+        routes=[Route("/healthz", _healthz), Route("/readyz", _readyz), *graphql_routes(graphql)],
         lifespan=lifespan,
     )

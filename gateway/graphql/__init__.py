@@ -1,0 +1,16 @@
+"""The GraphQL front end: a schema generated from the core schema source, thin resolvers
+over the shared core, and its transports (HTTP, SSE, ``graphql-transport-ws``,
+``graphql-ws``, GraphiQL).
+
+Public surface::
+
+    from gateway.graphql import GraphQLApp, graphql_routes, sdl
+"""
+
+from __future__ import annotations
+
+from gateway.graphql.limits import Limits
+from gateway.graphql.schema import build_schema, gateway_schema, sdl
+from gateway.graphql.server import GraphQLApp, graphql_routes
+
+__all__ = ["GraphQLApp", "Limits", "build_schema", "gateway_schema", "graphql_routes", "sdl"]

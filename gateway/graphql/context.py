@@ -1,0 +1,73 @@
+"""What every resolver reaches through ``info.context``: the core, the caller, the loaders."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gateway.core.adapter import ANONYMOUS, Credential, KubeAdapter
+from gateway.graphql.loaders import Loaders
+
+_ids = itertools.count(1)
+
+
+def credential_from_header(authorization: str | None) -> Credential:
+    """The caller's credential from an ``Authorization: Bearer <token>`` value."""
+    if not authorization:
+        return ANONYMOUS
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return ANONYMOUS
+    return Credential(token)
+
+
+def credential_from_payload(payload: Any) -> Credential:
+    """The credential of a WebSocket ``connection_init`` payload.
+
+    Accepted shapes: ``{"Authorization": "Bearer ..."}`` (any case of the key, also nested
+    under ``headers``) or ``{"authToken": "..."}``.
+    """
+    if not isinstance(payload, Mapping):
+        return ANONYMOUS
+    headers = payload.get("headers")
+    for source in (payload, headers if isinstance(headers, Mapping) else {}):
+        for key, value in source.items():
+            if isinstance(key, str) and key.lower() == "authorization" and isinstance(value, str):
+                return credential_from_header(value)
+    token = payload.get("authToken")
+    if isinstance(token, str) and token.strip():
+        return Credential(token.strip())
+    return ANONYMOUS
+
+
+@dataclass(slots=True)
+class Context:
+    """The per-operation context (per request; per shared execution for subscriptions).
+
+    Attributes:
+        adapter: the shared core adapter.
+        credential: the caller's credential; every upstream call carries it.
+        request_id: for logs (never the token).
+    """
+
+    adapter: KubeAdapter
+    credential: Credential
+    request_id: str = field(default_factory=lambda: f"gql-{next(_ids)}")
+    #: How a late joiner of a shared subscription catches up (set by the source stream;
+    #: see :mod:`gateway.graphql.fanout`).
+    feed_mode: Literal["snapshot", "live", "replay"] = "replay"
+    _loaders: Loaders | None = None
+
+    @property
+    def loaders(self) -> Loaders:
+        """The DataLoaders of this operation (created on first use)."""
+        if self._loaders is None:
+            self._loaders = Loaders(self.adapter, self.credential)
+        return self._loaders
+
+    def reset_loaders(self) -> None:
+        """Forget cached loads: a shared subscription calls this between events."""
+        self._loaders = None

@@ -1,0 +1,217 @@
+"""Parse, validate, limit and execute operations against the strawberry schema.
+
+Every transport goes through :class:`Engine`: a document is parsed, validated and checked
+against the limits once (an LRU cache keyed by its text), then executed by graphql-core
+with the :class:`~gateway.graphql.projection.ProjectingExecutor` over the strawberry-built
+schema, whose resolvers are strawberry's.  Responses are plain dicts, serialised by the
+transports with orjson.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from collections.abc import AsyncIterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import strawberry
+from graphql import (
+    DocumentNode,
+    ExecutionResult,
+    GraphQLError,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    execute,
+    get_operation_ast,
+    parse,
+    validate,
+)
+from graphql.execution import create_source_event_stream, execute_subscription_event
+
+from gateway.graphql.errors import ApiError, format_error, format_exception
+from gateway.graphql.limits import Limits, check_document
+from gateway.graphql.projection import ProjectingExecutor, executor_for
+
+OperationKind = Literal["query", "mutation", "subscription"]
+Response = dict[str, Any]
+
+
+class RequestError(Exception):
+    """A request that cannot execute (bad syntax, invalid, over a limit): errors, no data."""
+
+    def __init__(self, errors: list[dict[str, Any]], status: int = 400) -> None:
+        super().__init__(errors[0]["message"] if errors else "bad request")
+        self.errors = errors
+        self.status = status
+
+    def response(self) -> Response:
+        return {"errors": self.errors}
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A parsed, validated and limit-checked operation of a document."""
+
+    query: str
+    document: DocumentNode
+    operation: OperationDefinitionNode
+    operation_name: str | None
+
+    @property
+    def kind(self) -> OperationKind:
+        return self.operation.operation.value
+
+
+def _bad(message: str, code: str = "BAD_REQUEST", status: int = 400) -> RequestError:
+    return RequestError([format_exception(ApiError(message, code=code, http_status=status))])
+
+
+class Engine:
+    """Executes GraphQL operations for every transport.
+
+    Args:
+        schema: the strawberry schema (its graphql-core schema is executed).
+        limits: depth / alias / complexity limits applied to every document.
+        cache_size: distinct documents kept parsed and validated.
+    """
+
+    def __init__(self, schema: strawberry.Schema, limits: Limits, cache_size: int = 512) -> None:
+        self.schema = schema
+        self.graphql_schema: GraphQLSchema = schema._schema
+        self.limits = limits
+        self._documents: OrderedDict[str, DocumentNode | RequestError] = OrderedDict()
+        self._cache_size = cache_size
+        data_types = frozenset(
+            name
+            for name, t in self.graphql_schema.type_map.items()
+            if not name.startswith("__") and _is_generated(t)
+        )
+        self.executor_class: type[ProjectingExecutor] = executor_for(data_types)
+
+    # -- preparing -------------------------------------------------------------------------
+
+    def _document(self, query: str) -> DocumentNode:
+        cached = self._documents.get(query)
+        if cached is None:
+            cached = self._parse(query)
+            self._documents[query] = cached
+            if len(self._documents) > self._cache_size:
+                self._documents.popitem(last=False)
+        else:
+            self._documents.move_to_end(query)
+        if isinstance(cached, RequestError):
+            raise cached
+        return cached
+
+    def _parse(self, query: str) -> DocumentNode | RequestError:
+        try:
+            document = parse(query)
+        except GraphQLError as error:
+            error.extensions = {**(error.extensions or {}), "code": "GRAPHQL_PARSE_FAILED"}
+            return RequestError([format_error(error)])
+        errors = validate(self.graphql_schema, document)
+        if errors:
+            return RequestError([format_error(e) for e in errors])
+        try:
+            check_document(document, self.limits)
+        except ApiError as exc:
+            return RequestError([format_exception(exc)])
+        return document
+
+    def prepare(self, query: Any, operation_name: Any = None) -> Prepared:
+        """Parse (cached), validate and limit-check; pick the operation.
+
+        Raises:
+            RequestError: the request cannot be executed.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise _bad("a GraphQL request needs a `query` string")
+        if operation_name is not None and not isinstance(operation_name, str):
+            raise _bad("`operationName` must be a string")
+        document = self._document(query)
+        operation = get_operation_ast(document, operation_name)
+        if operation is None:
+            message = (
+                f"unknown operation named {operation_name!r}"
+                if operation_name
+                else "the document has several operations: give `operationName`"
+            )
+            raise _bad(message)
+        return Prepared(query, document, operation, operation_name)
+
+    # -- executing -------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        prepared: Prepared,
+        variables: Mapping[str, Any] | None,
+        context: Any,
+        root: Any = None,
+    ) -> Response:
+        """Execute a query or mutation; field errors come back as partial data."""
+        result = execute(
+            self.graphql_schema,
+            prepared.document,
+            root_value=root,
+            context_value=context,
+            variable_values=dict(variables) if variables else None,
+            operation_name=prepared.operation_name,
+            executor_class=self.executor_class,
+        )
+        if inspect.isawaitable(result):
+            result = await result
+        return format_result(result)
+
+    async def source(
+        self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
+    ) -> tuple[ProjectingExecutor, AsyncIterable[Any]] | Response:
+        """Start a subscription's source stream (``CreateSourceEventStream``).
+
+        Returns:
+            The executor (for :meth:`execute_event`) and the source stream, or an error
+            response when the subscription cannot start.
+        """
+        executor = self.executor_class.build(
+            self.graphql_schema,
+            prepared.document,
+            None,
+            context,
+            dict(variables) if variables else None,
+            prepared.operation_name,
+        )
+        if isinstance(executor, list):
+            return {"errors": [format_error(e) for e in executor]}
+        stream = create_source_event_stream(executor)
+        if inspect.isawaitable(stream):
+            stream = await stream
+        if isinstance(stream, ExecutionResult):
+            return format_result(stream)
+        return executor, stream  # type: ignore[return-value]
+
+    @staticmethod
+    async def execute_event(executor: ProjectingExecutor, payload: Any) -> Response:
+        """Execute the subscription document once for one source event."""
+        result = execute_subscription_event(executor.build_per_event_executor(payload))
+        if inspect.isawaitable(result):
+            result = await result
+        return format_result(result)
+
+
+def format_result(result: ExecutionResult) -> Response:
+    """An execution result as the response dict (``errors`` first when present)."""
+    out: Response = {}
+    if result.errors:
+        out["errors"] = [format_error(e) for e in result.errors]
+        if result.data is None and all(not e.path for e in result.errors):
+            return out  # a request error: execution never started, so no `data`
+    out["data"] = result.data
+    return out
+
+
+def _is_generated(t: Any) -> bool:
+    definition = (getattr(t, "extensions", None) or {}).get("strawberry-definition")
+    origin = getattr(definition, "origin", None)
+    return getattr(origin, "__module__", None) == "gateway.graphql.objects" and not getattr(
+        definition, "is_input", False
+    )

@@ -1,0 +1,118 @@
+"""Request limits: depth, aliases, complexity, subscriptions per connection, body size.
+
+The document checks run once per distinct document (their result is cached with the parsed
+document) after validation, so fragments are known to be acyclic.  Introspection fields
+(``__schema``, ``__type``) are not counted: GraphiQL's own introspection query is deep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+)
+
+from gateway.graphql.errors import ApiError
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request, connection or subscriber may use.
+
+    Attributes:
+        max_depth: nesting of fields in one operation.
+        max_aliases: aliased fields in one document.
+        max_fields: field selections in one operation, fragments expanded (complexity).
+        max_subscriptions: concurrent subscriptions on one WebSocket connection.
+        max_body_bytes: size of a request body (or a WebSocket message).
+        max_queue: events queued for one slow subscriber before it is ended.
+        heartbeat_seconds: interval of keep-alives on idle subscription streams.
+        connection_init_seconds: time a WebSocket client has to send ``connection_init``.
+    """
+
+    max_depth: int = 16
+    max_aliases: int = 30
+    max_fields: int = 1500
+    max_subscriptions: int = 100
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_queue: int = 1024
+    heartbeat_seconds: float = 15.0
+    connection_init_seconds: float = 10.0
+
+
+def check_document(document: DocumentNode, limits: Limits) -> None:
+    """Refuse a document over the depth, alias or complexity limits.
+
+    Raises:
+        ApiError: ``QUERY_TOO_DEEP``, ``TOO_MANY_ALIASES`` or ``QUERY_TOO_COMPLEX``.
+    """
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    aliases = 0
+    for definition in document.definitions:
+        aliases += _aliases(definition.selection_set) if hasattr(definition, "selection_set") else 0
+    if aliases > limits.max_aliases:
+        raise ApiError(
+            f"the document uses {aliases} aliases; at most {limits.max_aliases} are allowed",
+            code="TOO_MANY_ALIASES",
+        )
+    for definition in document.definitions:
+        if not isinstance(definition, OperationDefinitionNode):
+            continue
+        counter = _Counter(fragments, limits)
+        counter.walk(definition.selection_set, 0)
+
+
+def _aliases(selection_set: SelectionSetNode | None) -> int:
+    if selection_set is None:
+        return 0
+    count = 0
+    for sel in selection_set.selections:
+        if isinstance(sel, FieldNode) and sel.alias is not None:
+            count += 1
+        if isinstance(sel, FieldNode | InlineFragmentNode):
+            count += _aliases(sel.selection_set)
+    return count
+
+
+class _Counter:
+    def __init__(self, fragments: dict[str, FragmentDefinitionNode], limits: Limits) -> None:
+        self.fragments = fragments
+        self.limits = limits
+        self.fields = 0
+
+    def walk(self, selection_set: SelectionSetNode | None, depth: int) -> None:
+        if selection_set is None:
+            return
+        for sel in selection_set.selections:
+            if isinstance(sel, FieldNode):
+                if sel.name.value.startswith("__"):
+                    continue
+                self.fields += 1
+                if self.fields > self.limits.max_fields:
+                    raise ApiError(
+                        f"the operation selects more than {self.limits.max_fields} fields",
+                        code="QUERY_TOO_COMPLEX",
+                    )
+                if sel.selection_set is not None:
+                    if depth + 1 > self.limits.max_depth:
+                        raise ApiError(
+                            f"the operation nests fields deeper than {self.limits.max_depth} "
+                            "levels",
+                            code="QUERY_TOO_DEEP",
+                        )
+                    self.walk(sel.selection_set, depth + 1)
+            elif isinstance(sel, InlineFragmentNode):
+                self.walk(sel.selection_set, depth)
+            elif isinstance(sel, FragmentSpreadNode):
+                fragment = self.fragments.get(sel.name.value)
+                if fragment is not None:
+                    self.walk(fragment.selection_set, depth)

@@ -1,0 +1,197 @@
+"""Strawberry object and input types generated from :mod:`gateway.core.schema`.
+
+Nothing here is typed by hand: every served kind, its list kind and every nested type they
+reach become a strawberry ``@type`` (outputs: every field nullable, named with the Kubernetes
+JSON name, plus ``raw: JSON``) and a strawberry ``@input`` (``PodInput``, ``PodSpecInput``...;
+every field optional, unset fields are left out of the JSON sent upstream).
+
+Output values are the upstream JSON dicts themselves: the schema's default resolver
+(:func:`dict_resolver`) reads a field by its JSON name, so no object is ever converted into
+Python classes on the way out.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import strawberry
+from strawberry.types.base import get_object_definition
+from strawberry.types.field import StrawberryField
+from strawberry.types.unset import UNSET
+
+from gateway.core import schema
+from gateway.core.registry import REGISTRY, Registry
+from gateway.graphql.scalars import JSON, SCALAR_TYPES
+
+#: Definition ids generated besides the served kinds (results of deletes).
+EXTRA_ROOTS = ("io.k8s.apimachinery.pkg.apis.meta.v1.Status",)
+
+_MISSING = object()
+
+#: Extra output fields per type short name: ``{field name: strawberry field}``; built by a
+#: hook that sees every generated class (links such as ``Pod.events`` refer to them).
+ExtraFields = Callable[["GeneratedTypes"], Mapping[str, Mapping[str, StrawberryField]]]
+
+
+def python_name(json_name: str) -> str:
+    """The Python attribute for a JSON name (``continue`` is a keyword: ``continue_``)."""
+    return json_name + "_" if keyword.iskeyword(json_name) else json_name
+
+
+def dict_resolver(obj: Any, name: str) -> Any:
+    """The schema's default resolver: a field of an upstream dict, by its JSON name.
+
+    Non-dict sources (the event and log-line records of subscriptions) use attributes.
+    """
+    if type(obj) is dict:
+        value = obj.get(name, _MISSING)
+        if value is _MISSING:
+            return obj.get(name[:-1]) if name.endswith("_") else None
+        return value
+    return getattr(obj, name, None)
+
+
+def _raw(root: Any) -> Any:
+    return root
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedTypes:
+    """The generated classes.
+
+    Attributes:
+        outputs: output type by short name (``Pod``, ``PodSpec``, ``ObjectMeta``...).
+        inputs: input type by short name of the object type it mirrors (``Pod`` -> ``PodInput``).
+        kinds: output type of each served kind, by kind (``Pod``).
+        lists: output list type of each served kind, by kind (``Pod`` -> ``PodList``).
+        kind_inputs: input type of each served kind, by kind (``Pod`` -> ``PodInput``).
+    """
+
+    outputs: Mapping[str, type]
+    inputs: Mapping[str, type]
+    kinds: Mapping[str, type]
+    lists: Mapping[str, type]
+    kind_inputs: Mapping[str, type]
+
+    def output(self, short_name: str) -> type:
+        return self.outputs[short_name]
+
+    def input(self, short_name: str) -> type:
+        return self.inputs[short_name]
+
+
+def _roots(registry: Registry) -> list[str]:
+    roots: list[str] = []
+    for kind, obj in schema.kinds(registry).items():
+        roots.append(obj.name)
+        roots.append(schema.list_type(kind, registry).name)
+    roots.extend(EXTRA_ROOTS)
+    return roots
+
+
+def _closure(roots: Iterable[str]) -> list[schema.ObjectType]:
+    seen: dict[str, schema.ObjectType] = {}
+    for root in roots:
+        for t in schema.reachable(root):
+            seen.setdefault(t.name, t)
+    return sorted(seen.values(), key=lambda t: t.short_name)
+
+
+def _annotation(ref: schema.TypeRef, classes: Mapping[str, type], *, output: bool) -> Any:
+    if isinstance(ref, schema.Scalar):
+        return SCALAR_TYPES[ref.kind]
+    if isinstance(ref, schema.MapOf):
+        return JSON
+    if isinstance(ref, schema.ListOf):
+        item = _annotation(ref.item, classes, output=output)
+        # Outputs tolerate a null inside an upstream array; inputs do not send one.
+        return list[Optional[item]] if output else list[item]  # type: ignore[valid-type]  # noqa: UP045
+    return classes[schema.object_type(ref.type_name).short_name]
+
+
+def _describe(text: str) -> str | None:
+    return text or None
+
+
+def generate(registry: Registry = REGISTRY, extra: ExtraFields | None = None) -> GeneratedTypes:
+    """Generate the output and input types of every served kind from the schema source.
+
+    Args:
+        registry: the served resources.
+        extra: a hook returning additional output fields per type (cross-resource links).
+    """
+    types = _closure(_roots(registry))
+    outputs: dict[str, type] = {t.short_name: type(t.short_name, (), {}) for t in types}
+    inputs: dict[str, type] = {t.short_name: type(f"{t.short_name}Input", (), {}) for t in types}
+    for cls in (*outputs.values(), *inputs.values()):
+        cls.__module__ = __name__
+    kinds = {kind: outputs[obj.short_name] for kind, obj in schema.kinds(registry).items()}
+    lists = {
+        kind: outputs[schema.list_type(kind, registry).short_name]
+        for kind in schema.kinds(registry)
+    }
+    kind_inputs = {kind: inputs[obj.short_name] for kind, obj in schema.kinds(registry).items()}
+    generated = GeneratedTypes(
+        outputs=outputs, inputs=inputs, kinds=kinds, lists=lists, kind_inputs=kind_inputs
+    )
+    extra_fields = extra(generated) if extra is not None else {}
+
+    for t in types:
+        _fill(outputs[t.short_name], t, outputs, output=True)
+        out_cls = outputs[t.short_name]
+        out_cls.raw = strawberry.field(  # type: ignore[attr-defined]
+            resolver=_raw,
+            name="raw",
+            graphql_type=Optional[JSON],  # noqa: UP045
+            description="The object exactly as the upstream sent it (fields newer than "
+            "this schema included).",
+        )
+        for name, fld in extra_fields.get(t.short_name, {}).items():
+            setattr(out_cls, name, fld)
+        strawberry.type(out_cls, name=t.short_name, description=_describe(t.description))
+
+        _fill(inputs[t.short_name], t, inputs, output=False)
+        strawberry.input(
+            inputs[t.short_name], name=f"{t.short_name}Input", description=_describe(t.description)
+        )
+    return generated
+
+
+def _fill(cls: type, t: schema.ObjectType, classes: Mapping[str, type], *, output: bool) -> None:
+    annotations: dict[str, Any] = {}
+    for f in t.fields:
+        py = python_name(f.json_name)
+        annotations[py] = Optional[_annotation(f.type, classes, output=output)]  # noqa: UP045
+        setattr(
+            cls,
+            py,
+            strawberry.field(
+                name=f.json_name,
+                description=_describe(f.description),
+                default=None if output else UNSET,
+            ),
+        )
+    cls.__annotations__ = annotations
+
+
+def to_json(value: Any) -> Any:
+    """An input object (or list / scalar) as the Kubernetes JSON it stands for.
+
+    Unset fields are left out; an explicit ``null`` is kept (a merge patch deletes with it,
+    create and replace ignore it).
+    """
+    definition = get_object_definition(value)
+    if definition is not None:
+        out: dict[str, Any] = {}
+        for f in definition.fields:
+            v = getattr(value, f.python_name, UNSET)
+            if v is UNSET:
+                continue
+            out[f.graphql_name or f.python_name] = to_json(v)
+        return out
+    if isinstance(value, list):
+        return [to_json(v) for v in value]
+    return value

@@ -1,0 +1,236 @@
+"""GraphQL over WebSocket: ``graphql-transport-ws`` and the legacy ``graphql-ws`` protocol.
+
+The caller's credential comes from the ``connection_init`` payload
+(``{"Authorization": "Bearer ..."}`` or ``{"authToken": "..."}``), else from the upgrade
+request's ``Authorization`` header.  Subscriptions join the application's shared feeds
+(:mod:`gateway.graphql.fanout`); each frame wraps the feed's one serialised payload.
+Each connection owns its operation tasks and cancels them when it closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.core.adapter import Credential
+from gateway.graphql.context import Context, credential_from_header, credential_from_payload
+from gateway.graphql.errors import ApiError, format_exception
+from gateway.graphql.execution import RequestError
+
+if TYPE_CHECKING:
+    from gateway.graphql.server import GraphQLApp
+
+log = logging.getLogger(__name__)
+
+TRANSPORT_WS = "graphql-transport-ws"
+LEGACY_WS = "graphql-ws"
+
+
+class _Close(Exception):
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class Connection:
+    """One WebSocket connection speaking either protocol."""
+
+    def __init__(self, app: GraphQLApp, websocket: WebSocket, protocol: str) -> None:
+        self.app = app
+        self.ws = websocket
+        self.protocol = protocol
+        self.legacy = protocol == LEGACY_WS
+        self.credential: Credential = credential_from_header(websocket.headers.get("authorization"))
+        self.initialised = False
+        self.operations: dict[str, asyncio.Task[None]] = {}
+        self._send_lock = asyncio.Lock()
+        self._keepalive: asyncio.Task[None] | None = None
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def send_text(self, text: str) -> None:
+        async with self._send_lock:
+            await self.ws.send_text(text)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.send_text(orjson.dumps(message).decode())
+
+    async def send_payload(self, op_id: str, payload: str) -> None:
+        kind = "data" if self.legacy else "next"
+        await self.send_text(
+            f'{{"id":{orjson.dumps(op_id).decode()},"type":"{kind}","payload":{payload}}}'
+        )
+
+    async def send_error(self, op_id: str, errors: list[dict[str, Any]]) -> None:
+        # The legacy protocol's error payload is one error; the new one's is a list.
+        payload: Any = errors[0] if self.legacy else errors
+        await self.send({"id": op_id, "type": "error", "payload": payload})
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        init_timer = asyncio.get_running_loop().call_later(
+            self.app.limits.connection_init_seconds, self._init_timeout
+        )
+        try:
+            while True:
+                try:
+                    text = await self.ws.receive_text()
+                except WebSocketDisconnect:
+                    return
+                if len(text) > self.app.limits.max_body_bytes:
+                    raise _Close(4413, "Message too large")
+                try:
+                    message = orjson.loads(text)
+                except orjson.JSONDecodeError:
+                    raise _Close(4400, "Invalid message received") from None
+                if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+                    raise _Close(4400, "Invalid message received")
+                await self.on_message(message, init_timer)
+        except _Close as close:
+            with contextlib.suppress(Exception):
+                await self.ws.close(close.code, close.reason)
+        finally:
+            init_timer.cancel()
+            await self.aclose()
+
+    def _init_timeout(self) -> None:
+        if not self.initialised:
+            task = asyncio.ensure_future(self.ws.close(4408, "Connection initialisation timeout"))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def aclose(self) -> None:
+        tasks = list(self.operations.values())
+        if self._keepalive is not None:
+            tasks.append(self._keepalive)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.operations.clear()
+
+    async def on_message(self, message: dict[str, Any], init_timer: asyncio.TimerHandle) -> None:
+        kind = message["type"]
+        if kind == "connection_init":
+            if self.initialised:
+                raise _Close(4429, "Too many initialisation requests")
+            payload = message.get("payload")
+            if payload is not None and not isinstance(payload, dict):
+                raise _Close(4400, "Invalid connection_init payload")
+            from_payload = credential_from_payload(payload)
+            if from_payload.token:
+                self.credential = from_payload
+            self.initialised = True
+            init_timer.cancel()
+            await self.send({"type": "connection_ack"})
+            if self.legacy:
+                await self.send({"type": "ka"})
+                self._keepalive = asyncio.create_task(self._keepalives())
+            return
+        if kind == "ping" and not self.legacy:
+            await self.send(
+                {
+                    "type": "pong",
+                    **({"payload": message["payload"]} if "payload" in message else {}),
+                }
+            )
+            return
+        if kind == "pong" and not self.legacy:
+            return
+        if kind == "connection_terminate" and self.legacy:
+            raise _Close(1000, "Terminated")
+        if not self.initialised:
+            raise _Close(4401, "Unauthorized")
+        op_id = message.get("id")
+        if kind in ("subscribe", "start"):
+            if not isinstance(op_id, str) or not op_id:
+                raise _Close(4400, "Invalid message: an operation needs an id")
+            await self.start(op_id, message.get("payload"))
+        elif kind in ("complete", "stop"):
+            if isinstance(op_id, str):
+                task = self.operations.pop(op_id, None)
+                if task is not None:
+                    task.cancel()
+                    if self.legacy:
+                        await self.send({"id": op_id, "type": "complete"})
+        else:
+            raise _Close(4400, f"Unknown message type {kind!r}")
+
+    async def _keepalives(self) -> None:
+        while True:
+            await asyncio.sleep(self.app.limits.heartbeat_seconds)
+            await self.send({"type": "ka"})
+
+    # -- operations --------------------------------------------------------------------------
+
+    async def start(self, op_id: str, payload: Any) -> None:
+        if op_id in self.operations:
+            if self.legacy:
+                self.operations.pop(op_id).cancel()  # the legacy protocol restarts an id
+            else:
+                raise _Close(4409, f"Subscriber for {op_id} already exists")
+        if len(self.operations) >= self.app.limits.max_subscriptions:
+            error = ApiError(
+                f"at most {self.app.limits.max_subscriptions} operations may run on one connection",
+                code="TOO_MANY_SUBSCRIPTIONS",
+                http_status=429,
+            )
+            await self.send_error(op_id, [format_exception(error)])
+            return
+        if not isinstance(payload, dict):
+            raise _Close(4400, "Invalid message: the payload must be an object")
+        try:
+            variables = payload.get("variables")
+            if variables is not None and not isinstance(variables, dict):
+                raise ApiError("`variables` must be a JSON object", code="BAD_REQUEST")
+            prepared = self.app.engine.prepare(payload.get("query"), payload.get("operationName"))
+        except ApiError as exc:
+            await self.send_error(op_id, [format_exception(exc)])
+            return
+        except RequestError as exc:
+            await self.send_error(op_id, exc.errors)
+            return
+        task = asyncio.create_task(self._run(op_id, prepared, variables))
+        self.operations[op_id] = task
+        task.add_done_callback(lambda t: self._finished(op_id, t))
+
+    def _finished(self, op_id: str, task: asyncio.Task[None]) -> None:
+        if self.operations.get(op_id) is task:
+            del self.operations[op_id]
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("websocket operation ended with %r", task.exception())
+
+    async def _run(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
+        def context_of() -> Context:
+            return self.app.context(self.ws.scope, self.credential)
+
+        if prepared.kind != "subscription":
+            result = await self.app.engine.execute(prepared, variables, context_of())
+            await self.send_payload(op_id, orjson.dumps(result).decode())
+            await self.send({"id": op_id, "type": "complete"})
+            return
+        feed, sub = self.app.hub.subscribe(prepared, variables, context_of)
+        try:
+            while (payload := await sub.next()) is not None:
+                await self.send_payload(op_id, payload)
+            if sub.final is not None:
+                await self.send_payload(op_id, sub.final)
+            await self.send({"id": op_id, "type": "complete"})
+        finally:
+            feed.leave(sub)
+
+
+async def serve(app: GraphQLApp, websocket: WebSocket) -> None:
+    """Accept a WebSocket with one of the two protocols and serve it until it closes."""
+    offered = websocket.scope.get("subprotocols") or []
+    protocol = next((p for p in (TRANSPORT_WS, LEGACY_WS) if p in offered), None)
+    if protocol is None:
+        await websocket.close(4406, "Subprotocol not acceptable")
+        return
+    await websocket.accept(subprotocol=protocol)
+    await Connection(app, websocket, protocol).serve()
