@@ -503,9 +503,15 @@ def apply(
     others = [e for e in entries if e is not me]
     owned_elsewhere: set[Path] = set().union(*(e.paths for e in others)) if others else set()
     protected = owned_elsewhere | new_set
-    for path in sorted(last - protected, key=len, reverse=True):
-        if any(p[: len(path)] == path for p in protected):
-            continue
+    removable = [
+        path for path in last - protected if not any(p[: len(path)] == path for p in protected)
+    ]
+    removed_roots: list[Path] = []
+    for path in sorted(removable, key=len):
+        if any(path[: len(root)] == root for root in removed_roots):
+            continue  # an ancestor (a whole list element, say) goes with its contents
+        removed_roots.append(path)
+    for path in sorted(removed_roots, key=len, reverse=True):
         remove_at(merged, path)
         # a map left empty by the removal goes too, unless someone still owns it
         parent = path[:-1]
@@ -536,9 +542,10 @@ def apply(
         if force:
             e.paths -= changed
     if me is None:
-        me = Entry(manager, "Apply", api_version, now, subresource)
+        # the time only says when this manager last changed the object
+        me = Entry(manager, "Apply", api_version, None, subresource)
         entries.append(me)
-    if me.paths != new_set or changed or removed:
+    if changed or removed:
         me.time = now
     me.paths = new_set
     rendered = render_entries(entries)

@@ -87,6 +87,16 @@ def go_message(exc: json.JSONDecodeError) -> str:
         return f"invalid character {ch} in string literal"
     if exc.msg.startswith("Invalid \\escape"):
         return f"invalid character {ch} in string escape code"
+    literal = {"t": "true", "f": "false", "n": "null"}.get(text[pos])
+    if literal is not None:
+        for i, want in enumerate(literal):
+            if pos + i >= len(text):
+                return "unexpected end of JSON input"
+            if text[pos + i] != want:
+                return (
+                    f"invalid character {_quote_char(text[pos + i])} in literal {literal} "
+                    f"(expecting {_quote_char(want)})"
+                )
     return f"invalid character {ch} looking for beginning of value"
 
 

@@ -27,6 +27,22 @@ class _JSONishLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ig
         "n": False,
     }
 
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.duplicates: list[str] = []
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                # sigs.k8s.io/yaml's strict error for a repeated key
+                line = key_node.start_mark.line + 1
+                self.duplicates.append(f'line {line}: key "{key}" already set in map')
+            seen.add(key)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
 
 _JSONishLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
@@ -41,4 +57,14 @@ YAML_LOADER: Final = _JSONishLoader
 
 def load_yaml(raw: bytes) -> Any:
     """Parse YAML (or JSON) into JSON-compatible values."""
-    return yaml.load(raw, Loader=YAML_LOADER)
+    return load_yaml_strict(raw)[0]
+
+
+def load_yaml_strict(raw: bytes) -> tuple[Any, list[str]]:
+    """Parse YAML, also returning sigs.k8s.io/yaml's strict errors for repeated keys."""
+    loader = YAML_LOADER(raw)
+    try:
+        value = loader.get_single_data()
+    finally:
+        loader.dispose()
+    return value, loader.duplicates

@@ -101,7 +101,8 @@ def page(
     token = ""
     remaining: int | None = None
     if limit and len(items) >= limit and idx < hi:
-        token = encode_continue(rv, last + "\x00")
+        # the key relative to the listed prefix, with a leading "/", like etcd3's
+        token = encode_continue(rv, "/" + last[len(prefix) :] + "\x00")
         if not filtered:
             remaining = hi - idx
     return Page(items, token, remaining)

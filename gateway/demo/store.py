@@ -20,7 +20,7 @@ import yaml
 from gateway.core.registry import POD, REGISTRY, Resource
 from gateway.demo import fielderrors as fe
 from gateway.demo import fieldmanager, gojson, listing, patching, schema
-from gateway.demo.jsonutil import clone, load_yaml
+from gateway.demo.jsonutil import clone, load_yaml, load_yaml_strict
 from gateway.demo.logs import ContainerLog, LogStore
 from gateway.demo.options import DeleteOptions, ListQuery, WriteOptions, WriteResult
 from gateway.demo.status import (
@@ -469,18 +469,13 @@ class Store:
             return self._apply(
                 res, name, body, current, namespace=namespace, opts=opts, subresource=subresource
             )
-        try:
-            patch = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise bad_request(str(exc)) from None
         if current is None:
             raise not_found(res.plural, res.group, name)
+        patch, duplicates = _decode_patch(body, patch_type)
         doc = typed(res, clone(current))
         if patch_type == "json":
             result = patching.json_patch(doc, patch)
         elif patch_type == "merge":
-            if not isinstance(patch, dict):
-                raise bad_request("Invalid JSON Patch")
             result = patching.merge_patch(doc, patch)
         else:
             result = patching.strategic_merge_patch(doc, patch)
@@ -495,6 +490,7 @@ class Store:
             subresource=subresource,
             origin=patch_type,
             patch=patch,
+            duplicates=duplicates,
         )
 
     def _apply(
@@ -509,14 +505,26 @@ class Store:
         subresource: str | None,
     ) -> WriteResult:
         try:
-            config = load_yaml(body)
+            config, duplicates = load_yaml_strict(body)
         except yaml.YAMLError as exc:
-            raise bad_request(f"error decoding patch: {exc}") from None
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise bad_request(
+                f"error decoding YAML: error converting YAML to JSON: yaml: {problem}"
+            ) from None
         if not isinstance(config, dict):
             raise bad_request(
-                "error decoding patch: json: cannot unmarshal into Go value of "
-                "type map[string]interface {}"
+                "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
+                f"unmarshal {gojson.json_type(config)} into Go value of type "
+                "map[string]interface {}"
             )
+        strict_warnings: list[str] = []
+        if duplicates and opts.field_validation == "Strict":
+            raise bad_request(
+                "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal "
+                "errors:\n  " + "\n  ".join(duplicates)
+            )
+        if duplicates and opts.field_validation == "Warn":
+            strict_warnings = duplicates
         version = config.get("apiVersion") or ""
         if version != res.api_version:
             raise bad_request(
@@ -570,20 +578,23 @@ class Store:
         if current is None:
             if subresource:
                 raise not_found(res.plural, res.group, name)
-            return self.create_object(
+            written = self.create_object(
                 res, merged, namespace=namespace, opts=opts, origin="apply", managed=True
             )
-        merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        return self.update_object(
-            res,
-            name,
-            merged,
-            namespace=namespace,
-            opts=opts,
-            subresource=subresource,
-            origin="apply",
-            managed=True,
-        )
+        else:
+            merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            written = self.update_object(
+                res,
+                name,
+                merged,
+                namespace=namespace,
+                opts=opts,
+                subresource=subresource,
+                origin="apply",
+                managed=True,
+            )
+        written.warnings.extend(strict_warnings)
+        return written
 
     # --- delete ------------------------------------------------------------------------------
 
@@ -733,9 +744,11 @@ class Store:
             ApiError: 400 (bad continue), 410 (snapshot compacted), 504 (future RV).
         """
         col = self.storage.collection(res)
+        prefix = f"{query.namespace}/" if res.namespaced and query.namespace else ""
         start = ""
         if continue_token:
-            list_rv, start = listing.decode_continue(continue_token)
+            list_rv, relative = listing.decode_continue(continue_token)
+            start = prefix + relative.lstrip("/")
             if resource_version and resource_version != "0":
                 raise bad_request("specifying resource version is not allowed when using continue")
             if list_rv <= 0:
@@ -750,7 +763,7 @@ class Store:
                     "Continuing with the provided token results in an inconsistent list - objects "
                     "that were created, modified, or deleted between the time the first chunk "
                     "was returned and now may show up in the list.",
-                    continue_token=listing.encode_continue(0, start),
+                    continue_token=listing.encode_continue(0, relative),
                 ) from None
         else:
             wanted = self.check_read_rv(resource_version)
@@ -763,7 +776,6 @@ class Store:
                 list_rv = self.storage.rv
                 state = col.objects
         keys = col.sorted_keys() if state is col.objects else sorted(state)
-        prefix = f"{query.namespace}/" if res.namespaced and query.namespace else ""
         pg = listing.page(
             state,
             keys,
@@ -963,6 +975,28 @@ def _check_type_meta(res: Resource, obj: Obj) -> None:
         f"{prefix}no kind {fe.go_quote(kind)} is registered for version "
         f'{fe.go_quote(api_version)} in scheme "pkg/runtime/scheme.go:111"'
     )
+
+
+def _decode_patch(body: bytes, patch_type: PatchType) -> tuple[Any, list[str]]:
+    """Decode a JSON, merge or strategic merge patch, worded like the patch handler."""
+    prefix = "" if patch_type == "strategic" else "error decoding patch: "
+    try:
+        decoded = gojson.loads(body)
+    except gojson.GoJSONError as exc:
+        raise bad_request(f"{prefix}{exc}") from None
+    value = decoded.value
+    target = {
+        "json": (list, "[]handlers.jsonPatchOp"),
+        "merge": (dict, "map[string]interface {}"),
+        "strategic": (dict, "map[string]interface {}"),
+    }
+    want, go_type = target[patch_type]
+    if not isinstance(value, want):
+        raise bad_request(
+            f"{prefix}json: cannot unmarshal {gojson.json_type(value)} into Go value of type "
+            f"{go_type}"
+        )
+    return value, decoded.duplicates if patch_type != "json" else []
 
 
 def _terminated(pod: Obj) -> list[str]:

@@ -184,9 +184,6 @@ def _container(c: Any, path: str, names: set[str], *, ephemeral: bool) -> list[F
     else:
         for msg in dns_label(name):
             errs.append(fe.invalid(f"{path}.name", name, msg))
-        if name in names:
-            errs.append(fe.duplicate(f"{path}.name", name))
-        names.add(name)
     if not c.get("image"):
         errs.append(fe.required(f"{path}.image", ""))
     errs += _supported(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", _PULL_POLICIES)
@@ -208,8 +205,17 @@ def _container(c: Any, path: str, names: set[str], *, ephemeral: bool) -> list[F
         if not isinstance(port, dict):
             errs.append(fe.invalid(pp, port, "must be an object"))
             continue
-        errs += _port(port.get("containerPort"), f"{pp}.containerPort")
+        number = port.get("containerPort")
+        if not number:
+            errs.append(fe.required(f"{pp}.containerPort", ""))
+        else:
+            errs += _port(number, f"{pp}.containerPort")
         errs += _supported(port.get("protocol"), f"{pp}.protocol", _PROTOCOLS)
+    if name:
+        # duplicates are reported after the container's own fields, as the apiserver does
+        if name in names:
+            errs.append(fe.duplicate(f"{path}.name", name))
+        names.add(name)
     seen_env: set[str] = set()
     for j, env in enumerate(c.get("env") or []):
         if not isinstance(env, dict) or not env.get("name"):
@@ -418,15 +424,20 @@ def validate_event(event: Obj) -> list[FieldError]:
             fe.invalid("involvedObject.namespace", inv_ns, "does not match event.namespace")
         )
     if event.get("eventTime"):
-        if not event.get("reportingComponent"):
-            errs.append(fe.required("reportingController", ""))
-        errs += _supported(event.get("type"), "type", ("Normal", "Warning"))
+        # events.k8s.io-style events written through core/v1
+        component = event.get("reportingComponent") or ""
+        if not component:
+            errs.append(fe.required("reportingComponent", ""))
+        for msg in qualified_name_errors(component, what="a valid label key"):
+            errs.append(fe.invalid("reportingComponent", component, msg))
+        if not event.get("reportingInstance"):
+            errs.append(fe.required("reportingInstance", ""))
         if not event.get("action"):
             errs.append(fe.required("action", ""))
         if not event.get("reason"):
             errs.append(fe.required("reason", ""))
-    if len(event.get("message") or "") > 4096 and event.get("eventTime"):
-        errs.append(fe.too_long("message", 4096))
+        if len(event.get("message") or "") > 1024:
+            errs.append(fe.invalid("message", "", "can have at most 1024 characters"))
     return errs
 
 
@@ -495,10 +506,6 @@ def validate_lease(lease: Obj) -> list[FieldError]:
     strategy = spec.get("strategy")
     if strategy is not None:
         errs += _supported(strategy, "spec.strategy", ("OldestEmulationVersion",))
-    if spec.get("preferredHolder") and not strategy:
-        errs.append(
-            fe.forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined")
-        )
     return errs
 
 

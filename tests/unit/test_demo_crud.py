@@ -700,3 +700,101 @@ async def test_every_namespaced_resource_lists_all_namespaces(
     assert len(all_items) >= len(demo_items)
     keys = [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in all_items]
     assert keys == sorted(keys, key=lambda k: f"{k[0]}/{k[1]}")
+
+
+async def test_duplicate_fields_warn_or_fail(client: httpx.AsyncClient) -> None:
+    body = (
+        b'{"metadata":{"name":"dup","labels":{"a":"1","a":"2"}},'
+        b'"spec":{"containers":[{"name":"c","image":"x"}]}}'
+    )
+    r = await client.post(PODS, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 201
+    assert r.headers.get_list("warning") == ['299 - "duplicate field \\"metadata.labels.a\\""']
+    assert r.json()["metadata"]["labels"] == {"a": "2"}  # the last one wins, as in Go
+    r = await client.post(
+        PODS,
+        content=body.replace(b'"dup"', b'"dup2"'),
+        headers={"Content-Type": "application/json"},
+        params={"fieldValidation": "Strict"},
+    )
+    assert r.status_code == 400
+    assert r.json()["message"] == (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: duplicate field '
+        '"metadata.labels.a"'
+    )
+    r = await client.patch(
+        f"{PODS}/dup",
+        content=b'{"metadata":{"labels":{"z":"1","z":"2"}}}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.headers.get_list("warning") == ['299 - "duplicate field \\"metadata.labels.z\\""']
+    apply = b"apiVersion: v1\nkind: Pod\nmetadata: {name: dup}\nspec: {}\nspec: {}\n"
+    r = await client.patch(
+        f"{PODS}/dup",
+        content=apply,
+        params={"fieldManager": "m", "fieldValidation": "Strict"},
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    assert r.status_code == 400
+    assert r.json()["message"] == (
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n"
+        '  line 5: key "spec" already set in map'
+    )
+
+
+async def test_json_decode_errors_read_like_go(client: httpx.AsyncClient) -> None:
+    for body, error, summary in (
+        (b'{"a" 1}', "invalid character '1' after object key", '{"a" 1}'),
+        (b"[1 2]", "invalid character '2' after array element", "5b3120325d"),
+        (b"", "unexpected end of JSON input", "<empty>"),
+    ):
+        r = await client.post(PODS, content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400
+        assert r.json()["message"] == (
+            "the object provided is unrecognized (must be of type Pod): couldn't get version/kind;"
+            f" json parse error: {error} ({summary})"
+        )
+    r = await client.patch(
+        f"{PODS}/pending-7f9d8",
+        content=b"not json",
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.json()["message"] == (
+        "error decoding patch: invalid character 'o' in literal null (expecting 'u')"
+    )
+    r = await client.post(
+        PODS, json={"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}}
+    )
+    assert r.json()["message"] == (
+        'Service in version "v1" cannot be handled as a Pod: converting (v1.Service) to '
+        "(core.Pod): unknown conversion"
+    )
+
+
+async def test_new_style_event_validation(client: httpx.AsyncClient) -> None:
+    body = {
+        **event_body("new"),
+        "eventTime": "2024-01-01T00:00:00.000000Z",
+        "reportingComponent": "a",
+        "reportingInstance": "b",
+    }
+    r = await client.post(EVENTS, json=body)
+    assert r.status_code == 422
+    assert r.json()["message"] == 'Event "new" is invalid: action: Required value'
+    r = await client.post(EVENTS, json={**body, "action": "Did"})
+    assert r.status_code == 201
+
+
+async def test_namespace_deletion_terminates_then_removes(
+    client: httpx.AsyncClient, open_watch: Any
+) -> None:
+    await client.post("/api/v1/namespaces", json={"metadata": {"name": "doomed"}})
+    rv = (await client.get("/api/v1/namespaces")).json()["metadata"]["resourceVersion"]
+    async with open_watch(
+        "/api/v1/namespaces", resourceVersion=rv, fieldSelector="metadata.name=doomed"
+    ) as w:
+        r = await client.delete("/api/v1/namespaces/doomed")
+        assert r.status_code == 200
+        assert r.json()["status"] == {"phase": "Terminating"}
+        assert r.json()["metadata"]["deletionTimestamp"]
+        assert [e["type"] for e in await w.take(2)] == ["MODIFIED", "DELETED"]

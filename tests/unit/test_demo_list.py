@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from gateway.demo import DemoUpstream
@@ -178,6 +180,12 @@ async def test_pagination_is_a_consistent_snapshot(
     assert first["metadata"]["remainingItemCount"] == 15
     token = first["metadata"]["continue"]
     snapshot_rv = first["metadata"]["resourceVersion"]
+    # the apiserver's own token format: the next key relative to the listed prefix
+    assert orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))) == {
+        "v": "meta.k8s.io/v1",
+        "rv": int(snapshot_rv),
+        "start": "/pg-00009\u0000",
+    }
     # changes after the first page are not visible to the rest of the list
     await demo.store.delete("pods", "pg-00024", namespace="paged")
     await demo.store.bulk_create("pods", make_pods(1, "paged", prefix="pz"))
