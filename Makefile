@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit e2e-bins lock clean
+.PHONY: run test lint typecheck unit e2e-bins lock clean graphql-schema chromium
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/kube-gateway serve $(ARGS)
 
 ## test: install everything, lint, type-check and run the whole suite (real kube-apiserver included)
-test: $(STAMP) e2e-bins
+test: $(STAMP) e2e-bins chromium
 	$(BIN)/ruff check gateway tests
 	$(BIN)/ruff format --check gateway tests
 	$(BIN)/mypy
@@ -37,6 +37,14 @@ unit: $(STAMP)
 ## e2e-bins: build (or reuse) kube-apiserver and etcd for the end-to-end suite
 e2e-bins:
 	bash tests/e2e/build.sh
+
+## graphql-schema: export the GraphQL SDL (the public contract) to graphql_schema/schema.graphql
+graphql-schema: $(STAMP)
+	$(BIN)/python -m gateway.graphql graphql_schema/schema.graphql
+
+## chromium: Debian's headless browser for the GraphiQL test (installed only when missing)
+chromium:
+	test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 ## lock: re-resolve pinned versions after changing dependencies
 lock:
