@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit e2e-bins lock clean graphql-schema chromium
+.PHONY: run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/kube-gateway serve $(ARGS)
 
 ## test: install everything, lint, type-check and run the whole suite (real kube-apiserver included)
-test: $(STAMP) e2e-bins chromium
+test: $(STAMP) e2e-bins chromium go-client
 	$(BIN)/ruff check gateway tests
 	$(BIN)/ruff format --check gateway tests
 	$(BIN)/mypy
@@ -45,6 +45,14 @@ graphql-schema: $(STAMP)
 ## chromium: Debian's headless browser for the GraphiQL test (installed only when missing)
 chromium:
 	test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+## protos: regenerate protos/ from the schema (numbers kept in protos/field_numbers.json) and the Python stubs
+protos: $(STAMP)
+	$(BIN)/python -m gateway.grpc.protogen
+
+## go-client: build (or reuse) the Go example client of the gRPC API (tests/go-client)
+go-client: $(STAMP)
+	bash tests/go-client/build.sh
 
 ## lock: re-resolve pinned versions after changing dependencies
 lock:

@@ -1,1 +1,15 @@
-"""The gRPC front end (grpc.aio): thin servicers over the shared core."""
+"""The gRPC front end (grpc.aio): thin servicers over the shared core.
+
+Modules, by noun:
+
+* :mod:`~gateway.grpc.contract`: messages, enums and services as data, built from the schema
+  source and the registry (the one place the contract is defined);
+* :mod:`~gateway.grpc.protogen` and :mod:`~gateway.grpc.numbering`: ``protos/`` rendered from
+  the contract, field numbers locked; ``make protos`` also writes the stubs in ``gen/``;
+* :mod:`~gateway.grpc.codec`, :mod:`~gateway.grpc.wire`, :mod:`~gateway.grpc.mask`: upstream
+  JSON to wire bytes (and back), ``read_mask``;
+* :mod:`~gateway.grpc.servicer`, :mod:`~gateway.grpc.watches`, :mod:`~gateway.grpc.calls`: one
+  generic servicer per resource, the Watch start semantics, credential and deadline of a call;
+* :mod:`~gateway.grpc.status`: the one error table with ``google.rpc`` details;
+* :mod:`~gateway.grpc.server`: ``start_grpc`` (health, reflection, keepalive, gzip, limits).
+"""

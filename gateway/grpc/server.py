@@ -1,41 +1,113 @@
-"""The grpc.aio server: health and reflection now; the resource services join them."""
+"""The grpc.aio server: one service per registry resource, plus health and reflection.
+
+Started by the application lifespan with the shared :class:`~gateway.core.adapter.KubeAdapter`
+(same process, same core as GraphQL) on its own port.  Keepalive pings keep long watches
+alive through idle proxies and detect dead peers; responses are gzip-compressed for clients
+that accept it; the message size limit is configurable.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from gateway.core.adapter import KubeAdapter
+from gateway.grpc.codec import codec
+from gateway.grpc.contract import Contract, contract
+from gateway.grpc.messages import file_descriptors
+from gateway.grpc.servicer import resource_handler
+
+__all__ = ["GrpcOptions", "service_names", "start_grpc"]
 
 log = logging.getLogger(__name__)
 
 
-async def start_grpc(adapter: KubeAdapter, host: str, port: int) -> tuple[grpc.aio.Server, int]:
+@dataclass(frozen=True, slots=True)
+class GrpcOptions:
+    """Server settings.
+
+    Attributes:
+        max_message_bytes: largest request or response message (a list of 5,000 pods is
+            about 20 MB; callers page with ``limit`` beyond this).
+        gzip: compress responses for clients that accept gzip.
+        keepalive_seconds: ping an idle connection this often.
+        keepalive_timeout_seconds: drop a connection whose ping is not answered in time.
+        min_client_ping_seconds: the most often a client may ping without data.
+    """
+
+    max_message_bytes: int = 64 * 1024 * 1024
+    gzip: bool = True
+    keepalive_seconds: float = 30.0
+    keepalive_timeout_seconds: float = 10.0
+    min_client_ping_seconds: float = 10.0
+
+    def channel_options(self) -> list[tuple[str, int]]:
+        """The grpc core channel arguments of these settings."""
+        return [
+            # A compression *level*, not an algorithm: grpc core then picks, per call, an
+            # algorithm the client advertised in grpc-accept-encoding (gzip for grpc-python,
+            # none for a Go client without the gzip codec), instead of sending gzip to a
+            # client that cannot read it.
+            ("grpc.default_compression_level", 2 if self.gzip else 0),
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.keepalive_time_ms", int(self.keepalive_seconds * 1000)),
+            ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout_seconds * 1000)),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            (
+                "grpc.http2.min_ping_interval_without_data_ms",
+                int(self.min_client_ping_seconds * 1000),
+            ),
+        ]
+
+
+def service_names(c: Contract | None = None) -> list[str]:
+    """Every service the server answers: the resource services, health and reflection."""
+    resources = [s.full_name for s in (c or contract()).services]
+    return [
+        *resources,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    ]
+
+
+async def start_grpc(
+    adapter: KubeAdapter, host: str, port: int, *, options: GrpcOptions | None = None
+) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
+
+    Args:
+        adapter: the shared upstream adapter (owned by the caller).
+        host: the address to listen on.
+        port: the port, or 0 for any free one.
+        options: server settings (defaults: :class:`GrpcOptions`).
 
     Returns:
         The running server (the caller, the lifespan, stops it) and the bound port.
     """
-    server = grpc.aio.server(
-        options=[
-            ("grpc.keepalive_time_ms", 30_000),
-            ("grpc.keepalive_timeout_ms", 10_000),
-            ("grpc.http2.max_pings_without_data", 0),
-            ("grpc.keepalive_permit_without_calls", 1),
-        ],
-        compression=grpc.Compression.NoCompression,
+    opts = options or GrpcOptions()
+    c = contract()
+    conversions = codec(c)
+    file_descriptors(c)  # import the stubs: reflection answers from the descriptor pool
+    server = grpc.aio.server(options=opts.channel_options())
+    server.add_generic_rpc_handlers(
+        tuple(resource_handler(adapter, svc, conversions) for svc in c.services)
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    services = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
-    reflection.enable_server_reflection(services, server)
+    names = service_names(c)
+    reflection.enable_server_reflection(names, server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"cannot bind the gRPC port {host}:{port}")
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    log.info("gRPC listening on %s:%d", host, bound)
+    for name in names:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("gRPC listening on %s:%d (%d resource services)", host, bound, len(c.services))
     return server, bound

@@ -1,0 +1,471 @@
+"""One generic servicer, parameterised by a registry resource: convert, delegate, convert back.
+
+:func:`resource_handler` turns a :class:`~gateway.grpc.contract.Service` into a grpc.aio
+generic handler.  Each RPC's action (``get``, ``list``, ``watch``, ``create``, ``replace``,
+``patch``, ``delete``, ``deletecollection``, ``log``) is one method here, the same for every
+resource; the request becomes core options, one :class:`~gateway.core.adapter.KubeAdapter`
+(or :func:`~gateway.grpc.watches.watch_events`) call does the work, and the codec turns the
+decoded answer into wire bytes.  Errors go through :mod:`gateway.grpc.status`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any, Final, NoReturn
+
+import grpc
+import orjson
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+from gateway.core import errors
+from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.options import (
+    DeleteOptions,
+    ListOptions,
+    LogOptions,
+    PatchOptions,
+    PatchType,
+    Preconditions,
+    WriteOptions,
+)
+from gateway.core.registry import Resource
+from gateway.grpc import mask as masks
+from gateway.grpc.calls import credential_of, timeout_of
+from gateway.grpc.codec import Codec, codec
+from gateway.grpc.contract import Rpc, Service
+from gateway.grpc.messages import message_class
+from gateway.grpc.status import internal_status, to_status
+from gateway.grpc.watches import watch_events
+from gateway.grpc.wire import field_tag, length_prefixed
+
+__all__ = ["ResourceServicer", "resource_handler"]
+
+log = logging.getLogger(__name__)
+
+#: Log bytes per LogChunk when the whole log is read at once.
+LOG_CHUNK_BYTES: Final = 64 * 1024
+
+_PATCH_TYPES: Final = {
+    1: PatchType.JSON,
+    2: PatchType.MERGE,
+    3: PatchType.STRATEGIC_MERGE,
+    4: PatchType.APPLY,
+}
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+
+
+class _Undecodable:
+    """What a request that is not a valid message deserialises to (refused as INVALID_ARGUMENT)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _deserializer(cls: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except DecodeError:
+            return _Undecodable(f"the request is not a valid {cls.DESCRIPTOR.full_name}")
+
+    return parse
+
+
+def _serialize(response: Any) -> bytes:
+    return response if response.__class__ is bytes else bytes(response.SerializeToString())
+
+
+def _invalid(
+    field: str, message: str, reason: str = "FieldValueInvalid"
+) -> errors.InvalidParameter:
+    return errors.InvalidParameter(message, causes=(errors.Cause(reason, message, field),))
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: BaseException) -> NoReturn:
+    if isinstance(error, errors.GatewayError):
+        await context.abort_with_status(to_status(error))
+    log.error("unexpected failure in a gRPC call", exc_info=error)
+    await context.abort_with_status(internal_status())
+    raise AssertionError("unreachable")  # abort_with_status raises
+
+
+def _opt(request: Any, field: str) -> Any:
+    """An ``optional`` field's value, or ``None`` when unset."""
+    return getattr(request, field) if request.HasField(field) else None
+
+
+class ResourceServicer:
+    """Serves one resource's service (``kubegateway.v1.PodService``...) over the core.
+
+    Args:
+        adapter: the shared upstream adapter.
+        service: the contract service (its resource and RPCs).
+        conversions: the dict <-> message codec.
+    """
+
+    def __init__(self, adapter: KubeAdapter, service: Service, conversions: Codec) -> None:
+        self.adapter = adapter
+        self.service = service
+        self.resource: Resource = service.resource
+        self.codec = conversions
+        self.kind = service.resource.kind
+        self._object_message = conversions.contract.kinds[self.kind][0]
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The generic handler serving every RPC of the service."""
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        for rpc in self.service.rpcs:
+            request_cls = message_class(rpc.request, self.codec.contract)
+            if rpc.streaming:
+                handlers[rpc.name] = grpc.unary_stream_rpc_method_handler(
+                    self._streaming(rpc),
+                    request_deserializer=_deserializer(request_cls),
+                    response_serializer=_serialize,
+                )
+            else:
+                handlers[rpc.name] = grpc.unary_unary_rpc_method_handler(
+                    self._unary(rpc),
+                    request_deserializer=_deserializer(request_cls),
+                    response_serializer=_serialize,
+                )
+        return grpc.method_handlers_generic_handler(self.service.full_name, handlers)
+
+    def _unary(self, rpc: Rpc) -> Handler:
+        action: Callable[[Rpc, Any, Credential, float | None], Awaitable[bytes]] = getattr(
+            self, f"_{rpc.action}"
+        )
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
+            try:
+                if isinstance(request, _Undecodable):
+                    raise errors.BadRequest(request.reason)
+                credential = credential_of(context.invocation_metadata())
+                timeout = timeout_of(context.time_remaining())
+                try:
+                    async with asyncio.timeout(timeout):
+                        return await action(rpc, request, credential, timeout)
+                except TimeoutError:
+                    raise errors.Timeout("the call's deadline passed") from None
+            except Exception as exc:  # CancelledError is not an Exception: it propagates
+                await _abort(context, exc)
+
+        call.__name__ = f"{self.service.name}.{rpc.name}"
+        return call
+
+    def _streaming(self, rpc: Rpc) -> Handler:
+        action: Callable[[Rpc, Any, Credential], AsyncGenerator[bytes, None]] = getattr(
+            self, f"_{rpc.action}"
+        )
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            failure: Exception | None = None
+            try:
+                if isinstance(request, _Undecodable):
+                    raise errors.BadRequest(request.reason)
+                credential = credential_of(context.invocation_metadata())
+                async with aclosing(action(rpc, request, credential)) as stream:
+                    async for message in stream:
+                        yield message
+            except Exception as exc:  # CancelledError is not an Exception: it propagates
+                failure = exc
+            if failure is not None:
+                await _abort(context, failure)
+
+        call.__name__ = f"{self.service.name}.{rpc.name}"
+        return call
+
+    # -- request -> core ---------------------------------------------------------------------
+
+    def _namespace(self, request: Any, *, listing: bool = False) -> str | None:
+        if not self.resource.namespaced:
+            return None
+        ns: str = request.namespace
+        if not ns and not listing:
+            raise _invalid(
+                "namespace",
+                f"{self.kind} is namespaced: namespace is required",
+                "FieldValueRequired",
+            )
+        return ns or None
+
+    def _mask(self, request: Any) -> masks.Tree | None:
+        if not request.HasField("read_mask"):
+            return None
+        return masks.parse(list(request.read_mask.paths), self._object_message, self.codec.contract)
+
+    @staticmethod
+    def _write(request: Any) -> WriteOptions:
+        return WriteOptions(
+            dry_run=request.dry_run,
+            field_manager=request.field_manager or None,
+            field_validation=request.field_validation or None,
+        )
+
+    @staticmethod
+    def _list_options(request: Any) -> ListOptions:
+        return ListOptions(
+            label_selector=request.label_selector or None,
+            field_selector=request.field_selector or None,
+            limit=request.limit or None,
+            continue_=getattr(request, "continue") or None,
+            resource_version=request.resource_version or None,
+            resource_version_match=request.resource_version_match or None,
+            timeout_seconds=request.timeout_seconds or None,
+        )
+
+    def _body(self, request: Any) -> dict[str, Any]:
+        which = request.WhichOneof("body")
+        if which == "object":
+            return self.codec.to_json(request.object)
+        if which == "raw_json":
+            try:
+                body = orjson.loads(request.raw_json)
+            except orjson.JSONDecodeError:
+                raise _invalid("raw_json", "raw_json is not valid JSON") from None
+            if not isinstance(body, dict):
+                raise _invalid("raw_json", "raw_json must be a JSON object")
+            return body
+        raise _invalid("body", "one of object or raw_json is required", "FieldValueRequired")
+
+    @staticmethod
+    def _delete_options(request: Any) -> DeleteOptions:
+        if not request.HasField("options"):
+            return DeleteOptions()
+        o = request.options
+        dry_run = list(o.dryRun)
+        if any(v != "All" for v in dry_run):
+            raise _invalid(
+                "options.dryRun",
+                f'Unsupported value: {dry_run!r}: supported values: "All"',
+                "FieldValueNotSupported",
+            )
+        preconditions = None
+        if o.HasField("preconditions"):
+            p = o.preconditions
+            preconditions = Preconditions(
+                uid=_opt(p, "uid"), resource_version=_opt(p, "resourceVersion")
+            )
+        return DeleteOptions(
+            grace_period_seconds=_opt(o, "gracePeriodSeconds"),
+            propagation_policy=_opt(o, "propagationPolicy"),
+            orphan_dependents=_opt(o, "orphanDependents"),
+            preconditions=preconditions,
+            dry_run=bool(dry_run),
+        )
+
+    # -- actions -----------------------------------------------------------------------------
+
+    async def _get(
+        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        mask = self._mask(request)
+        obj = await self.adapter.get(
+            self.resource,
+            request.name,
+            namespace=self._namespace(request),
+            subresource=rpc.subresource,
+            credential=credential,
+            timeout=timeout,
+        )
+        return self.codec.object_bytes(self.kind, obj, mask)
+
+    async def _list(
+        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        mask = self._mask(request)
+        listed = await self.adapter.list(
+            self.resource,
+            namespace=self._namespace(request, listing=True),
+            options=self._list_options(request),
+            credential=credential,
+            timeout=timeout,
+        )
+        return self.codec.list_bytes(self.kind, listed, mask)
+
+    async def _create(
+        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        body = self._body(request)
+        namespace = None
+        if self.resource.namespaced:
+            meta = body.get("metadata")
+            namespace = request.namespace or (
+                meta.get("namespace") if isinstance(meta, dict) else None
+            )
+            if not namespace:
+                raise _invalid(
+                    "namespace",
+                    f"{self.kind} is namespaced: namespace is required",
+                    "FieldValueRequired",
+                )
+        created = await self.adapter.create(
+            self.resource,
+            body,
+            namespace=namespace,
+            write=self._write(request),
+            credential=credential,
+            timeout=timeout,
+        )
+        return self.codec.object_bytes(self.kind, created)
+
+    async def _replace(
+        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        replaced = await self.adapter.replace(
+            self.resource,
+            request.name,
+            self._body(request),
+            namespace=self._namespace(request),
+            subresource=rpc.subresource,
+            write=self._write(request),
+            credential=credential,
+            timeout=timeout,
+        )
+        return self.codec.object_bytes(self.kind, replaced)
+
+    async def _patch(
+        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        patch_type = _PATCH_TYPES.get(request.patch_type)
+        if patch_type is None:
+            raise _invalid(
+                "patch_type",
+                "patch_type is required (JSON, MERGE, STRATEGIC_MERGE or APPLY)",
+                "FieldValueRequired",
+            )
+        if not request.patch:
+            raise _invalid("patch", "patch is required", "FieldValueRequired")
+        patched = await self.adapter.patch(
+            self.resource,
+            request.name,
+            bytes(request.patch),
+            patch_options=PatchOptions(patch_type, force=_opt(request, "force")),
+            namespace=self._namespace(request),
+            subresource=rpc.subresource,
+            write=self._write(request),
+            credential=credential,
+            timeout=timeout,
+        )
+        return self.codec.object_bytes(self.kind, patched)
+
+    async def _delete(
+        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        deleted = await self.adapter.delete(
+            self.resource,
+            request.name,
+            namespace=self._namespace(request),
+            options=self._delete_options(request),
+            credential=credential,
+            timeout=timeout,
+        )
+        return self._object_or_status(
+            rpc, deleted, "object", lambda d: self.codec.object_bytes(self.kind, d)
+        )
+
+    async def _deletecollection(
+        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        deleted = await self.adapter.delete_collection(
+            self.resource,
+            namespace=self._namespace(request, listing=True),
+            list_options=self._list_options(request),
+            options=self._delete_options(request),
+            credential=credential,
+            timeout=timeout,
+        )
+        return self._object_or_status(
+            rpc, deleted, "list", lambda d: self.codec.list_bytes(self.kind, d)
+        )
+
+    def _object_or_status(
+        self,
+        rpc: Rpc,
+        answer: dict[str, Any],
+        member: str,
+        encode: Callable[[dict[str, Any]], bytes],
+    ) -> bytes:
+        response = message_class(rpc.response, self.codec.contract)
+        fields = response.DESCRIPTOR.fields_by_name
+        if answer.get("kind") == "Status":
+            return bytes(response(status=self.codec.message("Status", answer)).SerializeToString())
+        return length_prefixed(field_tag(fields[member].number), encode(answer))
+
+    async def _watch(
+        self, rpc: Rpc, request: Any, credential: Credential
+    ) -> AsyncGenerator[bytes, None]:
+        mask = self._mask(request)
+        options = ListOptions(
+            label_selector=request.label_selector or None,
+            field_selector=request.field_selector or None,
+            resource_version=request.resource_version or None,
+            resource_version_match=request.resource_version_match or None,
+            send_initial_events=_opt(request, "send_initial_events"),
+            allow_watch_bookmarks=request.allow_watch_bookmarks or None,
+            timeout_seconds=request.timeout_seconds or None,
+        )
+        options.validate(watch=True)
+        if options.timeout_seconds is not None and options.timeout_seconds > 0:
+            deadline: float | None = asyncio.get_running_loop().time() + options.timeout_seconds
+        else:
+            deadline = None
+        events = watch_events(
+            self.adapter,
+            self.resource,
+            namespace=self._namespace(request, listing=True),
+            options=options,
+            credential=credential,
+        )
+        async with aclosing(events):
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        event = await anext(events)
+                except (StopAsyncIteration, TimeoutError):
+                    return  # timeout_seconds: the stream ends cleanly, as upstream watches do
+                yield self.codec.watch_event_bytes(self.kind, event, mask)
+
+    async def _log(
+        self, rpc: Rpc, request: Any, credential: Credential
+    ) -> AsyncGenerator[bytes, None]:
+        chunk = message_class("LogChunk", self.codec.contract)
+        options = LogOptions(
+            container=request.container or None,
+            follow=request.follow,
+            previous=request.previous,
+            timestamps=request.timestamps,
+            tail_lines=_opt(request, "tail_lines"),
+            since_seconds=_opt(request, "since_seconds"),
+            since_time=request.since_time or None,
+            limit_bytes=_opt(request, "limit_bytes"),
+            insecure_skip_tls_verify_backend=request.insecure_skip_tls_verify_backend,
+        )
+        namespace = self._namespace(request)
+        assert namespace is not None
+        if options.follow:
+            async with self.adapter.stream_log(
+                request.name, namespace=namespace, options=options, credential=credential
+            ) as chunks:
+                async for data in chunks:
+                    yield chunk(data=data).SerializeToString()
+            return
+        data = await self.adapter.read_log(
+            request.name, namespace=namespace, options=options, credential=credential
+        )
+        for start in range(0, len(data), LOG_CHUNK_BYTES):
+            yield chunk(data=data[start : start + LOG_CHUNK_BYTES]).SerializeToString()
+
+
+def resource_handler(
+    adapter: KubeAdapter, service: Service, conversions: Codec | None = None
+) -> grpc.GenericRpcHandler:
+    """The grpc.aio generic handler of one resource service."""
+    return ResourceServicer(adapter, service, conversions or codec()).handler()
