@@ -14,6 +14,8 @@ spec's.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -121,6 +123,8 @@ class ProjectingExecutor(Executor[Any]):
         position_context: Any,
     ) -> Any:
         if result is not None and type(return_type) is not GraphQLScalarType:
+            if _large(result):
+                _defer_gc()  # first: any allocation may start a collection
             plan = self._plan(return_type, field_details_list)
             if plan is not None:
                 try:
@@ -242,6 +246,36 @@ class ProjectingExecutor(Executor[Any]):
 
 
 _COPY, _LEAF, _SELF, _CONST = 0, 1, 2, 3
+
+#: A list (or a list object's ``items``) this long is a large decoded upstream body.
+LARGE_LIST = 500
+
+
+def _large(value: Any) -> bool:
+    if type(value) is dict:
+        value = value.get("items")
+    return type(value) is list and len(value) >= LARGE_LIST
+
+
+def _defer_gc() -> None:
+    """Hold the cyclic GC until this event-loop step ends.
+
+    A large upstream list was just decoded (with the GC paused) into millions of young
+    objects.  The projection allocates its output, which would trigger collections that
+    traverse all of them, up to three times over (gen 0, 1, then 2): 150 to 300 ms for
+    5,000 realistic pods, two to three times the projection itself.  Right after the
+    projection the decoded body is dropped and freed by reference counting, so the
+    collector need never see it.  The GC is enabled again by a ``call_soon`` callback, on
+    the event loop's next turn: at most the callbacks already queued run with it held.
+    """
+    if not gc.isenabled():
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    gc.disable()
+    loop.call_soon(gc.enable)
 
 
 def _identity(value: Any) -> Any:

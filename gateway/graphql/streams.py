@@ -18,6 +18,7 @@ from gateway.core.registry import Resource
 from gateway.core.watch import Watcher
 from gateway.graphql.arguments import log_options
 from gateway.graphql.context import Context
+from gateway.graphql.logfollow import LogFollower
 from gateway.graphql.scalars import Time
 
 
@@ -91,33 +92,21 @@ async def watch_events(
             )
 
 
-def _log_line(raw: bytes, timestamps: bool) -> LogLine:
-    text = raw.decode("utf-8", "replace")
-    if text.endswith("\r"):
-        text = text[:-1]
-    if timestamps:
-        stamp, sep, rest = text.partition(" ")
-        if sep and stamp[:1].isdigit():
-            return LogLine(text=rest, timestamp=Time(stamp))
-    return LogLine(text=text)
-
-
 async def follow_log(
     ctx: Context, namespace: str, name: str, args: Mapping[str, Any]
 ) -> AsyncIterator[LogLine]:
-    """The lines of a followed pod log; ends when the container stops writing (clean EOF)."""
-    timestamps = bool(args.get("timestamps"))
-    async with ctx.adapter.stream_log(
-        name, namespace=namespace, options=log_options(args, follow=True), credential=ctx.credential
-    ) as chunks:
-        buffer = bytearray()
-        async for chunk in chunks:
-            buffer += chunk
-            if b"\n" not in chunk:
-                continue
-            *lines, rest = buffer.split(b"\n")
-            buffer = bytearray(rest)
-            for line in lines:
-                yield _log_line(bytes(line), timestamps)
-        if buffer:
-            yield _log_line(bytes(buffer), timestamps)
+    """The lines of a followed pod log: resumed after upstream breaks without loss or
+    duplicates; ends when the container stops (see :mod:`gateway.graphql.logfollow`)."""
+    options = log_options(args)
+    follower = LogFollower(
+        ctx.adapter, namespace=namespace, name=name, options=options, credential=ctx.credential
+    )
+    async with aclosing(follower.lines()) as lines:
+        async for line in lines:
+            text = line.data.decode("utf-8", "replace")
+            if text.endswith("\r"):
+                text = text[:-1]
+            stamp = None
+            if options.timestamps and line.stamp is not None:
+                stamp = Time(line.stamp.decode("ascii"))
+            yield LogLine(text=text, timestamp=stamp)

@@ -76,12 +76,14 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def serve_gateway(demo: DemoUpstream) -> AsyncIterator[Gateway]:
-    """Serve the gateway app against ``demo`` until the block exits."""
-    app = create_app(
-        Settings(host="127.0.0.1", http_port=0, grpc_port=0, server=demo.url, log_level="warning")
-    )
-    sock = socket.socket()
+async def serve_app(settings: Settings) -> AsyncIterator[tuple[str, Starlette]]:
+    """Serve ``create_app(settings)`` with uvicorn on a free loopback port until the block
+    exits; yields the base URL and the application."""
+    app = create_app(settings)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP
+    # (socket.socket() leaves it 0), and without it every response waits ~40 ms for a
+    # delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -95,13 +97,24 @@ async def serve_gateway(demo: DemoUpstream) -> AsyncIterator[Gateway]:
     if ready not in done:
         ready.cancel()
         await task
+        sock.close()
         raise RuntimeError("the gateway did not start")
     try:
-        yield Gateway(f"http://127.0.0.1:{port}", app, demo)
+        yield f"http://127.0.0.1:{port}", app
     finally:
         server.should_exit = True
         await task
         sock.close()
+
+
+@contextlib.asynccontextmanager
+async def serve_gateway(demo: DemoUpstream) -> AsyncIterator[Gateway]:
+    """Serve the gateway app against ``demo`` until the block exits."""
+    settings = Settings(
+        host="127.0.0.1", http_port=0, grpc_port=0, server=demo.url, log_level="warning"
+    )
+    async with serve_app(settings) as (url, app):
+        yield Gateway(url, app, demo)
 
 
 @pytest.fixture
