@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium
+.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ protos: $(STAMP)
 ## go-client: build (or reuse) the Go example client of the gRPC API (tests/go-client)
 go-client: $(STAMP)
 	bash tests/go-client/build.sh
+
+## bench: print the benchmarks (ratios against a direct upstream call in the same run; not tests)
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench.grpc_conversion
+	$(BIN)/python -m tests.bench.bench_graphql_list
+	$(BIN)/python -m tests.bench.bench_graphql_fanout
 
 ## lock: re-resolve pinned versions after changing dependencies
 lock:
