@@ -13,12 +13,12 @@ from typing import Any, Optional, cast
 
 import strawberry
 
+from gateway.core.logfollow import LogFollower
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
 from gateway.core.watch import Watcher
 from gateway.graphql.arguments import log_options
 from gateway.graphql.context import Context
-from gateway.graphql.logfollow import LogFollower
 from gateway.graphql.scalars import Time
 
 

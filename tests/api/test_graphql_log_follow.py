@@ -23,10 +23,10 @@ import uvicorn
 
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.logfollow import LogFollower, parse_stamp, since_time
 from gateway.core.options import LogOptions
 from gateway.core.watch import Backoff
 from gateway.demo import DemoUpstream
-from gateway.graphql.logfollow import LogFollower, parse_stamp, since_time
 from tests.api.conftest import ADMIN, NAMESPACE, Gateway, TransportWS, _Server, ws_client
 
 FOLLOW = """subscription($n: String!, $c: String, $tail: Long, $ts: Boolean, $limit: Long) {
