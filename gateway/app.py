@@ -23,7 +23,7 @@ from starlette.routing import Route
 from gateway.core import config
 from gateway.core.adapter import KubeAdapter
 from gateway.graphql.server import GraphQLApp, graphql_routes
-from gateway.grpc.server import start_grpc
+from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.settings import Settings
 
 log = logging.getLogger("gateway")
@@ -55,6 +55,17 @@ async def _readyz(request: Request) -> Response:
             "demo": runtime.demo,
             "grpcPort": runtime.grpc_port,
         }
+    )
+
+
+def grpc_options(settings: Settings) -> GrpcOptions:
+    """The gRPC server options of ``kube-gateway serve``'s ``--grpc-*`` flags."""
+    return GrpcOptions(
+        max_message_bytes=settings.grpc_max_message_bytes,
+        gzip=settings.grpc_gzip,
+        keepalive_seconds=settings.grpc_keepalive_seconds,
+        keepalive_timeout_seconds=settings.grpc_keepalive_timeout_seconds,
+        min_client_ping_seconds=settings.grpc_min_client_ping_seconds,
     )
 
 
@@ -106,7 +117,9 @@ def create_app(settings: Settings) -> Starlette:
             )
             stack.push_async_callback(http.aclose)
             adapter = KubeAdapter(http)
-            grpc_server, grpc_port = await start_grpc(adapter, settings.host, settings.grpc_port)
+            grpc_server, grpc_port = await start_grpc(
+                adapter, settings.host, settings.grpc_port, options=grpc_options(settings)
+            )
             stack.push_async_callback(grpc_server.stop, 5.0)
             # Shared subscription feeds end before the client they read through closes.
             stack.push_async_callback(graphql.hub.aclose)

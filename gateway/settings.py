@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -34,6 +35,11 @@ class Settings:
     gateway_identity: bool = False
     upstream_http2: bool = False
     upstream_max_connections: int = 512
+    grpc_max_message_bytes: int = 64 * 1024 * 1024
+    grpc_gzip: bool = True
+    grpc_keepalive_seconds: float = 30.0
+    grpc_keepalive_timeout_seconds: float = 10.0
+    grpc_min_client_ping_seconds: float = 10.0
     log_level: str = "info"
 
     def __repr__(self) -> str:
@@ -62,8 +68,29 @@ _HELP: dict[str, str] = {
     "rejected token",
     "upstream_max_connections": "size of the upstream connection pool (each open watch or "
     "log follow holds one connection over HTTP/1.1)",
+    "grpc_max_message_bytes": "largest gRPC request or response message in bytes (a list "
+    "of 5,000 pods is about 20 MB; callers page with limit beyond this)",
+    "grpc_gzip": "gzip gRPC responses for clients that accept it (--no-grpc-gzip: never)",
+    "grpc_keepalive_seconds": "ping an idle gRPC connection this often (keeps long watches "
+    "alive through idle proxies, finds dead peers)",
+    "grpc_keepalive_timeout_seconds": "drop a gRPC connection whose ping is not answered "
+    "within this time",
+    "grpc_min_client_ping_seconds": "the most often a gRPC client may ping without data "
+    "(more often: the connection is closed with too_many_pings)",
     "log_level": "debug, info, warning or error",
 }
+
+#: Fields that must be greater than zero.
+_POSITIVE = frozenset(
+    {
+        "upstream_max_connections",
+        "grpc_max_message_bytes",
+        "grpc_keepalive_seconds",
+        "grpc_keepalive_timeout_seconds",
+        "grpc_min_client_ping_seconds",
+    }
+)
+_NUMBERS: dict[str, type[int] | type[float]] = {"int": int, "float": float}
 
 
 def _env_bool(value: str) -> bool:
@@ -80,10 +107,21 @@ def parser_for(prog: str = "kube-gateway serve") -> argparse.ArgumentParser:
         flag = "--" + f.name.replace("_", "-")
         env = ENV_PREFIX + f.name.upper()
         help_text = f"{_HELP[f.name]} [env {env}; default {f.default!r}]"
-        if f.type == "bool":
+        if f.type == "bool" and f.default is True:
+            # on by default: --grpc-gzip / --no-grpc-gzip
+            p.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+        elif f.type == "bool":
             p.add_argument(flag, action="store_true", default=None, help=help_text)
-        elif f.type == "int":
-            p.add_argument(flag, type=int, default=None, metavar="N", help=help_text)
+        elif f.type in _NUMBERS:
+            p.add_argument(
+                flag,
+                type=_NUMBERS[str(f.type)],
+                default=None,
+                metavar="SECONDS" if f.type == "float" else "N",
+                help=help_text,
+            )
         else:
             p.add_argument(flag, default=None, metavar=f.name.upper(), help=help_text)
     return p
@@ -103,13 +141,21 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             continue
         if f.type == "bool":
             values[f.name] = _env_bool(raw)
-        elif f.type == "int":
+        elif f.type in _NUMBERS:
             try:
-                values[f.name] = int(raw)
+                values[f.name] = _NUMBERS[str(f.type)](raw)
             except ValueError:
+                what = "an integer" if f.type == "int" else "a number"
                 raise SystemExit(
-                    f"{ENV_PREFIX}{f.name.upper()} must be an integer, got {raw!r}"
+                    f"{ENV_PREFIX}{f.name.upper()} must be {what}, got {raw!r}"
                 ) from None
         else:
             values[f.name] = raw
+    for name in _POSITIVE:
+        value = values.get(name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            flag = "--" + name.replace("_", "-")
+            raise SystemExit(
+                f"{flag} ({ENV_PREFIX}{name.upper()}) must be greater than 0, got {value!r}"
+            )
     return Settings(**values)

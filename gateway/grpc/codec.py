@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from google.protobuf import struct_pb2  # type: ignore[import-untyped]
-from google.protobuf.message import Message  # type: ignore[import-untyped]
+from google.protobuf import struct_pb2
+from google.protobuf.message import Message
 
 from gateway.core import schema
 from gateway.core.schema import ListOf, MapOf, Ref, Scalar, TypeRef

@@ -18,7 +18,7 @@ from typing import Any, Final, NoReturn
 
 import grpc
 import orjson
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError
 
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter

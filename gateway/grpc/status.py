@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from typing import Final
 
 import grpc
-from google.protobuf import any_pb2, duration_pb2  # type: ignore[import-untyped]
+from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -70,7 +71,7 @@ def code_for(error: errors.GatewayError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def _pack(message: object) -> any_pb2.Any:
+def _pack(message: Message) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed

@@ -15,6 +15,8 @@ from gateway.demo import DemoUpstream
 from gateway.grpc.contract import contract
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.grpc.server import GrpcOptions, service_names
+from gateway.settings import load
+from tests.api.conftest import serve_app
 from tests.api.grpc_fixtures import ADMIN, NAMESPACE, GrpcGateway, bearer, gw, serve_grpc, upstream
 
 __all__ = ["gw", "upstream"]  # fixtures
@@ -206,3 +208,23 @@ async def test_responses_are_gzipped_for_clients_that_accept_gzip(
         await channel.close()
         await tap.stop()
     assert tap.message_flags() == [flag]
+
+
+async def test_serve_passes_its_grpc_flags_to_the_server(upstream: DemoUpstream) -> None:
+    # `kube-gateway serve --grpc-max-message-bytes 2048`: the app's gRPC server enforces it
+    settings = load(
+        ["--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0", "--server", upstream.url],
+        {"KUBE_GATEWAY_GRPC_MAX_MESSAGE_BYTES": "2048", "KUBE_GATEWAY_LOG_LEVEL": "warning"},
+    )
+    async with serve_app(settings) as (_, app):
+        port = app.state.runtime.grpc_port
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            pods = pods_pb2_grpc.PodServiceStub(channel)
+            small = await pods.List(
+                pods_pb2.ListPodsRequest(namespace=NAMESPACE, label_selector="nothing=matches"),
+                metadata=AUTH,
+            )
+            assert list(small.items) == []
+            with pytest.raises(grpc.aio.AioRpcError) as too_big:
+                await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+            assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
