@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.logfollow import LogFollower
 from gateway.core.options import (
     DeleteOptions,
     ListOptions,
@@ -451,10 +452,20 @@ class ResourceServicer:
         namespace = self._namespace(request)
         assert namespace is not None
         if options.follow:
-            async with self.adapter.stream_log(
-                request.name, namespace=namespace, options=options, credential=credential
-            ) as chunks:
-                async for data in chunks:
+            # Resumes after upstream breaks without loss or duplicates; ends when the
+            # container stops (gateway/core/logfollow.py, shared with GraphQL).
+            follower = LogFollower(
+                self.adapter,
+                namespace=namespace,
+                name=request.name,
+                options=options,
+                credential=credential,
+            )
+            async with aclosing(follower.lines()) as lines:
+                async for line in lines:
+                    data = line.data + b"\n"
+                    if options.timestamps and line.stamp is not None:
+                        data = line.stamp + b" " + data
                     yield chunk(data=data).SerializeToString()
             return
         data = await self.adapter.read_log(

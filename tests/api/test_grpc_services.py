@@ -477,6 +477,35 @@ async def test_pod_log_follow_streams_until_the_container_ends(
     assert await call.code() == grpc.StatusCode.OK
 
 
+async def test_pod_log_follow_resumes_after_upstream_breaks_without_loss_or_duplicates(
+    gw: GrpcGateway, upstream: DemoUpstream
+) -> None:
+    pods = gw.stub("pods")
+    name = unique("res")
+    await _scheduled_pod(gw, name, "c")
+    await upstream.store.set_log(NAMESPACE, name, "c", ["a1", "a2"])
+    obj = await upstream.store.get("pods", name, namespace=NAMESPACE)
+    log = upstream.store.logs.get(str(obj["metadata"]["uid"]), "c")
+    assert log is not None
+    a1 = log.lines[0].render(True)
+    # the first upstream follow is cut inside its second line; the resumed one carries on
+    upstream.faults.drop_connections(1, verb="get", resource="pods/log", after_bytes=len(a1) + 5)
+    upstream.faults.drop_connections(1, verb="get", resource="pods/log", after_bytes=10**9)
+    call = pods.GetLog(
+        pods_pb2.GetPodLogRequest(namespace=NAMESPACE, name=name, follow=True),
+        metadata=AUTH,
+        timeout=20,
+    )
+    chunks = call.__aiter__()
+    assert [(await anext(chunks)).data for _ in range(2)] == [b"a1\n", b"a2\n"]
+    await upstream.store.append_log(NAMESPACE, name, "c", "b1", "b2")
+    assert [(await anext(chunks)).data for _ in range(2)] == [b"b1\n", b"b2\n"]
+    await upstream.store.terminate_container(NAMESPACE, name, "c")
+    assert [c.data async for c in chunks] == []
+    assert await call.code() == grpc.StatusCode.OK
+    assert upstream.faults.dropped_requests == 2  # the second rule proves a resumed request
+
+
 class _Followers(set[Any]):
     """The demo's follower set of one container log, announcing when one leaves."""
 
