@@ -201,9 +201,17 @@ class KubeAdapter:
         registry: resources served; unknown resources are refused before any I/O.
     """
 
-    def __init__(self, http: httpx.AsyncClient, registry: Registry = REGISTRY) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        registry: Registry = REGISTRY,
+        *,
+        watch_idle_margin: float = WATCH_IDLE_MARGIN,
+    ) -> None:
         self.http = http
         self.registry = registry
+        #: A watch silent for ``timeoutSeconds`` plus this is taken as half-open (WATCH.md 18).
+        self.watch_idle_margin = watch_idle_margin
 
     def resource(self, resource: Resource | str) -> Resource:
         return resource if isinstance(resource, Resource) else self.registry.lookup(resource)
@@ -590,9 +598,7 @@ class KubeAdapter:
         options.validate(watch=True)
         req = build_request(res, "watch", namespace=namespace, params=options.to_query(watch=True))
         response = await self._send(req, credential, stream=True)
-        idle = (
-            (options.timeout_seconds or 0) + WATCH_IDLE_MARGIN if options.timeout_seconds else None
-        )
+        idle = options.timeout_seconds + self.watch_idle_margin if options.timeout_seconds else None
         try:
             yield _events(response, idle)
         finally:

@@ -286,3 +286,36 @@ async def test_a_relist_that_fails_is_retried_without_touching_the_consumers_vie
         ("RESYNC", None),
     ]
     assert watcher.relists == 3 and env.demo.faults.failed_requests == 2
+
+
+async def test_a_half_open_watch_is_detected_by_its_idle_deadline() -> None:
+    """A server that starts a watch and then goes silent past timeoutSeconds (WATCH.md 18)."""
+    hung = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        await writer.drain()
+        hung.set()
+        with contextlib.suppress(ConnectionError):
+            await reader.read()  # never answers again; returns when the client gives up
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        cfg = UpstreamConfig(server=f"http://127.0.0.1:{port}", source="t")
+        async with build_http_client(cfg) as http:
+            kube = KubeAdapter(http, watch_idle_margin=0.2)
+            options = ListOptions(timeout_seconds=1)
+            with pytest.raises(errors.Unavailable) as exc:
+                async with kube.watch_stream("leases", namespace=NS, options=options) as stream:
+                    async for _ in stream:
+                        raise AssertionError("a silent server sent an event")
+            assert hung.is_set() and "idle" in exc.value.message
+    finally:
+        server.close()
+        await server.wait_closed()
