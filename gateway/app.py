@@ -22,6 +22,8 @@ from starlette.routing import Route
 
 from gateway.core import config
 from gateway.core.adapter import KubeAdapter
+from gateway.core.budget import Budget
+from gateway.core.hub import WatchHub
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.settings import Settings
@@ -35,6 +37,7 @@ class Runtime:
 
     settings: Settings
     adapter: KubeAdapter
+    watches: WatchHub
     http: httpx.AsyncClient
     grpc_server: grpc.aio.Server
     grpc_port: int
@@ -112,20 +115,57 @@ def create_app(settings: Settings) -> Starlette:
                     "upstream: %s",
                     config.describe(upstream_cfg, gateway_identity=settings.gateway_identity),
                 )
+            # Requests and streams (watches, log follows) use separate pools, so open
+            # streams can never starve requests; the stream budget fits its pool.
             http = config.build_http_client(
-                upstream_cfg, gateway_identity=settings.gateway_identity
+                upstream_cfg,
+                gateway_identity=settings.gateway_identity,
+                http2=settings.upstream_http2,
+                max_connections=settings.upstream_max_connections,
             )
             stack.push_async_callback(http.aclose)
-            adapter = KubeAdapter(http)
+            stream_http = config.build_http_client(
+                upstream_cfg,
+                gateway_identity=settings.gateway_identity,
+                http2=settings.upstream_http2,
+                max_connections=settings.upstream_max_streams,
+            )
+            stack.push_async_callback(stream_http.aclose)
+            adapter = KubeAdapter(
+                http,
+                stream_http=stream_http,
+                streams=Budget(
+                    "upstream streams",
+                    settings.upstream_max_streams,
+                    settings.upstream_max_streams_per_identity,
+                ),
+            )
+            watches = WatchHub(
+                adapter,
+                subscribers=Budget(
+                    "subscriptions",
+                    settings.max_subscriptions,
+                    settings.max_subscriptions_per_identity,
+                ),
+                max_queue=graphql.limits.max_queue,
+                linger=settings.watch_linger_seconds,
+            )
             grpc_server, grpc_port = await start_grpc(
-                adapter, settings.host, settings.grpc_port, options=grpc_options(settings)
+                adapter,
+                settings.host,
+                settings.grpc_port,
+                hub=watches,
+                options=grpc_options(settings),
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
-            # Shared subscription feeds end before the client they read through closes.
+            # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC
+            # Watch ends with them), then the gRPC server, then the clients.
+            stack.push_async_callback(watches.aclose)
             stack.push_async_callback(graphql.hub.aclose)
             app.state.runtime = Runtime(
                 settings=settings,
                 adapter=adapter,
+                watches=watches,
                 http=http,
                 grpc_server=grpc_server,
                 grpc_port=grpc_port,

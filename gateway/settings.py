@@ -35,6 +35,11 @@ class Settings:
     gateway_identity: bool = False
     upstream_http2: bool = False
     upstream_max_connections: int = 512
+    upstream_max_streams: int = 256
+    upstream_max_streams_per_identity: int = 32
+    max_subscriptions: int = 10_000
+    max_subscriptions_per_identity: int = 1_000
+    watch_linger_seconds: float = 10.0
     grpc_max_message_bytes: int = 64 * 1024 * 1024
     grpc_gzip: bool = True
     grpc_keepalive_seconds: float = 30.0
@@ -66,8 +71,17 @@ _HELP: dict[str, str] = {
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
     "default because the apiserver closes a shared HTTP/2 connection after any caller's "
     "rejected token",
-    "upstream_max_connections": "size of the upstream connection pool (each open watch or "
-    "log follow holds one connection over HTTP/1.1)",
+    "upstream_max_connections": "size of the upstream connection pool for requests (gets, "
+    "lists, writes); streams have a pool of their own",
+    "upstream_max_streams": "upstream watches and log follows open at once, for everyone "
+    "(each holds a connection of the stream pool over HTTP/1.1); past it a new stream is "
+    "refused at once with RESOURCE_EXHAUSTED",
+    "upstream_max_streams_per_identity": "upstream watches and log follows one identity "
+    "may hold at once (subscribers of the same watch share one)",
+    "max_subscriptions": "subscriptions (GraphQL and gRPC Watch) open at once, for everyone",
+    "max_subscriptions_per_identity": "subscriptions one identity may hold open at once",
+    "watch_linger_seconds": "how long a shared upstream watch stays open after its last "
+    "subscriber left (a returning subscriber rejoins it without a new list)",
     "grpc_max_message_bytes": "largest gRPC request or response message in bytes (a list "
     "of 5,000 pods is about 20 MB; callers page with limit beyond this)",
     "grpc_gzip": "gzip gRPC responses for clients that accept it (--no-grpc-gzip: never)",
@@ -84,6 +98,11 @@ _HELP: dict[str, str] = {
 _POSITIVE = frozenset(
     {
         "upstream_max_connections",
+        "upstream_max_streams",
+        "upstream_max_streams_per_identity",
+        "max_subscriptions",
+        "max_subscriptions_per_identity",
+        "watch_linger_seconds",
         "grpc_max_message_bytes",
         "grpc_keepalive_seconds",
         "grpc_keepalive_timeout_seconds",

@@ -20,6 +20,7 @@ import httpx
 import orjson
 
 from gateway.core import errors
+from gateway.core.budget import Budget
 from gateway.core.config import ConfigError
 from gateway.core.options import (
     DeleteOptions,
@@ -39,8 +40,11 @@ Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 #: Bodies at least this large are decoded with the cyclic GC paused (see DESIGN "Speed").
 _GC_PAUSE_BYTES = 1 << 20
-#: Margin added to ``timeoutSeconds`` before a silent watch counts as half-open.
+#: Margin added to ``timeoutSeconds`` (or the bookmark interval) before a silent watch
+#: counts as half-open.
 WATCH_IDLE_MARGIN = 30.0
+#: How often the apiserver sends progress bookmarks to a watch that asked for them.
+BOOKMARK_INTERVAL = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,12 +210,23 @@ class KubeAdapter:
         http: httpx.AsyncClient,
         registry: Registry = REGISTRY,
         *,
+        stream_http: httpx.AsyncClient | None = None,
         watch_idle_margin: float = WATCH_IDLE_MARGIN,
+        bookmark_interval: float = BOOKMARK_INTERVAL,
+        streams: Budget | None = None,
     ) -> None:
         self.http = http
+        #: The upstream-stream budget: each shared watch and each log follow holds one.
+        self.streams = streams if streams is not None else Budget("upstream streams", 512, 512)
+        #: Watches and log follows use their own client (own connection pool), so open
+        #: streams never starve requests; the lifespan sizes it to the stream budget.
+        self.stream_http = stream_http if stream_http is not None else http
         self.registry = registry
-        #: A watch silent for ``timeoutSeconds`` plus this is taken as half-open (WATCH.md 18).
+        #: A watch silent for ``timeoutSeconds`` plus this is taken as half-open.
         self.watch_idle_margin = watch_idle_margin
+        #: The apiserver sends a progress bookmark about this often on a watch that asked
+        #: for them, so one silent for this plus the margin is taken as dead.
+        self.bookmark_interval = bookmark_interval
 
     def resource(self, resource: Resource | str) -> Resource:
         return resource if isinstance(resource, Resource) else self.registry.lookup(resource)
@@ -219,7 +234,11 @@ class KubeAdapter:
     # -- transport ---------------------------------------------------------------------
 
     def _httpx_request(
-        self, req: Request, credential: Credential, timeout: float | None
+        self,
+        req: Request,
+        credential: Credential,
+        timeout: float | None,
+        http: httpx.AsyncClient | None = None,
     ) -> httpx.Request:
         headers = {"Accept": req.accept, **credential.headers()}
         if req.content_type:
@@ -227,7 +246,7 @@ class KubeAdapter:
         extensions: dict[str, Any] = {}
         if timeout is not None:
             extensions["timeout"] = httpx.Timeout(timeout).as_dict()
-        return self.http.build_request(
+        return (http or self.http).build_request(
             req.method,
             req.path,
             params=tuple(req.params),
@@ -244,18 +263,19 @@ class KubeAdapter:
         timeout: float | None = None,
         stream: bool = False,
     ) -> httpx.Response:
-        request = self._httpx_request(req, credential, timeout)
+        http = self.stream_http if stream else self.http
+        request = self._httpx_request(req, credential, timeout, http)
         try:
             try:
-                response = await self.http.send(request, stream=stream)
+                response = await http.send(request, stream=stream)
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                 # A pooled connection the server closed (GOAWAY, idle close) fails the
                 # request on it; reads are safe to send once more on a fresh connection.
                 if req.method != "GET":
                     raise
                 log.debug("retrying a GET after %s", type(exc).__name__)
-                request = self._httpx_request(req, credential, timeout)
-                response = await self.http.send(request, stream=stream)
+                request = self._httpx_request(req, credential, timeout, http)
+                response = await http.send(request, stream=stream)
         except httpx.TimeoutException as exc:
             raise errors.Timeout(f"upstream timed out: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:
@@ -599,6 +619,11 @@ class KubeAdapter:
         req = build_request(res, "watch", namespace=namespace, params=options.to_query(watch=True))
         response = await self._send(req, credential, stream=True)
         idle = options.timeout_seconds + self.watch_idle_margin if options.timeout_seconds else None
+        if options.allow_watch_bookmarks:
+            # Bookmarks arrive about every interval even on a quiet watch: silence for
+            # longer means a black-holed connection, noticed in about 90 s, not minutes.
+            by_bookmark = self.bookmark_interval + self.watch_idle_margin
+            idle = by_bookmark if idle is None else min(idle, by_bookmark)
         try:
             yield _events(response, idle)
         finally:

@@ -19,6 +19,8 @@ single table each.  Messages never contain credentials.
     ├── UnsupportedMediaType (415)
     ├── Invalid (422, with causes)    ── InvalidParameter (request options refused before any call)
     ├── TooManyRequests (429, with retry_after)
+    │   └── ResourceExhausted (a gateway budget: upstream streams, subscriptions)
+    │       └── SlowSubscriber (a subscriber fell behind; carries its resume point)
     ├── Internal (500 and anything unrecognised)
     ├── ServiceUnavailable (503)
     ├── Timeout (504 or reason Timeout)
@@ -175,6 +177,24 @@ class InvalidParameter(Invalid):
 class TooManyRequests(GatewayError):
     code = 429
     default_reason = "TooManyRequests"
+
+
+class ResourceExhausted(TooManyRequests):
+    """A budget of the gateway itself is spent (refused at once, before any upstream call)."""
+
+    default_reason = "TooManyRequests"
+
+
+class SlowSubscriber(ResourceExhausted):
+    """A subscriber that stopped reading while live events piled up was ended.
+
+    ``resource_version`` is the resume point after the last event it was given, or
+    ``None`` when it was ended before its initial state was complete.
+    """
+
+    def __init__(self, message: str, *, resource_version: str | None) -> None:
+        super().__init__(message)
+        self.resource_version = resource_version
 
 
 class Internal(GatewayError):

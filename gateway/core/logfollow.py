@@ -34,6 +34,7 @@ from typing import Any
 
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.budget import scope_of
 from gateway.core.options import LogOptions
 from gateway.core.watch import Backoff
 
@@ -153,6 +154,16 @@ class LogFollower:
                 or a non-transient error of a resumed one.
         """
         self.options.validate()
+        # A follow holds an upstream stream for its whole life: it draws from the stream
+        # budget (refused at once past the caller's share), released when it ends.
+        lease = self.adapter.streams.acquire(scope_of(self.credential))
+        try:
+            async for line in self._lines():
+                yield line
+        finally:
+            lease.release()
+
+    async def _lines(self) -> AsyncGenerator[RawLine, None]:
         try:
             baseline = await self._instance()
         except TRANSIENT:

@@ -146,10 +146,39 @@ class Watcher:
         self._start_from_zero = start == "0"
         #: What the consumer holds, by namespace/name; the base of a relist diff.
         self.state: dict[str, JSON] = {}
+        #: While set, events at or below this (decimal) version are already in ``state``
+        #: and pass through without touching it: a watch resumed from before the list that
+        #: seeded ``state`` (see :meth:`catch_up_from`).
+        self.state_floor: int | None = None
         self.relists = 0
         self.reconnects = 0
 
     # -- public ----------------------------------------------------------------------------
+
+    async def prime(self) -> None:
+        """Take the initial state into :attr:`state` without emitting it.
+
+        Afterwards :meth:`events` yields only what happens after the list.
+        """
+        if self.resource_version is None:
+            async for _event in self._initial_state():
+                pass
+
+    def catch_up_from(self, resource_version: str) -> bool:
+        """After :meth:`prime`, watch from an older version than the list's.
+
+        The events between ``resource_version`` and the list are then delivered again (for
+        a consumer that resumes from there) without changing :attr:`state`, which already
+        holds their outcome.  Possible only where both versions are decimal (as etcd's
+        are) and ``resource_version`` is older; returns whether it was done.
+        """
+        listed = decimal_version(self.resource_version)
+        older = decimal_version(resource_version)
+        if listed is None or older is None or older >= listed:
+            return False
+        self.state_floor = listed
+        self.resource_version = resource_version
+        return True
 
     async def events(self) -> AsyncIterator[WatchEvent]:
         """The endless event stream; close it (``aclosing``) to stop the watch.
@@ -320,6 +349,13 @@ class Watcher:
                     if self.bookmarks:
                         yield WatchEvent("BOOKMARK", obj, rv)
                     continue
+                if self.state_floor is not None:
+                    at = decimal_version(rv)
+                    if at is not None and at <= self.state_floor:
+                        self.resource_version = rv
+                        yield WatchEvent(kind, obj, rv)
+                        continue
+                    self.state_floor = None
                 key = object_key(obj)
                 if kind == "DELETED":
                     self.state.pop(key, None)
@@ -331,6 +367,7 @@ class Watcher:
     async def _relist(self) -> AsyncIterator[WatchEvent]:
         """Relist at the latest RV and reconcile the consumer's view (WATCH.md 11-12)."""
         self.relists += 1
+        self.state_floor = None
         listed = await self.adapter.list_all(
             self.resource,
             namespace=self.namespace,
@@ -365,6 +402,16 @@ class Watcher:
         if "kind" in item and "apiVersion" in item:
             return item
         return {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **item}
+
+
+def decimal_version(rv: str | None) -> int | None:
+    """A resourceVersion as a number when it is one (etcd's are), else ``None``.
+
+    Versions are opaque: order is compared only where both sides are decimal.
+    """
+    if rv and rv.isascii() and rv.isdigit():
+        return int(rv)
+    return None
 
 
 def _uid(obj: JSON) -> Any:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from gateway.core.adapter import ANONYMOUS, Credential, KubeAdapter
 from gateway.graphql.loaders import Loaders
+
+if TYPE_CHECKING:
+    from gateway.core.hub import Subscription, WatchHub, WatchStart
 
 _ids = itertools.count(1)
 
@@ -50,15 +53,20 @@ class Context:
     Attributes:
         adapter: the shared core adapter.
         credential: the caller's credential; every upstream call carries it.
+        watches: the core's shared watch hub (subscriptions join it).
         request_id: for logs (never the token).
+        watch: set by a watch subscription's source: the hub subscription it reads and
+            the start each subscriber of the shared execution asked for (see
+            :mod:`gateway.graphql.fanout`).
     """
 
     adapter: KubeAdapter
     credential: Credential
+    watches: WatchHub | None = None
     request_id: str = field(default_factory=lambda: f"gql-{next(_ids)}")
-    #: How a late joiner of a shared subscription catches up (set by the source stream;
-    #: see :mod:`gateway.graphql.fanout`).
-    feed_mode: Literal["snapshot", "live", "replay"] = "replay"
+    watch: tuple[Subscription, WatchStart] | None = None
+    #: Called by a watch source once ``watch`` is set (the shared execution's hook).
+    on_watch: Callable[[], None] | None = None
     _loaders: Loaders | None = None
 
     @property

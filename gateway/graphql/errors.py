@@ -34,6 +34,8 @@ CODES: dict[type[core.GatewayError], str] = {
     core.UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
     core.InvalidParameter: "INVALID",
     core.Invalid: "INVALID",
+    core.SlowSubscriber: "SLOW_SUBSCRIBER",
+    core.ResourceExhausted: "RESOURCE_EXHAUSTED",
     core.TooManyRequests: "TOO_MANY_REQUESTS",
     core.Internal: "INTERNAL",
     core.ServiceUnavailable: "SERVICE_UNAVAILABLE",
@@ -83,14 +85,17 @@ def code_of(exc: core.GatewayError) -> str:
 
 
 def gateway_extensions(exc: core.GatewayError) -> dict[str, Any]:
-    """The extensions of a core error."""
-    return {
+    """The extensions of a core error (a slow subscriber's also carry its resume point)."""
+    out = {
         "code": code_of(exc),
         "httpStatus": exc.status_code,
         "reason": exc.reason,
         "causes": [c.as_dict() for c in exc.causes],
         "retryAfter": exc.retry_after,
     }
+    if isinstance(exc, core.SlowSubscriber):
+        out["resourceVersion"] = exc.resource_version
+    return out
 
 
 def _internal() -> dict[str, Any]:

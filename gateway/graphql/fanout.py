@@ -1,23 +1,22 @@
-"""Shared subscriptions: one upstream watch, one execution, one payload per event.
+"""Shared subscriptions: one execution and one serialised payload per event and document.
 
-Subscribers with the same document, operation, variables *and* credential share a
-:class:`Feed`: one source stream (so one upstream watch or log follow), one execution of
-the document per event and one serialised payload, which every subscriber's transport wraps
-in its own frame.  Different credentials never share a feed, so nothing one caller may see
-reaches another.
+Subscribers with the same document, operation, variables *and* identity share a
+:class:`Feed`: one source stream, one execution of the document per event and one
+serialised payload, which every subscriber's transport wraps in its own frame.  Identities
+are keyed by a hash of the token (never the token) and never share a feed, so nothing one
+caller may see reaches another.
 
-Each subscriber has a bounded queue.  A subscriber that falls ``max_queue`` events behind
-is ended with a ``SLOW_SUBSCRIBER`` error carrying the ``resourceVersion`` to resume from
-(the resume point after the last event it was given), and never slows the others.
+Watch subscriptions read the core's watch hub (:mod:`gateway.core.hub`), which already
+shares one upstream watch per identity and selectors.  Each subscriber takes its own start
+from the hub at the moment it joins (a snapshot, a replay of the hub's history, or a resync
+for a version too old), executed for it alone *as it reads* (so a snapshot of any size costs
+nothing until read), then the feed's shared payloads of the events after that point: no
+gap, no duplicate.  Log follows have no hub: a late joiner gets the feed's history replayed
+if it is complete, else a feed of its own.
 
-A subscriber joining a feed that already delivered events is brought to the same point
-without a gap or a duplicate, decided by what the feed streams:
-
-* watches with initial events: ADDED for every object the feed currently holds (executed
-  for the joiner alone), then the live events;
-* watches of "changes from now": the live events;
-* anything else (a resumed watch, a log): the feed's history replayed if it is complete,
-  else the joiner gets a feed of its own.
+Each subscriber has a bounded queue of live payloads.  One that falls ``max_queue`` behind
+has stopped reading: it is ended with a ``SLOW_SUBSCRIBER`` error carrying the
+``resourceVersion`` after the last event it was given, and never slows the others.
 """
 
 from __future__ import annotations
@@ -25,80 +24,159 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-from gateway.core.watch import object_key
+from gateway.core import errors
+from gateway.core.budget import scope_of
+from gateway.core.hub import HubEvent, StartPoint, WatchStart, admit
 from gateway.graphql.context import Context
-from gateway.graphql.errors import ApiError, format_exception
+from gateway.graphql.errors import format_exception
 from gateway.graphql.execution import Engine, Prepared, Response
 from gateway.graphql.streams import EventRoot
 
 log = logging.getLogger(__name__)
 
-FeedMode = Literal["snapshot", "live", "replay"]
-#: Events a feed remembers to replay to a late joiner (modes other than snapshot).
+#: Items a log-follow feed remembers to replay to a late joiner.
 HISTORY = 1024
 
 
 @dataclass(slots=True)
 class Item:
-    """One payload for subscribers: the serialised ``{data, errors}`` and the resume point."""
+    """One payload for subscribers: the serialised ``{data, errors}`` and where it stands."""
 
     payload: str
     resume: str | None
+    seq: int = 0
+    type: str = ""
+    resource_version: str = ""
 
 
-@dataclass(eq=False, slots=True)
+def _dumps(response: Response) -> str:
+    return orjson.dumps(response).decode()
+
+
 class Subscriber:
-    """One subscriber's end of a feed: a bounded queue read by its transport.
+    """One subscriber's end of a feed, read by its transport.
 
     ``next()`` returns payloads in order, then ``None`` when the subscription is over;
     ``final`` then holds a closing error payload, if any.
     """
 
-    max_queue: int
-    queue: deque[Item] = field(default_factory=deque)
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    done: bool = False
-    final: str | None = None
-    #: Live items held while a joiner's snapshot is being executed.
-    held: list[Item] | None = None
-    resume: str | None = None
+    __slots__ = (
+        "_final",
+        "bookmarks",
+        "cut",
+        "done",
+        "error",
+        "feed",
+        "floor",
+        "initial",
+        "max_queue",
+        "queue",
+        "resume",
+        "wakeup",
+    )
+
+    def __init__(self, feed: Feed, max_queue: int) -> None:
+        self.feed = feed
+        self.max_queue = max_queue
+        self.queue: deque[Item] = deque()
+        self.wakeup = asyncio.Event()
+        self.done = False
+        self.error: Exception | None = None
+        self._final: str | None = None
+        #: The resume point after the last payload taken.
+        self.resume: str | None = None
+        #: Watch feeds: this subscriber's own initial events, executed as it reads them.
+        self.initial: Iterator[HubEvent] | None = None
+        #: Watch feeds: live items at or below this position are in ``initial``
+        #: (``None`` until the feed's watch is bound).
+        self.cut: int | None = None
+        self.floor: int | None = None
+        self.bookmarks = True
+
+    def start_at(self, point: StartPoint, start: WatchStart) -> None:
+        self.initial = point.initial
+        self.resume = point.resume
+        self.floor = point.floor
+        self.cut = point.seq
+        self.bookmarks = start.bookmarks
+        self.wakeup.set()
 
     def offer(self, item: Item, *, bounded: bool = True) -> bool:
         if self.done:
             return True
+        if self.cut is not None:
+            if item.seq <= self.cut:
+                return True
+            if item.type == "BOOKMARK" and not self.bookmarks:
+                return True
+            if self.floor is not None or item.type == "RESYNC":
+                taken, self.floor = admit(self.floor, item.type, item.resource_version)
+                if not taken:
+                    return True
         if bounded and len(self.queue) >= self.max_queue:
             return False
         self.queue.append(item)
-        if item.resume is not None:
-            self.resume = item.resume
         self.wakeup.set()
         return True
 
-    def finish(self, final: str | None = None) -> None:
-        if not self.done:
-            self.done = True
-            self.final = final
-            self.wakeup.set()
+    def finish(
+        self, error: Exception | None = None, *, final: str | None = None, drop: bool = False
+    ) -> None:
+        """End the subscription: what is queued is still delivered unless ``drop``."""
+        if self.done:
+            return
+        self.done = True
+        self.error = error
+        self._final = final
+        if drop:
+            self.queue.clear()
+            self.initial = None
+        self.wakeup.set()
+
+    @property
+    def final(self) -> str | None:
+        """The closing error payload (a slow subscriber's carries its own resume point)."""
+        if self._final is not None:
+            return self._final
+        error = self.error
+        if error is None:
+            return None
+        if isinstance(error, errors.SlowSubscriber):
+            error = errors.SlowSubscriber(error.message, resource_version=self.resume)
+        return _dumps({"errors": [format_exception(error)]})
 
     async def next(self) -> str | None:
         while True:
+            if self.initial is not None:
+                event = next(self.initial, None)
+                if event is None:
+                    self.initial = None
+                else:
+                    try:
+                        payload = await self.feed.execute_initial(event)
+                    except Exception as exc:
+                        self.finish(exc, drop=True)
+                        self.feed.leave(self)
+                        return None
+                    if event.resume is not None:
+                        self.resume = event.resume
+                    return payload
             if self.queue:
-                return self.queue.popleft().payload
+                item = self.queue.popleft()
+                if item.resume is not None:
+                    self.resume = item.resume
+                return item.payload
             if self.done:
                 return None
             self.wakeup.clear()
             await self.wakeup.wait()
-
-
-def _dumps(response: Response) -> str:
-    return orjson.dumps(response).decode()
 
 
 class Feed:
@@ -120,16 +198,14 @@ class Feed:
         self.subscribers: set[Subscriber] = set()
         self.emitted = 0
         self.history: deque[Item] = deque(maxlen=HISTORY)
-        self.state: dict[str, dict[str, Any]] = {}
-        self.resume: str | None = None
         self.closed = False
         self.executor: Any = None
         self.task: asyncio.Task[None] | None = None
-        self._helpers: set[asyncio.Task[None]] = set()
+        context.on_watch = self._bound
 
     @property
-    def mode(self) -> FeedMode:
-        return self.context.feed_mode
+    def watching(self) -> bool:
+        return self.context.watch is not None
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"graphql-feed-{self.context.request_id}")
@@ -141,45 +217,39 @@ class Feed:
                 "subscription feed %s failed", self.context.request_id, exc_info=task.exception()
             )
 
+    def _bound(self) -> None:
+        """The watch source joined the hub: every waiting subscriber takes its start."""
+        for sub in self.subscribers:
+            self._start(sub)
+
+    def _start(self, sub: Subscriber) -> None:
+        assert self.context.watch is not None
+        hub_sub, start = self.context.watch
+        sub.start_at(hub_sub.upstream.starting_point(start), start)
+
     def joinable(self) -> bool:
         if self.closed:
             return False
-        if self.emitted == 0 or self.mode in ("snapshot", "live"):
+        if self.emitted == 0 or self.watching:
             return True
         return self.emitted <= HISTORY
 
     def join(self, sub: Subscriber) -> None:
         """Add a subscriber at the feed's current point (synchronously: no event can slip)."""
-        if self.emitted and self.mode == "snapshot":
-            objects = list(self.state.values())
-            sub.held = []
-            helper = asyncio.create_task(self._snapshot(sub, objects, self.resume))
-            self._helpers.add(helper)
-            helper.add_done_callback(self._helpers.discard)
-        elif self.emitted and self.mode == "replay":
+        if self.watching:
+            self._start(sub)
+        elif self.emitted:
             for item in self.history:
-                sub.offer(item, bounded=False)
+                sub.offer(item, bounded=False)  # at most HISTORY items
         self.subscribers.add(sub)
 
-    async def _snapshot(
-        self, sub: Subscriber, objects: list[dict[str, Any]], resume: str | None
-    ) -> None:
-        try:
-            for i, obj in enumerate(objects):
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-                root = EventRoot("ADDED", obj, rv, resume if i == len(objects) - 1 else None)
-                response = await self.hub.engine.execute_event(self.executor, root)
-                sub.offer(Item(_dumps(response), root.resume), bounded=False)
-        except Exception as exc:
-            sub.finish(_dumps({"errors": [format_exception(exc)]}))
-            self.leave(sub)
-            return
-        held, sub.held = sub.held or [], None
-        for item in held:
-            self._deliver(sub, item)
+    async def execute_initial(self, event: HubEvent) -> str:
+        """One of a subscriber's own initial events, executed for it alone."""
+        root = EventRoot(event.type, event.object, event.resource_version, event.resume, event.seq)
+        return _dumps(await self.hub.engine.execute_event(self.executor, root))
 
     def leave(self, sub: Subscriber) -> None:
-        """Remove a subscriber; the last one out stops the feed and its upstream stream."""
+        """Remove a subscriber; the last one out stops the feed and its source."""
         self.subscribers.discard(sub)
         if not self.subscribers and not self.closed:
             self.close()
@@ -189,42 +259,28 @@ class Feed:
         self.hub.forget(self)
         if self.task is not None and not self.task.done():
             self.task.cancel()
-        for helper in list(self._helpers):
-            helper.cancel()
-
-    def _deliver(self, sub: Subscriber, item: Item) -> None:
-        if sub.held is not None:
-            sub.held.append(item)
-            return
-        if not sub.offer(item):
-            error = ApiError(
-                "the subscriber fell too far behind and was ended; resubscribe with "
-                "`resourceVersion` to resume without loss",
-                code="SLOW_SUBSCRIBER",
-                http_status=429,
-                resourceVersion=sub.resume,
-            )
-            sub.finish(_dumps({"errors": [format_exception(error)]}))
-            self.subscribers.discard(sub)
 
     def _broadcast(self, item: Item) -> None:
         self.emitted += 1
-        self.history.append(item)
+        if not self.watching:
+            self.history.append(item)
         for sub in list(self.subscribers):
-            self._deliver(sub, item)
-
-    def _track(self, root: Any) -> None:
-        if not isinstance(root, EventRoot):
-            return
-        if root.type in ("ADDED", "MODIFIED"):
-            self.state[object_key(root.object)] = root.object
-        elif root.type == "DELETED":
-            self.state.pop(object_key(root.object), None)
-        if root.resume is not None:
-            self.resume = root.resume
+            if not sub.offer(item):
+                if self.context.watches is not None:
+                    self.context.watches.stats.dropped_slow += 1
+                sub.finish(
+                    errors.SlowSubscriber(
+                        f"the subscriber fell more than {sub.max_queue} events behind and was "
+                        "ended; resubscribe with `resourceVersion` to resume without loss",
+                        resource_version=None,
+                    ),
+                    drop=True,
+                )
+                self.subscribers.discard(sub)
 
     async def _run(self) -> None:
         engine = self.hub.engine
+        error: Exception | None = None
         final: str | None = None
         try:
             started = await engine.source(self.prepared, self.variables, self.context)
@@ -236,19 +292,26 @@ class Feed:
                 async for root in roots:
                     response = await engine.execute_event(self.executor, root)
                     self.context.reset_loaders()
-                    self._track(root)
-                    self._broadcast(Item(_dumps(response), getattr(root, "resume", None)))
+                    if isinstance(root, EventRoot):
+                        item = Item(
+                            _dumps(response),
+                            root.resume,
+                            root.seq,
+                            root.type,
+                            root.resource_version,
+                        )
+                    else:
+                        item = Item(_dumps(response), None)
+                    self._broadcast(item)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            final = _dumps({"errors": [format_exception(exc)]})
+            error = exc
         finally:
             self.closed = True
             self.hub.forget(self)
             for sub in list(self.subscribers):
-                sub.finish(final)
-            for helper in list(self._helpers):
-                helper.cancel()
+                sub.finish(error, final=final)
 
 
 async def _iterate(stream: AsyncIterable[Any]) -> Any:
@@ -261,7 +324,7 @@ class Hub:
 
     Args:
         engine: executes the documents.
-        limits: ``max_queue`` bounds each subscriber.
+        max_queue: bounds each subscriber's queue of live payloads.
     """
 
     def __init__(self, engine: Engine, max_queue: int) -> None:
@@ -275,23 +338,24 @@ class Hub:
         variables: Mapping[str, Any] | None,
         context_factory: Callable[[], Context],
     ) -> tuple[Feed, Subscriber]:
-        """Join (or start) the feed of this document, variables and credential."""
+        """Join (or start) the feed of this document, variables and identity."""
         context = context_factory()
         key = (
-            context.credential.token,
+            scope_of(context.credential),
             prepared.query,
             prepared.operation_name,
             orjson.dumps(variables or {}, option=orjson.OPT_SORT_KEYS),
         )
         feed = self.feeds.get(key)
-        sub = Subscriber(self.max_queue)
         if feed is None or not feed.joinable():
             feed = Feed(self, key, prepared, variables, context)
             if key not in self.feeds:
                 self.feeds[key] = feed
+            sub = Subscriber(feed, self.max_queue)
             feed.join(sub)
             feed.start()
         else:
+            sub = Subscriber(feed, self.max_queue)
             feed.join(sub)
         return feed, sub
 

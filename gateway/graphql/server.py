@@ -42,8 +42,9 @@ class GraphQLApp:
         self.hub = Hub(self.engine, self.limits.max_queue)
 
     def context(self, scope: MutableMapping[str, Any], credential: Credential) -> Context:
-        """A fresh operation context for a caller (the adapter is the lifespan's)."""
-        return Context(scope["app"].state.runtime.adapter, credential)
+        """A fresh operation context for a caller (the adapter and hub are the lifespan's)."""
+        runtime = scope["app"].state.runtime
+        return Context(runtime.adapter, credential, runtime.watches)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":

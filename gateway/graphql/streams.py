@@ -1,4 +1,4 @@
-"""Subscription sources: watch events from the core :class:`Watcher`, and pod log lines.
+"""Subscription sources: watch events from the core's watch hub, and pod log lines.
 
 These are the source streams of subscriptions; :mod:`gateway.graphql.fanout` runs one per
 shared execution and executes the document once per item they yield.
@@ -6,17 +6,18 @@ shared execution and executes the document once per item they yield.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Optional, cast
+from typing import Any, Optional
 
 import strawberry
 
+from gateway.core import errors
+from gateway.core.hub import WatchStart, WatchTarget
 from gateway.core.logfollow import LogFollower
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
-from gateway.core.watch import Watcher
 from gateway.graphql.arguments import log_options
 from gateway.graphql.context import Context
 from gateway.graphql.scalars import Time
@@ -32,12 +33,14 @@ class EventRoot:
         resource_version: the event's resourceVersion.
         resume: the resume point once this event is delivered (the watcher's), or
             ``None`` while an initial snapshot or a resync is still incomplete.
+        seq: its position in the hub's upstream watch.
     """
 
     type: str
     object: dict[str, Any]
     resource_version: str
     resume: str | None
+    seq: int = 0
 
 
 @strawberry.type(description="One line of a container log.")
@@ -55,41 +58,52 @@ def _field_selector(args: Mapping[str, Any]) -> str | None:
     return ",".join(terms) or None
 
 
+def watch_start(args: Mapping[str, Any]) -> WatchStart:
+    """The core's start policy for a subscription's arguments (validated as the apiserver
+    validates a watch): ``resourceVersion`` resumes after that version; without it the
+    subscription starts with ADDED for every current object unless ``sendInitialEvents``
+    is false; ``sendInitialEvents: true`` ends the initial events with a BOOKMARK
+    annotated ``k8s.io/initial-events-end``."""
+    initial = args.get("sendInitialEvents")
+    return WatchStart.from_options(
+        ListOptions(
+            resource_version=args.get("resourceVersion") or None,
+            send_initial_events=initial,
+            resource_version_match="NotOlderThan" if initial is not None else None,
+            allow_watch_bookmarks=bool(args.get("allowBookmarks")) or None,
+        )
+    )
+
+
 async def watch_events(
     ctx: Context, resource: Resource, namespace: str | None, args: Mapping[str, Any]
 ) -> AsyncIterator[EventRoot]:
-    """Watch events for one subscription; survives upstream closes and 410s (core Watcher).
+    """The live events of a shared watch, for one shared execution.
 
-    ``resourceVersion`` resumes after that version; without it the subscription starts with
-    ADDED for every current object unless ``sendInitialEvents`` is false.
+    The source joins the core hub's upstream watch with ``tail`` (every event from now);
+    each subscriber of the execution takes its own start (snapshot, resume...) from the
+    hub through ``ctx.watch`` (see :mod:`gateway.graphql.fanout`).
     """
-    rv = args.get("resourceVersion") or None
-    initial = args.get("sendInitialEvents")
-    if initial is None:
-        initial = rv is None
-    ctx.feed_mode = "snapshot" if initial else ("live" if rv is None else "replay")
-    watcher = Watcher(
-        ctx.adapter,
-        resource,
-        namespace=namespace,
-        options=ListOptions(
-            label_selector=args.get("labelSelector"),
-            field_selector=_field_selector(args),
-            resource_version=None if initial and rv != "0" else rv,
-        ),
-        credential=ctx.credential,
-        bookmarks=bool(args.get("allowBookmarks")),
+    start = watch_start(args)
+    if ctx.watches is None:
+        raise errors.Unavailable("subscriptions are not served here")
+    target = WatchTarget(resource, namespace, args.get("labelSelector"), _field_selector(args))
+    sub = await ctx.watches.subscribe(
+        target,
+        WatchStart("tail"),
+        ctx.credential,
+        catch_up=start.resource_version if start.mode == "resume" else None,
     )
-    # Without a resume point and without initial events, the initial list only sets the
-    # starting point: its synthetic ADDEDs are not delivered.
-    skip_initial = not initial and rv is None
-    async with aclosing(cast(AsyncGenerator[Any, None], watcher.events())) as events:
-        async for event in events:
-            if skip_initial and watcher.resource_version is None:
-                continue
+    try:
+        ctx.watch = (sub, start)
+        if ctx.on_watch is not None:
+            ctx.on_watch()
+        async for event in sub:
             yield EventRoot(
-                event.type, event.object, event.resource_version, watcher.resource_version
+                event.type, event.object, event.resource_version, event.resume, event.seq
             )
+    finally:
+        sub.close()
 
 
 async def follow_log(

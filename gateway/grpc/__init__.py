@@ -8,8 +8,8 @@ Modules, by noun:
   the contract, field numbers locked; ``make protos`` also writes the stubs in ``gen/``;
 * :mod:`~gateway.grpc.codec`, :mod:`~gateway.grpc.wire`, :mod:`~gateway.grpc.mask`: upstream
   JSON to wire bytes (and back), ``read_mask``;
-* :mod:`~gateway.grpc.servicer`, :mod:`~gateway.grpc.watches`, :mod:`~gateway.grpc.calls`: one
-  generic servicer per resource, the Watch start semantics, credential and deadline of a call;
+* :mod:`~gateway.grpc.servicer`, :mod:`~gateway.grpc.calls`: one generic servicer per
+  resource (``Watch`` joins the core's shared watch hub), credential and deadline of a call;
 * :mod:`~gateway.grpc.status`: the one error table with ``google.rpc`` details;
 * :mod:`~gateway.grpc.server`: ``start_grpc`` (health, reflection, keepalive, gzip, limits).
 """

@@ -16,6 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from gateway.core.adapter import KubeAdapter
+from gateway.core.hub import WatchHub
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
 from gateway.grpc.messages import file_descriptors
@@ -77,12 +78,18 @@ def service_names(c: Contract | None = None) -> list[str]:
 
 
 async def start_grpc(
-    adapter: KubeAdapter, host: str, port: int, *, options: GrpcOptions | None = None
+    adapter: KubeAdapter,
+    host: str,
+    port: int,
+    *,
+    hub: WatchHub,
+    options: GrpcOptions | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
     Args:
         adapter: the shared upstream adapter (owned by the caller).
+        hub: the shared watches (owned by the caller; ``Watch`` calls join them).
         host: the address to listen on.
         port: the port, or 0 for any free one.
         options: server settings (defaults: :class:`GrpcOptions`).
@@ -96,7 +103,7 @@ async def start_grpc(
     file_descriptors(c)  # import the stubs: reflection answers from the descriptor pool
     server = grpc.aio.server(options=opts.channel_options())
     server.add_generic_rpc_handlers(
-        tuple(resource_handler(adapter, svc, conversions) for svc in c.services)
+        tuple(resource_handler(adapter, hub, svc, conversions) for svc in c.services)
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

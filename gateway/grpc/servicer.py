@@ -4,8 +4,8 @@
 generic handler.  Each RPC's action (``get``, ``list``, ``watch``, ``create``, ``replace``,
 ``patch``, ``delete``, ``deletecollection``, ``log``) is one method here, the same for every
 resource; the request becomes core options, one :class:`~gateway.core.adapter.KubeAdapter`
-(or :func:`~gateway.grpc.watches.watch_events`) call does the work, and the codec turns the
-decoded answer into wire bytes.  Errors go through :mod:`gateway.grpc.status`.
+(or a subscription of the core :class:`~gateway.core.hub.WatchHub`) does the work, and the
+codec turns the decoded answer into wire bytes.  Errors go through :mod:`gateway.grpc.status`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.hub import WatchHub, WatchStart, WatchTarget
 from gateway.core.logfollow import LogFollower
 from gateway.core.options import (
     DeleteOptions,
@@ -39,7 +40,6 @@ from gateway.grpc.codec import Codec, codec
 from gateway.grpc.contract import Rpc, Service
 from gateway.grpc.messages import message_class
 from gateway.grpc.status import internal_status, to_status
-from gateway.grpc.watches import watch_events
 from gateway.grpc.wire import field_tag, length_prefixed
 
 __all__ = ["ResourceServicer", "resource_handler"]
@@ -106,12 +106,16 @@ class ResourceServicer:
 
     Args:
         adapter: the shared upstream adapter.
+        hub: the shared watches (``Watch`` joins them).
         service: the contract service (its resource and RPCs).
         conversions: the dict <-> message codec.
     """
 
-    def __init__(self, adapter: KubeAdapter, service: Service, conversions: Codec) -> None:
+    def __init__(
+        self, adapter: KubeAdapter, hub: WatchHub, service: Service, conversions: Codec
+    ) -> None:
         self.adapter = adapter
+        self.hub = hub
         self.service = service
         self.resource: Resource = service.resource
         self.codec = conversions
@@ -404,6 +408,7 @@ class ResourceServicer:
         self, rpc: Rpc, request: Any, credential: Credential
     ) -> AsyncGenerator[bytes, None]:
         mask = self._mask(request)
+        mask_key = tuple(request.read_mask.paths) if mask is not None else None
         options = ListOptions(
             label_selector=request.label_selector or None,
             field_selector=request.field_selector or None,
@@ -413,26 +418,39 @@ class ResourceServicer:
             allow_watch_bookmarks=request.allow_watch_bookmarks or None,
             timeout_seconds=request.timeout_seconds or None,
         )
-        options.validate(watch=True)
+        start = WatchStart.from_options(options)
         if options.timeout_seconds is not None and options.timeout_seconds > 0:
             deadline: float | None = asyncio.get_running_loop().time() + options.timeout_seconds
         else:
             deadline = None
-        events = watch_events(
-            self.adapter,
+        target = WatchTarget(
             self.resource,
-            namespace=self._namespace(request, listing=True),
-            options=options,
-            credential=credential,
+            self._namespace(request, listing=True),
+            options.label_selector,
+            options.field_selector,
         )
-        async with aclosing(events):
+        kind = self.kind
+
+        def encode(event: Any) -> bytes:
+            return self.codec.watch_event_bytes(kind, event, mask)
+
+        sub = await self.hub.subscribe(target, start, credential)
+        try:
             while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        event = await anext(events)
-                except (StopAsyncIteration, TimeoutError):
-                    return  # timeout_seconds: the stream ends cleanly, as upstream watches do
-                yield self.codec.watch_event_bytes(self.kind, event, mask)
+                # Events already queued go out without a timer; only waiting is timed.
+                event = sub.next_nowait()
+                if event is None:
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            event = await sub.next()
+                    except TimeoutError:
+                        return  # timeout_seconds: the stream ends cleanly, as upstream's do
+                    if event is None:
+                        return
+                # Encoded once per event and read mask for every subscriber.
+                yield event.encoded(mask_key, encode)
+        finally:
+            sub.close()
 
     async def _log(
         self, rpc: Rpc, request: Any, credential: Credential
@@ -476,7 +494,7 @@ class ResourceServicer:
 
 
 def resource_handler(
-    adapter: KubeAdapter, service: Service, conversions: Codec | None = None
+    adapter: KubeAdapter, hub: WatchHub, service: Service, conversions: Codec | None = None
 ) -> grpc.GenericRpcHandler:
     """The grpc.aio generic handler of one resource service."""
-    return ResourceServicer(adapter, service, conversions or codec()).handler()
+    return ResourceServicer(adapter, hub, service, conversions or codec()).handler()

@@ -21,6 +21,7 @@ from grpc_status import rpc_status
 
 from gateway.core import config
 from gateway.core.adapter import KubeAdapter
+from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
     endpoints_pb2_grpc,
@@ -64,6 +65,7 @@ class GrpcGateway:
 
     demo: DemoUpstream
     adapter: KubeAdapter
+    hub: WatchHub
     server: grpc.aio.Server
     port: int
     channel: grpc.aio.Channel
@@ -93,7 +95,8 @@ async def serve_grpc(
     http = config.build_http_client(config.UpstreamConfig(server=demo.url, source="tests"))
     try:
         adapter = KubeAdapter(http)
-        server, port = await start_grpc(adapter, "127.0.0.1", 0, options=options)
+        hub = WatchHub(adapter)
+        server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub, options=options)
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}",
             options=[
@@ -104,9 +107,10 @@ async def serve_grpc(
             compression=compression,
         )
         try:
-            yield GrpcGateway(demo, adapter, server, port, channel)
+            yield GrpcGateway(demo, adapter, hub, server, port, channel)
         finally:
             await channel.close()
+            await hub.aclose()
             await server.stop(None)
     finally:
         await http.aclose()

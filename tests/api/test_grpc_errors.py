@@ -15,6 +15,7 @@ from google.protobuf import field_mask_pb2
 
 from gateway.core import config, errors
 from gateway.core.adapter import KubeAdapter
+from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
     common_pb2,
@@ -282,12 +283,15 @@ async def _serve_against(
     http = config.build_http_client(
         config.UpstreamConfig(server=url, source="tests"), transport=transport
     )
-    server, port = await start_grpc(KubeAdapter(http), "127.0.0.1", 0)
+    adapter = KubeAdapter(http)
+    hub = WatchHub(adapter)
+    server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
         yield channel
     finally:
         await channel.close()
+        await hub.aclose()
         await server.stop(None)
         await http.aclose()
 

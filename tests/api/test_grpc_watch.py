@@ -276,9 +276,10 @@ class _UpstreamWatches:
         self.removed.clear()
 
 
-async def test_a_cancelled_watch_closes_its_upstream_stream_at_once(
+async def test_a_cancelled_watch_leaves_and_its_upstream_stream_closes_after_the_linger(
     gw: GrpcGateway, upstream: DemoUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    gw.hub.linger = 0.0  # no returning subscriber to wait for
     upstream_watches = _UpstreamWatches(upstream, monkeypatch)
     label = unique("w")
     name = unique("x")
@@ -288,14 +289,17 @@ async def test_a_cancelled_watch_closes_its_upstream_stream_at_once(
     await _renew(upstream, name, "live")  # the upstream watch is established and delivering
     assert await stream.take(1) == [("MODIFIED", name)]
     assert upstream_watches.open() == 1
+    assert gw.hub.stats.subscribers == 1
     stream.call.cancel()
     await upstream_watches.ended()
     assert upstream_watches.open() == 0
+    assert gw.hub.stats.subscribers == 0 and gw.hub.stats.upstream_watches == 0
 
 
 async def test_a_watch_deadline_ends_it_and_its_upstream_stream(
     gw: GrpcGateway, upstream: DemoUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    gw.hub.linger = 0.0
     upstream_watches = _UpstreamWatches(upstream, monkeypatch)
     label = unique("w")
     await upstream.store.create(LEASE, _lease(unique("d"), label))

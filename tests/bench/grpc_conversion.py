@@ -34,6 +34,7 @@ from google.protobuf import json_format
 
 from gateway.core import config
 from gateway.core.adapter import Credential, KubeAdapter, decode_json
+from gateway.core.hub import WatchHub
 from gateway.core.registry import POD
 from gateway.core.watch import WatchEvent
 from gateway.demo import DemoUpstream
@@ -186,7 +187,7 @@ async def end_to_end(pods: int, rounds: int) -> None:
         await demo.store.bulk_create(POD, (_manifest(i) for i in range(pods)), namespace="bench")
         http = config.build_http_client(config.UpstreamConfig(server=demo.url, source="bench"))
         adapter = KubeAdapter(http)
-        server, port = await start_grpc(adapter, "127.0.0.1", 0)
+        server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=WatchHub(adapter))
         limit = 256 * 1024 * 1024
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}",

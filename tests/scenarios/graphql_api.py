@@ -17,6 +17,8 @@ import orjson
 import pytest
 import yaml
 
+from gateway.core.adapter import Credential
+from gateway.core.budget import scope_of
 from tests.api.conftest import SSE, TransportWS
 from tests.scenarios.backend import sample
 from tests.scenarios.graphql_backend import KINDS, GraphQLBackend, Kind, sample_input
@@ -868,7 +870,7 @@ async def test_subscribers_share_one_feed_per_identity(gw: GraphQLBackend) -> No
     await create_labelled(gw, k, f"{tag}-a", share=tag)
     variables = {"ns": gw.namespace, "labels": f"share={tag}"}
     hub = gw.graphql.hub
-    admin_token = gw.tokens["admin"]
+    admin = scope_of(Credential(gw.tokens["admin"]))  # feeds are keyed by a hash, never a token
     async with gw.ws() as one, gw.ws() as two, gw.ws("alice") as three:
         a = await one.subscribe(k.doc(WATCH), variables)
         assert types_and_names(await changes(one, a, k, 1)) == [("ADDED", f"{tag}-a")]
@@ -877,7 +879,7 @@ async def test_subscribers_share_one_feed_per_identity(gw: GraphQLBackend) -> No
         assert types_and_names(await changes(two, b, k, 1)) == [("ADDED", f"{tag}-a")]
         c = await three.subscribe(k.doc(WATCH), variables)
         assert types_and_names(await changes(three, c, k, 1)) == [("ADDED", f"{tag}-a")]
-        mine = [key for key in hub.feeds if key[0] == admin_token and key[1] == k.doc(WATCH)]
+        mine = [key for key in hub.feeds if key[0] == admin and key[1] == k.doc(WATCH)]
         assert len(mine) == 1  # one feed (one upstream watch) for both admin subscribers
         assert len([key for key in hub.feeds if key[1] == k.doc(WATCH)]) == 2
         await create_labelled(gw, k, f"{tag}-b", share=tag)

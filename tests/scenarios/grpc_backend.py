@@ -20,6 +20,7 @@ from google.protobuf import json_format
 
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.config import UpstreamConfig, build_http_client
+from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
     endpoints_pb2,
@@ -163,7 +164,8 @@ async def serve_backend(
     :class:`KubeAdapter` on ``upstream``, and a channel to it, until the block exits."""
     async with build_http_client(upstream) as http:
         adapter = KubeAdapter(http)
-        server, port = await start_grpc(adapter, "127.0.0.1", 0, options=options)
+        hub = WatchHub(adapter)
+        server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub, options=options)
         target = f"127.0.0.1:{port}"
         channel = grpc.aio.insecure_channel(
             target,
@@ -184,4 +186,5 @@ async def serve_backend(
             )
         finally:
             await channel.close()
+            await hub.aclose()
             await server.stop(None)

@@ -291,18 +291,24 @@ async def test_a_relist_that_fails_is_retried_without_touching_the_consumers_vie
 async def test_a_half_open_watch_is_detected_by_its_idle_deadline() -> None:
     """A server that starts a watch and then goes silent past timeoutSeconds (WATCH.md 18)."""
     hung = asyncio.Event()
+    closed = asyncio.Event()
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n"
-        )
-        await writer.drain()
-        hung.set()
-        with contextlib.suppress(ConnectionError):
-            await reader.read()  # never answers again; returns when the client gives up
-        writer.close()
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            await writer.drain()
+            hung.set()
+            with contextlib.suppress(ConnectionError):
+                await reader.read()  # never answers again; returns when the client gives up
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+        finally:
+            closed.set()
 
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -316,6 +322,8 @@ async def test_a_half_open_watch_is_detected_by_its_idle_deadline() -> None:
                     async for _ in stream:
                         raise AssertionError("a silent server sent an event")
             assert hung.is_set() and "idle" in exc.value.message
+        async with asyncio.timeout(10):
+            await closed.wait()  # the server side is closed before the loop ends
     finally:
         server.close()
         await server.wait_closed()
