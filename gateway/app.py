@@ -8,6 +8,7 @@ server, and tears them down in reverse order.  Nothing lives in module globals.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,14 +22,18 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from gateway.core import config
+from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
-from gateway.core.hub import WatchHub
+from gateway.core.hub import SharedWatches, WatchHub
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.settings import Settings
 
 log = logging.getLogger("gateway")
+
+#: The demo upstream's admin token: the gateway's own identity in demo mode.
+DEMO_GATEWAY_TOKEN = "admin-token"
 
 
 @dataclass(slots=True)
@@ -140,8 +145,36 @@ def create_app(settings: Settings) -> Starlette:
                     settings.upstream_max_streams_per_identity,
                 ),
             )
+            shared = None
+            if settings.shared_watches:
+                # The gateway's own identity makes the shared upstream watches (and their
+                # lists); callers are admitted by reviews made with their own tokens.
+                own_cfg = (
+                    dataclasses.replace(upstream_cfg, token=DEMO_GATEWAY_TOKEN)
+                    if demo
+                    else upstream_cfg
+                )
+                own_http = config.build_http_client(
+                    own_cfg,
+                    gateway_identity=True,
+                    http2=settings.upstream_http2,
+                    max_connections=settings.upstream_max_streams,
+                )
+                stack.push_async_callback(own_http.aclose)
+                shared = SharedWatches(
+                    KubeAdapter(own_http, stream_http=own_http, streams=adapter.streams),
+                    AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
+                    recheck=settings.access_recheck_seconds,
+                )
+                log.warning(
+                    "shared watches: upstream watches are made with the gateway's own "
+                    "credential and shared across identities; each subscriber is admitted "
+                    "by access reviews with its own token, rechecked every %.0f s",
+                    settings.access_recheck_seconds,
+                )
             watches = WatchHub(
                 adapter,
+                shared=shared,
                 subscribers=Budget(
                     "subscriptions",
                     settings.max_subscriptions,

@@ -40,6 +40,8 @@ class Settings:
     max_subscriptions: int = 10_000
     max_subscriptions_per_identity: int = 1_000
     watch_linger_seconds: float = 10.0
+    shared_watches: bool = False
+    access_recheck_seconds: float = 30.0
     grpc_max_message_bytes: int = 64 * 1024 * 1024
     grpc_gzip: bool = True
     grpc_keepalive_seconds: float = 30.0
@@ -82,6 +84,11 @@ _HELP: dict[str, str] = {
     "max_subscriptions_per_identity": "subscriptions one identity may hold open at once",
     "watch_linger_seconds": "how long a shared upstream watch stays open after its last "
     "subscriber left (a returning subscriber rejoins it without a new list)",
+    "shared_watches": "share each upstream watch across identities: it is made with the "
+    "gateway's own credential (which needs list and watch on the served resources) and each "
+    "subscriber is admitted by access reviews made with its own token",
+    "access_recheck_seconds": "with --shared-watches: how often every subscriber's access is "
+    "reviewed again (a subscriber whose right is gone is ended with FORBIDDEN)",
     "grpc_max_message_bytes": "largest gRPC request or response message in bytes (a list "
     "of 5,000 pods is about 20 MB; callers page with limit beyond this)",
     "grpc_gzip": "gzip gRPC responses for clients that accept it (--no-grpc-gzip: never)",
@@ -103,6 +110,7 @@ _POSITIVE = frozenset(
         "max_subscriptions",
         "max_subscriptions_per_identity",
         "watch_linger_seconds",
+        "access_recheck_seconds",
         "grpc_max_message_bytes",
         "grpc_keepalive_seconds",
         "grpc_keepalive_timeout_seconds",

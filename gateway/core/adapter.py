@@ -3,7 +3,7 @@
 Request building (:func:`build_request`) and response decoding (:func:`decode_json`,
 :class:`LineSplitter`) are pure; only ``_send`` and the two stream methods await.  Every
 call takes the caller's :class:`Credential` and uses it upstream, so the apiserver's RBAC
-decides what the caller may do.
+decides what the caller may do.  "Watch rule N" refers to ``docs/watch-semantics.md``.
 """
 
 from __future__ import annotations
@@ -138,6 +138,27 @@ def build_request(
     )
 
 
+#: Where a caller asks the apiserver what it may do (SelfSubjectAccessReview).
+ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -> Request:
+    """A SelfSubjectAccessReview asking whether the caller may ``verb`` the resource in
+    ``namespace`` (``None``: in every namespace, or cluster-scoped)."""
+    attributes = {
+        "group": resource.group,
+        "resource": resource.plural,
+        "verb": verb,
+        "namespace": namespace or "",
+    }
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attributes},
+    }
+    return Request("POST", ACCESS_REVIEW_PATH, [], orjson.dumps(body), "application/json")
+
+
 def decode_json(data: bytes) -> Any:
     """Decode a JSON body; big lists are decoded with the cyclic GC paused.
 
@@ -157,7 +178,7 @@ def decode_json(data: bytes) -> Any:
 
 
 class LineSplitter:
-    """Frames a byte stream into whole lines (WATCH.md 20).
+    """Frames a byte stream into whole lines (watch rule 20).
 
     No line-length cap (objects can be megabytes); a partial line is kept until its
     newline arrives, and one left over at close is dropped by the caller.
@@ -345,7 +366,7 @@ class KubeAdapter:
         credential: Credential = ANONYMOUS,
         timeout: float | None = None,
     ) -> JSON:
-        """A complete, consistent list: follows ``continue`` until it is empty (WATCH.md 2-3).
+        """A complete, consistent list: follows ``continue`` until it is empty (watch rule 2-3).
 
         The ``metadata.resourceVersion`` of the result is the first page's, the point a
         following watch starts from.  A 410 on a later page restarts the whole list once;
@@ -509,6 +530,26 @@ class KubeAdapter:
         )
         return await self._json(req, credential, timeout)
 
+    async def access_review(
+        self,
+        resource: Resource | str,
+        verb: Verb,
+        *,
+        namespace: str | None = None,
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = 10.0,
+    ) -> bool:
+        """Whether the caller may ``verb`` the resource in ``namespace``, as the upstream's
+        authorizer answers a SelfSubjectAccessReview made with the caller's credential.
+
+        Raises:
+            GatewayError: the review itself failed (401 for a rejected token...).
+        """
+        res = self.resource(resource)
+        answer = await self._json(build_access_review(res, verb, namespace), credential, timeout)
+        status = answer.get("status")
+        return isinstance(status, dict) and status.get("allowed") is True
+
     async def delete_collection(
         self,
         resource: Resource | str,
@@ -647,7 +688,7 @@ async def _events(response: httpx.Response, idle: float | None) -> AsyncIterator
             async with asyncio.timeout(idle):
                 chunk = await anext(chunks)
         except StopAsyncIteration:
-            return  # a partial last line at close is a normal close (WATCH.md 20)
+            return  # a partial last line at close is a normal close (watch rule 20)
         except TimeoutError:
             raise errors.Unavailable("watch stream idle past its deadline") from None
         except httpx.HTTPError as exc:
@@ -662,7 +703,7 @@ async def _events(response: httpx.Response, idle: float | None) -> AsyncIterator
 
 
 def status_of(mapping: Mapping[str, Any]) -> errors.GatewayError:
-    """An ``ERROR`` watch event's Status as an error (parsed defensively, WATCH.md 13)."""
+    """An ``ERROR`` watch event's Status as an error (parsed defensively, watch rule 13)."""
     obj = mapping.get("object")
     status = obj if isinstance(obj, dict) else {}
     code = status.get("code")

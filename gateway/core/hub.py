@@ -28,7 +28,11 @@ selector, field selector) and feeds every subscriber of it:
   caller is refused at once with :class:`~gateway.core.errors.ResourceExhausted`.
 
 Scopes are hashes of the caller's token (:func:`~gateway.core.budget.scope_of`): by default
-callers share upstream watches only with themselves.
+callers share upstream watches only with themselves.  With :class:`SharedWatches` one
+upstream watch, made with the gateway's own credential, serves every identity; each
+subscriber is admitted only after access reviews made with its own token (list and watch on
+that resource in that namespace), cached briefly, and rechecked while it stays subscribed:
+one whose right is gone is ended with ``Forbidden``.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from gateway.core import errors
-from gateway.core.adapter import JSON, Credential, KubeAdapter
+from gateway.core.access import AccessReviews, forbidden
+from gateway.core.adapter import ANONYMOUS, JSON, Credential, KubeAdapter
 from gateway.core.budget import Budget, Lease, scope_of
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
@@ -192,10 +197,13 @@ class HubStats:
 
     upstream_watches: int = 0
     subscribers: int = 0
+    #: Events taken by hub subscribers (a shared GraphQL execution counts as one).
     events_delivered: int = 0
     dropped_slow: int = 0
     relists: int = 0
     refused: int = 0
+    #: Subscribers refused or ended because an access review said no (shared watches).
+    denied: int = 0
 
 
 class Subscription:
@@ -215,6 +223,7 @@ class Subscription:
         "_wakeup",
         "bookmarks",
         "closed",
+        "credential",
         "delivered",
         "error",
         "max_queue",
@@ -244,6 +253,8 @@ class Subscription:
         #: The resume point after the last event taken.
         self.resume = point.resume
         self.delivered = 0
+        #: Shared watches: the subscriber's own credential, for its periodic access review.
+        self.credential: Credential | None = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -288,6 +299,7 @@ class Subscription:
         if event.resume is not None:
             self.resume = event.resume
         self.delivered += 1
+        self.upstream.hub.stats.events_delivered += 1
         return event
 
     # -- fed by the upstream -------------------------------------------------------------
@@ -347,6 +359,8 @@ class Upstream:
         hub: WatchHub,
         key: tuple[Any, ...],
         target: WatchTarget,
+        *,
+        adapter: KubeAdapter,
         credential: Credential,
         lease: Lease,
     ) -> None:
@@ -355,7 +369,7 @@ class Upstream:
         self.target = target
         self.lease = lease
         self.watcher = Watcher(
-            hub.adapter,
+            adapter,
             target.resource,
             namespace=target.namespace,
             options=ListOptions(
@@ -569,6 +583,25 @@ class Upstream:
         return [e for e in self.history if (decimal_version(e.resource_version) or 0) > n]
 
 
+#: The scope of upstream watches shared across identities (``--shared-watches``).
+SHARED_SCOPE = "shared"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedWatches:
+    """Upstream watches shared across identities, each subscriber admitted by the cluster.
+
+    Attributes:
+        adapter: calls the upstream with the gateway's own credential (its watches).
+        access: answers whether a subscriber may list and watch, with its own token.
+        recheck: seconds between access reviews of every subscriber still subscribed.
+    """
+
+    adapter: KubeAdapter
+    access: AccessReviews
+    recheck: float = 30.0
+
+
 class WatchHub:
     """The shared upstream watches of one application; it owns their tasks.
 
@@ -581,6 +614,9 @@ class WatchHub:
         history: events each upstream watch keeps for subscribers that resume.
         linger: seconds an upstream watch stays open after its last subscriber left.
         backoff: the upstream watches' retry policy.
+        shared: share upstream watches across identities (made with the gateway's own
+            credential, each subscriber admitted and periodically rechecked by access
+            reviews made with its own token); ``None``: one scope per identity.
     """
 
     def __init__(
@@ -592,8 +628,10 @@ class WatchHub:
         history: int = 1024,
         linger: float = 10.0,
         backoff: Backoff = Backoff(),
+        shared: SharedWatches | None = None,
     ) -> None:
         self.adapter = adapter
+        self.shared = shared
         self.streams = adapter.streams
         self.subscriber_budget = subscribers or Budget("subscriptions", 10_000, 1_000)
         self.max_queue = max_queue
@@ -602,6 +640,7 @@ class WatchHub:
         self.backoff = backoff
         self.stats = HubStats()
         self._upstreams: dict[tuple[Any, ...], Upstream] = {}
+        self._rechecks: asyncio.Task[None] | None = None
 
     @property
     def upstreams(self) -> list[Upstream]:
@@ -627,23 +666,39 @@ class WatchHub:
             GatewayError: the upstream refused the watch (401, 403, 400...).
         """
         target.resource.check("watch")
-        scope = scope_of(credential)
+        caller = scope_of(credential)
         try:
-            ticket = self.subscriber_budget.acquire(scope)
+            ticket = self.subscriber_budget.acquire(caller)
         except errors.ResourceExhausted:
             self.stats.refused += 1
             raise
         upstream: Upstream | None = None
         try:
+            shared = self.shared
+            if shared is None:
+                scope, adapter, upstream_credential = caller, self.adapter, credential
+            else:
+                allowed = await shared.access.may_watch(
+                    credential, target.resource, target.namespace
+                )
+                if not allowed:
+                    self.stats.denied += 1
+                    raise forbidden(target.resource, target.namespace)
+                # The gateway's own credential (the adapter adds it to anonymous calls).
+                scope, adapter, upstream_credential = SHARED_SCOPE, shared.adapter, ANONYMOUS
             key = (scope, *target.key)
             upstream = self._upstreams.get(key)
             if upstream is None:
                 try:
-                    lease = self.streams.acquire(scope)
+                    # charged to the caller who opens it: one identity cannot open
+                    # unboundedly many shared watches with distinct selectors
+                    lease = self.streams.acquire(caller)
                 except errors.ResourceExhausted:
                     self.stats.refused += 1
                     raise
-                upstream = Upstream(self, key, target, credential, lease)
+                upstream = Upstream(
+                    self, key, target, adapter=adapter, credential=upstream_credential, lease=lease
+                )
                 self._upstreams[key] = upstream
                 self.stats.upstream_watches += 1
                 if start.mode == "resume":
@@ -654,7 +709,12 @@ class WatchHub:
                 await upstream.wait_ready()
             finally:
                 upstream.pending -= 1
-            return upstream.join(start, ticket)
+            sub = upstream.join(start, ticket)
+            if shared is not None:
+                sub.credential = credential
+                if self._rechecks is None:
+                    self._rechecks = asyncio.create_task(self._recheck(shared), name="hub-rbac")
+            return sub
         except BaseException:
             ticket.release()
             if upstream is not None:
@@ -669,8 +729,45 @@ class WatchHub:
     def relists(self) -> int:
         return self.stats.relists
 
+    async def _recheck(self, shared: SharedWatches) -> None:
+        """Review every shared subscriber's access again, one review per identity and
+        watch, ending those whose right is gone (the cluster's RBAC may change anytime)."""
+        limit = asyncio.Semaphore(16)
+        while True:
+            await asyncio.sleep(shared.recheck)
+            groups: dict[tuple[str, Any], list[Subscription]] = {}
+            for upstream in self.upstreams:
+                for sub in upstream.subscribers:
+                    if sub.credential is not None:
+                        groups.setdefault((scope_of(sub.credential), upstream.key), []).append(sub)
+
+            async def review(subs: list[Subscription]) -> None:
+                first = subs[0]
+                assert first.credential is not None
+                target = first.upstream.target
+                try:
+                    async with limit:
+                        allowed = await shared.access.may_watch(
+                            first.credential, target.resource, target.namespace, fresh=True
+                        )
+                except (errors.Unauthorized, errors.Forbidden) as exc:
+                    allowed, error = False, exc
+                except errors.GatewayError:
+                    return  # the review could not be made now: keep them, ask next time
+                else:
+                    error = forbidden(target.resource, target.namespace)
+                if not allowed:
+                    for sub in subs:
+                        self.stats.denied += 1
+                        sub.end(error)
+
+            await asyncio.gather(*(review(subs) for subs in groups.values()))
+
     async def aclose(self) -> None:
         """Stop every upstream watch; their subscribers end cleanly."""
+        if self._rechecks is not None:
+            self._rechecks.cancel()
+            await asyncio.gather(self._rechecks, return_exceptions=True)
         upstreams = list(self._upstreams.values())
         for upstream in upstreams:
             upstream.close()

@@ -1,4 +1,4 @@
-"""A pod log follow that survives the upstream (``shared/WATCH.md`` items 27 to 30).
+"""A pod log follow that survives the upstream (``docs/watch-semantics.md`` rules 27 to 30).
 
 The kubelet's follow stream ends for three reasons: the container exited (the follow is
 over), log rotation or the kubelet's idle timeout (it is not), and a broken connection (it

@@ -1,7 +1,8 @@
 """A watch that survives the upstream: resume, bookmarks, relist-and-diff on 410.
 
 :class:`Watcher` turns the apiserver's watch protocol into one endless, exact stream of
-typed events for one consumer (``shared/WATCH.md`` items 6 to 21):
+typed events for one consumer (``docs/watch-semantics.md`` rules 6 to 21; "watch rule N"
+below is rule N there):
 
 - it starts from a consistent list (or a streaming list), or from a given resourceVersion;
 - after the server ends a stream (timeout, close, a cut mid-line) it resumes from the RV of
@@ -77,7 +78,7 @@ def marker(resource: Resource, rv: str, annotations: dict[str, str] | None = Non
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Exponential backoff, jittered and capped (WATCH.md 19)."""
+    """Exponential backoff, jittered and capped (watch rule 19)."""
 
     initial: float = 0.8
     cap: float = 30.0
@@ -242,7 +243,7 @@ class Watcher:
             self.reconnects += 1
             lived = self._clock() - started
             if delivered == 0 and lived < 1.0:
-                # A stream that ends at once with nothing is a failure, not a resume (WATCH.md 14).
+                # Ending at once with nothing is a failure, not a resume (watch rule 14).
                 await asyncio.sleep(self.backoff.delay(failures))
                 failures += 1
             elif lived >= self.backoff.quiet or delivered:
@@ -288,7 +289,7 @@ class Watcher:
         self.resource_version = rv or None
 
     async def _streaming_list(self) -> AsyncIterator[WatchEvent]:
-        """Initial state from ``sendInitialEvents``; held until the end marker (WATCH.md 16)."""
+        """Initial state from ``sendInitialEvents``; held until the end marker (watch rule 16)."""
         for _attempt in range(3):
             held: dict[str, JSON] = {}
             options = replace(
@@ -340,7 +341,7 @@ class Watcher:
                 if kind == "ERROR":
                     raise status_of(raw)
                 if kind not in _CHANGE_TYPES and kind != "BOOKMARK":
-                    continue  # unknown types are skipped (WATCH.md 9)
+                    continue  # unknown types are skipped (watch rule 9)
                 rv = resource_version_of(obj)
                 if rv is None or not isinstance(obj, dict):
                     raise _OutOfSync(f"{kind} event without a resourceVersion")
@@ -365,7 +366,7 @@ class Watcher:
                 yield WatchEvent(kind, obj, rv)
 
     async def _relist(self) -> AsyncIterator[WatchEvent]:
-        """Relist at the latest RV and reconcile the consumer's view (WATCH.md 11-12)."""
+        """Relist at the latest RV and reconcile the consumer's view (watch rule 11-12)."""
         self.relists += 1
         self.state_floor = None
         listed = await self.adapter.list_all(

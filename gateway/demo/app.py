@@ -12,6 +12,7 @@ import orjson
 
 from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
 from gateway.demo import animate
+from gateway.demo import fielderrors as fe
 from gateway.demo.auth import Attributes, TokenGrant, bearer_token, denial
 from gateway.demo.faults import Faults
 from gateway.demo.handlers import ENDPOINTS_WARNING, ResourceHandlers, Target
@@ -29,6 +30,7 @@ from gateway.demo.status import (
     ApiError,
     bad_request,
     internal,
+    invalid,
     method_not_allowed,
     not_acceptable,
     not_found,
@@ -196,6 +198,9 @@ class DemoApp:
             raise unauthorized()
         if segments[:2] == ["demo", "faults"]:
             await self._faults_endpoint(req, resp, grant)
+            return
+        if segments == _ACCESS_REVIEW:
+            await self._access_review(req, resp, grant)
             return
         parsed = parse_resource_path(segments)
         if parsed is None:
@@ -371,6 +376,17 @@ class DemoApp:
             raise path_not_found()
         await resp.json(200, body)
 
+    async def _access_review(self, req: Request, resp: Responder, grant: TokenGrant) -> None:
+        """``selfsubjectaccessreviews``: may the caller do this? (Answered from its grant.)"""
+        if req.method != "POST":
+            raise method_not_allowed()
+        raw = await req.body(64 * 1024)
+        try:
+            review = orjson.loads(raw or b"{}")
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(str(exc)) from None
+        await resp.json(201, _access_review_answer(grant, review))
+
     async def _faults_endpoint(self, req: Request, resp: Responder, grant: TokenGrant) -> None:
         if not grant.cluster_scoped or grant.read_only:
             raise denial(
@@ -400,6 +416,41 @@ class DemoApp:
         except (TypeError, ValueError) as exc:
             raise bad_request(str(exc)) from None
         await resp.json(200, {"ok": True, "result": result})
+
+
+_ACCESS_REVIEW: Final = ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]
+
+
+def _access_review_answer(grant: TokenGrant, review: Any) -> dict[str, Any]:
+    """The apiserver's answer to a SelfSubjectAccessReview (resource attributes only)."""
+    spec = review.get("spec") if isinstance(review, dict) else None
+    attrs = spec.get("resourceAttributes") if isinstance(spec, dict) else None
+    if not isinstance(attrs, dict):
+        raise invalid(
+            "SelfSubjectAccessReview",
+            "authorization.k8s.io",
+            "",
+            [fe.required("spec.resourceAttributes", "resourceAttributes is required")],
+        )
+    group = str(attrs.get("group") or "")
+    plural = str(attrs.get("resource") or "")
+    namespace = str(attrs.get("namespace") or "") or None
+    verb = str(attrs.get("verb") or "")
+    res = next(
+        (r for (g, _), rs in GROUPS.items() if g == group for r in rs if r.plural == plural), None
+    )
+    namespaced = res.namespaced if res is not None else namespace is not None
+    allowed = bool(verb) and grant.allows(verb, namespaced=namespaced, namespace=namespace)
+    status: dict[str, Any] = {"allowed": allowed}
+    if allowed:
+        status["reason"] = f'demo: allowed by the grant of user "{grant.user}"'
+    return {
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": spec,
+        "status": status,
+    }
 
 
 def _accepts_json(accept: str) -> bool:
