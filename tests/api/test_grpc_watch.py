@@ -10,10 +10,12 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from gateway.core.registry import LEASE
 from gateway.demo import DemoUpstream
-from gateway.grpc.gen.kubegateway.v1 import common_pb2, leases_pb2
+from gateway.grpc.gen.kubegateway.v1 import common_pb2, leases_pb2, leases_pb2_grpc
 from tests.api.grpc_fixtures import ADMIN, NAMESPACE, GrpcGateway, bearer, gw, unique, upstream
 from tests.scenarios.backend import sample
 
@@ -327,3 +329,47 @@ async def test_a_watch_the_caller_may_not_make_is_permission_denied(gw: GrpcGate
         async with asyncio.timeout(STEP):
             await anext(call.__aiter__())
     assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_a_client_that_stops_reading_is_ended_resumably_and_resumes_without_loss(
+    gw: GrpcGateway, upstream: DemoUpstream
+) -> None:
+    gw.hub.max_queue = 8
+    label = unique("slow")
+    first = unique("s")
+    await upstream.store.create(LEASE, _lease(first, label))
+    # A client whose flow-control window is tiny: the server can send little until it reads.
+    async with grpc.aio.insecure_channel(
+        gw.target, options=[("grpc.http2.lookahead_bytes", 1024), ("grpc.http2.bdp_probe", 0)]
+    ) as channel:
+        stub = leases_pb2_grpc.LeaseServiceStub(channel)
+        call = stub.Watch(
+            leases_pb2.WatchLeasesRequest(namespace=NAMESPACE, label_selector=f"w={label}"),
+            metadata=AUTH,
+        )
+        stream = Stream(call)
+        assert await stream.take(1) == [("ADDED", first)]
+        # it stops reading while 200 changes (about 200 KB) happen
+        written = []
+        for i in range(200):
+            renewed = await _renew(upstream, first, "x" * 1000 + str(i))
+            written.append(renewed["metadata"]["resourceVersion"])
+        # the hub ended it (not the others); what was in flight still arrives, then the end
+        got: list[str] = []
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            while True:
+                got.append((await stream.next()).resource_version)
+        assert ended.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert got == written[: len(got)] and len(got) < len(written)
+        details = rpc_status.from_call(ended.value)
+        assert details is not None
+        info = error_details_pb2.ErrorInfo()
+        assert details.details[0].Unpack(info)
+        resume = info.metadata["resourceVersion"]
+        # the version after the last event it received (after the initial state: the list's)
+        assert resume == got[-1] if got else resume
+    # resuming from there gives exactly the rest
+    rest = _watch(gw, label, resource_version=resume)
+    missed = [(await rest.next()).resource_version for _ in range(len(written) - len(got))]
+    assert missed == written[len(got) :]
+    rest.call.cancel()

@@ -93,10 +93,15 @@ class View:
         self.objects: dict[str, str] = {}
         self._fresh: dict[str, str] | None = None
         self.resume: str | None = None
+        self._last = 0
 
     def apply(self, event: HubEvent) -> None:
         name = event.object["metadata"].get("name")
         target = self._fresh if self._fresh is not None else self.objects
+        if event.resume is not None and event.type in ("ADDED", "MODIFIED", "DELETED"):
+            # a live change: in upstream order, never one seen before
+            assert int(event.resource_version) > self._last, (event, self._last)
+            self._last = int(event.resource_version)
         if event.type == "RESYNC":
             edge = event.object["metadata"]["annotations"][RESYNC_ANNOTATION]
             if edge == "begin":
