@@ -55,7 +55,8 @@ go-client: $(STAMP)
 	bash tests/go-client/build.sh
 
 ## bench: print the benchmarks (ratios against a direct upstream call in the same run; not tests)
-bench: $(STAMP)
+bench: $(STAMP) go-client
+	$(BIN)/python -m tests.bench.bench_fanout
 	$(BIN)/python -m tests.bench.grpc_conversion
 	$(BIN)/python -m tests.bench.bench_graphql_list
 	$(BIN)/python -m tests.bench.bench_graphql_fanout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -77,8 +78,35 @@ def grpc_options(settings: Settings) -> GrpcOptions:
     )
 
 
-def create_app(settings: Settings) -> Starlette:
-    """Build the HTTP application; the lifespan starts the upstream side and gRPC."""
+#: Young-generation thresholds of the cyclic GC while serving (Python's are 700, 10, 10).
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def tune_garbage_collector() -> None:
+    """Keep full garbage collections short and rare while serving many subscribers.
+
+    A full collection walks every tracked object and stops the event loop meanwhile: with
+    the schemas and the contract in memory (hundreds of thousands of objects that live as
+    long as the process) it took 80-150 ms every few seconds under fan-out load, which set
+    the delivery p99.  ``gc.freeze()`` moves what exists after start-up to the permanent
+    generation, so a full collection walks only what came later; higher thresholds make
+    young collections rarer, at a small cost in memory.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
+    """Build the HTTP application; the lifespan starts the upstream side and gRPC.
+
+    Args:
+        settings: the configuration.
+        tune_gc: the process is ours alone (``kube-gateway serve``): once started, move
+            everything startup built (modules, schemas, the contract) out of the cyclic
+            garbage collector's reach and collect the young generations less often (see
+            :func:`tune_garbage_collector`).
+    """
 
     graphql = GraphQLApp()
 
@@ -205,6 +233,8 @@ def create_app(settings: Settings) -> Starlette:
                 upstream=upstream_cfg.server,
                 demo=demo,
             )
+            if tune_gc:
+                tune_garbage_collector()
             yield {}
             log.info("shutting down")
 

@@ -21,7 +21,7 @@ def _serve(argv: Sequence[str]) -> int:
     from gateway.app import create_app
 
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, tune_gc=True),
         host=settings.host,
         port=settings.http_port,
         log_level=settings.log_level,

@@ -72,7 +72,7 @@ _HELP: dict[str, str] = {
     "sends none (loudly logged; RBAC then sees the gateway, not the caller)",
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
     "default because the apiserver closes a shared HTTP/2 connection after any caller's "
-    "rejected token",
+    "rejected token, and requests queue silently past its 100 streams per connection",
     "upstream_max_connections": "size of the upstream connection pool for requests (gets, "
     "lists, writes); streams have a pool of their own",
     "upstream_max_streams": "upstream watches and log follows open at once, for everyone "

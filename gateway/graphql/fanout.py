@@ -47,13 +47,28 @@ HISTORY = 1024
 
 @dataclass(slots=True)
 class Item:
-    """One payload for subscribers: the serialised ``{data, errors}`` and where it stands."""
+    """One payload for subscribers: the serialised ``{data, errors}`` and where it stands.
+
+    Transports wrap the payload in their own frame through :meth:`framed`, built once per
+    frame shape for every subscriber that receives this item.
+    """
 
     payload: str
     resume: str | None
     seq: int = 0
     type: str = ""
     resource_version: str = ""
+    _frames: dict[Any, str] | None = None
+
+    def framed(self, key: Any, frame: Callable[[str], str]) -> str:
+        """``frame(payload)``, computed once per ``key`` (the op id, the protocol...)."""
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = {}
+        text = frames.get(key)
+        if text is None:
+            text = frames[key] = frame(self.payload)
+        return text
 
 
 def _dumps(response: Response) -> str:
@@ -152,7 +167,17 @@ class Subscriber:
             error = errors.SlowSubscriber(error.message, resource_version=self.resume)
         return _dumps({"errors": [format_exception(error)]})
 
-    async def next(self) -> str | None:
+    def next_nowait(self) -> Item | None:
+        """The next live item if one is queued (no waiting, no execution), else ``None``."""
+        if self.initial is None and self.queue:
+            item = self.queue.popleft()
+            if item.resume is not None:
+                self.resume = item.resume
+            return item
+        return None
+
+    async def next_item(self) -> Item | None:
+        """The next item, waiting for one; ``None`` when the subscription is over."""
         while True:
             if self.initial is not None:
                 event = next(self.initial, None)
@@ -167,16 +192,21 @@ class Subscriber:
                         return None
                     if event.resume is not None:
                         self.resume = event.resume
-                    return payload
+                    return Item(payload, event.resume)
             if self.queue:
                 item = self.queue.popleft()
                 if item.resume is not None:
                     self.resume = item.resume
-                return item.payload
+                return item
             if self.done:
                 return None
             self.wakeup.clear()
             await self.wakeup.wait()
+
+    async def next(self) -> str | None:
+        """The next payload, waiting for one; ``None`` when the subscription is over."""
+        item = await self.next_item()
+        return item.payload if item is not None else None
 
 
 class Feed:

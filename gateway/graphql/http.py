@@ -163,15 +163,17 @@ def _sse(
         try:
             yield ": connected\n\n"
             while True:
-                try:
-                    async with asyncio.timeout(heartbeat):
-                        payload = await sub.next()
-                except TimeoutError:
-                    yield ":\n\n"
-                    continue
-                if payload is None:
-                    break
-                yield _event("next", payload)
+                item = sub.next_nowait()  # queued items go out without a timer
+                if item is None:
+                    try:
+                        async with asyncio.timeout(heartbeat):
+                            item = await sub.next_item()
+                    except TimeoutError:
+                        yield ":\n\n"
+                        continue
+                    if item is None:
+                        break
+                yield item.framed("sse", _next_event)
             if sub.final is not None:
                 yield _event("next", sub.final)
             yield _event("complete", "")
@@ -187,3 +189,7 @@ def _sse(
 
 def _event(name: str, data: str) -> str:
     return f"event: {name}\ndata: {data}\n\n"
+
+
+def _next_event(payload: str) -> str:
+    return f"event: next\ndata: {payload}\n\n"

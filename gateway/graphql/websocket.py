@@ -61,11 +61,12 @@ class Connection:
     async def send(self, message: dict[str, Any]) -> None:
         await self.send_text(orjson.dumps(message).decode())
 
-    async def send_payload(self, op_id: str, payload: str) -> None:
+    def frame(self, op_id: str, payload: str) -> str:
         kind = "data" if self.legacy else "next"
-        await self.send_text(
-            f'{{"id":{orjson.dumps(op_id).decode()},"type":"{kind}","payload":{payload}}}'
-        )
+        return f'{{"id":{orjson.dumps(op_id).decode()},"type":"{kind}","payload":{payload}}}'
+
+    async def send_payload(self, op_id: str, payload: str) -> None:
+        await self.send_text(self.frame(op_id, payload))
 
     async def send_error(self, op_id: str, errors: list[dict[str, Any]]) -> None:
         # The legacy protocol's error payload is one error; the new one's is a list.
@@ -215,9 +216,15 @@ class Connection:
             await self.send({"id": op_id, "type": "complete"})
             return
         feed, sub = self.app.hub.subscribe(prepared, variables, context_of)
+        key = (op_id, self.legacy)
+
+        def frame(payload: str) -> str:
+            return self.frame(op_id, payload)
+
         try:
-            while (payload := await sub.next()) is not None:
-                await self.send_payload(op_id, payload)
+            # Frames are built once per item for every subscriber with the same op id.
+            while (item := sub.next_nowait() or await sub.next_item()) is not None:
+                await self.send_text(item.framed(key, frame))
             if sub.final is not None:
                 await self.send_payload(op_id, sub.final)
             await self.send({"id": op_id, "type": "complete"})

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build (or reuse) the Go example client of the gRPC API: tests/go-client/.bin/kg-client.
+# Build (or reuse) the Go example client of the gRPC API, tests/go-client/.bin/kg-client, and the
+# fan-out benchmark's load client, tests/go-client/.bin/kg-fanout (cmd/kg-fanout).
 #
 #   bash tests/go-client/build.sh            # what `make go-client` (and `make test`) runs
 #   GO_CLIENT_FORCE=1 bash tests/go-client/build.sh
@@ -46,7 +47,9 @@ want_stamp="$(
         "$go_bin" env GOVERSION GOOS GOARCH
         echo "flags=$GOFLAGS cgo=$CGO_ENABLED"
         "$python" -c 'import importlib.metadata as m; print("grpcio-tools", m.version("grpcio-tools"))'
-        cat go.mod go.sum main.go build.sh
+        cat go.mod go.sum build.sh
+        while IFS= read -r f; do echo "$f"; cat "$f"; done < <(
+            find . -name '*.go' -not -path './gen/*' -not -path './.bin/*' | LC_ALL=C sort)
         for p in "${protos[@]}"; do echo "$p"; cat "$repo/protos/$p"; done
     } | sha256sum | cut -d' ' -f1
 )"
@@ -56,9 +59,9 @@ exec 9>"$bin_dir/.lock"
 if command -v flock >/dev/null; then
     flock 9
 fi
-if [[ -z "${GO_CLIENT_FORCE:-}" && -x "$bin_dir/kg-client" && -f "$stamp" \
-      && "$(cat "$stamp")" == "$want_stamp" ]]; then
-    log "up to date: $bin_dir/kg-client ($((SECONDS - start))s)"
+if [[ -z "${GO_CLIENT_FORCE:-}" && -x "$bin_dir/kg-client" && -x "$bin_dir/kg-fanout" \
+      && -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]]; then
+    log "up to date: $bin_dir/kg-client, $bin_dir/kg-fanout ($((SECONDS - start))s)"
     exit 0
 fi
 rm -f "$stamp"
@@ -86,8 +89,10 @@ trap 'rm -rf "$tmp"' EXIT
 rm -rf "$here/gen"
 mv "$tmp/gen" "$here/gen"
 
-log "building kg-client"
+log "building kg-client and kg-fanout"
 "$go_bin" build -o "$bin_dir/.kg-client.tmp" .
+"$go_bin" build -o "$bin_dir/.kg-fanout.tmp" ./cmd/kg-fanout
 mv -f "$bin_dir/.kg-client.tmp" "$bin_dir/kg-client"
+mv -f "$bin_dir/.kg-fanout.tmp" "$bin_dir/kg-fanout"
 echo "$want_stamp" > "$stamp"
-log "built $bin_dir/kg-client in $((SECONDS - start))s"
+log "built $bin_dir/kg-client and $bin_dir/kg-fanout in $((SECONDS - start))s"

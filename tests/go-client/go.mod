@@ -8,6 +8,7 @@ tool (
 )
 
 require (
+	github.com/gorilla/websocket v1.5.3
 	google.golang.org/grpc v1.79.3
 	google.golang.org/protobuf v1.36.11
 )
