@@ -62,6 +62,46 @@ class Credential:
 
 ANONYMOUS = Credential()
 
+#: What a bearer token may contain: visible ASCII (it travels in an HTTP header).
+_TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
+
+
+def credential_of_token(token: str) -> Credential:
+    """A caller's bearer token as a credential.
+
+    Raises:
+        Unauthorized: it is empty or has characters no token has (spaces, control
+            characters, non-ASCII): refused here rather than sent upstream.
+    """
+    if not token or not _TOKEN_CHARS.issuperset(token):
+        raise errors.Unauthorized(
+            "the bearer token is malformed (a token is visible ASCII without spaces)",
+            reason="Unauthorized",
+        )
+    return Credential(token)
+
+
+def credential_of_authorization(value: str | bytes | None) -> Credential:
+    """The caller's credential from an ``Authorization`` header (or gRPC metadata) value.
+
+    No value, or an empty one, is anonymous; ``Bearer <token>`` is that token; anything else
+    is refused, the same way on every transport.
+
+    Raises:
+        Unauthorized: the value is present but not ``Bearer <token>`` with a well-formed token.
+    """
+    if value is None:
+        return ANONYMOUS
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    if not text.strip():
+        return ANONYMOUS
+    scheme, _, token = text.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise errors.Unauthorized(
+            "the Authorization value must be 'Bearer <token>'", reason="Unauthorized"
+        )
+    return credential_of_token(token.strip())
+
 
 @dataclass(frozen=True, slots=True)
 class Request:

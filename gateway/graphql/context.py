@@ -7,7 +7,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.core.adapter import ANONYMOUS, Credential, KubeAdapter
+from gateway.core.adapter import (
+    ANONYMOUS,
+    Credential,
+    KubeAdapter,
+    credential_of_authorization,
+    credential_of_token,
+)
 from gateway.graphql.loaders import Loaders
 
 if TYPE_CHECKING:
@@ -17,14 +23,12 @@ _ids = itertools.count(1)
 
 
 def credential_from_header(authorization: str | None) -> Credential:
-    """The caller's credential from an ``Authorization: Bearer <token>`` value."""
-    if not authorization:
-        return ANONYMOUS
-    scheme, _, token = authorization.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return ANONYMOUS
-    return Credential(token)
+    """The caller's credential from an ``Authorization: Bearer <token>`` value.
+
+    Raises:
+        Unauthorized: present but malformed (the same answer on every transport).
+    """
+    return credential_of_authorization(authorization)
 
 
 def credential_from_payload(payload: Any) -> Credential:
@@ -32,6 +36,9 @@ def credential_from_payload(payload: Any) -> Credential:
 
     Accepted shapes: ``{"Authorization": "Bearer ..."}`` (any case of the key, also nested
     under ``headers``) or ``{"authToken": "..."}``.
+
+    Raises:
+        Unauthorized: a credential is there but malformed.
     """
     if not isinstance(payload, Mapping):
         return ANONYMOUS
@@ -42,7 +49,7 @@ def credential_from_payload(payload: Any) -> Credential:
                 return credential_from_header(value)
     token = payload.get("authToken")
     if isinstance(token, str) and token.strip():
-        return Credential(token.strip())
+        return credential_of_token(token.strip())
     return ANONYMOUS
 
 

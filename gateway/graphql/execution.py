@@ -30,7 +30,7 @@ from graphql import (
 from graphql.execution import create_source_event_stream, execute_subscription_event
 
 from gateway.graphql.errors import ApiError, format_error, format_exception
-from gateway.graphql.limits import Limits, check_document
+from gateway.graphql.limits import Limits, check_document, check_fragment_cycles
 from gateway.graphql.projection import ProjectingExecutor, executor_for
 
 OperationKind = Literal["query", "mutation", "subscription"]
@@ -64,7 +64,9 @@ class Prepared:
 
 
 def _bad(message: str, code: str = "BAD_REQUEST", status: int = 400) -> RequestError:
-    return RequestError([format_exception(ApiError(message, code=code, http_status=status))])
+    return RequestError(
+        [format_exception(ApiError(message, code=code, http_status=status))], status
+    )
 
 
 class Engine:
@@ -80,7 +82,10 @@ class Engine:
         self.schema = schema
         self.graphql_schema: GraphQLSchema = schema._schema
         self.limits = limits
-        self._documents: OrderedDict[str, DocumentNode | RequestError] = OrderedDict()
+        #: Valid documents only (a failure is cheap to find again and must not evict
+        #: valid ones), bounded in count and in bytes of text.
+        self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
+        self._cached_bytes = 0
         self._cache_size = cache_size
         data_types = frozenset(
             name
@@ -93,30 +98,44 @@ class Engine:
 
     def _document(self, query: str) -> DocumentNode:
         cached = self._documents.get(query)
-        if cached is None:
-            cached = self._parse(query)
-            self._documents[query] = cached
-            if len(self._documents) > self._cache_size:
-                self._documents.popitem(last=False)
-        else:
+        if cached is not None:
             self._documents.move_to_end(query)
-        if isinstance(cached, RequestError):
-            raise cached
-        return cached
+            return cached
+        document = self._parse(query)  # raises RequestError: never cached
+        self._documents[query] = document
+        self._cached_bytes += len(query)
+        while self._documents and (
+            len(self._documents) > self._cache_size or self._cached_bytes > self.limits.cache_bytes
+        ):
+            evicted, _ = self._documents.popitem(last=False)
+            self._cached_bytes -= len(evicted)
+        return document
 
-    def _parse(self, query: str) -> DocumentNode | RequestError:
+    def _parse(self, query: str) -> DocumentNode:
+        """Cheap before expensive: size, then a token-limited parse, then the depth, alias
+        and complexity limits, and only then the schema validation."""
+        limits = self.limits
+        if len(query) > limits.max_document_bytes:
+            raise _bad(
+                f"the GraphQL document is larger than {limits.max_document_bytes} bytes",
+                code="DOCUMENT_TOO_LARGE",
+                status=413,
+            )
         try:
-            document = parse(query)
+            document = parse(query, no_location=False, max_tokens=limits.max_tokens)
+            check_fragment_cycles(document)
+            check_document(document, limits)
         except GraphQLError as error:
             error.extensions = {**(error.extensions or {}), "code": "GRAPHQL_PARSE_FAILED"}
-            return RequestError([format_error(error)])
+            raise RequestError([format_error(error)]) from None
+        except ApiError as exc:
+            raise RequestError([format_exception(exc)]) from None
+        except RecursionError:
+            # braces nested thousands deep: the parser itself recurses
+            raise _bad("the GraphQL document nests too deeply", code="QUERY_TOO_DEEP") from None
         errors = validate(self.graphql_schema, document)
         if errors:
-            return RequestError([format_error(e) for e in errors])
-        try:
-            check_document(document, self.limits)
-        except ApiError as exc:
-            return RequestError([format_exception(exc)])
+            raise RequestError([format_error(e) for e in errors])
         return document
 
     def prepare(self, query: Any, operation_name: Any = None) -> Prepared:

@@ -20,6 +20,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
+from gateway.core import errors
+from gateway.core.adapter import Credential
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
@@ -74,11 +76,11 @@ def _params(request: Request) -> dict[str, Any]:
 async def _body_params(request: Request, limit: int) -> dict[str, Any]:
     raw = await _read_body(request, limit)
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media == "application/graphql":
-        return {"query": raw.decode("utf-8", "replace")}
-    if media not in ("application/json", ""):
+    if media not in JSON_TYPES:
+        # Only types a browser cannot send across origins without a CORS preflight: a
+        # form or a text/plain POST from any web page must not run an operation.
         raise ApiError(
-            f"unsupported content type {media!r}: send application/json",
+            f"unsupported content type {media or 'none'!r}: send application/json",
             code="UNSUPPORTED_MEDIA_TYPE",
             http_status=415,
         )
@@ -99,6 +101,10 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     """Serve one HTTP request to ``/graphql``."""
     accept = request.headers.get("accept", "")
     try:
+        credential = credential_from_header(request.headers.get("authorization"))
+    except errors.Unauthorized as exc:
+        return json_response({"errors": [format_exception(exc)]}, 401)
+    try:
         if request.method == "GET":
             if "text/html" in accept:
                 return HTMLResponse(page())
@@ -115,7 +121,7 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         return json_response(exc.response(), exc.status)
 
     if "text/event-stream" in accept:
-        return _sse(app, request, prepared, variables)
+        return _sse(app, request, prepared, variables, credential)
     if prepared.kind == "subscription":
         return _error(
             ApiError(
@@ -130,18 +136,18 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         )
         response.headers["Allow"] = "POST"
         return response
-    context = app.context(
-        request.scope, credential_from_header(request.headers.get("authorization"))
-    )
+    context = app.context(request.scope, credential)
     result = await app.engine.execute(prepared, variables, context)
     return json_response(result)
 
 
 def _sse(
-    app: GraphQLApp, request: Request, prepared: Prepared, variables: dict[str, Any] | None
+    app: GraphQLApp,
+    request: Request,
+    prepared: Prepared,
+    variables: dict[str, Any] | None,
+    credential: Credential,
 ) -> Response:
-    credential = credential_from_header(request.headers.get("authorization"))
-
     async def stream() -> AsyncIterator[str]:
         if prepared.kind != "subscription":
             if prepared.kind == "mutation" and request.method == "GET":

@@ -32,6 +32,11 @@ class Limits:
         max_fields: field selections in one operation, fragments expanded (complexity).
         max_subscriptions: concurrent subscriptions on one WebSocket connection.
         max_body_bytes: size of a request body (or a WebSocket message).
+        max_document_bytes: size of a GraphQL document (the ``query`` text), checked
+            before it is parsed.
+        max_tokens: lexical tokens in one document, counted while parsing (parsing stops
+            at the first one over).
+        cache_bytes: document text kept parsed and validated, in total.
         max_queue: events queued for one slow subscriber before it is ended.
         heartbeat_seconds: interval of keep-alives on idle subscription streams.
         connection_init_seconds: time a WebSocket client has to send ``connection_init``.
@@ -42,6 +47,9 @@ class Limits:
     max_fields: int = 1500
     max_subscriptions: int = 100
     max_body_bytes: int = 4 * 1024 * 1024
+    max_document_bytes: int = 32 * 1024
+    max_tokens: int = 5_000
+    cache_bytes: int = 4 * 1024 * 1024
     max_queue: int = 1024
     heartbeat_seconds: float = 15.0
     connection_init_seconds: float = 10.0
@@ -69,6 +77,55 @@ def check_document(document: DocumentNode, limits: Limits) -> None:
             continue
         counter = _Counter(fragments, limits)
         counter.walk(definition.selection_set, 0)
+
+
+def check_fragment_cycles(document: DocumentNode) -> None:
+    """Refuse fragments that spread themselves (directly or not) before anything walks
+    them; validation would say the same, later and at a higher price.
+
+    Raises:
+        ApiError: ``GRAPHQL_VALIDATION_FAILED`` naming the fragment.
+    """
+    spreads: dict[str, set[str]] = {}
+    for d in document.definitions:
+        if isinstance(d, FragmentDefinitionNode):
+            spreads[d.name.value] = _spreads(d.selection_set)
+    done: set[str] = set()
+    for start in spreads:
+        stack: list[tuple[str, list[str]]] = [(start, sorted(spreads.get(start, ())))]
+        on_path = {start}
+        while stack:
+            name, todo = stack[-1]
+            if not todo:
+                stack.pop()
+                on_path.discard(name)
+                done.add(name)
+                continue
+            nxt = todo.pop()
+            if nxt in on_path:
+                raise ApiError(
+                    f'Cannot spread fragment "{nxt}" within itself.',
+                    code="GRAPHQL_VALIDATION_FAILED",
+                )
+            if nxt in done or nxt not in spreads:
+                continue
+            on_path.add(nxt)
+            stack.append((nxt, sorted(spreads[nxt])))
+
+
+def _spreads(selection_set: SelectionSetNode | None) -> set[str]:
+    found: set[str] = set()
+    todo = [selection_set]
+    while todo:
+        current = todo.pop()
+        if current is None:
+            continue
+        for sel in current.selections:
+            if isinstance(sel, FragmentSpreadNode):
+                found.add(sel.name.value)
+            elif isinstance(sel, FieldNode | InlineFragmentNode):
+                todo.append(sel.selection_set)
+    return found
 
 
 def _aliases(selection_set: SelectionSetNode | None) -> int:

@@ -122,11 +122,73 @@ def subscription_field(
 # -- input documents -------------------------------------------------------------------------
 
 
+#: Nodes a YAML manifest may expand to, aliases followed (a Pod is a few hundred).
+YAML_MAX_NODES = 100_000
+
+
+class _Expanded(Exception):
+    """A YAML document that expands past :data:`YAML_MAX_NODES` (an alias bomb) or into
+    itself."""
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> int:
+    """How many nodes ``root`` stands for with every alias followed, without following
+    them: subtrees are sized once (aliases share nodes), so a bomb costs its text only."""
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if children_done:
+            visiting.discard(key)
+            size = 1 + sum(sizes[id(c)] for c in children)
+            if size > limit:
+                raise _Expanded
+            sizes[key] = size
+            continue
+        if key in visiting:
+            raise _Expanded  # a node that contains itself
+        visiting.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _load_yaml(text: str) -> Any:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, YAML_MAX_NODES)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def manifest(value: Any, *, what: str = "manifest") -> Any:
-    """A JSON value, or YAML/JSON text (JSON is YAML), as a decoded document."""
+    """A JSON value, or YAML/JSON text (JSON is YAML), as a decoded document.
+
+    YAML aliases are followed only up to :data:`YAML_MAX_NODES` nodes in all, so a few
+    hundred bytes of anchors cannot expand into gigabytes.
+    """
     if isinstance(value, str):
         try:
-            value = yaml.safe_load(value)
+            value = _load_yaml(value)
+        except _Expanded:
+            raise errors.BadRequest(
+                f"the {what} expands past {YAML_MAX_NODES} YAML nodes (aliases followed) "
+                "or into itself"
+            ) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.core.adapter import Credential
+from gateway.core import errors
+from gateway.core.adapter import ANONYMOUS, Credential
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
@@ -46,7 +47,7 @@ class Connection:
         self.ws = websocket
         self.protocol = protocol
         self.legacy = protocol == LEGACY_WS
-        self.credential: Credential = credential_from_header(websocket.headers.get("authorization"))
+        self.credential: Credential = ANONYMOUS
         self.initialised = False
         self.operations: dict[str, asyncio.Task[None]] = {}
         self._send_lock = asyncio.Lock()
@@ -80,6 +81,10 @@ class Connection:
             self.app.limits.connection_init_seconds, self._init_timeout
         )
         try:
+            try:
+                self.credential = credential_from_header(self.ws.headers.get("authorization"))
+            except errors.Unauthorized:
+                raise _Close(4401, "Unauthorized: malformed Authorization") from None
             while True:
                 try:
                     text = await self.ws.receive_text()
@@ -123,7 +128,10 @@ class Connection:
             payload = message.get("payload")
             if payload is not None and not isinstance(payload, dict):
                 raise _Close(4400, "Invalid connection_init payload")
-            from_payload = credential_from_payload(payload)
+            try:
+                from_payload = credential_from_payload(payload)
+            except errors.Unauthorized:
+                raise _Close(4401, "Unauthorized: malformed credential") from None
             if from_payload.token:
                 self.credential = from_payload
             self.initialised = True

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from gateway.core import errors
-from gateway.core.adapter import ANONYMOUS, Credential
+from gateway.core.adapter import ANONYMOUS, Credential, credential_of_authorization
 
 __all__ = ["credential_of", "timeout_of"]
 
@@ -24,19 +24,12 @@ def credential_of(metadata: Iterable[tuple[str, Any]] | None) -> Credential:
     """The caller's credential from call metadata (no ``authorization``: anonymous).
 
     Raises:
-        Unauthorized: ``authorization`` is present but not ``Bearer <token>``.
+        Unauthorized: ``authorization`` is present but not ``Bearer <token>`` with a
+            well-formed token.
     """
     for key, value in metadata or ():
-        if key.lower() != "authorization":
-            continue
-        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-        scheme, _, token = text.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise errors.Unauthorized(
-                "the authorization metadata must be 'Bearer <token>'", reason="Unauthorized"
-            )
-        return Credential(token)
+        if key.lower() == "authorization":
+            return credential_of_authorization(value if isinstance(value, bytes) else str(value))
     return ANONYMOUS
 
 
