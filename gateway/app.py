@@ -78,6 +78,36 @@ def grpc_options(settings: Settings) -> GrpcOptions:
     )
 
 
+def resolve_upstream(settings: Settings) -> config.UpstreamConfig | None:
+    """The upstream the settings name (``None``: nothing configured at all, so the demo).
+
+    Raises:
+        ConfigError: anything half-configured or unsafe, with what was found and what to do.
+    """
+    upstream_cfg = config.resolve_upstream(
+        server=settings.server,
+        token_file=settings.token_file,
+        ca_file=settings.ca_file,
+        client_cert=settings.client_cert,
+        client_key=settings.client_key,
+        insecure=settings.insecure_skip_tls_verify,
+        kubeconfig=settings.kubeconfig,
+        context=settings.context,
+        allow_insecure=settings.allow_insecure_upstream,
+    )
+    if (
+        settings.gateway_identity
+        and upstream_cfg is not None
+        and upstream_cfg.has_client_certificate
+    ):
+        raise config.ConfigError(
+            f"--gateway-identity with the client certificate of {upstream_cfg.source}: the "
+            "apiserver authenticates a client certificate before any bearer token, so every "
+            "caller would be served as the gateway; give the gateway a token instead"
+        )
+    return upstream_cfg
+
+
 #: Young-generation thresholds of the cyclic GC while serving (Python's are 700, 10, 10).
 GC_THRESHOLDS = (20_000, 20, 20)
 
@@ -115,16 +145,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         async with contextlib.AsyncExitStack() as stack:
             upstream_cfg = None
             if not settings.demo:
-                upstream_cfg = config.resolve_upstream(
-                    server=settings.server,
-                    token_file=settings.token_file,
-                    ca_file=settings.ca_file,
-                    client_cert=settings.client_cert,
-                    client_key=settings.client_key,
-                    insecure=settings.insecure_skip_tls_verify,
-                    kubeconfig=settings.kubeconfig,
-                    context=settings.context,
-                )
+                upstream_cfg = resolve_upstream(settings)
             demo = upstream_cfg is None
             if upstream_cfg is None:
                 from gateway.demo import DemoUpstream

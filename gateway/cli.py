@@ -18,7 +18,15 @@ def _serve(argv: Sequence[str]) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from gateway.app import create_app
+    from gateway.app import create_app, resolve_upstream
+    from gateway.core.config import ConfigError
+
+    if not settings.demo:
+        try:
+            resolve_upstream(settings)  # fail before serving, with a message, not a traceback
+        except ConfigError as exc:
+            print(f"kube-gateway: cannot start: {exc}", file=sys.stderr)
+            return 2
 
     config = uvicorn.Config(
         create_app(settings, tune_gc=True),

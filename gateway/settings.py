@@ -30,6 +30,7 @@ class Settings:
     client_cert: str | None = None
     client_key: str | None = None
     insecure_skip_tls_verify: bool = False
+    allow_insecure_upstream: bool = False
     kubeconfig: str | None = None
     context: str | None = None
     gateway_identity: bool = False
@@ -66,6 +67,9 @@ _HELP: dict[str, str] = {
     "client_cert": "the gateway's client certificate (used only with --gateway-identity)",
     "client_key": "key of --client-cert",
     "insecure_skip_tls_verify": "do not verify the upstream's certificate (never in production)",
+    "allow_insecure_upstream": "accept a kubeconfig's insecure-skip-tls-verify and plain http:// "
+    "servers other than loopback (refused by default: callers' tokens would travel "
+    "unprotected)",
     "kubeconfig": "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)",
     "context": "kubeconfig context (default: the current context)",
     "gateway_identity": "call the upstream with the gateway's own credential when a caller "

@@ -230,6 +230,7 @@ def resolve_upstream(
     context: str | None = None,
     environ: Mapping[str, str] = os.environ,
     service_account_dir: Path = DEFAULT_SERVICE_ACCOUNT_DIR,
+    allow_insecure: bool = False,
 ) -> UpstreamConfig | None:
     """Resolve the upstream API server and the gateway's own credential, once, at startup.
 
@@ -252,14 +253,71 @@ def resolve_upstream(
             ``HOME`` from.
         service_account_dir: where the service account's ``token``, ``ca.crt`` and
             ``namespace`` are mounted.
+        allow_insecure: accept a kubeconfig's ``insecure-skip-tls-verify`` and plain
+            ``http://`` servers other than loopback (refused otherwise).
 
     Returns:
-        The resolved configuration, or ``None`` when nothing is configured.
+        The resolved configuration, or ``None`` only when nothing at all is configured:
+        not in a pod, no ``KUBECONFIG``, no ``~/.kube/config``.
 
     Raises:
-        ConfigError: a source was found but is incomplete or invalid (missing context,
-            unreadable file, malformed kubeconfig, flags without a server...).
+        ConfigError: a source was found but is incomplete or invalid (in a pod without a
+            service account, ``KUBECONFIG`` naming no existing file, an empty kubeconfig,
+            missing context, unreadable file, flags without a server...), or it would turn
+            transport security off without ``allow_insecure``.
     """
+    cfg = _resolve(
+        server=server,
+        token=token,
+        token_file=token_file,
+        ca_file=ca_file,
+        client_cert=client_cert,
+        client_key=client_key,
+        insecure=insecure,
+        kubeconfig=kubeconfig,
+        context=context,
+        environ=environ,
+        service_account_dir=service_account_dir,
+    )
+    if cfg is not None and not allow_insecure:
+        _refuse_insecure(cfg, explicit_insecure=insecure)
+    return cfg
+
+
+def _refuse_insecure(cfg: UpstreamConfig, *, explicit_insecure: bool) -> None:
+    """Transport security is never turned off by a file alone: every caller's token would
+    travel unprotected."""
+    if cfg.insecure_skip_tls_verify and not explicit_insecure:
+        raise ConfigError(
+            f"{cfg.source} turns TLS verification off (insecure-skip-tls-verify): every "
+            "caller's token would go to a server nobody verified; give the cluster's CA, or "
+            "pass --allow-insecure-upstream to accept it"
+        )
+    url = httpx.URL(cfg.server)
+    if url.scheme == "http" and url.host not in _LOOPBACK:
+        raise ConfigError(
+            f"{cfg.source} names a plain http:// server ({url.host}): every caller's token "
+            "would travel unencrypted; use https, or pass --allow-insecure-upstream to accept it"
+        )
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _resolve(
+    *,
+    server: str | None,
+    token: str | None,
+    token_file: str | os.PathLike[str] | None,
+    ca_file: str | os.PathLike[str] | None,
+    client_cert: str | os.PathLike[str] | None,
+    client_key: str | os.PathLike[str] | None,
+    insecure: bool,
+    kubeconfig: str | os.PathLike[str] | None,
+    context: str | None,
+    environ: Mapping[str, str],
+    service_account_dir: Path,
+) -> UpstreamConfig | None:
     if server is not None:
         return _from_flags(
             server=server,
@@ -359,13 +417,16 @@ def _from_flags(
 
 def _from_in_cluster(environ: Mapping[str, str], sa_dir: Path) -> UpstreamConfig | None:
     token_path = sa_dir / "token"
-    if not (
-        environ.get("KUBERNETES_SERVICE_HOST")
-        and environ.get("KUBERNETES_SERVICE_PORT")
-        and token_path.is_file()
-    ):
-        # A pod without an automounted token is "not in cluster" for us: fall through.
+    if not (environ.get("KUBERNETES_SERVICE_HOST") and environ.get("KUBERNETES_SERVICE_PORT")):
         return None
+    if not token_path.is_file():
+        # In a pod (the service variables say so) without a mounted service account: the
+        # gateway must not quietly serve demo data there.
+        raise ConfigError(
+            "running in a pod (KUBERNETES_SERVICE_HOST is set) but no service account is "
+            f"mounted at {sa_dir}: mount one (automountServiceAccountToken: true; the gateway "
+            "needs no rights of its own) or pass --server and --ca-file"
+        )
 
     ConfigException = _kubernetes("config.config_exception").ConfigException
     loader = _kubernetes("config.incluster_config").InClusterConfigLoader(
@@ -427,7 +488,11 @@ def _kubeconfig_paths(
                 if path.is_file() and path not in paths:
                     paths.append(path)
         if not paths:
-            logger.warning("KUBECONFIG is set, but none of the files it lists exists")
+            raise ConfigError(
+                f"KUBECONFIG is set to {listed!r}, but none of the files it lists exists: "
+                "point it at a kubeconfig, unset it (the default is ~/.kube/config), or "
+                "pass --demo for the built-in demo upstream"
+            )
         return paths, False
     home = environ.get("HOME")
     if home:
@@ -485,9 +550,10 @@ def _from_kubeconfig(
     where = "kubeconfig " + os.pathsep.join(str(p) for p in paths)
     root = merger.config
     if root is None:
-        if explicit or context is not None:
-            raise ConfigError(f"{where} is empty")
-        return None
+        raise ConfigError(
+            f"{where} is empty: give it a cluster, a user and a current context, or pass "
+            "--demo for the built-in demo upstream"
+        )
 
     # The merger names each entry after its whole dict, and the library's messages quote
     # those names: rename them so that no message can carry a token or a key.

@@ -130,3 +130,87 @@ def test_help_explains_every_flag() -> None:
         "KUBE_GATEWAY_HTTP_PORT",
     ):
         assert flag in out
+
+
+def _half_configured(tmp_path: Path) -> dict[str, tuple[dict[str, str], list[str], str]]:
+    empty = tmp_path / "empty-config"
+    empty.write_text("")
+    cert_kubeconfig = tmp_path / "cert-config"
+    cert_kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {client-certificate-data: "
+        "'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==', client-key-data: "
+        "'LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCg=='}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    insecure = tmp_path / "insecure-config"
+    insecure.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://10.9.9.9:6443', "
+        "insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    return {
+        "pod-without-service-account": (
+            {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"},
+            [],
+            "running in a pod",
+        ),
+        "kubeconfig-env-names-missing-files": (
+            {"KUBECONFIG": str(tmp_path / "missing")},
+            [],
+            "none of the files it lists exists",
+        ),
+        "empty-kubeconfig": ({"KUBECONFIG": str(empty)}, [], "is empty"),
+        "insecure-kubeconfig": ({"KUBECONFIG": str(insecure)}, [], "--allow-insecure-upstream"),
+        "gateway-identity-with-client-certificate": (
+            {"KUBECONFIG": str(cert_kubeconfig)},
+            ["--gateway-identity"],
+            "client certificate",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "pod-without-service-account",
+        "kubeconfig-env-names-missing-files",
+        "empty-kubeconfig",
+        "insecure-kubeconfig",
+        "gateway-identity-with-client-certificate",
+    ],
+)
+def test_a_half_configured_start_fails_with_what_was_found_and_never_serves_the_demo(
+    tmp_path: Path, case: str
+) -> None:
+    extra_env, args, message = _half_configured(tmp_path)[case]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
+    env["HOME"] = str(tmp_path)
+    env.update(extra_env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--http-port",
+            str(free_port()),
+            "--grpc-port",
+            str(free_port()),
+            *args,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert message in done.stderr, done.stderr
+    assert "DEMO" not in done.stderr
+    assert "Traceback" not in done.stderr

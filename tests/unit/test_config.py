@@ -485,7 +485,9 @@ def test_in_cluster_wins_over_kubeconfig(tmp_path: Path, pki: Pki) -> None:
     assert chosen.server == "https://dev.example.test:6443"
 
 
-def test_in_cluster_without_token_falls_back_and_without_ca_fails(tmp_path: Path, pki: Pki) -> None:
+def test_in_cluster_without_a_service_account_or_ca_fails_never_falls_back(
+    tmp_path: Path, pki: Pki
+) -> None:
     sa = make_service_account(tmp_path / "sa", pki.ca_pem)
     environ = {
         "KUBERNETES_SERVICE_HOST": "10.96.0.1",
@@ -496,7 +498,12 @@ def test_in_cluster_without_token_falls_back_and_without_ca_fails(tmp_path: Path
     with pytest.raises(ConfigError, match="in-cluster"):
         resolve(environ=environ, service_account_dir=sa)
     (sa / "token").unlink()  # automountServiceAccountToken: false
-    assert resolve(environ=environ, service_account_dir=sa).source.startswith("kubeconfig ")
+    with pytest.raises(ConfigError, match="running in a pod") as caught:
+        resolve(environ=environ, service_account_dir=sa)
+    assert "--server" in str(caught.value)  # says what to do
+    # an explicit kubeconfig is a choice: it is used
+    chosen = resolve(environ=environ, service_account_dir=sa, kubeconfig=FIXTURES / "token.yaml")
+    assert chosen.source.startswith("kubeconfig ")
 
 
 def test_flags_win_over_in_cluster_and_kubeconfig(tmp_path: Path, pki: Pki) -> None:
@@ -555,7 +562,9 @@ def test_token_user() -> None:
 
 
 def test_token_file_user_is_relative_to_its_kubeconfig() -> None:
-    cfg = resolve(kubeconfig=FIXTURES / "token-file.yaml")
+    with pytest.raises(ConfigError, match="insecure-skip-tls-verify"):
+        resolve(kubeconfig=FIXTURES / "token-file.yaml")  # the fixture turns TLS off
+    cfg = resolve(kubeconfig=FIXTURES / "token-file.yaml", allow_insecure=True)
     assert cfg.token is None
     assert cfg.token_file == FIXTURES / "tokens" / "gateway.token"
     assert cfg.insecure_skip_tls_verify is True
@@ -645,7 +654,10 @@ def test_kubeconfig_env_merges_files_first_wins(tmp_path: Path) -> None:
     other = resolve(environ={"KUBECONFIG": listed}, context="from-b")
     assert other.server == "https://only-b.example.test"
 
-    assert resolve_upstream(environ={"KUBECONFIG": str(tmp_path / "none")}) is None
+    with pytest.raises(ConfigError, match="none of the files it lists exists"):
+        resolve_upstream(environ={"KUBECONFIG": str(tmp_path / "none")})
+    with pytest.raises(ConfigError, match="is empty"):
+        resolve_upstream(environ={"KUBECONFIG": str(tmp_path / "empty.yaml")})
 
 
 def test_kubeconfig_file_errors_never_leak_secrets(tmp_path: Path) -> None:
@@ -874,7 +886,19 @@ async def test_insecure_skip_tls_verify(tmp_path: Path, start_server: StartServe
     path = write_kubeconfig(
         tmp_path / "c", server=server.url, cluster={"insecure-skip-tls-verify": True}
     )
-    assert (await get(resolve(kubeconfig=path))).status_code == 200
+    with pytest.raises(ConfigError, match="--allow-insecure-upstream"):
+        resolve(kubeconfig=path)  # a file alone never turns transport security off
+    assert (await get(resolve(kubeconfig=path, allow_insecure=True))).status_code == 200
+
+
+def test_plain_http_needs_a_flag_beyond_loopback(tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "c", server="http://cluster.example.test:8080")
+    with pytest.raises(ConfigError, match="plain http"):
+        resolve(kubeconfig=path)
+    with pytest.raises(ConfigError, match="plain http"):
+        resolve(server="http://10.1.2.3:8080")
+    assert resolve(kubeconfig=path, allow_insecure=True).server.startswith("http://")
+    assert resolve(server="http://127.0.0.1:8080").server == "http://127.0.0.1:8080"
 
 
 async def test_tls_server_name(tmp_path: Path, pki: Pki, start_server: StartServer) -> None:
