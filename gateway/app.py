@@ -18,6 +18,8 @@ from typing import Any
 import grpc
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -138,7 +140,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             :func:`tune_garbage_collector`).
     """
 
-    graphql = GraphQLApp()
+    origins = frozenset(
+        o.strip().rstrip("/") for o in (settings.allowed_origins or "").split(",") if o.strip()
+    )
+    graphql = GraphQLApp(allowed_origins=origins)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -259,7 +264,20 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             yield {}
             log.info("shutting down")
 
+    middleware = []
+    if origins:
+        # Bearer tokens travel in headers, never cookies: no credentials mode is needed.
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=sorted(origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Accept"],
+                max_age=600,
+            )
+        )
     return Starlette(
         routes=[Route("/healthz", _healthz), Route("/readyz", _readyz), *graphql_routes(graphql)],
+        middleware=middleware,
         lifespan=lifespan,
     )

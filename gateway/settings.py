@@ -48,6 +48,7 @@ class Settings:
     grpc_keepalive_seconds: float = 30.0
     grpc_keepalive_timeout_seconds: float = 10.0
     grpc_min_client_ping_seconds: float = 10.0
+    allowed_origins: str | None = None
     log_level: str = "info"
 
     def __repr__(self) -> str:
@@ -102,6 +103,9 @@ _HELP: dict[str, str] = {
     "within this time",
     "grpc_min_client_ping_seconds": "the most often a gRPC client may ping without data "
     "(more often: the connection is closed with too_many_pings)",
+    "allowed_origins": "comma-separated origins (https://app.example.com, or *) whose "
+    "browser pages may call the gateway: CORS and WebSocket upgrades; the gateway's own "
+    "pages (GraphiQL) always may, other sites may not by default",
     "log_level": "debug, info, warning or error",
 }
 

@@ -25,7 +25,7 @@ from gateway.core.adapter import Credential
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
-from gateway.graphql.graphiql import page
+from gateway.graphql.graphiql import page, page_headers
 
 if TYPE_CHECKING:
     from gateway.graphql.server import GraphQLApp
@@ -107,7 +107,8 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     try:
         if request.method == "GET":
             if "text/html" in accept:
-                return HTMLResponse(page())
+                html = page()
+                return HTMLResponse(html, headers=page_headers(html))
             params = _params(request)
         elif request.method == "POST":
             params = await _body_params(request, app.limits.max_body_bytes)

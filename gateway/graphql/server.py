@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import strawberry
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from gateway.core.adapter import Credential
@@ -17,9 +17,36 @@ from gateway.graphql import http, websocket
 from gateway.graphql.context import Context
 from gateway.graphql.execution import Engine
 from gateway.graphql.fanout import Hub
-from gateway.graphql.graphiql import STATIC_DIR
+from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR
 from gateway.graphql.limits import Limits
 from gateway.graphql.schema import gateway_schema
+
+
+class _WithHeaders:
+    """Adds fixed headers to every HTTP response of an ASGI app."""
+
+    def __init__(self, app: ASGIApp, headers: Mapping[str, str]) -> None:
+        self.app = app
+        self.raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.raw]}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a browser page from ``origin`` may use the gateway: no ``Origin`` (not a
+    browser), the gateway's own origin (GraphiQL), or one of the allowed origins."""
+    if not origin:
+        return True
+    if "*" in allowed or origin in allowed:
+        return True
+    _, _, netloc = origin.partition("://")
+    return bool(host) and netloc == host
 
 
 class GraphQLApp:
@@ -28,6 +55,8 @@ class GraphQLApp:
     Args:
         schema: the schema (the gateway's by default).
         limits: request, connection and subscriber limits.
+        allowed_origins: origins of other sites whose pages may use the gateway from a
+            browser (``*``: any); the gateway's own pages always may.
 
     Attributes:
         engine: parses, validates and executes operations.
@@ -35,9 +64,14 @@ class GraphQLApp:
     """
 
     def __init__(
-        self, schema: strawberry.Schema | None = None, limits: Limits | None = None
+        self,
+        schema: strawberry.Schema | None = None,
+        limits: Limits | None = None,
+        allowed_origins: frozenset[str] = frozenset(),
     ) -> None:
         self.limits = limits or Limits()
+        #: Foreign browser origins whose pages may open WebSockets (and CORS requests).
+        self.allowed_origins = allowed_origins
         self.engine = Engine(schema or gateway_schema(), self.limits)
         self.hub = Hub(self.engine, self.limits.max_queue)
 
@@ -60,5 +94,9 @@ def graphql_routes(app: GraphQLApp | None = None, path: str = "/graphql") -> lis
     return [
         Route(path, app, methods=["GET", "POST"]),
         WebSocketRoute(path, app),
-        Mount(f"{path}/static", StaticFiles(directory=STATIC_DIR), name="graphql-static"),
+        Mount(
+            f"{path}/static",
+            _WithHeaders(StaticFiles(directory=STATIC_DIR), NOSNIFF),
+            name="graphql-static",
+        ),
     ]

@@ -241,7 +241,19 @@ class Connection:
 
 
 async def serve(app: GraphQLApp, websocket: WebSocket) -> None:
-    """Accept a WebSocket with one of the two protocols and serve it until it closes."""
+    """Accept a WebSocket with one of the two protocols and serve it until it closes.
+
+    A browser page of a foreign origin (not the gateway's own, not allowed by
+    ``--allowed-origins``) is refused before the upgrade: otherwise any web site could
+    subscribe with whatever credential the browser attaches.
+    """
+    from gateway.graphql.server import origin_allowed
+
+    if not origin_allowed(
+        websocket.headers.get("origin"), websocket.headers.get("host"), app.allowed_origins
+    ):
+        await websocket.close(4403, "Origin not allowed")
+        return
     offered = websocket.scope.get("subprotocols") or []
     protocol = next((p for p in (TRANSPORT_WS, LEGACY_WS) if p in offered), None)
     if protocol is None:

@@ -16,7 +16,8 @@ import pytest
 from websockets.asyncio.client import connect
 
 from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc
-from tests.api.conftest import ADMIN, NAMESPACE, Gateway, ws_client
+from gateway.settings import Settings
+from tests.api.conftest import ADMIN, NAMESPACE, Gateway, serve_app, ws_client
 
 QUERY = '{ leases(namespace: "demo") { items { metadata { name } } } }'
 
@@ -252,3 +253,77 @@ async def test_a_malformed_authorization_is_unauthenticated_over_grpc(
                 metadata=(("authorization", value),),
             )
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def _ws_close_code(url: str, origin: str | None) -> int | None:
+    """The close code a WebSocket upgrade from ``origin`` gets (None: it was served)."""
+    headers = {"Origin": origin} if origin else {}
+    try:
+        async with connect(
+            url,
+            subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+            additional_headers=headers,
+            origin=None,
+        ) as ws:
+            await ws.send(orjson.dumps({"type": "connection_init", "payload": {}}).decode())
+            async with asyncio.timeout(10):
+                ack = orjson.loads(await ws.recv())
+            assert ack["type"] == "connection_ack"
+            return None
+    except Exception as exc:  # refused before the upgrade, or closed right after it
+        response = getattr(exc, "response", None)
+        if response is not None:
+            return int(response.status_code)
+        rcvd = getattr(exc, "rcvd", None)
+        return int(rcvd.code) if rcvd is not None else -1
+
+
+async def test_a_foreign_origin_websocket_is_refused_and_others_are_served(
+    gateway: Gateway,
+) -> None:
+    own = gateway.url  # GraphiQL's origin: the gateway itself
+    assert await _ws_close_code(gateway.ws_url, "https://evil.example") in (403, 4403)
+    assert await _ws_close_code(gateway.ws_url, own) is None
+    assert await _ws_close_code(gateway.ws_url, None) is None  # not a browser
+
+
+async def test_allowed_origins_open_websockets_and_cors_to_those_sites_only(
+    demo: Any,
+) -> None:
+    settings = Settings(
+        host="127.0.0.1",
+        http_port=0,
+        grpc_port=0,
+        server=demo.url,
+        log_level="warning",
+        allowed_origins="https://app.example, https://other.example",
+    )
+    async with serve_app(settings) as (url, _app):
+        ws_url = url.replace("http://", "ws://") + "/graphql"
+        assert await _ws_close_code(ws_url, "https://app.example") is None
+        assert await _ws_close_code(ws_url, "https://evil.example") in (403, 4403)
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            preflight = {
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type",
+            }
+            ok = await client.options(
+                "/graphql", headers={"Origin": "https://app.example", **preflight}
+            )
+            assert ok.headers.get("access-control-allow-origin") == "https://app.example"
+            bad = await client.options(
+                "/graphql", headers={"Origin": "https://evil.example", **preflight}
+            )
+            assert "access-control-allow-origin" not in bad.headers
+
+
+async def test_graphiql_is_served_with_a_content_security_policy(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        page = await client.get("/graphql", headers={"Accept": "text/html"})
+        asset = await client.get("/graphql/static/graphiql.min.js")
+    policy = page.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy and "script-src 'self' 'sha256-" in policy
+    assert "unsafe-eval" not in policy
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert asset.status_code == 200 and asset.headers["x-content-type-options"] == "nosniff"
