@@ -73,6 +73,8 @@ def grpc_options(settings: Settings) -> GrpcOptions:
     """The gRPC server options of ``kube-gateway serve``'s ``--grpc-*`` flags."""
     return GrpcOptions(
         max_message_bytes=settings.grpc_max_message_bytes,
+        max_request_bytes=settings.grpc_max_request_bytes,
+        max_concurrent_rpcs=settings.grpc_max_concurrent_rpcs,
         gzip=settings.grpc_gzip,
         keepalive_seconds=settings.grpc_keepalive_seconds,
         keepalive_timeout_seconds=settings.grpc_keepalive_timeout_seconds,

@@ -44,6 +44,8 @@ class Settings:
     shared_watches: bool = False
     access_recheck_seconds: float = 30.0
     grpc_max_message_bytes: int = 64 * 1024 * 1024
+    grpc_max_request_bytes: int = 4 * 1024 * 1024
+    grpc_max_concurrent_rpcs: int = 4096
     grpc_gzip: bool = True
     grpc_keepalive_seconds: float = 30.0
     grpc_keepalive_timeout_seconds: float = 10.0
@@ -94,7 +96,11 @@ _HELP: dict[str, str] = {
     "subscriber is admitted by access reviews made with its own token",
     "access_recheck_seconds": "with --shared-watches: how often every subscriber's access is "
     "reviewed again (a subscriber whose right is gone is ended with FORBIDDEN)",
-    "grpc_max_message_bytes": "largest gRPC request or response message in bytes (a list "
+    "grpc_max_request_bytes": "largest gRPC request message in bytes (larger ones are "
+    "refused with RESOURCE_EXHAUSTED)",
+    "grpc_max_concurrent_rpcs": "gRPC calls served at once, Watch streams included (more "
+    "are refused at once with RESOURCE_EXHAUSTED)",
+    "grpc_max_message_bytes": "largest gRPC response message in bytes (a list "
     "of 5,000 pods is about 20 MB; callers page with limit beyond this)",
     "grpc_gzip": "gzip gRPC responses for clients that accept it (--no-grpc-gzip: never)",
     "grpc_keepalive_seconds": "ping an idle gRPC connection this often (keeps long watches "
@@ -120,6 +126,8 @@ _POSITIVE = frozenset(
         "watch_linger_seconds",
         "access_recheck_seconds",
         "grpc_max_message_bytes",
+        "grpc_max_request_bytes",
+        "grpc_max_concurrent_rpcs",
         "grpc_keepalive_seconds",
         "grpc_keepalive_timeout_seconds",
         "grpc_min_client_ping_seconds",

@@ -32,8 +32,12 @@ class GrpcOptions:
     """Server settings.
 
     Attributes:
-        max_message_bytes: largest request or response message (a list of 5,000 pods is
-            about 20 MB; callers page with ``limit`` beyond this).
+        max_message_bytes: largest response message (a list of 5,000 pods is about 20 MB;
+            callers page with ``limit`` beyond this).
+        max_request_bytes: largest request message (an object to create or a patch);
+            larger ones are refused with ``RESOURCE_EXHAUSTED`` before they are read whole.
+        max_concurrent_rpcs: RPCs served at once (streams included); past it grpc refuses
+            new ones at once with ``RESOURCE_EXHAUSTED``.
         gzip: compress responses for clients that accept gzip.
         keepalive_seconds: ping an idle connection this often.
         keepalive_timeout_seconds: drop a connection whose ping is not answered in time.
@@ -41,6 +45,8 @@ class GrpcOptions:
     """
 
     max_message_bytes: int = 64 * 1024 * 1024
+    max_request_bytes: int = 4 * 1024 * 1024
+    max_concurrent_rpcs: int = 4096
     gzip: bool = True
     keepalive_seconds: float = 30.0
     keepalive_timeout_seconds: float = 10.0
@@ -55,7 +61,7 @@ class GrpcOptions:
             # client that cannot read it.
             ("grpc.default_compression_level", 2 if self.gzip else 0),
             ("grpc.max_send_message_length", self.max_message_bytes),
-            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_request_bytes),
             ("grpc.keepalive_time_ms", int(self.keepalive_seconds * 1000)),
             ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout_seconds * 1000)),
             ("grpc.keepalive_permit_without_calls", 1),
@@ -101,7 +107,9 @@ async def start_grpc(
     c = contract()
     conversions = codec(c)
     file_descriptors(c)  # import the stubs: reflection answers from the descriptor pool
-    server = grpc.aio.server(options=opts.channel_options())
+    server = grpc.aio.server(
+        options=opts.channel_options(), maximum_concurrent_rpcs=opts.max_concurrent_rpcs
+    )
     server.add_generic_rpc_handlers(
         tuple(resource_handler(adapter, hub, svc, conversions) for svc in c.services)
     )

@@ -122,11 +122,15 @@ async def test_a_deadline_becomes_the_upstream_timeout(
 
 
 def test_keepalive_and_limits_are_server_options() -> None:
-    options = dict(GrpcOptions(max_message_bytes=1 << 20, keepalive_seconds=20).channel_options())
+    options = dict(
+        GrpcOptions(
+            max_message_bytes=1 << 20, max_request_bytes=1 << 16, keepalive_seconds=20
+        ).channel_options()
+    )
     assert options["grpc.keepalive_time_ms"] == 20_000
     assert options["grpc.keepalive_permit_without_calls"] == 1
     assert options["grpc.max_send_message_length"] == 1 << 20
-    assert options["grpc.max_receive_message_length"] == 1 << 20
+    assert options["grpc.max_receive_message_length"] == 1 << 16
 
 
 class _Tap:
@@ -228,3 +232,52 @@ async def test_serve_passes_its_grpc_flags_to_the_server(upstream: DemoUpstream)
             with pytest.raises(grpc.aio.AioRpcError) as too_big:
                 await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
             assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_an_oversized_request_is_refused_fast_while_others_are_served(
+    upstream: DemoUpstream,
+) -> None:
+    async with serve_grpc(upstream, options=GrpcOptions(max_request_bytes=64 * 1024)) as gateway:
+        pods = gateway.stub("pods")
+        huge = b'{"metadata": {"name": "x", "annotations": {"a": "' + b"x" * (1 << 20) + b'"}}}'
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await pods.Create(
+                pods_pb2.CreatePodRequest(namespace=NAMESPACE, raw_json=huge), metadata=AUTH
+            )
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert time.monotonic() - started < 2
+        listed = await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+        assert listed.items
+
+
+async def test_past_the_concurrent_rpc_limit_calls_are_refused_at_once(
+    upstream: DemoUpstream,
+) -> None:
+    async with serve_grpc(upstream, options=GrpcOptions(max_concurrent_rpcs=3)) as gateway:
+        pods = gateway.stub("pods")
+        watches = [
+            pods.Watch(pods_pb2.WatchPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+            for _ in range(3)
+        ]
+        for call in watches:  # each is being served: its first event arrived
+            async with asyncio.timeout(10):
+                await anext(call.__aiter__())
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert time.monotonic() - started < 2
+        watches[0].cancel()
+        async with asyncio.timeout(10):
+            while True:  # the slot frees as soon as the server sees the cancellation
+                try:
+                    listed = await pods.List(
+                        pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH
+                    )
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert listed.items
+        for call in watches[1:]:
+            call.cancel()
