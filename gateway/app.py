@@ -195,6 +195,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             adapter = KubeAdapter(
                 http,
                 stream_http=stream_http,
+                requests=Budget("requests", 1 << 30, settings.max_requests_per_identity),
                 streams=Budget(
                     "upstream streams",
                     settings.upstream_max_streams,

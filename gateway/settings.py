@@ -38,6 +38,7 @@ class Settings:
     upstream_max_connections: int = 512
     upstream_max_streams: int = 256
     upstream_max_streams_per_identity: int = 32
+    max_requests_per_identity: int = 64
     max_subscriptions: int = 10_000
     max_subscriptions_per_identity: int = 1_000
     watch_linger_seconds: float = 10.0
@@ -87,6 +88,8 @@ _HELP: dict[str, str] = {
     "refused at once with RESOURCE_EXHAUSTED",
     "upstream_max_streams_per_identity": "upstream watches and log follows one identity "
     "may hold at once (subscribers of the same watch share one)",
+    "max_requests_per_identity": "upstream requests one identity may have in flight at once "
+    "(more are refused at once with RESOURCE_EXHAUSTED)",
     "max_subscriptions": "subscriptions (GraphQL and gRPC Watch) open at once, for everyone",
     "max_subscriptions_per_identity": "subscriptions one identity may hold open at once",
     "watch_linger_seconds": "how long a shared upstream watch stays open after its last "
@@ -121,6 +124,7 @@ _POSITIVE = frozenset(
         "upstream_max_connections",
         "upstream_max_streams",
         "upstream_max_streams_per_identity",
+        "max_requests_per_identity",
         "max_subscriptions",
         "max_subscriptions_per_identity",
         "watch_linger_seconds",

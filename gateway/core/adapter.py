@@ -13,14 +13,14 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import httpx
 import orjson
 
 from gateway.core import errors
-from gateway.core.budget import Budget
+from gateway.core.budget import Budget, scope_of
 from gateway.core.config import ConfigError
 from gateway.core.options import (
     DeleteOptions,
@@ -45,6 +45,8 @@ _GC_PAUSE_BYTES = 1 << 20
 WATCH_IDLE_MARGIN = 30.0
 #: How often the apiserver sends progress bookmarks to a watch that asked for them.
 BOOKMARK_INTERVAL = 60.0
+#: The most of a pod log read at once (without follow) the gateway holds.
+MAX_LOG_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,8 +277,15 @@ class KubeAdapter:
         watch_idle_margin: float = WATCH_IDLE_MARGIN,
         bookmark_interval: float = BOOKMARK_INTERVAL,
         streams: Budget | None = None,
+        requests: Budget | None = None,
+        max_log_bytes: int = MAX_LOG_BYTES,
     ) -> None:
         self.http = http
+        #: Unary requests one identity may have in flight at once (past it: refused at once
+        #: with ResourceExhausted, so one caller's burst never fills the pool for everyone).
+        self.requests = requests if requests is not None else Budget("requests", 1 << 30, 64)
+        #: The most of a log read (not followed) that is held in memory.
+        self.max_log_bytes = max_log_bytes
         #: The upstream-stream budget: each shared watch and each log follow holds one.
         self.streams = streams if streams is not None else Budget("upstream streams", 512, 512)
         #: Watches and log follows use their own client (own connection pool), so open
@@ -325,6 +334,23 @@ class KubeAdapter:
         stream: bool = False,
     ) -> httpx.Response:
         http = self.stream_http if stream else self.http
+        # Streams hold a lease of their own budget for their whole life (hub, log follow).
+        lease = None if stream else self.requests.acquire(scope_of(credential))
+        try:
+            return await self._send_once(req, credential, http, timeout=timeout, stream=stream)
+        finally:
+            if lease is not None:
+                lease.release()
+
+    async def _send_once(
+        self,
+        req: Request,
+        credential: Credential,
+        http: httpx.AsyncClient,
+        *,
+        timeout: float | None,
+        stream: bool,
+    ) -> httpx.Response:
         request = self._httpx_request(req, credential, timeout, http)
         try:
             try:
@@ -644,9 +670,18 @@ class KubeAdapter:
                 "use stream_log to follow a log",
                 causes=(errors.Cause("FieldValueForbidden", "Forbidden", "follow"),),
             )
+        cap = self.max_log_bytes
+        asked = options.limit_bytes
+        # Ask for one byte past the cap: more than that is refused, not buffered.
+        capped = replace(options, limit_bytes=cap + 1 if asked is None else min(asked, cap + 1))
         response = await self._send(
-            self._log_request(name, namespace, options), credential, timeout=timeout
+            self._log_request(name, namespace, capped), credential, timeout=timeout
         )
+        if len(response.content) > cap and (asked is None or asked > cap):
+            raise errors.RequestEntityTooLarge(
+                f"the log is larger than {cap} bytes: ask for less (limitBytes, tailLines, "
+                "sinceSeconds) or follow it"
+            )
         return response.content
 
     @asynccontextmanager

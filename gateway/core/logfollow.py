@@ -100,6 +100,10 @@ class _Position:
             self.stamp, self.count = stamp, 1
 
 
+#: The longest line a follow holds before delivering it in pieces.
+MAX_LINE_BYTES = 1024 * 1024
+
+
 class _Ended(Exception):
     """The caller's ``limitBytes`` is used up."""
 
@@ -114,6 +118,8 @@ class LogFollower:
         options: the caller's options (``follow`` and ``timestamps`` are managed here).
         credential: the caller's credential, for every upstream call.
         backoff: reconnect policy after failures.
+        max_line_bytes: a line longer than this (one that never ends) is delivered in
+            pieces of this size rather than held whole.
 
     Attributes:
         reconnects: how many times the follow was resumed.
@@ -129,8 +135,10 @@ class LogFollower:
         credential: Credential,
         backoff: Backoff = Backoff(),
         clock: Callable[[], float] = time.monotonic,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self.adapter = adapter
+        self.max_line_bytes = max_line_bytes
         self.namespace = namespace
         self.name = name
         self.options = options
@@ -264,6 +272,16 @@ class LogFollower:
             async for chunk in chunks:
                 buffer += chunk
                 if b"\n" not in chunk:
+                    if len(buffer) > self.max_line_bytes:
+                        # A line that never ends must not grow forever: it goes out in
+                        # pieces of max_line_bytes (the rest continues without a stamp).
+                        piece = bytes(buffer[: self.max_line_bytes])
+                        del buffer[: self.max_line_bytes]
+                        stamp_text, stamp = _split(piece)
+                        if fresh(stamp):
+                            yield self._deliver(piece, stamp_text, stamp)
+                            if self._budget == 0:
+                                raise _Ended
                     continue
                 *complete, rest = buffer.split(b"\n")
                 buffer = bytearray(rest)

@@ -357,3 +357,52 @@ async def test_errors_of_the_first_request_reach_the_caller() -> None:
         follower = _follower(adapter)
         with pytest.raises(errors.BadRequest, match="waiting to start"):
             [line async for line in follower.lines()]
+
+
+async def test_a_line_that_never_ends_is_delivered_in_pieces_not_held_whole() -> None:
+    endless = [f"{T}.1Z ".encode() + b"x" * 1000] + [b"y" * 1000 for _ in range(9)]
+    kubelet = Kubelet(scripts=[(endless, "eof")])
+
+    async def restart() -> None:
+        kubelet.restarts += 1  # the container went: the follow ends after this stream
+
+    kubelet.scripts[0][0].append(restart)
+    async with kubelet_adapter(kubelet) as adapter:
+        follower = LogFollower(
+            adapter,
+            namespace="ns",
+            name="p",
+            options=LogOptions(),
+            credential=Credential("t"),
+            backoff=Backoff(initial=0.01, cap=0.05),
+            max_line_bytes=4096,
+        )
+        pieces = [line.data async for line in follower.lines()]
+    assert all(len(piece) <= 4096 for piece in pieces)
+    assert b"".join(pieces) == b"x" * 1000 + b"y" * 9000  # nothing lost
+
+
+async def test_a_log_read_larger_than_the_cap_is_refused_not_buffered(
+    gateway: Gateway, demo: DemoUpstream
+) -> None:
+    name, container = await _running_pod(gateway)
+    await demo.store.set_log(NAMESPACE, name, container, ["z" * 100 for _ in range(20)])
+    gateway.app.state.runtime.adapter.max_log_bytes = 1000
+    query = """query($n: String!, $c: String, $limit: Long) {
+      podLog(namespace: "demo", name: $n, container: $c, limitBytes: $limit) }"""
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10, headers=headers) as client:
+        whole = (
+            await client.post(
+                "/graphql", json={"query": query, "variables": {"n": name, "c": container}}
+            )
+        ).json()
+        part = (
+            await client.post(
+                "/graphql",
+                json={"query": query, "variables": {"n": name, "c": container, "limit": 500}},
+            )
+        ).json()
+    assert whole["errors"][0]["extensions"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert "limitBytes" in whole["errors"][0]["message"]
+    assert len(part["data"]["podLog"]) == 500

@@ -327,3 +327,34 @@ async def test_graphiql_is_served_with_a_content_security_policy(gateway: Gatewa
     assert page.headers["x-frame-options"] == "DENY"
     assert page.headers["x-content-type-options"] == "nosniff"
     assert asset.status_code == 200 and asset.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_one_identity_past_its_request_limit_is_refused_and_others_are_served(
+    gateway: Gateway,
+) -> None:
+    from gateway.core.adapter import Credential
+    from gateway.core.budget import Budget, scope_of
+
+    budget = Budget("requests", 1000, 2)
+    gateway.app.state.runtime.adapter.requests = budget
+    async with (
+        httpx.AsyncClient(
+            base_url=gateway.url, timeout=30, headers={"Authorization": f"Bearer {ADMIN}"}
+        ) as admin,
+        httpx.AsyncClient(
+            base_url=gateway.url, timeout=30, headers={"Authorization": "Bearer alice-token"}
+        ) as alice,
+    ):
+        assert "errors" not in (await admin.post("/graphql", json={"query": QUERY})).json()
+        assert budget.used == 0  # every request gave its share back
+        # two of admin's requests in flight (held here as the upstream would hold them)
+        held = [budget.acquire(scope_of(Credential(ADMIN))) for _ in range(2)]
+        started = time.perf_counter()
+        refused = (await admin.post("/graphql", json={"query": QUERY})).json()
+        assert time.perf_counter() - started < 0.5
+        assert refused["errors"][0]["extensions"]["code"] == "RESOURCE_EXHAUSTED"
+        other = (await alice.post("/graphql", json={"query": QUERY})).json()
+        assert "errors" not in other  # another identity is not limited by admin's burst
+        for lease in held:
+            lease.release()
+        assert "errors" not in (await admin.post("/graphql", json={"query": QUERY})).json()
