@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium
+.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/kube-gateway serve $(ARGS)
 
 ## test: install everything, lint, type-check and run the whole suite (real kube-apiserver included)
-test: $(STAMP) e2e-bins chromium go-client
+test: $(STAMP) e2e-bins chromium go-client audit-deps
 	$(BIN)/ruff check gateway tests
 	$(BIN)/ruff format --check gateway tests
 	$(BIN)/mypy
@@ -41,6 +41,10 @@ e2e-bins:
 ## graphql-schema: export the GraphQL SDL (the public contract) to graphql_schema/schema.graphql
 graphql-schema: $(STAMP)
 	$(BIN)/python -m gateway.graphql graphql_schema/schema.graphql
+
+## audit-deps: the pinned npm packages of the GraphQL-over-HTTP audit (tests/graphql-http)
+audit-deps:
+	cd tests/graphql-http && (test -f node_modules/graphql-http/package.json || npm ci --no-audit --no-fund --loglevel=error)
 
 ## chromium: Debian's headless browser for the GraphiQL test (installed only when missing)
 chromium:

@@ -33,14 +33,31 @@ if TYPE_CHECKING:
 JSON_TYPES = ("application/json", "application/graphql-response+json")
 
 
-def json_response(body: dict[str, Any], status: int = 200, **headers: str) -> Response:
-    return Response(
-        orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
-    )
+GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 
-def _error(exc: ApiError) -> Response:
-    return json_response({"errors": [format_exception(exc)]}, exc.http_status)
+def json_response(
+    body: dict[str, Any], status: int = 200, media_type: str = "application/json", **headers: str
+) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type=media_type, headers=headers)
+
+
+def _error(exc: ApiError, media_type: str = "application/json") -> Response:
+    return json_response({"errors": [format_exception(exc)]}, exc.http_status, media_type)
+
+
+def negotiate(accept: str) -> tuple[str, bool]:
+    """The response media type for an ``Accept`` value, and whether the client is a legacy
+    ``application/json``-only one.
+
+    GraphQL over HTTP: with ``application/graphql-response+json`` a request error (a
+    document that does not parse or validate, variables that do not coerce) is a 400; a
+    client that accepts only ``application/json`` gets 200 for those, its errors in the
+    body.  Anything else (no ``Accept``, ``*/*``) is answered as JSON with the 400s.
+    """
+    if GRAPHQL_RESPONSE in accept:
+        return GRAPHQL_RESPONSE, False
+    return "application/json", "application/json" in accept
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -68,8 +85,9 @@ def _decode(raw: bytes) -> Any:
 def _params(request: Request) -> dict[str, Any]:
     q = request.query_params
     params: dict[str, Any] = {"query": q.get("query"), "operationName": q.get("operationName")}
-    if q.get("variables"):
-        params["variables"] = _decode(q["variables"].encode())
+    for name in ("variables", "extensions"):
+        if q.get(name):
+            params[name] = _decode(q[name].encode())
     return params
 
 
@@ -90,6 +108,13 @@ async def _body_params(request: Request, limit: int) -> dict[str, Any]:
     return body
 
 
+def extensions_of(params: dict[str, Any]) -> dict[str, Any] | None:
+    extensions = params.get("extensions")
+    if extensions is not None and not isinstance(extensions, dict):
+        raise ApiError("`extensions` must be a JSON object", code="BAD_REQUEST")
+    return extensions
+
+
 def variables_of(params: dict[str, Any]) -> dict[str, Any] | None:
     variables = params.get("variables")
     if variables is not None and not isinstance(variables, dict):
@@ -100,10 +125,11 @@ def variables_of(params: dict[str, Any]) -> dict[str, Any] | None:
 async def handle(app: GraphQLApp, request: Request) -> Response:
     """Serve one HTTP request to ``/graphql``."""
     accept = request.headers.get("accept", "")
+    media, legacy = negotiate(accept)
     try:
         credential = credential_from_header(request.headers.get("authorization"))
     except errors.Unauthorized as exc:
-        return json_response({"errors": [format_exception(exc)]}, 401)
+        return json_response({"errors": [format_exception(exc)]}, 401, media)
     try:
         if request.method == "GET":
             if "text/html" in accept:
@@ -115,11 +141,13 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         else:
             raise ApiError("use GET or POST", code="METHOD_NOT_ALLOWED", http_status=405)
         variables = variables_of(params)
+        extensions_of(params)
         prepared = app.engine.prepare(params.get("query"), params.get("operationName"))
     except ApiError as exc:
-        return _error(exc)
+        return _error(exc, media)
     except RequestError as exc:
-        return json_response(exc.response(), exc.status)
+        status = 200 if legacy and exc.status == 400 else exc.status
+        return json_response(exc.response(), status, media)
 
     if "text/event-stream" in accept:
         return _sse(app, request, prepared, variables, credential)
@@ -129,17 +157,20 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
                 "subscriptions need a WebSocket (graphql-transport-ws or graphql-ws) or "
                 "Server-Sent Events (Accept: text/event-stream)",
                 code="BAD_REQUEST",
-            )
+            ),
+            media,
         )
     if request.method == "GET" and prepared.kind == "mutation":
         response = _error(
-            ApiError("mutations must use POST", code="METHOD_NOT_ALLOWED", http_status=405)
+            ApiError("mutations must use POST", code="METHOD_NOT_ALLOWED", http_status=405), media
         )
         response.headers["Allow"] = "POST"
         return response
     context = app.context(request.scope, credential)
     result = await app.engine.execute(prepared, variables, context)
-    return json_response(result)
+    # No data at all: the request never executed (variables that do not coerce).
+    status = 400 if "data" not in result and not legacy else 200
+    return json_response(result, status, media)
 
 
 def _sse(
