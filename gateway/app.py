@@ -7,12 +7,14 @@ server, and tears them down in reverse order.  Nothing lives in module globals.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import gc
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -32,6 +34,7 @@ from gateway.core.hub import SharedWatches, WatchHub
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.settings import Settings
+from gateway.tls import Certificates, TlsFiles
 
 log = logging.getLogger("gateway")
 
@@ -240,12 +243,33 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 max_queue=graphql.limits.max_queue,
                 linger=settings.watch_linger_seconds,
             )
+            grpc_credentials = None
+            if settings.tls_cert_file and settings.tls_key_file:
+                certificates = Certificates(
+                    TlsFiles(
+                        Path(settings.tls_cert_file),
+                        Path(settings.tls_key_file),
+                        Path(settings.grpc_client_ca_file)
+                        if settings.grpc_client_ca_file
+                        else None,
+                    )
+                )
+                http_tls = getattr(app.state, "http_tls", None)
+                if http_tls is not None:
+                    certificates.serve_context(http_tls)
+                grpc_credentials = certificates.grpc_credentials()
+                watcher = asyncio.create_task(
+                    certificates.watch(settings.tls_reload_seconds), name="tls-reload"
+                )
+                stack.callback(watcher.cancel)
+                app.state.certificates = certificates
             grpc_server, grpc_port = await start_grpc(
                 adapter,
                 settings.host,
                 settings.grpc_port,
                 hub=watches,
                 options=grpc_options(settings),
+                credentials=grpc_credentials,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
             # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import ssl
 import sys
 from collections.abc import Sequence
 
@@ -21,6 +22,18 @@ def _serve(argv: Sequence[str]) -> int:
     from gateway.app import create_app, resolve_upstream
     from gateway.core.config import ConfigError
 
+    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+        print(
+            "kube-gateway: cannot start: --tls-cert-file and --tls-key-file go together",
+            file=sys.stderr,
+        )
+        return 2
+    if settings.grpc_client_ca_file and not settings.tls_cert_file:
+        print(
+            "kube-gateway: cannot start: --grpc-client-ca-file needs --tls-cert-file",
+            file=sys.stderr,
+        )
+        return 2
     if not settings.demo:
         try:
             resolve_upstream(settings)  # fail before serving, with a message, not a traceback
@@ -28,8 +41,9 @@ def _serve(argv: Sequence[str]) -> int:
             print(f"kube-gateway: cannot start: {exc}", file=sys.stderr)
             return 2
 
+    app = create_app(settings, tune_gc=True)
     config = uvicorn.Config(
-        create_app(settings, tune_gc=True),
+        app,
         host=settings.host,
         port=settings.http_port,
         log_level=settings.log_level,
@@ -37,7 +51,16 @@ def _serve(argv: Sequence[str]) -> int:
         log_config=None,  # keep the logging configured above (one format for every logger)
         # Tokens travel in headers, never in URLs, so access logs are safe to keep.
         access_log=settings.log_level == "debug",
+        ssl_certfile=settings.tls_cert_file,
+        ssl_keyfile=settings.tls_key_file,
     )
+    try:
+        config.load()
+    except (OSError, ssl.SSLError) as exc:
+        print(f"kube-gateway: cannot start: the TLS certificate or key: {exc}", file=sys.stderr)
+        return 2
+    # The lifespan reloads renewed certificates into uvicorn's context.
+    app.state.http_tls = config.ssl
     server = uvicorn.Server(config)
     server.run()  # handles SIGINT/SIGTERM: the lifespan then closes gRPC, httpx and the demo
     return 0 if server.started else 1

@@ -52,6 +52,10 @@ class Settings:
     grpc_keepalive_timeout_seconds: float = 10.0
     grpc_min_client_ping_seconds: float = 10.0
     allowed_origins: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    grpc_client_ca_file: str | None = None
+    tls_reload_seconds: float = 10.0
     log_level: str = "info"
 
     def __repr__(self) -> str:
@@ -115,6 +119,12 @@ _HELP: dict[str, str] = {
     "allowed_origins": "comma-separated origins (https://app.example.com, or *) whose "
     "browser pages may call the gateway: CORS and WebSocket upgrades; the gateway's own "
     "pages (GraphiQL) always may, other sites may not by default",
+    "tls_cert_file": "certificate (PEM, chain first) both listeners serve TLS with; "
+    "reloaded when the file changes",
+    "tls_key_file": "private key of --tls-cert-file",
+    "grpc_client_ca_file": "CA whose client certificates gRPC callers must present "
+    "(mutual TLS; needs --tls-cert-file)",
+    "tls_reload_seconds": "how often the TLS files are checked for a renewed certificate",
     "log_level": "debug, info, warning or error",
 }
 
@@ -129,6 +139,7 @@ _POSITIVE = frozenset(
         "max_subscriptions_per_identity",
         "watch_linger_seconds",
         "access_recheck_seconds",
+        "tls_reload_seconds",
         "grpc_max_message_bytes",
         "grpc_max_request_bytes",
         "grpc_max_concurrent_rpcs",

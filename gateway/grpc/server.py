@@ -90,6 +90,7 @@ async def start_grpc(
     *,
     hub: WatchHub,
     options: GrpcOptions | None = None,
+    credentials: grpc.ServerCredentials | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
@@ -99,6 +100,7 @@ async def start_grpc(
         host: the address to listen on.
         port: the port, or 0 for any free one.
         options: server settings (defaults: :class:`GrpcOptions`).
+        credentials: TLS (``None``: plaintext).
 
     Returns:
         The running server (the caller, the lifespan, stops it) and the bound port.
@@ -117,7 +119,11 @@ async def start_grpc(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = service_names(c)
     reflection.enable_server_reflection(names, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = f"{host}:{port}"
+    if credentials is not None:
+        bound = server.add_secure_port(address, credentials)
+    else:
+        bound = server.add_insecure_port(address)
     if bound == 0:
         raise OSError(f"cannot bind the gRPC port {host}:{port}")
     await server.start()

@@ -11,7 +11,6 @@ import asyncio
 import base64
 import contextlib
 import datetime
-import ipaddress
 import json
 import os
 import shutil
@@ -28,10 +27,6 @@ import h2.events
 import httpx
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from gateway.core.auth import ExecCredentialPlugin, GatewayAuth, TokenFile
 from gateway.core.config import (
@@ -42,6 +37,7 @@ from gateway.core.config import (
     describe,
     resolve_upstream,
 )
+from tests.pki import make_ca, make_leaf, pem_cert
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kubeconfig"
 NO_SA = Path("/nonexistent/serviceaccount")
@@ -68,95 +64,16 @@ class Pki:
         return self.dir / name
 
 
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _pem_cert(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _ca(cn: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(cn))
-        .issuer_name(_name(cn))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def _leaf(
-    ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, cn: str, *, server: bool
-) -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(cn))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-    )
-    if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-    return _pem_cert(builder.sign(ca_key, hashes.SHA256())), _pem_key(key)
-
-
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    ca_key, ca_cert = _ca("kube-gateway test CA")
-    _, other_ca = _ca("some other CA")
-    server_cert, server_key = _leaf(ca_key, ca_cert, "apiserver", server=True)
-    client_cert, client_key = _leaf(ca_key, ca_cert, "gateway-client", server=False)
-    exec_cert, exec_key = _leaf(ca_key, ca_cert, "exec-client", server=False)
+    ca_key, ca_cert = make_ca("kube-gateway test CA")
+    _, other_ca = make_ca("some other CA")
+    server_cert, server_key = make_leaf(ca_key, ca_cert, "apiserver", server=True)
+    client_cert, client_key = make_leaf(ca_key, ca_cert, "gateway-client", server=False)
+    exec_cert, exec_key = make_leaf(ca_key, ca_cert, "exec-client", server=False)
     directory = tmp_path_factory.mktemp("pki")
     files = {
-        "ca.crt": _pem_cert(ca_cert),
+        "ca.crt": pem_cert(ca_cert),
         "server.crt": server_cert,
         "server.key": server_key,
         "client.crt": client_cert,
@@ -168,8 +85,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         (directory / name).write_bytes(data)
     return Pki(
         dir=directory,
-        ca_pem=_pem_cert(ca_cert),
-        other_ca_pem=_pem_cert(other_ca),
+        ca_pem=pem_cert(ca_cert),
+        other_ca_pem=pem_cert(other_ca),
         client_cert_pem=client_cert,
         client_key_pem=client_key,
         exec_cert_pem=exec_cert,
@@ -864,7 +781,7 @@ async def test_tls_verified_with_kubeconfig_ca_over_http2(
     assert second.authorization == "Bearer caller-token"
 
 
-async def test_tls_fails_against_a_wrong_ca(
+async def test_tls_fails_against_a_wrongmake_ca(
     tmp_path: Path, pki: Pki, start_server: StartServer
 ) -> None:
     server = await start_server()
