@@ -199,6 +199,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 http,
                 stream_http=stream_http,
                 requests=Budget("requests", 1 << 30, settings.max_requests_per_identity),
+                max_list_items=settings.max_list_items,
                 streams=Budget(
                     "upstream streams",
                     settings.upstream_max_streams,

@@ -39,6 +39,7 @@ class Settings:
     upstream_max_streams: int = 256
     upstream_max_streams_per_identity: int = 32
     max_requests_per_identity: int = 64
+    max_list_items: int = 10_000
     max_subscriptions: int = 10_000
     max_subscriptions_per_identity: int = 1_000
     watch_linger_seconds: float = 10.0
@@ -92,6 +93,8 @@ _HELP: dict[str, str] = {
     "refused at once with RESOURCE_EXHAUSTED",
     "upstream_max_streams_per_identity": "upstream watches and log follows one identity "
     "may hold at once (subscribers of the same watch share one)",
+    "max_list_items": "objects one list without `limit` may return; more are refused with "
+    "a clear error pointing to limit/continue (never buffered whole)",
     "max_requests_per_identity": "upstream requests one identity may have in flight at once "
     "(more are refused at once with RESOURCE_EXHAUSTED)",
     "max_subscriptions": "subscriptions (GraphQL and gRPC Watch) open at once, for everyone",
@@ -135,6 +138,7 @@ _POSITIVE = frozenset(
         "upstream_max_streams",
         "upstream_max_streams_per_identity",
         "max_requests_per_identity",
+        "max_list_items",
         "max_subscriptions",
         "max_subscriptions_per_identity",
         "watch_linger_seconds",

@@ -47,6 +47,8 @@ WATCH_IDLE_MARGIN = 30.0
 BOOKMARK_INTERVAL = 60.0
 #: The most of a pod log read at once (without follow) the gateway holds.
 MAX_LOG_BYTES = 16 * 1024 * 1024
+#: The most objects one list without ``limit`` returns (beyond: a clear error).
+MAX_LIST_ITEMS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +281,7 @@ class KubeAdapter:
         streams: Budget | None = None,
         requests: Budget | None = None,
         max_log_bytes: int = MAX_LOG_BYTES,
+        max_list_items: int = MAX_LIST_ITEMS,
     ) -> None:
         self.http = http
         #: Unary requests one identity may have in flight at once (past it: refused at once
@@ -286,6 +289,8 @@ class KubeAdapter:
         self.requests = requests if requests is not None else Budget("requests", 1 << 30, 64)
         #: The most of a log read (not followed) that is held in memory.
         self.max_log_bytes = max_log_bytes
+        #: The most objects a list without ``limit`` may return (0: no cap).
+        self.max_list_items = max_list_items
         #: The upstream-stream budget: each shared watch and each log follow holds one.
         self.streams = streams if streams is not None else Budget("upstream streams", 512, 512)
         #: Watches and log follows use their own client (own connection pool), so open
@@ -417,11 +422,32 @@ class KubeAdapter:
         credential: Credential = ANONYMOUS,
         timeout: float | None = None,
     ) -> JSON:
-        """One page of a list; ``namespace=None`` lists across all namespaces."""
+        """One page of a list; ``namespace=None`` lists across all namespaces.
+
+        Without a ``limit``, at most :attr:`max_list_items` objects are held: the upstream is
+        asked for one more than that, and a list that does not fit is refused with a clear
+        error pointing to ``limit`` and ``continue``, rather than buffered whole.
+
+        Raises:
+            RequestEntityTooLarge: more than :attr:`max_list_items` objects match.
+        """
         res = self.resource(resource)
         options.validate(watch=False)
+        cap = self.max_list_items
+        capped = not options.limit and cap > 0
+        if capped:
+            options = replace(options, limit=cap + 1)
         req = build_request(res, "list", namespace=namespace, params=options.to_query())
-        return await self._json(req, credential, timeout)
+        answer = await self._json(req, credential, timeout)
+        if capped:
+            meta = answer.get("metadata") or {}
+            items = answer.get("items") or []
+            if meta.get("continue") or len(items) > cap:
+                raise errors.RequestEntityTooLarge(
+                    f"more than {cap} {res.plural} match: ask for pages with `limit` and "
+                    "`continue`, or narrow the list with selectors"
+                )
+        return answer
 
     async def list_all(
         self,
@@ -455,6 +481,9 @@ class KubeAdapter:
         credential: Credential,
         timeout: float | None,
     ) -> JSON:
+        if not options.limit and self.max_list_items > 0:
+            # pages of the list cap: one request for what fits, never the cap's refusal
+            options = replace(options, limit=self.max_list_items)
         first = await self.list(
             resource, namespace=namespace, options=options, credential=credential, timeout=timeout
         )

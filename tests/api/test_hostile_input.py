@@ -358,3 +358,30 @@ async def test_one_identity_past_its_request_limit_is_refused_and_others_are_ser
         for lease in held:
             lease.release()
         assert "errors" not in (await admin.post("/graphql", json={"query": QUERY})).json()
+
+
+async def test_a_list_without_limit_past_the_cap_is_refused_not_buffered(
+    gateway: Gateway,
+) -> None:
+    await gateway.demo.store.bulk_create(
+        "leases",
+        ({"metadata": {"name": f"many-{i}"}, "spec": {}} for i in range(30)),
+        namespace="capped",
+    )
+    gateway.app.state.runtime.adapter.max_list_items = 20
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    query = """query($limit: Int) {
+      leases(namespace: "capped", limit: $limit) {
+        metadata { continue } items { metadata { name } }
+      }
+    }"""
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10, headers=headers) as client:
+        whole = (await client.post("/graphql", json={"query": query})).json()
+        paged = (
+            await client.post("/graphql", json={"query": query, "variables": {"limit": 20}})
+        ).json()
+    error = whole["errors"][0]
+    assert error["extensions"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert "`limit`" in error["message"] and "`continue`" in error["message"]
+    assert len(paged["data"]["leases"]["items"]) == 20
+    assert paged["data"]["leases"]["metadata"]["continue"]
