@@ -7,8 +7,6 @@ token or stack trace reaches the log.  Bounded: a fixed number of examples per p
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +19,7 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.api.test_serve import Served, free_port
+from tests.api.serve_process import Served, serve_process
 
 SECRET = "fuzz-secret-token-7f3a"
 #: Examples per property: 150 in `make test`; FUZZ_EXAMPLES=5000 for a longer run.
@@ -36,40 +34,10 @@ GOOD = '{ leases(namespace: "demo") { items { metadata { name } } } }'
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("home")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
-    env["HOME"] = str(home)
-    http_port, grpc_port = free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "serve",
-            "--demo",
-            "--host",
-            "127.0.0.1",
-            "--http-port",
-            str(http_port),
-            "--grpc-port",
-            str(grpc_port),
-            "--log-level",
-            "debug",  # the most the log can say: still no token, no trace
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    served = Served(proc, http_port, grpc_port)
-    try:
-        served.wait_ready()
+    # debug: the most the log can say, and still no token, no trace
+    with serve_process(home, "--demo", "--log-level", "debug") as served:
         yield served
-        assert proc.poll() is None, "the gateway died"
-    finally:
-        proc.terminate()
-        proc.wait(20)
-        assert proc.stderr is not None
-        proc.stderr.close()
+        assert served.proc.poll() is None, "the gateway died"
     assert SECRET not in served.log
     assert "Traceback" not in served.log
 

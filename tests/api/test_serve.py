@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,75 +14,14 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Served:
-    def __init__(self, proc: subprocess.Popen[str], http_port: int, grpc_port: int) -> None:
-        self.proc = proc
-        self.http = f"http://127.0.0.1:{http_port}"
-        self.grpc = f"127.0.0.1:{grpc_port}"
-        self.lines: list[str] = []
-        self._ready = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-            # "Uvicorn running on" comes after the lifespan started and signal handlers are set
-            if "Uvicorn running on" in line or "Application startup failed" in line:
-                self._ready.set()
-        self._ready.set()
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        assert self._ready.wait(timeout), "the gateway did not start in time"
-        assert any("Application startup complete" in line for line in self.lines), "".join(
-            self.lines
-        )
-
-    @property
-    def log(self) -> str:
-        return "".join(self.lines)
+from tests.api.serve_process import Served, clean_env, command, free_port, serve_process
 
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Served]:
-    http_port, grpc_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
-    env["HOME"] = str(tmp_path)  # no ~/.kube/config: the demo upstream must be chosen
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--http-port",
-            str(http_port),
-            "--grpc-port",
-            str(grpc_port),
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    served = Served(proc, http_port, grpc_port)
-    try:
+    # no ~/.kube/config: the demo upstream must be chosen
+    with serve_process(tmp_path, ready=False) as served:
         yield served
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 def test_serve_without_kubeconfig_picks_the_demo_upstream_and_stops_on_sigterm(
@@ -187,27 +123,12 @@ def test_a_half_configured_start_fails_with_what_was_found_and_never_serves_the_
     tmp_path: Path, case: str
 ) -> None:
     extra_env, args, message = _half_configured(tmp_path)[case]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
-    env["HOME"] = str(tmp_path)
-    env.update(extra_env)
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--http-port",
-            str(free_port()),
-            "--grpc-port",
-            str(free_port()),
-            *args,
-        ],
+        command(free_port(), free_port(), *args),
         check=False,
         capture_output=True,
         text=True,
-        env=env,
+        env=clean_env(tmp_path, extra_env),
         timeout=60,
     )
     assert done.returncode != 0

@@ -8,10 +8,7 @@ import contextlib
 import os
 import socket
 import ssl
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +18,7 @@ import pytest
 from cryptography import x509
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.api.test_serve import Served, free_port
+from tests.api.serve_process import Served, serve_process
 from tests.pki import make_ca, make_leaf, pem_cert
 
 DEADLINE = 30.0
@@ -50,50 +47,18 @@ def tls(tmp_path: Path) -> Tls:
     return t
 
 
-@contextlib.contextmanager
-def _serve(tmp_path: Path, *args: str) -> Iterator[Served]:
-    http_port, grpc_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
-    env["HOME"] = str(tmp_path)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "serve",
-            "--demo",
-            "--host",
-            "127.0.0.1",
-            "--http-port",
-            str(http_port),
-            "--grpc-port",
-            str(grpc_port),
-            "--tls-cert-file",
-            str(tmp_path / "tls.crt"),
-            "--tls-key-file",
-            str(tmp_path / "tls.key"),
-            "--tls-reload-seconds",
-            "0.1",
-            *args,
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
+def _serve(home: Path, *args: str) -> contextlib.AbstractContextManager[Served]:
+    return serve_process(
+        home,
+        "--demo",
+        "--tls-cert-file",
+        str(home / "tls.crt"),
+        "--tls-key-file",
+        str(home / "tls.key"),
+        "--tls-reload-seconds",
+        "0.1",
+        *args,
     )
-    served = Served(proc, http_port, grpc_port)
-    try:
-        served.wait_ready()
-        yield served
-    finally:
-        proc.send_signal(15)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 def _served_cn(port: int, ca: bytes) -> str:

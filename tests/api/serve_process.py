@@ -1,0 +1,101 @@
+"""``kube-gateway serve`` as a real process on free loopback ports, for the tests that need
+the command itself (start-up, signals, TLS, fuzzing)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This environment without any Kubernetes configuration, ``HOME`` at ``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
+    env["HOME"] = str(home)  # no ~/.kube/config unless the test writes one
+    env.update(extra or {})
+    return env
+
+
+def command(http_port: int, grpc_port: int, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--http-port",
+        str(http_port),
+        "--grpc-port",
+        str(grpc_port),
+        *args,
+    ]
+
+
+class Served:
+    def __init__(self, proc: subprocess.Popen[str], http_port: int, grpc_port: int) -> None:
+        self.proc = proc
+        self.http = f"http://127.0.0.1:{http_port}"
+        self.grpc = f"127.0.0.1:{grpc_port}"
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            # "Uvicorn running on" comes after the lifespan started and signal handlers are set
+            if "Uvicorn running on" in line or "Application startup failed" in line:
+                self._ready.set()
+        self._ready.set()
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        assert self._ready.wait(timeout), "the gateway did not start in time"
+        assert any("Application startup complete" in line for line in self.lines), "".join(
+            self.lines
+        )
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+
+@contextlib.contextmanager
+def serve_process(home: Path, *args: str, ready: bool = True) -> Iterator[Served]:
+    """Run ``kube-gateway serve *args`` until the block exits (SIGTERM, then kill)."""
+    http_port, grpc_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        command(http_port, grpc_port, *args),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=clean_env(home),
+    )
+    served = Served(proc, http_port, grpc_port)
+    try:
+        if ready:
+            served.wait_ready()
+        yield served
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        assert proc.stderr is not None
+        proc.stderr.close()
