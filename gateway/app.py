@@ -179,22 +179,25 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                     "upstream: %s",
                     config.describe(upstream_cfg, gateway_identity=settings.gateway_identity),
                 )
+
             # Requests and streams (watches, log follows) use separate pools, so open
             # streams can never starve requests; the stream budget fits its pool.
-            http = config.build_http_client(
-                upstream_cfg,
-                gateway_identity=settings.gateway_identity,
-                http2=settings.upstream_http2,
-                max_connections=settings.upstream_max_connections,
+            def client(cfg: config.UpstreamConfig, identity: bool, pool: int) -> httpx.AsyncClient:
+                built = config.build_http_client(
+                    cfg,
+                    gateway_identity=identity,
+                    http2=settings.upstream_http2,
+                    max_connections=pool,
+                )
+                stack.push_async_callback(built.aclose)
+                return built
+
+            http = client(
+                upstream_cfg, settings.gateway_identity, settings.upstream_max_connections
             )
-            stack.push_async_callback(http.aclose)
-            stream_http = config.build_http_client(
-                upstream_cfg,
-                gateway_identity=settings.gateway_identity,
-                http2=settings.upstream_http2,
-                max_connections=settings.upstream_max_streams,
+            stream_http = client(
+                upstream_cfg, settings.gateway_identity, settings.upstream_max_streams
             )
-            stack.push_async_callback(stream_http.aclose)
             adapter = KubeAdapter(
                 http,
                 stream_http=stream_http,
@@ -215,13 +218,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                     if demo
                     else upstream_cfg
                 )
-                own_http = config.build_http_client(
-                    own_cfg,
-                    gateway_identity=True,
-                    http2=settings.upstream_http2,
-                    max_connections=settings.upstream_max_streams,
-                )
-                stack.push_async_callback(own_http.aclose)
+                own_http = client(own_cfg, True, settings.upstream_max_streams)
                 shared = SharedWatches(
                     KubeAdapter(own_http, stream_http=own_http, streams=adapter.streams),
                     AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),

@@ -266,19 +266,30 @@ def resolve_upstream(
             missing context, unreadable file, flags without a server...), or it would turn
             transport security off without ``allow_insecure``.
     """
-    cfg = _resolve(
-        server=server,
-        token=token,
-        token_file=token_file,
-        ca_file=ca_file,
-        client_cert=client_cert,
-        client_key=client_key,
-        insecure=insecure,
-        kubeconfig=kubeconfig,
-        context=context,
-        environ=environ,
-        service_account_dir=service_account_dir,
-    )
+    cfg: UpstreamConfig | None
+    if server is not None:
+        cfg = _from_flags(
+            server=server,
+            token=token,
+            token_file=token_file,
+            ca_file=ca_file,
+            client_cert=client_cert,
+            client_key=client_key,
+            insecure=insecure,
+        )
+    elif insecure or any(
+        v is not None for v in (token, token_file, ca_file, client_cert, client_key)
+    ):
+        raise ConfigError(
+            "an explicit token, token file, CA file, client certificate or "
+            "insecure-skip-tls-verify needs an explicit server URL as well"
+        )
+    else:
+        cfg = None
+        if kubeconfig is None and context is None:
+            cfg = _from_in_cluster(environ, service_account_dir)
+        if cfg is None:
+            cfg = _from_kubeconfig(kubeconfig, context, environ)
     if cfg is not None and not allow_insecure:
         _refuse_insecure(cfg, explicit_insecure=insecure)
     return cfg
@@ -302,44 +313,6 @@ def _refuse_insecure(cfg: UpstreamConfig, *, explicit_insecure: bool) -> None:
 
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def _resolve(
-    *,
-    server: str | None,
-    token: str | None,
-    token_file: str | os.PathLike[str] | None,
-    ca_file: str | os.PathLike[str] | None,
-    client_cert: str | os.PathLike[str] | None,
-    client_key: str | os.PathLike[str] | None,
-    insecure: bool,
-    kubeconfig: str | os.PathLike[str] | None,
-    context: str | None,
-    environ: Mapping[str, str],
-    service_account_dir: Path,
-) -> UpstreamConfig | None:
-    if server is not None:
-        return _from_flags(
-            server=server,
-            token=token,
-            token_file=token_file,
-            ca_file=ca_file,
-            client_cert=client_cert,
-            client_key=client_key,
-            insecure=insecure,
-        )
-    if insecure or any(
-        v is not None for v in (token, token_file, ca_file, client_cert, client_key)
-    ):
-        raise ConfigError(
-            "an explicit token, token file, CA file, client certificate or "
-            "insecure-skip-tls-verify needs an explicit server URL as well"
-        )
-    if kubeconfig is None and context is None:
-        in_cluster = _from_in_cluster(environ, service_account_dir)
-        if in_cluster is not None:
-            return in_cluster
-    return _from_kubeconfig(kubeconfig, context, environ)
 
 
 def _kubernetes(module: str) -> Any:

@@ -726,9 +726,6 @@ class WatchHub:
             del self._upstreams[upstream.key]
             self.stats.upstream_watches -= 1
 
-    def relists(self) -> int:
-        return self.stats.relists
-
     async def _recheck(self, shared: SharedWatches) -> None:
         """Review every shared subscriber's access again, one review per identity and
         watch, ending those whose right is gone (the cluster's RBAC may change anytime)."""
