@@ -1,8 +1,10 @@
-"""The root types (Query, Mutation, Subscription), built by one loop over the registry.
+"""The root types (Query, Mutation, Subscription), built from the core's operations table.
 
-Each resource contributes the fields its verbs and subresources allow; every resolver is one
-call on the core (:class:`~gateway.core.adapter.KubeAdapter` or a watch/log stream) with the
-caller's credential from ``info.context``.  No resolver builds a URL or knows a kind.
+Every operation of every resource (:func:`gateway.core.operations.operations`) contributes its
+fields, by one method per action; a unary resolver turns its arguments into a core
+:class:`~gateway.core.operations.Call` and runs :func:`~gateway.core.operations.perform` with
+the caller's credential from ``info.context``; subscriptions read the watch hub or the log
+follower.  No resolver builds a URL or knows a kind.
 
 Naming (``Pod`` shown; ``Image`` is cluster-scoped and has no ``namespace`` argument):
 
@@ -31,6 +33,8 @@ from strawberry import Info
 from strawberry.types.field import StrawberryField
 
 from gateway.core import errors
+from gateway.core.operations import Call, Operation, operations, perform
+from gateway.core.options import DeleteOptions, ListOptions, LogOptions, WriteOptions
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.graphql import arguments as A
 from gateway.graphql.arguments import Arg, WatchEventType
@@ -41,13 +45,6 @@ from gateway.graphql.streams import LogLine, follow_log, watch_events
 
 Run = Callable[[Context, dict[str, Any]], Awaitable[Any]]
 Stream = Callable[[Context, dict[str, Any]], AsyncIterator[Any]]
-
-#: Display names of subresources in field names.
-_SUBRESOURCE_NAMES = {"ephemeralcontainers": "EphemeralContainers", "log": "Log"}
-
-
-def _sub_name(sub: str) -> str:
-    return _SUBRESOURCE_NAMES.get(sub, sub[:1].upper() + sub[1:])
 
 
 def _lower(name: str) -> str:
@@ -281,11 +278,7 @@ def _watch_event_type(r: Resource, types: GeneratedTypes) -> type:
     return strawberry.type(cls, name=f"{r.kind}WatchEvent", description=f"A {r.kind} change.")
 
 
-def _split(r: Resource, a: Mapping[str, Any]) -> str | None:
-    return a.get("namespace") if r.namespaced else None
-
-
-def _deleted(r: Resource, body: dict[str, Any]) -> dict[str, Any]:
+def _deleted(body: dict[str, Any]) -> dict[str, Any]:
     is_status = body.get("kind") == "Status"
     return {
         "object": None if is_status else body,
@@ -299,8 +292,60 @@ def _deleted_collection(body: dict[str, Any]) -> dict[str, Any]:
     return {"list": None if is_status else body, "status": body if is_status else None, "raw": body}
 
 
+def _call(op: Operation, a: Mapping[str, Any], body: Any = None) -> Call:
+    """The core :class:`Call` of a field's arguments: only the options its operation takes."""
+    takes = op.spec.options
+    return Call(
+        namespace=a.get("namespace"),
+        name=a.get("name") or "",
+        body=body,
+        list=A.list_options(a) if "list" in takes else ListOptions(),
+        write=A.write_options(a) if "write" in takes else WriteOptions(),
+        patch=A.patch_options(a) if "patch" in takes else None,
+        delete=A.delete_options(a) if "delete" in takes else DeleteOptions(),
+        log=A.log_options(a) if "log" in takes else LogOptions(),
+    )
+
+
+Body = Callable[[Operation, Mapping[str, Any]], Any]
+Shape = Callable[[Any], Any]
+
+
+def _no_body(op: Operation, a: Mapping[str, Any]) -> Any:
+    return None
+
+
+def _object_body(op: Operation, a: Mapping[str, Any]) -> Any:
+    return to_json(a["object"])
+
+
+def _manifest_body(op: Operation, a: Mapping[str, Any]) -> Any:
+    return _object_manifest(op.resource, a["manifest"])
+
+
+def _patch_document(op: Operation, a: Mapping[str, Any]) -> Any:
+    return _patch_body(a)
+
+
+def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) -> Run:
+    """The resolver body of a unary field: one :func:`perform` with the caller's credential."""
+
+    async def run(ctx: Context, a: dict[str, Any]) -> Any:
+        answer = await perform(
+            ctx.adapter, op, _call(op, a, body(op, a)), credential=ctx.credential
+        )
+        return shape(answer) if shape is not None else answer
+
+    return run
+
+
+def _decoded_log(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
 class RootBuilder:
-    """Collects the root fields of every resource; :meth:`build` makes the root types."""
+    """Collects the root fields of every operation of every resource (the core's table);
+    :meth:`build` makes the root types."""
 
     def __init__(self, types: GeneratedTypes, registry: Registry = REGISTRY) -> None:
         self.types = types
@@ -309,244 +354,155 @@ class RootBuilder:
         self.mutation: dict[str, StrawberryField] = {}
         self.subscription: dict[str, StrawberryField] = {}
         for r in registry.values():
-            self._resource(r)
+            for op in operations(r):
+                getattr(self, f"_{op.action}")(op)
 
-    def _resource(self, r: Resource) -> None:
-        kind = self.types.kinds[r.kind]
-        kind_in = self.types.kind_inputs[r.kind]
-        obj: Any = Optional[kind]  # noqa: UP045
-        ns: tuple[Arg, ...] = (A.NAMESPACE,) if r.namespaced else ()
-        any_ns: tuple[Arg, ...] = (A.ANY_NAMESPACE,) if r.namespaced else ()
-        named = (*ns, A.NAME)
-        body = Arg("object", kind_in, f"The {r.kind}.", required=True)
-        text = Arg(
-            "manifest",
-            JSON,
-            f"The {r.kind} as a JSON object, or as YAML/JSON text.",
-            required=True,
+    # -- shapes shared by a resource's fields --------------------------------------------------
+
+    def _object(self, r: Resource) -> Any:
+        return Optional[self.types.kinds[r.kind]]  # noqa: UP045
+
+    @staticmethod
+    def _named(r: Resource) -> tuple[Arg, ...]:
+        return (A.NAMESPACE, A.NAME) if r.namespaced else (A.NAME,)
+
+    @staticmethod
+    def _any_namespace(r: Resource) -> tuple[Arg, ...]:
+        return (A.ANY_NAMESPACE,) if r.namespaced else ()
+
+    def _body_arg(self, r: Resource) -> Arg:
+        return Arg("object", self.types.kind_inputs[r.kind], f"The {r.kind}.", required=True)
+
+    @staticmethod
+    def _manifest_arg(r: Resource) -> Arg:
+        return Arg(
+            "manifest", JSON, f"The {r.kind} as a JSON object, or as YAML/JSON text.", required=True
         )
-        q, m, s = self.query, self.mutation, self.subscription
-        single, kind_name = _lower(r.kind), r.kind
 
-        if "get" in r.verbs:
+    @staticmethod
+    def _what(op: Operation) -> str:
+        r = op.resource
+        return (
+            f"the {op.subresource} subresource of a {r.kind}" if op.subresource else f"a {r.kind}"
+        )
 
-            async def get(ctx: Context, a: dict[str, Any]) -> Any:
-                return await ctx.adapter.get(
-                    r, a["name"], namespace=_split(r, a), credential=ctx.credential
-                )
+    # -- one method per action -------------------------------------------------------------
 
-            q[single] = query_field(get, named, obj, f"One {r.kind} by name.")
-        if "list" in r.verbs:
+    def _get(self, op: Operation) -> None:
+        r = op.resource
+        what = (
+            f"The {op.subresource} subresource of a {r.kind}."
+            if op.subresource
+            else f"One {r.kind} by name."
+        )
+        self.query[_lower(r.kind) + op.display] = query_field(
+            _runner(op), self._named(r), self._object(r), what
+        )
 
-            async def list_(ctx: Context, a: dict[str, Any]) -> Any:
-                return await ctx.adapter.list(
-                    r, namespace=_split(r, a), options=A.list_options(a), credential=ctx.credential
-                )
+    def _list(self, op: Operation) -> None:
+        r = op.resource
+        self.query[list_field_name(r)] = query_field(
+            _runner(op),
+            (*self._any_namespace(r), *A.LIST),
+            Optional[self.types.lists[r.kind]],  # noqa: UP045
+            f"One page of {r.plural}"
+            + (" in a namespace, or in all namespaces." if r.namespaced else "."),
+        )
 
-            q[list_field_name(r)] = query_field(
-                list_,
-                (*any_ns, *A.LIST),
-                Optional[self.types.lists[r.kind]],  # noqa: UP045
-                f"One page of {r.plural}"
-                + (" in a namespace, or in all namespaces." if r.namespaced else "."),
-            )
-        if "create" in r.verbs:
+    def _watch(self, op: Operation) -> None:
+        r = op.resource
 
-            async def create(ctx: Context, a: dict[str, Any]) -> Any:
-                return await ctx.adapter.create(
-                    r,
-                    to_json(a["object"]),
-                    namespace=_split(r, a),
-                    write=A.write_options(a),
-                    credential=ctx.credential,
-                )
+        def watch(ctx: Context, a: dict[str, Any]) -> AsyncIterator[Any]:
+            return watch_events(ctx, r, op.namespace(a.get("namespace")), a)
 
-            async def create_text(ctx: Context, a: dict[str, Any]) -> Any:
-                doc = _object_manifest(r, a["manifest"])
-                namespace = _split(r, a) or (doc.get("metadata") or {}).get("namespace")
-                if r.namespaced and not namespace:
-                    raise errors.InvalidParameter(
-                        f"{r.kind} is namespaced: give `namespace` or metadata.namespace",
-                        causes=(errors.Cause("FieldValueRequired", "Required value", "namespace"),),
-                    )
-                return await ctx.adapter.create(
-                    r, doc, namespace=namespace, write=A.write_options(a), credential=ctx.credential
-                )
+        self.subscription["watch" + r.plural[:1].upper() + r.plural[1:]] = subscription_field(
+            watch,
+            (*self._any_namespace(r), *A.WATCH),
+            _watch_event_type(r, self.types),
+            f"Changes to {r.plural}: resumable, and exact across upstream closes and 410s.",
+        )
 
-            m[f"create{kind_name}"] = query_field(
-                create, (*ns, body, *A.WRITE), obj, f"Create a {r.kind}."
-            )
-            m[f"create{kind_name}FromManifest"] = query_field(
-                create_text,
-                ((*any_ns, text, *A.WRITE) if r.namespaced else (text, *A.WRITE)),
-                obj,
-                f"Create a {r.kind} from a JSON or YAML manifest "
-                "(`namespace` defaults to the manifest's).",
-            )
-        self._writes(r, sub="", named=named, body=body, text=text, obj=obj)
-        if "delete" in r.verbs:
+    def _create(self, op: Operation) -> None:
+        r = op.resource
+        ns = (A.NAMESPACE,) if r.namespaced else ()
+        self.mutation[f"create{r.kind}"] = query_field(
+            _runner(op, _object_body),
+            (*ns, self._body_arg(r), *A.WRITE),
+            self._object(r),
+            f"Create a {r.kind}.",
+        )
+        self.mutation[f"create{r.kind}FromManifest"] = query_field(
+            _runner(op, _manifest_body),
+            (*self._any_namespace(r), self._manifest_arg(r), *A.WRITE),
+            self._object(r),
+            f"Create a {r.kind} from a JSON or YAML manifest "
+            "(`namespace` defaults to the manifest's).",
+        )
 
-            async def delete(ctx: Context, a: dict[str, Any]) -> Any:
-                return _deleted(
-                    r,
-                    await ctx.adapter.delete(
-                        r,
-                        a["name"],
-                        namespace=_split(r, a),
-                        options=A.delete_options(a),
-                        credential=ctx.credential,
-                    ),
-                )
+    def _replace(self, op: Operation) -> None:
+        r, what = op.resource, self._what(op)
+        name = f"replace{r.kind}{op.display}"
+        self.mutation[name] = query_field(
+            _runner(op, _object_body),
+            (*self._named(r), self._body_arg(r), *A.WRITE),
+            self._object(r),
+            f"Replace {what} (metadata.resourceVersion, when set, guards against lost updates).",
+        )
+        self.mutation[f"{name}FromManifest"] = query_field(
+            _runner(op, _manifest_body),
+            (*self._named(r), self._manifest_arg(r), *A.WRITE),
+            self._object(r),
+            f"Replace {what} from a JSON or YAML manifest.",
+        )
 
-            results = _result_types(r, self.types)
-            m[f"delete{kind_name}"] = query_field(
-                delete,
-                (*named, *A.DELETE),
-                Optional[results.delete],  # noqa: UP045
-                f"Delete a {r.kind}.",
-            )
-            if "deletecollection" in r.verbs:
+    def _patch(self, op: Operation) -> None:
+        r = op.resource
+        self.mutation[f"patch{r.kind}{op.display}"] = query_field(
+            _runner(op, _patch_document),
+            (*self._named(r), *A.PATCH, *A.WRITE),
+            self._object(r),
+            f"Patch {self._what(op)}.",
+        )
 
-                async def delete_collection(ctx: Context, a: dict[str, Any]) -> Any:
-                    return _deleted_collection(
-                        await ctx.adapter.delete_collection(
-                            r,
-                            namespace=_split(r, a),
-                            list_options=A.list_options(a),
-                            options=A.delete_options(a),
-                            credential=ctx.credential,
-                        )
-                    )
+    def _delete(self, op: Operation) -> None:
+        r = op.resource
+        self.mutation[f"delete{r.kind}"] = query_field(
+            _runner(op, shape=_deleted),
+            (*self._named(r), *A.DELETE),
+            Optional[_result_types(r, self.types).delete],  # noqa: UP045
+            f"Delete a {r.kind}.",
+        )
 
-                m[f"delete{kind_name}Collection"] = query_field(
-                    delete_collection,
-                    (*ns, *A.LIST, *A.DELETE),
-                    Optional[results.delete_collection],  # noqa: UP045
-                    f"Delete every {r.kind} the selectors match.",
-                )
-        if "watch" in r.verbs:
-            event_type = _watch_event_type(r, self.types)
+    def _deletecollection(self, op: Operation) -> None:
+        r = op.resource
+        ns = (A.NAMESPACE,) if r.namespaced else ()
+        self.mutation[f"delete{r.kind}Collection"] = query_field(
+            _runner(op, shape=_deleted_collection),
+            (*ns, *A.LIST, *A.DELETE),
+            Optional[_result_types(r, self.types).delete_collection],  # noqa: UP045
+            f"Delete every {r.kind} the selectors match.",
+        )
 
-            def watch(ctx: Context, a: dict[str, Any]) -> AsyncIterator[Any]:
-                return watch_events(ctx, r, _split(r, a), a)
-
-            s["watch" + r.plural[:1].upper() + r.plural[1:]] = subscription_field(
-                watch,
-                (*any_ns, *A.WATCH),
-                event_type,
-                f"Changes to {r.plural}: resumable, and exact across upstream closes and 410s.",
-            )
-        for sub in r.subresources.values():
-            suffix = _sub_name(sub.name)
-            if sub.content == "text" and "get" in sub.verbs:
-                self._log(r, sub.name, suffix, named)
-            elif sub.content == "json":
-                if "get" in sub.verbs:
-                    q[f"{single}{suffix}"] = self._sub_get(r, sub.name, named, obj)
-                self._writes(r, sub=sub.name, named=named, body=body, text=text, obj=obj)
-
-    def _sub_get(self, r: Resource, sub: str, named: tuple[Arg, ...], obj: Any) -> StrawberryField:
-        async def get(ctx: Context, a: dict[str, Any]) -> Any:
-            return await ctx.adapter.get(
-                r, a["name"], namespace=_split(r, a), subresource=sub, credential=ctx.credential
-            )
-
-        return query_field(get, named, obj, f"The {sub} subresource of a {r.kind}.")
-
-    def _writes(
-        self,
-        r: Resource,
-        *,
-        sub: str,
-        named: tuple[Arg, ...],
-        body: Arg,
-        text: Arg,
-        obj: Any,
-    ) -> None:
-        verbs = r.subresources[sub].verbs if sub else r.verbs
-        suffix = _sub_name(sub) if sub else ""
-        what = f"the {sub} subresource of a {r.kind}" if sub else f"a {r.kind}"
-        subresource = sub or None
-        m = self.mutation
-        if "update" in verbs:
-
-            async def replace(ctx: Context, a: dict[str, Any]) -> Any:
-                return await ctx.adapter.replace(
-                    r,
-                    a["name"],
-                    to_json(a["object"]),
-                    namespace=_split(r, a),
-                    subresource=subresource,
-                    write=A.write_options(a),
-                    credential=ctx.credential,
-                )
-
-            async def replace_text(ctx: Context, a: dict[str, Any]) -> Any:
-                return await ctx.adapter.replace(
-                    r,
-                    a["name"],
-                    _object_manifest(r, a["manifest"]),
-                    namespace=_split(r, a),
-                    subresource=subresource,
-                    write=A.write_options(a),
-                    credential=ctx.credential,
-                )
-
-            m[f"replace{r.kind}{suffix}"] = query_field(
-                replace,
-                (*named, body, *A.WRITE),
-                obj,
-                f"Replace {what} (metadata.resourceVersion, when set, guards against "
-                "lost updates).",
-            )
-            m[f"replace{r.kind}{suffix}FromManifest"] = query_field(
-                replace_text,
-                (*named, text, *A.WRITE),
-                obj,
-                f"Replace {what} from a JSON or YAML manifest.",
-            )
-        if "patch" in verbs:
-
-            async def patch(ctx: Context, a: dict[str, Any]) -> Any:
-                return await ctx.adapter.patch(
-                    r,
-                    a["name"],
-                    _patch_body(a),
-                    patch_options=A.patch_options(a),
-                    namespace=_split(r, a),
-                    subresource=subresource,
-                    write=A.write_options(a),
-                    credential=ctx.credential,
-                )
-
-            m[f"patch{r.kind}{suffix}"] = query_field(
-                patch, (*named, *A.PATCH, *A.WRITE), obj, f"Patch {what}."
-            )
-
-    def _log(self, r: Resource, sub: str, suffix: str, named: tuple[Arg, ...]) -> None:
-        async def read(ctx: Context, a: dict[str, Any]) -> Any:
-            data = await ctx.adapter.read_log(
-                a["name"],
-                namespace=a["namespace"],
-                options=A.log_options(a),
-                credential=ctx.credential,
-            )
-            return data.decode("utf-8", "replace")
+    def _log(self, op: Operation) -> None:
+        r, named = op.resource, self._named(op.resource)
 
         def follow(ctx: Context, a: dict[str, Any]) -> AsyncIterator[Any]:
-            return follow_log(ctx, a["namespace"], a["name"], a)
+            namespace = op.namespace(a.get("namespace"))
+            assert namespace is not None  # logs are of pods, which are namespaced
+            return follow_log(ctx, namespace, a["name"], a)
 
-        self.query[f"{_lower(r.kind)}{suffix}"] = query_field(
-            read,
+        self.query[_lower(r.kind) + op.display] = query_field(
+            _runner(op, shape=_decoded_log),
             (*named, *A.LOG),
             Optional[str],  # noqa: UP045
-            f"The {sub} of a {r.kind} as text (invalid UTF-8 is replaced).",
+            f"The {op.subresource} of a {r.kind} as text (invalid UTF-8 is replaced).",
         )
-        self.subscription[f"follow{r.kind}{suffix}"] = subscription_field(
+        self.subscription[f"follow{r.kind}{op.display}"] = subscription_field(
             follow,
             (*named, *(x for x in A.LOG if x.name != "previous")),
             LogLine,
-            f"Follow the {sub} of a {r.kind} line by line; ends when the container stops.",
+            f"Follow the {op.subresource} of a {r.kind} line by line; ends when the container "
+            "stops.",
         )
 
     def build(self) -> tuple[type, type, type]:

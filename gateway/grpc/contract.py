@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
 from gateway.core import schema
-from gateway.core.registry import REGISTRY, Registry, Resource, Verb
+from gateway.core.operations import Action, Operation, operations
+from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.schema import ListOf, ObjectType, Ref, Scalar, SchemaError
 
 __all__ = [
@@ -72,9 +73,6 @@ _SCALAR_NOTES: Final[Mapping[str, str]] = {
 }
 
 Label: TypeAlias = Literal["", "optional", "repeated"]
-Action: TypeAlias = Literal[
-    "get", "list", "watch", "create", "replace", "patch", "delete", "deletecollection", "log"
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,27 +125,40 @@ class ProtoMessage:
 
 @dataclass(frozen=True, slots=True)
 class Rpc:
-    """One method of a resource service.
+    """One method of a resource service: an operation of the core's table, on the wire.
 
     Attributes:
-        name: the method name (``Get``, ``PatchStatus``, ``GetLog``).
-        action: what the servicer does.
-        verb: the registry verb checked before any call.
-        subresource: ``status``, ``ephemeralcontainers``, ``log`` or ``None``.
+        operation: what the method does (action, verb, subresource, streaming, name).
         request: the request message name.
         response: the response message name (the element type when streaming).
-        streaming: server streaming.
-        doc: the comment above the method.
     """
 
-    name: str
-    action: Action
-    verb: Verb
-    subresource: str | None
+    operation: Operation
     request: str
     response: str
-    streaming: bool = False
-    doc: str = ""
+
+    @property
+    def name(self) -> str:
+        """The method name (``Get``, ``PatchStatus``, ``GetLog``)."""
+        return self.operation.name
+
+    @property
+    def action(self) -> Action:
+        return self.operation.action
+
+    @property
+    def subresource(self) -> str | None:
+        return self.operation.subresource
+
+    @property
+    def streaming(self) -> bool:
+        """Server streaming."""
+        return self.operation.streaming
+
+    @property
+    def doc(self) -> str:
+        """The comment above the method."""
+        return self.operation.describe()
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,37 +505,6 @@ def _requests(r: Resource, kind: str, plural: str) -> list[ProtoMessage]:
     return msgs
 
 
-_SUBRESOURCE_NAMES: Final[Mapping[str, str]] = {
-    "status": "Status",
-    "ephemeralcontainers": "EphemeralContainers",
-    "log": "Log",
-}
-_VERB_RPC: Final[tuple[tuple[Verb, str, Action], ...]] = (
-    ("get", "Get", "get"),
-    ("list", "List", "list"),
-    ("watch", "Watch", "watch"),
-    ("create", "Create", "create"),
-    ("update", "Replace", "replace"),
-    ("patch", "Patch", "patch"),
-    ("delete", "Delete", "delete"),
-    ("deletecollection", "DeleteCollection", "deletecollection"),
-)
-
-
-_ACTION_DOCS: Final[Mapping[Action, str]] = {
-    "get": "Read one {kind}.",
-    "list": "List {plural} (one page with limit and continue).",
-    "watch": "Watch {plural}: ADDED / MODIFIED / DELETED, BOOKMARK on request, RESYNC after a "
-    "relist; resumes from resource_version and survives upstream closes.",
-    "create": "Create a {kind}.",
-    "replace": "Replace a {kind}; metadata.resourceVersion guards against lost updates.",
-    "patch": "Patch a {kind}: JSON patch, merge patch, strategic merge patch or server-side apply.",
-    "delete": "Delete a {kind}.",
-    "deletecollection": "Delete every {kind} the selectors match.",
-    "log": "Read a {kind}'s container log as raw bytes; streams new output while following.",
-}
-
-
 def service_name(r: Resource) -> str:
     """``PodService``, ``EndpointsService``: the kind's service (a plural can equal a kind)."""
     return f"{r.kind}Service"
@@ -557,57 +537,7 @@ def _rpcs(r: Resource, kind: str, plural: str) -> tuple[Rpc, ...]:
         "deletecollection": f"DeleteCollection{plural}Response",
         "log": "LogChunk",
     }
-    out: list[Rpc] = []
-    for verb, name, action in _VERB_RPC:
-        if verb in r.verbs:
-            out.append(
-                Rpc(
-                    name,
-                    action,
-                    verb,
-                    None,
-                    req[action],
-                    resp[action],
-                    streaming=action == "watch",
-                    doc=_ACTION_DOCS[action].format(kind=kind, plural=plural),
-                )
-            )
-    for sub in r.subresources.values():
-        suffix = _SUBRESOURCE_NAMES.get(sub.name) or sub.name.capitalize()
-        if sub.content == "text":
-            if "get" in sub.verbs:
-                out.append(
-                    Rpc(
-                        f"Get{suffix}",
-                        "log",
-                        "get",
-                        sub.name,
-                        req["log"],
-                        resp["log"],
-                        streaming=True,
-                        doc=_ACTION_DOCS["log"].format(kind=kind, plural=plural),
-                    )
-                )
-            continue
-        for verb, prefix, action in (
-            ("get", "Get", "get"),
-            ("update", "Replace", "replace"),
-            ("patch", "Patch", "patch"),
-        ):
-            if verb in sub.verbs:
-                out.append(
-                    Rpc(
-                        f"{prefix}{suffix}",
-                        action,
-                        verb,
-                        sub.name,
-                        req[action],
-                        resp[action],
-                        doc=_ACTION_DOCS[action].format(kind=kind, plural=plural)
-                        + f" ({r.plural}/{sub.name})",
-                    )
-                )
-    return tuple(out)
+    return tuple(Rpc(op, req[op.action], resp[op.action]) for op in operations(r))
 
 
 def _watch_member(kind: str) -> str:

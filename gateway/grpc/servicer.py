@@ -1,18 +1,19 @@
 """One generic servicer, parameterised by a registry resource: convert, delegate, convert back.
 
 :func:`resource_handler` turns a :class:`~gateway.grpc.contract.Service` into a grpc.aio
-generic handler.  Each RPC's action (``get``, ``list``, ``watch``, ``create``, ``replace``,
-``patch``, ``delete``, ``deletecollection``, ``log``) is one method here, the same for every
-resource; the request becomes core options, one :class:`~gateway.core.adapter.KubeAdapter`
-(or a subscription of the core :class:`~gateway.core.hub.WatchHub`) does the work, and the
-codec turns the decoded answer into wire bytes.  Errors go through :mod:`gateway.grpc.status`.
+generic handler.  Every RPC is an operation of the core's table
+(:mod:`gateway.core.operations`): a unary request becomes a core
+:class:`~gateway.core.operations.Call` run by :func:`~gateway.core.operations.perform`; a
+``Watch`` subscribes to the core :class:`~gateway.core.hub.WatchHub`; a followed log reads
+the core :class:`~gateway.core.logfollow.LogFollower`.  The codec turns the decoded answer
+into wire bytes; errors go through :mod:`gateway.grpc.status`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any, Final, NoReturn
 
@@ -24,6 +25,7 @@ from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.hub import WatchHub, WatchStart, WatchTarget
 from gateway.core.logfollow import LogFollower
+from gateway.core.operations import Call, perform
 from gateway.core.options import (
     DeleteOptions,
     ListOptions,
@@ -144,10 +146,6 @@ class ResourceServicer:
         return grpc.method_handlers_generic_handler(self.service.full_name, handlers)
 
     def _unary(self, rpc: Rpc) -> Handler:
-        action: Callable[[Rpc, Any, Credential, float | None], Awaitable[bytes]] = getattr(
-            self, f"_{rpc.action}"
-        )
-
         async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
             try:
                 if isinstance(request, _Undecodable):
@@ -156,7 +154,7 @@ class ResourceServicer:
                 timeout = timeout_of(context.time_remaining())
                 try:
                     async with asyncio.timeout(timeout):
-                        return await action(rpc, request, credential, timeout)
+                        return await self._perform(rpc, request, credential, timeout)
                 except TimeoutError:
                     raise errors.Timeout("the call's deadline passed") from None
             except Exception as exc:  # CancelledError is not an Exception: it propagates
@@ -189,17 +187,9 @@ class ResourceServicer:
 
     # -- request -> core ---------------------------------------------------------------------
 
-    def _namespace(self, request: Any, *, listing: bool = False) -> str | None:
-        if not self.resource.namespaced:
-            return None
-        ns: str = request.namespace
-        if not ns and not listing:
-            raise _invalid(
-                "namespace",
-                f"{self.kind} is namespaced: namespace is required",
-                "FieldValueRequired",
-            )
-        return ns or None
+    def _given_namespace(self, request: Any) -> str | None:
+        """The namespace the caller sent (cluster-scoped requests have no such field)."""
+        return request.namespace if self.resource.namespaced else None
 
     def _mask(self, request: Any) -> masks.Tree | None:
         if not request.HasField("read_mask"):
@@ -268,77 +258,50 @@ class ResourceServicer:
 
     # -- actions -----------------------------------------------------------------------------
 
-    async def _get(
+    def _call(self, rpc: Rpc, request: Any) -> Call:
+        """The core :class:`Call` of a request: only the fields its operation takes."""
+        takes = rpc.operation.spec.options
+        patch = self._patch_options(request) if "patch" in takes else None
+        body: Any = None
+        if rpc.action in ("create", "replace"):
+            body = self._body(request)
+        elif rpc.action == "patch":
+            body = self._patch_document(request)
+        return Call(
+            namespace=self._given_namespace(request),
+            name=getattr(request, "name", ""),
+            body=body,
+            list=self._list_options(request) if "list" in takes else ListOptions(),
+            write=self._write(request) if "write" in takes else WriteOptions(),
+            patch=patch,
+            delete=self._delete_options(request) if "delete" in takes else DeleteOptions(),
+        )
+
+    async def _perform(
         self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
     ) -> bytes:
-        mask = self._mask(request)
-        obj = await self.adapter.get(
-            self.resource,
-            request.name,
-            namespace=self._namespace(request),
-            subresource=rpc.subresource,
+        mask = self._mask(request) if rpc.action in ("get", "list") else None
+        answer = await perform(
+            self.adapter,
+            rpc.operation,
+            self._call(rpc, request),
             credential=credential,
             timeout=timeout,
         )
-        return self.codec.object_bytes(self.kind, obj, mask)
-
-    async def _list(
-        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
-    ) -> bytes:
-        mask = self._mask(request)
-        listed = await self.adapter.list(
-            self.resource,
-            namespace=self._namespace(request, listing=True),
-            options=self._list_options(request),
-            credential=credential,
-            timeout=timeout,
-        )
-        return self.codec.list_bytes(self.kind, listed, mask)
-
-    async def _create(
-        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
-    ) -> bytes:
-        body = self._body(request)
-        namespace = None
-        if self.resource.namespaced:
-            meta = body.get("metadata")
-            namespace = request.namespace or (
-                meta.get("namespace") if isinstance(meta, dict) else None
+        if rpc.action == "list":
+            return self.codec.list_bytes(self.kind, answer, mask)
+        if rpc.action == "delete":
+            return self._object_or_status(
+                rpc, answer, "object", lambda d: self.codec.object_bytes(self.kind, d)
             )
-            if not namespace:
-                raise _invalid(
-                    "namespace",
-                    f"{self.kind} is namespaced: namespace is required",
-                    "FieldValueRequired",
-                )
-        created = await self.adapter.create(
-            self.resource,
-            body,
-            namespace=namespace,
-            write=self._write(request),
-            credential=credential,
-            timeout=timeout,
-        )
-        return self.codec.object_bytes(self.kind, created)
+        if rpc.action == "deletecollection":
+            return self._object_or_status(
+                rpc, answer, "list", lambda d: self.codec.list_bytes(self.kind, d)
+            )
+        return self.codec.object_bytes(self.kind, answer, mask)
 
-    async def _replace(
-        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
-    ) -> bytes:
-        replaced = await self.adapter.replace(
-            self.resource,
-            request.name,
-            self._body(request),
-            namespace=self._namespace(request),
-            subresource=rpc.subresource,
-            write=self._write(request),
-            credential=credential,
-            timeout=timeout,
-        )
-        return self.codec.object_bytes(self.kind, replaced)
-
-    async def _patch(
-        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
-    ) -> bytes:
+    @staticmethod
+    def _patch_options(request: Any) -> PatchOptions:
         patch_type = _PATCH_TYPES.get(request.patch_type)
         if patch_type is None:
             raise _invalid(
@@ -346,50 +309,13 @@ class ResourceServicer:
                 "patch_type is required (JSON, MERGE, STRATEGIC_MERGE or APPLY)",
                 "FieldValueRequired",
             )
+        return PatchOptions(patch_type, force=_opt(request, "force"))
+
+    @staticmethod
+    def _patch_document(request: Any) -> bytes:
         if not request.patch:
             raise _invalid("patch", "patch is required", "FieldValueRequired")
-        patched = await self.adapter.patch(
-            self.resource,
-            request.name,
-            bytes(request.patch),
-            patch_options=PatchOptions(patch_type, force=_opt(request, "force")),
-            namespace=self._namespace(request),
-            subresource=rpc.subresource,
-            write=self._write(request),
-            credential=credential,
-            timeout=timeout,
-        )
-        return self.codec.object_bytes(self.kind, patched)
-
-    async def _delete(
-        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
-    ) -> bytes:
-        deleted = await self.adapter.delete(
-            self.resource,
-            request.name,
-            namespace=self._namespace(request),
-            options=self._delete_options(request),
-            credential=credential,
-            timeout=timeout,
-        )
-        return self._object_or_status(
-            rpc, deleted, "object", lambda d: self.codec.object_bytes(self.kind, d)
-        )
-
-    async def _deletecollection(
-        self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
-    ) -> bytes:
-        deleted = await self.adapter.delete_collection(
-            self.resource,
-            namespace=self._namespace(request, listing=True),
-            list_options=self._list_options(request),
-            options=self._delete_options(request),
-            credential=credential,
-            timeout=timeout,
-        )
-        return self._object_or_status(
-            rpc, deleted, "list", lambda d: self.codec.list_bytes(self.kind, d)
-        )
+        return bytes(request.patch)
 
     def _object_or_status(
         self,
@@ -425,7 +351,7 @@ class ResourceServicer:
             deadline = None
         target = WatchTarget(
             self.resource,
-            self._namespace(request, listing=True),
+            rpc.operation.namespace(self._given_namespace(request)),
             options.label_selector,
             options.field_selector,
         )
@@ -467,8 +393,8 @@ class ResourceServicer:
             limit_bytes=_opt(request, "limit_bytes"),
             insecure_skip_tls_verify_backend=request.insecure_skip_tls_verify_backend,
         )
-        namespace = self._namespace(request)
-        assert namespace is not None
+        namespace = rpc.operation.namespace(self._given_namespace(request))
+        assert namespace is not None  # logs are of pods, which are namespaced
         if options.follow:
             # Resumes after upstream breaks without loss or duplicates; ends when the
             # container stops (gateway/core/logfollow.py, shared with GraphQL).
@@ -486,8 +412,11 @@ class ResourceServicer:
                         data = line.stamp + b" " + data
                     yield chunk(data=data).SerializeToString()
             return
-        data = await self.adapter.read_log(
-            request.name, namespace=namespace, options=options, credential=credential
+        data = await perform(
+            self.adapter,
+            rpc.operation,
+            Call(namespace=namespace, name=request.name, log=options),
+            credential=credential,
         )
         for start in range(0, len(data), LOG_CHUNK_BYTES):
             yield chunk(data=data[start : start + LOG_CHUNK_BYTES]).SerializeToString()
