@@ -29,14 +29,9 @@ import pytest
 import yaml
 
 from gateway.core.auth import ExecCredentialPlugin, GatewayAuth, TokenFile
-from gateway.core.config import (
-    USER_AGENT,
-    ConfigError,
-    UpstreamConfig,
-    build_http_client,
-    describe,
-    resolve_upstream,
-)
+from gateway.core.client import USER_AGENT, build_http_client
+from gateway.core.config import ConfigError, UpstreamConfig, describe
+from gateway.core.kubeconfig import resolve_upstream
 from tests.pki import make_ca, make_leaf, pem_cert
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kubeconfig"
