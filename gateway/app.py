@@ -26,10 +26,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gateway.core import config
+from gateway.core import config, kubeconfig
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
+from gateway.core.client import build_http_client
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
@@ -91,7 +92,7 @@ def resolve_upstream(settings: Settings) -> config.UpstreamConfig | None:
     Raises:
         ConfigError: anything half-configured or unsafe, with what was found and what to do.
     """
-    upstream_cfg = config.resolve_upstream(
+    upstream_cfg = kubeconfig.resolve_upstream(
         server=settings.server,
         token_file=settings.token_file,
         ca_file=settings.ca_file,
@@ -183,7 +184,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             # Requests and streams (watches, log follows) use separate pools, so open
             # streams can never starve requests; the stream budget fits its pool.
             def client(cfg: config.UpstreamConfig, identity: bool, pool: int) -> httpx.AsyncClient:
-                built = config.build_http_client(
+                built = build_http_client(
                     cfg,
                     gateway_identity=identity,
                     http2=settings.upstream_http2,

@@ -1,7 +1,7 @@
 """The gateway's own upstream credential, for the explicit gateway-identity mode only.
 
 By default the core sends the *caller's* token on every request and none of this is used
-(see ``gateway.core.config``).  In gateway-identity mode, ``gateway_auth`` loads the gateway's
+(see ``gateway.core.client``).  In gateway-identity mode, ``gateway_auth`` loads the gateway's
 client certificate into the upstream TLS context and returns a ``GatewayAuth`` that adds the
 gateway's bearer token to requests that carry no ``Authorization`` header of their own.
 

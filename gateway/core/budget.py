@@ -14,17 +14,24 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gateway.core import errors
-
-if TYPE_CHECKING:
-    from gateway.core.adapter import Credential
 
 ANONYMOUS_SCOPE = "anonymous"
 
 
-def scope_of(credential: Credential) -> str:
+class Bearer(Protocol):
+    """What a scope is made of: a caller's bearer token, or none (``adapter.Credential``).
+
+    Structural, so that budgets need not import the adapter that imports them.
+    """
+
+    @property
+    def token(self) -> str | None: ...
+
+
+def scope_of(credential: Bearer) -> str:
     """The key of an identity: a hash of its token (never the token), or ``anonymous``."""
     if not credential.token:
         return ANONYMOUS_SCOPE

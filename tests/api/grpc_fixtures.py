@@ -19,8 +19,9 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from gateway.core import config
 from gateway.core.adapter import KubeAdapter
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
@@ -92,7 +93,7 @@ async def serve_grpc(
     compression: grpc.Compression | None = None,
 ) -> AsyncIterator[GrpcGateway]:
     """Start the gateway's gRPC server on a free port against ``demo`` until the block exits."""
-    http = config.build_http_client(config.UpstreamConfig(server=demo.url, source="tests"))
+    http = build_http_client(UpstreamConfig(server=demo.url, source="tests"))
     try:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)

@@ -13,8 +13,10 @@ import orjson
 import pytest
 from google.protobuf import field_mask_pb2
 
-from gateway.core import config, errors
+from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
@@ -280,9 +282,7 @@ async def _serve_against(
     transport: httpx.AsyncBaseTransport | None, url: str
 ) -> AsyncIterator[grpc.aio.Channel]:
     """The gateway's gRPC server on an upstream of our choosing."""
-    http = config.build_http_client(
-        config.UpstreamConfig(server=url, source="tests"), transport=transport
-    )
+    http = build_http_client(UpstreamConfig(server=url, source="tests"), transport=transport)
     adapter = KubeAdapter(http)
     hub = WatchHub(adapter)
     server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub)

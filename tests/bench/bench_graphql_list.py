@@ -27,8 +27,9 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.core import config
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
 from gateway.settings import Settings
@@ -76,7 +77,7 @@ async def bench(pods: int, rounds: int) -> None:
         settings = Settings(
             host="127.0.0.1", http_port=0, grpc_port=0, server=demo.url, log_level="warning"
         )
-        upstream = config.build_http_client(config.UpstreamConfig(server=demo.url, source="bench"))
+        upstream = build_http_client(UpstreamConfig(server=demo.url, source="bench"))
         async with (
             serve_app(settings) as (url, _app),
             upstream,

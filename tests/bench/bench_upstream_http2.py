@@ -70,7 +70,8 @@ import h2.settings
 
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
-from gateway.core.config import UpstreamConfig, build_http_client
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from tests.e2e.apiserver import BinariesMissing, KubeAPIServer, running_apiserver
 
 NAMESPACE = "team-a"

@@ -32,8 +32,9 @@ import grpc
 import orjson
 from google.protobuf import json_format
 
-from gateway.core import config
 from gateway.core.adapter import Credential, KubeAdapter, decode_json
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
 from gateway.core.registry import POD
 from gateway.core.watch import WatchEvent
@@ -185,7 +186,7 @@ def _manifest(i: int) -> dict[str, Any]:
 async def end_to_end(pods: int, rounds: int) -> None:
     async with DemoUpstream(seed=False) as demo:
         await demo.store.bulk_create(POD, (_manifest(i) for i in range(pods)), namespace="bench")
-        http = config.build_http_client(config.UpstreamConfig(server=demo.url, source="bench"))
+        http = build_http_client(UpstreamConfig(server=demo.url, source="bench"))
         adapter = KubeAdapter(http)
         server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=WatchHub(adapter))
         limit = 256 * 1024 * 1024

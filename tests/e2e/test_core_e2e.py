@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gateway.core.adapter import Credential, KubeAdapter
-from gateway.core.config import UpstreamConfig, build_http_client
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from tests.e2e.apiserver import KubeAPIServer
 from tests.scenarios.backend import Backend
 from tests.scenarios.core import *  # noqa: F403  (the shared scenarios are collected here)

@@ -19,7 +19,8 @@ import grpc
 from google.protobuf import json_format
 
 from gateway.core.adapter import Credential, KubeAdapter
-from gateway.core.config import UpstreamConfig, build_http_client
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (

@@ -16,7 +16,8 @@ from gateway.core import errors
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.budget import Budget
-from gateway.core.config import UpstreamConfig, build_http_client
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
 from gateway.core.hub import (
     HubEvent,
     SharedWatches,

@@ -1,0 +1,165 @@
+"""The core's ``httpx.AsyncClient`` for the upstream, and the TLS context it verifies with.
+
+``build_http_client`` builds the client from a resolved ``gateway.core.config.UpstreamConfig``
+(see ``gateway.core.kubeconfig`` for where that comes from).  By default it presents *no*
+gateway credential at all: the core sets the caller's bearer token on every request, and the
+kube-apiserver tries x509 client certificates before bearer tokens, so a gateway certificate
+would silently replace the caller's identity.  The gateway's own credential is used only with
+``gateway_identity=True``, which is logged loudly; ``gateway.core.auth`` then loads it.
+
+``build_ssl_context`` builds the context that verifies the upstream with the configured CA,
+else certifi's public bundle; it verifies nothing only for ``insecure_skip_tls_verify``, which
+resolution accepts only when explicitly allowed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import ssl
+from typing import TYPE_CHECKING, Any, Final
+
+import certifi
+import httpx
+
+from gateway.core.auth import gateway_auth
+from gateway.core.config import ConfigError, UpstreamConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+__all__ = [
+    "USER_AGENT",
+    "build_http_client",
+    "build_ssl_context",
+]
+
+logger = logging.getLogger(__name__)
+
+# Watches and log follows stay open for as long as the caller wants: no read timeout here,
+# per-request timeouts are the caller's.  Writes are small JSON bodies.
+CONNECT_TIMEOUT: Final = 10.0
+WRITE_TIMEOUT: Final = 30.0
+POOL_TIMEOUT: Final = 10.0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("kube-gateway")
+    except importlib.metadata.PackageNotFoundError:  # running from a bare checkout
+        return "0+unknown"
+
+
+USER_AGENT: Final = f"kube-gateway/{_version()}"
+
+
+def build_ssl_context(cfg: UpstreamConfig) -> ssl.SSLContext:
+    """Build the TLS context that verifies the upstream (no client certificate loaded).
+
+    Args:
+        cfg: the upstream configuration.
+
+    Returns:
+        A client context trusting the configured CA (or certifi's bundle when none is
+        configured), or one that verifies nothing when ``insecure_skip_tls_verify``.
+
+    Raises:
+        ConfigError: the CA bundle cannot be loaded.
+    """
+    if cfg.insecure_skip_tls_verify:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    try:
+        if cfg.ca_data is not None:
+            return ssl.create_default_context(cadata=cfg.ca_data.decode("ascii"))
+        if cfg.ca_file is not None:
+            return ssl.create_default_context(cafile=str(cfg.ca_file))
+        return ssl.create_default_context(cafile=certifi.where())
+    except (ssl.SSLError, OSError, UnicodeDecodeError, ValueError) as exc:
+        where = cfg.ca_file or "certificate-authority-data"
+        raise ConfigError(f"{cfg.source}: cannot load the CA bundle from {where}: {exc}") from exc
+
+
+def _sni_hook(server_name: str) -> Callable[[httpx.Request], Awaitable[None]]:
+    async def set_sni(request: httpx.Request) -> None:
+        # httpcore uses this name for SNI and for verifying the certificate's host name.
+        request.extensions["sni_hostname"] = server_name
+
+    return set_sni
+
+
+def build_http_client(
+    cfg: UpstreamConfig,
+    *,
+    gateway_identity: bool = False,
+    http2: bool = False,
+    max_connections: int = 512,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> httpx.AsyncClient:
+    """Build the core's one ``httpx.AsyncClient`` for the upstream.
+
+    By default the client carries no gateway credential: no client certificate in the TLS
+    handshake (the apiserver tries x509 before bearer tokens, so one would replace the
+    caller's identity) and no ``Authorization`` header; the core sets the caller's token on
+    every request.  With ``gateway_identity=True`` the gateway's certificate is presented and
+    ``GatewayAuth`` adds the gateway's token to requests that carry none; this mode is
+    logged as a warning.
+
+    HTTP/1.1 by default; with ``http2=True`` HTTP/2 is offered through ALPN to ``https``
+    servers.  HTTP/2 is opt-in because the apiserver closes a whole HTTP/2 connection
+    (GOAWAY) after any unauthenticated request (its UnauthenticatedHTTP2DOSMitigation), so
+    on a connection shared by many callers one caller's bad token would break the others'
+    in-flight requests and watches; HTTP/1.1 confines that to the caller's own connection.
+    Timeouts: connect 10 s, pool 10 s, write 30 s, no read timeout (watches and log
+    follows are long-lived; per-request timeouts are the caller's).
+
+    Args:
+        cfg: the resolved upstream configuration.
+        gateway_identity: present the gateway's own credential (explicit, logged mode).
+        http2: offer HTTP/2 to ``https`` servers (see above for why it is off by default).
+        max_connections: connection pool size.
+        transport: a transport to use instead of the default one (its TLS and pool
+            settings are then its own).
+
+    Returns:
+        The client; the caller owns it and must close it (``aclose``).
+
+    Raises:
+        ConfigError: the CA or the gateway's certificate cannot be loaded, or, in gateway
+            identity mode, no gateway credential is configured or its exec plugin fails.
+    """
+    ssl_context = build_ssl_context(cfg)
+    auth: httpx.Auth | None = None
+    if gateway_identity:
+        auth = gateway_auth(cfg, ssl_context)
+    if cfg.insecure_skip_tls_verify and cfg.is_tls:
+        logger.warning("TLS verification of the upstream %s is OFF", cfg.server)
+
+    use_http2 = http2 and cfg.is_tls
+    if transport is None:
+        transport = httpx.AsyncHTTPTransport(
+            verify=ssl_context,
+            http2=use_http2,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            trust_env=False,
+        )
+    hooks: dict[str, list[Callable[..., Any]]] = {"request": [], "response": []}
+    if cfg.tls_server_name and cfg.is_tls:
+        hooks["request"].append(_sni_hook(cfg.tls_server_name))
+    return httpx.AsyncClient(
+        base_url=cfg.server,
+        auth=auth,
+        headers={"User-Agent": USER_AGENT},
+        timeout=httpx.Timeout(
+            connect=CONNECT_TIMEOUT, read=None, write=WRITE_TIMEOUT, pool=POOL_TIMEOUT
+        ),
+        transport=transport,
+        event_hooks=hooks,
+        follow_redirects=False,
+        # No proxy or netrc from the environment: nothing may add a credential behind our back.
+        trust_env=False,
+    )
