@@ -9,7 +9,6 @@ decides what the caller may do.  "Watch rule N" refers to ``docs/watch-semantics
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from typing import Any, Literal
 import httpx
 import orjson
 
-from gateway.core import errors
+from gateway.core import errors, gcpause
 from gateway.core.budget import Budget, scope_of
 from gateway.core.config import ConfigError
 from gateway.core.options import (
@@ -38,8 +37,6 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
-#: Bodies at least this large are decoded with the cyclic GC paused (see DESIGN "Speed").
-_GC_PAUSE_BYTES = 1 << 20
 #: Margin added to ``timeoutSeconds`` (or the bookmark interval) before a silent watch
 #: counts as half-open.
 WATCH_IDLE_MARGIN = 30.0
@@ -204,21 +201,16 @@ def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -
 
 
 def decode_json(data: bytes) -> Any:
-    """Decode a JSON body; big lists are decoded with the cyclic GC paused.
+    """Decode a JSON body; a large one with the cyclic GC held off (:mod:`gateway.core.gcpause`).
 
     Raises:
         Internal: the upstream sent something that is not JSON.
     """
-    pause = len(data) >= _GC_PAUSE_BYTES and gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise errors.Internal("the upstream sent a response that is not valid JSON") from None
-    finally:
-        if pause:
-            gc.enable()
+    with gcpause.paused(len(data) >= gcpause.LARGE_BODY_BYTES):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise errors.Internal("the upstream sent a response that is not valid JSON") from None
 
 
 class LineSplitter:

@@ -1,4 +1,4 @@
-"""Request options: the seed query parameters, validated as the apiserver validates them.
+"""Request options: the API's query parameters, validated as the apiserver validates them.
 
 Each options record is frozen and turns into query parameters through a pure
 ``to_query()``; ``validate()`` refuses a bad combination before anything is sent, with the
@@ -313,7 +313,8 @@ class DeleteOptions:
 
 @dataclass(frozen=True, slots=True)
 class LogOptions:
-    """Options of ``pods/log`` (every parameter the seed lists, plus ``sinceTime``)."""
+    """Options of ``pods/log``: the parameters the Kubernetes API reference lists for "read
+    log of the specified Pod", plus ``sinceTime`` (a field of ``PodLogOptions``)."""
 
     container: str | None = None
     follow: bool = False

@@ -24,7 +24,7 @@ ALL_VERBS: frozenset[Verb] = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Subresource:
-    """A subresource such as ``pods/status``, with the verbs the seed lists for it."""
+    """A subresource such as ``pods/status``, with the verbs the Kubernetes API serves for it."""
 
     name: str
     verbs: frozenset[Verb]

@@ -20,15 +20,18 @@ from graphql import (
     DocumentNode,
     ExecutionResult,
     GraphQLError,
+    GraphQLNamedType,
     GraphQLSchema,
     OperationDefinitionNode,
+    create_source_event_stream,
     execute,
+    execute_subscription_event,
     get_operation_ast,
     parse,
     validate,
 )
-from graphql.execution import create_source_event_stream, execute_subscription_event
 
+from gateway.graphql._library import graphql_schema, strawberry_definition
 from gateway.graphql.errors import ApiError, format_error, format_exception
 from gateway.graphql.limits import Limits, check_document, check_fragment_cycles
 from gateway.graphql.projection import ProjectingExecutor, executor_for
@@ -80,7 +83,7 @@ class Engine:
 
     def __init__(self, schema: strawberry.Schema, limits: Limits, cache_size: int = 512) -> None:
         self.schema = schema
-        self.graphql_schema: GraphQLSchema = schema._schema
+        self.graphql_schema: GraphQLSchema = graphql_schema(schema)
         self.limits = limits
         #: Valid documents only (a failure is cheap to find again and must not evict
         #: valid ones), bounded in count and in bytes of text.
@@ -228,8 +231,8 @@ def format_result(result: ExecutionResult) -> Response:
     return out
 
 
-def _is_generated(t: Any) -> bool:
-    definition = (getattr(t, "extensions", None) or {}).get("strawberry-definition")
+def _is_generated(t: GraphQLNamedType) -> bool:
+    definition = strawberry_definition(t)
     origin = getattr(definition, "origin", None)
     return getattr(origin, "__module__", None) == "gateway.graphql.objects" and not getattr(
         definition, "is_input", False

@@ -54,7 +54,9 @@ def dict_resolver(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def _raw(root: Any) -> Any:
+def resolve_raw(root: Any) -> Any:
+    """The resolver of every output type's ``raw`` field: the upstream object itself (the
+    projection, :mod:`gateway.graphql.projection`, recognises the field by it)."""
     return root
 
 
@@ -143,7 +145,7 @@ def generate(registry: Registry = REGISTRY, extra: ExtraFields | None = None) ->
         _fill(outputs[t.short_name], t, outputs, output=True)
         out_cls = outputs[t.short_name]
         out_cls.raw = strawberry.field(  # type: ignore[attr-defined]
-            resolver=_raw,
+            resolver=resolve_raw,
             name="raw",
             graphql_type=Optional[JSON],  # noqa: UP045
             description="The object exactly as the upstream sent it (fields newer than "

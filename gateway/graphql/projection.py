@@ -14,25 +14,28 @@ spec's.
 
 from __future__ import annotations
 
-import asyncio
-import gc
 from collections.abc import Callable
 from typing import Any, cast
 
 from graphql import (
     GraphQLEnumType,
+    GraphQLField,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
-    GraphQLResolveInfo,
     GraphQLScalarType,
 )
-from graphql.execution import Executor
-from graphql.execution.collect_fields import FieldDetailsList
-from graphql.pyutils import Path
 
-from gateway.graphql.objects import _raw
+from gateway.core.gcpause import LARGE_LIST, pause_until_next_turn
+from gateway.graphql._library import (
+    NOT_COMPLETED,
+    CompletingExecutor,
+    Fields,
+    strawberry_definition,
+    subselection,
+)
+from gateway.graphql.objects import resolve_raw
 
 Project = Callable[[Any], Any]
 
@@ -58,18 +61,16 @@ class _Fallback(Exception):
     """A value does not fit the plan: complete it the ordinary way."""
 
 
-def _strawberry_field(field: Any) -> Any:
-    return (field.extensions or {}).get("strawberry-definition")
+def _is_plain(field: GraphQLField) -> bool:
+    """A field strawberry resolves with the schema's default resolver (its JSON key)."""
+    definition = strawberry_definition(field)
+    return bool(getattr(definition, "is_basic_field", False))
 
 
-def _is_plain(field: Any) -> bool:
-    return bool(getattr(field.resolve, "_is_default", False))
-
-
-def _is_raw(field: Any) -> bool:
-    definition = _strawberry_field(field)
+def _is_raw(field: GraphQLField) -> bool:
+    definition = strawberry_definition(field)
     resolver = getattr(definition, "base_resolver", None)
-    return resolver is not None and getattr(resolver, "wrapped_func", None) is _raw
+    return resolver is not None and getattr(resolver, "wrapped_func", None) is resolve_raw
 
 
 def _leaf(scalar: GraphQLScalarType) -> Project | None:
@@ -102,40 +103,33 @@ def _leaf(scalar: GraphQLScalarType) -> Project | None:
     return leaf
 
 
-class ProjectingExecutor(Executor[Any]):
+class ProjectingExecutor(CompletingExecutor):
     """A graphql-core executor that projects plain-data subtrees in one compiled step.
 
-    Plans are cached per operation (and shared with the per-event copies a subscription
-    makes), keyed by the identity of the collected field list, which graphql-core memoises.
+    Plans are cached per execution (each event of a subscription is one), keyed by the
+    identity of the collected field list, which graphql-core memoises.
     """
 
     _plans: dict[tuple[int, int], Any]
     #: Names of the object types the projection may complete (the generated types).
     data_types: frozenset[str] = frozenset()
 
-    def complete_value(  # noqa: PLR0917
-        self,
-        return_type: GraphQLOutputType,
-        field_details_list: FieldDetailsList,
-        info: GraphQLResolveInfo[Any],
-        path: Path,
-        result: Any,
-        position_context: Any,
-    ) -> Any:
-        if result is not None and type(return_type) is not GraphQLScalarType:
-            if _large(result):
-                _defer_gc()  # first: any allocation may start a collection
-            plan = self._plan(return_type, field_details_list)
-            if plan is not None:
-                try:
-                    return plan(result)
-                except _Fallback:
-                    pass
-        return super().complete_value(
-            return_type, field_details_list, info, path, result, position_context
-        )
+    def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
+        if type(return_type) is GraphQLScalarType:
+            return NOT_COMPLETED
+        if _large(result):
+            # First: any allocation may start a collection.  The decoded body is dropped
+            # when this step ends, so the collector need never traverse it.
+            pause_until_next_turn()
+        plan = self._plan(return_type, fields)
+        if plan is not None:
+            try:
+                return plan(result)
+            except _Fallback:
+                pass
+        return NOT_COMPLETED
 
-    def _plan(self, return_type: GraphQLOutputType, fdl: FieldDetailsList) -> Project | None:
+    def _plan(self, return_type: GraphQLOutputType, fdl: Fields) -> Project | None:
         try:
             plans = self._plans
         except AttributeError:
@@ -156,7 +150,7 @@ class ProjectingExecutor(Executor[Any]):
             plans[(id(fdl), 0)] = fdl
         return cast("Project | None", plan)
 
-    def _compile(self, t: GraphQLOutputType, fdl: FieldDetailsList) -> Project | None:
+    def _compile(self, t: GraphQLOutputType, fdl: Fields) -> Project | None:
         if isinstance(t, GraphQLNonNull):
             inner = self._compile(t.of_type, fdl)
             if inner is None:
@@ -196,13 +190,13 @@ class ProjectingExecutor(Executor[Any]):
             return None
         return self._compile_object(t, fdl)
 
-    def _compile_object(self, t: GraphQLObjectType, fdl: FieldDetailsList) -> Project | None:
-        grouped, defers, _ = self.collect_subfields(t, fdl)
-        if defers:
+    def _compile_object(self, t: GraphQLObjectType, fdl: Fields) -> Project | None:
+        selected = subselection(self, t, fdl)
+        if selected is None:
             return None
         steps: list[tuple[str, str, int, Project | None]] = []
-        for response_key, sub in grouped.items():
-            name = sub[0].node.name.value
+        for response_key, (node, sub) in selected.items():
+            name = node.name.value
             if name == "__typename":
                 steps.append((response_key, t.name, _CONST, None))
                 continue
@@ -212,7 +206,7 @@ class ProjectingExecutor(Executor[Any]):
             if _is_raw(field):
                 steps.append((response_key, "", _SELF, None))
                 continue
-            if not _is_plain(field) or sub[0].node.arguments:
+            if not _is_plain(field) or node.arguments:
                 return None
             ft = field.type
             if isinstance(ft, GraphQLScalarType) and ft.name in _PASSTHROUGH:
@@ -247,35 +241,12 @@ class ProjectingExecutor(Executor[Any]):
 
 _COPY, _LEAF, _SELF, _CONST = 0, 1, 2, 3
 
-#: A list (or a list object's ``items``) this long is a large decoded upstream body.
-LARGE_LIST = 500
-
 
 def _large(value: Any) -> bool:
+    """A large decoded upstream list (or a list object with a large ``items``)."""
     if type(value) is dict:
         value = value.get("items")
     return type(value) is list and len(value) >= LARGE_LIST
-
-
-def _defer_gc() -> None:
-    """Hold the cyclic GC until this event-loop step ends.
-
-    A large upstream list was just decoded (with the GC paused) into millions of young
-    objects.  The projection allocates its output, which would trigger collections that
-    traverse all of them, up to three times over (gen 0, 1, then 2): 150 to 300 ms for
-    5,000 realistic pods, two to three times the projection itself.  Right after the
-    projection the decoded body is dropped and freed by reference counting, so the
-    collector need never see it.  The GC is enabled again by a ``call_soon`` callback, on
-    the event loop's next turn: at most the callbacks already queued run with it held.
-    """
-    if not gc.isenabled():
-        return
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    gc.disable()
-    loop.call_soon(gc.enable)
 
 
 def _identity(value: Any) -> Any:

@@ -110,7 +110,7 @@ async def follow_log(
     ctx: Context, namespace: str, name: str, args: Mapping[str, Any]
 ) -> AsyncIterator[LogLine]:
     """The lines of a followed pod log: resumed after upstream breaks without loss or
-    duplicates; ends when the container stops (see :mod:`gateway.graphql.logfollow`)."""
+    duplicates; ends when the container stops (see :mod:`gateway.core.logfollow`)."""
     options = log_options(args)
     follower = LogFollower(
         ctx.adapter, namespace=namespace, name=name, options=options, credential=ctx.credential

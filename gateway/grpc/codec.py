@@ -29,16 +29,14 @@ integers.
 from __future__ import annotations
 
 import functools
-import gc
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, Final
 
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
-from gateway.core import schema
+from gateway.core import gcpause, schema
 from gateway.core.schema import ListOf, MapOf, Ref, Scalar, TypeRef
 from gateway.core.watch import WatchEvent
 from gateway.grpc import mask as masks
@@ -68,8 +66,6 @@ _DROP: Final = object()
 _INT32: Final = range(-(2**31), 2**31)
 _INT64: Final = range(-(2**63), 2**63)
 _DIGITS: Final = frozenset("0123456789")
-#: Lists at least this long are converted with the cyclic GC paused (see DESIGN "Speed").
-_GC_PAUSE_ITEMS: Final = 500
 
 #: (field, operation, message, tag, JSON below) entries of one message's plan.
 PlanEntry = tuple[str, int, str, bytes, bool]
@@ -200,18 +196,6 @@ def _struct(s: struct_pb2.Struct) -> JSON:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-@contextmanager
-def _gc_paused(items: int) -> Iterator[None]:
-    pause = items >= _GC_PAUSE_ITEMS and gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if pause:
-            gc.enable()
 
 
 class Codec:
@@ -375,7 +359,7 @@ class Codec:
         tag = self._items_tag[lst]
         encode = self._encode
         project = masks.project
-        with _gc_paused(len(items)):
+        with gcpause.paused(len(items) >= gcpause.LARGE_LIST):
             parts = [encode(rest, lst)]
             for i in items:
                 if i.__class__ is dict:

@@ -90,7 +90,6 @@ async def serve_grpc(
     *,
     options: GrpcOptions | None = None,
     channel_options: Sequence[tuple[str, Any]] = (),
-    compression: grpc.Compression | None = None,
 ) -> AsyncIterator[GrpcGateway]:
     """Start the gateway's gRPC server on a free port against ``demo`` until the block exits."""
     http = build_http_client(UpstreamConfig(server=demo.url, source="tests"))
@@ -105,7 +104,6 @@ async def serve_grpc(
                 ("grpc.max_send_message_length", CLIENT_LIMIT),
                 *channel_options,
             ],
-            compression=compression,
         )
         try:
             yield GrpcGateway(demo, adapter, hub, server, port, channel)

@@ -8,9 +8,9 @@ import gc
 
 import httpx
 
+from gateway.core.gcpause import LARGE_LIST
 from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
-from gateway.graphql.projection import LARGE_LIST
 from tests.api.conftest import ADMIN, Gateway
 
 QUERY = """query($ns: String!) {

@@ -1,4 +1,5 @@
-"""Pod log follow subscriptions that survive the upstream (WATCH.md items 27 to 30).
+"""Pod log follow subscriptions that survive the upstream (watch rules 27 to 30 of
+``docs/watch-semantics.md``).
 
 Against the demo upstream: the follow stream is cut mid-line (fault injection), the
 subscription resumes with ``timestamps=true&sinceTime=`` and delivers every line exactly

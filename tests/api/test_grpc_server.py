@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 
 import grpc
@@ -13,11 +14,20 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gateway.demo import DemoUpstream
 from gateway.grpc.contract import contract
-from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
+from gateway.grpc.gen.kubegateway.v1 import core_pb2, meta_pb2, pods_pb2, pods_pb2_grpc
 from gateway.grpc.server import GrpcOptions, service_names
 from gateway.settings import load
 from tests.api.conftest import serve_app
-from tests.api.grpc_fixtures import ADMIN, NAMESPACE, GrpcGateway, bearer, gw, serve_grpc, upstream
+from tests.api.grpc_fixtures import (
+    ADMIN,
+    NAMESPACE,
+    GrpcGateway,
+    bearer,
+    gw,
+    serve_grpc,
+    unique,
+    upstream,
+)
 
 __all__ = ["gw", "upstream"]  # fixtures
 
@@ -81,14 +91,6 @@ async def test_health_answers_serving_for_the_server_and_each_service(gw: GrpcGa
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-async def test_gzip_compressed_calls_work(upstream: DemoUpstream) -> None:
-    async with serve_grpc(upstream, compression=grpc.Compression.Gzip) as gateway:
-        listed = await gateway.stub("pods").List(
-            pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH
-        )
-        assert listed.items
-
-
 async def test_the_message_size_limit_is_configurable(upstream: DemoUpstream) -> None:
     async with serve_grpc(upstream, options=GrpcOptions(max_message_bytes=2048)) as gateway:
         pods = gateway.stub("pods")
@@ -134,11 +136,12 @@ def test_keepalive_and_limits_are_server_options() -> None:
 
 
 class _Tap:
-    """A loopback TCP proxy that keeps what the server sent (to read the gRPC frames)."""
+    """A loopback TCP proxy that keeps what each side sent (to read the gRPC frames)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.from_server = bytearray()
+        self.from_client = bytearray()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -149,11 +152,12 @@ class _Tap:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
 
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, keep: bool) -> None:
+        async def pipe(
+            src: asyncio.StreamReader, dst: asyncio.StreamWriter, kept: bytearray
+        ) -> None:
             try:
                 while data := await src.read(65536):
-                    if keep:
-                        self.from_server += data
+                    kept += data
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, asyncio.CancelledError):
@@ -162,8 +166,8 @@ class _Tap:
                 dst.close()
 
         for task in (
-            asyncio.create_task(pipe(reader, up_writer, False)),
-            asyncio.create_task(pipe(up_reader, writer, True)),
+            asyncio.create_task(pipe(reader, up_writer, self.from_client)),
+            asyncio.create_task(pipe(up_reader, writer, self.from_server)),
         ):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -176,22 +180,62 @@ class _Tap:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def message_flags(self) -> list[int]:
-        """The compressed-flag byte of each gRPC message the server sent (HTTP/2 DATA frames)."""
-        data, flags, i = bytes(self.from_server), [], 0
-        pending: dict[int, bytearray] = {}
-        while i + 9 <= len(data):
-            length = int.from_bytes(data[i : i + 3], "big")
-            kind, stream = data[i + 3], int.from_bytes(data[i + 5 : i + 9], "big") & 0x7FFFFFFF
-            payload = data[i + 9 : i + 9 + length]
-            i += 9 + length
-            if kind == 0 and payload:  # DATA
-                buf = pending.setdefault(stream, bytearray())
-                buf += payload
-                while len(buf) >= 5 and len(buf) >= 5 + int.from_bytes(buf[1:5], "big"):
-                    size = int.from_bytes(buf[1:5], "big")
-                    flags.append(buf[0])
-                    del buf[: 5 + size]
-        return flags
+        """The compressed-flag byte of each gRPC message the server sent."""
+        return [flag for flag, _ in _grpc_messages(bytes(self.from_server))]
+
+
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def _grpc_messages(data: bytes) -> list[tuple[int, bytes]]:
+    """The gRPC messages in one direction of an HTTP/2 connection: (compressed flag, the
+    message as it travelled), from the DATA frames of every stream."""
+    data = data.removeprefix(_PREFACE)  # what a client sends first
+    messages: list[tuple[int, bytes]] = []
+    pending: dict[int, bytearray] = {}
+    i = 0
+    while i + 9 <= len(data):
+        length = int.from_bytes(data[i : i + 3], "big")
+        kind, flags = data[i + 3], data[i + 4]
+        stream = int.from_bytes(data[i + 5 : i + 9], "big") & 0x7FFFFFFF
+        payload = data[i + 9 : i + 9 + length]
+        i += 9 + length
+        if kind == 0 and payload:  # DATA
+            if flags & 0x8:  # PADDED: a pad-length byte first, the padding last
+                payload = payload[1 : len(payload) - payload[0]]
+            buf = pending.setdefault(stream, bytearray())
+            buf += payload
+            while len(buf) >= 5 and len(buf) >= 5 + int.from_bytes(buf[1:5], "big"):
+                size = int.from_bytes(buf[1:5], "big")
+                messages.append((buf[0], bytes(buf[5 : 5 + size])))
+                del buf[: 5 + size]
+    return messages
+
+
+async def test_gzip_compressed_requests_are_decompressed(gw: GrpcGateway) -> None:
+    note = "compressible " * 2_000
+    name = unique("gzip")
+    request = pods_pb2.CreatePodRequest(
+        namespace=NAMESPACE,
+        object=core_pb2.Pod(
+            metadata=meta_pb2.ObjectMeta(name=name, annotations={"note": note}),
+            spec=core_pb2.PodSpec(containers=[core_pb2.Container(name="c", image="busybox")]),
+        ),
+    )
+    tap = _Tap(gw.port)
+    port = await tap.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", compression=grpc.Compression.Gzip)
+    try:
+        created = await pods_pb2_grpc.PodServiceStub(channel).Create(request, metadata=AUTH)
+    finally:
+        await channel.close()
+        await tap.stop()
+    assert created.metadata.name == name
+    assert created.metadata.annotations["note"] == note  # the server inflated it
+    ((flag, sent),) = _grpc_messages(bytes(tap.from_client))
+    assert flag == 1
+    assert gzip.decompress(sent) == request.SerializeToString()
+    assert len(sent) < len(request.SerializeToString()) // 10
 
 
 @pytest.mark.parametrize(("accepts_gzip", "flag"), [(True, 1), (False, 0)])

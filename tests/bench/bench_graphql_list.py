@@ -4,7 +4,7 @@ list call of the same pods (same run, ratio).
     .venv/bin/python -m tests.bench.bench_graphql_list [--pods 5000] [--rounds 7]
 
 Not a timed test: it prints absolute numbers and the ratio.  The demo upstream holds
-``--pods`` realistic pods (managedFields, probes, volumes, status: ``tests/bench/realistic``);
+``--pods`` realistic pods (managedFields, probes, volumes, status: ``tests/bench/realistic.py``);
 the gateway is served by uvicorn in this process, both over loopback sockets.
 
 * **direct**: ``KubeAdapter.list`` of the namespace (HTTP + orjson decode of the ~12 MB list);

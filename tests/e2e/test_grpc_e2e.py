@@ -15,7 +15,7 @@ import pytest
 
 from gateway.core.config import UpstreamConfig
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, meta_pb2, pods_pb2
-from tests.api.test_grpc_go_client import _line, _run, go_client
+from tests.api.test_grpc_go_client import go_client, read_line, start_client
 from tests.e2e.apiserver import KubeAPIServer
 from tests.scenarios.backend import sample
 from tests.scenarios.grpc_api import *  # noqa: F403  (the shared scenarios are collected here)
@@ -53,7 +53,7 @@ async def test_the_go_client_lists_and_follows_a_watch(
 
     for name in (first, second):
         await create(name)
-    proc = await _run(
+    proc = await start_client(
         go_client,
         "-addr", gw.target,
         "-token", gw.token("admin"),
@@ -62,9 +62,9 @@ async def test_the_go_client_lists_and_follows_a_watch(
         "-events", "3",
     )  # fmt: skip
     try:
-        listed = [await _line(proc), await _line(proc)]
+        listed = [await read_line(proc), await read_line(proc)]
         assert sorted(line.split()[1] for line in listed) == [first, second]
-        summary = (await _line(proc)).split()
+        summary = (await read_line(proc)).split()
         assert summary[:2] == ["LISTED", "2"] and summary[2].isdigit()
         # changes after the list arrive through the watch, resumed from the list's version
         await create(third)
@@ -83,7 +83,7 @@ async def test_the_go_client_lists_and_follows_a_watch(
             ),
             metadata=gw.auth(),
         )
-        events = [(await _line(proc)).split() for _ in range(3)]
+        events = [(await read_line(proc)).split() for _ in range(3)]
         assert [tuple(e[:3]) for e in events[:2]] == [
             ("EVENT", "ADDED", third),
             ("EVENT", "MODIFIED", first),
@@ -94,7 +94,7 @@ async def test_the_go_client_lists_and_follows_a_watch(
         assert versions == sorted(versions) and versions[0] > int(summary[2])
         rest: list[str] = []
         while not (rest and rest[-1].startswith("DONE")):
-            rest.append(await _line(proc))
+            rest.append(await read_line(proc))
         assert rest[-1] == "DONE 3"
         async with asyncio.timeout(30):
             assert await proc.wait() == 0
@@ -116,14 +116,14 @@ async def test_the_go_client_reports_the_apiserver_rejecting_its_token(
     go_client: Path, grpc_backend: GrpcBackend
 ) -> None:
     for token, expected in (("not-a-valid-token", "Unauthenticated"), ("", "Unauthenticated")):
-        proc = await _run(
+        proc = await start_client(
             go_client, "-addr", grpc_backend.target, "-token", token, "-namespace", "team-a"
         )
         async with asyncio.timeout(30):
             out, err = await proc.communicate()
         assert (proc.returncode, out) == (1, b"")
         assert err.decode().startswith(f"ERROR {expected} "), err
-    proc = await _run(
+    proc = await start_client(
         go_client,
         "-addr", grpc_backend.target,
         "-token", grpc_backend.token("alice"),

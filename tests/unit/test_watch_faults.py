@@ -290,7 +290,8 @@ async def test_a_relist_that_fails_is_retried_without_touching_the_consumers_vie
 
 
 async def test_a_half_open_watch_is_detected_by_its_idle_deadline() -> None:
-    """A server that starts a watch and then goes silent past timeoutSeconds (WATCH.md 18)."""
+    """A server that starts a watch and then goes silent past timeoutSeconds (watch rule 18
+    of ``docs/watch-semantics.md``)."""
     hung = asyncio.Event()
     closed = asyncio.Event()
 

@@ -1,0 +1,82 @@
+"""Holding the cyclic garbage collector off while a large upstream body is handled.
+
+A list response of a few thousand objects decodes (orjson) into millions of young dicts,
+lists and strings, and the gateway then builds as many again: the gRPC codec's wire bytes,
+or the GraphQL projection's response.  Every one of those allocations counts towards the
+collector's generation-0 threshold, so a collection starts over and over in the middle of
+the work, and each one traverses the young objects allocated so far (then generation 1, then
+2): work proportional to the body, repeated, that finds nothing, because decoded JSON holds
+no reference cycles.  For 5,000 realistic pods the projection alone lost 150 to 300 ms to
+it, two to three times its own cost.  The body is freed by reference counting once dropped,
+so the collector need never see it: it is held off for the duration of the work and turned
+back on afterwards, when the next collection runs as usual.
+
+Two shapes, one rule:
+
+* :func:`paused` — a ``with`` block around synchronous work (decoding a body, encoding a
+  list message);
+* :func:`pause_until_next_turn` — for work that does not end in a block of ours (the
+  GraphQL projection of a large list: the response and the decoded body are dropped when the
+  current event-loop step ends).  The collector comes back on from a ``call_soon`` callback,
+  so at most the callbacks already queued run with it held.
+
+Both do nothing when the collector is already off (a pause further out, or whoever turned it
+off): they never turn on a collector they did not turn off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from types import TracebackType
+from typing import Final
+
+__all__ = ["LARGE_BODY_BYTES", "LARGE_LIST", "pause_until_next_turn", "paused"]
+
+#: A JSON body at least this large is decoded with the collector held off.
+LARGE_BODY_BYTES: Final = 1 << 20
+#: A list (of a list response's ``items``) at least this long is a large decoded body.
+LARGE_LIST: Final = 500
+
+
+class _Pause:
+    __slots__ = ("_held",)
+
+    def __init__(self, held: bool) -> None:
+        self._held = held
+
+    def __enter__(self) -> None:
+        if self._held:
+            gc.disable()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._held:
+            gc.enable()
+
+
+def paused(when: bool = True) -> _Pause:
+    """A ``with`` block run with the cyclic collector off (``when`` false: left as it is).
+
+    The collector is turned on again when the block ends, also by an exception.
+    """
+    return _Pause(when and gc.isenabled())
+
+
+def pause_until_next_turn() -> None:
+    """Hold the cyclic collector off until the running event loop's current step ends.
+
+    Outside a running event loop, or with the collector already off, nothing happens.
+    """
+    if not gc.isenabled():
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    gc.disable()
+    loop.call_soon(gc.enable)
