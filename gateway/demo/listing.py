@@ -28,7 +28,7 @@ def decode_continue(token: str) -> tuple[int, str]:
     """``(resourceVersion, start key)`` of a continue token.
 
     Raises:
-        ApiError: 400 for a token this server did not issue.
+        DemoApiError: 400 for a token this server did not issue.
     """
     prefix = "invalid continue token: continue key is not valid: "
     for i, ch in enumerate(token):
