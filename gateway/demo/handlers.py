@@ -345,10 +345,9 @@ class ResourceHandlers:
         decoded = self.store.decode_body(t.res, body, ctype)
         result = self.store.create_object(
             t.res,
-            decoded.value,
+            decoded,
             namespace=t.namespace,
             opts=opts,
-            duplicates=decoded.duplicates,
         )
         await self._respond(resp, t, result)
 
@@ -361,11 +360,10 @@ class ResourceHandlers:
         result = self.store.update_object(
             t.res,
             t.name,
-            decoded.value,
+            decoded,
             namespace=t.namespace,
             opts=opts,
             subresource=t.subresource,
-            duplicates=decoded.duplicates,
         )
         await self._respond(resp, t, result)
 

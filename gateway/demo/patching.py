@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gateway.core import schema
-from gateway.demo.jsonutil import clone
+from gateway.demo.jsonutil import clone, json_type
 from gateway.demo.status import DemoApiError, bad_request, internal, unprocessable
 from gateway.demo.structure import child
 
@@ -151,7 +151,7 @@ def json_patch(doc: Obj, ops: Any) -> Obj:
     """
     if not isinstance(ops, list):
         raise bad_request(
-            f"json: cannot unmarshal {_json_kind(ops)} into Go value of type jsonpatch.Patch"
+            f"json: cannot unmarshal {json_type(ops)} into Go value of type jsonpatch.Patch"
         )
     if len(ops) > 10000:
         raise DemoApiError(
@@ -165,7 +165,7 @@ def json_patch(doc: Obj, ops: Any) -> Obj:
         for raw in ops:
             if not isinstance(raw, dict):
                 raise bad_request(
-                    f"json: cannot unmarshal {_json_kind(raw)} into Go value of type "
+                    f"json: cannot unmarshal {json_type(raw)} into Go value of type "
                     "jsonpatch.Operation"
                 )
             op = raw.get("op")
@@ -205,18 +205,6 @@ def json_patch(doc: Obj, ops: Any) -> Obj:
     return result
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    return "object"
-
-
 # --- JSON merge patch ------------------------------------------------------------------------
 
 
@@ -246,7 +234,7 @@ def strategic_merge_patch(doc: Obj, patch: Any, type_name: str | None) -> Obj:
     """
     if not isinstance(patch, dict):
         raise bad_request(
-            f"json: cannot unmarshal {_json_kind(patch)} into Go value of type "
+            f"json: cannot unmarshal {json_type(patch)} into Go value of type "
             "map[string]interface {}"
         )
     result = _smp_map(doc, patch, type_name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import orjson
@@ -20,8 +20,8 @@ import yaml
 from gateway.core import schema
 from gateway.core.registry import POD, REGISTRY, Registry, Resource
 from gateway.demo import fielderrors as fe
-from gateway.demo import fieldmanager, gojson, listing, patching, structure
-from gateway.demo.jsonutil import clone, load_yaml, load_yaml_strict
+from gateway.demo import fieldmanager, listing, patching, structure
+from gateway.demo.jsonutil import clone, json_type, load_json, load_yaml
 from gateway.demo.logs import ContainerLog, LogStore
 from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery, WriteResult
 from gateway.demo.status import (
@@ -173,47 +173,37 @@ class Store:
 
     # --- decoding ----------------------------------------------------------------------------
 
-    def decode_body(self, res: Resource, raw: bytes, content_type: str) -> gojson.Decoded:
-        """Decode a create/update body (JSON or YAML), noting duplicate fields.
+    def decode_body(self, res: Resource, raw: bytes, content_type: str) -> Obj:
+        """Decode a create/update body (JSON or YAML).
 
         Raises:
-            DemoApiError: 400 for anything that is not an object, worded like Go's decoder.
+            DemoApiError: 400 for anything that is not an object.
         """
         prefix = (
             f"the object provided is unrecognized (must be of type {res.kind}): couldn't get "
             "version/kind; json parse error: "
         )
-        summary = gojson.summarize(raw)
         try:
-            if "yaml" in content_type:
-                decoded = gojson.Decoded(load_yaml(raw))
-            else:
-                decoded = gojson.loads(raw)
-        except gojson.GoJSONError as exc:
-            raise bad_request(f"{prefix}{exc} ({summary})") from None
-        except yaml.YAMLError as exc:
-            raise bad_request(f"{prefix}error converting YAML to JSON: {exc} ({summary})") from None
-        if decoded.value is None:
-            decoded.value = {}
-        if self._strategy(res).custom_resource and isinstance(decoded.value, dict):
+            value = load_yaml(raw) if "yaml" in content_type else load_json(raw)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise bad_request(f"{prefix}{exc}") from None
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise bad_request(f"{prefix}json: cannot unmarshal {json_type(value)} into an object")
+        if self._strategy(res).custom_resource:
             # the unstructured decoder needs both halves of the type meta
-            if not decoded.value.get("kind"):
+            if not value.get("kind"):
                 raise bad_request(
                     f"the object provided is unrecognized (must be of type {res.kind}): Object "
-                    f"'Kind' is missing in '{raw.decode('utf-8', 'replace')}' ({summary})"
+                    f"'Kind' is missing in '{raw.decode('utf-8', 'replace')}'"
                 )
-            if decoded.value.get("apiVersion") != res.api_version:
+            if value.get("apiVersion") != res.api_version:
                 raise bad_request(
-                    f"the API version in the data ({decoded.value.get('apiVersion') or ''}) does "
+                    f"the API version in the data ({value.get('apiVersion') or ''}) does "
                     f"not match the expected API version ({res.api_version})"
                 )
-        if not isinstance(decoded.value, dict):
-            raise bad_request(
-                f"{prefix}json: cannot unmarshal {gojson.json_type(decoded.value)} into Go value "
-                'of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
-                f'"json:\\"kind,omitempty\\"" }} ({summary})'
-            )
-        return decoded
+        return value
 
     def _typed_decode(
         self,
@@ -223,15 +213,13 @@ class Store:
         origin: str,
         *,
         patch: Any = None,
-        duplicates: Sequence[str] = (),
     ) -> tuple[Obj, list[str]]:
         """Decode into the Go type: drop unknown fields, fail on wrong JSON types."""
         obj = clone(obj)
         if origin == "body":
             _check_type_meta(res, obj)
         result = structure.decode(self._strategy(res).type_name, obj)
-        strict = [f"duplicate field {fe.go_quote(d)}" for d in duplicates]
-        strict += [f"unknown field {fe.go_quote(u)}" for u in result.unknown]
+        strict = [f"unknown field {fe.go_quote(u)}" for u in result.unknown]
         strict_msg = "strict decoding error: " + ", ".join(strict) if strict else ""
         if self._strategy(res).custom_resource:
             # no Go struct: wrong types are the schema validation's to report (422)
@@ -267,7 +255,6 @@ class Store:
         origin: str = "body",
         managed: bool = False,
         keep_status: bool = False,
-        duplicates: Sequence[str] = (),
     ) -> WriteResult:
         """POST: create ``obj`` in ``namespace``.
 
@@ -277,7 +264,7 @@ class Store:
         strat = self._strategy(res)
         warnings: list[str] = []
         if origin == "body":
-            obj, warnings = self._typed_decode(res, obj, opts, origin, duplicates=duplicates)
+            obj, warnings = self._typed_decode(res, obj, opts, origin)
         elif origin != "owned":
             obj = clone(obj)
         obj.pop("kind", None)
@@ -367,15 +354,12 @@ class Store:
         origin: str = "body",
         managed: bool = False,
         patch: Any = None,
-        duplicates: Sequence[str] = (),
     ) -> WriteResult:
         """PUT (or the final step of a PATCH): replace the object, with optimistic locking."""
         strat = self._strategy(res)
         warnings: list[str] = []
         if origin in ("body", "json", "merge", "strategic"):
-            obj, warnings = self._typed_decode(
-                res, obj, opts, origin, patch=patch, duplicates=duplicates
-            )
+            obj, warnings = self._typed_decode(res, obj, opts, origin, patch=patch)
         else:
             obj = clone(obj)
         meta = obj.setdefault("metadata", {})
@@ -495,7 +479,7 @@ class Store:
             )
         if current is None:
             raise not_found(res.plural, res.group, name)
-        patch, duplicates = _decode_patch(body, patch_type)
+        patch = _decode_patch(body, patch_type)
         doc = typed(res, clone(current))
         if patch_type == "json":
             result = patching.json_patch(doc, patch)
@@ -514,7 +498,6 @@ class Store:
             subresource=subresource,
             origin=patch_type,
             patch=patch,
-            duplicates=duplicates,
         )
 
     def _apply(
@@ -529,7 +512,7 @@ class Store:
         subresource: str | None,
     ) -> WriteResult:
         try:
-            config, duplicates = load_yaml_strict(body)
+            config = load_yaml(body)
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc)
             raise bad_request(
@@ -538,17 +521,9 @@ class Store:
         if not isinstance(config, dict):
             raise bad_request(
                 "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
-                f"unmarshal {gojson.json_type(config)} into Go value of type "
+                f"unmarshal {json_type(config)} into Go value of type "
                 "map[string]interface {}"
             )
-        strict_warnings: list[str] = []
-        if duplicates and opts.field_validation == "Strict":
-            raise bad_request(
-                "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal "
-                "errors:\n  " + "\n  ".join(duplicates)
-            )
-        if duplicates and opts.field_validation == "Warn":
-            strict_warnings = duplicates
         version = config.get("apiVersion") or ""
         if version != res.api_version:
             raise bad_request(
@@ -619,7 +594,6 @@ class Store:
                 origin="apply",
                 managed=True,
             )
-        written.warnings.extend(strict_warnings)
         return written
 
     # --- delete ------------------------------------------------------------------------------
@@ -950,14 +924,13 @@ def _check_type_meta(res: Resource, obj: Obj) -> None:
     )
 
 
-def _decode_patch(body: bytes, patch_type: PatchType) -> tuple[Any, list[str]]:
+def _decode_patch(body: bytes, patch_type: PatchType) -> Any:
     """Decode a JSON, merge or strategic merge patch, worded like the patch handler."""
     prefix = "" if patch_type == "strategic" else "error decoding patch: "
     try:
-        decoded = gojson.loads(body)
-    except gojson.GoJSONError as exc:
+        value = load_json(body)
+    except ValueError as exc:
         raise bad_request(f"{prefix}{exc}") from None
-    value = decoded.value
     target = {
         "json": (list, "[]handlers.jsonPatchOp"),
         "merge": (dict, "map[string]interface {}"),
@@ -966,10 +939,9 @@ def _decode_patch(body: bytes, patch_type: PatchType) -> tuple[Any, list[str]]:
     want, go_type = target[patch_type]
     if not isinstance(value, want):
         raise bad_request(
-            f"{prefix}json: cannot unmarshal {gojson.json_type(value)} into Go value of type "
-            f"{go_type}"
+            f"{prefix}json: cannot unmarshal {json_type(value)} into Go value of type {go_type}"
         )
-    return value, decoded.duplicates if patch_type != "json" else []
+    return value
 
 
 def _terminated(pod: Obj) -> list[str]:

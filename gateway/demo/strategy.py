@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
 from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
+from gateway.demo import fielderrors as fe
 from gateway.demo import validation as v
 from gateway.demo.fielderrors import FieldError
 from gateway.demo.selectors import meta_fields
@@ -299,15 +300,17 @@ class PodStrategy(Strategy):
 
     def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
         errs = super().validate_update(new, old, subresource)
-        if subresource == "status":
-            return errs + v.validate_pod_status(new)
         if subresource == "ephemeralcontainers":
             return errs + v.validate_ephemeral_update(new, old)
+        if subresource is not None:
+            return errs
         errs += v.validate_pod_spec(new.get("spec"), create=False)
-        # ephemeral containers are validated against the old ones by the subresource only
-        return [e for e in errs if not e.field.startswith("spec.ephemeralContainers")] + (
-            v.validate_pod_update(new, old)
-        )
+        ephemeral = [(o.get("spec") or {}).get("ephemeralContainers") for o in (new, old)]
+        if ephemeral[0] != ephemeral[1]:
+            errs.append(
+                fe.forbidden("spec", "ephemeral containers are the subresource's to change")
+            )
+        return errs
 
     def canonicalize(self, obj: Obj) -> None:
         super().canonicalize(obj)
@@ -447,12 +450,6 @@ class EndpointsStrategy(Strategy):
                 for port in subset.get("ports") or []:
                     if isinstance(port, dict):
                         port.setdefault("protocol", "TCP")
-
-    def validate(self, obj: Obj) -> list[FieldError]:
-        return super().validate(obj) + v.validate_endpoints(obj)
-
-    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
-        return super().validate_update(new, old, subresource) + v.validate_endpoints(new)
 
 
 class LeaseStrategy(Strategy):

@@ -18,6 +18,7 @@ from typing import Any, Final
 from gateway.core import schema
 from gateway.core.schema import Field, ListOf, MapOf, Ref, Scalar, TypeRef
 from gateway.demo import fielderrors as fe
+from gateway.demo.jsonutil import json_type
 
 Obj = dict[str, Any]
 
@@ -106,16 +107,6 @@ def _scalar_ok(kind: str, value: Any) -> bool:
     return False
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 @dataclass(slots=True)
 class DecodeResult:
     """What typed decoding found: unknown field paths and the first type error."""
@@ -174,7 +165,7 @@ def _decode_value(t: TypeRef, value: Any, path: str, result: DecodeResult, paren
         result.type_expected = _smd_kind(t)
         struct = schema.object_type(parent).short_name
         result.type_error = (
-            f"json: cannot unmarshal {_json_type(value)} into Go struct field "
+            f"json: cannot unmarshal {json_type(value)} into Go struct field "
             f"{struct}.{path} of type {go_type(t)}"
         )
 

@@ -75,7 +75,7 @@ class _Server(uvicorn.Server):
 
 
 class DemoUpstream:
-    """A Kubernetes-compatible API server for the five demo resources, on ``127.0.0.1``.
+    """A Kubernetes-compatible API server for the registry's resources, on ``127.0.0.1``.
 
     ``async with DemoUpstream() as demo:`` starts uvicorn in the running event loop on a free
     port and stops it (ending open watches and log follows) on exit.
@@ -88,7 +88,8 @@ class DemoUpstream:
         tokens: accepted bearer tokens; ``None`` means :data:`~gateway.demo.DEFAULT_TOKENS`
             (``admin-token``, ``viewer-token``, ``alice-token``).  Requests without a known
             token get 401, as from an apiserver with anonymous auth disabled.
-        seed: populate the sample cluster (namespaces ``default``, ``kube-system``, ``demo``).
+        seed: populate the sample cluster (namespaces ``default``, ``kube-system``, ``demo``;
+            objects of the gateway's five resources, so their registry entries must be served).
         animate: keep the sample data changing every ~1.5 s (a lifespan-owned task).
         history: changes kept per resource for watch resumption and consistent pagination.
         bookmark_interval: seconds between progress BOOKMARKs on watches that allow them.
