@@ -1,11 +1,12 @@
 """The demo upstream: a real HTTP server speaking the Kubernetes API wire protocol.
 
-It serves the five resources of the gateway (core/v1 pods with ``log``, ``status`` and
-``ephemeralcontainers``, events, endpoints; coordination.k8s.io/v1 leases;
-image.openshift.io/v1 images) with the apiserver's semantics: resourceVersions, watches with
-bookmarks and 410s, pagination, every patch type including server-side apply, dry runs,
-graceful pod deletion, pod logs with follow, bearer-token auth and RBAC-style Forbidden
-errors.  It backs ``kube-gateway serve --demo`` and the test suites::
+It serves every resource of the registry (:mod:`gateway.core.registry`), with the fields of
+the product's schema (:mod:`gateway.core.schema`), and the apiserver's semantics:
+resourceVersions, watches with bookmarks and 410s, pagination, every patch type including
+server-side apply, dry runs, bearer-token auth and RBAC-style Forbidden errors.  What some
+resources do beyond that (graceful pod deletion and pod logs, Event and Lease rules, Image
+served as a custom resource) is kept per registry key in :mod:`gateway.demo.strategy`.  It
+backs ``kube-gateway serve --demo`` and the fast test suite::
 
     async with DemoUpstream() as demo:
         async with httpx.AsyncClient(base_url=demo.url,
@@ -14,7 +15,8 @@ errors.  It backs ``kube-gateway serve --demo`` and the test suites::
         await demo.store.create("pods", {...}, namespace="demo")   # in-process, emits events
         demo.faults.expire_watches(1)                             # the next watch gets 410
 
-Run standalone with ``python -m gateway.demo --port 8001 --animate``.
+Its types are named ``Demo*`` (:class:`DemoApiError`, :class:`DemoWriteOptions`, ...) so that
+they are never mistaken for the core's.
 """
 
 from __future__ import annotations
@@ -22,18 +24,18 @@ from __future__ import annotations
 from gateway.demo.auth import DEFAULT_TOKENS, TokenGrant
 from gateway.demo.faults import Faults
 from gateway.demo.inprocess import DemoStore
-from gateway.demo.options import DeleteOptions, ListQuery, WriteOptions
-from gateway.demo.status import ApiError
+from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery
+from gateway.demo.status import DemoApiError
 from gateway.demo.upstream import DemoUpstream
 
 __all__ = [
     "DEFAULT_TOKENS",
-    "ApiError",
-    "DeleteOptions",
+    "DemoApiError",
+    "DemoDeleteOptions",
     "DemoStore",
     "DemoUpstream",
+    "DemoWriteOptions",
     "Faults",
     "ListQuery",
     "TokenGrant",
-    "WriteOptions",
 ]

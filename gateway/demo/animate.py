@@ -17,7 +17,7 @@ from gateway.core.registry import ENDPOINTS, EVENT, LEASE, POD
 from gateway.demo import sample
 from gateway.demo.inprocess import DemoStore
 from gateway.demo.jsonutil import clone
-from gateway.demo.status import ApiError
+from gateway.demo.status import DemoApiError
 from gateway.demo.times import micro_time
 
 log = logging.getLogger("gateway.demo.animate")
@@ -129,7 +129,7 @@ class Animator:
         wanted = sample.endpoints_for("ticker", NAMESPACE, pods, 8080)
         try:
             current = await self.store.get(ENDPOINTS, "ticker", namespace=NAMESPACE)
-        except ApiError:
+        except DemoApiError:
             await self.store.create(ENDPOINTS, wanted, field_manager="endpoint-controller")
             return
         if current.get("subsets") != wanted.get("subsets"):
@@ -155,7 +155,7 @@ class Animator:
             return
         events.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
         for e in events[: len(events) - MAX_EVENTS]:
-            with contextlib.suppress(ApiError):
+            with contextlib.suppress(DemoApiError):
                 await self.store.delete(EVENT, e["metadata"]["name"], namespace=NAMESPACE)
 
 
@@ -165,7 +165,7 @@ async def run(store: DemoStore, interval: float) -> None:
     while True:
         try:
             await animator.step()
-        except ApiError as exc:
+        except DemoApiError as exc:
             # Someone (a test, a user) changed things under us: try again next tick.
             log.debug("animation step skipped: %s", exc.message)
         await asyncio.sleep(interval)

@@ -1,21 +1,25 @@
-"""The ASGI application: authentication, authorisation, routing, discovery, faults, lifespan."""
+"""The ASGI application: authentication, authorisation, routing, discovery, faults, lifespan.
+
+The API groups, their resources and discovery are the store's registry; what a particular
+resource adds (a deprecation warning, discovery categories) is data keyed by registry key.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import orjson
 
-from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
+from gateway.core.registry import ENDPOINTS, POD, Resource
 from gateway.demo import animate
 from gateway.demo import fielderrors as fe
 from gateway.demo.auth import Attributes, TokenGrant, bearer_token, denial
 from gateway.demo.faults import Faults
-from gateway.demo.handlers import ENDPOINTS_WARNING, ResourceHandlers, Target
+from gateway.demo.handlers import ResourceHandlers, Target
 from gateway.demo.http import (
     DropConnection,
     Receive,
@@ -27,7 +31,7 @@ from gateway.demo.http import (
 )
 from gateway.demo.inprocess import DemoStore
 from gateway.demo.status import (
-    ApiError,
+    DemoApiError,
     bad_request,
     internal,
     invalid,
@@ -37,32 +41,41 @@ from gateway.demo.status import (
     path_not_found,
     unauthorized,
 )
-from gateway.demo.strategy import NAMESPACE, STRATEGIES
 
 log = logging.getLogger("gateway.demo")
 
-GROUPS: Final[dict[tuple[str, str], tuple[Resource, ...]]] = {
-    ("", "v1"): (POD, EVENT, ENDPOINTS, NAMESPACE),
-    ("coordination.k8s.io", "v1"): (LEASE,),
-    ("image.openshift.io", "v1"): (IMAGE,),
+Groups = Mapping[tuple[str, str], tuple[Resource, ...]]
+
+WARNINGS: Final[Mapping[str, str]] = {
+    ENDPOINTS.key: "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice",
 }
+"""The ``Warning`` every request of a resource gets, by registry key."""
+CATEGORIES: Final[Mapping[str, list[str]]] = {POD.key: ["all"]}
+"""Discovery categories by registry key."""
 _HEALTH: Final = frozenset(("healthz", "livez", "readyz"))
-_VERBS: Final = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 VERSION: Final = {
     "major": "1",
-    "minor": "34",
+    "minor": "36",
     "emulationMajor": "1",
-    "emulationMinor": "34",
+    "emulationMinor": "36",
     "minCompatibilityMajor": "1",
-    "minCompatibilityMinor": "33",
-    "gitVersion": "v1.34.0-demo",
+    "minCompatibilityMinor": "35",
+    "gitVersion": "v1.36.3",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
-    "buildDate": "2025-01-01T00:00:00Z",
-    "goVersion": "go1.24.0",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.26.0",
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+
+
+def api_groups(resources: Iterable[Resource]) -> Groups:
+    """The served resources by ``(group, version)``, the core group first."""
+    groups: dict[tuple[str, str], tuple[Resource, ...]] = {}
+    for r in sorted(resources, key=lambda r: r.group != ""):
+        groups[(r.group, r.version)] = (*groups.get((r.group, r.version), ()), r)
+    return groups
 
 
 def _resource_verb(method: str, name: str | None, watch: bool) -> str:
@@ -115,6 +128,7 @@ class DemoApp:
         animate_interval: float = 1.5,
     ) -> None:
         self.store = store
+        self.groups = api_groups(store.resources)
         self.faults = faults
         self.tokens = dict(tokens)
         self.animate = animate
@@ -170,7 +184,7 @@ class DemoApp:
         try:
             resp.pretty = bool(req.flag("pretty"))
             await self._dispatch(req, resp)
-        except ApiError as err:
+        except DemoApiError as err:
             if resp.started:
                 mark_dropped()  # an error after the headers: abandon the response
                 return
@@ -196,9 +210,6 @@ class DemoApp:
         grant = self.tokens.get(token) if token else None
         if grant is None:
             raise unauthorized()
-        if segments[:2] == ["demo", "faults"]:
-            await self._faults_endpoint(req, resp, grant)
-            return
         if segments == _ACCESS_REVIEW:
             await self._access_review(req, resp, grant)
             return
@@ -212,8 +223,8 @@ class DemoApp:
             raise denial(grant, attrs)
         if target is None:
             raise path_not_found()
-        if target.res is ENDPOINTS:
-            resp.warnings.append(ENDPOINTS_WARNING)
+        if target.res.key in WARNINGS:
+            resp.warnings.append(WARNINGS[target.res.key])
         if target.subresource != "log" and not _accepts_json(req.headers.get("accept", "")):
             resp.pretty = True  # go-restful indents this one
             raise not_acceptable(
@@ -245,26 +256,25 @@ class DemoApp:
         plural = rest[0] if rest else ""
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        res = next((r for r in GROUPS.get((group, version), ()) if r.plural == plural), None)
+        res = next((r for r in self.groups.get((group, version), ()) if r.plural == plural), None)
         watch = watch_path or (req.method == "GET" and name is None and bool(req.flag("watch")))
         verb = _resource_verb(req.method, name, watch)
-        if res is NAMESPACE:
-            # RBAC sees a namespace's own name as its namespace; the resource is cluster-scoped.
-            attrs = Attributes(verb, plural, group, name, name, sub, namespaced=False)
-        else:
-            namespaced = res.namespaced if res is not None else namespace is not None
-            attrs = Attributes(verb, plural, group, namespace, name, sub, namespaced=namespaced)
+        namespaced = res.namespaced if res is not None else namespace is not None
+        attrs = Attributes(verb, plural, group, namespace, name, sub, namespaced=namespaced)
         valid = (
             res is not None
             and len(rest) <= 3
             and not (res.namespaced and name is not None and namespace is None)
             and not (not res.namespaced and namespace is not None)
-            and (sub is None or sub in res.subresources or STRATEGIES[res.key].custom_resource)
+            and (sub is None or sub in res.subresources or self._custom(res))
             and not (watch_path and sub is not None)
         )
         if not valid or res is None:
             return None, attrs
         return Target(res, namespace, name, sub, watch_path), attrs
+
+    def _custom(self, res: Resource) -> bool:
+        return self.store.strategies[res.key].custom_resource
 
     async def _faults_before(self, attrs: Attributes, resp: Responder) -> None:
         resource = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
@@ -282,7 +292,7 @@ class DemoApp:
     async def _route(self, req: Request, resp: Responder, t: Target) -> None:
         h = self.handlers
         method = req.method
-        if t.subresource is not None and t.name and STRATEGIES[t.res.key].custom_resource:
+        if t.subresource is not None and t.name and self._custom(t.res):
             # a custom resource without that subresource: the lookup finds nothing
             raise not_found(t.res.plural, t.res.group, t.name)
         if t.subresource == "log":
@@ -327,7 +337,7 @@ class DemoApp:
         if not segments:
             body = {
                 "paths": sorted(
-                    [
+                    {
                         "/api",
                         "/api/v1",
                         "/apis",
@@ -335,9 +345,9 @@ class DemoApp:
                         "/livez",
                         "/readyz",
                         "/version",
-                        *(f"/apis/{g}" for g, _ in GROUPS if g),
-                        *(f"/apis/{g}/{v}" for g, v in GROUPS if g),
-                    ]
+                        *(f"/apis/{g}" for g, _ in self.groups if g),
+                        *(f"/apis/{g}/{v}" for g, v in self.groups if g),
+                    }
                 )
             }
         elif segments == ["version"]:
@@ -354,24 +364,26 @@ class DemoApp:
             body = {
                 "kind": "APIGroupList",
                 "apiVersion": "v1",
-                "groups": [_group(g, v) for g, v in GROUPS if g],
+                "groups": [_group(g, v) for g, v in self.groups if g],
             }
         elif (
             len(segments) == 2
             and segments[0] == "apis"
-            and any(g == segments[1] for g, _ in GROUPS)
+            and any(g == segments[1] for g, _ in self.groups)
         ):
             body = {
                 "kind": "APIGroup",
                 "apiVersion": "v1",
-                **_group(segments[1], next(v for g, v in GROUPS if g == segments[1])),
+                **_group(segments[1], next(v for g, v in self.groups if g == segments[1])),
             }
-        elif (len(segments) == 2 and segments[0] == "api" and ("", segments[1]) in GROUPS) or (
-            len(segments) == 3 and segments[0] == "apis" and (segments[1], segments[2]) in GROUPS
+        elif (len(segments) == 2 and segments[0] == "api" and ("", segments[1]) in self.groups) or (
+            len(segments) == 3
+            and segments[0] == "apis"
+            and (segments[1], segments[2]) in self.groups
         ):
             group = "" if segments[0] == "api" else segments[1]
             version = segments[-1]
-            body = _resource_list(group, version, GROUPS[(group, version)])
+            body = _resource_list(group, version, self.groups[(group, version)])
         else:
             raise path_not_found()
         await resp.json(200, body)
@@ -385,43 +397,13 @@ class DemoApp:
             review = orjson.loads(raw or b"{}")
         except orjson.JSONDecodeError as exc:
             raise bad_request(str(exc)) from None
-        await resp.json(201, _access_review_answer(grant, review))
-
-    async def _faults_endpoint(self, req: Request, resp: Responder, grant: TokenGrant) -> None:
-        if not grant.cluster_scoped or grant.read_only:
-            raise denial(
-                grant,
-                Attributes(
-                    verb="update", resource="faults", group="demo", namespace=None, namespaced=False
-                ),
-            )
-        if req.method == "DELETE":
-            self.faults.reset()
-            await resp.json(200, {"ok": True})
-            return
-        if req.method != "POST":
-            raise method_not_allowed()
-        raw = await req.body(64 * 1024)
-        try:
-            data = orjson.loads(raw or b"{}")
-        except orjson.JSONDecodeError as exc:
-            raise bad_request(str(exc)) from None
-        if not isinstance(data, dict) or not isinstance(data.get("action"), str):
-            raise bad_request('expected {"action": "<fault>", "args": {...}}')
-        args = data.get("args") or {}
-        if not isinstance(args, dict):
-            raise bad_request("args must be an object")
-        try:
-            result = self.faults.arm(data["action"], args)
-        except (TypeError, ValueError) as exc:
-            raise bad_request(str(exc)) from None
-        await resp.json(200, {"ok": True, "result": result})
+        await resp.json(201, _access_review_answer(grant, review, self.groups))
 
 
 _ACCESS_REVIEW: Final = ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]
 
 
-def _access_review_answer(grant: TokenGrant, review: Any) -> dict[str, Any]:
+def _access_review_answer(grant: TokenGrant, review: Any, groups: Groups) -> dict[str, Any]:
     """The apiserver's answer to a SelfSubjectAccessReview (resource attributes only)."""
     spec = review.get("spec") if isinstance(review, dict) else None
     attrs = spec.get("resourceAttributes") if isinstance(spec, dict) else None
@@ -437,7 +419,7 @@ def _access_review_answer(grant: TokenGrant, review: Any) -> dict[str, Any]:
     namespace = str(attrs.get("namespace") or "") or None
     verb = str(attrs.get("verb") or "")
     res = next(
-        (r for (g, _), rs in GROUPS.items() if g == group for r in rs if r.plural == plural), None
+        (r for (g, _), rs in groups.items() if g == group for r in rs if r.plural == plural), None
     )
     namespaced = res.namespaced if res is not None else namespace is not None
     allowed = bool(verb) and grant.allows(verb, namespaced=namespaced, namespace=namespace)
@@ -484,12 +466,12 @@ def _resource_list(group: str, version: str, resources: tuple[Resource, ...]) ->
             "singularName": r.singular,
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": _VERBS,
+            "verbs": sorted(r.verbs),
         }
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
-        if r is POD:
-            entry["categories"] = ["all"]
+        if r.key in CATEGORIES:
+            entry["categories"] = CATEGORIES[r.key]
         items.append(entry)
         for sub in sorted(r.subresources.values(), key=lambda s: s.name):
             items.append(

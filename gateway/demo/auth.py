@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
-from gateway.demo.status import ApiError, forbidden
+from gateway.demo.status import DemoApiError, forbidden
 
 READ_VERBS: Final = frozenset(("get", "list", "watch"))
 
@@ -82,7 +82,7 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip()
 
 
-def denial(grant: TokenGrant, attrs: Attributes) -> ApiError:
+def denial(grant: TokenGrant, attrs: Attributes) -> DemoApiError:
     """The apiserver's Forbidden error for ``attrs`` (``responsewriters.ForbiddenStatusError``)."""
     resource = attrs.resource
     if attrs.subresource:

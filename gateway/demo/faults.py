@@ -1,16 +1,16 @@
 """Fault injection: the failures a client of a real apiserver must survive, on demand.
 
-Every fault is armed in-process (``demo.faults.fail_requests(...)``) or, in standalone
-mode, through ``POST /demo/faults``; :meth:`Faults.reset` disarms all of them.
+Every fault is armed in-process (``demo.faults.fail_requests(...)``); :meth:`Faults.reset`
+disarms all of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from gateway.demo.status import ApiError, generic
+from gateway.demo.status import DemoApiError, generic
 
 ExpireMode = Literal["event", "http"]
 
@@ -76,6 +76,7 @@ class Faults:
         self.watch_requests = 0
         self.failed_requests = 0
         self.dropped_requests = 0
+        self.delayed_requests = 0
 
     # --- arming ------------------------------------------------------------------------------
 
@@ -154,11 +155,12 @@ class Faults:
 
     def delay_for(self, verb: str) -> float:
         """Seconds to delay a request of ``verb``."""
-        if self._delay_verb is None or self._delay_verb == verb:
+        if self.delay_seconds > 0 and self._delay_verb in (None, verb):
+            self.delayed_requests += 1
             return self.delay_seconds
         return 0.0
 
-    def take_failure(self, verb: str, resource: str) -> ApiError | None:
+    def take_failure(self, verb: str, resource: str) -> DemoApiError | None:
         """Consume a matching failure rule."""
         for rule in self._fail:
             if rule.matches(verb, resource):
@@ -187,19 +189,3 @@ class Faults:
             self._expire[0] = (count - 1, mode)
             return mode
         return None
-
-    def arm(self, action: str, args: dict[str, Any]) -> Any:
-        """Arm a fault by name (the ``/demo/faults`` admin endpoint)."""
-        allowed = {
-            "close_watches_after",
-            "expire_watches",
-            "compact",
-            "set_delay",
-            "fail_requests",
-            "drop_connections",
-            "reject_initial_events",
-            "reset",
-        }
-        if action not in allowed:
-            raise ValueError(f"unknown fault {action!r}; choose one of {sorted(allowed)}")
-        return getattr(self, action)(**args)

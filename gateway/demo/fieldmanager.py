@@ -2,8 +2,10 @@
 
 Field ownership is tracked as sets of paths whose elements are spelled as in ``fieldsV1``
 (``f:spec``, ``k:{"name":"app"}``, ``v:"finalizer"``), so a set serialises to ``fieldsV1``
-directly.  Lists are atomic unless the schema makes them associative (keyed) or sets; the
-key tables below cover the served kinds.
+directly.  Lists are atomic unless the schema makes them associative
+(``x-kubernetes-list-type: map`` with its keys) or sets; structs marked
+``x-kubernetes-map-type: atomic`` are owned as a whole.  Both are read from the schema of the
+object (:mod:`gateway.core.schema`), so every served kind is tracked the same way.
 """
 
 from __future__ import annotations
@@ -16,50 +18,29 @@ import orjson
 
 from gateway.demo.fielderrors import go_quote
 from gateway.demo.jsonutil import clone
-from gateway.demo.status import ApiError
+from gateway.demo.status import DemoApiError
+from gateway.demo.structure import child, is_atomic
 
 Obj = dict[str, Any]
 Path = tuple[str, ...]
 
 _SET: Final = ("<set>",)
 
-LIST_KEYS: Final[dict[str, tuple[str, ...]]] = {
-    "metadata.finalizers": _SET,
-    "metadata.ownerReferences": ("uid",),
-    "spec.containers": ("name",),
-    "spec.initContainers": ("name",),
-    "spec.ephemeralContainers": ("name",),
-    "spec.volumes": ("name",),
-    "spec.imagePullSecrets": ("name",),
-    "spec.hostAliases": ("ip",),
-    "spec.schedulingGates": ("name",),
-    "spec.resourceClaims": ("name",),
-    "spec.topologySpreadConstraints": ("topologyKey", "whenUnsatisfiable"),
-    "status.conditions": ("type",),
-    "status.podIPs": ("ip",),
-    "status.hostIPs": ("ip",),
-}
-"""``+listType=map`` keys (and ``+listType=set``) of the served kinds, by field pattern."""
 
-for _group in ("spec.containers[]", "spec.initContainers[]", "spec.ephemeralContainers[]"):
-    LIST_KEYS[f"{_group}.ports"] = ("containerPort", "protocol")
-    LIST_KEYS[f"{_group}.env"] = ("name",)
-    LIST_KEYS[f"{_group}.volumeMounts"] = ("mountPath",)
-    LIST_KEYS[f"{_group}.volumeDevices"] = ("devicePath",)
+def _list_keys(type_name: str | None, key: str) -> tuple[str, ...] | None:
+    """The keys of an associative list field (:data:`_SET` for a set; None: atomic)."""
+    f, _ = child(type_name, key)
+    if f is None or f.list_type == "atomic" or f.list_type is None:
+        return None
+    return _SET if f.list_type == "set" else f.list_map_keys
 
-ATOMIC_MAPS: Final = frozenset(
-    (
-        "involvedObject",
-        "related",
-        "subsets[].addresses[].targetRef",
-        "subsets[].notReadyAddresses[].targetRef",
-    )
-)
-"""``+structType=atomic`` structs (``ObjectReference``): owned as a whole."""
 
-ALWAYS_PRESENT: Final = frozenset(("spec.containers",))
-"""Fields without ``omitempty``: present (as null) even in an empty object, so a create
-does not "add" them."""
+def _always_present(type_name: str | None, key: str) -> bool:
+    """A required list (``spec.containers``) has no ``omitempty``: present even in an empty
+    object, so a create does not "add" it."""
+    f, _ = child(type_name, key)
+    return f is not None and f.required
+
 
 _KEY_DEFAULTS: Final[dict[str, str]] = {"protocol": "TCP"}
 
@@ -96,62 +77,51 @@ def _key_element(item: Obj, keys: tuple[str, ...]) -> str:
     return "k:" + _dumps(key)
 
 
-def _child_pattern(pattern: str, name: str) -> str:
-    return f"{pattern}.{name}" if pattern else name
-
-
-def field_set(obj: Obj, *, with_added_maps: bool = False) -> set[Path]:
-    """The set of field paths an object sets: leaves and associative-list elements."""
+def field_set(obj: Obj, type_name: str | None) -> set[Path]:
+    """The set of field paths an object of schema type ``type_name`` sets: leaves and
+    associative-list elements."""
     out: set[Path] = set()
     for key, value in obj.items():
         if key in ("apiVersion", "kind"):
             continue
         if key == "metadata" and isinstance(value, dict):
+            meta_type = child(type_name, key)[1]
             for mk, mv in value.items():
                 if mk not in IGNORED_META:
-                    _walk(mv, ("f:metadata", f"f:{mk}"), f"metadata.{mk}", out)
+                    _walk(mv, ("f:metadata", f"f:{mk}"), meta_type, mk, out)
             continue
         if isinstance(value, dict) and not value and key in ("spec", "status"):
             continue
-        _walk(value, (f"f:{key}",), key, out)
+        _walk(value, (f"f:{key}",), type_name, key, out)
     return out
 
 
-def _walk(value: Any, path: Path, pattern: str, out: set[Path]) -> None:
+def _walk(value: Any, path: Path, parent: str | None, key: str, out: set[Path]) -> None:
+    f, item = child(parent, key)
     if isinstance(value, dict):
-        if not value or pattern in ATOMIC_MAPS:
+        if not value or is_atomic(f, item):
             out.add(path)
             return
         for k, v in value.items():
-            _walk(v, (*path, f"f:{k}"), _child_pattern(pattern, k), out)
+            _walk(v, (*path, f"f:{k}"), item, k, out)
     elif isinstance(value, list):
-        keys = LIST_KEYS.get(pattern)
+        keys = _list_keys(parent, key)
         if keys is None:
             out.add(path)
         elif keys is _SET:
-            for item in value:
-                out.add((*path, "v:" + _dumps(item)))
+            for entry in value:
+                out.add((*path, "v:" + _dumps(entry)))
         else:
-            for item in value:
-                if not isinstance(item, dict):
+            for entry in value:
+                if not isinstance(entry, dict):
                     out.add(path)
                     continue
-                elem = (*path, _key_element(item, keys))
+                elem = (*path, _key_element(entry, keys))
                 out.add(elem)
-                for k, v in item.items():
-                    _walk(v, (*elem, f"f:{k}"), f"{pattern}[].{k}", out)
+                for k, v in entry.items():
+                    _walk(v, (*elem, f"f:{k}"), item, k, out)
     else:
         out.add(path)
-
-
-def _pattern_of(path: Path) -> str:
-    parts: list[str] = []
-    for el in path:
-        if el.startswith("f:"):
-            parts.append(("." if parts else "") + el[2:])
-        else:
-            parts.append("[]")
-    return "".join(parts)
 
 
 def get_at(obj: Any, path: Path) -> Any:
@@ -263,16 +233,16 @@ def from_fields_v1(tree: Any, prefix: Path = ()) -> set[Path]:
     out: set[Path] = set()
     if not isinstance(tree, dict):
         return out
-    for key, child in tree.items():
+    for key, node in tree.items():
         if key == ".":
             if prefix:
                 out.add(prefix)
             continue
         path = (*prefix, key)
-        if not child:
+        if not node:
             out.add(path)
         else:
-            out |= from_fields_v1(child, path)
+            out |= from_fields_v1(node, path)
     return out
 
 
@@ -357,34 +327,35 @@ def _changed(old: Obj | None, new: Obj, old_set: set[Path], new_set: set[Path]) 
     return out
 
 
-def _added_maps(old: Obj | None, new: Obj) -> Iterator[Path]:
+def _added_maps(old: Obj | None, new: Obj, type_name: str | None) -> Iterator[Path]:
     """Intermediate maps and associative lists an update created (tracked as members,
     like SMD's ``.``)."""
 
-    def walk(value: Any, path: Path, pattern: str) -> Iterator[Path]:
-        if isinstance(value, list) and value and LIST_KEYS.get(pattern) is not None:
-            if not present(get_at(old, path)) and pattern not in ALWAYS_PRESENT:
+    def walk(value: Any, path: Path, parent: str | None, key: str) -> Iterator[Path]:
+        f, item = child(parent, key)
+        keys = _list_keys(parent, key)
+        if isinstance(value, list) and value and keys is not None:
+            if not present(get_at(old, path)) and not _always_present(parent, key):
                 yield path
-            keys = LIST_KEYS[pattern]
             if keys is not _SET:
-                for item in value:
-                    if isinstance(item, dict):
-                        elem = (*path, _key_element(item, keys))
-                        for k, v in item.items():
-                            yield from walk(v, (*elem, f"f:{k}"), f"{pattern}[].{k}")
+                for entry in value:
+                    if isinstance(entry, dict):
+                        elem = (*path, _key_element(entry, keys))
+                        for k, v in entry.items():
+                            yield from walk(v, (*elem, f"f:{k}"), item, k)
             return
-        if not isinstance(value, dict) or not value or pattern in ATOMIC_MAPS:
+        if not isinstance(value, dict) or not value or is_atomic(f, item):
             return
         if len(path) > 1 and not present(get_at(old, path)):
             yield path
         for k, v in value.items():
             if len(path) == 1 and path[0] == "f:metadata" and k in IGNORED_META:
                 continue
-            yield from walk(v, (*path, f"f:{k}"), _child_pattern(pattern, k))
+            yield from walk(v, (*path, f"f:{k}"), item, k)
 
     for key in ("metadata", "spec", "status"):
         if isinstance(new.get(key), dict):
-            yield from walk(new[key], (f"f:{key}",), key)
+            yield from walk(new[key], (f"f:{key}",), type_name, key)
 
 
 Keep = Callable[[Path], bool]
@@ -404,6 +375,7 @@ def track_update(
     api_version: str,
     now: str,
     keep: Keep = keep_all,
+    type_name: str | None = None,
 ) -> None:
     """Record an Update by ``manager``: it owns what it changed; removed fields lose owners.
 
@@ -411,12 +383,12 @@ def track_update(
     ``keep`` drops the fields the strategy resets (``status`` on a pod's main resource...).
     """
     entries = parse_entries(new.get("metadata", {}))
-    old_set = {p for p in field_set(old) if keep(p)} if old is not None else set()
-    new_set = {p for p in field_set(new) if keep(p)}
+    old_set = {p for p in field_set(old, type_name) if keep(p)} if old is not None else set()
+    new_set = {p for p in field_set(new, type_name) if keep(p)}
     removed = old_set - new_set
     changed = _changed(old, new, old_set, new_set)
     if changed:
-        changed |= {p for p in _added_maps(old, new) if keep(p)}
+        changed |= {p for p in _added_maps(old, new, type_name) if keep(p)}
     for e in entries:
         e.paths -= removed
         if (e.manager, e.operation, e.subresource) != (manager, "Update", subresource):
@@ -438,27 +410,37 @@ def track_update(
         new["metadata"].pop("managedFields", None)
 
 
-def _merge(base: Any, patch: Any, pattern: str) -> Any:
-    if isinstance(base, dict) and isinstance(patch, dict) and pattern not in ATOMIC_MAPS:
-        out = dict(base)
-        for k, v in patch.items():
-            sub = _child_pattern(pattern, k)
-            out[k] = _merge(out[k], v, sub) if k in out else clone(v)
-        return out
-    if isinstance(base, list) and isinstance(patch, list):
-        keys = LIST_KEYS.get(pattern)
-        if keys is _SET:
-            return list(base) + [clone(v) for v in patch if v not in base]
-        if keys is not None and all(isinstance(i, dict) for i in base + patch):
-            out_list = list(base)
-            for item in patch:
-                idx = _find_keyed(out_list, _key_element(item, keys))
-                if idx is None:
-                    out_list.append(clone(item))
-                else:
-                    out_list[idx] = _merge(out_list[idx], item, f"{pattern}[]")
-            return out_list
-    return clone(patch)
+def _merge(base: Any, patch: Any, type_name: str | None) -> Any:
+    """Merge an apply configuration into the live object of schema type ``type_name``."""
+    out = dict(base)
+    for k, v in patch.items():
+        f, item = child(type_name, k)
+        if k not in out:
+            out[k] = clone(v)
+        elif isinstance(out[k], dict) and isinstance(v, dict) and not is_atomic(f, item):
+            out[k] = _merge(out[k], v, item)
+        elif isinstance(out[k], list) and isinstance(v, list):
+            out[k] = _merge_list(out[k], v, _list_keys(type_name, k), item)
+        else:
+            out[k] = clone(v)
+    return out
+
+
+def _merge_list(
+    base: list[Any], patch: list[Any], keys: tuple[str, ...] | None, item: str | None
+) -> list[Any]:
+    if keys is _SET:
+        return list(base) + [clone(v) for v in patch if v not in base]
+    if keys is None or not all(isinstance(i, dict) for i in base + patch):
+        return clone(patch)
+    out = list(base)
+    for entry in patch:
+        idx = _find_keyed(out, _key_element(entry, keys))
+        if idx is None:
+            out.append(clone(entry))
+        else:
+            out[idx] = _merge(out[idx], entry, item)
+    return out
 
 
 def _strip_nulls(value: Any) -> Any:
@@ -478,13 +460,15 @@ def apply(
     subresource: str,
     api_version: str,
     now: str,
+    type_name: str | None = None,
 ) -> Obj:
-    """Server-side apply ``config`` onto ``live`` (None: create) for ``manager``.
+    """Server-side apply ``config`` onto ``live`` (None: create) for ``manager``; objects are
+    of schema type ``type_name``.
 
     Returns the merged object carrying the new ``managedFields``.
 
     Raises:
-        ApiError: 409 Conflict (causes of reason ``FieldManagerConflict``) when a field
+        DemoApiError: 409 Conflict (causes of reason ``FieldManagerConflict``) when a field
             another manager owns would change, unless ``force``.
     """
     cfg = _strip_nulls(config)
@@ -496,10 +480,10 @@ def apply(
     base: Obj = clone(live) if live is not None else {"metadata": {}}
     entries = parse_entries(base.get("metadata", {}))
     base.get("metadata", {}).pop("managedFields", None)
-    new_set = field_set(cfg)
+    new_set = field_set(cfg, type_name)
     me = _entry(entries, manager, "Apply", subresource, api_version)
     last = set(me.paths) if me is not None else set()
-    merged = _merge(base, cfg, "")
+    merged = _merge(base, cfg, type_name)
     others = [e for e in entries if e is not me]
     owned_elsewhere: set[Path] = set().union(*(e.paths for e in others)) if others else set()
     protected = owned_elsewhere | new_set
@@ -527,8 +511,8 @@ def apply(
         for key in ("labels", "annotations", "finalizers", "ownerReferences"):
             if key in merged_meta and not merged_meta[key]:
                 del merged_meta[key]
-    live_set = field_set(live) if live is not None else set()
-    merged_set = field_set(merged)
+    live_set = field_set(live, type_name) if live is not None else set()
+    merged_set = field_set(merged, type_name)
     changed = _changed(live, merged, live_set, merged_set)
     removed = live_set - merged_set
     conflicts: list[tuple[Entry, Path]] = []
@@ -554,7 +538,7 @@ def apply(
     return dict(merged)
 
 
-def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiError:
+def conflict_error(conflicts: list[tuple[Entry, Path]]) -> DemoApiError:
     """``NewConflictError``: the apiserver's apply-conflict Status."""
     causes = [
         {
@@ -586,9 +570,4 @@ def conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiError:
             lines.append(f"conflicts with {described[ident]}:")
             lines.extend(f"- {path_string(p)}" for p in by_manager[ident])
         message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
-    return ApiError(409, "Conflict", message, details={"causes": causes})
-
-
-def pattern_of(path: Path) -> str:
-    """The field pattern (``spec.containers[].image``) of a path."""
-    return _pattern_of(path)
+    return DemoApiError(409, "Conflict", message, details={"causes": causes})

@@ -12,14 +12,14 @@ from typing import Final
 
 import orjson
 
-from gateway.core.registry import POD, Resource
+from gateway.core.registry import Resource
 from gateway.demo import fielderrors as fe
 from gateway.demo import streams
 from gateway.demo.faults import Faults
 from gateway.demo.http import Request, Responder
-from gateway.demo.options import DeleteOptions, ListQuery, WriteOptions, WriteResult
+from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, WriteResult
 from gateway.demo.status import (
-    ApiError,
+    DemoApiError,
     bad_request,
     gone,
     invalid,
@@ -29,13 +29,9 @@ from gateway.demo.status import (
     unsupported_media_type,
 )
 from gateway.demo.store import PATCH_CONTENT_TYPES, Store
-from gateway.demo.strategy import NAMESPACE
 
 BODY_TYPES: Final = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
 _MIN_REQUEST_TIMEOUT: Final = 1800
-ENDPOINTS_WARNING: Final = (
-    "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +46,7 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class ListOptions:
+class DemoListOptions:
     """The decoded ``ListOptions`` query parameters."""
 
     watch: bool
@@ -65,7 +61,7 @@ class ListOptions:
     timeout: int | None
 
     @classmethod
-    def parse(cls, req: Request, *, force_watch: bool = False) -> ListOptions:
+    def parse(cls, req: Request, *, force_watch: bool = False) -> DemoListOptions:
         return cls(
             watch=force_watch or bool(req.flag("watch")),
             resource_version=req.param("resourceVersion") or "",
@@ -168,7 +164,7 @@ def _manager_from_user_agent(user_agent: str) -> str:
     return out
 
 
-def _write_options(req: Request, kind: str, *, patch_type: str | None = None) -> WriteOptions:
+def _write_options(req: Request, kind: str, *, patch_type: str | None = None) -> DemoWriteOptions:
     """Decode and validate ``dryRun``, ``fieldManager``, ``fieldValidation`` (and ``force``)."""
     errs: list[fe.FieldError] = []
     dry_run = req.params("dryRun")
@@ -198,7 +194,7 @@ def _write_options(req: Request, kind: str, *, patch_type: str | None = None) ->
         )
     if errs:
         raise options_invalid(kind, errs)
-    return WriteOptions(
+    return DemoWriteOptions(
         dry_run=bool(dry_run),
         field_manager=manager or _manager_from_user_agent(req.headers.get("user-agent", "")),
         field_validation=validation or "Warn",
@@ -262,8 +258,8 @@ class ResourceHandlers:
             raise too_large_resource_version(wanted, storage.rv)
 
     async def list(self, req: Request, resp: Responder, t: Target) -> None:
-        opts = ListOptions.parse(req)
-        query = ListQuery.parse(t.res, t.namespace, opts.label_selector, opts.field_selector)
+        opts = DemoListOptions.parse(req)
+        query = self.store.list_query(t.res, t.namespace, opts.label_selector, opts.field_selector)
         opts.validate(watch_list_enabled=not self.faults.initial_events_rejected)
         if not opts.continue_token:
             await self._wait_for_rv(opts.resource_version)
@@ -278,12 +274,12 @@ class ResourceHandlers:
         await resp.json(200, result)
 
     async def watch(self, req: Request, resp: Responder, t: Target) -> None:
-        opts = ListOptions.parse(req, force_watch=True)
+        opts = DemoListOptions.parse(req, force_watch=True)
         field_selector = opts.field_selector
         if t.name is not None:
             name_term = f"metadata.name={t.name}"
             field_selector = f"{name_term},{field_selector}" if field_selector else name_term
-        query = ListQuery.parse(t.res, t.namespace, opts.label_selector, field_selector)
+        query = self.store.list_query(t.res, t.namespace, opts.label_selector, field_selector)
         opts.validate(watch_list_enabled=not self.faults.initial_events_rejected)
         expire = self.faults.take_expire()
         if expire is not None:
@@ -305,7 +301,7 @@ class ResourceHandlers:
                 send_initial_events=opts.send_initial_events,
                 allow_bookmarks=opts.allow_bookmarks,
             )
-        except ApiError as err:
+        except DemoApiError as err:
             if err.code != 410:
                 raise
             # Once a watch is accepted, the apiserver reports expiry as an ERROR event.
@@ -349,10 +345,9 @@ class ResourceHandlers:
         decoded = self.store.decode_body(t.res, body, ctype)
         result = self.store.create_object(
             t.res,
-            decoded.value,
-            namespace=None if t.res is NAMESPACE else t.namespace,
+            decoded,
+            namespace=t.namespace,
             opts=opts,
-            duplicates=decoded.duplicates,
         )
         await self._respond(resp, t, result)
 
@@ -365,11 +360,10 @@ class ResourceHandlers:
         result = self.store.update_object(
             t.res,
             t.name,
-            decoded.value,
+            decoded,
             namespace=t.namespace,
             opts=opts,
             subresource=t.subresource,
-            duplicates=decoded.duplicates,
         )
         await self._respond(resp, t, result)
 
@@ -391,7 +385,7 @@ class ResourceHandlers:
         )
         await self._respond(resp, t, result)
 
-    async def _delete_options(self, req: Request, kind: str) -> DeleteOptions:
+    async def _delete_options(self, req: Request, kind: str) -> DemoDeleteOptions:
         body = await self._body(req)
         grace = req.integer("gracePeriodSeconds")
         policy = req.param("propagationPolicy")
@@ -422,7 +416,7 @@ class ResourceHandlers:
                 rv = pre.get("resourceVersion")
         if any(v != "All" for v in dry_run):
             raise options_invalid(kind, [fe.not_supported("dryRun", dry_run, ("All",))])
-        return DeleteOptions(
+        return DemoDeleteOptions(
             grace_period_seconds=grace,
             propagation_policy=policy,
             orphan_dependents=orphan,
@@ -438,8 +432,8 @@ class ResourceHandlers:
         await self._respond(resp, t, result)
 
     async def delete_collection(self, req: Request, resp: Responder, t: Target) -> None:
-        list_opts = ListOptions.parse(req)
-        query = ListQuery.parse(
+        list_opts = DemoListOptions.parse(req)
+        query = self.store.list_query(
             t.res, t.namespace, list_opts.label_selector, list_opts.field_selector
         )
         list_opts.validate(watch_list_enabled=True)
@@ -450,7 +444,7 @@ class ResourceHandlers:
     # --- pod log -----------------------------------------------------------------------------
 
     async def log(self, req: Request, resp: Responder, t: Target) -> None:
-        assert t.name is not None and t.res is POD
+        assert t.name is not None
         container = req.param("container") or ""
         follow = bool(req.flag("follow"))
         previous = bool(req.flag("previous"))
@@ -475,7 +469,7 @@ class ResourceHandlers:
             errs.append(fe.invalid("sinceSeconds", since_seconds, "must be greater than 0"))
         if errs:
             raise invalid("PodLogOptions", "", t.name, errs)
-        pod = self.store.get_object(POD, t.name, namespace=t.namespace)
+        pod = self.store.get_object(t.res, t.name, namespace=t.namespace)
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         containers = spec.get("containers") or []
         all_names = [

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from gateway.demo import fielderrors as fe
-from gateway.demo.status import ApiError, bad_request, entity_too_large
+from gateway.demo.status import DemoApiError, bad_request, entity_too_large
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -116,7 +116,7 @@ class Request:
         """Read the whole body.
 
         Raises:
-            ApiError: 413 when it exceeds ``limit`` bytes.
+            DemoApiError: 413 when it exceeds ``limit`` bytes.
         """
         chunks: list[bytes] = []
         size = 0
@@ -202,7 +202,7 @@ class Responder:
         await self.start(status, all_headers)
         await self.write(body, more=False)
 
-    async def error(self, err: ApiError, *, warnings: list[str] | None = None) -> None:
+    async def error(self, err: DemoApiError, *, warnings: list[str] | None = None) -> None:
         """A Status response for ``err`` (with ``Retry-After`` when it carries one)."""
         headers = []
         if err.retry_after is not None:

@@ -15,20 +15,17 @@ from gateway.core.registry import POD, Resource
 from gateway.demo import fieldmanager
 from gateway.demo.jsonutil import clone
 from gateway.demo.logs import LogLine
-from gateway.demo.options import DeleteOptions, ListQuery, WriteOptions
+from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions
 from gateway.demo.status import not_found
 from gateway.demo.storage import Obj, object_key
 from gateway.demo.store import PatchType, Store
-from gateway.demo.strategy import NAMESPACE
 
 
 class DemoStore(Store):
     """The demo cluster's state, with an async API for in-process reads and writes.
 
-    Args:
-        history: changes kept per resource for watch resumption and consistent
-            pagination (older resourceVersions answer 410).
-        clock: the wall clock (seconds), for timestamps.
+    Takes the arguments of :class:`~gateway.demo.store.Store` (registry, schema types,
+    history, clock).
     """
 
     # --- the in-process API ------------------------------------------------------------------
@@ -53,13 +50,13 @@ class DemoStore(Store):
             res,
             dict(obj),
             namespace=ns,
-            opts=WriteOptions(dry_run=dry_run, field_manager=field_manager),
+            opts=DemoWriteOptions(dry_run=dry_run, field_manager=field_manager),
         ).body
 
     async def get(
         self, resource: str | Resource, name: str, *, namespace: str | None = None
     ) -> Obj:
-        """Read one object (raises :class:`ApiError` 404)."""
+        """Read one object (raises :class:`DemoApiError` 404)."""
         return self.get_object(self.resource(resource), name, namespace=namespace)
 
     async def list(
@@ -72,7 +69,7 @@ class DemoStore(Store):
     ) -> list[Obj]:
         """The current objects (bare, as list items are served), in storage order."""
         res = self.resource(resource)
-        query = ListQuery.parse(res, namespace, label_selector, field_selector)
+        query = self.list_query(res, namespace, label_selector, field_selector)
         items: list[Obj] = self.list_objects(res, query)["items"]
         return items
 
@@ -99,7 +96,7 @@ class DemoStore(Store):
             dict(obj),
             namespace=ns,
             subresource=subresource,
-            opts=WriteOptions(dry_run=dry_run, field_manager=field_manager),
+            opts=DemoWriteOptions(dry_run=dry_run, field_manager=field_manager),
         ).body
 
     async def patch(
@@ -129,7 +126,7 @@ class DemoStore(Store):
             body,
             namespace=namespace,
             subresource=subresource,
-            opts=WriteOptions(dry_run=dry_run, field_manager=field_manager, force=force),
+            opts=DemoWriteOptions(dry_run=dry_run, field_manager=field_manager, force=force),
         ).body
 
     async def apply(
@@ -153,7 +150,7 @@ class DemoStore(Store):
             orjson.dumps(dict(obj)),
             namespace=ns,
             subresource=subresource,
-            opts=WriteOptions(field_manager=field_manager, force=force),
+            opts=DemoWriteOptions(field_manager=field_manager, force=force),
         ).body
 
     async def delete(
@@ -170,18 +167,12 @@ class DemoStore(Store):
             res,
             name,
             namespace=namespace,
-            opts=DeleteOptions(grace_period_seconds=grace_period_seconds),
+            opts=DemoDeleteOptions(grace_period_seconds=grace_period_seconds),
         ).body
 
     async def ensure_namespace(self, name: str) -> None:
         """Create a namespace unless it exists."""
-        if not self.namespace_exists(name):
-            self.create_object(
-                NAMESPACE,
-                {"metadata": {"name": name}},
-                namespace=None,
-                opts=WriteOptions(field_manager="demo-store"),
-            )
+        self.namespaces.add(name)
 
     async def bulk_create(
         self,
@@ -202,7 +193,7 @@ class DemoStore(Store):
         """
         res = self.resource(resource)
         strat = self._strategy(res)
-        opts = WriteOptions(field_manager=field_manager)
+        opts = DemoWriteOptions(field_manager=field_manager)
         count = 0
         cache: dict[tuple[Any, ...], list[Obj]] = {}
         now = self.now()
@@ -215,7 +206,11 @@ class DemoStore(Store):
             shape = _shape(obj)
             managed = cache.get(shape)
             if managed is None:
-                paths = {p for p in fieldmanager.field_set(obj) if strat.tracked(None)(p)}
+                paths = {
+                    p
+                    for p in fieldmanager.field_set(obj, strat.type_name)
+                    if strat.tracked(None)(p)
+                }
                 managed = [
                     fieldmanager.Entry(
                         field_manager, "Update", res.api_version, now, "", paths

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import orjson
 import yaml
@@ -17,6 +17,31 @@ def clone(value: T) -> T:
     return copied
 
 
+def json_type(value: Any) -> str:
+    """Go's name for a JSON value's type (``object``, ``array``, ``string``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def load_json(raw: bytes) -> Any:
+    """Parse JSON (the last of repeated keys wins, as in Go).
+
+    Raises:
+        ValueError: with the parser's message.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(str(exc)) from None
+
+
 class _JSONishLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """A safe YAML loader that reads scalars as Go's YAML-to-JSON does: timestamps stay
     strings, and YAML 1.1's ``y``/``n`` are booleans too."""
@@ -27,22 +52,6 @@ class _JSONishLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ig
         "n": False,
     }
 
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self.duplicates: list[str] = []
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                # sigs.k8s.io/yaml's strict error for a repeated key
-                line = key_node.start_mark.line + 1
-                self.duplicates.append(f'line {line}: key "{key}" already set in map')
-            seen.add(key)
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
-
 
 _JSONishLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
@@ -52,19 +61,11 @@ _JSONishLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN")
 )
 
-YAML_LOADER: Final = _JSONishLoader
-
 
 def load_yaml(raw: bytes) -> Any:
     """Parse YAML (or JSON) into JSON-compatible values."""
-    return load_yaml_strict(raw)[0]
-
-
-def load_yaml_strict(raw: bytes) -> tuple[Any, list[str]]:
-    """Parse YAML, also returning sigs.k8s.io/yaml's strict errors for repeated keys."""
-    loader = YAML_LOADER(raw)
+    loader = _JSONishLoader(raw)
     try:
-        value = loader.get_single_data()
+        return loader.get_single_data()
     finally:
         loader.dispose()
-    return value, loader.duplicates

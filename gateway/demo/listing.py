@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from gateway.demo import gojson
+from gateway.demo.jsonutil import load_json
 from gateway.demo.selectors import FieldSelector, LabelSelector
 from gateway.demo.status import bad_request
 
@@ -28,7 +28,7 @@ def decode_continue(token: str) -> tuple[int, str]:
     """``(resourceVersion, start key)`` of a continue token.
 
     Raises:
-        ApiError: 400 for a token this server did not issue.
+        DemoApiError: 400 for a token this server did not issue.
     """
     prefix = "invalid continue token: continue key is not valid: "
     for i, ch in enumerate(token):
@@ -41,8 +41,8 @@ def decode_continue(token: str) -> tuple[int, str]:
     except (binascii.Error, ValueError):
         raise bad_request(f"{prefix}illegal base64 data at input byte 0") from None
     try:
-        data = gojson.loads(raw).value
-    except gojson.GoJSONError as exc:
+        data = load_json(raw)
+    except ValueError as exc:
         raise bad_request(f"{prefix}{exc}") from None
     if (
         not isinstance(data, dict)

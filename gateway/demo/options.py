@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core.registry import Resource
 from gateway.demo import fielderrors as fe
 from gateway.demo.selectors import (
     FieldSelector,
@@ -14,13 +13,12 @@ from gateway.demo.selectors import (
     parse_label_selector,
 )
 from gateway.demo.status import options_invalid
-from gateway.demo.strategy import STRATEGIES
 
 Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class WriteOptions:
+class DemoWriteOptions:
     """The options every write carries (``CreateOptions``/``UpdateOptions``/``PatchOptions``)."""
 
     dry_run: bool = False
@@ -30,7 +28,7 @@ class WriteOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteOptions:
+class DemoDeleteOptions:
     """``DeleteOptions`` (query parameters and body merged)."""
 
     grace_period_seconds: int | None = None
@@ -63,9 +61,6 @@ class DeleteOptions:
                     ("Foreground", "Background", "Orphan", "nil"),
                 )
             )
-        if self.grace_period_seconds is not None and self.grace_period_seconds < 0:
-            # negative grace periods are coerced to 1 by the pod strategy, not rejected
-            pass
         if errs:
             raise options_invalid("DeleteOptions", errs)
 
@@ -80,18 +75,21 @@ class ListQuery:
 
     @classmethod
     def parse(
-        cls, res: Resource, namespace: str | None, label_selector: str, field_selector: str
+        cls,
+        namespace: str | None,
+        label_selector: str,
+        field_selector: str,
+        field_labels: frozenset[str],
     ) -> ListQuery:
-        """Parse selector strings for ``res``.
+        """Parse selector strings (``field_labels``: the fields a field selector may name).
 
         Raises:
-            ApiError: 400 for a bad selector.
+            DemoApiError: 400 for a bad selector.
         """
-        strat = STRATEGIES[res.key]
         return cls(
             namespace=namespace,
             labels=parse_label_selector(label_selector) if label_selector else LabelSelector(),
-            fields=parse_field_selector(field_selector, strat.field_labels),
+            fields=parse_field_selector(field_selector, field_labels),
         )
 
 

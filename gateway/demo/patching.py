@@ -1,5 +1,6 @@
 """The three non-apply patch formats: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and
-strategic merge patch (merge keys and ``$patch`` directives of the Kubernetes types).
+strategic merge patch (merge keys and ``$patch`` directives of the Kubernetes types, read from
+the schema: ``x-kubernetes-patch-merge-key`` and ``x-kubernetes-patch-strategy``).
 
 Errors mirror ``evanphx/json-patch`` and ``apimachinery/pkg/util/strategicpatch`` wording.
 """
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from gateway.demo.jsonutil import clone
-from gateway.demo.status import ApiError, bad_request, internal, unprocessable
+from gateway.core import schema
+from gateway.demo.jsonutil import clone, json_type
+from gateway.demo.status import DemoApiError, bad_request, internal, unprocessable
+from gateway.demo.structure import child
 
 Obj = dict[str, Any]
 
@@ -17,36 +20,6 @@ _DIRECTIVE: Final = "$patch"
 _RETAIN_KEYS: Final = "$retainKeys"
 _SET_ORDER: Final = "$setElementOrder/"
 _DELETE_PRIMITIVE: Final = "$deleteFromPrimitiveList/"
-
-MERGE_KEYS: Final[dict[str, str]] = {
-    "metadata.ownerReferences": "uid",
-    "spec.containers": "name",
-    "spec.initContainers": "name",
-    "spec.ephemeralContainers": "name",
-    "spec.volumes": "name",
-    "spec.imagePullSecrets": "name",
-    "spec.hostAliases": "ip",
-    "spec.schedulingGates": "name",
-    "spec.resourceClaims": "name",
-    "spec.topologySpreadConstraints": "topologyKey",
-    "status.conditions": "type",
-    "status.podIPs": "ip",
-    "status.hostIPs": "ip",
-    "status.resourceClaimStatuses": "name",
-}
-"""``patchStrategy:"merge"`` lists of the served kinds and their ``patchMergeKey``."""
-
-for _group in ("spec.containers[]", "spec.initContainers[]", "spec.ephemeralContainers[]"):
-    MERGE_KEYS[f"{_group}.ports"] = "containerPort"
-    MERGE_KEYS[f"{_group}.env"] = "name"
-    MERGE_KEYS[f"{_group}.volumeMounts"] = "mountPath"
-    MERGE_KEYS[f"{_group}.volumeDevices"] = "devicePath"
-
-PRIMITIVE_MERGE: Final = frozenset(("metadata.finalizers",))
-"""Lists of scalars with ``patchStrategy:"merge"`` (union on patch)."""
-
-RETAIN_KEYS: Final = frozenset(("spec.volumes[]",))
-
 
 # --- JSON patch ------------------------------------------------------------------------------
 
@@ -174,14 +147,14 @@ def json_patch(doc: Obj, ops: Any) -> Obj:
     """Apply an RFC 6902 patch to a copy of ``doc``.
 
     Raises:
-        ApiError: 400 for a malformed patch, 422 for one that does not apply.
+        DemoApiError: 400 for a malformed patch, 422 for one that does not apply.
     """
     if not isinstance(ops, list):
         raise bad_request(
-            f"json: cannot unmarshal {_json_kind(ops)} into Go value of type jsonpatch.Patch"
+            f"json: cannot unmarshal {json_type(ops)} into Go value of type jsonpatch.Patch"
         )
     if len(ops) > 10000:
-        raise ApiError(
+        raise DemoApiError(
             413,
             "RequestEntityTooLarge",
             f"Request entity too large: The allowed maximum operations in a JSON "
@@ -192,7 +165,7 @@ def json_patch(doc: Obj, ops: Any) -> Obj:
         for raw in ops:
             if not isinstance(raw, dict):
                 raise bad_request(
-                    f"json: cannot unmarshal {_json_kind(raw)} into Go value of type "
+                    f"json: cannot unmarshal {json_type(raw)} into Go value of type "
                     "jsonpatch.Operation"
                 )
             op = raw.get("op")
@@ -232,18 +205,6 @@ def json_patch(doc: Obj, ops: Any) -> Obj:
     return result
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    return "object"
-
-
 # --- JSON merge patch ------------------------------------------------------------------------
 
 
@@ -263,25 +224,35 @@ def merge_patch(doc: Any, patch: Any) -> Any:
 # --- strategic merge patch -------------------------------------------------------------------
 
 
-def strategic_merge_patch(doc: Obj, patch: Any) -> Obj:
-    """Apply a strategic merge patch (merge keys, ``$patch``, ``$retainKeys``, ordering).
+def strategic_merge_patch(doc: Obj, patch: Any, type_name: str | None) -> Obj:
+    """Apply a strategic merge patch (merge keys, ``$patch``, ``$retainKeys``, ordering) to an
+    object of schema type ``type_name`` (None: no list has a merge key).
 
     Raises:
-        ApiError: 400 for a malformed patch, 500 for a list item without its merge key (as
+        DemoApiError: 400 for a malformed patch, 500 for a list item without its merge key (as
             the apiserver does).
     """
     if not isinstance(patch, dict):
         raise bad_request(
-            f"json: cannot unmarshal {_json_kind(patch)} into Go value of type "
+            f"json: cannot unmarshal {json_type(patch)} into Go value of type "
             "map[string]interface {}"
         )
-    result = _smp_map(doc, patch, "")
+    result = _smp_map(doc, patch, type_name)
     if result is None:
         return {}
     return result
 
 
-def _smp_map(original: Any, patch: Obj, pattern: str) -> Obj | None:
+def _list_strategy(type_name: str | None, key: str) -> tuple[str | None, bool, str | None]:
+    """``(merge key, primitive merge, item type)`` of the list field ``key``."""
+    f, item_type = child(type_name, key)
+    if f is None or type_name is None or "merge" not in (f.patch_strategy or "").split(","):
+        return None, False, item_type
+    merge_key = schema.strategic_merge_keys(type_name).get(key)
+    return merge_key, merge_key is None and item_type is None, item_type
+
+
+def _smp_map(original: Any, patch: Obj, type_name: str | None) -> Obj | None:
     directive = patch.get(_DIRECTIVE)
     if directive == "delete":
         return None
@@ -296,41 +267,39 @@ def _smp_map(original: Any, patch: Obj, pattern: str) -> Obj | None:
             raise bad_request("invalid patch: $retainKeys must be a list")
         out = {k: v for k, v in out.items() if k in retain}
     for key, value in patch.items():
-        if key in (_DIRECTIVE, _RETAIN_KEYS):
+        if key in (_DIRECTIVE, _RETAIN_KEYS) or key.startswith(_SET_ORDER):
             continue
         if key.startswith(_DELETE_PRIMITIVE):
             target = key[len(_DELETE_PRIMITIVE) :]
             if isinstance(out.get(target), list) and isinstance(value, list):
                 out[target] = [v for v in out[target] if v not in value]
             continue
-        if key.startswith(_SET_ORDER):
-            continue
-        sub = f"{pattern}.{key}" if pattern else key
         if value is None:
             out.pop(key, None)
         elif isinstance(value, dict):
-            merged = _smp_map(out.get(key), value, sub)
+            merged = _smp_map(out.get(key), value, child(type_name, key)[1])
             if merged is None:
                 out.pop(key, None)
             else:
                 out[key] = merged
         elif isinstance(value, list):
-            out[key] = _smp_list(out.get(key), value, sub)
+            out[key] = _smp_list(out.get(key), value, *_list_strategy(type_name, key))
         else:
             out[key] = clone(value)
     for key, value in patch.items():
         if key.startswith(_SET_ORDER) and isinstance(value, list):
             target = key[len(_SET_ORDER) :]
-            sub = f"{pattern}.{target}" if pattern else target
             if isinstance(out.get(target), list):
-                out[target] = _reorder(out[target], value, MERGE_KEYS.get(sub))
+                merge_key = _list_strategy(type_name, target)[0]
+                out[target] = _reorder(out[target], value, merge_key)
     return out
 
 
-def _smp_list(original: Any, patch: list[Any], pattern: str) -> list[Any]:
-    merge_key = MERGE_KEYS.get(pattern)
+def _smp_list(
+    original: Any, patch: list[Any], merge_key: str | None, primitive: bool, item: str | None
+) -> list[Any]:
     base = list(original) if isinstance(original, list) else []
-    if pattern in PRIMITIVE_MERGE:
+    if primitive:
         if any(isinstance(i, dict) and i.get(_DIRECTIVE) == "replace" for i in patch):
             return [i for i in patch if not isinstance(i, dict)]
         return base + [clone(v) for v in patch if v not in base]
@@ -341,33 +310,32 @@ def _smp_list(original: Any, patch: list[Any], pattern: str) -> list[Any]:
             clone(i) for i in patch if not (isinstance(i, dict) and i.get(_DIRECTIVE) == "replace")
         ]
     out = base
-    for item in patch:
-        if not isinstance(item, dict):
+    for entry in patch:
+        if not isinstance(entry, dict):
             raise bad_request("unable to find api field in struct for the list item")
-        if merge_key not in item:
+        if merge_key not in entry:
             raise internal(
-                f"map: {_go_map(item)} does not contain declared merge key: {merge_key}", reason=""
+                f"map: {_go_map(entry)} does not contain declared merge key: {merge_key}",
+                reason="",
             )
-        key = item[merge_key]
+        key = entry[merge_key]
         idx = next(
             (i for i, cur in enumerate(out) if isinstance(cur, dict) and cur.get(merge_key) == key),
             None,
         )
-        if item.get(_DIRECTIVE) == "delete":
+        if entry.get(_DIRECTIVE) == "delete":
             if idx is not None:
                 out = out[:idx] + out[idx + 1 :]
             continue
+        merged = _smp_map({} if idx is None else out[idx], entry, item)
+        out = list(out)
         if idx is None:
-            merged = _smp_map({}, item, f"{pattern}[]")
             if merged is not None:
-                out = [*out, merged]
+                out.append(merged)
+        elif merged is None:
+            del out[idx]
         else:
-            merged = _smp_map(out[idx], item, f"{pattern}[]")
-            out = list(out)
-            if merged is None:
-                del out[idx]
-            else:
-                out[idx] = merged
+            out[idx] = merged
     return out
 
 

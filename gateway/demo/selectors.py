@@ -274,7 +274,7 @@ def parse_label_selector(text: str) -> LabelSelector:
     """``labels.Parse``: ``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``, ``!key``, ``>``, ``<``.
 
     Raises:
-        ApiError: 400 BadRequest with the parser's message.
+        DemoApiError: 400 BadRequest with the parser's message.
     """
     reqs = _Parser(text).parse()
     return LabelSelector(tuple(sorted(reqs, key=lambda r: r.key)))
@@ -394,7 +394,7 @@ def parse_field_selector(text: str, supported: frozenset[str]) -> FieldSelector:
     """``fields.ParseSelector`` plus the resource's field-label conversion.
 
     Raises:
-        ApiError: 400 for bad syntax or a field the resource does not index.
+        DemoApiError: 400 for bad syntax or a field the resource does not index.
     """
     text = text.strip()
     if not text:

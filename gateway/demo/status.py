@@ -1,6 +1,6 @@
 """Kubernetes ``Status`` errors, worded exactly as kube-apiserver words them.
 
-Every failure the demo upstream returns is an :class:`ApiError`; the constructors below
+Every failure the demo upstream returns is an :class:`DemoApiError`; the constructors below
 reproduce the messages of ``k8s.io/apimachinery/pkg/api/errors`` so a client (or the gateway
 under test) sees the same bytes it would see from a real server.
 """
@@ -13,7 +13,7 @@ from typing import Any
 from gateway.demo.fielderrors import FieldError, aggregate
 
 
-class ApiError(Exception):
+class DemoApiError(Exception):
     """A failed request, rendered as a ``Status`` object.
 
     Attributes:
@@ -90,9 +90,9 @@ def qualified(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
 
 
-def not_found(resource: str, group: str, name: str) -> ApiError:
+def not_found(resource: str, group: str, name: str) -> DemoApiError:
     """``NewNotFound``: ``pods "x" not found``."""
-    return ApiError(
+    return DemoApiError(
         404,
         "NotFound",
         f"{qualified(resource, group)} {_quote(name)} not found",
@@ -100,9 +100,9 @@ def not_found(resource: str, group: str, name: str) -> ApiError:
     )
 
 
-def already_exists(resource: str, group: str, name: str) -> ApiError:
+def already_exists(resource: str, group: str, name: str) -> DemoApiError:
     """``NewAlreadyExists``: ``pods "x" already exists``."""
-    return ApiError(
+    return DemoApiError(
         409,
         "AlreadyExists",
         f"{qualified(resource, group)} {_quote(name)} already exists",
@@ -110,9 +110,9 @@ def already_exists(resource: str, group: str, name: str) -> ApiError:
     )
 
 
-def conflict(resource: str, group: str, name: str, err: str) -> ApiError:
+def conflict(resource: str, group: str, name: str, err: str) -> DemoApiError:
     """``NewConflict``: ``Operation cannot be fulfilled on pods "x": <err>``."""
-    return ApiError(
+    return DemoApiError(
         409,
         "Conflict",
         f"Operation cannot be fulfilled on {qualified(resource, group)} {_quote(name)}: {err}",
@@ -127,7 +127,7 @@ OPTIMISTIC_LOCK = (
 
 def invalid(
     kind: str, group: str, name: str, errors: Sequence[FieldError], *, code: int = 422
-) -> ApiError:
+) -> DemoApiError:
     """``NewInvalid``: ``Pod "x" is invalid: spec.containers: Required value``."""
     gk = f"{kind}.{group}" if group else kind
     causes = [e.cause() for e in errors]
@@ -136,25 +136,25 @@ def invalid(
         message += f": {aggregate(errors)}"
     details: dict[str, Any] = _details(name=name, group=group, kind=kind)
     details["causes"] = causes
-    return ApiError(code, "Invalid", message, details=details)
+    return DemoApiError(code, "Invalid", message, details=details)
 
 
-def options_invalid(kind: str, errors: Sequence[FieldError]) -> ApiError:
+def options_invalid(kind: str, errors: Sequence[FieldError]) -> DemoApiError:
     """Invalid request options (``ListOptions.meta.k8s.io "" is invalid: ...``)."""
     return invalid(kind, "meta.k8s.io", "", errors)
 
 
-def bad_request(message: str) -> ApiError:
+def bad_request(message: str) -> DemoApiError:
     """``NewBadRequest``."""
-    return ApiError(400, "BadRequest", message, details=None)
+    return DemoApiError(400, "BadRequest", message, details=None)
 
 
-def unauthorized() -> ApiError:
+def unauthorized() -> DemoApiError:
     """What an apiserver with anonymous auth disabled answers an unauthenticated request."""
-    return ApiError(401, "Unauthorized", "Unauthorized")
+    return DemoApiError(401, "Unauthorized", "Unauthorized")
 
 
-def forbidden(resource: str, group: str, name: str, reason: str) -> ApiError:
+def forbidden(resource: str, group: str, name: str, reason: str) -> DemoApiError:
     """``NewForbidden``: ``pods "x" is forbidden: User "u" cannot get resource ...``."""
     gr = qualified(resource, group)
     if not resource:
@@ -163,20 +163,22 @@ def forbidden(resource: str, group: str, name: str, reason: str) -> ApiError:
         message = f"{gr} {_quote(name)} is forbidden: {reason}"
     else:
         message = f"{gr} is forbidden: {reason}"
-    return ApiError(
+    return DemoApiError(
         403, "Forbidden", message, details=_details(name=name, group=group, kind=resource)
     )
 
 
-def gone(message: str, *, continue_token: str = "") -> ApiError:
+def gone(message: str, *, continue_token: str = "") -> DemoApiError:
     """``NewResourceExpired`` (410, reason ``Expired``)."""
     meta = {"continue": continue_token} if continue_token else None
-    return ApiError(410, "Expired", message, list_meta=meta)
+    return DemoApiError(410, "Expired", message, list_meta=meta)
 
 
-def too_large_resource_version(requested: int, current: int, retry_seconds: int = 1) -> ApiError:
+def too_large_resource_version(
+    requested: int, current: int, retry_seconds: int = 1
+) -> DemoApiError:
     """``storage.NewTooLargeResourceVersionError`` (504 Timeout with a cause)."""
-    return ApiError(
+    return DemoApiError(
         504,
         "Timeout",
         f"Timeout: Too large resource version: {requested}, current: {current}",
@@ -189,9 +191,9 @@ def too_large_resource_version(requested: int, current: int, retry_seconds: int 
     )
 
 
-def method_not_allowed() -> ApiError:
+def method_not_allowed() -> DemoApiError:
     """go-restful's answer to a method the route does not serve."""
-    return ApiError(
+    return DemoApiError(
         405,
         "MethodNotAllowed",
         "the server does not allow this method on the requested resource",
@@ -199,21 +201,23 @@ def method_not_allowed() -> ApiError:
     )
 
 
-def path_not_found() -> ApiError:
+def path_not_found() -> DemoApiError:
     """``NewGenericServerResponse(404)`` for a path no API group serves."""
-    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
+    return DemoApiError(
+        404, "NotFound", "the server could not find the requested resource", details={}
+    )
 
 
-def entity_too_large(limit: int) -> ApiError:
+def entity_too_large(limit: int) -> DemoApiError:
     """``NewRequestEntityTooLargeError``."""
-    return ApiError(
+    return DemoApiError(
         413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}", details=None
     )
 
 
-def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> ApiError:
+def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> DemoApiError:
     """``negotiation.NewUnsupportedMediaTypeError``."""
-    return ApiError(
+    return DemoApiError(
         415,
         "UnsupportedMediaType",
         f"the body of the request was in an unknown format - accepted media types include: "
@@ -222,9 +226,9 @@ def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> ApiErr
     )
 
 
-def not_acceptable(accepted: Sequence[str]) -> ApiError:
+def not_acceptable(accepted: Sequence[str]) -> DemoApiError:
     """go-restful's 406 for an ``Accept`` header no route produces."""
-    return ApiError(
+    return DemoApiError(
         406,
         "NotAcceptable",
         f"406: Not Acceptable\n\nAvailable representations: {', '.join(accepted)}",
@@ -232,31 +236,31 @@ def not_acceptable(accepted: Sequence[str]) -> ApiError:
     )
 
 
-def route_unsupported_media_type() -> ApiError:
+def route_unsupported_media_type() -> DemoApiError:
     """go-restful's 415 for a ``Content-Type`` no route consumes (PATCH)."""
-    return ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", details={})
+    return DemoApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", details={})
 
 
-def internal(message: str, *, reason: str = "InternalError") -> ApiError:
+def internal(message: str, *, reason: str = "InternalError") -> DemoApiError:
     """``NewInternalError`` (or, with ``reason=""``, a non-Status error the server wrapped)."""
     if reason:
-        return ApiError(
+        return DemoApiError(
             500,
             reason,
             f"Internal error occurred: {message}",
             details={"causes": [{"message": message}]},
         )
-    return ApiError(500, "", message)
+    return DemoApiError(500, "", message)
 
 
-def unprocessable(server_message: str) -> ApiError:
+def unprocessable(server_message: str) -> DemoApiError:
     """``NewGenericServerResponse(422, ...)``: a patch that could not be applied.
 
     The apiserver drops ``server_message`` (it is not an unexpected response), so the
     caller only learns that the patch did not apply.
     """
     del server_message
-    return ApiError(
+    return DemoApiError(
         422,
         "Invalid",
         "the server rejected our request due to an error in our request",
@@ -264,7 +268,7 @@ def unprocessable(server_message: str) -> ApiError:
     )
 
 
-def generic(code: int, message: str | None = None, retry_after: int | None = None) -> ApiError:
+def generic(code: int, message: str | None = None, retry_after: int | None = None) -> DemoApiError:
     """A canned failure for fault injection, shaped like the apiserver's own for that code."""
     reasons: dict[int, tuple[str, str]] = {
         400: ("BadRequest", "the server rejected our request for an unknown reason"),
@@ -296,7 +300,7 @@ def generic(code: int, message: str | None = None, retry_after: int | None = Non
         details = {"retryAfterSeconds": retry_after}
     elif code in (429, 504):
         details = {}
-    return ApiError(code, reason, message or default, details=details)
+    return DemoApiError(code, reason, message or default, details=details)
 
 
 def success(name: str, group: str, kind: str, uid: str) -> dict[str, Any]:

@@ -18,12 +18,13 @@ import orjson
 
 from gateway.core.registry import Resource
 from gateway.demo.status import gone
+from gateway.demo.strategy import SPECIFIC
 
 Obj = dict[str, Any]
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
-CUSTOM_RESOURCES: Final = frozenset(("images.image.openshift.io",))
+CUSTOM_RESOURCES: Final = frozenset(key for key, s in SPECIFIC.items() if s.custom_resource)
 """Resources served as custom resources (the reference cluster has Image as a CRD)."""
 
 
@@ -89,7 +90,7 @@ class Pending:
         return encode_event(self.type, typed(res, self.obj))
 
 
-class Watcher:
+class DemoWatcher:
     """One watch's queue, fed synchronously by every commit to its resource.
 
     Filtering follows the cacher: an object that stops matching yields DELETED (previous
@@ -160,7 +161,7 @@ class Collection:
     objects: dict[str, Obj] = field(default_factory=dict)
     history: deque[Change] = field(default_factory=deque)
     floor: int = 0  # states (and watches) older than this resourceVersion are compacted
-    watchers: set[Watcher] = field(default_factory=set)
+    watchers: set[DemoWatcher] = field(default_factory=set)
     _sorted: list[str] | None = None
 
     def sorted_keys(self) -> list[str]:
@@ -233,7 +234,7 @@ class Storage:
         """The objects of ``res`` as they were at ``rv`` (the live dict when ``rv`` is current).
 
         Raises:
-            ApiError: 410 when ``rv`` is older than the retained history.
+            DemoApiError: 410 when ``rv`` is older than the retained history.
         """
         col = self._collections[res.key]
         if rv >= self.rv:
@@ -254,7 +255,7 @@ class Storage:
         """Every change of ``res`` after ``rv``.
 
         Raises:
-            ApiError: 410 ``too old resource version`` when history no longer reaches ``rv``.
+            DemoApiError: 410 ``too old resource version`` when history no longer reaches ``rv``.
         """
         col = self._collections[res.key]
         if rv < col.floor:
@@ -276,11 +277,11 @@ class Storage:
             col.floor = max(col.floor, target)
         return target
 
-    def add_watcher(self, res: Resource, watcher: Watcher) -> None:
+    def add_watcher(self, res: Resource, watcher: DemoWatcher) -> None:
         """Register a watcher: from now on every commit to ``res`` is offered to it."""
         self._collections[res.key].watchers.add(watcher)
 
-    def remove_watcher(self, res: Resource, watcher: Watcher) -> None:
+    def remove_watcher(self, res: Resource, watcher: DemoWatcher) -> None:
         """Unregister a watcher."""
         self._collections[res.key].watchers.discard(watcher)
 

@@ -11,21 +11,22 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import orjson
 import yaml
 
-from gateway.core.registry import POD, REGISTRY, Resource
+from gateway.core import schema
+from gateway.core.registry import POD, REGISTRY, Registry, Resource
 from gateway.demo import fielderrors as fe
-from gateway.demo import fieldmanager, gojson, listing, patching, schema
-from gateway.demo.jsonutil import clone, load_yaml, load_yaml_strict
+from gateway.demo import fieldmanager, listing, patching, structure
+from gateway.demo.jsonutil import clone, json_type, load_json, load_yaml
 from gateway.demo.logs import ContainerLog, LogStore
-from gateway.demo.options import DeleteOptions, ListQuery, WriteOptions, WriteResult
+from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery, WriteResult
 from gateway.demo.status import (
     OPTIMISTIC_LOCK,
-    ApiError,
+    DemoApiError,
     already_exists,
     bad_request,
     conflict,
@@ -40,14 +41,14 @@ from gateway.demo.status import (
 from gateway.demo.storage import (
     INITIAL_EVENTS_END,
     Change,
+    DemoWatcher,
     Obj,
     Pending,
     Storage,
-    Watcher,
     object_key,
     typed,
 )
-from gateway.demo.strategy import NAMESPACE, STRATEGIES, Strategy
+from gateway.demo.strategy import Strategy, strategy_for
 from gateway.demo.times import parse_rfc3339, rfc3339
 
 PatchType = Literal["json", "merge", "strategic", "apply"]
@@ -99,26 +100,38 @@ class Store:
     async in-process API on top.
 
     Args:
+        registry: the served resources.
+        schema_types: the schema definition of a resource's objects, by registry key, where
+            it is not the one :func:`gateway.core.schema.kind_type` finds for its kind.
         history: how many changes per resource are kept for watch resumption and
             consistent pagination (older resourceVersions answer 410).
         clock: the wall clock (seconds), for timestamps.
     """
 
-    def __init__(self, *, history: int = 1000, clock: Callable[[], float] = time.time) -> None:
-        self.resources: tuple[Resource, ...] = (*REGISTRY.values(), NAMESPACE)
+    def __init__(
+        self,
+        registry: Registry = REGISTRY,
+        *,
+        schema_types: Mapping[str, str] | None = None,
+        history: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self.resources: tuple[Resource, ...] = tuple(registry.values())
+        types = dict(schema_types or {})
+        self.strategies: dict[str, Strategy] = {
+            r.key: strategy_for(
+                r, types.get(r.key) or schema.kind_type(r.group, r.version, r.kind).name
+            )
+            for r in self.resources
+        }
         self.storage = Storage(self.resources, history=history)
         self.logs = LogStore()
         self.clock = clock
         self.too_large_wait = 3.0
         """Seconds a read at a future resourceVersion waits before answering 504."""
-        self.api_version_of = {r.key: r.api_version for r in self.resources}
-        for ns in SYSTEM_NAMESPACES:
-            self.create_object(
-                NAMESPACE,
-                {"metadata": {"name": ns}},
-                namespace=None,
-                opts=WriteOptions(field_manager="kube-apiserver"),
-            )
+        self.namespaces: set[str] = set(SYSTEM_NAMESPACES)
+        """The namespaces that exist (objects may only be created in one of them)."""
 
     # --- lookups -----------------------------------------------------------------------------
 
@@ -126,9 +139,7 @@ class Store:
         """Resolve a resource by registry key, plural, kind or short name."""
         if isinstance(name, Resource):
             return name
-        if name in ("namespaces", "namespace", "Namespace", "ns"):
-            return NAMESPACE
-        return REGISTRY.lookup(name)
+        return self.registry.lookup(name)
 
     @property
     def resource_version(self) -> str:
@@ -140,76 +151,75 @@ class Store:
         return rfc3339(self.clock())
 
     def _strategy(self, res: Resource) -> Strategy:
-        return STRATEGIES[res.key]
+        return self.strategies[res.key]
 
     def _key(self, res: Resource, namespace: str | None, name: str) -> str:
         return object_key(namespace or "" if res.namespaced else "", name)
 
     def namespace_exists(self, namespace: str) -> bool:
-        """Whether the namespace exists (and is not being deleted)."""
-        return self.storage.get(NAMESPACE, namespace) is not None
+        """Whether the namespace exists."""
+        return namespace in self.namespaces
+
+    def list_query(
+        self, res: Resource, namespace: str | None, label_selector: str, field_selector: str
+    ) -> ListQuery:
+        """The selectors of a list or watch of ``res``.
+
+        Raises:
+            DemoApiError: 400 for a bad selector.
+        """
+        labels = self._strategy(res).field_labels
+        return ListQuery.parse(namespace, label_selector, field_selector, labels)
 
     # --- decoding ----------------------------------------------------------------------------
 
-    def decode_body(self, res: Resource, raw: bytes, content_type: str) -> gojson.Decoded:
-        """Decode a create/update body (JSON or YAML), noting duplicate fields.
+    def decode_body(self, res: Resource, raw: bytes, content_type: str) -> Obj:
+        """Decode a create/update body (JSON or YAML).
 
         Raises:
-            ApiError: 400 for anything that is not an object, worded like Go's decoder.
+            DemoApiError: 400 for anything that is not an object.
         """
         prefix = (
             f"the object provided is unrecognized (must be of type {res.kind}): couldn't get "
             "version/kind; json parse error: "
         )
-        summary = gojson.summarize(raw)
         try:
-            if "yaml" in content_type:
-                decoded = gojson.Decoded(load_yaml(raw))
-            else:
-                decoded = gojson.loads(raw)
-        except gojson.GoJSONError as exc:
-            raise bad_request(f"{prefix}{exc} ({summary})") from None
-        except yaml.YAMLError as exc:
-            raise bad_request(f"{prefix}error converting YAML to JSON: {exc} ({summary})") from None
-        if decoded.value is None:
-            decoded.value = {}
-        if self._strategy(res).custom_resource and isinstance(decoded.value, dict):
+            value = load_yaml(raw) if "yaml" in content_type else load_json(raw)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise bad_request(f"{prefix}{exc}") from None
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise bad_request(f"{prefix}json: cannot unmarshal {json_type(value)} into an object")
+        if self._strategy(res).custom_resource:
             # the unstructured decoder needs both halves of the type meta
-            if not decoded.value.get("kind"):
+            if not value.get("kind"):
                 raise bad_request(
                     f"the object provided is unrecognized (must be of type {res.kind}): Object "
-                    f"'Kind' is missing in '{raw.decode('utf-8', 'replace')}' ({summary})"
+                    f"'Kind' is missing in '{raw.decode('utf-8', 'replace')}'"
                 )
-            if decoded.value.get("apiVersion") != res.api_version:
+            if value.get("apiVersion") != res.api_version:
                 raise bad_request(
-                    f"the API version in the data ({decoded.value.get('apiVersion') or ''}) does "
+                    f"the API version in the data ({value.get('apiVersion') or ''}) does "
                     f"not match the expected API version ({res.api_version})"
                 )
-        if not isinstance(decoded.value, dict):
-            raise bad_request(
-                f"{prefix}json: cannot unmarshal {gojson.json_type(decoded.value)} into Go value "
-                'of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
-                f'"json:\\"kind,omitempty\\"" }} ({summary})'
-            )
-        return decoded
+        return value
 
     def _typed_decode(
         self,
         res: Resource,
         obj: Obj,
-        opts: WriteOptions,
+        opts: DemoWriteOptions,
         origin: str,
         *,
         patch: Any = None,
-        duplicates: Sequence[str] = (),
     ) -> tuple[Obj, list[str]]:
         """Decode into the Go type: drop unknown fields, fail on wrong JSON types."""
         obj = clone(obj)
         if origin == "body":
             _check_type_meta(res, obj)
-        result = schema.decode(res.kind, obj)
-        strict = [f"duplicate field {fe.go_quote(d)}" for d in duplicates]
-        strict += [f"unknown field {fe.go_quote(u)}" for u in result.unknown]
+        result = structure.decode(self._strategy(res).type_name, obj)
+        strict = [f"unknown field {fe.go_quote(u)}" for u in result.unknown]
         strict_msg = "strict decoding error: " + ", ".join(strict) if strict else ""
         if self._strategy(res).custom_resource:
             # no Go struct: wrong types are the schema validation's to report (422)
@@ -241,11 +251,10 @@ class Store:
         obj: Obj,
         *,
         namespace: str | None,
-        opts: WriteOptions,
+        opts: DemoWriteOptions,
         origin: str = "body",
         managed: bool = False,
         keep_status: bool = False,
-        duplicates: Sequence[str] = (),
     ) -> WriteResult:
         """POST: create ``obj`` in ``namespace``.
 
@@ -255,7 +264,7 @@ class Store:
         strat = self._strategy(res)
         warnings: list[str] = []
         if origin == "body":
-            obj, warnings = self._typed_decode(res, obj, opts, origin, duplicates=duplicates)
+            obj, warnings = self._typed_decode(res, obj, opts, origin)
         elif origin != "owned":
             obj = clone(obj)
         obj.pop("kind", None)
@@ -291,6 +300,7 @@ class Store:
                 api_version=res.api_version,
                 now=meta["creationTimestamp"],
                 keep=strat.tracked(None),
+                type_name=strat.type_name,
             )
         strat.prepare_for_create(obj)
         if keep_status and isinstance(status, dict):
@@ -339,20 +349,17 @@ class Store:
         obj: Obj,
         *,
         namespace: str | None,
-        opts: WriteOptions,
+        opts: DemoWriteOptions,
         subresource: str | None = None,
         origin: str = "body",
         managed: bool = False,
         patch: Any = None,
-        duplicates: Sequence[str] = (),
     ) -> WriteResult:
         """PUT (or the final step of a PATCH): replace the object, with optimistic locking."""
         strat = self._strategy(res)
         warnings: list[str] = []
         if origin in ("body", "json", "merge", "strategic"):
-            obj, warnings = self._typed_decode(
-                res, obj, opts, origin, patch=patch, duplicates=duplicates
-            )
+            obj, warnings = self._typed_decode(res, obj, opts, origin, patch=patch)
         else:
             obj = clone(obj)
         meta = obj.setdefault("metadata", {})
@@ -411,6 +418,7 @@ class Store:
                 api_version=res.api_version,
                 now=self.now(),
                 keep=strat.tracked(subresource),
+                type_name=strat.type_name,
             )
         strat.prepare_for_update(new, old, subresource)
         if not nm.get("uid"):
@@ -450,7 +458,7 @@ class Store:
         body: bytes,
         *,
         namespace: str | None,
-        opts: WriteOptions,
+        opts: DemoWriteOptions,
         subresource: str | None = None,
     ) -> WriteResult:
         """PATCH with any of the four patch types (apply creates a missing object)."""
@@ -471,14 +479,14 @@ class Store:
             )
         if current is None:
             raise not_found(res.plural, res.group, name)
-        patch, duplicates = _decode_patch(body, patch_type)
+        patch = _decode_patch(body, patch_type)
         doc = typed(res, clone(current))
         if patch_type == "json":
             result = patching.json_patch(doc, patch)
         elif patch_type == "merge":
             result = patching.merge_patch(doc, patch)
         else:
-            result = patching.strategic_merge_patch(doc, patch)
+            result = patching.strategic_merge_patch(doc, patch, self._strategy(res).type_name)
         if not isinstance(result.get("metadata"), dict):
             result["metadata"] = {}
         return self.update_object(
@@ -490,7 +498,6 @@ class Store:
             subresource=subresource,
             origin=patch_type,
             patch=patch,
-            duplicates=duplicates,
         )
 
     def _apply(
@@ -501,11 +508,11 @@ class Store:
         current: Obj | None,
         *,
         namespace: str | None,
-        opts: WriteOptions,
+        opts: DemoWriteOptions,
         subresource: str | None,
     ) -> WriteResult:
         try:
-            config, duplicates = load_yaml_strict(body)
+            config = load_yaml(body)
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc)
             raise bad_request(
@@ -514,17 +521,9 @@ class Store:
         if not isinstance(config, dict):
             raise bad_request(
                 "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
-                f"unmarshal {gojson.json_type(config)} into Go value of type "
+                f"unmarshal {json_type(config)} into Go value of type "
                 "map[string]interface {}"
             )
-        strict_warnings: list[str] = []
-        if duplicates and opts.field_validation == "Strict":
-            raise bad_request(
-                "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal "
-                "errors:\n  " + "\n  ".join(duplicates)
-            )
-        if duplicates and opts.field_validation == "Warn":
-            strict_warnings = duplicates
         version = config.get("apiVersion") or ""
         if version != res.api_version:
             raise bad_request(
@@ -550,18 +549,19 @@ class Store:
             )
         meta.setdefault("name", name)
         probe = clone(config)
-        result = schema.decode(res.kind, probe)
+        strat = self._strategy(res)
+        result = structure.decode(strat.type_name, probe)
         if result.unknown or result.type_error:
             what = (
                 f".{result.unknown[0]}: field not declared in schema"
                 if result.unknown
-                else schema.smd_type_error(result)
+                else structure.smd_type_error(result)
             )
             # structured-merge-diff's plain error: the apiserver answers it as a bare 500; it
             # names the object as the patch does (no namespace unless the patch has one)
             where = f"{meta.get('namespace') or ''}/{name}; {_gvk(res)}"
             raise internal(f"failed to create typed patch object ({where}): {what}", reason="")
-        config = _reset_fields(res, config, subresource)
+        config = strat.reset_fields(config, subresource)
         merged = fieldmanager.apply(
             current,
             config,
@@ -570,6 +570,7 @@ class Store:
             subresource=subresource or "",
             api_version=res.api_version,
             now=self.now(),
+            type_name=strat.type_name,
         )
         merged_meta = merged.setdefault("metadata", {})
         merged_meta["name"] = name
@@ -593,13 +594,12 @@ class Store:
                 origin="apply",
                 managed=True,
             )
-        written.warnings.extend(strict_warnings)
         return written
 
     # --- delete ------------------------------------------------------------------------------
 
     def delete_object(
-        self, res: Resource, name: str, *, namespace: str | None, opts: DeleteOptions
+        self, res: Resource, name: str, *, namespace: str | None, opts: DemoDeleteOptions
     ) -> WriteResult:
         """DELETE: graceful for scheduled pods, blocked by finalizers, else immediate."""
         opts.validate()
@@ -622,8 +622,6 @@ class Store:
                     f"the {label} in the precondition ({want}) does not match the {label} in "
                     f"record ({have}). The object might have been {tail}",
                 )
-        if res is NAMESPACE and not meta.get("finalizers"):
-            return WriteResult(typed(res, self._terminate_namespace(name, current, opts)), 200, [])
         grace = strat.grace_period(current, opts.grace_period_seconds)
         finalizers = meta.get("finalizers") or []
         code = 200
@@ -665,22 +663,7 @@ class Store:
             return WriteResult(typed(res, final), 200, [])
         return WriteResult(success(name, res.group, res.plural, meta.get("uid", "")), 200, [])
 
-    def _terminate_namespace(self, name: str, current: Obj, opts: DeleteOptions) -> Obj:
-        """Namespace deletion: Terminating at once; then, as the namespace controller would,
-        its contents go and finally the namespace itself."""
-        terminating = clone(current)
-        terminating["metadata"]["deletionTimestamp"] = rfc3339(self.clock())
-        terminating["status"] = {"phase": "Terminating"}
-        self._reorder(NAMESPACE, terminating, stored=True)
-        if opts.dry_run:
-            return terminating
-        change = self.storage.commit(NAMESPACE, name, "MODIFIED", terminating)
-        self._namespace_deleted(name)
-        deleted = self.storage.commit(NAMESPACE, name, "DELETED", None)
-        self._after_commit(deleted)
-        return change.obj
-
-    def delete_collection(self, res: Resource, query: ListQuery, opts: DeleteOptions) -> Obj:
+    def delete_collection(self, res: Resource, query: ListQuery, opts: DemoDeleteOptions) -> Obj:
         """DELETE on a collection: delete what the selectors match, return them as a list."""
         opts.validate()
         listed = self.list_objects(res, query)
@@ -688,7 +671,7 @@ class Store:
             meta = item["metadata"]
             try:
                 self.delete_object(res, meta["name"], namespace=meta.get("namespace"), opts=opts)
-            except ApiError as exc:
+            except DemoApiError as exc:
                 if exc.code != 404:
                     raise
         return listed
@@ -699,7 +682,7 @@ class Store:
         """GET one object (typed).
 
         Raises:
-            ApiError: 404.
+            DemoApiError: 404.
         """
         obj = self.storage.get(res, self._key(res, namespace, name))
         if obj is None:
@@ -710,7 +693,7 @@ class Store:
         """The numeric resourceVersion a read must reach, or None when any state will do.
 
         Raises:
-            ApiError: for a resourceVersion that is not a number: 400 on a list, and (as the
+            DemoApiError: for a resourceVersion that is not a number: 400 on a list, and (as the
                 watch cache reports it) a bare 500 on a watch.
         """
         if rv in ("", "0"):
@@ -741,7 +724,7 @@ class Store:
         """LIST with the apiserver's resourceVersion, limit and continue semantics.
 
         Raises:
-            ApiError: 400 (bad continue), 410 (snapshot compacted), 504 (future RV).
+            DemoApiError: 400 (bad continue), 410 (snapshot compacted), 504 (future RV).
         """
         col = self.storage.collection(res)
         prefix = f"{query.namespace}/" if res.namespaced and query.namespace else ""
@@ -755,7 +738,7 @@ class Store:
                 list_rv = self.storage.rv
             try:
                 state = self.storage.state_at(res, list_rv)
-            except ApiError:
+            except DemoApiError:
                 raise gone(
                     "The provided continue parameter is too old to display a consistent list "
                     "result. You can start a new list without the continue parameter, or use the "
@@ -832,11 +815,11 @@ class Store:
         resource_version: str = "",
         send_initial_events: bool | None = None,
         allow_bookmarks: bool = False,
-    ) -> Watcher:
+    ) -> DemoWatcher:
         """Start a watch; the returned watcher already holds its initial events.
 
         Raises:
-            ApiError: 410 when ``resource_version`` is older than the history (the HTTP layer
+            DemoApiError: 410 when ``resource_version`` is older than the history (the HTTP layer
                 turns this into an ERROR event, as the apiserver does).
         """
         matches = self.matcher(res, query)
@@ -846,7 +829,7 @@ class Store:
         )
         if initial or resource_version in ("", "0"):
             start = self.storage.rv
-            watcher = Watcher(res, matches, start)
+            watcher = DemoWatcher(res, matches, start)
             if initial:
                 for key in col.sorted_keys():
                     obj = col.objects[key]
@@ -859,7 +842,7 @@ class Store:
         else:
             wanted = self.check_read_rv(resource_version, watch=True) or 0
             changes = self.storage.changes_since(res, wanted)
-            watcher = Watcher(res, matches, wanted)
+            watcher = DemoWatcher(res, matches, wanted)
             for change in changes:
                 watcher.offer(change)
         self.storage.add_watcher(res, watcher)
@@ -886,7 +869,7 @@ class Store:
     # --- hooks -------------------------------------------------------------------------------
 
     def _after_commit(self, change: Change) -> None:
-        if change.res is POD:
+        if change.res.key == POD.key:
             self._pod_hook(change)
 
     def _pod_hook(self, change: Change) -> None:
@@ -921,42 +904,10 @@ class Store:
             log.ended = True
         return log
 
-    def _namespace_deleted(self, namespace: str) -> None:
-        for res in REGISTRY.values():
-            if not res.namespaced:
-                continue
-            col = self.storage.collection(res)
-            for key in [k for k in col.sorted_keys() if k.startswith(namespace + "/")]:
-                change = self.storage.commit(res, key, "DELETED", None)
-                self._after_commit(change)
-
     def close(self) -> None:
         """End every watch and log follow (server shutdown)."""
         self.storage.close()
         self.logs.close()
-
-
-_CORE_KINDS: Final = frozenset(
-    (
-        "Binding",
-        "ComponentStatus",
-        "ConfigMap",
-        "Endpoints",
-        "Event",
-        "LimitRange",
-        "Namespace",
-        "Node",
-        "PersistentVolume",
-        "PersistentVolumeClaim",
-        "Pod",
-        "PodTemplate",
-        "ReplicationController",
-        "ResourceQuota",
-        "Secret",
-        "Service",
-        "ServiceAccount",
-    )
-)
 
 
 def _check_type_meta(res: Resource, obj: Obj) -> None:
@@ -967,24 +918,19 @@ def _check_type_meta(res: Resource, obj: Obj) -> None:
         return
     version = fe.go_quote(api_version.rsplit("/", 1)[-1])
     prefix = f"{kind} in version {version} cannot be handled as a {res.kind}: "
-    if api_version == res.api_version and res.group == "" and kind in _CORE_KINDS:
-        raise bad_request(
-            f"{prefix}converting (v1.{kind}) to (core.{res.kind}): unknown conversion"
-        )
     raise bad_request(
         f"{prefix}no kind {fe.go_quote(kind)} is registered for version "
         f'{fe.go_quote(api_version)} in scheme "pkg/runtime/scheme.go:111"'
     )
 
 
-def _decode_patch(body: bytes, patch_type: PatchType) -> tuple[Any, list[str]]:
+def _decode_patch(body: bytes, patch_type: PatchType) -> Any:
     """Decode a JSON, merge or strategic merge patch, worded like the patch handler."""
     prefix = "" if patch_type == "strategic" else "error decoding patch: "
     try:
-        decoded = gojson.loads(body)
-    except gojson.GoJSONError as exc:
+        value = load_json(body)
+    except ValueError as exc:
         raise bad_request(f"{prefix}{exc}") from None
-    value = decoded.value
     target = {
         "json": (list, "[]handlers.jsonPatchOp"),
         "merge": (dict, "map[string]interface {}"),
@@ -993,10 +939,9 @@ def _decode_patch(body: bytes, patch_type: PatchType) -> tuple[Any, list[str]]:
     want, go_type = target[patch_type]
     if not isinstance(value, want):
         raise bad_request(
-            f"{prefix}json: cannot unmarshal {gojson.json_type(value)} into Go value of type "
-            f"{go_type}"
+            f"{prefix}json: cannot unmarshal {json_type(value)} into Go value of type {go_type}"
         )
-    return value, decoded.duplicates if patch_type != "json" else []
+    return value
 
 
 def _terminated(pod: Obj) -> list[str]:
@@ -1007,20 +952,3 @@ def _terminated(pod: Obj) -> list[str]:
         for cs in status.get(group) or []
         if isinstance(cs, dict) and "terminated" in (cs.get("state") or {})
     ]
-
-
-def _reset_fields(res: Resource, config: Obj, subresource: str | None) -> Obj:
-    """Drop what the strategy resets, so apply neither tracks nor conflicts on it."""
-    if res is not POD:
-        return config
-    config = dict(config)
-    if subresource == "status":
-        config.pop("spec", None)
-    elif subresource == "ephemeralcontainers":
-        spec = config.get("spec") or {}
-        config = {k: v for k, v in config.items() if k not in ("spec", "status")}
-        if isinstance(spec, dict) and "ephemeralContainers" in spec:
-            config["spec"] = {"ephemeralContainers": spec["ephemeralContainers"]}
-    else:
-        config.pop("status", None)
-    return config

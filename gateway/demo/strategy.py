@@ -1,37 +1,36 @@
-"""Per-kind registry strategies: defaulting, what create/update may touch, validation,
-selectable fields and deletion behaviour, after ``pkg/registry/*/strategy.go``."""
+"""Registry strategies: defaulting, what create/update may touch, validation, selectable
+fields and deletion behaviour, after ``pkg/registry/*/strategy.go``.
+
+:class:`Strategy` is what every resource of the registry gets; :data:`SPECIFIC` adds the
+behaviour of particular resources, keyed by registry key.  A resource the registry gains
+(say apps/v1 Deployments) is served with the generic strategy and its schema, no edit here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
 from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
+from gateway.demo import fielderrors as fe
 from gateway.demo import validation as v
 from gateway.demo.fielderrors import FieldError
-from gateway.demo.schema import validate_custom
 from gateway.demo.selectors import meta_fields
+from gateway.demo.structure import validate_custom
 
 Obj = dict[str, Any]
-
-NAMESPACE: Final = Resource(
-    group="",
-    version="v1",
-    kind="Namespace",
-    plural="namespaces",
-    singular="namespace",
-    namespaced=False,
-    short_names=("ns",),
-)
-"""Namespaces are served (minimally) so that namespace lifecycle behaves like a cluster."""
 
 _META_FIELDS: Final = frozenset(("metadata.name", "metadata.namespace"))
 
 
 class Strategy:
-    """Generic behaviour; subclasses override what their kind does differently."""
+    """Generic behaviour; subclasses override what their kind does differently.
 
-    res: Resource
+    Args:
+        res: the served resource.
+        type_name: the schema definition of its objects (:mod:`gateway.core.schema`).
+    """
+
     custom_resource: ClassVar[bool] = False
     allow_create_on_update: ClassVar[bool] = True
     allow_unconditional_update: ClassVar[bool] = True
@@ -39,8 +38,9 @@ class Strategy:
     tracks_generation: ClassVar[bool] = False
     field_labels: ClassVar[frozenset[str]] = _META_FIELDS
 
-    def __init__(self, res: Resource) -> None:
+    def __init__(self, res: Resource, type_name: str) -> None:
         self.res = res
+        self.type_name = type_name
 
     def validate_name(self, name: str, prefix: bool) -> list[str]:
         """The kind's name validation (``ValidateNameFunc``)."""
@@ -101,6 +101,11 @@ class Strategy:
     def tracked(self, subresource: str | None) -> Callable[[tuple[str, ...]], bool]:
         """``GetResetFields``: which field paths a write through ``subresource`` may own."""
         return _keep_all
+
+    def reset_fields(self, config: Obj, subresource: str | None) -> Obj:
+        """An apply configuration without what this write resets, so apply neither tracks
+        nor conflicts on it."""
+        return config
 
     def empty(self) -> Obj:
         """How an empty object of the kind serialises (what a BOOKMARK carries besides
@@ -295,15 +300,17 @@ class PodStrategy(Strategy):
 
     def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
         errs = super().validate_update(new, old, subresource)
-        if subresource == "status":
-            return errs + v.validate_pod_status(new)
         if subresource == "ephemeralcontainers":
             return errs + v.validate_ephemeral_update(new, old)
+        if subresource is not None:
+            return errs
         errs += v.validate_pod_spec(new.get("spec"), create=False)
-        # ephemeral containers are validated against the old ones by the subresource only
-        return [e for e in errs if not e.field.startswith("spec.ephemeralContainers")] + (
-            v.validate_pod_update(new, old)
-        )
+        ephemeral = [(o.get("spec") or {}).get("ephemeralContainers") for o in (new, old)]
+        if ephemeral[0] != ephemeral[1]:
+            errs.append(
+                fe.forbidden("spec", "ephemeral containers are the subresource's to change")
+            )
+        return errs
 
     def canonicalize(self, obj: Obj) -> None:
         super().canonicalize(obj)
@@ -320,6 +327,19 @@ class PodStrategy(Strategy):
         if subresource == "ephemeralcontainers":
             return lambda path: path[:2] == ("f:spec", "f:ephemeralContainers")
         return _not_under(("f:status",))
+
+    def reset_fields(self, config: Obj, subresource: str | None) -> Obj:
+        config = dict(config)
+        if subresource == "status":
+            config.pop("spec", None)
+        elif subresource == "ephemeralcontainers":
+            spec = config.get("spec") or {}
+            config = {k: v for k, v in config.items() if k not in ("spec", "status")}
+            if isinstance(spec, dict) and "ephemeralContainers" in spec:
+                config["spec"] = {"ephemeralContainers": spec["ephemeralContainers"]}
+        else:
+            config.pop("status", None)
+        return config
 
     def empty(self) -> Obj:
         return {"spec": {"containers": None}, "status": {}}
@@ -431,12 +451,6 @@ class EndpointsStrategy(Strategy):
                     if isinstance(port, dict):
                         port.setdefault("protocol", "TCP")
 
-    def validate(self, obj: Obj) -> list[FieldError]:
-        return super().validate(obj) + v.validate_endpoints(obj)
-
-    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
-        return super().validate_update(new, old, subresource) + v.validate_endpoints(new)
-
 
 class LeaseStrategy(Strategy):
     """coordination.k8s.io/v1 Leases: PUT needs a resourceVersion."""
@@ -457,11 +471,11 @@ class LeaseStrategy(Strategy):
         return {"spec": {}}
 
 
-class ImageStrategy(Strategy):
-    """image.openshift.io/v1 Images, served as the reference cluster serves them: as a
-    cluster-scoped custom resource (structural-schema validation, DNS-subdomain names, no
-    strategic merge patch, resourceVersion required on PUT, generation on every change
-    outside metadata)."""
+class CustomResourceStrategy(Strategy):
+    """A resource served as a custom resource, as the reference cluster serves OpenShift's
+    Image (a CRD): structural-schema validation, DNS-subdomain names, no strategic merge
+    patch, resourceVersion required on PUT, generation on every change outside metadata,
+    objects as maps (sorted keys)."""
 
     custom_resource = True
     allow_create_on_update = False
@@ -476,10 +490,10 @@ class ImageStrategy(Strategy):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 0)) + 1
 
     def validate(self, obj: Obj) -> list[FieldError]:
-        return super().validate(obj) + validate_custom("Image", obj)
+        return super().validate(obj) + validate_custom(self.type_name, obj)
 
     def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
-        return super().validate_update(new, old, subresource) + validate_custom("Image", new)
+        return super().validate_update(new, old, subresource) + validate_custom(self.type_name, new)
 
     def canonicalize(self, obj: Obj) -> None:
         super().canonicalize(obj)
@@ -497,51 +511,16 @@ def _sorted(value: Any) -> Any:
     return value
 
 
-class NamespaceStrategy(Strategy):
-    """core/v1 Namespaces (enough for namespace lifecycle)."""
-
-    allow_create_on_update = False
-    return_deleted_object = True
-
-    def validate_name(self, name: str, prefix: bool) -> list[str]:
-        return v.dns_label(name, prefix)
-
-    field_labels = frozenset(("metadata.name", "status.phase"))
-
-    def fields(self, obj: Obj) -> dict[str, str]:
-        return {
-            "metadata.name": str(obj.get("metadata", {}).get("name", "")),
-            "status.phase": str((obj.get("status") or {}).get("phase", "")),
-        }
-
-    def default(self, obj: Obj) -> None:
-        # SetDefaults_Namespace: the name label is a default, so the writer owns it.
-        meta = obj.setdefault("metadata", {})
-        if isinstance(meta, dict) and meta.get("name"):
-            labels = meta.get("labels")
-            if not isinstance(labels, dict):
-                labels = meta["labels"] = {}
-            labels["kubernetes.io/metadata.name"] = meta["name"]
-
-    def prepare_for_create(self, obj: Obj) -> None:
-        super().prepare_for_create(obj)
-        obj["spec"] = {"finalizers": ["kubernetes"]}
-        obj["status"] = {"phase": "Active"}
-
-    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
-        new["spec"] = old.get("spec", {})
-        new["status"] = old.get("status", {})
-
-    def empty(self) -> Obj:
-        return {"spec": {}, "status": {}}
-
-
-STRATEGIES: Final[dict[str, Strategy]] = {
-    POD.key: PodStrategy(POD),
-    EVENT.key: EventStrategy(EVENT),
-    ENDPOINTS.key: EndpointsStrategy(ENDPOINTS),
-    LEASE.key: LeaseStrategy(LEASE),
-    IMAGE.key: ImageStrategy(IMAGE),
-    NAMESPACE.key: NamespaceStrategy(NAMESPACE),
+SPECIFIC: Final[Mapping[str, type[Strategy]]] = {
+    POD.key: PodStrategy,
+    EVENT.key: EventStrategy,
+    ENDPOINTS.key: EndpointsStrategy,
+    LEASE.key: LeaseStrategy,
+    IMAGE.key: CustomResourceStrategy,
 }
-"""The strategy of every resource the demo serves, by registry key."""
+"""Kind-specific behaviour by registry key; any other resource gets :class:`Strategy`."""
+
+
+def strategy_for(res: Resource, type_name: str) -> Strategy:
+    """The strategy of ``res``, whose objects are of schema type ``type_name``."""
+    return SPECIFIC.get(res.key, Strategy)(res, type_name)

@@ -16,7 +16,7 @@ from gateway.demo.http import (
     warning_header,
 )
 from gateway.demo.logs import ContainerLog, LogLine, LogStore
-from gateway.demo.storage import Pending, Storage, Watcher, encode_event
+from gateway.demo.storage import DemoWatcher, Pending, Storage, encode_event
 
 _EXPIRY_LEAD = 2.0
 
@@ -41,7 +41,7 @@ async def serve_watch(
     receive: Receive,
     storage: Storage,
     res: Resource,
-    watcher: Watcher,
+    watcher: DemoWatcher,
     *,
     timeout: float,
     bookmarks: bool,

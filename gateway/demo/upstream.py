@@ -7,11 +7,11 @@ import contextlib
 import socket
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import uvicorn
 
-from gateway.demo import schema
+from gateway.core.registry import REGISTRY, Registry
 from gateway.demo.app import DemoApp
 from gateway.demo.auth import DEFAULT_TOKENS, TokenGrant
 from gateway.demo.faults import Faults
@@ -22,23 +22,9 @@ from gateway.demo.inprocess import DemoStore
 class _Server(uvicorn.Server):
     """A uvicorn server that ends long-lived responses before it waits for connections."""
 
-    def __init__(self, config: uvicorn.Config, app: DemoApp, *, in_process: bool) -> None:
+    def __init__(self, config: uvicorn.Config, app: DemoApp) -> None:
         super().__init__(config)
         self._demo_app = app
-        self._in_process = in_process
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        # In-process servers must not steal the host program's SIGINT/SIGTERM handlers.
-        if self._in_process:
-            yield
-            return
-        with super().capture_signals():
-            yield
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self._demo_app.close()
-        await super().shutdown(sockets)
 
     async def serve_until(
         self, stop: asyncio.Event, sockets: list[socket.socket], started: asyncio.Event
@@ -89,16 +75,21 @@ class _Server(uvicorn.Server):
 
 
 class DemoUpstream:
-    """A Kubernetes-compatible API server for the five demo resources, on ``127.0.0.1``.
+    """A Kubernetes-compatible API server for the registry's resources, on ``127.0.0.1``.
 
     ``async with DemoUpstream() as demo:`` starts uvicorn in the running event loop on a free
     port and stops it (ending open watches and log follows) on exit.
 
     Args:
+        registry: the served resources (the gateway's by default); a resource without
+            kind-specific behaviour in the demo is served generically from its schema.
+        schema_types: schema definition ids by registry key, for resources whose kind is
+            not the one :func:`gateway.core.schema.kind_type` finds (tests).
         tokens: accepted bearer tokens; ``None`` means :data:`~gateway.demo.DEFAULT_TOKENS`
             (``admin-token``, ``viewer-token``, ``alice-token``).  Requests without a known
             token get 401, as from an apiserver with anonymous auth disabled.
-        seed: populate the sample cluster (namespaces ``default``, ``kube-system``, ``demo``).
+        seed: populate the sample cluster (namespaces ``default``, ``kube-system``, ``demo``;
+            objects of the gateway's five resources, so their registry entries must be served).
         animate: keep the sample data changing every ~1.5 s (a lifespan-owned task).
         history: changes kept per resource for watch resumption and consistent pagination.
         bookmark_interval: seconds between progress BOOKMARKs on watches that allow them.
@@ -116,6 +107,8 @@ class DemoUpstream:
         self,
         tokens: Mapping[str, TokenGrant] | None = None,
         *,
+        registry: Registry = REGISTRY,
+        schema_types: Mapping[str, str] | None = None,
         seed: bool = True,
         animate: bool = False,
         history: int = 1000,
@@ -125,7 +118,7 @@ class DemoUpstream:
         max_body_bytes: int = 3 * 1024 * 1024,
         animate_interval: float = 1.5,
     ) -> None:
-        self.store = DemoStore(history=history)
+        self.store = DemoStore(registry, schema_types=schema_types, history=history)
         self.faults = Faults(self.store.storage.compact)
         self.tokens: Mapping[str, TokenGrant] = DEFAULT_TOKENS if tokens is None else tokens
         self.app = DemoApp(
@@ -173,7 +166,6 @@ class DemoUpstream:
         if self._task is not None:
             raise RuntimeError("already started")
         install_log_filter()
-        schema.warm()
         if self._seed:
             from gateway.demo.sample import seed
 
@@ -199,7 +191,7 @@ class DemoUpstream:
             timeout_keep_alive=30,
             server_header=False,
         )
-        self._server = _Server(config, self.app, in_process=True)
+        self._server = _Server(config, self.app)
         started = asyncio.Event()
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._serve(sock, started), name="demo-upstream")

@@ -1,13 +1,13 @@
 """Object validation with the apiserver's field paths and messages (the common subset).
 
-This is not the whole of ``pkg/apis/core/validation``: it covers what clients of the five
-served resources commonly trip over (names, labels, required fields, enumerations, ranges,
-immutable fields), each worded as the apiserver words it.
+This is not the whole of ``pkg/apis/core/validation``: it covers what clients commonly trip
+over (names, labels, required fields, enumerations, ranges, immutable identity), each worded
+as the apiserver words it; every other rule is the real apiserver's, which the end-to-end
+suite runs against.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final
@@ -57,13 +57,6 @@ def dns_label(name: str, prefix: bool = False) -> list[str]:
     if not _DNS1123_LABEL_RE.match(name):
         errs.append(DNS1123_LABEL_MSG)
     return errs
-
-
-def path_segment_name(name: str, prefix: bool = False) -> list[str]:
-    """``path.ValidatePathSegmentName``: anything that is safe in a URL path segment."""
-    if not prefix and name in (".", ".."):
-        return [f"may not be '{name}'"]
-    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
 
 
 def _is_str_map(value: Any) -> bool:
@@ -174,7 +167,7 @@ _DNS_POLICIES: Final = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "N
 _MESSAGE_POLICIES: Final = ("File", "FallbackToLogsOnError")
 
 
-def _container(c: Any, path: str, names: set[str], *, ephemeral: bool) -> list[FieldError]:
+def _container(c: Any, path: str, names: set[str]) -> list[FieldError]:
     if not isinstance(c, dict):
         return [fe.invalid(path, c, "must be an object")]
     errs: list[FieldError] = []
@@ -190,16 +183,6 @@ def _container(c: Any, path: str, names: set[str], *, ephemeral: bool) -> list[F
     errs += _supported(
         c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy", _MESSAGE_POLICIES
     )
-    if ephemeral:
-        for key in ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"):
-            if c.get(key):
-                errs.append(
-                    fe.forbidden(f"{path}.{key}", "cannot be set for an Ephemeral Container")
-                )
-        if (c.get("resources") or {}) != {}:
-            errs.append(
-                fe.forbidden(f"{path}.resources", "cannot be set for an Ephemeral Container")
-            )
     for j, port in enumerate(c.get("ports") or []):
         pp = f"{path}.ports[{j}]"
         if not isinstance(port, dict):
@@ -216,33 +199,29 @@ def _container(c: Any, path: str, names: set[str], *, ephemeral: bool) -> list[F
         if name in names:
             errs.append(fe.duplicate(f"{path}.name", name))
         names.add(name)
-    seen_env: set[str] = set()
     for j, env in enumerate(c.get("env") or []):
         if not isinstance(env, dict) or not env.get("name"):
             errs.append(fe.required(f"{path}.env[{j}].name", ""))
-        else:
-            seen_env.add(env["name"])
     return errs
 
 
 def validate_pod_spec(spec: Any, path: str = "spec", *, create: bool = True) -> list[FieldError]:
-    """The common subset of ``ValidatePodSpec``."""
+    """The common subset of ``ValidatePodSpec`` (ephemeral containers are the subresource's
+    to change; the real apiserver's finer rules, such as which spec fields an update may
+    change, are left to the end-to-end suite)."""
     if not isinstance(spec, dict):
         return [fe.required(path, "")]
     errs: list[FieldError] = []
     names: set[str] = set()
     for i, c in enumerate(spec.get("initContainers") or []):
-        errs += _container(c, f"{path}.initContainers[{i}]", names, ephemeral=False)
+        errs += _container(c, f"{path}.initContainers[{i}]", names)
     containers = spec.get("containers") or []
     if not containers:
         errs.append(fe.required(f"{path}.containers", ""))
     for i, c in enumerate(containers):
-        errs += _container(c, f"{path}.containers[{i}]", names, ephemeral=False)
-    ephemeral = spec.get("ephemeralContainers") or []
-    if ephemeral and create:
+        errs += _container(c, f"{path}.containers[{i}]", names)
+    if spec.get("ephemeralContainers") and create:
         errs.append(fe.forbidden(f"{path}.ephemeralContainers", "cannot be set on create"))
-    elif ephemeral:
-        errs += validate_ephemeral_containers(ephemeral, names, path)
     errs += _supported(spec.get("restartPolicy"), f"{path}.restartPolicy", _RESTART_POLICIES)
     errs += _supported(spec.get("dnsPolicy"), f"{path}.dnsPolicy", _DNS_POLICIES)
     node = spec.get("nodeName")
@@ -279,133 +258,33 @@ def validate_pod_spec(spec: Any, path: str = "spec", *, create: bool = True) -> 
     return errs
 
 
-def validate_ephemeral_containers(
-    ephemeral: list[Any], names: set[str], path: str = "spec"
-) -> list[FieldError]:
-    """New ephemeral containers: unique names, an image, no ports/probes/resources."""
-    errs: list[FieldError] = []
-    regular = set(names)
-    for i, c in enumerate(ephemeral):
-        p = f"{path}.ephemeralContainers[{i}]"
-        errs += _container(c, p, names, ephemeral=True)
-        target = c.get("targetContainerName") if isinstance(c, dict) else None
-        if target and target not in regular:
-            errs.append(fe.not_found(f"{p}.targetContainerName", target))
-    return errs
-
-
-_POD_UPDATE_MSG: Final = (
-    "pod updates may not change fields other than `spec.containers[*].image`,"
-    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
-    "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
-    "set to 1 if it was previously negative)"
-)
-
-
-def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
-    """``ValidatePodUpdate``: only images, deadlines, toleration additions may change."""
-    spec = dict(new.get("spec") or {})
-    old_spec = old.get("spec") or {}
-    errs: list[FieldError] = []
-    for group in ("containers", "initContainers"):
-        cur, prev = spec.get(group) or [], old_spec.get(group) or []
-        if group in spec and len(cur) == len(prev):
-            mended = []
-            for i, (c, o) in enumerate(zip(cur, prev, strict=True)):
-                if isinstance(c, dict) and isinstance(o, dict):
-                    if not c.get("image"):
-                        errs.append(fe.required(f"spec.{group}[{i}].image", ""))
-                    mended.append({**c, "image": o.get("image")})
-                else:
-                    mended.append(c)
-            spec[group] = mended
-    if "activeDeadlineSeconds" in old_spec or "activeDeadlineSeconds" in spec:
-        new_deadline = spec.get("activeDeadlineSeconds")
-        old_deadline = old_spec.get("activeDeadlineSeconds")
-        if new_deadline is not None and (old_deadline is None or new_deadline <= old_deadline):
-            spec["activeDeadlineSeconds"] = old_deadline
-            if old_deadline is None:
-                spec.pop("activeDeadlineSeconds")
-    tolerations, old_tolerations = spec.get("tolerations") or [], old_spec.get("tolerations") or []
-    if all(t in tolerations for t in old_tolerations):
-        if old_tolerations:
-            spec["tolerations"] = old_tolerations
-        else:
-            spec.pop("tolerations", None)
-    grace, old_grace = (
-        spec.get("terminationGracePeriodSeconds"),
-        old_spec.get("terminationGracePeriodSeconds"),
-    )
-    if isinstance(old_grace, int) and old_grace < 0 and grace == 1:
-        spec["terminationGracePeriodSeconds"] = old_grace
-    gates, old_gates = spec.get("schedulingGates") or [], old_spec.get("schedulingGates") or []
-    if all(g in old_gates for g in gates):
-        if old_gates:
-            spec["schedulingGates"] = old_gates
-        else:
-            spec.pop("schedulingGates", None)
-    if spec != old_spec:
-        errs.append(fe.forbidden("spec", _POD_UPDATE_MSG))
-    return errs
-
-
 def validate_ephemeral_update(new: Obj, old: Obj) -> list[FieldError]:
-    """``ValidatePodEphemeralContainersUpdate``: existing ones may not be removed or changed."""
+    """``ValidatePodEphemeralContainersUpdate``: existing ones may not be removed or changed;
+    new ones need a name unique in the pod and an image."""
     errs: list[FieldError] = []
     new_list = (new.get("spec") or {}).get("ephemeralContainers") or []
     old_list = (old.get("spec") or {}).get("ephemeralContainers") or []
-    by_name = {c.get("name"): (i, c) for i, c in enumerate(new_list) if isinstance(c, dict)}
+    by_name = {c.get("name"): c for c in new_list if isinstance(c, dict)}
     for prev in old_list:
-        name = prev.get("name")
-        if name not in by_name:
-            errs.append(
-                fe.forbidden(
-                    "spec.ephemeralContainers",
-                    f"existing ephemeral containers {fe.go_quote(str(name))} may not be removed\n",
-                )
-            )
-        elif by_name[name][1] != prev:
-            errs.append(
-                fe.forbidden(
-                    "spec.ephemeralContainers",
-                    f"existing ephemeral containers {fe.go_quote(str(name))} may not be changed\n",
-                )
-            )
+        name = fe.go_quote(str(prev.get("name")))
+        if by_name.get(prev.get("name"), prev) != prev or prev.get("name") not in by_name:
+            what = "removed" if prev.get("name") not in by_name else "changed"
+            detail = f"existing ephemeral containers {name} may not be {what}\n"
+            errs.append(fe.forbidden("spec.ephemeralContainers", detail))
     spec = new.get("spec") or {}
-    names: set[str] = set()
-    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-        if isinstance(c, dict) and c.get("name"):
-            names.add(c["name"])
     old_names = {c.get("name") for c in old_list}
-    fresh = [c for c in new_list if isinstance(c, dict) and c.get("name") not in old_names]
-    for c in new_list:
-        if isinstance(c, dict) and c.get("name") in old_names:
-            names.add(c["name"])
-    errs += validate_ephemeral_containers(fresh, names)
+    names = {
+        c["name"]
+        for c in (spec.get("initContainers") or []) + (spec.get("containers") or []) + old_list
+        if isinstance(c, dict) and c.get("name")
+    }
+    for i, c in enumerate(new_list):
+        if not (isinstance(c, dict) and c.get("name") in old_names):
+            errs += _container(c, f"spec.ephemeralContainers[{i}]", names)
     return errs
 
 
-def validate_pod_status(new: Obj) -> list[FieldError]:
-    """The common subset of ``ValidatePodStatusUpdate``."""
-    status = new.get("status") or {}
-    errs: list[FieldError] = []  # the apiserver takes any phase
-    for i, cond in enumerate(status.get("conditions") or []):
-        if not isinstance(cond, dict) or not cond.get("type"):
-            errs.append(fe.required(f"status.conditions[{i}].type", "must be specified"))
-    for i, ip in enumerate(status.get("podIPs") or []):
-        value = ip.get("ip") if isinstance(ip, dict) else None
-        if not _is_ip(value):
-            errs.append(
-                fe.invalid(
-                    f"status.podIPs[{i}]",
-                    value,
-                    "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-                )
-            )
-    return errs
-
-
-# --- events, endpoints, leases, images, namespaces -------------------------------------------
+# --- events, leases ----------------------------------------------------------------------------
 
 
 def validate_event(event: Obj) -> list[FieldError]:
@@ -441,56 +320,6 @@ def validate_event(event: Obj) -> list[FieldError]:
     return errs
 
 
-def _is_ip(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
-
-
-def validate_endpoints(ep: Obj) -> list[FieldError]:
-    """The common subset of ``ValidateEndpoints``: addresses and ports."""
-    errs: list[FieldError] = []
-    for i, subset in enumerate(ep.get("subsets") or []):
-        p = f"subsets[{i}]"
-        if not isinstance(subset, dict):
-            errs.append(fe.invalid(p, subset, "must be an object"))
-            continue
-        addresses = (subset.get("addresses") or []) + (subset.get("notReadyAddresses") or [])
-        if not addresses:
-            errs.append(fe.required(p, "must specify `addresses` or `notReadyAddresses`"))
-        for kind in ("addresses", "notReadyAddresses"):
-            for j, addr in enumerate(subset.get(kind) or []):
-                ip = addr.get("ip") if isinstance(addr, dict) else None
-                if not _is_ip(ip):
-                    field = f"{p}.{kind}[{j}].ip"
-                    # both the core check and the endpoints-specific one fire
-                    errs.append(
-                        fe.invalid(
-                            field,
-                            ip or "",
-                            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-                        )
-                    )
-                    errs.append(fe.invalid(field, ip or "", "must be a valid IP address"))
-        ports = subset.get("ports") or []
-        if not ports:
-            errs.append(fe.required(f"{p}.ports", ""))
-        for j, port in enumerate(ports):
-            pp = f"{p}.ports[{j}]"
-            if not isinstance(port, dict):
-                errs.append(fe.invalid(pp, port, "must be an object"))
-                continue
-            if len(ports) > 1 and not port.get("name"):
-                errs.append(fe.required(f"{pp}.name", ""))
-            errs += _port(port.get("port"), f"{pp}.port")
-            errs += _supported(port.get("protocol"), f"{pp}.protocol", _PROTOCOLS)
-    return errs
-
-
 def validate_lease(lease: Obj) -> list[FieldError]:
     """``ValidateLeaseSpec``."""
     spec = lease.get("spec") or {}
@@ -506,38 +335,4 @@ def validate_lease(lease: Obj) -> list[FieldError]:
     strategy = spec.get("strategy")
     if strategy is not None:
         errs += _supported(strategy, "spec.strategy", ("OldestEmulationVersion",))
-    return errs
-
-
-def validate_image(image: Obj) -> list[FieldError]:
-    """The common subset of OpenShift's ``ValidateImage``."""
-    errs: list[FieldError] = []
-    if not image.get("dockerImageReference"):
-        errs.append(fe.required("dockerImageReference", ""))
-    layers = image.get("dockerImageLayers")
-    if not layers:
-        errs.append(fe.required("dockerImageLayers", ""))
-    for i, layer in enumerate(layers or []):
-        p = f"dockerImageLayers[{i}]"
-        if not isinstance(layer, dict):
-            errs.append(fe.invalid(p, layer, "must be an object"))
-            continue
-        if not layer.get("name"):
-            errs.append(fe.required(f"{p}.name", ""))
-        if not layer.get("mediaType"):
-            errs.append(fe.required(f"{p}.mediaType", ""))
-        size = layer.get("size")
-        if size is None:
-            errs.append(fe.required(f"{p}.size", ""))
-        elif isinstance(size, int) and size < 0:
-            errs.append(fe.invalid(f"{p}.size", size, "must be greater than or equal to 0"))
-    for i, sig in enumerate(image.get("signatures") or []):
-        p = f"signatures[{i}]"
-        if not isinstance(sig, dict):
-            errs.append(fe.invalid(p, sig, "must be an object"))
-            continue
-        if not sig.get("type"):
-            errs.append(fe.required(f"{p}.type", ""))
-        if not sig.get("content"):
-            errs.append(fe.required(f"{p}.content", ""))
     return errs

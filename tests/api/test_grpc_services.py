@@ -12,29 +12,16 @@ from google.protobuf import field_mask_pb2, json_format
 
 from gateway.core.adapter import Credential
 from gateway.demo import DemoUpstream
-from gateway.grpc.gen.kubegateway.v1 import (
-    common_pb2,
-    endpoints_pb2,
-    events_pb2,
-    images_pb2,
-    leases_pb2,
-    meta_pb2,
-    pods_pb2,
-)
+from gateway.grpc.gen.kubegateway.v1 import common_pb2, meta_pb2, pods_pb2
 from gateway.grpc.messages import message_class
 from tests.api.grpc_fixtures import ADMIN, NAMESPACE, GrpcGateway, bearer, gw, unique, upstream
 from tests.scenarios.backend import sample
+from tests.scenarios.grpc_backend import KIND
 
 __all__ = ["gw", "upstream"]  # fixtures
 
-KINDS = ["pods", "events", "endpoints", "leases", "images"]
-MODULES = {
-    "pods": (pods_pb2, "Pod", "Pods"),
-    "events": (events_pb2, "Event", "Events"),
-    "endpoints": (endpoints_pb2, "Endpoints", "Endpoints"),
-    "leases": (leases_pb2, "Lease", "Leases"),
-    "images": (images_pb2, "Image", "Images"),
-}
+KINDS = list(KIND)  # every resource of the registry
+MODULES = {plural: (k.module, k.kind, k.plural_name) for plural, k in KIND.items()}
 AUTH = bearer(ADMIN)
 JSON, MERGE, SMP, APPLY = (
     common_pb2.PATCH_TYPE_JSON,
@@ -45,16 +32,13 @@ JSON, MERGE, SMP, APPLY = (
 
 
 def ns_of(kind: str) -> str | None:
-    return None if kind == "images" else NAMESPACE
+    return NAMESPACE if KIND[kind].namespaced else None
 
 
 def request(kind: str, template: str, /, **fields: Any) -> Any:
-    """``request("pods", "Get{kind}Request", ...)``, dropping a namespace images do not have."""
-    module, k, plural = MODULES[kind]
-    cls = getattr(module, template.format(kind=k, plural=plural))
-    if kind == "images":
-        fields.pop("namespace", None)
-    return cls(**fields)
+    """``request("pods", "Get{kind}Request", ...)``, dropping the namespace of a cluster-scoped
+    kind."""
+    return KIND[kind].request(template, **fields)
 
 
 def message(kind: str, obj: dict[str, Any]) -> Any:

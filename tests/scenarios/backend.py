@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.core import schema
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.registry import REGISTRY, Resource
 
 _counter = itertools.count()
+
+RESOURCES: Mapping[str, Resource] = {r.plural: r for r in REGISTRY.values()}
+"""Every served resource by plural: what the scenarios iterate."""
+
+
+def namespaced(plural: str) -> bool:
+    return RESOURCES[plural].namespaced
+
+
+def custom_resource(plural: str) -> bool:
+    """Whether the reference cluster serves the kind through a CRD: Kubernetes does not
+    define it (its schema is not from the Kubernetes OpenAPI, e.g. OpenShift's Image), so
+    strategic merge patch is not served for it (415)."""
+    r = RESOURCES[plural]
+    return not schema.kind_type(r.group, r.version, r.kind).name.startswith("io.k8s.")
 
 
 @dataclass

@@ -25,13 +25,13 @@ from gateway.core.options import (
     WriteOptions,
 )
 from gateway.core.watch import Watcher, WatchEvent
-from tests.scenarios.backend import Backend, sample
+from tests.scenarios.backend import RESOURCES, Backend, custom_resource, namespaced, sample
 
-KINDS = ["pods", "events", "endpoints", "leases", "images"]
+KINDS = list(RESOURCES)
 
 
 def ns_for(backend: Backend, kind: str) -> str | None:
-    return None if kind == "images" else backend.namespace
+    return backend.namespace if namespaced(kind) else None
 
 
 def labels(obj: dict[str, Any]) -> dict[str, str]:
@@ -96,7 +96,7 @@ async def test_crud_and_every_patch_type(backend: Backend, kind: str) -> None:
         credential=admin,
     )
     assert labels(jsonp)["json"] == "2"
-    if kind != "images":  # strategic merge is not served for custom resources
+    if not custom_resource(kind):  # strategic merge is not served for custom resources
         smp = await kube.patch(
             kind,
             name,

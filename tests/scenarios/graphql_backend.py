@@ -21,7 +21,7 @@ from websockets.asyncio.client import connect
 
 from gateway.demo import DemoUpstream
 from tests.api.conftest import TransportWS
-from tests.scenarios.backend import sample
+from tests.scenarios.backend import RESOURCES, sample
 
 _counter = itertools.count()
 
@@ -69,11 +69,7 @@ class Kind:
 
 
 KINDS: Mapping[str, Kind] = {
-    "pods": Kind("pods", "Pod", True, "v1"),
-    "events": Kind("events", "Event", True, "v1"),
-    "endpoints": Kind("endpoints", "Endpoints", True, "v1"),
-    "leases": Kind("leases", "Lease", True, "coordination.k8s.io/v1"),
-    "images": Kind("images", "Image", False, "image.openshift.io/v1"),
+    plural: Kind(plural, r.kind, r.namespaced, r.api_version) for plural, r in RESOURCES.items()
 }
 
 

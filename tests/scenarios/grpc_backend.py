@@ -9,6 +9,7 @@ and import the scenarios of ``tests/scenarios/grpc_api.py``.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -22,27 +23,16 @@ from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
+from gateway.core.registry import Resource
 from gateway.demo import DemoUpstream
-from gateway.grpc.gen.kubegateway.v1 import (
-    endpoints_pb2,
-    endpoints_pb2_grpc,
-    events_pb2,
-    events_pb2_grpc,
-    images_pb2,
-    images_pb2_grpc,
-    leases_pb2,
-    leases_pb2_grpc,
-    pods_pb2,
-    pods_pb2_grpc,
-)
 from gateway.grpc.messages import message_class
 from gateway.grpc.server import GrpcOptions, start_grpc
+from tests.scenarios.backend import RESOURCES
 
 _counter = itertools.count()
 
 #: The identities every backend has.  ``bad`` is no valid token; ``anonymous`` sends none.
 IDENTITIES = ("admin", "alice", "nobody", "bad", "anonymous")
-KINDS = ("pods", "events", "endpoints", "leases", "images")
 CLIENT_LIMIT = 64 * 1024 * 1024
 
 
@@ -71,27 +61,18 @@ class Kind:
         return json_format.ParseDict(obj, message_class(self.kind)())
 
 
-KIND: Mapping[str, Kind] = {
-    "pods": Kind("pods", pods_pb2, pods_pb2_grpc.PodServiceStub, "Pod", "Pods", "pod", True),
-    "events": Kind(
-        "events", events_pb2, events_pb2_grpc.EventServiceStub, "Event", "Events", "event", True
-    ),
-    "endpoints": Kind(
-        "endpoints",
-        endpoints_pb2,
-        endpoints_pb2_grpc.EndpointsServiceStub,
-        "Endpoints",
-        "Endpoints",
-        "endpoints",
-        True,
-    ),
-    "leases": Kind(
-        "leases", leases_pb2, leases_pb2_grpc.LeaseServiceStub, "Lease", "Leases", "lease", True
-    ),
-    "images": Kind(
-        "images", images_pb2, images_pb2_grpc.ImageServiceStub, "Image", "Images", "image", False
-    ),
-}
+def _kind(r: Resource) -> Kind:
+    """The contract's naming: ``kubegateway/v1/<plural>.proto``, service ``<Kind>Service``,
+    ``List<Plural>Request``, the WatchEvent member named like the singular."""
+    module = importlib.import_module(f"gateway.grpc.gen.kubegateway.v1.{r.plural}_pb2")
+    services = importlib.import_module(f"gateway.grpc.gen.kubegateway.v1.{r.plural}_pb2_grpc")
+    stub = getattr(services, f"{r.kind}ServiceStub")
+    plural_name = r.plural[:1].upper() + r.plural[1:]
+    return Kind(r.plural, module, stub, r.kind, plural_name, r.singular, r.namespaced)
+
+
+KIND: Mapping[str, Kind] = {plural: _kind(r) for plural, r in RESOURCES.items()}
+KINDS = tuple(KIND)
 
 
 @dataclass

@@ -9,9 +9,11 @@ import httpx
 import orjson
 import yaml
 
+from gateway.core import schema
 from gateway.demo.patching import strategic_merge_patch
 
 PODS = "/api/v1/namespaces/demo/pods"
+POD_TYPE = schema.kind_type("", "v1", "Pod").name
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/demo/leases"
 JSON_PATCH = {"Content-Type": "application/json-patch+json"}
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -152,7 +154,9 @@ async def test_strategic_merge_patch_merges_lists_by_key(
         headers=SMP,
         json={"spec": {"containers": [{"name": "a", "env": [{"name": "NEW", "value": "1"}]}]}},
     )
-    assert r.status_code == 422  # the merged spec is valid SMP, but pods forbid the change
+    assert r.status_code == 200, r.text
+    merged = r.json()["spec"]["containers"][0]
+    assert (merged["name"], merged["env"]) == ("a", [{"name": "NEW", "value": "1"}])
 
 
 def test_strategic_merge_patch_semantics() -> None:
@@ -192,7 +196,7 @@ def test_strategic_merge_patch_semantics() -> None:
             "tolerations": [{"key": "only"}],
         }
     }
-    out = strategic_merge_patch(doc, patch)
+    out = strategic_merge_patch(doc, patch, POD_TYPE)
     containers = out["spec"]["containers"]
     assert [c["name"] for c in containers] == ["c", "a", "b"]
     a = containers[1]
@@ -202,10 +206,12 @@ def test_strategic_merge_patch_semantics() -> None:
     assert out["spec"]["volumes"] == []
     assert out["spec"]["tolerations"] == [{"key": "only"}]  # no merge key: replaced
     replaced = strategic_merge_patch(
-        doc, {"spec": {"containers": [{"$patch": "replace"}, {"name": "z", "image": "z"}]}}
+        doc,
+        {"spec": {"containers": [{"$patch": "replace"}, {"name": "z", "image": "z"}]}},
+        POD_TYPE,
     )
     assert replaced["spec"]["containers"] == [{"name": "z", "image": "z"}]
-    assert strategic_merge_patch(doc, {"spec": {"$patch": "delete"}}) == {}
+    assert strategic_merge_patch(doc, {"spec": {"$patch": "delete"}}, POD_TYPE) == {}
 
 
 async def test_strategic_merge_patch_on_status_conditions(

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.demo import ApiError, DemoStore, DemoUpstream
+from gateway.demo import DemoApiError, DemoStore, DemoUpstream
 from gateway.demo.animate import LABEL, Animator
 from gateway.demo.sample import make_pods, seed
 
@@ -44,7 +44,7 @@ async def test_store_api_round_trip(pod: Callable[..., dict[str, Any]]) -> None:
     await store.ensure_namespace("demo")
     created = await store.create("pods", pod("s1"))
     assert created["kind"] == "Pod"
-    with pytest.raises(ApiError) as exc:
+    with pytest.raises(DemoApiError) as exc:
         await store.create("pods", pod("s1"))
     assert exc.value.code == 409
     updated = await store.update(
@@ -64,7 +64,7 @@ async def test_store_api_round_trip(pod: Callable[..., dict[str, Any]]) -> None:
     assert (await store.get("pods", "s1", namespace="demo"))["metadata"]["annotations"]
     deleted = await store.delete("pods", "s1", namespace="demo")
     assert deleted["metadata"]["name"] == "s1"
-    with pytest.raises(ApiError):
+    with pytest.raises(DemoApiError):
         await store.get("pods", "s1", namespace="demo")
     assert await store.bulk_create("pods", make_pods(3, "bulk")) == 3
     assert [p["metadata"]["name"] for p in await store.list("pods", namespace="bulk")] == [
