@@ -74,15 +74,25 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve_process(home: Path, *args: str, ready: bool = True) -> Iterator[Served]:
-    """Run ``kube-gateway serve *args`` until the block exits (SIGTERM, then kill)."""
+def serve_process(
+    home: Path,
+    *args: str,
+    ready: bool = True,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Served]:
+    """Run ``kube-gateway serve *args`` until the block exits (SIGTERM, then kill).
+
+    ``cwd`` and ``env`` (added to a clean environment) run another checkout of the code.
+    """
     http_port, grpc_port = free_port(), free_port()
     proc = subprocess.Popen(
         command(http_port, grpc_port, *args),
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env=clean_env(home),
+        env=clean_env(home, env),
+        cwd=cwd,
     )
     served = Served(proc, http_port, grpc_port)
     try:
