@@ -28,7 +28,7 @@ most of it: ``graphql.execute(..., executor_class=...)``, ``Executor.build``,
   its root fields anew, so every event would add entries to that memo for as long as the
   subscription lives; each copy gets a memo of its own instead.
 
-``tests/unit/test_graphql_library.py`` asserts each of these as relied on here, so an upgrade
+``tests/graphql/test_library.py`` asserts each of these as relied on here, so an upgrade
 that changes one fails there first.
 """
 

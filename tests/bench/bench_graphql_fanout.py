@@ -36,7 +36,7 @@ import orjson
 
 from gateway.demo import DemoUpstream
 from gateway.settings import Settings
-from tests.api.conftest import serve_app
+from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
 NAMESPACE = "bench"

@@ -33,8 +33,8 @@ from gateway.core.config import UpstreamConfig
 from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
 from gateway.settings import Settings
-from tests.api.conftest import serve_app
 from tests.bench.realistic import pod
+from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
 NAMESPACE = "bench"

@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from tests.api.serve_process import Served, serve_process
+from tests.support.serve_process import Served, serve_process
 
 REPO = Path(__file__).resolve().parents[2]
 ADMIN = {"Authorization": "Bearer admin-token"}

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from gateway.settings import Settings
-from tests.api.conftest import serve_app
 from tests.e2e.apiserver import KubeAPIServer
 from tests.scenarios.graphql_api import *  # noqa: F403  (the shared scenarios are collected here)
 from tests.scenarios.graphql_backend import GraphQLBackend
+from tests.support.graphql import serve_app
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pytest
 
 from gateway.core.config import UpstreamConfig
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, meta_pb2, pods_pb2
-from tests.api.test_grpc_go_client import go_client, read_line, start_client
 from tests.e2e.apiserver import KubeAPIServer
+from tests.grpc.test_go_client import go_client, read_line, start_client
 from tests.scenarios.backend import sample
 from tests.scenarios.grpc_api import *  # noqa: F403  (the shared scenarios are collected here)
 from tests.scenarios.grpc_backend import GrpcBackend, serve_backend

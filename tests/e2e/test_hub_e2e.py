@@ -23,8 +23,8 @@ from gateway.grpc.gen.kubegateway.v1 import (
     pods_pb2_grpc,
 )
 from gateway.settings import Settings
-from tests.api.conftest import SSE, TransportWS, serve_app
 from tests.e2e.apiserver import KubeAPIServer
+from tests.support.graphql import SSE, TransportWS, serve_app
 
 STEP = 60.0
 _names = itertools.count()

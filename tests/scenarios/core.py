@@ -1,7 +1,7 @@
 """Core scenarios that must hold against any upstream: the demo and a real kube-apiserver.
 
 Each test takes the ``backend`` fixture (see ``tests/scenarios/backend.py``); the demo suite
-(``tests/unit/test_core_scenarios.py``) and the end-to-end suite
+(``tests/scenarios/test_core_scenarios.py``) and the end-to-end suite
 (``tests/e2e/test_core_e2e.py``) import this module, so one scenario runs in both places.
 """
 

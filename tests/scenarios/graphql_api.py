@@ -5,7 +5,7 @@ Each test takes the ``gw`` fixture (a :class:`~tests.scenarios.graphql_backend.G
 the gateway served by uvicorn on a loopback port in front of that upstream).  Clients are
 real: httpx over HTTP, the ``websockets`` library over ``graphql-transport-ws`` and
 ``graphql-ws``, SSE over HTTP; the caller's token travels in the Authorization header.
-``tests/api/test_graphql_scenarios.py`` (demo) and ``tests/e2e/test_graphql_e2e.py`` (real
+``tests/scenarios/test_graphql_scenarios.py`` (demo) and ``tests/e2e/test_graphql_e2e.py`` (real
 apiserver) import this module, so one scenario runs in both places.
 """
 
@@ -19,9 +19,9 @@ import yaml
 
 from gateway.core.adapter import Credential
 from gateway.core.budget import scope_of
-from tests.api.conftest import SSE, TransportWS
 from tests.scenarios.backend import custom_resource, sample
 from tests.scenarios.graphql_backend import KINDS, GraphQLBackend, Kind, sample_input
+from tests.support.graphql import SSE, TransportWS
 
 META = "metadata { name namespace uid resourceVersion labels }"
 GET = "query(%NSDECL% $name: String!) { %kind%(%NS% name: $name) { kind apiVersion raw } }"

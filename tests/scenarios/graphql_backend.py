@@ -1,7 +1,7 @@
 """What a GraphQL scenario needs: the gateway served over real sockets in front of some
 upstream (the demo or a real kube-apiserver), callers by identity, and real clients.
 
-The demo suite (``tests/api/test_graphql_scenarios.py``) and the end-to-end suite
+The demo suite (``tests/scenarios/test_graphql_scenarios.py``) and the end-to-end suite
 (``tests/e2e/test_graphql_e2e.py``) each build a :class:`GraphQLBackend` and import the
 scenarios of ``tests/scenarios/graphql_api.py``.
 """
@@ -20,8 +20,8 @@ from starlette.applications import Starlette
 from websockets.asyncio.client import connect
 
 from gateway.demo import DemoUpstream
-from tests.api.conftest import TransportWS
 from tests.scenarios.backend import RESOURCES, sample
+from tests.support.graphql import TransportWS
 
 _counter = itertools.count()
 

@@ -4,7 +4,7 @@ kube-apiserver.
 Each test takes the ``grpc_backend`` fixture (a
 :class:`~tests.scenarios.grpc_backend.GrpcBackend`: the gateway's gRPC server on a loopback
 port in front of that upstream, and a real ``grpc.aio`` channel to it); the caller's token
-travels in ``authorization`` metadata.  ``tests/api/test_grpc_scenarios.py`` (demo) and
+travels in ``authorization`` metadata.  ``tests/scenarios/test_grpc_scenarios.py`` (demo) and
 ``tests/e2e/test_grpc_e2e.py`` (real apiserver) import this module, so one scenario runs in
 both places.  Every object a scenario creates goes through the gateway, never around it.
 """

@@ -1,7 +1,7 @@
 """What a gRPC client scenario needs: the gateway's gRPC server in front of some upstream (the
 demo or a real kube-apiserver), a real ``grpc.aio`` channel to it, and callers by identity.
 
-The demo suite (``tests/api/test_grpc_scenarios.py``) and the end-to-end suite
+The demo suite (``tests/scenarios/test_grpc_scenarios.py``) and the end-to-end suite
 (``tests/e2e/test_grpc_e2e.py``) each build a :class:`GrpcBackend` with :func:`serve_backend`
 and import the scenarios of ``tests/scenarios/grpc_api.py``.
 """

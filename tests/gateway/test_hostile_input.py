@@ -1,0 +1,387 @@
+"""Hostile input over real sockets: each refused fast and clearly while a well-behaved client
+is served normally, and memory stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import time
+from typing import Any
+
+import grpc
+import httpx
+import orjson
+import pytest
+from websockets.asyncio.client import connect
+
+from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc
+from gateway.settings import Settings
+from tests.support.graphql import ADMIN, NAMESPACE, Gateway, serve_app, ws_client
+
+QUERY = '{ leases(namespace: "demo") { items { metadata { name } } } }'
+
+
+async def _well_behaved(client: httpx.AsyncClient, stop: asyncio.Event) -> list[float]:
+    """A normal caller's query latencies while the attack runs."""
+    took = []
+    while not stop.is_set():
+        started = time.perf_counter()
+        response = await client.post("/graphql", json={"query": QUERY})
+        took.append(time.perf_counter() - started)
+        assert response.status_code == 200 and "errors" not in response.json()
+    return took
+
+
+def _rss_mib() -> float:
+    with open(f"/proc/{os.getpid()}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "{ " + "a " * 500_000 + "}",  # 1 MB of fields
+        "{ leases { items { " * 20_000,  # braces nested far too deep
+        "query { " + "x: __typename " * 60_000 + "}",  # aliases
+    ],
+    ids=["1MB-of-fields", "deep-nesting", "alias-flood"],
+)
+async def test_an_oversized_document_is_refused_fast_while_others_are_served(
+    gateway: Gateway, document: str
+) -> None:
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as attacker,
+        httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as client,
+    ):
+        stop = asyncio.Event()
+        normal = asyncio.create_task(_well_behaved(client, stop))
+        started = time.perf_counter()
+        response = await attacker.post("/graphql", json={"query": document})
+        refused_in = time.perf_counter() - started
+        stop.set()
+        took = await normal
+    assert response.status_code == 413, response.text
+    error = response.json()["errors"][0]
+    assert error["extensions"]["code"] == "DOCUMENT_TOO_LARGE"
+    assert refused_in < 0.1 + _transfer_allowance(document)
+    assert took and max(took) < 1.0  # the other caller never waited on it
+
+
+def _transfer_allowance(document: str) -> float:
+    # sending and decoding the body itself (a megabyte of JSON over loopback)
+    return len(document) / 50e6
+
+
+async def test_a_document_over_the_token_limit_is_refused_before_validation(
+    gateway: Gateway,
+) -> None:
+    document = "{ " + "a " * 6_000 + "}"  # 12 KB: under the size limit
+    assert len(document) < gateway.graphql.limits.max_document_bytes
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        started = time.perf_counter()
+        response = await client.post(
+            "/graphql", json={"query": document}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert time.perf_counter() - started < 0.5
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["extensions"]["code"] == "GRAPHQL_PARSE_FAILED"
+    assert "more than 5000 tokens" in error["message"]
+
+
+async def test_self_spreading_fragments_are_refused(gateway: Gateway) -> None:
+    document = "query { ...A } fragment A on Query { ...B } fragment B on Query { ...A }"
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        response = await client.post(
+            "/graphql", json={"query": document}, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+    assert response.status_code == 400
+    assert "within itself" in response.json()["errors"][0]["message"]
+
+
+async def test_distinct_bad_documents_leave_memory_bounded(gateway: Gateway) -> None:
+    engine = gateway.graphql.engine
+    body = "{ " + "a " * 15_000 + "}"  # 30 KB each, each distinct, each invalid
+    async with httpx.AsyncClient(
+        base_url=gateway.url, timeout=30, headers={"Authorization": f"Bearer {ADMIN}"}
+    ) as client:
+        before = _rss_mib()
+        for i in range(600):
+            response = await client.post("/graphql", json={"query": body + f"# {i}"})
+            assert response.status_code == 400
+        grown = _rss_mib() - before
+    assert len(engine._documents) <= 1  # failures are never cached
+    assert engine._cached_bytes <= gateway.graphql.limits.cache_bytes
+    assert grown < 64, f"RSS grew {grown:.0f} MiB over 600 bad documents"
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert peak_mib < 2048
+
+
+async def test_the_parse_cache_is_bounded_in_bytes(gateway: Gateway) -> None:
+    engine = gateway.graphql.engine
+    engine.limits = engine.limits.__class__(cache_bytes=64 * 1024)
+    padding = "#" + "x" * 20_000 + "\n"
+    async with httpx.AsyncClient(
+        base_url=gateway.url, timeout=30, headers={"Authorization": f"Bearer {ADMIN}"}
+    ) as client:
+        for i in range(10):
+            document = f"{padding}query Q{i} {{ __typename }}"
+            response = await client.post("/graphql", json={"query": document})
+            assert response.status_code == 200, response.text
+    assert engine._cached_bytes <= 64 * 1024
+    assert len(engine._documents) == 3
+
+
+YAML_BOMB = "\n".join(
+    [
+        "apiVersion: v1",
+        "kind: Pod",
+        "metadata: {name: bomb}",
+        "a: &a [x, x, x, x, x, x, x, x, x]",
+        *(
+            f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]"
+            for p, n in zip("abcdef", "bcdefg", strict=True)
+        ),
+    ]
+)
+
+
+async def test_a_yaml_alias_bomb_is_refused_before_any_upstream_call(
+    gateway: Gateway,
+) -> None:
+    assert len(YAML_BOMB) < 512
+    mutation = """mutation($m: JSON!) {
+      createPodFromManifest(namespace: "demo", manifest: $m) { metadata { name } }
+    }"""
+    before = gateway.demo.faults.watch_requests
+    async with httpx.AsyncClient(
+        base_url=gateway.url, timeout=10, headers={"Authorization": f"Bearer {ADMIN}"}
+    ) as client:
+        started = time.perf_counter()
+        response = await client.post(
+            "/graphql", json={"query": mutation, "variables": {"m": YAML_BOMB}}
+        )
+        assert time.perf_counter() - started < 0.5
+    body = response.json()
+    assert body["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+    assert "expands past" in body["errors"][0]["message"]
+    assert gateway.demo.faults.watch_requests == before
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+async def test_a_post_a_web_page_could_send_cross_origin_is_refused(
+    gateway: Gateway, content_type: str | None
+) -> None:
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    else:
+        headers["Content-Type"] = ""
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        response = await client.post(
+            "/graphql",
+            content=orjson.dumps(
+                {"query": 'mutation { deletePod(namespace: "demo", name: "x") { kind } }'}
+            ),
+            headers=headers,
+        )
+    assert response.status_code == 415
+    assert response.json()["errors"][0]["extensions"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+
+
+BAD_AUTHORIZATION = [
+    "Basic YWRtaW46YWRtaW4=",
+    "Bearer",
+    "Bearer admin token",
+    "Bearer tökén",  # sent as UTF-8 bytes
+]
+
+
+@pytest.mark.parametrize("value", BAD_AUTHORIZATION)
+async def test_a_malformed_authorization_is_401_over_http(gateway: Gateway, value: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        response = await client.post(
+            "/graphql",
+            json={"query": QUERY},
+            headers={"Authorization": value.encode("utf-8")},  # type: ignore[dict-item]
+        )
+    assert response.status_code == 401
+    error = response.json()["errors"][0]
+    assert error["extensions"]["code"] == "UNAUTHENTICATED"
+    assert "admin" not in error["message"] and "tök" not in error["message"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"authToken": "admin-token\nX-Injected: 1"},
+        {"authToken": "tökén"},
+        {"Authorization": "Basic x"},
+    ],
+)
+async def test_a_malformed_websocket_credential_closes_the_connection(
+    gateway: Gateway, payload: dict[str, Any]
+) -> None:
+    async with connect(gateway.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+        await ws.send(orjson.dumps({"type": "connection_init", "payload": payload}).decode())
+        with pytest.raises(Exception) as closed:
+            async with asyncio.timeout(10):
+                await ws.recv()
+        assert getattr(closed.value, "rcvd", None) is not None
+        assert closed.value.rcvd.code == 4401  # type: ignore[attr-defined]
+    # a well-formed client on the same gateway is served
+    async with ws_client(gateway) as good:
+        op = await good.subscribe(QUERY)
+        assert "errors" not in await good.next(op)
+
+
+@pytest.mark.parametrize("value", ["Bearer", "Bearer a b", "Token x"])
+async def test_a_malformed_authorization_is_unauthenticated_over_grpc(
+    gateway: Gateway, value: str
+) -> None:
+    port = gateway.app.state.runtime.grpc_port
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = leases_pb2_grpc.LeaseServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.List(
+                leases_pb2.ListLeasesRequest(namespace=NAMESPACE),
+                metadata=(("authorization", value),),
+            )
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def _ws_close_code(url: str, origin: str | None) -> int | None:
+    """The close code a WebSocket upgrade from ``origin`` gets (None: it was served)."""
+    headers = {"Origin": origin} if origin else {}
+    try:
+        async with connect(
+            url,
+            subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+            additional_headers=headers,
+            origin=None,
+        ) as ws:
+            await ws.send(orjson.dumps({"type": "connection_init", "payload": {}}).decode())
+            async with asyncio.timeout(10):
+                ack = orjson.loads(await ws.recv())
+            assert ack["type"] == "connection_ack"
+            return None
+    except Exception as exc:  # refused before the upgrade, or closed right after it
+        response = getattr(exc, "response", None)
+        if response is not None:
+            return int(response.status_code)
+        rcvd = getattr(exc, "rcvd", None)
+        return int(rcvd.code) if rcvd is not None else -1
+
+
+async def test_a_foreign_origin_websocket_is_refused_and_others_are_served(
+    gateway: Gateway,
+) -> None:
+    own = gateway.url  # GraphiQL's origin: the gateway itself
+    assert await _ws_close_code(gateway.ws_url, "https://evil.example") in (403, 4403)
+    assert await _ws_close_code(gateway.ws_url, own) is None
+    assert await _ws_close_code(gateway.ws_url, None) is None  # not a browser
+
+
+async def test_allowed_origins_open_websockets_and_cors_to_those_sites_only(
+    demo: Any,
+) -> None:
+    settings = Settings(
+        host="127.0.0.1",
+        http_port=0,
+        grpc_port=0,
+        server=demo.url,
+        log_level="warning",
+        allowed_origins="https://app.example, https://other.example",
+    )
+    async with serve_app(settings) as (url, _app):
+        ws_url = url.replace("http://", "ws://") + "/graphql"
+        assert await _ws_close_code(ws_url, "https://app.example") is None
+        assert await _ws_close_code(ws_url, "https://evil.example") in (403, 4403)
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            preflight = {
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type",
+            }
+            ok = await client.options(
+                "/graphql", headers={"Origin": "https://app.example", **preflight}
+            )
+            assert ok.headers.get("access-control-allow-origin") == "https://app.example"
+            bad = await client.options(
+                "/graphql", headers={"Origin": "https://evil.example", **preflight}
+            )
+            assert "access-control-allow-origin" not in bad.headers
+
+
+async def test_graphiql_is_served_with_a_content_security_policy(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        page = await client.get("/graphql", headers={"Accept": "text/html"})
+        asset = await client.get("/graphql/static/graphiql.min.js")
+    policy = page.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy and "script-src 'self' 'sha256-" in policy
+    assert "unsafe-eval" not in policy
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert asset.status_code == 200 and asset.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_one_identity_past_its_request_limit_is_refused_and_others_are_served(
+    gateway: Gateway,
+) -> None:
+    from gateway.core.adapter import Credential
+    from gateway.core.budget import Budget, scope_of
+
+    budget = Budget("requests", 1000, 2)
+    gateway.app.state.runtime.adapter.requests = budget
+    async with (
+        httpx.AsyncClient(
+            base_url=gateway.url, timeout=30, headers={"Authorization": f"Bearer {ADMIN}"}
+        ) as admin,
+        httpx.AsyncClient(
+            base_url=gateway.url, timeout=30, headers={"Authorization": "Bearer alice-token"}
+        ) as alice,
+    ):
+        assert "errors" not in (await admin.post("/graphql", json={"query": QUERY})).json()
+        assert budget.used == 0  # every request gave its share back
+        # two of admin's requests in flight (held here as the upstream would hold them)
+        held = [budget.acquire(scope_of(Credential(ADMIN))) for _ in range(2)]
+        started = time.perf_counter()
+        refused = (await admin.post("/graphql", json={"query": QUERY})).json()
+        assert time.perf_counter() - started < 0.5
+        assert refused["errors"][0]["extensions"]["code"] == "RESOURCE_EXHAUSTED"
+        other = (await alice.post("/graphql", json={"query": QUERY})).json()
+        assert "errors" not in other  # another identity is not limited by admin's burst
+        for lease in held:
+            lease.release()
+        assert "errors" not in (await admin.post("/graphql", json={"query": QUERY})).json()
+
+
+async def test_a_list_without_limit_past_the_cap_is_refused_not_buffered(
+    gateway: Gateway,
+) -> None:
+    await gateway.demo.store.bulk_create(
+        "leases",
+        ({"metadata": {"name": f"many-{i}"}, "spec": {}} for i in range(30)),
+        namespace="capped",
+    )
+    gateway.app.state.runtime.adapter.max_list_items = 20
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    query = """query($limit: Int) {
+      leases(namespace: "capped", limit: $limit) {
+        metadata { continue } items { metadata { name } }
+      }
+    }"""
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10, headers=headers) as client:
+        whole = (await client.post("/graphql", json={"query": query})).json()
+        paged = (
+            await client.post("/graphql", json={"query": query, "variables": {"limit": 20}})
+        ).json()
+    error = whole["errors"][0]
+    assert error["extensions"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert "`limit`" in error["message"] and "`continue`" in error["message"]
+    assert len(paged["data"]["leases"]["items"]) == 20
+    assert paged["data"]["leases"]["metadata"]["continue"]

@@ -1,0 +1,327 @@
+"""The server around the services: reflection, health, gzip, message size, deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from gateway.demo import DemoUpstream
+from gateway.grpc.contract import contract
+from gateway.grpc.gen.kubegateway.v1 import core_pb2, meta_pb2, pods_pb2, pods_pb2_grpc
+from gateway.grpc.server import GrpcOptions, service_names
+from gateway.settings import load
+from tests.support.graphql import serve_app
+from tests.support.grpc import (
+    ADMIN,
+    NAMESPACE,
+    GrpcGateway,
+    bearer,
+    gw,
+    serve_grpc,
+    unique,
+    upstream,
+)
+
+__all__ = ["gw", "upstream"]  # fixtures
+
+AUTH = bearer(ADMIN)
+
+
+async def _reflect(
+    gw: GrpcGateway, request: reflection_pb2.ServerReflectionRequest
+) -> reflection_pb2.ServerReflectionResponse:
+    call = reflection_pb2_grpc.ServerReflectionStub(gw.channel).ServerReflectionInfo()
+    await call.write(request)
+    await call.done_writing()
+    response = await call.read()
+    assert isinstance(response, reflection_pb2.ServerReflectionResponse)
+    return response
+
+
+async def test_reflection_lists_every_service(gw: GrpcGateway) -> None:
+    listed = await _reflect(gw, reflection_pb2.ServerReflectionRequest(list_services=""))
+    names = {s.name for s in listed.list_services_response.service}
+    assert names == set(service_names())
+    assert {
+        "kubegateway.v1.PodService",
+        "kubegateway.v1.EventService",
+        "kubegateway.v1.EndpointsService",
+        "kubegateway.v1.LeaseService",
+        "kubegateway.v1.ImageService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    } == names
+
+
+async def test_reflection_describes_the_services_and_their_messages(gw: GrpcGateway) -> None:
+    found = await _reflect(
+        gw,
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol="kubegateway.v1.PodService"),
+    )
+    files = {}
+    for raw in found.file_descriptor_response.file_descriptor_proto:
+        proto = descriptor_pb2.FileDescriptorProto.FromString(raw)
+        files[proto.name] = proto
+    pods = files["kubegateway/v1/pods.proto"]
+    methods = [m.name for m in pods.service[0].method]
+    assert methods == [r.name for r in contract().services[0].rpcs]
+    assert "kubegateway/v1/core.proto" in pods.dependency
+    # dependencies resolve too (what grpcurl does next)
+    core = await _reflect(
+        gw, reflection_pb2.ServerReflectionRequest(file_by_filename="kubegateway/v1/core.proto")
+    )
+    protos = [
+        descriptor_pb2.FileDescriptorProto.FromString(raw)
+        for raw in core.file_descriptor_response.file_descriptor_proto
+    ]
+    assert any(m.name == "Pod" for p in protos for m in p.message_type)
+
+
+async def test_health_answers_serving_for_the_server_and_each_service(gw: GrpcGateway) -> None:
+    health = health_pb2_grpc.HealthStub(gw.channel)
+    for service in ("", "kubegateway.v1.PodService", "kubegateway.v1.ImageService"):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_the_message_size_limit_is_configurable(upstream: DemoUpstream) -> None:
+    async with serve_grpc(upstream, options=GrpcOptions(max_message_bytes=2048)) as gateway:
+        pods = gateway.stub("pods")
+        small = await pods.List(
+            pods_pb2.ListPodsRequest(namespace=NAMESPACE, label_selector="nothing=matches"),
+            metadata=AUTH,
+        )
+        assert list(small.items) == []
+        with pytest.raises(grpc.aio.AioRpcError) as too_big:
+            await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+        assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_a_deadline_becomes_the_upstream_timeout(
+    gw: GrpcGateway, upstream: DemoUpstream
+) -> None:
+    upstream.faults.set_delay(30.0, verb="get")
+    pods = gw.stub("pods")
+    started = time.monotonic()
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        await pods.Get(
+            pods_pb2.GetPodRequest(namespace=NAMESPACE, name="anything"), metadata=AUTH, timeout=0.5
+        )
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 5
+    upstream.faults.reset()
+    # the server is not stuck behind the abandoned upstream request
+    async with asyncio.timeout(10):
+        listed = await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+    assert listed.items
+
+
+def test_keepalive_and_limits_are_server_options() -> None:
+    options = dict(
+        GrpcOptions(
+            max_message_bytes=1 << 20, max_request_bytes=1 << 16, keepalive_seconds=20
+        ).channel_options()
+    )
+    assert options["grpc.keepalive_time_ms"] == 20_000
+    assert options["grpc.keepalive_permit_without_calls"] == 1
+    assert options["grpc.max_send_message_length"] == 1 << 20
+    assert options["grpc.max_receive_message_length"] == 1 << 16
+
+
+class _Tap:
+    """A loopback TCP proxy that keeps what each side sent (to read the gRPC frames)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.from_server = bytearray()
+        self.from_client = bytearray()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def pipe(
+            src: asyncio.StreamReader, dst: asyncio.StreamWriter, kept: bytearray
+        ) -> None:
+            try:
+                while data := await src.read(65536):
+                    kept += data
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+
+        for task in (
+            asyncio.create_task(pipe(reader, up_writer, self.from_client)),
+            asyncio.create_task(pipe(up_reader, writer, self.from_server)),
+        ):
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def message_flags(self) -> list[int]:
+        """The compressed-flag byte of each gRPC message the server sent."""
+        return [flag for flag, _ in _grpc_messages(bytes(self.from_server))]
+
+
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def _grpc_messages(data: bytes) -> list[tuple[int, bytes]]:
+    """The gRPC messages in one direction of an HTTP/2 connection: (compressed flag, the
+    message as it travelled), from the DATA frames of every stream."""
+    data = data.removeprefix(_PREFACE)  # what a client sends first
+    messages: list[tuple[int, bytes]] = []
+    pending: dict[int, bytearray] = {}
+    i = 0
+    while i + 9 <= len(data):
+        length = int.from_bytes(data[i : i + 3], "big")
+        kind, flags = data[i + 3], data[i + 4]
+        stream = int.from_bytes(data[i + 5 : i + 9], "big") & 0x7FFFFFFF
+        payload = data[i + 9 : i + 9 + length]
+        i += 9 + length
+        if kind == 0 and payload:  # DATA
+            if flags & 0x8:  # PADDED: a pad-length byte first, the padding last
+                payload = payload[1 : len(payload) - payload[0]]
+            buf = pending.setdefault(stream, bytearray())
+            buf += payload
+            while len(buf) >= 5 and len(buf) >= 5 + int.from_bytes(buf[1:5], "big"):
+                size = int.from_bytes(buf[1:5], "big")
+                messages.append((buf[0], bytes(buf[5 : 5 + size])))
+                del buf[: 5 + size]
+    return messages
+
+
+async def test_gzip_compressed_requests_are_decompressed(gw: GrpcGateway) -> None:
+    note = "compressible " * 2_000
+    name = unique("gzip")
+    request = pods_pb2.CreatePodRequest(
+        namespace=NAMESPACE,
+        object=core_pb2.Pod(
+            metadata=meta_pb2.ObjectMeta(name=name, annotations={"note": note}),
+            spec=core_pb2.PodSpec(containers=[core_pb2.Container(name="c", image="busybox")]),
+        ),
+    )
+    tap = _Tap(gw.port)
+    port = await tap.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", compression=grpc.Compression.Gzip)
+    try:
+        created = await pods_pb2_grpc.PodServiceStub(channel).Create(request, metadata=AUTH)
+    finally:
+        await channel.close()
+        await tap.stop()
+    assert created.metadata.name == name
+    assert created.metadata.annotations["note"] == note  # the server inflated it
+    ((flag, sent),) = _grpc_messages(bytes(tap.from_client))
+    assert flag == 1
+    assert gzip.decompress(sent) == request.SerializeToString()
+    assert len(sent) < len(request.SerializeToString()) // 10
+
+
+@pytest.mark.parametrize(("accepts_gzip", "flag"), [(True, 1), (False, 0)])
+async def test_responses_are_gzipped_for_clients_that_accept_gzip(
+    gw: GrpcGateway, accepts_gzip: bool, flag: int
+) -> None:
+    tap = _Tap(gw.port)
+    port = await tap.start()
+    # A client that does not advertise gzip (like a Go client without the gzip codec).
+    options = [] if accepts_gzip else [("grpc.compression_enabled_algorithms_bitset", 1)]
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options)
+    try:
+        listed = await pods_pb2_grpc.PodServiceStub(channel).List(
+            pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH
+        )
+        assert listed.items
+    finally:
+        await channel.close()
+        await tap.stop()
+    assert tap.message_flags() == [flag]
+
+
+async def test_serve_passes_its_grpc_flags_to_the_server(upstream: DemoUpstream) -> None:
+    # `kube-gateway serve --grpc-max-message-bytes 2048`: the app's gRPC server enforces it
+    settings = load(
+        ["--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0", "--server", upstream.url],
+        {"KUBE_GATEWAY_GRPC_MAX_MESSAGE_BYTES": "2048", "KUBE_GATEWAY_LOG_LEVEL": "warning"},
+    )
+    async with serve_app(settings) as (_, app):
+        port = app.state.runtime.grpc_port
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            pods = pods_pb2_grpc.PodServiceStub(channel)
+            small = await pods.List(
+                pods_pb2.ListPodsRequest(namespace=NAMESPACE, label_selector="nothing=matches"),
+                metadata=AUTH,
+            )
+            assert list(small.items) == []
+            with pytest.raises(grpc.aio.AioRpcError) as too_big:
+                await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+            assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_an_oversized_request_is_refused_fast_while_others_are_served(
+    upstream: DemoUpstream,
+) -> None:
+    async with serve_grpc(upstream, options=GrpcOptions(max_request_bytes=64 * 1024)) as gateway:
+        pods = gateway.stub("pods")
+        huge = b'{"metadata": {"name": "x", "annotations": {"a": "' + b"x" * (1 << 20) + b'"}}}'
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await pods.Create(
+                pods_pb2.CreatePodRequest(namespace=NAMESPACE, raw_json=huge), metadata=AUTH
+            )
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert time.monotonic() - started < 2
+        listed = await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+        assert listed.items
+
+
+async def test_past_the_concurrent_rpc_limit_calls_are_refused_at_once(
+    upstream: DemoUpstream,
+) -> None:
+    async with serve_grpc(upstream, options=GrpcOptions(max_concurrent_rpcs=3)) as gateway:
+        pods = gateway.stub("pods")
+        watches = [
+            pods.Watch(pods_pb2.WatchPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+            for _ in range(3)
+        ]
+        for call in watches:  # each is being served: its first event arrived
+            async with asyncio.timeout(10):
+                await anext(call.__aiter__())
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert time.monotonic() - started < 2
+        watches[0].cancel()
+        async with asyncio.timeout(10):
+            while True:  # the slot frees as soon as the server sees the cancellation
+                try:
+                    listed = await pods.List(
+                        pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH
+                    )
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert listed.items
+        for call in watches[1:]:
+            call.cancel()

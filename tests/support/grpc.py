@@ -1,0 +1,155 @@
+"""Fixtures of the gRPC API tests: the gateway's gRPC server in process, against a demo upstream.
+
+The server is the real one (``start_grpc``) with a real :class:`KubeAdapter` on the same
+httpx client the application builds, talking over loopback to a seeded
+:class:`~gateway.demo.DemoUpstream`; the client is a real ``grpc.aio`` channel.  Test modules
+import what they use from here (``from tests.support.grpc import ...``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from gateway.core.adapter import KubeAdapter
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
+from gateway.core.hub import WatchHub
+from gateway.demo import DemoUpstream
+from gateway.grpc.gen.kubegateway.v1 import (
+    endpoints_pb2_grpc,
+    events_pb2_grpc,
+    images_pb2_grpc,
+    leases_pb2_grpc,
+    meta_pb2,
+    pods_pb2_grpc,
+)
+from gateway.grpc.server import GrpcOptions, start_grpc
+
+ADMIN = "admin-token"
+VIEWER = "viewer-token"
+ALICE = "alice-token"
+NAMESPACE = "demo"
+CLIENT_LIMIT = 64 * 1024 * 1024
+_names = itertools.count()
+
+STUBS: dict[str, Callable[[grpc.aio.Channel], Any]] = {
+    "pods": pods_pb2_grpc.PodServiceStub,
+    "events": events_pb2_grpc.EventServiceStub,
+    "endpoints": endpoints_pb2_grpc.EndpointsServiceStub,
+    "leases": leases_pb2_grpc.LeaseServiceStub,
+    "images": images_pb2_grpc.ImageServiceStub,
+}
+
+
+def unique(prefix: str) -> str:
+    """A DNS-1123 name no other test uses."""
+    return f"{prefix}-g{next(_names)}"
+
+
+def bearer(token: str | None) -> tuple[tuple[str, str], ...]:
+    """Call metadata carrying ``token`` (``None``: no authorization)."""
+    return (("authorization", f"Bearer {token}"),) if token is not None else ()
+
+
+@dataclass
+class GrpcGateway:
+    """The running gRPC side of the gateway, a channel to it and the demo behind it."""
+
+    demo: DemoUpstream
+    adapter: KubeAdapter
+    hub: WatchHub
+    server: grpc.aio.Server
+    port: int
+    channel: grpc.aio.Channel
+    _stubs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stub(self, plural: str) -> Any:
+        """The generated client stub of a resource's service (``pods``, ``images``...)."""
+        found = self._stubs.get(plural)
+        if found is None:
+            found = self._stubs[plural] = STUBS[plural](self.channel)
+        return found
+
+
+@contextlib.asynccontextmanager
+async def serve_grpc(
+    demo: DemoUpstream,
+    *,
+    options: GrpcOptions | None = None,
+    channel_options: Sequence[tuple[str, Any]] = (),
+) -> AsyncIterator[GrpcGateway]:
+    """Start the gateway's gRPC server on a free port against ``demo`` until the block exits."""
+    http = build_http_client(UpstreamConfig(server=demo.url, source="tests"))
+    try:
+        adapter = KubeAdapter(http)
+        hub = WatchHub(adapter)
+        server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub, options=options)
+        channel = grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}",
+            options=[
+                ("grpc.max_receive_message_length", CLIENT_LIMIT),
+                ("grpc.max_send_message_length", CLIENT_LIMIT),
+                *channel_options,
+            ],
+        )
+        try:
+            yield GrpcGateway(demo, adapter, hub, server, port, channel)
+        finally:
+            await channel.close()
+            await hub.aclose()
+            await server.stop(None)
+    finally:
+        await http.aclose()
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[DemoUpstream]:
+    """A seeded demo upstream (namespaces default, kube-system, demo)."""
+    async with DemoUpstream() as demo:
+        yield demo
+
+
+@pytest.fixture
+async def gw(upstream: DemoUpstream) -> AsyncIterator[GrpcGateway]:
+    """The gateway's gRPC server against ``upstream``, and a channel to it."""
+    async with serve_grpc(upstream) as gateway:
+        yield gateway
+
+
+def details(error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """The rich details of a failed call, unpacked by type name."""
+    status = rpc_status.from_call(error)
+    assert status is not None, "the error carries no google.rpc.Status"
+    out: dict[str, Any] = {"status": status}
+    for detail in status.details:
+        for cls in (
+            error_details_pb2.ErrorInfo,
+            error_details_pb2.BadRequest,
+            error_details_pb2.RetryInfo,
+            meta_pb2.Status,
+        ):
+            if detail.Is(cls.DESCRIPTOR):
+                message = cls()
+                detail.Unpack(message)
+                out[cls.DESCRIPTOR.name] = message
+    return out
+
+
+def status_message(error: grpc.aio.AioRpcError) -> status_pb2.Status:
+    """The ``google.rpc.Status`` of a failed call."""
+    status = rpc_status.from_call(error)
+    assert status is not None
+    return status
