@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,11 +37,10 @@ def test_serve_without_kubeconfig_picks_the_demo_upstream_and_stops_on_sigterm(
             health_pb2.HealthCheckRequest(), timeout=10
         )
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
-    started = time.monotonic()
     serve.proc.send_signal(signal.SIGTERM)
-    # uvicorn shuts down gracefully, then re-raises the signal so supervisors see it
-    assert serve.proc.wait(30) in (0, -signal.SIGTERM)
-    assert time.monotonic() - started < 30
+    # uvicorn shuts down gracefully, then re-raises the signal so supervisors see it; a
+    # process that never stops is failed by the test's timeout
+    assert serve.proc.wait() in (0, -signal.SIGTERM)
     serve._reader.join(10)
     assert "Application shutdown complete" in serve.log and "Finished server process" in serve.log
     assert "Traceback" not in serve.log and "ERROR" not in serve.log

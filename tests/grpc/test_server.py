@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import time
+import math
 
 import grpc
 import pytest
@@ -28,6 +28,7 @@ from tests.support.grpc import (
     unique,
     upstream,
 )
+from tests.support.tap import Tap
 
 __all__ = ["gw", "upstream"]  # fixtures
 
@@ -104,23 +105,30 @@ async def test_the_message_size_limit_is_configurable(upstream: DemoUpstream) ->
         assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-async def test_a_deadline_becomes_the_upstream_timeout(
-    gw: GrpcGateway, upstream: DemoUpstream
-) -> None:
-    upstream.faults.set_delay(30.0, verb="get")
-    pods = gw.stub("pods")
-    started = time.monotonic()
-    with pytest.raises(grpc.aio.AioRpcError) as late:
-        await pods.Get(
-            pods_pb2.GetPodRequest(namespace=NAMESPACE, name="anything"), metadata=AUTH, timeout=0.5
-        )
-    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - started < 5
-    upstream.faults.reset()
-    # the server is not stuck behind the abandoned upstream request
-    async with asyncio.timeout(10):
-        listed = await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
-    assert listed.items
+async def test_a_deadline_becomes_the_upstream_timeout(upstream: DemoUpstream) -> None:
+    # The upstream never answers a get: only the caller's deadline can end the call, and the
+    # gateway must give up on its upstream request when it does.
+    upstream.faults.set_delay(math.inf, verb="get")
+    async with Tap.before(upstream.url) as tap, serve_grpc(upstream, server=tap.url) as gw:
+        pods = gw.stub("pods")
+        with pytest.raises(grpc.aio.AioRpcError) as late:
+            # a deadline long enough for the request to reach the upstream on a busy machine
+            await pods.Get(
+                pods_pb2.GetPodRequest(namespace=NAMESPACE, name="anything"),
+                metadata=AUTH,
+                timeout=2,
+            )
+        assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # the upstream was asked, answered nothing, and the gateway hung up on it
+        (asked,) = tap.connections
+        await asked.client_closed.wait()
+        assert asked.from_client.startswith(b"GET /api/v1/namespaces/demo/pods/anything ")
+        assert asked.from_server == b""
+        upstream.faults.reset()
+        # the server is not stuck behind the abandoned upstream request
+        async with asyncio.timeout(10):
+            listed = await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
+        assert listed.items
 
 
 def test_keepalive_and_limits_are_server_options() -> None:
@@ -133,55 +141,6 @@ def test_keepalive_and_limits_are_server_options() -> None:
     assert options["grpc.keepalive_permit_without_calls"] == 1
     assert options["grpc.max_send_message_length"] == 1 << 20
     assert options["grpc.max_receive_message_length"] == 1 << 16
-
-
-class _Tap:
-    """A loopback TCP proxy that keeps what each side sent (to read the gRPC frames)."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.from_server = bytearray()
-        self.from_client = bytearray()
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-
-        async def pipe(
-            src: asyncio.StreamReader, dst: asyncio.StreamWriter, kept: bytearray
-        ) -> None:
-            try:
-                while data := await src.read(65536):
-                    kept += data
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, asyncio.CancelledError):
-                pass
-            finally:
-                dst.close()
-
-        for task in (
-            asyncio.create_task(pipe(reader, up_writer, self.from_client)),
-            asyncio.create_task(pipe(up_reader, writer, self.from_server)),
-        ):
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    def message_flags(self) -> list[int]:
-        """The compressed-flag byte of each gRPC message the server sent."""
-        return [flag for flag, _ in _grpc_messages(bytes(self.from_server))]
 
 
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -212,6 +171,11 @@ def _grpc_messages(data: bytes) -> list[tuple[int, bytes]]:
     return messages
 
 
+def _flags_sent_by_server(tap: Tap) -> list[int]:
+    """The compressed-flag byte of each gRPC message the server sent through ``tap``."""
+    return [flag for flag, _ in _grpc_messages(bytes(tap.from_server))]
+
+
 async def test_gzip_compressed_requests_are_decompressed(gw: GrpcGateway) -> None:
     note = "compressible " * 2_000
     name = unique("gzip")
@@ -222,7 +186,7 @@ async def test_gzip_compressed_requests_are_decompressed(gw: GrpcGateway) -> Non
             spec=core_pb2.PodSpec(containers=[core_pb2.Container(name="c", image="busybox")]),
         ),
     )
-    tap = _Tap(gw.port)
+    tap = Tap(gw.port)
     port = await tap.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", compression=grpc.Compression.Gzip)
     try:
@@ -242,7 +206,7 @@ async def test_gzip_compressed_requests_are_decompressed(gw: GrpcGateway) -> Non
 async def test_responses_are_gzipped_for_clients_that_accept_gzip(
     gw: GrpcGateway, accepts_gzip: bool, flag: int
 ) -> None:
-    tap = _Tap(gw.port)
+    tap = Tap(gw.port)
     port = await tap.start()
     # A client that does not advertise gzip (like a Go client without the gzip codec).
     options = [] if accepts_gzip else [("grpc.compression_enabled_algorithms_bitset", 1)]
@@ -255,7 +219,7 @@ async def test_responses_are_gzipped_for_clients_that_accept_gzip(
     finally:
         await channel.close()
         await tap.stop()
-    assert tap.message_flags() == [flag]
+    assert _flags_sent_by_server(tap) == [flag]
 
 
 async def test_serve_passes_its_grpc_flags_to_the_server(upstream: DemoUpstream) -> None:
@@ -278,21 +242,29 @@ async def test_serve_passes_its_grpc_flags_to_the_server(upstream: DemoUpstream)
             assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-async def test_an_oversized_request_is_refused_fast_while_others_are_served(
+async def test_an_oversized_request_is_refused_unread_while_others_are_served(
     upstream: DemoUpstream,
 ) -> None:
-    async with serve_grpc(upstream, options=GrpcOptions(max_request_bytes=64 * 1024)) as gateway:
+    async with (
+        Tap.before(upstream.url) as tap,
+        serve_grpc(
+            upstream, options=GrpcOptions(max_request_bytes=64 * 1024), server=tap.url
+        ) as gateway,
+    ):
         pods = gateway.stub("pods")
         huge = b'{"metadata": {"name": "x", "annotations": {"a": "' + b"x" * (1 << 20) + b'"}}}'
-        started = time.monotonic()
+        request = pods_pb2.CreatePodRequest(namespace=NAMESPACE, raw_json=huge)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await pods.Create(
-                pods_pb2.CreatePodRequest(namespace=NAMESPACE, raw_json=huge), metadata=AUTH
-            )
+            await pods.Create(request, metadata=AUTH)
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert time.monotonic() - started < 2
+        # refused by grpc's own receive limit on the server, before the servicer saw it
+        assert refused.value.details() == (
+            f"SERVER: Received message larger than max ({request.ByteSize()} vs. {64 * 1024})"
+        )
+        assert tap.from_client == b""  # the upstream was never asked
         listed = await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
         assert listed.items
+        assert tap.from_client.startswith(b"GET /api/v1/namespaces/demo/pods")  # seen here
 
 
 async def test_past_the_concurrent_rpc_limit_calls_are_refused_at_once(
@@ -307,11 +279,13 @@ async def test_past_the_concurrent_rpc_limit_calls_are_refused_at_once(
         for call in watches:  # each is being served: its first event arrived
             async with asyncio.timeout(10):
                 await anext(call.__aiter__())
-        started = time.monotonic()
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH)
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert time.monotonic() - started < 2
+        # refused by grpc's limiter before any servicer ran, and at once: no slot had freed
+        # (every watch is still open), so it cannot have waited for one
+        assert refused.value.details() == "Concurrent RPC limit exceeded!"
+        assert not any(call.done() for call in watches)
         watches[0].cancel()
         async with asyncio.timeout(10):
             while True:  # the slot frees as soon as the server sees the cancellation

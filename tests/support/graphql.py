@@ -108,10 +108,18 @@ async def serve_app(settings: Settings) -> AsyncIterator[tuple[str, Starlette]]:
 
 
 @contextlib.asynccontextmanager
-async def serve_gateway(demo: DemoUpstream) -> AsyncIterator[Gateway]:
-    """Serve the gateway app against ``demo`` until the block exits."""
+async def serve_gateway(demo: DemoUpstream, server: str | None = None) -> AsyncIterator[Gateway]:
+    """Serve the gateway app against ``demo`` until the block exits.
+
+    ``server`` is the upstream URL the gateway calls, when not ``demo.url`` itself (a
+    :class:`~tests.support.tap.Tap` in front of it).
+    """
     settings = Settings(
-        host="127.0.0.1", http_port=0, grpc_port=0, server=demo.url, log_level="warning"
+        host="127.0.0.1",
+        http_port=0,
+        grpc_port=0,
+        server=server or demo.url,
+        log_level="warning",
     )
     async with serve_app(settings) as (url, app):
         yield Gateway(url, app, demo)

@@ -90,9 +90,14 @@ async def serve_grpc(
     *,
     options: GrpcOptions | None = None,
     channel_options: Sequence[tuple[str, Any]] = (),
+    server: str | None = None,
 ) -> AsyncIterator[GrpcGateway]:
-    """Start the gateway's gRPC server on a free port against ``demo`` until the block exits."""
-    http = build_http_client(UpstreamConfig(server=demo.url, source="tests"))
+    """Start the gateway's gRPC server on a free port against ``demo`` until the block exits.
+
+    ``server`` is the upstream URL the gateway calls, when not ``demo.url`` itself (a
+    :class:`~tests.support.tap.Tap` in front of it).
+    """
+    http = build_http_client(UpstreamConfig(server=server or demo.url, source="tests"))
     try:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)

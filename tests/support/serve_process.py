@@ -50,16 +50,23 @@ class Served:
         self.grpc = f"127.0.0.1:{grpc_port}"
         self.lines: list[str] = []
         self._ready = threading.Event()
+        self._wrote = threading.Condition()
+        self._ended = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
-            self.lines.append(line)
+            with self._wrote:
+                self.lines.append(line)
+                self._wrote.notify_all()
             # "Uvicorn running on" comes after the lifespan started and signal handlers are set
             if "Uvicorn running on" in line or "Application startup failed" in line:
                 self._ready.set()
+        with self._wrote:
+            self._ended = True
+            self._wrote.notify_all()
         self._ready.set()
 
     def wait_ready(self, timeout: float = 60) -> None:
@@ -67,6 +74,16 @@ class Served:
         assert any("Application startup complete" in line for line in self.lines), "".join(
             self.lines
         )
+
+    def wait_for_line(self, text: str) -> str:
+        """The first log line containing ``text``, once the process has written it (fails if
+        the process ends its log without it; one that never writes it is failed by the
+        test's timeout)."""
+        with self._wrote:
+            self._wrote.wait_for(lambda: self._ended or any(text in line for line in self.lines))
+            found = [line for line in self.lines if text in line]
+        assert found, f"the gateway ended without logging {text!r}:\n{self.log}"
+        return found[0]
 
     @property
     def log(self) -> str:
