@@ -79,6 +79,10 @@ class Certificates:
             cert, key = self._read()
             for context in self._contexts:
                 context.load_cert_chain(self.files.cert_file, self.files.key_file)
+            if self._current_stamps() != stamps:
+                # Replaced while being read: the bytes for gRPC and the HTTPS context may
+                # hold different pairs.  Both are read again next time.
+                return False
         except (OSError, ssl.SSLError) as exc:
             # Half-written files (the cert renewed before the key): keep serving the old
             # pair and look again next time.
