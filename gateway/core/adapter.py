@@ -519,16 +519,15 @@ class KubeAdapter:
         timeout: float | None = None,
     ) -> JSON:
         """Create an object (``POST``)."""
-        res = self.resource(resource)
-        write.validate()
-        req = build_request(
-            res,
+        return await self._write(
+            resource,
             "create",
+            body,
             namespace=namespace,
-            params=write.to_query(),
-            body=_with_defaults(res, body, namespace),
+            write=write,
+            credential=credential,
+            timeout=timeout,
         )
-        return await self._json(req, credential, timeout)
 
     async def replace(
         self,
@@ -543,11 +542,37 @@ class KubeAdapter:
         timeout: float | None = None,
     ) -> JSON:
         """Replace an object or a subresource (``PUT``); ``metadata.resourceVersion`` guards it."""
+        return await self._write(
+            resource,
+            "update",
+            body,
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+            write=write,
+            credential=credential,
+            timeout=timeout,
+        )
+
+    async def _write(
+        self,
+        resource: Resource | str,
+        verb: Literal["create", "update"],
+        body: JSON,
+        *,
+        namespace: str | None,
+        name: str | None = None,
+        subresource: str | None = None,
+        write: WriteOptions,
+        credential: Credential,
+        timeout: float | None,
+    ) -> JSON:
+        """Send a whole object (create or update), its kind and namespace filled in."""
         res = self.resource(resource)
         write.validate()
         req = build_request(
             res,
-            "update",
+            verb,
             namespace=namespace,
             name=name,
             subresource=subresource,
@@ -612,7 +637,7 @@ class KubeAdapter:
             "delete",
             namespace=namespace,
             name=name,
-            params=[("dryRun", "All")] if options.dry_run else [],
+            params=options.to_query(),
             body=options.body(),
         )
         return await self._json(req, credential, timeout)
@@ -651,14 +676,11 @@ class KubeAdapter:
         res = self.resource(resource)
         list_options.validate(watch=False)
         options.validate()
-        params = list_options.to_query()
-        if options.dry_run:
-            params.append(("dryRun", "All"))
         req = build_request(
             res,
             "deletecollection",
             namespace=namespace,
-            params=params,
+            params=list_options.to_query() + options.to_query(),
             body=options.body(),
         )
         return await self._json(req, credential, timeout)

@@ -236,18 +236,10 @@ class ExecCredentialPlugin:
         return self._store(self._run())
 
     async def acredential(self, *, refresh: bool = False) -> ExecCredential:
-        """Like ``credential``, running the plugin in a thread, at most once at a time.
+        """Like ``credential`` (same argument, result and errors), running the plugin in a
+        thread, at most once at a time.
 
         Concurrent callers that find the credential expired share one run of the plugin.
-
-        Args:
-            refresh: run the plugin even if the cached credential has not expired.
-
-        Returns:
-            The credential.
-
-        Raises:
-            ConfigError: the plugin cannot be started, fails, or prints a bad ExecCredential.
         """
         seen = self._cached
         if not refresh and (cached := self._unexpired(seen)) is not None:

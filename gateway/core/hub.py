@@ -330,21 +330,21 @@ class Subscription:
         """End the subscription: queued and initial events are dropped, readers wake."""
         if self.closed:
             return
-        self.closed = True
         self.error = error
-        self._initial = None
-        self._queue.clear()
-        self._wakeup.set()
+        self._shut()
         self._detach()
 
     def close(self) -> None:
         """The subscriber is done (idempotent); the last one out starts the linger."""
         if not self.closed:
-            self.closed = True
-            self._initial = None
-            self._queue.clear()
-            self._wakeup.set()
+            self._shut()
         self._detach()
+
+    def _shut(self) -> None:
+        self.closed = True
+        self._initial = None
+        self._queue.clear()
+        self._wakeup.set()
 
     def _detach(self) -> None:
         self._ticket.release()

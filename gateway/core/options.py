@@ -290,6 +290,10 @@ class DeleteOptions:
             )
         _raise("DeleteOptions", causes)
 
+    def to_query(self) -> Query:
+        """``dryRun``, which the apiserver also wants as a parameter (the rest is the body)."""
+        return [("dryRun", "All")] if self.dry_run else []
+
     def body(self) -> dict[str, Any]:
         """The ``DeleteOptions`` JSON body (the apiserver reads the options from either place)."""
         b: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}

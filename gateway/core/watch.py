@@ -302,10 +302,7 @@ class Watcher:
                 self.resource, namespace=self.namespace, options=options, credential=self.credential
             ) as stream:
                 async for raw in stream:
-                    kind = raw.get("type")
-                    obj = raw.get("object")
-                    if kind == "ERROR":
-                        raise status_of(raw)
+                    kind, obj = _type_and_object(raw)
                     if not isinstance(obj, dict):
                         continue
                     if kind == "BOOKMARK":
@@ -336,10 +333,7 @@ class Watcher:
             credential=self.credential,
         ) as stream:
             async for raw in stream:
-                kind = raw.get("type")
-                obj = raw.get("object")
-                if kind == "ERROR":
-                    raise status_of(raw)
+                kind, obj = _type_and_object(raw)
                 if kind not in _CHANGE_TYPES and kind != "BOOKMARK":
                     continue  # unknown types are skipped (watch rule 9)
                 rv = resource_version_of(obj)
@@ -413,6 +407,13 @@ def decimal_version(rv: str | None) -> int | None:
     if rv and rv.isascii() and rv.isdigit():
         return int(rv)
     return None
+
+
+def _type_and_object(raw: JSON) -> tuple[Any, Any]:
+    """A line of an upstream watch as ``(type, object)``; an ``ERROR`` line raises its Status."""
+    if raw.get("type") == "ERROR":
+        raise status_of(raw)
+    return raw.get("type"), raw.get("object")
 
 
 def _uid(obj: JSON) -> Any:

@@ -227,36 +227,36 @@ class _Result:
 
 def _result_types(r: Resource, types: GeneratedTypes) -> _Result:
     kind_cls, list_cls, status = types.kinds[r.kind], types.lists[r.kind], types.output("Status")
-
-    delete = type(f"{r.kind}DeleteResult", (), {"__module__": __name__})
-    delete.__annotations__ = {
-        "object": Optional[kind_cls],  # noqa: UP045
-        "status": Optional[status],  # noqa: UP045
-        "raw": Optional[JSON],  # noqa: UP045
-    }
-    for n in delete.__annotations__:
-        setattr(delete, n, None)
-    strawberry.type(
-        delete,
-        name=f"{r.kind}DeleteResult",
-        description=f"What a delete of a {r.kind} answers: the object (deletion pending, or "
-        "as it was) or a Status.",
-    )
-    collection = type(f"{r.kind}DeleteCollectionResult", (), {"__module__": __name__})
-    collection.__annotations__ = {
-        "list": Optional[list_cls],  # noqa: UP045
-        "status": Optional[status],  # noqa: UP045
-        "raw": Optional[JSON],  # noqa: UP045
-    }
-    for n in collection.__annotations__:
-        setattr(collection, n, None)
-    strawberry.type(
-        collection,
-        name=f"{r.kind}DeleteCollectionResult",
-        description=f"What a deleteCollection of {r.plural} answers: the deleted objects "
+    delete = _object_or_status(
+        f"{r.kind}DeleteResult",
+        "object",
+        kind_cls,
+        status,
+        f"What a delete of a {r.kind} answers: the object (deletion pending, or as it was) "
         "or a Status.",
     )
+    collection = _object_or_status(
+        f"{r.kind}DeleteCollectionResult",
+        "list",
+        list_cls,
+        status,
+        f"What a deleteCollection of {r.plural} answers: the deleted objects or a Status.",
+    )
     return _Result(delete, collection)
+
+
+def _object_or_status(name: str, answer: str, cls: type, status: type, description: str) -> type:
+    """A strawberry type with ``answer`` (of ``cls``), ``status`` and ``raw``, all nullable."""
+    result = type(name, (), {"__module__": __name__})
+    result.__annotations__ = {
+        answer: Optional[cls],  # noqa: UP045
+        "status": Optional[status],  # noqa: UP045
+        "raw": Optional[JSON],  # noqa: UP045
+    }
+    for n in result.__annotations__:
+        setattr(result, n, None)
+    strawberry.type(result, name=name, description=description)
+    return result
 
 
 def _watch_event_type(r: Resource, types: GeneratedTypes) -> type:

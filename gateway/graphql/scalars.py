@@ -78,44 +78,53 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _scalar(
+    name: str,
+    description: str,
+    convert: Callable[[Any], Any],
+    *,
+    parse_value: Callable[[Any], Any] | None = None,
+    specified_by_url: str | None = None,
+) -> ScalarDefinition:
+    """A scalar that ``convert`` checks both ways, unless input has a ``parse_value`` of its own."""
+    return strawberry.scalar(
+        name=name,
+        description=description,
+        specified_by_url=specified_by_url,
+        serialize=convert,
+        parse_value=parse_value or convert,
+    )
+
+
 SCALAR_MAP: Mapping[object, ScalarDefinition] = {
-    Quantity: strawberry.scalar(
-        name="Quantity",
-        description="A Kubernetes resource quantity such as `500m`, `2` or `1Gi`.",
-        specified_by_url="https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/",
-        serialize=_quantity_out,
+    Quantity: _scalar(
+        "Quantity",
+        "A Kubernetes resource quantity such as `500m`, `2` or `1Gi`.",
+        _quantity_out,
         parse_value=_quantity_in,
+        specified_by_url="https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/",
     ),
-    IntOrString: strawberry.scalar(
-        name="IntOrString",
-        description="An integer or a string (a port number or a port name, `25%`...).",
-        serialize=_int_or_string,
-        parse_value=_int_or_string,
+    IntOrString: _scalar(
+        "IntOrString",
+        "An integer or a string (a port number or a port name, `25%`...).",
+        _int_or_string,
     ),
-    Time: strawberry.scalar(
-        name="Time",
-        description="An RFC 3339 timestamp with second precision (`2024-01-02T03:04:05Z`).",
-        serialize=_time("Time"),
-        parse_value=_time("Time"),
+    Time: _scalar(
+        "Time",
+        "An RFC 3339 timestamp with second precision (`2024-01-02T03:04:05Z`).",
+        _time("Time"),
     ),
-    MicroTime: strawberry.scalar(
-        name="MicroTime",
-        description="An RFC 3339 timestamp with microsecond precision.",
-        serialize=_time("MicroTime"),
-        parse_value=_time("MicroTime"),
+    MicroTime: _scalar(
+        "MicroTime", "An RFC 3339 timestamp with microsecond precision.", _time("MicroTime")
     ),
-    Long: strawberry.scalar(
-        name="Long",
-        description="A 64-bit integer (GraphQL `Int` is 32-bit); also accepted as a string.",
-        serialize=_long,
-        parse_value=_long,
+    Long: _scalar(
+        "Long", "A 64-bit integer (GraphQL `Int` is 32-bit); also accepted as a string.", _long
     ),
-    JSON: strawberry.scalar(
-        name="JSON",
-        description="Any JSON value: free-form maps, `RawExtension`, `FieldsV1`, raw objects.",
+    JSON: _scalar(
+        "JSON",
+        "Any JSON value: free-form maps, `RawExtension`, `FieldsV1`, raw objects.",
+        _identity,
         specified_by_url="https://www.rfc-editor.org/rfc/rfc8259",
-        serialize=_identity,
-        parse_value=_identity,
     ),
 }
 

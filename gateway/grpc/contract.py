@@ -364,6 +364,12 @@ def _list_query() -> tuple[ProtoField, ...]:
     )
 
 
+def _object_or_status(name: str, answer: ProtoField, doc: str) -> ProtoMessage:
+    """A response that is ``answer`` or, in the same ``result`` oneof, a Status."""
+    status = ProtoField("status", "Status", oneof="result", doc="A Success Status otherwise.")
+    return ProtoMessage(name, (answer, status), doc)
+
+
 def _requests(r: Resource, kind: str, plural: str) -> list[ProtoMessage]:
     k_list = f"{kind}List"
     msgs = [
@@ -448,12 +454,9 @@ def _requests(r: Resource, kind: str, plural: str) -> list[ProtoMessage]:
             ),
             f"Delete a {kind}.",
         ),
-        ProtoMessage(
+        _object_or_status(
             f"Delete{kind}Response",
-            (
-                ProtoField("object", kind, oneof="result", doc="The object, when returned."),
-                ProtoField("status", "Status", oneof="result", doc="A Success Status otherwise."),
-            ),
+            ProtoField("object", kind, oneof="result", doc="The object, when returned."),
             "What the upstream answered: the deleted (or terminating) object, or a Status.",
         ),
         ProtoMessage(
@@ -465,12 +468,9 @@ def _requests(r: Resource, kind: str, plural: str) -> list[ProtoMessage]:
             ),
             f"Delete every {kind} the selectors match.",
         ),
-        ProtoMessage(
+        _object_or_status(
             f"DeleteCollection{plural}Response",
-            (
-                ProtoField("list", k_list, oneof="result", doc="The deleted objects."),
-                ProtoField("status", "Status", oneof="result", doc="A Success Status otherwise."),
-            ),
+            ProtoField("list", k_list, oneof="result", doc="The deleted objects."),
             "What the upstream answered: the deleted objects, or a Status.",
         ),
     ]

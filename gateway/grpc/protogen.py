@@ -228,12 +228,7 @@ def write(proto_root: Path = PROTO_ROOT, gen_dir: Path = GEN_DIR) -> list[str]:
         if str(p.relative_to(proto_root)) not in files:
             p.unlink()
             changed.append(str(p))
-    for rel, text in files.items():
-        p = proto_root / rel
-        if not p.exists() or p.read_text("utf-8") != text:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, "utf-8")
-            changed.append(str(p))
+    changed += _write_changed(proto_root, files)
     generated = stubs(proto_root)
     if gen_dir.exists():
         for rel in _files(gen_dir, _STUB_SUFFIXES) - set(generated):
@@ -241,13 +236,20 @@ def write(proto_root: Path = PROTO_ROOT, gen_dir: Path = GEN_DIR) -> list[str]:
             changed.append(str(gen_dir / rel))
         for d in sorted(gen_dir.rglob("__pycache__")):
             shutil.rmtree(d, ignore_errors=True)
-    for rel, text in generated.items():
-        p = gen_dir / rel
+    changed += _write_changed(gen_dir, generated)
+    return changed
+
+
+def _write_changed(root: Path, files: Mapping[str, str]) -> list[str]:
+    """Write each file below ``root`` whose text differs; returns the paths written."""
+    written: list[str] = []
+    for rel, text in files.items():
+        p = root / rel
         if not p.exists() or p.read_text("utf-8") != text:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text, "utf-8")
-            changed.append(str(p))
-    return changed
+            written.append(str(p))
+    return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:
