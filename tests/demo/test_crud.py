@@ -210,6 +210,11 @@ async def test_update_checks_names_and_existence(
     assert r.json()["message"] == (
         "the name of the object (other) does not match the name on the URL (named)"
     )
+    r = await client.put(f"{PODS}/named", json=pod("named", namespace="default"))
+    assert r.status_code == 400
+    assert r.json()["message"] == (
+        "the namespace of the provided object does not match the namespace sent on the request"
+    )
 
 
 async def test_main_resource_put_ignores_status(
