@@ -28,6 +28,7 @@ from gateway.demo.status import (
     too_large_resource_version,
     unsupported_media_type,
 )
+from gateway.demo.storage import Obj
 from gateway.demo.store import PATCH_CONTENT_TYPES, Store
 
 BODY_TYPES: Final = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
@@ -338,11 +339,17 @@ class ResourceHandlers:
     async def _respond(self, resp: Responder, t: Target, result: WriteResult) -> None:
         await resp.json(result.code, result.body, warnings=result.warnings)
 
-    async def create(self, req: Request, resp: Responder, t: Target) -> None:
+    async def _write_input(
+        self, req: Request, t: Target, options_kind: str
+    ) -> tuple[Obj, DemoWriteOptions]:
+        """The decoded body and the write options of a create or an update."""
         ctype = self._check_body_type(req)
         body = await self._body(req)
-        opts = _write_options(req, "CreateOptions")
-        decoded = self.store.decode_body(t.res, body, ctype)
+        opts = _write_options(req, options_kind)
+        return self.store.decode_body(t.res, body, ctype), opts
+
+    async def create(self, req: Request, resp: Responder, t: Target) -> None:
+        decoded, opts = await self._write_input(req, t, "CreateOptions")
         result = self.store.create_object(
             t.res,
             decoded,
@@ -353,10 +360,7 @@ class ResourceHandlers:
 
     async def update(self, req: Request, resp: Responder, t: Target) -> None:
         assert t.name is not None
-        ctype = self._check_body_type(req)
-        body = await self._body(req)
-        opts = _write_options(req, "UpdateOptions")
-        decoded = self.store.decode_body(t.res, body, ctype)
+        decoded, opts = await self._write_input(req, t, "UpdateOptions")
         result = self.store.update_object(
             t.res,
             t.name,

@@ -68,24 +68,36 @@ def _index(part: str, size: int, *, allow_end: bool) -> int:
     return idx
 
 
-def _get(doc: Any, path: str, op: str) -> Any:
-    parts = _pointer(path)
-    if not parts:
-        return doc
+def _existing(doc: Any, parts: list[str], missing: str) -> tuple[Any, str | int]:
+    """The container and key of the value that ``parts`` (not empty) points at.
+
+    Raises:
+        _PatchError: with the message ``missing`` when there is no such value.
+    """
     parent = _container(doc, parts[:-1])
     last = parts[-1]
     if isinstance(parent, dict) and last in parent:
-        return parent[last]
+        return parent, last
     if isinstance(parent, list):
         try:
             idx = int(last)
         except ValueError:
             idx = -1
         if 0 <= idx < len(parent):
-            return parent[idx]
-    raise _PatchError(
-        f"{op} operation does not apply: doc is missing from path: {path}: missing value"
+            return parent, idx
+    raise _PatchError(missing)
+
+
+def _get(doc: Any, path: str, op: str) -> Any:
+    parts = _pointer(path)
+    if not parts:
+        return doc
+    parent, key = _existing(
+        doc,
+        parts,
+        f"{op} operation does not apply: doc is missing from path: {path}: missing value",
     )
+    return parent[key]
 
 
 def _add(doc: Any, path: str, value: Any) -> Any:
@@ -125,22 +137,11 @@ def _replace(doc: Any, path: str, value: Any) -> Any:
     parts = _pointer(path)
     if not parts:
         return value
-    parent = _container(doc, parts[:-1])
-    last = parts[-1]
-    if isinstance(parent, dict) and last in parent:
-        parent[last] = value
-        return doc
-    if isinstance(parent, list):
-        try:
-            idx = int(last)
-        except ValueError:
-            idx = -1
-        if 0 <= idx < len(parent):
-            parent[idx] = value
-            return doc
-    raise _PatchError(
-        f"replace operation does not apply: doc is missing key: {path}: missing value"
+    parent, key = _existing(
+        doc, parts, f"replace operation does not apply: doc is missing key: {path}: missing value"
     )
+    parent[key] = value
+    return doc
 
 
 def json_patch(doc: Obj, ops: Any) -> Obj:

@@ -12,7 +12,7 @@ from gateway.demo.status import bad_request
 
 _LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(
+DNS1123_SUBDOMAIN_RE: Final = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
 
@@ -56,7 +56,7 @@ def qualified_name_errors(value: str, *, what: str = "a qualified name") -> list
             errs.append("prefix part must be non-empty")
         elif len(prefix.encode()) > 253:
             errs.append("prefix part must be no more than 253 bytes")
-        elif not _DNS1123_SUBDOMAIN_RE.match(prefix):
+        elif not DNS1123_SUBDOMAIN_RE.match(prefix):
             errs.append("prefix part " + DNS1123_SUBDOMAIN_MSG)
     else:
         return [

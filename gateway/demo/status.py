@@ -90,34 +90,31 @@ def qualified(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
 
 
+def _about_object(
+    code: int, reason: str, message: str, *, resource: str, group: str, name: str
+) -> DemoApiError:
+    # An error about one object: its details name the object by resource, group and name.
+    return DemoApiError(
+        code, reason, message, details=_details(name=name, group=group, kind=resource)
+    )
+
+
 def not_found(resource: str, group: str, name: str) -> DemoApiError:
     """``NewNotFound``: ``pods "x" not found``."""
-    return DemoApiError(
-        404,
-        "NotFound",
-        f"{qualified(resource, group)} {_quote(name)} not found",
-        details=_details(name=name, group=group, kind=resource),
-    )
+    message = f"{qualified(resource, group)} {_quote(name)} not found"
+    return _about_object(404, "NotFound", message, resource=resource, group=group, name=name)
 
 
 def already_exists(resource: str, group: str, name: str) -> DemoApiError:
     """``NewAlreadyExists``: ``pods "x" already exists``."""
-    return DemoApiError(
-        409,
-        "AlreadyExists",
-        f"{qualified(resource, group)} {_quote(name)} already exists",
-        details=_details(name=name, group=group, kind=resource),
-    )
+    message = f"{qualified(resource, group)} {_quote(name)} already exists"
+    return _about_object(409, "AlreadyExists", message, resource=resource, group=group, name=name)
 
 
 def conflict(resource: str, group: str, name: str, err: str) -> DemoApiError:
     """``NewConflict``: ``Operation cannot be fulfilled on pods "x": <err>``."""
-    return DemoApiError(
-        409,
-        "Conflict",
-        f"Operation cannot be fulfilled on {qualified(resource, group)} {_quote(name)}: {err}",
-        details=_details(name=name, group=group, kind=resource),
-    )
+    message = f"Operation cannot be fulfilled on {qualified(resource, group)} {_quote(name)}: {err}"
+    return _about_object(409, "Conflict", message, resource=resource, group=group, name=name)
 
 
 OPTIMISTIC_LOCK = (
@@ -163,9 +160,7 @@ def forbidden(resource: str, group: str, name: str, reason: str) -> DemoApiError
         message = f"{gr} {_quote(name)} is forbidden: {reason}"
     else:
         message = f"{gr} is forbidden: {reason}"
-    return DemoApiError(
-        403, "Forbidden", message, details=_details(name=name, group=group, kind=resource)
-    )
+    return _about_object(403, "Forbidden", message, resource=resource, group=group, name=name)
 
 
 def gone(message: str, *, continue_token: str = "") -> DemoApiError:

@@ -270,13 +270,7 @@ class Store:
         obj.pop("kind", None)
         obj.pop("apiVersion", None)
         meta = obj.setdefault("metadata", {})
-        if res.namespaced:
-            ns = meta.get("namespace") or ""
-            if ns and ns != namespace:
-                raise bad_request(NS_MISMATCH)
-            meta["namespace"] = namespace or ""
-        else:
-            meta.pop("namespace", None)
+        _set_namespace(res, meta, namespace)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = _generate_name(str(meta["generateName"]))
         client_rv = meta.pop("resourceVersion", None)
@@ -368,13 +362,7 @@ class Store:
                 f"the name of the object ({meta.get('name') or ''}) does not match the name on "
                 f"the URL ({name})"
             )
-        if res.namespaced:
-            ns = meta.get("namespace") or ""
-            if ns and ns != namespace:
-                raise bad_request(NS_MISMATCH)
-            meta["namespace"] = namespace or ""
-        else:
-            meta.pop("namespace", None)
+        _set_namespace(res, meta, namespace)
         key = self._key(res, namespace, name)
         current = self.storage.get(res, key)
         if current is None:
@@ -908,6 +896,18 @@ class Store:
         """End every watch and log follow (server shutdown)."""
         self.storage.close()
         self.logs.close()
+
+
+def _set_namespace(res: Resource, meta: Obj, namespace: str | None) -> None:
+    """Put the request's namespace in a written object's metadata (400 when the object names
+    another one); a cluster-scoped object carries none."""
+    if res.namespaced:
+        ns = meta.get("namespace") or ""
+        if ns and ns != namespace:
+            raise bad_request(NS_MISMATCH)
+        meta["namespace"] = namespace or ""
+    else:
+        meta.pop("namespace", None)
 
 
 def _check_type_meta(res: Resource, obj: Obj) -> None:

@@ -16,6 +16,7 @@ from gateway.demo import fielderrors as fe
 from gateway.demo.fielderrors import FieldError
 from gateway.demo.selectors import (
     DNS1123_SUBDOMAIN_MSG,
+    DNS1123_SUBDOMAIN_RE,
     label_value_errors,
     qualified_name_errors,
 )
@@ -24,9 +25,6 @@ Obj = dict[str, Any]
 NameValidator = Callable[[str, bool], list[str]]
 
 _DNS1123_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 DNS1123_LABEL_MSG: Final = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
@@ -35,28 +33,35 @@ DNS1123_LABEL_MSG: Final = (
 _TOTAL_ANNOTATION_SIZE: Final = 256 * 1024
 
 
-def dns_subdomain(name: str, prefix: bool = False) -> list[str]:
-    """``NameIsDNSSubdomain`` (``prefix`` validates a generateName)."""
+def _dns_name(
+    name: str, prefix: bool, limit: int, pattern: re.Pattern[str], message: str
+) -> list[str]:
+    # A generateName (``prefix``) is checked as if a suffix followed it.
     if prefix:
         name = name + "a"
     errs = []
-    if len(name) > 253:
-        errs.append("must be no more than 253 bytes")
-    if not _DNS1123_SUBDOMAIN_RE.match(name):
-        errs.append(DNS1123_SUBDOMAIN_MSG)
+    if len(name) > limit:
+        errs.append(f"must be no more than {limit} bytes")
+    if not pattern.match(name):
+        errs.append(message)
     return errs
+
+
+def dns_subdomain(name: str, prefix: bool = False) -> list[str]:
+    """``NameIsDNSSubdomain`` (``prefix`` validates a generateName)."""
+    return _dns_name(name, prefix, 253, DNS1123_SUBDOMAIN_RE, DNS1123_SUBDOMAIN_MSG)
 
 
 def dns_label(name: str, prefix: bool = False) -> list[str]:
     """``NameIsDNSLabel``."""
-    if prefix:
-        name = name + "a"
-    errs = []
-    if len(name) > 63:
-        errs.append("must be no more than 63 bytes")
-    if not _DNS1123_LABEL_RE.match(name):
-        errs.append(DNS1123_LABEL_MSG)
-    return errs
+    return _dns_name(name, prefix, 63, _DNS1123_LABEL_RE, DNS1123_LABEL_MSG)
+
+
+def _required_label(value: str, path: str) -> list[FieldError]:
+    """A required field that holds a DNS label (a namespace, a container name)."""
+    if not value:
+        return [fe.required(path, "")]
+    return [fe.invalid(path, value, msg) for msg in dns_label(value)]
 
 
 def _is_str_map(value: Any) -> bool:
@@ -79,12 +84,7 @@ def validate_object_meta(
         for msg in name_validator(name, False):
             errs.append(fe.invalid(f"{path}.name", name, msg))
     if namespaced:
-        ns = meta.get("namespace") or ""
-        if not ns:
-            errs.append(fe.required(f"{path}.namespace", ""))
-        else:
-            for msg in dns_label(ns):
-                errs.append(fe.invalid(f"{path}.namespace", ns, msg))
+        errs += _required_label(meta.get("namespace") or "", f"{path}.namespace")
     elif meta.get("namespace"):
         errs.append(fe.forbidden(f"{path}.namespace", "not allowed on this type"))
     labels = meta.get("labels")
@@ -172,11 +172,7 @@ def _container(c: Any, path: str, names: set[str]) -> list[FieldError]:
         return [fe.invalid(path, c, "must be an object")]
     errs: list[FieldError] = []
     name = c.get("name") or ""
-    if not name:
-        errs.append(fe.required(f"{path}.name", ""))
-    else:
-        for msg in dns_label(name):
-            errs.append(fe.invalid(f"{path}.name", name, msg))
+    errs += _required_label(name, f"{path}.name")
     if not c.get("image"):
         errs.append(fe.required(f"{path}.image", ""))
     errs += _supported(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", _PULL_POLICIES)

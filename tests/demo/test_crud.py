@@ -160,6 +160,26 @@ async def test_create_conflicts_and_validation(
     assert r.json()["details"]["causes"][0]["field"] == "metadata.name"
     assert "RFC 1123 subdomain" in r.json()["message"]
 
+    long_name = pod("a" * 254)
+    r = await client.post(PODS, json=long_name)
+    assert r.status_code == 422
+    assert [c["message"] for c in r.json()["details"]["causes"]] == [
+        'Invalid value: "' + "a" * 254 + '": must be no more than 253 bytes'
+    ]
+
+    bad_container = pod("badc")
+    bad_container["spec"]["containers"][0]["name"] = "Bad_C"
+    r = await client.post(PODS, json=bad_container)
+    assert r.status_code == 422
+    causes = r.json()["details"]["causes"]
+    assert [c["field"] for c in causes] == ["spec.containers[0].name"]
+    assert "a lowercase RFC 1123 label must consist of" in causes[0]["message"]
+    nameless_container = pod("noc")
+    nameless_container["spec"]["containers"][0]["name"] = ""
+    r = await client.post(PODS, json=nameless_container)
+    assert r.status_code == 422
+    assert r.json()["message"] == ('Pod "noc" is invalid: spec.containers[0].name: Required value')
+
     r = await client.post("/api/v1/namespaces/nowhere/pods", json=pod("x", namespace="nowhere"))
     assert r.status_code == 404
     assert r.json()["message"] == 'namespaces "nowhere" not found'
@@ -209,6 +229,11 @@ async def test_update_checks_names_and_existence(
     assert r.status_code == 400
     assert r.json()["message"] == (
         "the name of the object (other) does not match the name on the URL (named)"
+    )
+    r = await client.put(f"{PODS}/named", json=pod("named", namespace="default"))
+    assert r.status_code == 400
+    assert r.json()["message"] == (
+        "the namespace of the provided object does not match the namespace sent on the request"
     )
 
 

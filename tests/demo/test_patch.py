@@ -53,9 +53,15 @@ async def test_json_patch(client: httpx.AsyncClient, pod: Callable[..., dict[str
     assert r.status_code == 422
     assert r.json()["message"] == "the server rejected our request due to an error in our request"
     assert r.json()["details"] == {}  # the apiserver does not say which operation failed
-    missing = [{"op": "remove", "path": "/metadata/labels/absent"}]
-    r = await client.patch(f"{PODS}/jp", content=orjson.dumps(missing), headers=JSON_PATCH)
-    assert r.status_code == 422
+    for missing in (
+        {"op": "remove", "path": "/metadata/labels/absent"},
+        {"op": "replace", "path": "/metadata/labels/absent", "value": "x"},
+        {"op": "replace", "path": "/spec/containers/1", "value": {}},
+        {"op": "copy", "from": "/spec/containers/x", "path": "/metadata/labels/c"},
+        {"op": "move", "from": "/spec/containers/-1", "path": "/metadata/labels/c"},
+    ):
+        r = await client.patch(f"{PODS}/jp", content=orjson.dumps([missing]), headers=JSON_PATCH)
+        assert r.status_code == 422, missing
     r = await client.patch(f"{PODS}/jp", content=b'{"op": "add"}', headers=JSON_PATCH)
     assert r.status_code == 400
     r = await client.patch(f"{PODS}/nope", content=b"[]", headers=JSON_PATCH)
