@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 import httpx
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -32,6 +33,7 @@ from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
 from gateway.core.client import build_http_client
 from gateway.core.hub import SharedWatches, WatchHub
+from gateway.core.metrics import Metrics
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.settings import Settings
@@ -41,6 +43,40 @@ log = logging.getLogger("gateway")
 
 #: The demo upstream's admin token: the gateway's own identity in demo mode.
 DEMO_GATEWAY_TOKEN = "admin-token"
+
+
+class Readiness:
+    """Is the upstream answering?  Its ``/readyz``, asked at most every ``ttl`` seconds.
+
+    Kubernetes grants ``/readyz`` to everyone (``system:public-info-viewer``), so no caller
+    credential is needed; the answer says nothing about the upstream but yes or no.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, *, ttl: float = 2.0, timeout: float = 2.0):
+        self.http = http
+        self.ttl = ttl
+        self.timeout = timeout
+        self._checked = -float("inf")
+        self._ready = False
+        self._lock = asyncio.Lock()
+
+    async def ready(self) -> bool:
+        async with self._lock:  # concurrent probes share one upstream question
+            now = asyncio.get_running_loop().time()
+            if now - self._checked >= self.ttl:
+                self._ready = await self._ask()
+                self._checked = asyncio.get_running_loop().time()
+            return self._ready
+
+    async def _ask(self) -> bool:
+        try:
+            response = await self.http.get("/readyz", timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            log.warning("upstream not ready: %s", type(exc).__name__)
+            return False
+        if response.status_code != 200:
+            log.warning("upstream not ready: /readyz answered %d", response.status_code)
+        return response.status_code == 200
 
 
 @dataclass(slots=True)
@@ -55,22 +91,24 @@ class Runtime:
     grpc_port: int
     upstream: str
     demo: bool
+    metrics: Metrics
+    readiness: Readiness
 
 
 async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+async def _metrics(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
 async def _readyz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
-    return JSONResponse(
-        {
-            "status": "ok",
-            "upstream": runtime.upstream,
-            "demo": runtime.demo,
-            "grpcPort": runtime.grpc_port,
-        }
-    )
+    if await runtime.readiness.ready():
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "upstream not ready"}, status_code=503)
 
 
 def grpc_options(settings: Settings) -> GrpcOptions:
@@ -199,8 +237,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             stream_http = client(
                 upstream_cfg, settings.gateway_identity, settings.upstream_max_streams
             )
+            metrics = Metrics()
             adapter = KubeAdapter(
                 http,
+                metrics=metrics,
                 stream_http=stream_http,
                 requests=Budget("requests", 1 << 30, settings.max_requests_per_identity),
                 max_list_items=settings.max_list_items,
@@ -221,7 +261,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 )
                 own_http = client(own_cfg, True, settings.upstream_max_streams)
                 shared = SharedWatches(
-                    KubeAdapter(own_http, stream_http=own_http, streams=adapter.streams),
+                    KubeAdapter(
+                        own_http, stream_http=own_http, streams=adapter.streams, metrics=metrics
+                    ),
                     AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
                     recheck=settings.access_recheck_seconds,
                 )
@@ -242,6 +284,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 max_queue=graphql.limits.max_queue,
                 linger=settings.watch_linger_seconds,
             )
+            metrics.watch_hub(lambda: watches.stats)
             grpc_credentials = None
             if settings.tls_cert_file and settings.tls_key_file:
                 certificates = Certificates(
@@ -284,6 +327,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 grpc_port=grpc_port,
                 upstream=upstream_cfg.server,
                 demo=demo,
+                metrics=metrics,
+                readiness=Readiness(http),
             )
             if tune_gc:
                 tune_garbage_collector()
@@ -303,7 +348,12 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             )
         )
     return Starlette(
-        routes=[Route("/healthz", _healthz), Route("/readyz", _readyz), *graphql_routes(graphql)],
+        routes=[
+            Route("/healthz", _healthz),
+            Route("/readyz", _readyz),
+            Route("/metrics", _metrics),
+            *graphql_routes(graphql),
+        ],
         middleware=middleware,
         lifespan=lifespan,
     )

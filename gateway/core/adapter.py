@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,7 @@ import orjson
 from gateway.core import errors, gcpause
 from gateway.core.budget import Budget, scope_of
 from gateway.core.config import ConfigError
+from gateway.core.metrics import Metrics
 from gateway.core.options import (
     DeleteOptions,
     ListOptions,
@@ -114,6 +116,9 @@ class Request:
     content: bytes | None = None
     content_type: str | None = None
     accept: str = "application/json"
+    #: For metrics: the verb and the registry key of what the request is about.
+    verb: str = ""
+    resource: str = ""
 
 
 def build_request(
@@ -176,6 +181,8 @@ def build_request(
         content,
         content_type if content is not None else None,
         accept,
+        verb,
+        resource.key,
     )
 
 
@@ -197,7 +204,15 @@ def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": attributes},
     }
-    return Request("POST", ACCESS_REVIEW_PATH, [], orjson.dumps(body), "application/json")
+    return Request(
+        "POST",
+        ACCESS_REVIEW_PATH,
+        [],
+        orjson.dumps(body),
+        "application/json",
+        verb="create",
+        resource="selfsubjectaccessreviews.authorization.k8s.io",
+    )
 
 
 def decode_json(data: bytes) -> Any:
@@ -274,6 +289,7 @@ class KubeAdapter:
         requests: Budget | None = None,
         max_log_bytes: int = MAX_LOG_BYTES,
         max_list_items: int = MAX_LIST_ITEMS,
+        metrics: Metrics | None = None,
     ) -> None:
         self.http = http
         #: Unary requests one identity may have in flight at once (past it: refused at once
@@ -294,6 +310,8 @@ class KubeAdapter:
         #: The apiserver sends a progress bookmark about this often on a watch that asked
         #: for them, so one silent for this plus the margin is taken as dead.
         self.bookmark_interval = bookmark_interval
+        #: Upstream request latencies (and, through the front ends, operations) land here.
+        self.metrics = metrics if metrics is not None else Metrics()
 
     def resource(self, resource: Resource | str) -> Resource:
         return resource if isinstance(resource, Resource) else self.registry.lookup(resource)
@@ -349,6 +367,8 @@ class KubeAdapter:
         stream: bool,
     ) -> httpx.Response:
         request = self._httpx_request(req, credential, timeout, http)
+        started = time.perf_counter()
+        code: int | None = None
         try:
             try:
                 response = await http.send(request, stream=stream)
@@ -360,12 +380,15 @@ class KubeAdapter:
                 log.debug("retrying a GET after %s", type(exc).__name__)
                 request = self._httpx_request(req, credential, timeout, http)
                 response = await http.send(request, stream=stream)
+            code = response.status_code
         except httpx.TimeoutException as exc:
             raise errors.Timeout(f"upstream timed out: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:
             raise errors.Unavailable(f"upstream unreachable: {type(exc).__name__}") from exc
         except ConfigError as exc:  # the gateway's own credential could not be refreshed
             raise errors.Unavailable("the gateway's upstream credential is unavailable") from exc
+        finally:
+            self.metrics.upstream(req.verb, req.resource, code, time.perf_counter() - started)
         if response.status_code >= 400:
             try:
                 body = response.content if not stream else await response.aread()

@@ -331,9 +331,9 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
     """The resolver body of a unary field: one :func:`perform` with the caller's credential."""
 
     async def run(ctx: Context, a: dict[str, Any]) -> Any:
-        answer = await perform(
-            ctx.adapter, op, _call(op, a, body(op, a)), credential=ctx.credential
-        )
+        with ctx.adapter.metrics.operation("graphql", op):
+            call = _call(op, a, body(op, a))
+            answer = await perform(ctx.adapter, op, call, credential=ctx.credential)
         return shape(answer) if shape is not None else answer
 
     return run

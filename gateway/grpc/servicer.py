@@ -148,15 +148,16 @@ class ResourceServicer:
     def _unary(self, rpc: Rpc) -> Handler:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
             try:
-                if isinstance(request, _Undecodable):
-                    raise errors.BadRequest(request.reason)
-                credential = credential_of(context.invocation_metadata())
-                timeout = timeout_of(context.time_remaining())
-                try:
-                    async with asyncio.timeout(timeout):
-                        return await self._perform(rpc, request, credential, timeout)
-                except TimeoutError:
-                    raise errors.Timeout("the call's deadline passed") from None
+                with self.adapter.metrics.operation("grpc", rpc.operation):
+                    if isinstance(request, _Undecodable):
+                        raise errors.BadRequest(request.reason)
+                    credential = credential_of(context.invocation_metadata())
+                    timeout = timeout_of(context.time_remaining())
+                    try:
+                        async with asyncio.timeout(timeout):
+                            return await self._perform(rpc, request, credential, timeout)
+                    except TimeoutError:
+                        raise errors.Timeout("the call's deadline passed") from None
             except Exception as exc:  # CancelledError is not an Exception: it propagates
                 await _abort(context, exc)
 
@@ -171,12 +172,13 @@ class ResourceServicer:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
             failure: Exception | None = None
             try:
-                if isinstance(request, _Undecodable):
-                    raise errors.BadRequest(request.reason)
-                credential = credential_of(context.invocation_metadata())
-                async with aclosing(action(rpc, request, credential)) as stream:
-                    async for message in stream:
-                        yield message
+                with self.adapter.metrics.operation("grpc", rpc.operation):
+                    if isinstance(request, _Undecodable):
+                        raise errors.BadRequest(request.reason)
+                    credential = credential_of(context.invocation_metadata())
+                    async with aclosing(action(rpc, request, credential)) as stream:
+                        async for message in stream:
+                            yield message
             except Exception as exc:  # CancelledError is not an Exception: it propagates
                 failure = exc
             if failure is not None:

@@ -1,0 +1,131 @@
+"""Prometheus metrics of one gateway: operations served, upstream calls, the watch hub.
+
+One :class:`Metrics` per running gateway, in a registry of its own (so two gateways in one
+process, as in the tests, never mix their counts); ``/metrics`` serves it in the text format.
+
+* ``kube_gateway_operations_total{transport, operation, resource, outcome}`` and
+  ``kube_gateway_operation_duration_seconds{transport, operation, resource}``: every
+  operation of the operations table a caller ran (gRPC streams when they end); ``outcome``
+  is ``ok`` or the error kind of the core's error tree (``NotFound``, ``Forbidden``...).
+* ``kube_gateway_upstream_request_duration_seconds{verb, resource, code}``: each upstream
+  request until its response headers (``code`` is the HTTP status, or ``error`` when none
+  came back).
+* the watch hub's state and counters, read when scraped: open subscriptions, upstream
+  watches, events delivered, subscribers dropped for lag, relists, admission refusals and
+  access denials.
+
+Labels are bounded and never carry a token, a user name, a namespace or an object name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway.core import errors
+
+if TYPE_CHECKING:
+    from gateway.core.hub import HubStats
+    from gateway.core.operations import Operation
+
+__all__ = ["Metrics", "Transport", "outcome_of"]
+
+Transport: TypeAlias = Literal["graphql", "grpc"]
+
+#: Seconds: from a cached get (~1 ms) to a long list or a slow upstream.
+BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def outcome_of(exc: BaseException | None) -> str:
+    """``ok``, the core error's kind, ``Cancelled`` (the caller went away) or ``Internal``
+    (a bounded set)."""
+    if exc is None:
+        return "ok"
+    if isinstance(exc, errors.GatewayError):
+        return type(exc).__name__
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return "Cancelled"
+    return "Internal"
+
+
+class _HubCollector(Collector):
+    def __init__(self, stats: Callable[[], HubStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterable[Metric]:
+        s = self._stats()
+        gauges = (
+            ("subscriptions", "Open watch subscriptions (GraphQL and gRPC).", s.subscribers),
+            ("upstream_watches", "Open upstream watches of the watch hub.", s.upstream_watches),
+        )
+        for name, doc, value in gauges:
+            yield GaugeMetricFamily(f"kube_gateway_{name}", doc, value=value)
+        counters = (
+            ("watch_events_delivered", "Events taken by subscribers.", s.events_delivered),
+            ("subscribers_dropped", "Subscribers ended for falling behind.", s.dropped_slow),
+            ("relists", "Relists after an upstream watch expired (410).", s.relists),
+            ("subscriptions_refused", "Subscriptions refused by a budget.", s.refused),
+            ("subscriptions_denied", "Subscribers denied by an access review.", s.denied),
+        )
+        for name, doc, value in counters:
+            yield CounterMetricFamily(f"kube_gateway_{name}", doc, value=value)
+
+
+class Metrics:
+    """The metrics of one gateway (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.operations = Counter(
+            "kube_gateway_operations",
+            "Operations served, by transport, operation, resource and outcome.",
+            ("transport", "operation", "resource", "outcome"),
+            registry=self.registry,
+        )
+        self.operation_seconds = Histogram(
+            "kube_gateway_operation_duration_seconds",
+            "Time to serve an operation (a stream: its whole life).",
+            ("transport", "operation", "resource"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.upstream_seconds = Histogram(
+            "kube_gateway_upstream_request_duration_seconds",
+            "Upstream requests until their response headers.",
+            ("verb", "resource", "code"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+
+    @contextlib.contextmanager
+    def operation(self, transport: Transport, op: Operation) -> Iterator[None]:
+        """Count and time the block as one ``op`` served over ``transport``."""
+        started = time.perf_counter()
+        failure: BaseException | None = None
+        try:
+            yield
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            resource = op.resource.key
+            self.operation_seconds.labels(transport, op.name, resource).observe(
+                time.perf_counter() - started
+            )
+            self.operations.labels(transport, op.name, resource, outcome_of(failure)).inc()
+
+    def upstream(self, verb: str, resource: str, code: int | None, seconds: float) -> None:
+        """One upstream request (``code`` ``None``: no response came back)."""
+        label = str(code) if code is not None else "error"
+        self.upstream_seconds.labels(verb, resource, label).observe(seconds)
+
+    def watch_hub(self, stats: Callable[[], HubStats]) -> None:
+        """Serve the watch hub's state and counters, read at each scrape."""
+        self.registry.register(_HubCollector(stats))

@@ -1,0 +1,145 @@
+"""``/metrics``: exact counts of operations, upstream calls and watches, scraped over HTTP.
+
+Traffic goes through both front ends of one gateway (GraphQL over HTTP, gRPC on the same
+process's gRPC port); the scrape is parsed with prometheus-client's own parser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.demo import DemoUpstream
+from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc, pods_pb2, pods_pb2_grpc
+from tests.support.graphql import ADMIN, Gateway, gql, serve_gateway
+
+AUTH = (("authorization", f"Bearer {ADMIN}"),)
+Sample = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+async def scrape(client: httpx.AsyncClient) -> Sample:
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=")
+    assert ADMIN not in response.text  # no token in any label or value
+    out: Sample = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(samples: Sample, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[Gateway, grpc.aio.Channel]]:
+    async with DemoUpstream() as demo, serve_gateway(demo) as gateway:
+        port = gateway.app.state.runtime.grpc_port
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield gateway, channel
+
+
+async def test_operations_upstream_calls_and_watches_are_counted_exactly(
+    served: tuple[Gateway, grpc.aio.Channel],
+) -> None:
+    gateway, channel = served
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        before = await scrape(client)
+        assert value(before, "kube_gateway_operations_total") == 0
+
+        for _ in range(2):
+            await gql(client, '{ pods(namespace: "demo") { items { metadata { name } } } }')
+        missing = await gql(client, '{ pod(namespace: "demo", name: "nope") { kind } }')
+        assert missing["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+        refused = await gql(client, '{ leases(namespace: "demo", limit: -1) { kind } }')
+        assert refused["errors"]
+
+        pods = pods_pb2_grpc.PodServiceStub(channel)
+        listed = await pods.List(pods_pb2.ListPodsRequest(namespace="demo"), metadata=AUTH)
+        name = listed.items[0].metadata.name
+        await pods.Get(pods_pb2.GetPodRequest(namespace="demo", name=name), metadata=AUTH)
+
+        leases = leases_pb2_grpc.LeaseServiceStub(channel)
+        watch = leases.Watch(leases_pb2.WatchLeasesRequest(namespace="demo"), metadata=AUTH)
+        await anext(aiter(watch))  # the first ADDED: the subscription is open
+        during = await scrape(client)
+        watch.cancel()
+
+        after = await scrape(client)
+
+    ops = "kube_gateway_operations_total"
+    assert (
+        value(after, ops, transport="graphql", operation="List", resource="pods", outcome="ok") == 2
+    )
+    assert (
+        value(after, ops, transport="graphql", operation="Get", resource="pods", outcome="NotFound")
+        == 1
+    )
+    assert (
+        value(
+            after,
+            ops,
+            transport="graphql",
+            operation="List",
+            resource="leases.coordination.k8s.io",
+            outcome="InvalidParameter",
+        )
+        == 1
+    )
+    assert value(after, ops, transport="grpc", operation="List", resource="pods", outcome="ok") == 1
+    assert value(after, ops, transport="grpc", operation="Get", resource="pods", outcome="ok") == 1
+    graphql_list = value(
+        after,
+        "kube_gateway_operation_duration_seconds_count",
+        transport="graphql",
+        operation="List",
+        resource="pods",
+    )
+    assert graphql_list == 2
+
+    # Upstream: 3 lists of pods (2 GraphQL, 1 gRPC), one 404 and one 200 get; the refused
+    # lease list never left the gateway.
+    up = "kube_gateway_upstream_request_duration_seconds_count"
+    assert value(after, up, verb="list", resource="pods", code="200") == 3
+    assert value(after, up, verb="get", resource="pods", code="404") == 1
+    assert value(after, up, verb="get", resource="pods", code="200") == 1
+    assert value(after, up, verb="list", resource="leases.coordination.k8s.io", code="200") == 1
+
+    # The watch: open while scraped, one upstream watch, then gone.
+    assert value(during, "kube_gateway_subscriptions") == 1
+    assert value(during, "kube_gateway_upstream_watches") == 1
+    assert value(during, "kube_gateway_watch_events_delivered_total") >= 1
+    assert value(after, "kube_gateway_subscriptions") == 0
+
+
+async def test_readiness_asks_the_upstream_once_and_shows_nothing_of_it() -> None:
+    asked: list[bytes] = []
+
+    async def not_ready(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 2\r\n\r\nno")
+        await writer.drain()
+        writer.close()
+
+    upstream = await asyncio.start_server(not_ready, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{upstream.sockets[0].getsockname()[1]}"
+    try:
+        async with (
+            DemoUpstream() as demo,
+            serve_gateway(demo, server=url) as gateway,
+            httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,
+        ):
+            probes = await asyncio.gather(*(client.get("/readyz") for _ in range(3)))
+    finally:
+        upstream.close()
+    assert [p.status_code for p in probes] == [503, 503, 503]
+    assert all(p.json() == {"status": "upstream not ready"} for p in probes)
+    assert len(asked) == 1  # concurrent probes share one question
+    assert asked[0].startswith(b"GET /readyz ")
