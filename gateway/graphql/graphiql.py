@@ -1,18 +1,121 @@
 """GraphiQL, served from assets vendored in the package (no CDN: it works offline).
 
 ``static/`` holds the UMD builds of GraphiQL 3.8.3, React 18.2.0 and ReactDOM 18.2.0 as
-published on npm (licences in ``static/LICENSES.txt``).  The page reads optional ``query``,
-``variables`` and ``headers`` URL parameters, so a link can open a ready-to-run query.
+published on npm (licences in ``static/LICENSES.txt``).  GraphiQL's build bundles the
+``graphql-ws`` client (version 5, MIT): GraphiQL's fetcher runs subscriptions with it over
+graphql-transport-ws on the same path as queries, and sends the Headers pane as the
+``connection_init`` payload, where :func:`gateway.graphql.context.credential_from_payload`
+finds the ``Authorization`` header.
+
+The page is the same for every gateway; it asks ``<endpoint>/graphiql.json`` for its
+start-up settings (:func:`settings`): in demo mode the demo's admin token in the Headers
+pane and example tabs on the demo data, otherwise nothing (no token is ever put in the
+page).  The page reads optional ``query``, ``variables`` and ``headers`` URL parameters,
+so a link can open a ready-to-run query (they replace the example tabs).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+#: For every asset: never guess a content type.
+NOSNIFF = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+#: The demo upstream's admin token (``gateway.demo.auth.DEFAULT_TOKENS``): GraphiQL's Headers
+#: pane holds it in demo mode, so every example runs as it is.
+DEMO_TOKEN = "admin-token"
+
+#: The localStorage namespace of GraphiQL's state in demo mode: tabs and headers saved
+#: while the demo was served are never shown by a gateway of a real cluster at the same
+#: address (and the other way round).
+DEMO_STORAGE = "kube-gateway-demo"
+
+DEMO_QUERY = """\
+# The pods of the demo namespace. The demo's admin
+# token is in the Headers pane below; the Docs button
+# (top left) opens the schema.
+query DemoPods {
+  pods(namespace: "demo") {
+    items {
+      metadata { name labels }
+      status { phase podIP }
+    }
+  }
+}
+"""
+
+DEMO_SUBSCRIPTION = """\
+# Live changes to the pods of "demo", over a WebSocket:
+# the demo starts and ends "ticker" pods every few
+# seconds. Run LabelWebPod in the next tab and watch
+# its change arrive here.
+subscription WatchDemoPods {
+  watchPods(namespace: "demo") {
+    type
+    object {
+      metadata { name resourceVersion labels }
+      status { phase }
+    }
+  }
+}
+"""
+
+DEMO_MUTATION = """\
+# Labels a demo pod (a merge patch). Change the label
+# in the Variables pane to see WatchDemoPods report it.
+mutation LabelWebPod($patch: JSON!) {
+  patchPod(namespace: "demo", name: "web-6d4b9c7f5-x7k2p", patch: $patch) {
+    metadata { name resourceVersion labels }
+  }
+}
+"""
+
+DEMO_MUTATION_VARIABLES = {"patch": {"metadata": {"labels": {"tried": "graphiql"}}}}
+
+
+def settings(*, demo: bool) -> dict[str, Any]:
+    """The page's start-up settings: empty unless the gateway serves its demo upstream.
+
+    In demo mode: ``headers`` (the Headers pane of every tab, new ones included),
+    ``storage`` (the localStorage namespace) and ``tabs`` (an example query, subscription
+    and mutation on the demo data).
+    """
+    if not demo:
+        return {}
+    headers = json.dumps({"Authorization": f"Bearer {DEMO_TOKEN}"}, indent=2)
+    variables = json.dumps(DEMO_MUTATION_VARIABLES, indent=2)
+    return {
+        "headers": headers,
+        "storage": DEMO_STORAGE,
+        "tabs": [
+            {"query": DEMO_QUERY, "headers": headers},
+            {"query": DEMO_SUBSCRIPTION, "headers": headers},
+            {"query": DEMO_MUTATION, "variables": variables, "headers": headers},
+        ],
+    }
+
+
+async def settings_endpoint(request: Request) -> Response:
+    """``GET <endpoint>/graphiql.json``: :func:`settings` for the serving gateway.
+
+    Demo mode is the lifespan's ``runtime.demo`` (the gateway started its own demo
+    upstream, whose tokens it knows); never cached, so a browser that saw the demo does
+    not reuse its settings for another gateway at the same address.
+    """
+    runtime = getattr(request.app.state, "runtime", None)
+    demo = bool(getattr(runtime, "demo", False))
+    return JSONResponse(settings(demo=demo), headers={**NOSNIFF, "Cache-Control": "no-store"})
+
 
 PAGE = """<!doctype html>
 <html lang="en">
@@ -29,14 +132,32 @@ PAGE = """<!doctype html>
   <script src="{static}/react-dom.production.min.js"></script>
   <script src="{static}/graphiql.min.js"></script>
   <script>
+    const endpoint = "{endpoint}";
     const params = new URLSearchParams(window.location.search);
-    const fetcher = GraphiQL.createFetcher({{ url: "{endpoint}" }});
-    const props = {{ fetcher, defaultEditorToolsVisibility: true }};
-    for (const name of ["query", "variables", "headers"]) {{
-      if (params.has(name)) props[name] = params.get(name);
-    }}
-    ReactDOM.createRoot(document.getElementById("graphiql"))
-      .render(React.createElement(GraphiQL, props));
+    // Subscriptions: graphql-transport-ws on the same path; the fetcher sends the Headers
+    // pane as the connection_init payload.
+    const socket = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
+    const fetcher = GraphiQL.createFetcher({{ url: endpoint, subscriptionUrl: socket }});
+    const start = (settings) => {{
+      const props = {{ fetcher, defaultEditorToolsVisibility: true }};
+      if (settings.headers) {{
+        props.defaultHeaders = settings.headers;
+        props.shouldPersistHeaders = true;
+        props.defaultEditorToolsVisibility = "headers";
+      }}
+      if (settings.storage) {{
+        props.storage = GraphiQL.createLocalStorage({{ namespace: settings.storage }});
+      }}
+      const linked = ["query", "variables", "headers"].filter((name) => params.has(name));
+      for (const name of linked) props[name] = params.get(name);
+      if (!linked.length && settings.tabs) props.defaultTabs = settings.tabs;
+      ReactDOM.createRoot(document.getElementById("graphiql"))
+        .render(React.createElement(GraphiQL, props));
+    }};
+    fetch("{settings}", {{ headers: {{ Accept: "application/json" }} }})
+      .then((response) => (response.ok ? response.json() : {{}}))
+      .catch(() => ({{}}))
+      .then(start);
   </script>
 </body>
 </html>
@@ -44,15 +165,18 @@ PAGE = """<!doctype html>
 
 
 def page(endpoint: str = "/graphql", static: str = "/graphql/static") -> str:
-    """The GraphiQL HTML page for ``endpoint``, loading its assets from ``static``."""
-    return PAGE.format(endpoint=endpoint, static=static)
+    """The GraphiQL HTML page for ``endpoint``, loading its assets from ``static`` and its
+    settings from ``<endpoint>/graphiql.json``."""
+    return PAGE.format(endpoint=endpoint, static=static, settings=f"{endpoint}/graphiql.json")
 
 
 def page_headers(html: str) -> dict[str, str]:
     """Headers that keep the page from being framed, sniffed or fed foreign scripts.
 
     The page's one inline script is allowed by its hash; scripts load only from this
-    origin; requests (fetch, WebSocket) go only to this origin.
+    origin; requests go only to this origin: ``connect-src 'self'`` also allows the
+    WebSocket of subscriptions, ``ws:``/``wss:`` to this host and port only (Content
+    Security Policy level 3 matches ``'self'`` so).
     """
     inline = re.findall(r"<script>(.*?)</script>", html, flags=re.DOTALL)
     hashes = " ".join(
@@ -73,7 +197,3 @@ def page_headers(html: str) -> dict[str, str]:
         )
     )
     return {**NOSNIFF, "Content-Security-Policy": policy, "X-Frame-Options": "DENY"}
-
-
-#: For every asset: never guess a content type.
-NOSNIFF = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}

@@ -17,7 +17,7 @@ from gateway.graphql import http, websocket
 from gateway.graphql.context import Context
 from gateway.graphql.execution import Engine
 from gateway.graphql.fanout import Hub
-from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR
+from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_endpoint
 from gateway.graphql.limits import Limits
 from gateway.graphql.schema import gateway_schema
 
@@ -89,11 +89,12 @@ class GraphQLApp:
 
 
 def graphql_routes(app: GraphQLApp | None = None, path: str = "/graphql") -> list[BaseRoute]:
-    """The routes of the GraphQL endpoint, GraphiQL's assets included."""
+    """The routes of the GraphQL endpoint, GraphiQL's assets and settings included."""
     app = app or GraphQLApp()
     return [
         Route(path, app, methods=["GET", "POST"]),
         WebSocketRoute(path, app),
+        Route(f"{path}/graphiql.json", settings_endpoint, methods=["GET"]),
         Mount(
             f"{path}/static",
             _WithHeaders(StaticFiles(directory=STATIC_DIR), NOSNIFF),

@@ -1,9 +1,12 @@
-"""GraphiQL loads in headless Chromium (Debian's ``chromium``), offline, and runs a query.
+"""GraphiQL loads in headless Chromium (Debian's ``chromium``), offline, and runs a query
+and, in demo mode, a subscription.
 
 Chromium is driven over the DevTools protocol (a WebSocket, with the ``websockets``
 package): open the page, click GraphiQL's run button, wait in the page for the result,
 take a screenshot and check the result text.  Every request the page makes must go to the
-gateway itself: GraphiQL's assets are served locally, not from a CDN.
+gateway itself: GraphiQL's assets are served locally, not from a CDN.  In demo mode the page
+opens with the demo token in its Headers pane and example tabs; the example subscription
+runs over the gateway's WebSocket and shows a change made through the API while it runs.
 """
 
 from __future__ import annotations
@@ -19,11 +22,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
 from gateway.demo import DemoUpstream
-from tests.support.graphql import ADMIN, serve_gateway
+from gateway.graphql.graphiql import DEMO_TOKEN
+from gateway.settings import Settings
+from tests.support.graphql import (
+    ADMIN,
+    Gateway,
+    TransportWS,
+    data,
+    gql,
+    serve_app,
+    serve_gateway,
+    unique,
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -168,3 +183,183 @@ async def test_graphiql_runs_a_query_offline(tmp_path: Path) -> None:
     external = [u for u in requested if not u.startswith((gateway.url, "data:", "blob:"))]
     assert not external, external
     assert any(u.endswith("/graphql/static/graphiql.min.js") for u in requested)
+
+
+@contextlib.asynccontextmanager
+async def serve_demo_mode() -> AsyncIterator[str]:
+    """The gateway serving its own (animated) demo upstream, as ``--demo`` does; yields its
+    base URL."""
+    settings = Settings(host="127.0.0.1", http_port=0, grpc_port=0, demo=True, log_level="warning")
+    async with serve_app(settings) as (url, _):
+        yield url
+
+
+async def test_graphiql_settings_hold_no_token_outside_demo_mode(
+    gateway: Gateway, client: httpx.AsyncClient
+) -> None:
+    settings = await client.get("/graphql/graphiql.json", headers={"Authorization": ""})
+    assert settings.status_code == 200
+    assert settings.json() == {}
+    assert settings.headers["cache-control"] == "no-store"
+    assert settings.headers["x-content-type-options"] == "nosniff"
+    html = await client.get("/graphql", headers={"Accept": "text/html", "Authorization": ""})
+    assert html.status_code == 200
+    assert "token" not in html.text.lower() and "bearer" not in html.text.lower()
+    assert '"/graphql/graphiql.json"' in html.text
+    policy = dict(
+        d.strip().split(" ", 1) for d in html.headers["content-security-policy"].split(";")
+    )
+    assert policy["connect-src"] == "'self'"
+
+
+async def test_demo_mode_examples_run_with_the_demo_token() -> None:
+    async with serve_demo_mode() as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
+        settings = (await client.get("/graphql/graphiql.json")).json()
+        headers = json.loads(settings["headers"])
+        assert headers == {"Authorization": f"Bearer {DEMO_TOKEN}"}
+        query, subscription, mutation = settings["tabs"]
+        assert all(json.loads(tab["headers"]) == headers for tab in settings["tabs"])
+        token = headers["Authorization"].removeprefix("Bearer ")
+
+        pods = data(await gql(client, query["query"], token=token))["pods"]["items"]
+        assert "web-6d4b9c7f5-x7k2p" in [p["metadata"]["name"] for p in pods]
+
+        variables = json.loads(mutation["variables"])
+        patched = data(await gql(client, mutation["query"], variables, token=token))
+        assert patched["patchPod"]["metadata"]["labels"]["tried"] == "graphiql"
+
+        # GraphiQL's fetcher sends the Headers pane as the connection_init payload.
+        ws_url = url.replace("http://", "ws://") + "/graphql"
+        async with connect(ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            socket = TransportWS(ws)
+            await socket.send({"type": "connection_init", "payload": headers})
+            assert (await socket.recv())["type"] == "connection_ack"
+            op = await socket.subscribe(subscription["query"])
+            event = (await socket.next(op))["data"]["watchPods"]
+            assert event["type"] == "ADDED"
+            assert event["object"]["metadata"]["name"]
+
+
+async def wait_until(page: DevTools, condition: str, what: str) -> Any:
+    """Poll ``condition`` (a JavaScript expression) in the page until it is truthy; returns
+    its value.  A bounded wait, failing with ``what`` and the page's last value."""
+    return await page.evaluate(
+        """new Promise((resolve, reject) => {
+  const deadline = Date.now() + 30000;
+  const tick = () => {
+    let value = null;
+    try { value = (CONDITION); } catch (e) { value = null; }
+    if (value) { resolve(value); return; }
+    if (Date.now() > deadline) { reject(new Error('timed out waiting for ' + WHAT)); return; }
+    setTimeout(tick, 50);
+  };
+  tick();
+})""".replace("CONDITION", condition).replace("WHAT", json.dumps(what))
+    )
+
+
+HEADERS_PANE = (
+    'document.querySelector(\'section.graphiql-editor-tool[aria-label="Headers"] '
+    ".graphiql-editor:not(.hidden) .CodeMirror').CodeMirror.getValue()"
+)
+TAB_TITLES = "[...document.querySelectorAll('.graphiql-tab-button')].map(b => b.innerText.trim())"
+QUERY_EDITOR = "document.querySelector('.graphiql-query-editor').innerText"
+
+# Every text the result pane shows, in order (GraphiQL replaces it with each event).
+RECORD_RESULTS = """(() => {
+  window.results = [];
+  const record = () => {
+    const out = document.querySelector('.result-window');
+    const text = out ? out.innerText : '';
+    if (text && window.results[window.results.length - 1] !== text) window.results.push(text);
+  };
+  new MutationObserver(record).observe(
+    document.body, { subtree: true, childList: true, characterData: true });
+  return true;
+})()"""
+
+# Click run until the subscription is running (a click that lands while GraphiQL is still
+# setting up its editors is dropped; a click while it runs would stop it).
+RUN_SUBSCRIPTION = """new Promise((resolve, reject) => {
+  const deadline = Date.now() + 30000;
+  let clicked = 0;
+  const tick = () => {
+    const button = document.querySelector('.graphiql-execute-button');
+    const label = button ? button.getAttribute('aria-label') : '';
+    if (label.startsWith('Stop')) { resolve(true); return; }
+    if (Date.now() > deadline) { reject(new Error('the subscription did not start')); return; }
+    if (button && Date.now() - clicked > 1000) { button.click(); clicked = Date.now(); }
+    setTimeout(tick, 50);
+  };
+  tick();
+})"""
+
+
+async def test_graphiql_runs_a_subscription_in_demo_mode(tmp_path: Path) -> None:
+    async with (
+        serve_demo_mode() as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        chromium(tmp_path / "profile") as page,
+    ):
+        for domain in ("Network", "Page", "Log", "Runtime"):
+            await page.call(f"{domain}.enable")
+        await page.call("Page.navigate", url=f"{url}/graphql")
+
+        headers = await wait_until(page, HEADERS_PANE, "the Headers pane")
+        titles = await wait_until(page, f"{TAB_TITLES}.length === 3 && {TAB_TITLES}", "tabs")
+        await page.evaluate(
+            "[...document.querySelectorAll('.graphiql-tab-button')]"
+            ".find(b => b.innerText.trim() === 'WatchDemoPods').click()"
+        )
+        await wait_until(page, f"{QUERY_EDITOR}.includes('subscription WatchDemoPods')", "tab")
+        assert await page.evaluate(RECORD_RESULTS) is True
+        assert await page.evaluate(RUN_SUBSCRIPTION) is True
+        await wait_until(page, "window.results.some(t => t.includes('watchPods'))", "events")
+
+        # A change made through the API while the subscription runs shows up live.
+        value = unique("browser")
+        patch = {"metadata": {"labels": {"seen-by": value}}}
+        await gql(
+            client,
+            'mutation($p: JSON!) { patchPod(namespace: "demo", '
+            'name: "web-6d4b9c7f5-x7k2p", patch: $p) { metadata { name } } }',
+            {"p": patch},
+            token=DEMO_TOKEN,
+        )
+        live = await wait_until(
+            page, f"window.results.find(t => t.includes({json.dumps(value)}))", value
+        )
+        shot = await page.call("Page.captureScreenshot", format="png")
+        png = base64.b64decode(shot["data"])
+        (tmp_path / "graphiql-subscription.png").write_bytes(png)
+
+        await page.evaluate(
+            "document.querySelector('button[aria-label=\"Show Documentation Explorer\"]').click()"
+        )
+        docs = await wait_until(
+            page,
+            "document.querySelector('.graphiql-doc-explorer').innerText"
+            ".includes('Subscription') && "
+            "document.querySelector('.graphiql-doc-explorer').innerText",
+            "the docs explorer",
+        )
+        events = list(page.events)
+
+    assert json.loads(headers) == {"Authorization": f"Bearer {DEMO_TOKEN}"}
+    assert titles == ["DemoPods", "WatchDemoPods", "LabelWebPod"]
+    assert '"MODIFIED"' in live and "web-6d4b9c7f5-x7k2p" in live
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    assert (tmp_path / "graphiql-subscription.png").stat().st_size == len(png)
+    assert "query" in docs and "mutation" in docs and "subscription" in docs
+    sockets = [e["params"]["url"] for e in events if e.get("method") == "Network.webSocketCreated"]
+    assert sockets == [url.replace("http://", "ws://") + "/graphql"]
+    requested = [
+        e["params"]["request"]["url"]
+        for e in events
+        if e.get("method") == "Network.requestWillBeSent"
+    ]
+    assert f"{url}/graphql/graphiql.json" in requested
+    external = [u for u in requested if not u.startswith((url, "data:", "blob:"))]
+    assert not external, external
+    refused = [e for e in events if "Content Security Policy" in json.dumps(e.get("params", {}))]
+    assert not refused, refused
