@@ -16,6 +16,7 @@ passthrough, and in shared-watches exactly list and watch on what the gateway se
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from gateway.core.registry import REGISTRY
 from gateway.settings import Settings, load
 from tests.deploy.test_image import DOCKERFILE, parse_dockerfile
 from tests.e2e.apiserver import BIN_DIR, KubeAPIServer
+from tests.support.serve_process import serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
 KUSTOMIZE_DIR = ROOT / "deploy" / "kustomize"
@@ -392,3 +394,60 @@ def test_shared_watches_may_list_and_watch_what_the_gateway_serves_and_nothing_e
     # otherwise the same deployment as passthrough's
     assert settings.server == gateway_settings(rendered["passthrough"]).server
     assert settings.ca_file == gateway_settings(rendered["passthrough"]).ca_file
+
+
+# --- the pod's configuration starts the gateway ------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_pods_environment_serves_on_the_real_apiserver(
+    overlay: str,
+    rendered: dict[str, list[Obj]],
+    kube_apiserver: KubeAPIServer,
+    tmp_path: Path,
+) -> None:
+    """`kube-gateway serve` with the container's environment, as in the pod (the service
+    variables set, no service account mounted), only the in-cluster paths pointed at the
+    e2e apiserver: its URL and CA, and alice's token as the projected token. It starts,
+    answers a query with the caller's token and, in shared-watches, a subscription through
+    a shared watch made with the token file."""
+    objects = rendered[overlay]
+    env = {e["name"]: e["value"] for e in container(objects)["env"]}
+    pod_paths = {"KUBE_GATEWAY_CA_FILE": kube_apiserver.ca_file}
+    if "KUBE_GATEWAY_TOKEN_FILE" in env:
+        pod_paths["KUBE_GATEWAY_TOKEN_FILE"] = kube_apiserver.token_files["alice"]
+    env.update(pod_paths, KUBE_GATEWAY_SERVER=kube_apiserver.url)
+    env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT="443")
+    with (
+        serve_process(tmp_path, env=env) as served,
+        httpx.Client(base_url=served.http, timeout=30.0, trust_env=False) as client,
+    ):
+        assert served.wait_for_line("upstream: ")
+        r = client.get("/readyz")
+        assert r.status_code == 200, r.text
+        alice = kube_apiserver.headers("alice")
+        r = client.post(
+            "/graphql",
+            json={"query": '{ pods(namespace: "team-a") { items { metadata { name } } } }'},
+            headers=alice,
+        )
+        assert r.status_code == 200 and "errors" not in r.json(), r.text
+        subscription = (
+            'subscription { watchPods(namespace: "team-a", sendInitialEvents: true) { type } }'
+        )
+        with client.stream(
+            "POST",
+            "/graphql",
+            json={"query": subscription},
+            headers={"Accept": "text/event-stream", **alice},
+        ) as response:
+            assert response.status_code == 200
+            lines = response.iter_lines()
+            event = next(line for line in lines if line.startswith("event:"))
+            data = next(line for line in lines if line.startswith("data:"))
+        assert event == "event: next", data
+        payload = json.loads(data.removeprefix("data:"))
+        assert "errors" not in payload, payload
+        assert payload["data"]["watchPods"]["type"] in ("ADDED", "BOOKMARK")
+    shared = "shared watches: upstream watches are made with the gateway's own credential"
+    assert (shared in served.log) is (overlay == "shared-watches")
