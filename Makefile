@@ -34,7 +34,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider -m "not e2e" $(PYTEST_ARGS)
 
-## e2e-bins: build (or reuse) kube-apiserver and etcd for the end-to-end suite
+## e2e-bins: build (or reuse) kube-apiserver, etcd and kustomize for the end-to-end suite
 e2e-bins:
 	bash tests/e2e/build.sh
 

@@ -1,0 +1,453 @@
+"""deploy/kustomize, rendered and shown to a real kube-apiserver.
+
+Each overlay is rendered with the pinned kustomize that ``make e2e-bins`` builds, and every
+object it renders is applied the way ``kubectl apply --server-side --dry-run=server
+--force-conflicts --field-manager=kube-gateway-test`` applies it: a PATCH with
+``application/apply-patch+yaml``, ``dryRun=All``, ``force=true`` and strict field
+validation, to the URL discovery gives for its group, version and kind.  The namespace
+is created for real first (a dry-run in a namespace that does not exist is refused), with
+its Pod Security labels, so the apiserver also checks the pod template against the
+"restricted" profile: every object must be accepted without a single warning.
+
+The policy each mode promises is asserted on the rendered objects: the security context,
+probes, resources, both Service ports with their appProtocol, no token and no RBAC in
+passthrough, and in shared-watches exactly list and watch on what the gateway serves.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from gateway.core.registry import REGISTRY
+from gateway.settings import Settings, load
+from tests.deploy.test_image import DOCKERFILE, parse_dockerfile
+from tests.e2e.apiserver import BIN_DIR, KubeAPIServer
+from tests.support.serve_process import serve_process
+
+ROOT = Path(__file__).resolve().parents[2]
+KUSTOMIZE_DIR = ROOT / "deploy" / "kustomize"
+OVERLAYS = ("passthrough", "shared-watches")
+KUSTOMIZE = BIN_DIR / "kustomize"
+FIELD_MANAGER = "kube-gateway-test"
+
+Obj = dict[str, Any]
+
+
+def render(overlay: str) -> list[Obj]:
+    if not KUSTOMIZE.is_file():
+        pytest.fail(f"{KUSTOMIZE} is missing: run `make e2e-bins`")
+    done = subprocess.run(
+        [str(KUSTOMIZE), "build", str(KUSTOMIZE_DIR / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[Obj]]:
+    return {overlay: render(overlay) for overlay in OVERLAYS}
+
+
+def one(objects: list[Obj], kind: str) -> Obj:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def kinds(objects: list[Obj]) -> list[str]:
+    return sorted(o["kind"] for o in objects)
+
+
+# --- the apiserver accepts every object -------------------------------------------------
+
+
+class Discovery:
+    """kind -> (plural, namespaced) per group/version, from the apiserver's discovery."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self._client = client
+        self._cache: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    def url(self, obj: Obj) -> str:
+        api_version: str = obj["apiVersion"]
+        if api_version not in self._cache:
+            prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            r = self._client.get(prefix)
+            assert r.status_code == 200, r.text
+            self._cache[api_version] = {
+                res["kind"]: (res["name"], res["namespaced"])
+                for res in r.json()["resources"]
+                if "/" not in res["name"]  # subresources
+            }
+        plural, namespaced = self._cache[api_version][obj["kind"]]
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        name = obj["metadata"]["name"]
+        if namespaced:
+            return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{plural}/{name}"
+        assert "namespace" not in obj["metadata"], obj["metadata"]
+        return f"{prefix}/{plural}/{name}"
+
+
+@pytest.fixture(scope="module")
+def admin(kube_apiserver: KubeAPIServer) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=kube_apiserver.url,
+        verify=kube_apiserver.ssl_context(),
+        headers=kube_apiserver.headers("admin"),
+        timeout=30.0,
+        trust_env=False,
+    ) as client:
+        yield client
+
+
+def apply(client: httpx.Client, url: str, obj: Obj, *, dry_run: bool) -> httpx.Response:
+    params = {"fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"}
+    if dry_run:
+        params["dryRun"] = "All"
+    return client.patch(
+        url,
+        params=params,
+        content=yaml.safe_dump(obj).encode(),
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_rendered_object_is_accepted_by_a_server_side_dry_run_apply(
+    overlay: str, rendered: dict[str, list[Obj]], admin: httpx.Client
+) -> None:
+    objects = rendered[overlay]
+    discovery = Discovery(admin)
+    # the namespace for real first: a dry-run into a namespace that does not exist is
+    # refused, and its Pod Security labels make the apiserver check the pod template
+    for ns in [o for o in objects if o["kind"] == "Namespace"]:
+        r = apply(admin, discovery.url(ns), ns, dry_run=False)
+        assert r.status_code in (200, 201), r.text
+    for obj in objects:
+        r = apply(admin, discovery.url(obj), obj, dry_run=True)
+        what = f"{obj['kind']}/{obj['metadata']['name']}"
+        assert r.status_code in (200, 201), f"{what}: {r.text}"
+        assert r.headers.get_list("warning") == [], f"{what}: {r.headers.get_list('warning')}"
+        answered = r.json()
+        assert (answered["apiVersion"], answered["kind"]) == (obj["apiVersion"], obj["kind"])
+        assert answered["metadata"]["name"] == obj["metadata"]["name"]
+        managers = {m["manager"] for m in answered["metadata"].get("managedFields", [])}
+        assert FIELD_MANAGER in managers, what
+        if obj["kind"] == "Deployment":
+            # nothing was dropped on the way: the security context comes back as sent
+            sent = obj["spec"]["template"]["spec"]
+            got = answered["spec"]["template"]["spec"]
+            assert got["securityContext"] == sent["securityContext"]
+            assert (
+                got["containers"][0]["securityContext"] == sent["containers"][0]["securityContext"]
+            )
+
+
+def test_a_pod_template_below_restricted_would_be_reported(
+    rendered: dict[str, list[Obj]], admin: httpx.Client
+) -> None:
+    """The warning check above is not vacuous: the same Deployment without its container
+    security context draws Pod Security warnings from the apiserver."""
+    objects = rendered["passthrough"]
+    discovery = Discovery(admin)
+    ns = one(objects, "Namespace")
+    r = apply(admin, discovery.url(ns), ns, dry_run=False)
+    assert r.status_code in (200, 201), r.text
+    deployment = one(objects, "Deployment")
+    weakened = yaml.safe_load(yaml.safe_dump(deployment))
+    del weakened["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    r = apply(admin, discovery.url(weakened), weakened, dry_run=True)
+    assert r.status_code in (200, 201), r.text
+    (warning,) = r.headers.get_list("warning")
+    assert "would violate PodSecurity" in warning and "restricted:latest" in warning
+    assert "allowPrivilegeEscalation != false" in warning
+    assert "unrestricted capabilities" in warning
+
+
+# --- what the rendered objects promise ------------------------------------------------
+
+
+def test_each_mode_renders_the_objects_it_needs_and_no_more(
+    rendered: dict[str, list[Obj]],
+) -> None:
+    common = [
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "Namespace",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Service",
+        "ServiceAccount",
+    ]
+    assert kinds(rendered["passthrough"]) == common
+    assert kinds(rendered["shared-watches"]) == sorted(
+        [*common, "ClusterRole", "ClusterRoleBinding"]
+    )
+    for objects in rendered.values():
+        ns = one(objects, "Namespace")["metadata"]["name"]
+        for obj in objects:
+            if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+                assert obj["metadata"]["namespace"] == ns, obj["kind"]
+
+
+def container(objects: list[Obj]) -> Obj:
+    (c,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def gateway_settings(objects: list[Obj]) -> Settings:
+    """The settings `kube-gateway serve` reads from the container's env."""
+    env = {e["name"]: e["value"] for e in container(objects)["env"]}
+    return load([], env)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_pod_runs_restricted(overlay: str, rendered: dict[str, list[Obj]]) -> None:
+    objects = rendered[overlay]
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    (user,) = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))[-1].args("USER")
+    uid, gid = (int(x) for x in user.split(":"))
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": gid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    c = container(objects)
+    assert c["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": gid,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert "hostNetwork" not in pod and "hostPID" not in pod
+    for kind in ("requests", "limits"):
+        assert set(c["resources"][kind]) == {"cpu", "memory"}, kind
+    # the only writable path is a small in-memory /tmp
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    writable = [p for p, m in mounts.items() if not m.get("readOnly")]
+    assert writable == ["/tmp"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/tmp"]["name"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Mi"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_probes_and_ports_are_the_gateways(overlay: str, rendered: dict[str, list[Obj]]) -> None:
+    objects = rendered[overlay]
+    c = container(objects)
+    settings = gateway_settings(objects)
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"http": settings.http_port, "grpc": settings.grpc_port}
+    (expose,) = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))[-1].args("EXPOSE")
+    assert sorted(ports.values()) == sorted(int(p) for p in expose.split())
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert "command" not in c and "args" not in c  # the image's ENTRYPOINT: kube-gateway serve
+
+    service = one(objects, "Service")
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert sorted(
+        (p["name"], p["port"], p["targetPort"], p["protocol"], p["appProtocol"])
+        for p in service["spec"]["ports"]
+    ) == [
+        ("grpc", settings.grpc_port, "grpc", "TCP", "kubernetes.io/h2c"),
+        ("http", settings.http_port, "http", "TCP", "http"),
+    ]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_availability_scaling_and_network_policy(
+    overlay: str, rendered: dict[str, list[Obj]]
+) -> None:
+    objects = rendered[overlay]
+    deployment = one(objects, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+    pdb = one(objects, "PodDisruptionBudget")
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pdb["spec"]["maxUnavailable"] == 1
+
+    hpa = one(objects, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": deployment["metadata"]["name"],
+    }
+    # a disruption budget of one leaves someone serving
+    assert hpa["spec"]["minReplicas"] >= 2 and deployment["spec"]["replicas"] >= 2
+    assert hpa["spec"]["maxReplicas"] > hpa["spec"]["minReplicas"]
+
+    policy = one(objects, "NetworkPolicy")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    assert ingress["ports"] == [
+        {"port": "http", "protocol": "TCP"},
+        {"port": "grpc", "protocol": "TCP"},
+    ]
+    dns, apiserver = policy["egress"]
+    assert dns["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ]
+    assert dns["ports"] == [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+    assert apiserver == {
+        "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]
+    }
+
+
+def test_passthrough_holds_no_credential_and_no_rights(rendered: dict[str, list[Obj]]) -> None:
+    objects = rendered["passthrough"]
+    assert not [o for o in objects if o["apiVersion"].startswith("rbac.authorization.k8s.io/")]
+    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is False
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
+    assert "serviceAccountToken" not in yaml.safe_dump(pod)  # no projected token either
+    settings = gateway_settings(objects)
+    assert settings.shared_watches is False and settings.gateway_identity is False
+    assert settings.token_file is None
+    # the upstream is named explicitly and verified with the cluster's root CA
+    assert settings.server == "https://kubernetes.default.svc"
+    ca = {v["name"]: v for v in pod["volumes"]}
+    (mount,) = [m for m in container(objects)["volumeMounts"] if m["name"] == "upstream-ca"]
+    assert settings.ca_file == f"{mount['mountPath']}/ca.crt"
+    assert ca["upstream-ca"]["configMap"] == {
+        "name": "kube-root-ca.crt",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+
+
+def test_shared_watches_may_list_and_watch_what_the_gateway_serves_and_nothing_else(
+    rendered: dict[str, list[Obj]],
+) -> None:
+    objects = rendered["shared-watches"]
+    role = one(objects, "ClusterRole")
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert all(set(rule) == {"apiGroups", "resources", "verbs"} for rule in role["rules"])
+    served = {(r.group, r.plural) for r in REGISTRY.values() if "watch" in r.verbs}
+    assert served == {
+        ("", "pods"),
+        ("", "events"),
+        ("", "endpoints"),
+        ("coordination.k8s.io", "leases"),
+        ("image.openshift.io", "images"),
+    }
+    assert granted == {(g, r, v) for g, r in served for v in ("list", "watch")}
+
+    binding = one(objects, "ClusterRoleBinding")
+    sa = one(objects, "ServiceAccount")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": sa["metadata"]["name"],
+            "namespace": sa["metadata"]["namespace"],
+        }
+    ]
+
+    # the gateway's own token: projected explicitly, the automatic mount stays off
+    assert sa["automountServiceAccountToken"] is False
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    settings = gateway_settings(objects)
+    assert settings.shared_watches is True and settings.gateway_identity is False
+    assert settings.token_file is not None
+    (token_volume,) = [v for v in pod["volumes"] if "projected" in v]
+    ((source,),) = [token_volume["projected"]["sources"]]
+    assert source["serviceAccountToken"]["expirationSeconds"] <= 3600
+    assert "audience" not in source["serviceAccountToken"]  # the apiserver's own
+    (mount,) = [m for m in container(objects)["volumeMounts"] if m["name"] == token_volume["name"]]
+    assert mount["readOnly"] is True
+    assert settings.token_file == f"{mount['mountPath']}/{source['serviceAccountToken']['path']}"
+    # otherwise the same deployment as passthrough's
+    assert settings.server == gateway_settings(rendered["passthrough"]).server
+    assert settings.ca_file == gateway_settings(rendered["passthrough"]).ca_file
+
+
+# --- the pod's configuration starts the gateway ------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_pods_environment_serves_on_the_real_apiserver(
+    overlay: str,
+    rendered: dict[str, list[Obj]],
+    kube_apiserver: KubeAPIServer,
+    tmp_path: Path,
+) -> None:
+    """`kube-gateway serve` with the container's environment, as in the pod (the service
+    variables set, no service account mounted), only the in-cluster paths pointed at the
+    e2e apiserver: its URL and CA, and alice's token as the projected token. It starts,
+    answers a query with the caller's token and, in shared-watches, a subscription through
+    a shared watch made with the token file."""
+    objects = rendered[overlay]
+    env = {e["name"]: e["value"] for e in container(objects)["env"]}
+    pod_paths = {"KUBE_GATEWAY_CA_FILE": kube_apiserver.ca_file}
+    if "KUBE_GATEWAY_TOKEN_FILE" in env:
+        pod_paths["KUBE_GATEWAY_TOKEN_FILE"] = kube_apiserver.token_files["alice"]
+    env.update(pod_paths, KUBE_GATEWAY_SERVER=kube_apiserver.url)
+    env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT="443")
+    with (
+        serve_process(tmp_path, env=env) as served,
+        httpx.Client(base_url=served.http, timeout=30.0, trust_env=False) as client,
+    ):
+        assert served.wait_for_line("upstream: ")
+        r = client.get("/readyz")
+        assert r.status_code == 200, r.text
+        alice = kube_apiserver.headers("alice")
+        r = client.post(
+            "/graphql",
+            json={"query": '{ pods(namespace: "team-a") { items { metadata { name } } } }'},
+            headers=alice,
+        )
+        assert r.status_code == 200 and "errors" not in r.json(), r.text
+        subscription = (
+            'subscription { watchPods(namespace: "team-a", sendInitialEvents: true) { type } }'
+        )
+        with client.stream(
+            "POST",
+            "/graphql",
+            json={"query": subscription},
+            headers={"Accept": "text/event-stream", **alice},
+        ) as response:
+            assert response.status_code == 200
+            lines = response.iter_lines()
+            event = next(line for line in lines if line.startswith("event:"))
+            data = next(line for line in lines if line.startswith("data:"))
+        assert event == "event: next", data
+        payload = json.loads(data.removeprefix("data:"))
+        assert "errors" not in payload, payload
+        assert payload["data"]["watchPods"]["type"] in ("ADDED", "BOOKMARK")
+    shared = "shared watches: upstream watches are made with the gateway's own credential"
+    assert (shared in served.log) is (overlay == "shared-watches")
