@@ -48,8 +48,11 @@ DEMO_GATEWAY_TOKEN = "admin-token"
 class Readiness:
     """Is the upstream answering?  Its ``/readyz``, asked at most every ``ttl`` seconds.
 
-    Kubernetes grants ``/readyz`` to everyone (``system:public-info-viewer``), so no caller
-    credential is needed; the answer says nothing about the upstream but yes or no.
+    Asked without a caller's credential (the gateway's own where it has one).  Clusters
+    grant ``/readyz`` to everyone by default (``system:public-info-viewer``), but one that
+    refuses anonymous requests answers 401 or 403 and is up all the same: any answer below
+    500 means ready; a 5xx, a timeout or no connection means not.  The answer shows
+    nothing about the upstream but yes or no.
     """
 
     def __init__(self, http: httpx.AsyncClient, *, ttl: float = 2.0, timeout: float = 2.0):
@@ -74,9 +77,10 @@ class Readiness:
         except httpx.HTTPError as exc:
             log.warning("upstream not ready: %s", type(exc).__name__)
             return False
-        if response.status_code != 200:
+        if response.status_code >= 500:
             log.warning("upstream not ready: /readyz answered %d", response.status_code)
-        return response.status_code == 200
+            return False
+        return True
 
 
 @dataclass(slots=True)
