@@ -42,9 +42,11 @@ e2e-bins:
 graphql-schema: $(STAMP)
 	$(BIN)/python -m gateway.graphql graphql_schema/schema.graphql
 
-## audit-deps: the pinned npm packages of the GraphQL-over-HTTP audit (tests/graphql-http)
+## audit-deps: the pinned npm clients the GraphQL tests drive (tests/graphql-http): the
+## GraphQL-over-HTTP audit, meros and graphql-sse (installed when one is missing or another version)
+AUDIT_DEPS_OK = const p = require("./package.json"); for (const [n, v] of Object.entries(p.dependencies)) if (require("./node_modules/" + n + "/package.json").version !== v) process.exit(1)
 audit-deps:
-	cd tests/graphql-http && (test -f node_modules/graphql-http/package.json || npm ci --no-audit --no-fund --loglevel=error)
+	cd tests/graphql-http && (node -e '$(AUDIT_DEPS_OK)' 2>/dev/null || npm ci --no-audit --no-fund --loglevel=error)
 
 ## chromium: Debian's headless browser for the GraphiQL test (installed only when missing)
 chromium:

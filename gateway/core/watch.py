@@ -360,8 +360,15 @@ class Watcher:
                 yield WatchEvent(kind, obj, rv)
 
     async def _relist(self) -> AsyncIterator[WatchEvent]:
-        """Relist at the latest RV and reconcile the consumer's view (watch rule 11-12)."""
+        """Relist at the latest RV and reconcile the consumer's view (watch rule 11-12).
+
+        A watch that expired while still catching up (see :meth:`catch_up_from`) has
+        consumers who resumed from before ``state`` and do not hold it: the frame then
+        carries every object (watch rule 23's answer to a version that is too old), not
+        only the difference.
+        """
         self.relists += 1
+        catching_up = self.state_floor is not None
         self.state_floor = None
         listed = await self.adapter.list_all(
             self.resource,
@@ -388,6 +395,8 @@ class Watcher:
             elif resource_version_of(held) != resource_version_of(new):
                 self.state[key] = new
                 yield WatchEvent("MODIFIED", new, resource_version_of(new) or rv)
+            elif catching_up:
+                yield WatchEvent("ADDED", new, resource_version_of(new) or rv)
         self.resource_version = rv or None
         yield WatchEvent("RESYNC", marker(self.resource, rv, {RESYNC_ANNOTATION: "end"}), rv)
 

@@ -65,6 +65,9 @@ class Context:
         watch: set by a watch subscription's source: the hub subscription it reads and
             the start each subscriber of the shared execution asked for (see
             :mod:`gateway.graphql.fanout`).
+        catch_up: a version the first subscriber of a shared watch execution resumes
+            from whatever its document says (an SSE ``Last-Event-ID``): the upstream watch
+            it opens starts there, so nothing after it is lost.
     """
 
     adapter: KubeAdapter
@@ -72,6 +75,7 @@ class Context:
     watches: WatchHub | None = None
     request_id: str = field(default_factory=lambda: f"gql-{next(_ids)}")
     watch: tuple[Subscription, WatchStart] | None = None
+    catch_up: str | None = None
     #: Called by a watch source once ``watch`` is set (the shared execution's hook).
     on_watch: Callable[[], None] | None = None
     _loaders: Loaders | None = None

@@ -11,8 +11,10 @@ shares one upstream watch per identity and selectors.  Each subscriber takes its
 from the hub at the moment it joins (a snapshot, a replay of the hub's history, or a resync
 for a version too old), executed for it alone *as it reads* (so a snapshot of any size costs
 nothing until read), then the feed's shared payloads of the events after that point: no
-gap, no duplicate.  Log follows have no hub: a late joiner gets the feed's history replayed
-if it is complete, else a feed of its own.
+gap, no duplicate.  A subscriber may bring its own resume point (an SSE ``Last-Event-ID``):
+it then starts after that version whatever the document asks (a replay of the hub's
+history, or a ``RESYNC`` frame when the version is too old).  Log follows have no hub: a
+late joiner gets the feed's history replayed if it is complete, else a feed of its own.
 
 Each subscriber has a bounded queue of live payloads.  One that falls ``max_queue`` behind
 has stopped reading: it is ended with a ``SLOW_SUBSCRIBER`` error carrying the
@@ -26,7 +28,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterable, Callable, Iterator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -94,12 +96,16 @@ class Subscriber:
         "max_queue",
         "queue",
         "resume",
+        "resume_from",
         "wakeup",
     )
 
-    def __init__(self, feed: Feed, max_queue: int) -> None:
+    def __init__(self, feed: Feed, max_queue: int, resume_from: str | None = None) -> None:
         self.feed = feed
         self.max_queue = max_queue
+        #: Watch feeds: the version this subscriber resumes after, whatever the document's
+        #: start (an SSE ``Last-Event-ID``).
+        self.resume_from = resume_from
         self.queue: deque[Item] = deque()
         self.wakeup = asyncio.Event()
         self.done = False
@@ -154,6 +160,12 @@ class Subscriber:
             self.queue.clear()
             self.initial = None
         self.wakeup.set()
+
+    @property
+    def failed(self) -> bool:
+        """Whether the subscription was cut by an error (a slow subscriber, a source that
+        broke) rather than completed with a response of its own."""
+        return self._final is None and self.error is not None
 
     @property
     def final(self) -> str | None:
@@ -255,6 +267,10 @@ class Feed:
     def _start(self, sub: Subscriber) -> None:
         assert self.context.watch is not None
         hub_sub, start = self.context.watch
+        if sub.resume_from is not None:
+            start = replace(
+                start, mode="resume", resource_version=sub.resume_from, initial_events_end=False
+            )
         sub.start_at(hub_sub.upstream.starting_point(start), start)
 
     def joinable(self) -> bool:
@@ -367,8 +383,14 @@ class Hub:
         prepared: Prepared,
         variables: Mapping[str, Any] | None,
         context_factory: Callable[[], Context],
+        *,
+        resume_from: str | None = None,
     ) -> tuple[Feed, Subscriber]:
-        """Join (or start) the feed of this document, variables and identity."""
+        """Join (or start) the feed of this document, variables and identity.
+
+        ``resume_from``: for a watch, the subscriber starts after this version instead of
+        where the document says (ignored by other subscriptions, which have no versions).
+        """
         context = context_factory()
         key = (
             scope_of(context.credential),
@@ -378,14 +400,15 @@ class Hub:
         )
         feed = self.feeds.get(key)
         if feed is None or not feed.joinable():
+            context.catch_up = resume_from
             feed = Feed(self, key, prepared, variables, context)
             if key not in self.feeds:
                 self.feeds[key] = feed
-            sub = Subscriber(feed, self.max_queue)
+            sub = Subscriber(feed, self.max_queue, resume_from)
             feed.join(sub)
             feed.start()
         else:
-            sub = Subscriber(feed, self.max_queue)
+            sub = Subscriber(feed, self.max_queue, resume_from)
             feed.join(sub)
         return feed, sub
 

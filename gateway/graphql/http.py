@@ -1,11 +1,22 @@
-"""GraphQL over HTTP: POST, GET (queries only), Server-Sent Events, and the GraphiQL page.
+"""GraphQL over HTTP: POST, GET (queries only), Server-Sent Events, multipart
+subscriptions, and the GraphiQL page.
 
-* ``POST /graphql`` with ``application/json`` (or ``application/graphql``) runs a query or a
-  mutation; with ``Accept: text/event-stream`` it runs anything, subscriptions included, as
-  an SSE stream (the graphql-sse "distinct connections" protocol: ``next`` events, then one
-  ``complete``), with a comment line as heartbeat while idle.
-* ``GET /graphql?query=...`` runs queries (mutations answer 405); with
-  ``Accept: text/event-stream`` subscriptions too (``EventSource`` can only GET).
+* ``POST /graphql`` with ``application/json`` runs a query or a mutation.
+* ``Accept: text/event-stream`` (POST, or GET as ``EventSource`` sends it) runs anything,
+  subscriptions included, as graphql-sse's "distinct connections" protocol: ``next``
+  events, then one ``complete``; a comment line as heartbeat while idle.  Errors of the
+  request itself (a document that does not parse or validate, variables that do not
+  coerce) come as a ``next`` event too, so a client sees them.  Each ``next`` event of a
+  watch carries ``id:`` = the resourceVersion it resumes from (none while a snapshot or a
+  ``RESYNC`` frame is incomplete, so a reconnect goes back to the last complete point), and
+  a request with ``Last-Event-ID`` (what ``EventSource`` sends when it reconnects) resumes
+  the watch after that version: a replay, or a ``RESYNC`` frame when it expired (watch
+  rule 23).  Log follows have no resume point: their events carry no ``id:``.
+* ``Accept: multipart/mixed;subscriptionSpec="1.0"`` (Apollo Client, urql) runs a
+  subscription as Apollo's multipart HTTP protocol: parts ``{"payload": {data, errors}}``,
+  ``{}`` as heartbeat, a transport-level error as ``{"payload": null, "errors": [...]}``,
+  and the closing boundary.  Queries and mutations with that ``Accept`` get plain JSON.
+* ``GET /graphql?query=...`` runs queries (mutations answer 405).
 * ``GET /graphql`` from a browser (``Accept: text/html``) serves GraphiQL, which reads
   ``query``, ``variables`` and ``headers`` from the URL.
 """
@@ -13,7 +24,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -25,6 +37,7 @@ from gateway.core.adapter import Credential
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
+from gateway.graphql.fanout import Item, Subscriber
 from gateway.graphql.graphiql import page, page_headers
 
 if TYPE_CHECKING:
@@ -122,14 +135,52 @@ def variables_of(params: dict[str, Any]) -> dict[str, Any] | None:
     return variables
 
 
+def wants_multipart(accept: str) -> bool:
+    """Whether ``Accept`` asks for multipart subscriptions (``subscriptionSpec=1.0``, the
+    parameter quoted or not, as Apollo Client and the router's docs write it)."""
+    for media_range in accept.split(","):
+        media, *parameters = (part.strip() for part in media_range.split(";"))
+        if media.lower() != "multipart/mixed":
+            continue
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "subscriptionspec" and value.strip().strip('"') == "1.0":
+                return True
+    return False
+
+
+#: What a ``Last-Event-ID`` may hold: a resourceVersion (opaque, but printable and short).
+_RESUME_TOKEN = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def resume_of(request: Request) -> str | None:
+    """The resume point a reconnecting ``EventSource`` sends (``Last-Event-ID``).
+
+    Raises:
+        ApiError: the value cannot be a resourceVersion.
+    """
+    value = request.headers.get("last-event-id")
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if not _RESUME_TOKEN.fullmatch(value):
+        raise ApiError(
+            "`Last-Event-ID` must be a resourceVersion this gateway sent as an event id",
+            code="BAD_REQUEST",
+        )
+    return value
+
+
 async def handle(app: GraphQLApp, request: Request) -> Response:
     """Serve one HTTP request to ``/graphql``."""
     accept = request.headers.get("accept", "")
     media, legacy = negotiate(accept)
+    sse = "text/event-stream" in accept
     try:
         credential = credential_from_header(request.headers.get("authorization"))
     except errors.Unauthorized as exc:
         return json_response({"errors": [format_exception(exc)]}, 401, media)
+    resume: str | None = None
     try:
         if request.method == "GET":
             if "text/html" in accept:
@@ -142,20 +193,31 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
             raise ApiError("use GET or POST", code="METHOD_NOT_ALLOWED", http_status=405)
         variables = variables_of(params)
         extensions_of(params)
+        if sse:
+            resume = resume_of(request)
         prepared = app.engine.prepare(params.get("query"), params.get("operationName"))
     except ApiError as exc:
+        if sse and exc.http_status == 400:
+            return _sse_errors({"errors": [format_exception(exc)]})
         return _error(exc, media)
     except RequestError as exc:
+        if sse:
+            # graphql-sse: errors of the request before execution come in a `next` event
+            # of an accepted stream (an EventSource cannot read the body of a 400).
+            return _sse_errors(exc.response())
         status = 200 if legacy and exc.status == 400 else exc.status
         return json_response(exc.response(), status, media)
 
-    if "text/event-stream" in accept:
-        return _sse(app, request, prepared, variables, credential)
+    if sse:
+        return _sse(app, request, prepared, variables, credential, resume=resume)
     if prepared.kind == "subscription":
+        if wants_multipart(accept):
+            return _multipart(app, request, prepared, variables, credential)
         return _error(
             ApiError(
-                "subscriptions need a WebSocket (graphql-transport-ws or graphql-ws) or "
-                "Server-Sent Events (Accept: text/event-stream)",
+                "subscriptions need a WebSocket (graphql-transport-ws or graphql-ws), "
+                "Server-Sent Events (Accept: text/event-stream) or multipart HTTP "
+                '(Accept: multipart/mixed;subscriptionSpec="1.0")',
                 code="BAD_REQUEST",
             ),
             media,
@@ -173,12 +235,43 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     return json_response(result, status, media)
 
 
+#: Streams are not to be cached, nor buffered by a proxy (nginx reads the second).
+_STREAMING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def _items(sub: Subscriber, heartbeat: float) -> AsyncIterator[Item | None]:
+    """A subscriber's items as its transport writes them; ``None`` after ``heartbeat``
+    seconds without one (the transport's keep-alive)."""
+    while True:
+        item = sub.next_nowait()  # queued items go out without a timer
+        if item is None:
+            try:
+                async with asyncio.timeout(heartbeat):
+                    item = await sub.next_item()
+            except TimeoutError:
+                yield None
+                continue
+            if item is None:
+                return
+        yield item
+
+
+def _sse_errors(response: dict[str, Any]) -> Response:
+    async def stream() -> AsyncIterator[str]:
+        yield _event("next", orjson.dumps(response).decode())
+        yield _event("complete", "")
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=_STREAMING)
+
+
 def _sse(
     app: GraphQLApp,
     request: Request,
     prepared: Prepared,
     variables: dict[str, Any] | None,
     credential: Credential,
+    *,
+    resume: str | None,
 ) -> Response:
     async def stream() -> AsyncIterator[str]:
         if prepared.kind != "subscription":
@@ -195,39 +288,76 @@ def _sse(
             yield _event("complete", "")
             return
         feed, sub = app.hub.subscribe(
-            prepared, variables, lambda: app.context(request.scope, credential)
+            prepared,
+            variables,
+            lambda: app.context(request.scope, credential),
+            resume_from=resume,
         )
-        heartbeat = app.limits.heartbeat_seconds
         try:
             yield ": connected\n\n"
-            while True:
-                item = sub.next_nowait()  # queued items go out without a timer
+            async for item in _items(sub, app.limits.heartbeat_seconds):
                 if item is None:
-                    try:
-                        async with asyncio.timeout(heartbeat):
-                            item = await sub.next_item()
-                    except TimeoutError:
-                        yield ":\n\n"
-                        continue
-                    if item is None:
-                        break
-                yield item.framed("sse", _next_event)
+                    yield ":\n\n"
+                else:
+                    yield item.framed("sse", _sse_frame(item.resume))
             if sub.final is not None:
                 yield _event("next", sub.final)
             yield _event("complete", "")
         finally:
             feed.leave(sub)
 
-    return StreamingResponse(
-        stream(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=_STREAMING)
 
 
 def _event(name: str, data: str) -> str:
     return f"event: {name}\ndata: {data}\n\n"
 
 
-def _next_event(payload: str) -> str:
-    return f"event: next\ndata: {payload}\n\n"
+def _sse_frame(resume: str | None) -> Callable[[str], str]:
+    """The ``next`` event of a payload, with ``id:`` when it has a resume point."""
+    if resume is None:
+        return lambda payload: f"event: next\ndata: {payload}\n\n"
+    return lambda payload: f"id: {resume}\nevent: next\ndata: {payload}\n\n"
+
+
+#: Apollo's multipart subscriptions: the boundary is always ``graphql``.
+MULTIPART = 'multipart/mixed; boundary="graphql"; subscriptionSpec=1.0'
+_PART = "\r\nContent-Type: application/json\r\n\r\n"
+_HEARTBEAT = _PART + "{}\r\n--graphql"
+
+
+def _part(payload: str) -> str:
+    # Each part is followed at once by the next delimiter, so a reader (meros) hands it
+    # over as soon as it arrives instead of when the next part begins.
+    return f'{_PART}{{"payload":{payload}}}\r\n--graphql'
+
+
+def _multipart(
+    app: GraphQLApp,
+    request: Request,
+    prepared: Prepared,
+    variables: dict[str, Any] | None,
+    credential: Credential,
+) -> Response:
+    async def stream() -> AsyncIterator[str]:
+        feed, sub = app.hub.subscribe(
+            prepared, variables, lambda: app.context(request.scope, credential)
+        )
+        try:
+            yield "\r\n--graphql"
+            async for item in _items(sub, app.limits.heartbeat_seconds):
+                yield _HEARTBEAT if item is None else item.framed("multipart", _part)
+            final = sub.final
+            if final is not None:
+                if sub.failed:
+                    # A transport-level error: the subscription is over, no payload.
+                    errors_ = orjson.loads(final).get("errors", [])
+                    body = orjson.dumps({"payload": None, "errors": errors_}).decode()
+                    yield f"{_PART}{body}\r\n--graphql"
+                else:
+                    yield _part(final)
+            yield "--\r\n"
+        finally:
+            feed.leave(sub)
+
+    return StreamingResponse(stream(), media_type=MULTIPART, headers=_STREAMING)

@@ -92,7 +92,7 @@ async def watch_events(
         target,
         WatchStart("tail"),
         ctx.credential,
-        catch_up=start.resource_version if start.mode == "resume" else None,
+        catch_up=ctx.catch_up or (start.resource_version if start.mode == "resume" else None),
     )
     try:
         ctx.watch = (sub, start)

@@ -76,16 +76,17 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def serve_app(settings: Settings) -> AsyncIterator[tuple[str, Starlette]]:
-    """Serve ``create_app(settings)`` with uvicorn on a free loopback port until the block
-    exits; yields the base URL and the application."""
+async def serve_app(settings: Settings, port: int = 0) -> AsyncIterator[tuple[str, Starlette]]:
+    """Serve ``create_app(settings)`` with uvicorn on a loopback port (a free one, unless
+    ``port`` says which: a gateway started again where a client will reconnect) until the
+    block exits; yields the base URL and the application."""
     app = create_app(settings)
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP
     # (socket.socket() leaves it 0), and without it every response waits ~40 ms for a
     # delayed ACK (Nagle).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, lifespan="on", log_config=None, log_level=None, timeout_graceful_shutdown=2
@@ -108,11 +109,13 @@ async def serve_app(settings: Settings) -> AsyncIterator[tuple[str, Starlette]]:
 
 
 @contextlib.asynccontextmanager
-async def serve_gateway(demo: DemoUpstream, server: str | None = None) -> AsyncIterator[Gateway]:
+async def serve_gateway(
+    demo: DemoUpstream, server: str | None = None, *, port: int = 0
+) -> AsyncIterator[Gateway]:
     """Serve the gateway app against ``demo`` until the block exits.
 
     ``server`` is the upstream URL the gateway calls, when not ``demo.url`` itself (a
-    :class:`~tests.support.tap.Tap` in front of it).
+    :class:`~tests.support.tap.Tap` in front of it); ``port``: see :func:`serve_app`.
     """
     settings = Settings(
         host="127.0.0.1",
@@ -121,7 +124,7 @@ async def serve_gateway(demo: DemoUpstream, server: str | None = None) -> AsyncI
         server=server or demo.url,
         log_level="warning",
     )
-    async with serve_app(settings) as (url, app):
+    async with serve_app(settings, port) as (url, app):
         yield Gateway(url, app, demo)
 
 
