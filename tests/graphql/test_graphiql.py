@@ -1,8 +1,8 @@
 """GraphiQL loads in headless Chromium (Debian's ``chromium``), offline, and runs a query
 and, in demo mode, a subscription.
 
-Chromium is driven over the DevTools protocol (a WebSocket, with the ``websockets``
-package): open the page, click GraphiQL's run button, wait in the page for the result,
+Chromium is driven over the DevTools protocol (tests/support/chromium.py): open the page,
+click GraphiQL's run button, wait in the page for the result,
 take a screenshot and check the result text.  Every request the page makes must go to the
 gateway itself: GraphiQL's assets are served locally, not from a CDN.  In demo mode the page
 opens with the demo token in its Headers pane and example tabs; the example subscription
@@ -11,24 +11,21 @@ runs over the gateway's WebSocket and shows a change made through the API while 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
-import itertools
 import json
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-import orjson
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
 from gateway.demo import DemoUpstream
 from gateway.graphql.graphiql import DEMO_TOKEN
 from gateway.settings import Settings
+from tests.support.chromium import DevTools, chromium
 from tests.support.graphql import (
     ADMIN,
     Gateway,
@@ -39,90 +36,6 @@ from tests.support.graphql import (
     serve_gateway,
     unique,
 )
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--window-size=1280,800",
-    "--remote-debugging-port=0",
-]
-
-
-class DevTools:
-    """A minimal DevTools protocol client for one page (flattened session)."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self.ids = itertools.count(1)
-        self.session: str | None = None
-        self.events: list[dict[str, Any]] = []
-
-    async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        call_id = next(self.ids)
-        message: dict[str, Any] = {"id": call_id, "method": method, "params": params}
-        if self.session is not None:
-            message["sessionId"] = self.session
-        await self.ws.send(orjson.dumps(message).decode())
-        while True:
-            reply = orjson.loads(await self.ws.recv())
-            if reply.get("id") == call_id:
-                assert "error" not in reply, reply
-                result: dict[str, Any] = reply["result"]
-                return result
-            self.events.append(reply)
-
-    async def evaluate(self, expression: str) -> Any:
-        result = await self.call(
-            "Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True
-        )
-        assert "exceptionDetails" not in result, result
-        return result["result"].get("value")
-
-
-@contextlib.asynccontextmanager
-async def chromium(profile: Path) -> AsyncIterator[DevTools]:
-    proc = await asyncio.create_subprocess_exec(
-        CHROMIUM,
-        *FLAGS,
-        f"--user-data-dir={profile}",
-        "about:blank",
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stderr is not None
-        async with asyncio.timeout(60):
-            while True:
-                line = (await proc.stderr.readline()).decode()
-                assert line, "chromium exited before its DevTools endpoint was up"
-                if line.startswith("DevTools listening on "):
-                    endpoint = line.split(" on ", 1)[1].strip()
-                    break
-        drain = asyncio.create_task(proc.stderr.read())
-        async with connect(endpoint, max_size=None) as ws:
-            tools = DevTools(ws)
-            target = await tools.call("Target.createTarget", url="about:blank")
-            attached = await tools.call(
-                "Target.attachToTarget", targetId=target["targetId"], flatten=True
-            )
-            tools.session = attached["sessionId"]
-            yield tools
-        drain.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await drain
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-        await proc.wait()
-
 
 WAIT_AND_RUN = """new Promise((resolve, reject) => {
   const deadline = Date.now() + 30000;

@@ -74,12 +74,13 @@ async def chromium(profile: Path) -> AsyncIterator[DevTools]:
     )
     try:
         assert proc.stderr is not None
-        while True:
-            line = (await proc.stderr.readline()).decode()
-            assert line, "chromium exited before its DevTools endpoint was up"
-            if line.startswith("DevTools listening on "):
-                endpoint = line.split(" on ", 1)[1].strip()
-                break
+        async with asyncio.timeout(60):
+            while True:
+                line = (await proc.stderr.readline()).decode()
+                assert line, "chromium exited before its DevTools endpoint was up"
+                if line.startswith("DevTools listening on "):
+                    endpoint = line.split(" on ", 1)[1].strip()
+                    break
         drain = asyncio.create_task(proc.stderr.read())
         async with connect(endpoint, max_size=None) as ws:
             tools = DevTools(ws)
