@@ -23,29 +23,11 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 
 from gateway.demo import DemoUpstream
+from tests.graphql.test_http_subscriptions import WATCH, change, pod
 from tests.support.chromium import chromium
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, Gateway, serve_gateway, unique
 
 CLIENTS = Path(__file__).resolve().parents[1] / "graphql-http"
-
-WATCH = """subscription($ns: String, $labels: String) {
-  watchPods(namespace: $ns, labelSelector: $labels) {
-    type resourceVersion object { metadata { name } }
-  }
-}"""
-
-
-def pod(name: str, label: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"suite": label}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }
-
-
-def change(result: dict[str, Any]) -> tuple[str, str]:
-    assert "errors" not in result, result
-    event = result["data"]["watchPods"]
-    return event["type"], event["object"]["metadata"]["name"]
 
 
 def watch_request(label: str) -> str:
