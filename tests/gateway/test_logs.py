@@ -89,6 +89,19 @@ def test_requests_over_every_transport_are_logged_as_json_with_their_ids_and_no_
             for line in stream.iter_lines():
                 if line.startswith("data:"):
                     break
+        # the same over multipart HTTP (Apollo Client's protocol)
+        multipart_headers = {
+            **auth,
+            "X-Request-Id": "multipart-1",
+            "Accept": 'multipart/mixed;subscriptionSpec="1.0"',
+        }
+        with client.stream(
+            "POST", "/graphql", json={"query": subscription}, headers=multipart_headers
+        ) as stream:
+            assert stream.headers["x-request-id"] == "multipart-1"
+            for line in stream.iter_lines():
+                if '"payload"' in line:
+                    break
 
     # gRPC: a call and a watch, the id in metadata both ways
     with grpc.insecure_channel(gateway.grpc) as channel:
@@ -139,6 +152,10 @@ def test_requests_over_every_transport_are_logged_as_json_with_their_ids_and_no_
     assert sse["transport"] == "sse" and sse["operation"] == "Pods"
     assert sse["operation_type"] == "subscription"
     assert sse["events"] >= 1 and sse["ended"] == "cancelled"
+
+    multipart = _access_line(gateway, "multipart-1")
+    assert multipart["transport"] == "multipart" and multipart["operation"] == "Pods"
+    assert multipart["events"] >= 1 and multipart["ended"] == "cancelled"
 
     grpc_line = _access_line(gateway, "grpc-789")
     assert grpc_line["transport"] == "grpc" and grpc_line["status"] == "OK"
