@@ -36,6 +36,7 @@ from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.metrics import Metrics
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
+from gateway.requestid import RequestContext
 from gateway.settings import Settings
 from gateway.tls import Certificates, TlsFiles
 
@@ -339,7 +340,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             yield {}
             log.info("shutting down")
 
-    middleware = []
+    # Outermost: the request id and the access line cover everything below.
+    middleware = [Middleware(RequestContext)]
     if origins:
         # Bearer tokens travel in headers, never cookies: no credentials mode is needed.
         middleware.append(

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import ssl
 import sys
 from collections.abc import Sequence
 
 import uvicorn
 
+from gateway import logs
 from gateway import settings as settings_mod
 
 
 def _serve(argv: Sequence[str]) -> int:
     settings = settings_mod.load(argv)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(settings.log_level, settings.log_format)
     from gateway.app import create_app, resolve_upstream
     from gateway.core.config import ConfigError
 
@@ -49,8 +46,8 @@ def _serve(argv: Sequence[str]) -> int:
         log_level=settings.log_level,
         lifespan="on",
         log_config=None,  # keep the logging configured above (one format for every logger)
-        # Tokens travel in headers, never in URLs, so access logs are safe to keep.
-        access_log=settings.log_level == "debug",
+        # The gateway writes its own access lines (gateway/requestid.py), with request ids.
+        access_log=False,
         ssl_certfile=settings.tls_cert_file,
         ssl_keyfile=settings.tls_key_file,
     )

@@ -58,6 +58,7 @@ class Settings:
     grpc_client_ca_file: str | None = None
     tls_reload_seconds: float = 10.0
     log_level: str = "info"
+    log_format: str = "auto"
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
@@ -129,6 +130,7 @@ _HELP: dict[str, str] = {
     "(mutual TLS; needs --tls-cert-file)",
     "tls_reload_seconds": "how often the TLS files are checked for a renewed certificate",
     "log_level": "debug, info, warning or error",
+    "log_format": "auto (text on a terminal, else JSON lines), json or text",
 }
 
 #: Fields that must be greater than zero.
@@ -220,4 +222,9 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             raise SystemExit(
                 f"{flag} ({ENV_PREFIX}{name.upper()}) must be greater than 0, got {value!r}"
             )
+    log_format = values.get("log_format", "auto")
+    if log_format not in ("auto", "json", "text"):
+        raise SystemExit(
+            f"--log-format ({ENV_PREFIX}LOG_FORMAT) must be auto, json or text, got {log_format!r}"
+        )
     return Settings(**values)

@@ -39,6 +39,12 @@ from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
 from gateway.graphql.fanout import Item, Subscriber
 from gateway.graphql.graphiql import page, page_headers
+from gateway.requestid import (
+    note_event,
+    note_operation,
+    note_subscription,
+    note_subscription_end,
+)
 
 if TYPE_CHECKING:
     from gateway.graphql.server import GraphQLApp
@@ -57,6 +63,12 @@ def json_response(
 
 def _error(exc: ApiError, media_type: str = "application/json") -> Response:
     return json_response({"errors": [format_exception(exc)]}, exc.http_status, media_type)
+
+
+def operation_name(prepared: Prepared) -> str | None:
+    """The name the document gives the operation it runs (for the access line)."""
+    name = prepared.operation.name
+    return name.value if name is not None else None
 
 
 def negotiate(accept: str) -> tuple[str, bool]:
@@ -208,6 +220,7 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         status = 200 if legacy and exc.status == 400 else exc.status
         return json_response(exc.response(), status, media)
 
+    note_operation(prepared.kind, operation_name(prepared))
     if sse:
         return _sse(app, request, prepared, variables, credential, resume=resume)
     if prepared.kind == "subscription":
@@ -241,7 +254,9 @@ _STREAMING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 async def _items(sub: Subscriber, heartbeat: float) -> AsyncIterator[Item | None]:
     """A subscriber's items as its transport writes them; ``None`` after ``heartbeat``
-    seconds without one (the transport's keep-alive)."""
+    seconds without one (the transport's keep-alive).  The request's access line counts
+    them."""
+    note_subscription()
     while True:
         item = sub.next_nowait()  # queued items go out without a timer
         if item is None:
@@ -252,7 +267,9 @@ async def _items(sub: Subscriber, heartbeat: float) -> AsyncIterator[Item | None
                 yield None
                 continue
             if item is None:
+                note_subscription_end(sub.failed)
                 return
+        note_event()
         yield item
 
 

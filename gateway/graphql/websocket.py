@@ -22,6 +22,7 @@ from gateway.core.adapter import ANONYMOUS, Credential
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
+from gateway.requestid import note_event, note_subscription_end, operation_log
 
 if TYPE_CHECKING:
     from gateway.graphql.server import GraphQLApp
@@ -215,6 +216,12 @@ class Connection:
             log.debug("websocket operation ended with %r", task.exception())
 
     async def _run(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
+        from gateway.graphql.http import operation_name
+
+        with operation_log("websocket", prepared.kind, operation_name(prepared)):
+            await self._operation(op_id, prepared, variables)
+
+    async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
         def context_of() -> Context:
             return self.app.context(self.ws.scope, self.credential)
 
@@ -232,7 +239,9 @@ class Connection:
         try:
             # Frames are built once per item for every subscriber with the same op id.
             while (item := sub.next_nowait() or await sub.next_item()) is not None:
+                note_event()
                 await self.send_text(item.framed(key, frame))
+            note_subscription_end(sub.failed)
             if sub.final is not None:
                 await self.send_payload(op_id, sub.final)
             await self.send({"id": op_id, "type": "complete"})

@@ -20,6 +20,7 @@ from gateway.core.hub import WatchHub
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
 from gateway.grpc.messages import file_descriptors
+from gateway.grpc.requestid import RequestIdInterceptor
 from gateway.grpc.servicer import resource_handler
 
 __all__ = ["GrpcOptions", "service_names", "start_grpc"]
@@ -110,7 +111,9 @@ async def start_grpc(
     conversions = codec(c)
     file_descriptors(c)  # import the stubs: reflection answers from the descriptor pool
     server = grpc.aio.server(
-        options=opts.channel_options(), maximum_concurrent_rpcs=opts.max_concurrent_rpcs
+        options=opts.channel_options(),
+        maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
+        interceptors=(RequestIdInterceptor(),),  # request ids and access lines
     )
     server.add_generic_rpc_handlers(
         tuple(resource_handler(adapter, hub, svc, conversions) for svc in c.services)

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 
@@ -84,6 +84,13 @@ class Served:
             found = [line for line in self.lines if text in line]
         assert found, f"the gateway ended without logging {text!r}:\n{self.log}"
         return found[0]
+
+    def wait_until(self, found: Callable[[list[str]], bool]) -> None:
+        """Once ``found(lines)`` holds for the lines written so far (fails if the process
+        ends its log first; one that never does is failed by the test's timeout)."""
+        with self._wrote:
+            self._wrote.wait_for(lambda: self._ended or found(self.lines))
+            assert found(self.lines), f"the gateway ended without the expected lines:\n{self.log}"
 
     @property
     def log(self) -> str:

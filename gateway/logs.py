@@ -1,0 +1,120 @@
+"""The gateway's log lines: JSON objects when stderr is not a terminal, text when it is.
+
+One handler on the root logger serves every logger of the process, uvicorn's included, so
+each line has the same shape.  A JSON line is one object::
+
+    {"time": "2026-01-02T03:04:05.678Z", "level": "INFO", "logger": "gateway.access",
+     "message": "POST /graphql 200", "request_id": "test-123", "transport": "http", ...}
+
+``request_id`` is there on every line logged while a request is served (see
+:mod:`gateway.requestid`); the structured fields of a line are what its call passed as
+``extra``.  Nothing here decides what is logged: callers never pass tokens,
+``Authorization`` values, GraphQL variables or user names (see :mod:`gateway.requestid`
+for the access lines).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any, Final, Literal, TextIO
+
+import orjson
+
+from gateway.requestid import current_request_id
+
+__all__ = ["FORMATS", "JsonFormatter", "TextFormatter", "configure", "resolve_format"]
+
+#: The values of ``--log-format``.
+FORMATS: Final = ("auto", "json", "text")
+
+#: Attributes every ``LogRecord`` has; anything else on a record came from ``extra``.
+_STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
+
+
+def fields_of(record: logging.LogRecord) -> dict[str, Any]:
+    """The structured fields a log call passed as ``extra``."""
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+
+
+def _timestamp(created: float) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time (UTC), level, logger, message, ``request_id`` when
+    known, the record's structured fields, and ``exception`` when it carries one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": _timestamp(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = getattr(record, "request_id", None) or current_request_id()
+        if request_id is not None:
+            line["request_id"] = request_id
+        for key, value in fields_of(record).items():
+            line.setdefault(key, value)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message`` then ``key=value`` for the request id and the fields."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        text = super().formatMessage(record)
+        extra = fields_of(record)
+        request_id = extra.pop("request_id", None) or current_request_id()
+        if request_id is not None:
+            text += f" request_id={request_id}"
+        return text + "".join(f" {k}={v}" for k, v in extra.items())
+
+
+def resolve_format(fmt: str, stream: TextIO) -> Literal["json", "text"]:
+    """``auto``: text on a terminal, JSON otherwise (a file, a pipe, a container runtime)."""
+    if fmt == "auto":
+        return "text" if stream.isatty() else "json"
+    if fmt not in ("json", "text"):
+        raise ValueError(f"the log format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    return fmt  # type: ignore[return-value]
+
+
+def configure(level: str, fmt: str = "auto", stream: TextIO | None = None) -> None:
+    """Send every logger's records to ``stream`` (stderr) in one format at ``level``.
+
+    uvicorn's loggers propagate here (``log_config=None``); its access log is off, the
+    gateway writes its own access lines (``gateway.access``).  httpx's line per upstream
+    request (its URL holds the caller's selectors and object names) is kept for
+    ``debug``: the access line and the upstream metrics say enough.
+    """
+    out = stream if stream is not None else sys.stderr
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter() if resolve_format(fmt, out) == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    upstream_level = logging.NOTSET if level.lower() == "debug" else logging.WARNING
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(upstream_level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.asgi"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True

@@ -1,0 +1,294 @@
+"""Request ids and access lines, for HTTP, WebSocket and gRPC alike.
+
+Every request the gateway serves gets an id:
+
+* the caller's ``X-Request-Id`` (gRPC: ``x-request-id`` metadata) when it is 1-128
+  characters of ``A-Z a-z 0-9 . _ : + = / @ -`` starting with a letter or digit,
+* else the trace id of a valid W3C ``traceparent``,
+* else 32 random hex digits.
+
+The id is returned to the caller (the ``X-Request-Id`` response header, in the WebSocket
+handshake response too; gRPC: ``x-request-id`` initial metadata) and is on every log line
+written while the request is served (:func:`current_request_id`, read by
+:mod:`gateway.logs`), because it lives in a context variable set by
+:class:`RequestContext` (a pure ASGI middleware: a ``BaseHTTPMiddleware`` would break
+streaming responses) and by the gRPC interceptor (:mod:`gateway.grpc.requestid`).  Tasks
+started while serving inherit it; the shared upstream watches and subscription feeds
+started by a request keep the id of the request that started them.
+
+Each request ends with one access line on the ``gateway.access`` logger: transport
+(``http``, ``sse``, ``multipart``, ``websocket``, ``grpc``), method, path, status,
+``duration_ms``, ``bytes`` and, when known, the GraphQL ``operation`` name and
+``operation_type``.  A subscription adds ``events`` (delivered) and ``ended``
+(``complete``: the server ended it, ``error``: ended with an error, ``cancelled``: the
+client left or stopped it).  An SSE or multipart subscription is one request, so one line
+says both; a WebSocket connection has a line of its own when it closes, and each operation
+on it a line when it ends.  Probes (``/healthz``, ``/readyz``, ``/metrics`` answered
+below 400) are logged at debug level.  Access lines never carry a token, an
+``Authorization`` value, a query string, GraphQL variables or a user name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = [
+    "AccessRecord",
+    "RequestContext",
+    "current_request_id",
+    "note_event",
+    "note_operation",
+    "note_subscription",
+    "note_subscription_end",
+    "operation_log",
+    "request_id_of",
+]
+
+access_log = logging.getLogger("gateway.access")
+
+HEADER: Final = "x-request-id"
+_VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+=/@-]{0,127}")
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_PROBES: Final = frozenset({"/healthz", "/readyz", "/metrics"})
+#: GraphQL operation names are the caller's words: logged, but never at any length.
+_MAX_NAME: Final = 100
+
+
+def new_request_id() -> str:
+    return os.urandom(16).hex()
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id of a valid W3C ``traceparent`` (version ``ff``, an all-zero trace or
+    parent id are invalid)."""
+    if not traceparent:
+        return None
+    match = _TRACEPARENT.fullmatch(traceparent.strip())
+    if match is None:
+        return None
+    version, trace_id, parent_id, _ = match.groups()
+    if version == "ff" or trace_id == "0" * 32 or parent_id == "0" * 16:
+        return None
+    return trace_id
+
+
+def request_id_of(given: str | None, traceparent: str | None = None) -> str:
+    """The id of a request: ``given`` when valid, else the ``traceparent``'s trace id,
+    else a new one."""
+    if given is not None and _VALID_ID.fullmatch(given):
+        return given
+    return trace_id_of(traceparent) or new_request_id()
+
+
+@dataclass(slots=True)
+class AccessRecord:
+    """What one request's access line will say; filled in while it is served."""
+
+    request_id: str
+    transport: str
+    method: str
+    path: str
+    started: float = field(default_factory=time.perf_counter)
+    status: int | str | None = None
+    bytes: int = 0
+    finished: bool = False
+    operation: str | None = None
+    operation_type: str | None = None
+    #: ``None`` unless a subscription is served.
+    events: int | None = None
+    ended: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "transport": self.transport,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
+            "bytes": self.bytes,
+        }
+        if self.operation is not None:
+            out["operation"] = self.operation
+        if self.operation_type is not None:
+            out["operation_type"] = self.operation_type
+        if self.events is not None:
+            out["events"] = self.events
+            out["ended"] = self.ended or ("complete" if self.finished else "cancelled")
+        return out
+
+    def log(self, level: int = logging.INFO) -> None:
+        access_log.log(
+            level,
+            "%s %s %s",
+            self.method,
+            self.path,
+            self.status,
+            extra={"request_id": self.request_id, **self.fields()},
+        )
+
+
+_CURRENT: ContextVar[AccessRecord | None] = ContextVar("kube_gateway_request", default=None)
+
+
+def current_request_id() -> str | None:
+    """The id of the request being served (``None`` outside of one)."""
+    record = _CURRENT.get()
+    return record.request_id if record is not None else None
+
+
+def current() -> AccessRecord | None:
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def serving(record: AccessRecord) -> Iterator[AccessRecord]:
+    """``record`` is the request being served inside the block."""
+    token = _CURRENT.set(record)
+    try:
+        yield record
+    finally:
+        # An async generator closed from another context (a finaliser) cannot reset it.
+        with contextlib.suppress(ValueError):
+            _CURRENT.reset(token)
+
+
+def _name(name: str | None) -> str | None:
+    return name[:_MAX_NAME] if name else None
+
+
+def note_operation(operation_type: str, name: str | None) -> None:
+    """The GraphQL operation the current request runs (its type and name, never its
+    variables)."""
+    record = _CURRENT.get()
+    if record is not None:
+        record.operation_type = operation_type
+        record.operation = _name(name)
+
+
+def note_subscription() -> None:
+    """The current request serves a subscription: its line counts events."""
+    record = _CURRENT.get()
+    if record is not None and record.events is None:
+        record.events = 0
+
+
+def note_event() -> None:
+    """One event delivered to the current request's subscriber."""
+    record = _CURRENT.get()
+    if record is not None and record.events is not None:
+        record.events += 1
+
+
+def note_subscription_end(failed: bool) -> None:
+    """The server ended the current request's subscription (with an error or not)."""
+    record = _CURRENT.get()
+    if record is not None:
+        record.ended = "error" if failed else "complete"
+
+
+@contextlib.contextmanager
+def operation_log(transport: str, operation_type: str, name: str | None) -> Iterator[AccessRecord]:
+    """Log one operation of a connection (a WebSocket's) when the block ends.
+
+    The line has the connection's request id; ``ended`` is ``cancelled`` when the block is
+    cancelled (the client stopped the operation or left), ``error`` when it raises or
+    :func:`note_subscription_end` says so, else ``complete``.
+    """
+    parent = _CURRENT.get()
+    record = AccessRecord(
+        request_id=parent.request_id if parent is not None else new_request_id(),
+        transport=transport,
+        method=operation_type,
+        path=parent.path if parent is not None else "",
+        operation=_name(name),
+        operation_type=operation_type,
+        events=0 if operation_type == "subscription" else None,
+    )
+    token = _CURRENT.set(record)
+    try:
+        yield record
+        record.finished = True
+        record.status = "ok" if record.ended != "error" else "error"
+    except BaseException as exc:
+        cancelled = not isinstance(exc, Exception)
+        record.status = "cancelled" if cancelled else "error"
+        record.ended = record.ended or ("cancelled" if cancelled else "error")
+        raise
+    finally:
+        _CURRENT.reset(token)
+        record.log()
+
+
+_STREAM_TYPES: Final = ((b"text/event-stream", "sse"), (b"multipart/mixed", "multipart"))
+
+
+class RequestContext:
+    """Pure ASGI middleware: the request id, its response header, the access line."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        record = AccessRecord(
+            request_id=request_id_of(headers.get(HEADER), headers.get("traceparent")),
+            transport=kind,
+            method=scope.get("method", "GET"),
+            path=scope.get("path", ""),
+        )
+        echoed = (HEADER.encode(), record.request_id.encode())
+
+        async def sending(message: Message) -> None:
+            t = message["type"]
+            if t == "http.response.body":
+                record.bytes += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    record.finished = True
+            elif t == "websocket.send":
+                record.bytes += len(message.get("bytes") or b"") + len(message.get("text") or "")
+            elif t in ("http.response.start", "websocket.accept", "websocket.http.response.start"):
+                response_headers = [*message.get("headers", []), echoed]
+                message = {**message, "headers": response_headers}
+                record.status = message.get("status", 101)
+                content_type = next(
+                    (v for k, v in response_headers if k.lower() == b"content-type"), b""
+                )
+                for media, transport in _STREAM_TYPES:
+                    if content_type.startswith(media):
+                        record.transport = transport
+            elif t == "websocket.close" and record.status is None:
+                record.status = 403  # refused before the upgrade
+            await send(message)
+
+        with serving(record):
+            try:
+                await self.app(scope, receive, sending)
+            except BaseException:
+                if record.status is None:
+                    record.status = 500
+                raise
+            finally:
+                probe = (
+                    record.path in _PROBES
+                    and isinstance(record.status, int)
+                    and record.status < 400
+                )
+                level = logging.DEBUG if probe else logging.INFO
+                if isinstance(record.status, int) and record.status >= 500:
+                    level = logging.WARNING
+                record.log(level)

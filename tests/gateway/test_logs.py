@@ -1,0 +1,228 @@
+"""Structured logs of `kube-gateway serve`: JSON lines on a pipe, a request id on every line
+of a request (taken from the caller, returned to it), one access line per request and per
+ended subscription, and never a token, a variable or a user name."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import orjson
+import pytest
+from websockets.sync.client import connect
+
+from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
+from gateway.logs import JsonFormatter, TextFormatter, resolve_format
+from gateway.requestid import request_id_of
+from tests.support.serve_process import Served, serve_process
+
+TOKEN = "viewer-token"  # a demo token the start-up line does not print
+SECRET_VARIABLE = "app=never-logged-7f3a"
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    # stderr is a pipe: --log-format auto writes JSON
+    with serve_process(tmp_path_factory.mktemp("home"), "--demo") as served:
+        yield served
+
+
+def _lines(served: Served) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in served.lines]
+
+
+def _access(lines: list[str], request_id: str) -> list[dict[str, Any]]:
+    parsed = (orjson.loads(line) for line in lines if '"gateway.access"' in line)
+    return [p for p in parsed if p.get("request_id") == request_id]
+
+
+def _access_line(served: Served, request_id: str, **expected: Any) -> dict[str, Any]:
+    def matching(lines: list[str]) -> list[dict[str, Any]]:
+        return [
+            a for a in _access(lines, request_id) if all(a.get(k) == v for k, v in expected.items())
+        ]
+
+    served.wait_until(lambda lines: bool(matching(lines)))
+    (line,) = matching(served.lines)
+    return line
+
+
+def test_requests_over_every_transport_are_logged_as_json_with_their_ids_and_no_secret(
+    gateway: Served,
+) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    query = (
+        'query ListDemo($selector: String) { pods(namespace: "demo", labelSelector: '
+        "$selector) { items { metadata { name } } } }"
+    )
+    with httpx.Client(base_url=gateway.http, timeout=30) as client:
+        answer = client.post(
+            "/graphql",
+            json={"query": query, "variables": {"selector": SECRET_VARIABLE}},
+            headers={**auth, "X-Request-Id": "test-123"},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["data"]["pods"]["items"] == []
+        assert answer.headers["x-request-id"] == "test-123"
+        # an id that is not safe to log is replaced by a generated one
+        replaced = client.get("/healthz", headers={"X-Request-Id": "bad id;<b>" + "x" * 200})
+        generated = replaced.headers["x-request-id"]
+        assert len(generated) == 32 and generated != "test-123"
+        # a traceparent's trace id is the request id
+        traced = client.get(
+            "/healthz",
+            headers={"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+        )
+        assert traced.headers["x-request-id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+
+        # an SSE subscription: one event, then the client leaves
+        sse_headers = {**auth, "X-Request-Id": "sse-456", "Accept": "text/event-stream"}
+        subscription = 'subscription Pods { watchPods(namespace: "demo") { type } }'
+        with client.stream(
+            "POST", "/graphql", json={"query": subscription}, headers=sse_headers
+        ) as stream:
+            assert stream.headers["x-request-id"] == "sse-456"
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    break
+        # the same over multipart HTTP (Apollo Client's protocol)
+        multipart_headers = {
+            **auth,
+            "X-Request-Id": "multipart-1",
+            "Accept": 'multipart/mixed;subscriptionSpec="1.0"',
+        }
+        with client.stream(
+            "POST", "/graphql", json={"query": subscription}, headers=multipart_headers
+        ) as stream:
+            assert stream.headers["x-request-id"] == "multipart-1"
+            for line in stream.iter_lines():
+                if '"payload"' in line:
+                    break
+
+    # gRPC: a call and a watch, the id in metadata both ways
+    with grpc.insecure_channel(gateway.grpc) as channel:
+        pods = pods_pb2_grpc.PodServiceStub(channel)
+        metadata = (("authorization", f"Bearer {TOKEN}"), ("x-request-id", "grpc-789"))
+        _, call = pods.List.with_call(
+            pods_pb2.ListPodsRequest(namespace="demo"), metadata=metadata, timeout=30
+        )
+        assert ("x-request-id", "grpc-789") in call.initial_metadata()
+        watch = pods.Watch(
+            pods_pb2.WatchPodsRequest(namespace="demo"),
+            metadata=(metadata[0], ("x-request-id", "grpc-watch-1")),
+            timeout=60,
+        )
+        next(watch)
+        assert ("x-request-id", "grpc-watch-1") in watch.initial_metadata()
+        watch.cancel()
+
+    # a WebSocket subscription, stopped by the client
+    url = gateway.http.replace("http://", "ws://") + "/graphql"
+    with connect(
+        url,
+        subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        additional_headers={"X-Request-Id": "ws-321"},
+        open_timeout=30,
+    ) as ws:
+        assert ws.response is not None
+        assert ws.response.headers["x-request-id"] == "ws-321"
+        ws.send(orjson.dumps({"type": "connection_init", "payload": {"authToken": TOKEN}}).decode())
+        assert orjson.loads(ws.recv(timeout=30))["type"] == "connection_ack"
+        ws.send(
+            orjson.dumps(
+                {"id": "1", "type": "subscribe", "payload": {"query": subscription}}
+            ).decode()
+        )
+        assert orjson.loads(ws.recv(timeout=30))["type"] == "next"
+        ws.send(orjson.dumps({"id": "1", "type": "complete"}).decode())
+
+    query_line = _access_line(gateway, "test-123")
+    assert query_line["level"] == "INFO" and query_line["logger"] == "gateway.access"
+    assert query_line["transport"] == "http"
+    assert query_line["method"] == "POST" and query_line["path"] == "/graphql"
+    assert query_line["status"] == 200 and query_line["bytes"] == len(answer.content)
+    assert query_line["operation"] == "ListDemo" and query_line["operation_type"] == "query"
+    assert isinstance(query_line["duration_ms"], float)
+
+    sse = _access_line(gateway, "sse-456")
+    assert sse["transport"] == "sse" and sse["operation"] == "Pods"
+    assert sse["operation_type"] == "subscription"
+    assert sse["events"] >= 1 and sse["ended"] == "cancelled"
+
+    multipart = _access_line(gateway, "multipart-1")
+    assert multipart["transport"] == "multipart" and multipart["operation"] == "Pods"
+    assert multipart["events"] >= 1 and multipart["ended"] == "cancelled"
+
+    grpc_line = _access_line(gateway, "grpc-789")
+    assert grpc_line["transport"] == "grpc" and grpc_line["status"] == "OK"
+    assert grpc_line["path"] == "/kubegateway.v1.PodService/List"
+    assert grpc_line["operation"] == "PodService.List" and grpc_line["bytes"] > 0
+
+    watch_line = _access_line(gateway, "grpc-watch-1")
+    assert watch_line["operation"] == "PodService.Watch"
+    assert watch_line["events"] >= 1 and watch_line["ended"] == "cancelled"
+    assert watch_line["status"] == "CANCELLED"
+
+    ws_op = _access_line(gateway, "ws-321", transport="websocket", operation="Pods")
+    assert ws_op["operation_type"] == "subscription"
+    assert ws_op["events"] >= 1 and ws_op["ended"] == "cancelled"
+    ws_connection = _access_line(gateway, "ws-321", method="GET")
+    assert ws_connection["status"] == 101 and ws_connection["transport"] == "websocket"
+
+    # every line is one JSON object; nothing secret anywhere
+    lines = _lines(gateway)
+    for line in lines:
+        assert {"time", "level", "logger", "message"} <= line.keys(), line
+    assert any(line["logger"].startswith("uvicorn") for line in lines)  # uvicorn's too
+    log = gateway.log
+    for secret in (TOKEN, SECRET_VARIABLE, "never-logged", "viewer"):
+        assert secret not in log, secret
+
+
+def test_request_ids_are_taken_when_safe_and_generated_otherwise() -> None:
+    assert request_id_of("test-123") == "test-123"
+    assert request_id_of("a" * 128) == "a" * 128
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert request_id_of(None, tp) == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert request_id_of("ok.id", tp) == "ok.id"
+    for bad in ("a" * 129, "", "a b", 'a"b', "-lead", "x\n", "é"):
+        generated = request_id_of(bad, tp)
+        assert generated == "4bf92f3577b34da6a3ce929d0e0e4736", bad
+    for bad_tp in ("00-" + "0" * 32 + "-00f067aa0ba902b7-01", "ff-" + tp[3:], tp.upper()):
+        generated = request_id_of(None, bad_tp)
+        assert len(generated) == 32 and generated != "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def test_formats() -> None:
+    record = logging.LogRecord("gateway", logging.INFO, __file__, 1, "hello %s", ("x",), None)
+    record.transport = "grpc"
+    line = orjson.loads(JsonFormatter().format(record))
+    assert line["message"] == "hello x" and line["transport"] == "grpc"
+    assert line["level"] == "INFO" and line["logger"] == "gateway"
+    assert line["time"].endswith("Z") and "request_id" not in line
+    assert TextFormatter().format(record).endswith("INFO gateway: hello x transport=grpc")
+
+    class Stream:
+        def __init__(self, tty: bool) -> None:
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+    assert resolve_format("auto", Stream(True)) == "text"  # type: ignore[arg-type]
+    assert resolve_format("auto", Stream(False)) == "json"  # type: ignore[arg-type]
+    assert resolve_format("text", Stream(False)) == "text"  # type: ignore[arg-type]
+
+
+def test_log_format_is_a_setting(tmp_path: Path) -> None:
+    from gateway.settings import load
+
+    assert load([]).log_format == "auto"
+    assert load(["--log-format", "text"]).log_format == "text"
+    assert load([], {"KUBE_GATEWAY_LOG_FORMAT": "json"}).log_format == "json"
+    with pytest.raises(SystemExit):
+        load(["--log-format", "xml"])
