@@ -32,11 +32,13 @@ from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
 from gateway.core.client import build_http_client
+from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.metrics import Metrics
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.settings import Settings
+from gateway.shutdown import DrainGate
 from gateway.tls import Certificates, TlsFiles
 
 log = logging.getLogger("gateway")
@@ -97,6 +99,7 @@ class Runtime:
     demo: bool
     metrics: Metrics
     readiness: Readiness
+    drain: Drain
 
 
 async def _healthz(request: Request) -> Response:
@@ -110,6 +113,8 @@ async def _metrics(request: Request) -> Response:
 
 async def _readyz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    if runtime.drain.draining:
+        return JSONResponse({"status": "draining"}, status_code=503)
     if await runtime.readiness.ready():
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "upstream not ready"}, status_code=503)
@@ -191,7 +196,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     origins = frozenset(
         o.strip().rstrip("/") for o in (settings.allowed_origins or "").split(",") if o.strip()
     )
-    graphql = GraphQLApp(allowed_origins=origins)
+    drain = Drain(settings.drain_seconds)
+    graphql = GraphQLApp(allowed_origins=origins, drain=drain)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -316,12 +322,24 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 hub=watches,
                 options=grpc_options(settings),
                 credentials=grpc_credentials,
+                drain=drain,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
             # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC
             # Watch ends with them), then the gRPC server, then the clients.
             stack.push_async_callback(watches.aclose)
             stack.push_async_callback(graphql.hub.aclose)
+
+            # On SIGTERM (gateway/shutdown.py): GraphQL subscriptions, then the hub's (gRPC
+            # Watch), each ended with its resume point; the task waits for a request.
+            async def end_subscriptions() -> None:
+                graphql.hub.drain()
+                watches.drain()
+
+            drain.bind()
+            drain.on_drain(end_subscriptions)
+            draining = asyncio.create_task(drain.serve(), name="drain")
+            stack.push_async_callback(_cancelled, draining)
             app.state.runtime = Runtime(
                 settings=settings,
                 adapter=adapter,
@@ -333,13 +351,15 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 demo=demo,
                 metrics=metrics,
                 readiness=Readiness(http),
+                drain=drain,
             )
             if tune_gc:
                 tune_garbage_collector()
             yield {}
             log.info("shutting down")
 
-    middleware = []
+    # Outermost: refuses new work while draining and counts what is in flight.
+    middleware = [Middleware(DrainGate, drain=drain)]
     if origins:
         # Bearer tokens travel in headers, never cookies: no credentials mode is needed.
         middleware.append(
@@ -351,7 +371,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 max_age=600,
             )
         )
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/healthz", _healthz),
             Route("/readyz", _readyz),
@@ -361,3 +381,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         middleware=middleware,
         lifespan=lifespan,
     )
+    app.state.drain = drain  # the command's signal handling asks it to drain
+    return app
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

@@ -301,7 +301,11 @@ def _sse(
                 else:
                     yield item.framed("sse", _sse_frame(item.resume))
             if sub.final is not None:
-                yield _event("next", sub.final)
+                if sub.drained and sub.resume is not None:
+                    # The gateway is shutting down: the completion's id is where to resume.
+                    yield _sse_frame(sub.resume)(sub.final)
+                else:
+                    yield _event("next", sub.final)
             yield _event("complete", "")
         finally:
             feed.leave(sub)

@@ -183,6 +183,10 @@ class Connection:
                 self.operations.pop(op_id).cancel()  # the legacy protocol restarts an id
             else:
                 raise _Close(4409, f"Subscriber for {op_id} already exists")
+        if self.app.drain.draining:
+            # The gateway is shutting down: retry on another replica (503, retryAfter).
+            await self.send_error(op_id, [format_exception(errors.Draining())])
+            return
         if len(self.operations) >= self.app.limits.max_subscriptions:
             error = ApiError(
                 f"at most {self.app.limits.max_subscriptions} operations may run on one connection",
@@ -215,6 +219,12 @@ class Connection:
             log.debug("websocket operation ended with %r", task.exception())
 
     async def _run(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
+        # Counted in flight: a drain waits for a query to answer and for a subscription to
+        # send its completion.
+        with self.app.drain.track():
+            await self._operation(op_id, prepared, variables)
+
+    async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
         def context_of() -> Context:
             return self.app.context(self.ws.scope, self.credential)
 
