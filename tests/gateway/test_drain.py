@@ -8,9 +8,7 @@ The upstream is a demo in this test's process, so that it can hold a request in 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, pods_pb2, pods_pb2_grpc
 from tests.support.graphql import ADMIN, TransportWS
 from tests.support.grpc import details
-from tests.support.serve_process import Served, serve_process
+from tests.support.serve_process import serve_process_async
 
 NS = "drain"
 AUTH = (("authorization", f"Bearer {ADMIN}"),)
@@ -40,20 +38,6 @@ DRAINING = {"reason": "DRAINING"}
 
 def _pod(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
-
-
-@contextlib.asynccontextmanager
-async def gateway_process(home: Path, demo: DemoUpstream) -> AsyncIterator[Served]:
-    """``kube-gateway serve`` against ``demo`` (its blocking waits run off the loop, which
-    serves the demo)."""
-    args = ("--server", demo.url, "--drain-seconds", "120", "--log-level", "info")
-    manager = serve_process(home, *args, ready=False)
-    served = await asyncio.to_thread(manager.__enter__)
-    try:
-        await asyncio.to_thread(served.wait_ready)
-        yield served
-    finally:
-        await asyncio.to_thread(manager.__exit__, None, None, None)
 
 
 def _sse_request(client: httpx.AsyncClient) -> Any:
@@ -93,7 +77,9 @@ async def test_sigterm_drains_every_transport_and_exits_0(tmp_path: Path) -> Non
         await demo.store.ensure_namespace(NS)
         await demo.store.create("pods", _pod("a"), namespace=NS)
         async with (
-            gateway_process(tmp_path, demo) as served,
+            serve_process_async(
+                tmp_path, "--server", demo.url, "--drain-seconds", "120", "--log-level", "info"
+            ) as served,
             httpx.AsyncClient(base_url=served.http, timeout=60) as client,
             grpc.aio.insecure_channel(served.grpc) as channel,
             connect(
