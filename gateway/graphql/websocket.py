@@ -5,6 +5,11 @@ The caller's credential comes from the ``connection_init`` payload
 request's ``Authorization`` header.  Subscriptions join the application's shared feeds
 (:mod:`gateway.graphql.fanout`); each frame wraps the feed's one serialised payload.
 Each connection owns its operation tasks and cancels them when it closes.
+
+When the gateway drains (SIGTERM), each subscription's last ``next`` is
+``{"data": null, "extensions": {"reason": "DRAINING", "resumeFrom": <rv>}}`` followed by
+``complete`` (:func:`gateway.graphql.fanout.drain_payload`), and a new operation gets an
+``error`` with ``extensions.code`` ``DRAINING``.
 """
 
 from __future__ import annotations

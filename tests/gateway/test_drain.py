@@ -40,6 +40,28 @@ def _pod(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
+class Parts:
+    """A multipart subscription response read part by part (heartbeats skipped); ``None``
+    once the closing boundary arrived."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.chunks = response.aiter_text()
+        self.buffer = ""
+
+    async def next(self) -> Any:
+        while True:
+            head, sep, rest = self.buffer.partition("\r\n--graphql")
+            if sep:
+                self.buffer = rest
+                body = head.partition("\r\n\r\n")[2].strip()
+                if body and body != "{}":
+                    return orjson.loads(body)
+                continue
+            if self.buffer.startswith("--"):
+                return None  # the closing boundary
+            self.buffer += await anext(self.chunks)
+
+
 def _sse_request(client: httpx.AsyncClient) -> Any:
     return client.stream(
         "POST",
@@ -87,6 +109,12 @@ async def test_sigterm_drains_every_transport_and_exits_0(tmp_path: Path) -> Non
                 subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
             ) as socket,
             _sse_request(client) as sse_response,
+            client.stream(
+                "POST",
+                "/graphql",
+                json={"query": WATCH, "variables": {"ns": NS}},
+                headers={**HEADERS, "Accept": 'multipart/mixed;subscriptionSpec="1.0"'},
+            ) as multipart_response,
         ):
             pods = pods_pb2_grpc.PodServiceStub(channel)
             ws = TransportWS(socket)
@@ -95,17 +123,22 @@ async def test_sigterm_drains_every_transport_and_exits_0(tmp_path: Path) -> Non
             op = await ws.subscribe(WATCH, {"ns": NS})
             watch = pods.Watch(pods_pb2.WatchPodsRequest(namespace=NS), metadata=AUTH)
             sse = Events(sse_response)
+            parts = Parts(multipart_response)
 
             # Each subscriber has the snapshot (a), then a live change (b).
             assert (await ws.next(op, 60))["data"]["watchPods"]["object"]["metadata"]["name"] == "a"
             _, _, payload = await sse.next()
             assert payload["data"]["watchPods"]["object"]["metadata"]["name"] == "a"
             assert (await watch.read()).pod.metadata.name == "a"
+            part = await parts.next()
+            assert part["payload"]["data"]["watchPods"]["object"]["metadata"]["name"] == "a"
             b = await demo.store.create("pods", _pod("b"), namespace=NS)
             rv = b["metadata"]["resourceVersion"]
             assert (await ws.next(op, 60))["data"]["watchPods"]["resourceVersion"] == rv
             event_id, name, payload = await sse.next()
             assert (event_id, name) == (rv, "next"), payload
+            part = await parts.next()
+            assert part["payload"]["data"]["watchPods"]["resourceVersion"] == rv
             grpc_event = await watch.read()
             assert (grpc_event.type, grpc_event.resource_version) == (
                 common_pb2.WatchEvent.ADDED,
@@ -131,6 +164,8 @@ async def test_sigterm_drains_every_transport_and_exits_0(tmp_path: Path) -> Non
             assert await ws.recv(60) == {"id": op, "type": "complete"}
             assert await sse.next() == (rv, "next", completion)
             assert (await sse.next())[1] == "complete"
+            assert await parts.next() == {"payload": completion}
+            assert await parts.next() is None
             with pytest.raises(grpc.aio.AioRpcError) as ended:
                 await watch.read()
             assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
