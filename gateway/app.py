@@ -32,12 +32,14 @@ from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
 from gateway.core.client import build_http_client
+from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.metrics import Metrics
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.requestid import RequestContext
 from gateway.settings import Settings
+from gateway.shutdown import DrainGate
 from gateway.tls import Certificates, TlsFiles
 
 log = logging.getLogger("gateway")
@@ -98,6 +100,7 @@ class Runtime:
     demo: bool
     metrics: Metrics
     readiness: Readiness
+    drain: Drain
 
 
 async def _healthz(request: Request) -> Response:
@@ -111,6 +114,8 @@ async def _metrics(request: Request) -> Response:
 
 async def _readyz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    if runtime.drain.draining:
+        return JSONResponse({"status": "draining"}, status_code=503)
     if await runtime.readiness.ready():
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "upstream not ready"}, status_code=503)
@@ -192,7 +197,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     origins = frozenset(
         o.strip().rstrip("/") for o in (settings.allowed_origins or "").split(",") if o.strip()
     )
-    graphql = GraphQLApp(allowed_origins=origins)
+    drain = Drain(settings.drain_seconds)
+    graphql = GraphQLApp(allowed_origins=origins, drain=drain)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -317,12 +323,24 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 hub=watches,
                 options=grpc_options(settings),
                 credentials=grpc_credentials,
+                drain=drain,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
             # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC
             # Watch ends with them), then the gRPC server, then the clients.
             stack.push_async_callback(watches.aclose)
             stack.push_async_callback(graphql.hub.aclose)
+
+            # On SIGTERM (gateway/shutdown.py): GraphQL subscriptions, then the hub's (gRPC
+            # Watch), each ended with its resume point; the task waits for a request.
+            async def end_subscriptions() -> None:
+                graphql.hub.drain()
+                watches.drain()
+
+            drain.bind()
+            drain.on_drain(end_subscriptions)
+            draining = asyncio.create_task(drain.serve(), name="drain")
+            stack.push_async_callback(_cancelled, draining)
             app.state.runtime = Runtime(
                 settings=settings,
                 adapter=adapter,
@@ -334,14 +352,17 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 demo=demo,
                 metrics=metrics,
                 readiness=Readiness(http),
+                drain=drain,
             )
             if tune_gc:
                 tune_garbage_collector()
             yield {}
             log.info("shutting down")
 
-    # Outermost: the request id and the access line cover everything below.
-    middleware = [Middleware(RequestContext)]
+    # Outermost: the request id and the access line cover everything below, refusals
+    # included; then the drain gate refuses new work while draining and counts what is
+    # in flight.
+    middleware = [Middleware(RequestContext), Middleware(DrainGate, drain=drain)]
     if origins:
         # Bearer tokens travel in headers, never cookies: no credentials mode is needed.
         middleware.append(
@@ -353,7 +374,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 max_age=600,
             )
         )
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/healthz", _healthz),
             Route("/readyz", _readyz),
@@ -363,3 +384,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         middleware=middleware,
         lifespan=lifespan,
     )
+    app.state.drain = drain  # the command's signal handling asks it to drain
+    return app
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

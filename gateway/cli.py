@@ -50,6 +50,8 @@ def _serve(argv: Sequence[str]) -> int:
         access_log=False,
         ssl_certfile=settings.tls_cert_file,
         ssl_keyfile=settings.tls_key_file,
+        # After the drain (every stream already ended), what still holds a connection.
+        timeout_graceful_shutdown=2,
     )
     try:
         config.load()
@@ -58,8 +60,12 @@ def _serve(argv: Sequence[str]) -> int:
         return 2
     # The lifespan reloads renewed certificates into uvicorn's context.
     app.state.http_tls = config.ssl
-    server = uvicorn.Server(config)
-    server.run()  # handles SIGINT/SIGTERM: the lifespan then closes gRPC, httpx and the demo
+    from gateway.shutdown import DrainingServer
+
+    # SIGTERM/SIGINT: drain (gateway/core/drain.py), then uvicorn shuts down and the lifespan
+    # closes gRPC, httpx and the demo; a second signal stops at once.
+    server = DrainingServer(config, app.state.drain)
+    server.run()
     return 0 if server.started else 1
 
 

@@ -57,6 +57,7 @@ class Settings:
     tls_key_file: str | None = None
     grpc_client_ca_file: str | None = None
     tls_reload_seconds: float = 10.0
+    drain_seconds: float = 25.0
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -129,6 +130,10 @@ _HELP: dict[str, str] = {
     "grpc_client_ca_file": "CA whose client certificates gRPC callers must present "
     "(mutual TLS; needs --tls-cert-file)",
     "tls_reload_seconds": "how often the TLS files are checked for a renewed certificate",
+    "drain_seconds": "on SIGTERM/SIGINT: how long calls in flight may take to finish "
+    "while the gateway drains (readiness false, new work refused, every subscription "
+    "ended with its resume point), then it exits; keep it below the pod's "
+    "terminationGracePeriodSeconds",
     "log_level": "debug, info, warning or error",
     "log_format": "auto (text on a terminal, else JSON lines), json or text",
 }
@@ -146,6 +151,7 @@ _POSITIVE = frozenset(
         "watch_linger_seconds",
         "access_recheck_seconds",
         "tls_reload_seconds",
+        "drain_seconds",
         "grpc_max_message_bytes",
         "grpc_max_request_bytes",
         "grpc_max_concurrent_rpcs",

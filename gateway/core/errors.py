@@ -23,6 +23,7 @@ single table each.  Messages never contain credentials.
     │       └── SlowSubscriber (a subscriber fell behind; carries its resume point)
     ├── Internal (500 and anything unrecognised)
     ├── ServiceUnavailable (503)
+    │   └── Draining (the gateway is shutting down; a subscription's carries its resume point)
     ├── Timeout (504 or reason Timeout)
     └── Unavailable (transport: refused, reset, TLS, upstream unreachable)
 """
@@ -205,6 +206,24 @@ class Internal(GatewayError):
 class ServiceUnavailable(GatewayError):
     code = 503
     default_reason = "ServiceUnavailable"
+
+
+class Draining(ServiceUnavailable):
+    """The gateway is shutting down (SIGTERM): new work is refused, open subscriptions end.
+
+    ``resource_version`` is where an ended watch resumes without loss (on another
+    replica), or ``None`` when it has none (a log follow, a snapshot not yet complete, a
+    request refused before it started).  ``retry_after`` is 1 s: retry at once elsewhere.
+    """
+
+    def __init__(
+        self,
+        message: str = "the gateway is shutting down; retry on another replica",
+        *,
+        resource_version: str | None = None,
+    ) -> None:
+        super().__init__(message, retry_after=1)
+        self.resource_version = resource_version
 
 
 class Timeout(GatewayError):

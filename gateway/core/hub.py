@@ -641,6 +641,8 @@ class WatchHub:
         self.stats = HubStats()
         self._upstreams: dict[tuple[Any, ...], Upstream] = {}
         self._rechecks: asyncio.Task[None] | None = None
+        #: Shutting down: no new subscriber (see :meth:`drain`).
+        self.draining = False
 
     @property
     def upstreams(self) -> list[Upstream]:
@@ -666,6 +668,8 @@ class WatchHub:
             GatewayError: the upstream refused the watch (401, 403, 400...).
         """
         target.resource.check("watch")
+        if self.draining:
+            raise errors.Draining()
         caller = scope_of(credential)
         try:
             ticket = self.subscriber_budget.acquire(caller)
@@ -709,6 +713,8 @@ class WatchHub:
                 await upstream.wait_ready()
             finally:
                 upstream.pending -= 1
+            if self.draining:
+                raise errors.Draining()
             sub = upstream.join(start, ticket)
             if shared is not None:
                 sub.credential = credential
@@ -759,6 +765,16 @@ class WatchHub:
                         sub.end(error)
 
             await asyncio.gather(*(review(subs) for subs in groups.values()))
+
+    def drain(self) -> None:
+        """The gateway is shutting down: refuse new subscribers and end every subscriber
+        with :class:`~gateway.core.errors.Draining` carrying its resume point (the version
+        after the last event it took; ``None`` inside its initial events), from which it
+        resumes on another replica without loss (watch rule 7)."""
+        self.draining = True
+        for upstream in self.upstreams:
+            for sub in list(upstream.subscribers):
+                sub.end(errors.Draining(resource_version=sub.resume))
 
     async def aclose(self) -> None:
         """Stop every upstream watch; their subscribers end cleanly."""

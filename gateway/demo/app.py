@@ -278,6 +278,12 @@ class DemoApp:
 
     async def _faults_before(self, attrs: Attributes, resp: Responder) -> None:
         resource = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
+        if self.faults.holding(attrs.verb):
+            held = asyncio.ensure_future(self.faults.held(attrs.verb))
+            closing = asyncio.ensure_future(self.closing.wait())
+            await asyncio.wait({held, closing}, return_when=asyncio.FIRST_COMPLETED)
+            held.cancel()
+            closing.cancel()
         delay = self.faults.delay_for(attrs.verb)
         if delay > 0:
             with contextlib.suppress(TimeoutError):

@@ -6,6 +6,7 @@ disarms all of them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -77,6 +78,11 @@ class Faults:
         self.failed_requests = 0
         self.dropped_requests = 0
         self.delayed_requests = 0
+        self._hold_verb: str | None = None
+        self._held = asyncio.Condition()
+        self._release = asyncio.Event()
+        #: Requests being held now (see :meth:`hold`).
+        self.held_requests = 0
 
     # --- arming ------------------------------------------------------------------------------
 
@@ -114,6 +120,37 @@ class Faults:
         """Delay every response (or those of ``verb``) by ``seconds`` until reset."""
         self.delay_seconds = max(0.0, seconds)
         self._delay_verb = verb
+
+    def hold(self, *, verb: str) -> None:
+        """Hold every request of ``verb`` (before it is answered) until :meth:`release`:
+        a request that is certainly in flight, without timing."""
+        self._hold_verb = verb
+        self._release = asyncio.Event()
+
+    def release(self) -> None:
+        """Let the held requests (and later ones) go on."""
+        self._hold_verb = None
+        self._release.set()
+
+    async def wait_held(self, count: int = 1) -> None:
+        """Wait until ``count`` requests are being held."""
+        async with self._held:
+            await self._held.wait_for(lambda: self.held_requests >= count)
+
+    def holding(self, verb: str) -> bool:
+        """Whether requests of ``verb`` are to be held."""
+        return self._hold_verb is not None and self._hold_verb == verb
+
+    async def held(self, verb: str) -> None:
+        """Hold a request of ``verb`` until :meth:`release` (the server calls this)."""
+        release = self._release
+        async with self._held:
+            self.held_requests += 1
+            self._held.notify_all()
+        try:
+            await release.wait()
+        finally:
+            self.held_requests -= 1
 
     def fail_requests(
         self,

@@ -38,6 +38,7 @@ CODES: dict[type[core.GatewayError], str] = {
     core.ResourceExhausted: "RESOURCE_EXHAUSTED",
     core.TooManyRequests: "TOO_MANY_REQUESTS",
     core.Internal: "INTERNAL",
+    core.Draining: "DRAINING",
     core.ServiceUnavailable: "SERVICE_UNAVAILABLE",
     core.Timeout: "TIMEOUT",
     core.Unavailable: "UNAVAILABLE",
@@ -93,7 +94,7 @@ def gateway_extensions(exc: core.GatewayError) -> dict[str, Any]:
         "causes": [c.as_dict() for c in exc.causes],
         "retryAfter": exc.retry_after,
     }
-    if isinstance(exc, core.SlowSubscriber):
+    if isinstance(exc, core.SlowSubscriber | core.Draining):
         out["resourceVersion"] = exc.resource_version
     return out
 

@@ -77,6 +77,21 @@ def _dumps(response: Response) -> str:
     return orjson.dumps(response).decode()
 
 
+#: ``extensions.reason`` of the completion of a subscription ended by a drain.
+DRAINING = "DRAINING"
+
+
+def drain_payload(resume: str | None) -> str:
+    """The last payload of a subscription the gateway ended because it is shutting down:
+    ``{"data": null, "extensions": {"reason": "DRAINING", "resumeFrom": <rv or null>}}``.
+
+    Not an error: the client resubscribes (on another replica) with
+    ``resourceVersion: resumeFrom`` and loses nothing; ``null`` (a log follow, a snapshot
+    not yet complete) means it has no resume point and starts as it started before.
+    """
+    return _dumps({"data": None, "extensions": {"reason": DRAINING, "resumeFrom": resume}})
+
+
 class Subscriber:
     """One subscriber's end of a feed, read by its transport.
 
@@ -89,6 +104,7 @@ class Subscriber:
         "bookmarks",
         "cut",
         "done",
+        "drained",
         "error",
         "feed",
         "floor",
@@ -109,6 +125,8 @@ class Subscriber:
         self.queue: deque[Item] = deque()
         self.wakeup = asyncio.Event()
         self.done = False
+        #: Ended by a drain (the gateway is shutting down): ``final`` is the completion.
+        self.drained = False
         self.error: Exception | None = None
         self._final: str | None = None
         #: The resume point after the last payload taken.
@@ -161,6 +179,15 @@ class Subscriber:
             self.initial = None
         self.wakeup.set()
 
+    def drain(self) -> None:
+        """End the subscription because the gateway is shutting down: what is queued is
+        dropped (the resume point is after the last payload taken) and ``final`` is the
+        resumable completion (:func:`drain_payload`)."""
+        if self.done:
+            return
+        self.finish(drop=True)
+        self.drained = True
+
     @property
     def failed(self) -> bool:
         """Whether the subscription was cut by an error (a slow subscriber, a source that
@@ -172,6 +199,8 @@ class Subscriber:
         """The closing error payload (a slow subscriber's carries its own resume point)."""
         if self._final is not None:
             return self._final
+        if self.drained:
+            return drain_payload(self.resume)
         error = self.error
         if error is None:
             return None
@@ -252,8 +281,10 @@ class Feed:
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"graphql-feed-{self.context.request_id}")
         self.task.add_done_callback(self._done)
+        self.hub.running.add(self)
 
     def _done(self, task: asyncio.Task[None]) -> None:
+        self.hub.running.discard(self)
         if not task.cancelled() and task.exception() is not None:
             log.error(
                 "subscription feed %s failed", self.context.request_id, exc_info=task.exception()
@@ -377,6 +408,11 @@ class Hub:
         self.engine = engine
         self.max_queue = max_queue
         self.feeds: dict[tuple[Any, ...], Feed] = {}
+        #: Every feed whose task runs (a feed that replaced another under the same key
+        #: while it finished is not in ``feeds``).
+        self.running: set[Feed] = set()
+        #: Shutting down: transports refuse new subscriptions (see :meth:`drain`).
+        self.draining = False
 
     def subscribe(
         self,
@@ -391,6 +427,8 @@ class Hub:
         ``resume_from``: for a watch, the subscriber starts after this version instead of
         where the document says (ignored by other subscriptions, which have no versions).
         """
+        if self.draining:
+            raise errors.Draining()
         context = context_factory()
         key = (
             scope_of(context.credential),
@@ -411,6 +449,15 @@ class Hub:
             sub = Subscriber(feed, self.max_queue, resume_from)
             feed.join(sub)
         return feed, sub
+
+    def drain(self) -> None:
+        """End every subscriber with its resumable completion and stop every feed; new
+        subscriptions are refused from now on (the gateway is shutting down)."""
+        self.draining = True
+        for feed in {*self.feeds.values(), *self.running}:
+            for sub in list(feed.subscribers):
+                sub.drain()
+            feed.close()
 
     def forget(self, feed: Feed) -> None:
         if self.feeds.get(feed.key) is feed:

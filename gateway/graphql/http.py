@@ -16,6 +16,9 @@ subscriptions, and the GraphiQL page.
   subscription as Apollo's multipart HTTP protocol: parts ``{"payload": {data, errors}}``,
   ``{}`` as heartbeat, a transport-level error as ``{"payload": null, "errors": [...]}``,
   and the closing boundary.  Queries and mutations with that ``Accept`` get plain JSON.
+* When the gateway drains (SIGTERM), a subscription's last event (SSE: with ``id:`` = its
+  resume point) or part is :func:`~gateway.graphql.fanout.drain_payload`, then the stream
+  completes.
 * ``GET /graphql?query=...`` runs queries (mutations answer 405).
 * ``GET /graphql`` from a browser (``Accept: text/html``) serves GraphiQL, which reads
   ``query``, ``variables`` and ``headers`` from the URL.
@@ -318,7 +321,11 @@ def _sse(
                 else:
                     yield item.framed("sse", _sse_frame(item.resume))
             if sub.final is not None:
-                yield _event("next", sub.final)
+                if sub.drained and sub.resume is not None:
+                    # The gateway is shutting down: the completion's id is where to resume.
+                    yield _sse_frame(sub.resume)(sub.final)
+                else:
+                    yield _event("next", sub.final)
             yield _event("complete", "")
         finally:
             feed.leave(sub)

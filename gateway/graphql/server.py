@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from gateway.core.adapter import Credential
+from gateway.core.drain import Drain
 from gateway.graphql import http, websocket
 from gateway.graphql.context import Context
 from gateway.graphql.execution import Engine
@@ -57,6 +58,8 @@ class GraphQLApp:
         limits: request, connection and subscriber limits.
         allowed_origins: origins of other sites whose pages may use the gateway from a
             browser (``*``: any); the gateway's own pages always may.
+        drain: the application's drain (WebSocket operations are counted in flight and
+            refused while draining).
 
     Attributes:
         engine: parses, validates and executes operations.
@@ -68,8 +71,10 @@ class GraphQLApp:
         schema: strawberry.Schema | None = None,
         limits: Limits | None = None,
         allowed_origins: frozenset[str] = frozenset(),
+        drain: Drain | None = None,
     ) -> None:
         self.limits = limits or Limits()
+        self.drain = drain or Drain()
         #: Foreign browser origins whose pages may open WebSockets (and CORS requests).
         self.allowed_origins = allowed_origins
         self.engine = Engine(schema or gateway_schema(), self.limits)

@@ -5,6 +5,11 @@ The caller's credential comes from the ``connection_init`` payload
 request's ``Authorization`` header.  Subscriptions join the application's shared feeds
 (:mod:`gateway.graphql.fanout`); each frame wraps the feed's one serialised payload.
 Each connection owns its operation tasks and cancels them when it closes.
+
+When the gateway drains (SIGTERM), each subscription's last ``next`` is
+``{"data": null, "extensions": {"reason": "DRAINING", "resumeFrom": <rv>}}`` followed by
+``complete`` (:func:`gateway.graphql.fanout.drain_payload`), and a new operation gets an
+``error`` with ``extensions.code`` ``DRAINING``.
 """
 
 from __future__ import annotations
@@ -184,6 +189,10 @@ class Connection:
                 self.operations.pop(op_id).cancel()  # the legacy protocol restarts an id
             else:
                 raise _Close(4409, f"Subscriber for {op_id} already exists")
+        if self.app.drain.draining:
+            # The gateway is shutting down: retry on another replica (503, retryAfter).
+            await self.send_error(op_id, [format_exception(errors.Draining())])
+            return
         if len(self.operations) >= self.app.limits.max_subscriptions:
             error = ApiError(
                 f"at most {self.app.limits.max_subscriptions} operations may run on one connection",
@@ -218,7 +227,12 @@ class Connection:
     async def _run(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
         from gateway.graphql.http import operation_name
 
-        with operation_log("websocket", prepared.kind, operation_name(prepared)):
+        # Counted in flight: a drain waits for a query to answer and for a subscription to
+        # send its completion.
+        with (
+            operation_log("websocket", prepared.kind, operation_name(prepared)),
+            self.app.drain.track(),
+        ):
             await self._operation(op_id, prepared, variables)
 
     async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:

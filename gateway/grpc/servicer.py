@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub, WatchStart, WatchTarget
 from gateway.core.logfollow import LogFollower
 from gateway.core.operations import Call, perform
@@ -111,11 +112,18 @@ class ResourceServicer:
         hub: the shared watches (``Watch`` joins them).
         service: the contract service (its resource and RPCs).
         conversions: the dict <-> message codec.
+        drain: ends followed logs when the gateway drains (watches end through the hub).
     """
 
     def __init__(
-        self, adapter: KubeAdapter, hub: WatchHub, service: Service, conversions: Codec
+        self,
+        adapter: KubeAdapter,
+        hub: WatchHub,
+        service: Service,
+        conversions: Codec,
+        drain: Drain | None = None,
     ) -> None:
+        self.drain = drain or Drain()
         self.adapter = adapter
         self.hub = hub
         self.service = service
@@ -407,8 +415,9 @@ class ResourceServicer:
                 options=options,
                 credential=credential,
             )
+            # A drain ends it with UNAVAILABLE (no resume point: the caller follows again).
             async with aclosing(follower.lines()) as lines:
-                async for line in lines:
+                async for line in self.drain.until_draining(lines):
                     data = line.data + b"\n"
                     if options.timestamps and line.stamp is not None:
                         data = line.stamp + b" " + data
@@ -425,7 +434,11 @@ class ResourceServicer:
 
 
 def resource_handler(
-    adapter: KubeAdapter, hub: WatchHub, service: Service, conversions: Codec | None = None
+    adapter: KubeAdapter,
+    hub: WatchHub,
+    service: Service,
+    conversions: Codec | None = None,
+    drain: Drain | None = None,
 ) -> grpc.GenericRpcHandler:
     """The grpc.aio generic handler of one resource service."""
-    return ResourceServicer(adapter, hub, service, conversions or codec()).handler()
+    return ResourceServicer(adapter, hub, service, conversions or codec(), drain).handler()

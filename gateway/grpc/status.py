@@ -85,7 +85,7 @@ def to_status(error: errors.GatewayError) -> grpc.Status:
         value = error.details.get(key)
         if isinstance(value, str) and value:
             metadata[key] = value
-    if isinstance(error, errors.SlowSubscriber) and error.resource_version:
+    if isinstance(error, errors.SlowSubscriber | errors.Draining) and error.resource_version:
         metadata["resourceVersion"] = error.resource_version
     details = [
         _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata))

@@ -3,13 +3,14 @@ the command itself (start-up, signals, TLS, fuzzing)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 
 
@@ -133,3 +134,16 @@ def serve_process(
                 proc.wait(10)
         assert proc.stderr is not None
         proc.stderr.close()
+
+
+@contextlib.asynccontextmanager
+async def serve_process_async(home: Path, *args: str) -> AsyncIterator[Served]:
+    """:func:`serve_process` for async tests: its blocking waits run in a thread, so the
+    test's event loop (a demo upstream in it, the clients) keeps running meanwhile."""
+    manager = serve_process(home, *args, ready=False)
+    served = await asyncio.to_thread(manager.__enter__)
+    try:
+        await asyncio.to_thread(served.wait_ready)
+        yield served
+    finally:
+        await asyncio.to_thread(manager.__exit__, None, None, None)

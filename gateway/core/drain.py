@@ -1,0 +1,167 @@
+"""Draining: what the gateway does between SIGTERM and its exit, so no caller loses work.
+
+One :class:`Drain` per application.  The command's signal handler calls :meth:`request`
+(safe from a signal handler); the lifespan's drain task (:meth:`serve`) then:
+
+1. turns ``draining`` on: ``/readyz`` answers 503, the gRPC health service
+   ``NOT_SERVING``, and new requests, WebSocket upgrades, subscriptions and RPCs are
+   refused with :class:`~gateway.core.errors.Draining` (HTTP 503 + ``Retry-After``, gRPC
+   ``UNAVAILABLE``);
+2. runs the steps the lifespan registered (:meth:`on_drain`): every open subscription ends
+   with a resumable completion carrying its last resourceVersion, log follows end;
+3. waits until the work in flight (:meth:`track`: unary requests, and the streams while
+   they write their completions) is done, at most ``grace`` seconds;
+4. calls the ``on_drained`` callbacks (the server then shuts down and the process exits 0).
+
+A second signal while draining is the server's business (uvicorn then stops at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeVar
+
+from gateway.core import errors
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def _anext(items: AsyncIterator[T]) -> T:
+    return await anext(items)
+
+
+class Drain:
+    """The drain state of one application.
+
+    Args:
+        grace: seconds in-flight work may take to finish once draining started.
+    """
+
+    def __init__(self, grace: float = 25.0) -> None:
+        self.grace = grace
+        #: Readiness is false and new work is refused.
+        self.draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._requested: asyncio.Event | None = None
+        self._stopping: asyncio.Event | None = None
+        self._inflight = 0
+        self._idle: asyncio.Event | None = None
+        self._steps: list[Callable[[], Awaitable[None]]] = []
+        self._drained: list[Callable[[], None]] = []
+
+    # -- wiring (the lifespan and the command) ---------------------------------------------------
+
+    def bind(self) -> None:
+        """Attach to the running loop (the lifespan, before serving)."""
+        self._loop = asyncio.get_running_loop()
+        self._requested = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()
+        if self._inflight == 0:
+            self._idle.set()
+
+    def on_drain(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run ``step`` when draining starts (in registration order)."""
+        self._steps.append(step)
+
+    def on_drained(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the drain is over (the server then stops)."""
+        self._drained.append(callback)
+
+    @property
+    def requested(self) -> bool:
+        return self._requested is not None and self._requested.is_set()
+
+    def request(self) -> bool:
+        """Ask for a drain; safe from a signal handler.  ``False``: not serving yet."""
+        loop, requested = self._loop, self._requested
+        if loop is None or requested is None or loop.is_closed():
+            return False
+        loop.call_soon_threadsafe(requested.set)
+        return True
+
+    # -- the drain itself ------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Wait for a request, drain, then call the ``on_drained`` callbacks (the lifespan's
+        task)."""
+        assert self._requested is not None, "bind() first"
+        await self._requested.wait()
+        await self.run()
+        for callback in self._drained:
+            callback()
+
+    async def run(self) -> None:
+        """Drain now: refuse new work, end every subscription, wait for the rest."""
+        assert self._stopping is not None and self._idle is not None, "bind() first"
+        if self.draining:
+            return
+        self.draining = True
+        log.info("draining: refusing new work, ending subscriptions (grace %.0f s)", self.grace)
+        self._stopping.set()
+        for step in self._steps:
+            try:
+                await step()
+            except Exception:
+                log.exception("a drain step failed")
+        try:
+            async with asyncio.timeout(self.grace):
+                await self._idle.wait()
+        except TimeoutError:
+            log.warning("drain grace period over with %d call(s) still running", self._inflight)
+        else:
+            log.info("drained: no call in flight")
+
+    # -- for the front ends ----------------------------------------------------------------------
+
+    def refuse(self) -> None:
+        """Raise :class:`~gateway.core.errors.Draining` when new work must be refused."""
+        if self.draining:
+            raise errors.Draining()
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
+        """Count a call in flight for the duration of the block."""
+        self._inflight += 1
+        if self._idle is not None:
+            self._idle.clear()
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0 and self._idle is not None:
+                self._idle.set()
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    async def until_draining(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
+        """``items`` until a drain starts, which ends it with
+        :class:`~gateway.core.errors.Draining` (for streams without a hub: log follows)."""
+        stopping = self._stopping
+        if stopping is None:
+            async for item in items:
+                yield item
+            return
+        stopped = asyncio.ensure_future(stopping.wait())
+        try:
+            while True:
+                step = asyncio.ensure_future(_anext(items))
+                done, _ = await asyncio.wait({step, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if step not in done:
+                    step.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                        await step
+                    raise errors.Draining()
+                try:
+                    yield step.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            stopped.cancel()
