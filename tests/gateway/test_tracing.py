@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import re
 import signal
+import threading
 from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
 import httpx
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -169,3 +172,60 @@ def test_without_otel_variables_serve_imports_no_opentelemetry(tmp_path: Path) -
     assert "gateway.tracing" in imported and "gateway.core.adapter" in imported
     assert not [m for m in imported if m.startswith("opentelemetry")]
     assert "opentelemetry" not in served.log
+
+
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP trace receiver that keeps what it was sent."""
+
+    received: list[tuple[str, bytes]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append((self.path, body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_otel_variables_export_the_spans_over_otlp_by_shutdown(tmp_path: Path) -> None:
+    received: list[tuple[str, bytes]] = []
+    handler = type("Collector", (_Collector,), {"received": received})
+    collector = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=collector.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+    try:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
+        with serve_process(tmp_path, env=env) as served:
+            with httpx.Client(base_url=served.http, timeout=10) as client:
+                response = client.post(
+                    "/graphql",
+                    json={"query": '{ pods(namespace: "demo") { items { kind } } }'},
+                    headers={"authorization": f"Bearer {ADMIN}", "traceparent": TRACEPARENT},
+                )
+            assert response.json()["data"]["pods"]["items"]
+            served.proc.send_signal(signal.SIGTERM)
+            served.proc.wait()  # the lifespan flushes the batch before the process ends
+            served._reader.join(10)
+        assert "tracing: on (OTLPSpanExporter exporter)" in served.log
+    finally:
+        collector.shutdown()
+        collector.server_close()
+    assert received and {path for path, _ in received} == {"/v1/traces"}
+    names: dict[str, tuple[str, str]] = {}
+    for _, body in received:
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}[
+                "service.name"
+            ]
+            assert service == "kube-gateway"
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    names[span.name] = (span.trace_id.hex(), span.parent_span_id.hex())
+    assert names["graphql List pods"] == (TRACE_ID, PARENT_ID)
+    assert names["list pods"][0] == TRACE_ID
