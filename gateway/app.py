@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from gateway import tracing
 from gateway.core import config, kubeconfig
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
@@ -203,6 +204,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with contextlib.AsyncExitStack() as stack:
+            if tracing.setup_from_env():  # OTEL_* variables; last out: flushes every span
+                stack.push_async_callback(asyncio.to_thread, tracing.shutdown)
             upstream_cfg = None
             if not settings.demo:
                 upstream_cfg = resolve_upstream(settings)

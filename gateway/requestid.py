@@ -108,6 +108,9 @@ class AccessRecord:
     #: ``None`` unless a subscription is served.
     events: int | None = None
     ended: str | None = None
+    #: The caller's W3C ``traceparent``, the parent of its operations' spans
+    #: (:mod:`gateway.tracing`); never logged.
+    traceparent: str | None = None
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -214,6 +217,7 @@ def operation_log(transport: str, operation_type: str, name: str | None) -> Iter
         operation=_name(name),
         operation_type=operation_type,
         events=0 if operation_type == "subscription" else None,
+        traceparent=parent.traceparent if parent is not None else None,
     )
     token = _CURRENT.set(record)
     try:
@@ -245,11 +249,13 @@ class RequestContext:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        traceparent = headers.get("traceparent")
         record = AccessRecord(
-            request_id=request_id_of(headers.get(HEADER), headers.get("traceparent")),
+            request_id=request_id_of(headers.get(HEADER), traceparent),
             transport=kind,
             method=scope.get("method", "GET"),
             path=scope.get("path", ""),
+            traceparent=traceparent,
         )
         echoed = (HEADER.encode(), record.request_id.encode())
 

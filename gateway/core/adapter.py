@@ -19,6 +19,7 @@ from typing import Any, Literal
 import httpx
 import orjson
 
+from gateway import tracing
 from gateway.core import errors, gcpause
 from gateway.core.budget import Budget, scope_of
 from gateway.core.config import ConfigError
@@ -366,21 +367,26 @@ class KubeAdapter:
         timeout: float | None,
         stream: bool,
     ) -> httpx.Response:
+        span = tracing.upstream(req.method, req.verb, req.resource)
         request = self._httpx_request(req, credential, timeout, http)
         started = time.perf_counter()
         code: int | None = None
         try:
-            try:
-                response = await http.send(request, stream=stream)
-            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                # A pooled connection the server closed (GOAWAY, idle close) fails the
-                # request on it; reads are safe to send once more on a fresh connection.
-                if req.method != "GET":
-                    raise
-                log.debug("retrying a GET after %s", type(exc).__name__)
-                request = self._httpx_request(req, credential, timeout, http)
-                response = await http.send(request, stream=stream)
-            code = response.status_code
+            with span:
+                span.inject(request.headers)
+                try:
+                    response = await http.send(request, stream=stream)
+                except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                    # A pooled connection the server closed (GOAWAY, idle close) fails the
+                    # request on it; reads are safe to send once more on a fresh connection.
+                    if req.method != "GET":
+                        raise
+                    log.debug("retrying a GET after %s", type(exc).__name__)
+                    request = self._httpx_request(req, credential, timeout, http)
+                    span.inject(request.headers)
+                    response = await http.send(request, stream=stream)
+                code = response.status_code
+                span.answered(code)
         except httpx.TimeoutException as exc:
             raise errors.Timeout(f"upstream timed out: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:

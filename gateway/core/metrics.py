@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gateway import tracing
 from gateway.core import errors
 
 if TYPE_CHECKING:
@@ -106,8 +107,10 @@ class Metrics:
 
     @contextlib.contextmanager
     def operation(self, transport: Transport, op: Operation) -> Iterator[None]:
-        """Count and time the block as one ``op`` served over ``transport``."""
+        """Count and time the block as one ``op`` served over ``transport`` (and trace it,
+        when tracing is on: :mod:`gateway.tracing`)."""
         started = time.perf_counter()
+        span = tracing.start_operation(transport, op)
         failure: BaseException | None = None
         try:
             yield
@@ -119,7 +122,10 @@ class Metrics:
             self.operation_seconds.labels(transport, op.name, resource).observe(
                 time.perf_counter() - started
             )
-            self.operations.labels(transport, op.name, resource, outcome_of(failure)).inc()
+            outcome = outcome_of(failure)
+            self.operations.labels(transport, op.name, resource, outcome).inc()
+            if span is not None:
+                span.end(outcome)
 
     def upstream(self, verb: str, resource: str, code: int | None, seconds: float) -> None:
         """One upstream request (``code`` ``None``: no response came back)."""

@@ -146,6 +146,7 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 method="POST",
                 path=method,
                 operation=f"{service.rsplit('.', 1)[-1]}.{name}",
+                traceparent=traceparent,
             )
         )
         kinds = {
