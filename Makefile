@@ -60,12 +60,9 @@ protos: $(STAMP)
 go-client: $(STAMP)
 	bash tests/go-client/build.sh
 
-## bench: print the benchmarks (ratios against a direct upstream call in the same run; not tests)
+## bench: one table of the benchmarks (ratios against a direct upstream call in the same run; not tests), written to BENCHMARKS.md
 bench: $(STAMP) go-client
-	$(BIN)/python -m tests.bench.bench_fanout
-	$(BIN)/python -m tests.bench.grpc_conversion
-	$(BIN)/python -m tests.bench.bench_graphql_list
-	$(BIN)/python -m tests.bench.bench_graphql_fanout
+	$(BIN)/python -m tests.bench
 
 ## lock: re-resolve pinned versions after changing dependencies
 lock:

@@ -38,7 +38,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -47,6 +47,7 @@ import httpx
 import orjson
 
 from gateway.demo import DemoUpstream
+from tests.bench.report import Row, row
 
 TOKEN = "admin-token"
 NAMESPACE = "bench"
@@ -491,7 +492,8 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         )
 
 
-async def bench(args: argparse.Namespace) -> None:
+async def bench(args: argparse.Namespace) -> list[Result]:
+    """Runs every transport of ``args``, prints the report and returns the results."""
     if not CLIENT.exists():
         raise SystemExit(f"{CLIENT} is missing: run `make go-client` first")
     main = asyncio.current_task()
@@ -521,9 +523,51 @@ async def bench(args: argparse.Namespace) -> None:
                 results.append(await run_transport(transport, demo, writer, n, args))
             await asyncio.sleep(1.0)
     report(results, args)
+    return results
 
 
-def main() -> None:
+def rows(argv: Sequence[str] = ()) -> list[Row]:
+    """Measure (printing the details) and return the rows of the benchmark table."""
+    args = parse_args(list(argv))
+    results = {r.transport: r for r in asyncio.run(bench(args))}
+    direct = results.get("direct")
+    names = {"ws": "GraphQL WS", "grpc": "gRPC Watch"}
+    out: list[Row] = []
+    for transport, name in names.items():
+        r = results.get(transport)
+        if r is None:
+            continue
+        head = f"fan-out {name}, {r.subscribers:,} subscribers x {args.rate:g}/s"
+        goal_rate = args.rate * r.subscribers
+        out.append(
+            row(
+                f"{head}: delivered",
+                r.delivered_per_s,
+                "msg/s",
+                direct.delivered_per_s if direct else None,
+                min_value=goal_rate * 0.99,
+            )
+        )
+        p99, direct_p99 = r.summary.get("p99_ms"), direct.summary.get("p99_ms") if direct else None
+        if p99 is not None:
+            out.append(row(f"{head}: p99 latency", p99, "ms", direct_p99, max_value=GOAL_P99_MS))
+        if r.cpu_us_per_msg is not None:
+            out.append(
+                row(
+                    f"{head}: gateway CPU per message",
+                    r.cpu_us_per_msg,
+                    "µs",
+                    max_value=GOAL_CPU_US,
+                )
+            )
+        if r.kb_per_sub is not None:
+            out.append(
+                row(f"{head}: RSS per idle subscriber", r.kb_per_sub, "KB", max_value=GOAL_KB)
+            )
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=20.0, help="writes per second")
@@ -547,13 +591,18 @@ def main() -> None:
         default="",
         help='write every delivery as "subscriber sent_ns latency_ns" to DIR/<transport>.txt',
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.transports = [t.strip() for t in args.transports.split(",") if t.strip()]
     unknown = set(args.transports) - {"ws", "grpc", "direct"}
     if unknown:
         parser.error(f"unknown transports: {sorted(unknown)}")
     if args.direct_subscribers is None:
         args.direct_subscribers = args.subscribers
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     try:
         asyncio.run(bench(args))
     except (RuntimeError, TimeoutError) as exc:

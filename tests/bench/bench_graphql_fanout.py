@@ -36,6 +36,7 @@ import orjson
 
 from gateway.demo import DemoUpstream
 from gateway.settings import Settings
+from tests.bench.report import Row, row
 from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
@@ -282,7 +283,10 @@ def _summary(result: dict[str, Any], subscribers: int) -> dict[str, float]:
     return out
 
 
-async def bench(subscribers: int, burst: int, paced: int, rate: float, deadline: float) -> None:
+async def bench(
+    subscribers: int, burst: int, paced: int, rate: float, deadline: float
+) -> dict[str, dict[str, float]]:
+    """Prints the figures and returns them by mode (``direct``, ``gateway``)."""
     async with DemoUpstream(seed=False) as demo:
         await demo.store.ensure_namespace(NAMESPACE)
         await demo.store.create(
@@ -340,6 +344,36 @@ async def bench(subscribers: int, burst: int, paced: int, rate: float, deadline:
             f"  ratio gateway/direct: throughput {g['msgs_per_s'] / d['msgs_per_s']:.2f}, "
             f"p50 latency {g['p50'] / d['p50']:.2f}, p99 latency {g['p99'] / d['p99']:.2f}"
         )
+    return summaries
+
+
+def rows(
+    subscribers: int = 200, burst: int = 400, paced: int = 100, rate: float = 20.0
+) -> list[Row]:
+    """Measure (printing the details) and return the rows of the benchmark table."""
+    s = asyncio.run(bench(subscribers, burst, paced, rate, 120.0))
+    d, g = s["direct"], s["gateway"]
+    out = []
+    if "msgs_per_s" in g:
+        out.append(
+            row(
+                f"GraphQL shared subscription, {subscribers} WS subscribers, burst (in process)",
+                g["msgs_per_s"],
+                "msg/s",
+                d.get("msgs_per_s"),
+                note=f"delivered {min(g['paced_delivered'], g['burst_delivered']) * 100:.1f}%",
+            )
+        )
+    if "p99" in g:
+        out.append(
+            row(
+                f"GraphQL shared subscription, {subscribers} WS subscribers, {rate:g}/s, p99",
+                g["p99"],
+                "ms",
+                d.get("p99"),
+            )
+        )
+    return out
 
 
 def main() -> None:

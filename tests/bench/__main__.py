@@ -1,0 +1,75 @@
+"""Run every benchmark, print one table and write it to ``BENCHMARKS.md`` (``make bench``).
+
+    .venv/bin/python -m tests.bench [--quick] [--out BENCHMARKS.md]
+
+Order: the CPU-bound conversion and list figures first (before the fan-out runs leave
+processes and sockets behind), then the in-process GraphQL fan-out, then the fan-out of the
+gateway as a subprocess with the Go load client (``make go-client`` builds it).  Each bench
+prints its own details as it goes; a bench that fails is reported in the table and the others
+still run.  ``--quick`` is for trying the driver: small sizes, and nothing written unless
+``--out`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.bench import bench_fanout, bench_graphql_fanout, bench_graphql_list, grpc_conversion
+from tests.bench.report import Row, document, machine, not_measured, text_table
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Scenarios of the performance issue no bench measures yet, with their goals.
+NOT_MEASURED = [
+    not_measured("get one pod, GraphQL, added latency p50, concurrency 1", "≤ +1 ms"),
+    not_measured("get one pod, GraphQL, added latency p50, concurrency 32", "≤ +1 ms"),
+    not_measured("get one pod, gRPC, added latency p50, concurrency 1", "≤ +1 ms"),
+    not_measured("get one pod, gRPC, added latency p50, concurrency 32", "≤ +1 ms"),
+    not_measured("get, GraphQL and gRPC requests per second, concurrency 1 and 32", "-"),
+    not_measured("p99 of concurrent small gets while a 5,000-pod list converts", "≤ 2x idle p99"),
+]
+
+
+def _run(name: str, fn: Callable[[], list[Row]]) -> list[Row]:
+    print(f"\n== {name}", flush=True)
+    try:
+        return fn()
+    except (Exception, SystemExit) as exc:  # one failing bench must not lose the others
+        traceback.print_exc()
+        return [not_measured(name, "-", f"bench failed: {exc!r}"[:120])]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, to try the driver")
+    parser.add_argument("--out", type=Path, default=None, help="default: BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    out = args.out if args.out or args.quick else REPO / "BENCHMARKS.md"
+    pods, rounds = (300, 3) if args.quick else (5000, 7)
+    fanout = ["--subscribers", "50", "--seconds", "2"] if args.quick else []
+    gql_subscribers = 20 if args.quick else 200
+
+    rows: list[Row] = []
+    rows += _run("grpc_conversion", lambda: grpc_conversion.rows(pods, rounds))
+    rows += _run("bench_graphql_list", lambda: bench_graphql_list.rows(pods, rounds))
+    rows += _run(
+        "bench_graphql_fanout", lambda: bench_graphql_fanout.rows(subscribers=gql_subscribers)
+    )
+    rows += _run("bench_fanout", lambda: bench_fanout.rows(fanout))
+    rows += NOT_MEASURED
+
+    print()
+    print(text_table(rows))
+    if out is not None:
+        when = datetime.datetime.now(datetime.UTC)
+        out.write_text(document(rows, when=when, info=machine()))
+        print(f"\nwritten to {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

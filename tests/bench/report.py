@@ -1,0 +1,174 @@
+"""One table of benchmark results: a row per scenario, its figure, the direct figure of the same
+run, their ratio, the goal and whether the goal is met; and ``BENCHMARKS.md``, that table with
+the machine and date it was measured on.
+
+Used by ``python -m tests.bench`` (``make bench``); every bench module turns its figures into
+:class:`Row` values with :func:`row` (measured) or :func:`not_measured`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Row:
+    """One scenario.  ``figure`` is None when the scenario is not measured yet; ``direct`` and
+    ``ratio`` are None when there is no direct baseline; ``met`` is None without a goal."""
+
+    scenario: str
+    figure: float | None
+    unit: str
+    direct: float | None
+    ratio: float | None
+    goal: str
+    met: bool | None
+    note: str = ""
+
+
+def row(
+    scenario: str,
+    figure: float,
+    unit: str,
+    direct: float | None = None,
+    *,
+    max_ratio: float | None = None,
+    max_value: float | None = None,
+    min_value: float | None = None,
+    note: str = "",
+) -> Row:
+    """A measured row; the goal is a ceiling on the ratio to ``direct``, on the figure itself
+    (``max_value``, in ``unit``) or a floor on it (``min_value``)."""
+    ratio = figure / direct if direct else None
+    goals: list[str] = []
+    checks: list[bool] = []
+    if max_ratio is not None:
+        goals.append(f"≤ {max_ratio:g}x")
+        checks.append(ratio is not None and ratio <= max_ratio)
+    if max_value is not None:
+        goals.append(f"≤ {max_value:g} {unit}")
+        checks.append(figure <= max_value)
+    if min_value is not None:
+        goals.append(f"≥ {min_value:g} {unit}")
+        checks.append(figure >= min_value)
+    return Row(
+        scenario,
+        figure,
+        unit,
+        direct,
+        ratio,
+        ", ".join(goals) or "-",
+        all(checks) if checks else None,
+        note,
+    )
+
+
+def not_measured(scenario: str, goal: str, note: str = "") -> Row:
+    """A scenario of the issue that no bench measures yet."""
+    return Row(scenario, None, "", None, None, goal, None, note or "not measured yet")
+
+
+def number(value: float) -> str:
+    """Three significant figures or so, thousands separated."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+HEADER = ("scenario", "figure", "direct (same run)", "ratio", "goal", "met?")
+
+
+def cells(r: Row) -> tuple[str, ...]:
+    figure = "-" if r.figure is None else f"{number(r.figure)} {r.unit}".strip()
+    direct = "-" if r.direct is None else f"{number(r.direct)} {r.unit}".strip()
+    ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
+    met = {True: "yes", False: "no", None: "-"}[r.met]
+    scenario = f"{r.scenario} ({r.note})" if r.note else r.scenario
+    return (scenario, figure, direct, ratio, r.goal, met)
+
+
+def text_table(rows: Sequence[Row]) -> str:
+    """The table for a terminal: columns padded to their widest cell."""
+    lines = [HEADER, *(cells(r) for r in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
+    out = []
+    for n, line in enumerate(lines):
+        out.append("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    """The table as GitHub markdown (``|`` in a cell escaped)."""
+
+    def line(values: Iterable[str]) -> str:
+        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
+
+    return "\n".join([line(HEADER), line("---" for _ in HEADER), *(line(cells(r)) for r in rows)])
+
+
+def machine() -> dict[str, str]:
+    """CPU model and count, memory, OS, Python version and the commit measured."""
+    info: dict[str, str] = {}
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        models = [
+            ln.split(":", 1)[1].strip()
+            for ln in cpuinfo.splitlines()
+            if ln.startswith("model name")
+        ]
+        info["CPU"] = (
+            f"{models[0] if models else platform.processor() or '?'}, {os.cpu_count()} CPUs"
+        )
+    except OSError:
+        info["CPU"] = f"{platform.processor() or '?'}, {os.cpu_count()} CPUs"
+    try:
+        for ln in Path("/proc/meminfo").read_text().splitlines():
+            if ln.startswith("MemTotal:"):
+                info["memory"] = f"{int(ln.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    info["OS"] = f"{platform.system()} {platform.release()}"
+    info["Python"] = f"{platform.python_implementation()} {platform.python_version()}"
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+        info["commit"] = commit
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return info
+
+
+HOW_TO_READ = """\
+How to read it: every ratio is the gateway's figure divided by a direct call to the same
+upstream made in the same run (an httpx + orjson `KubeAdapter` call for lists and gets, plain
+HTTP watches for fan-out), so it compares like with like on the same machine at the same
+moment.  Absolute times are noise on a shared machine: read the ratios, and treat a gap of
+10-20 % between two runs as weather.  A goal written as a ratio is judged on the ratio; a goal
+written in a unit is judged on the figure itself.  Rows marked "not measured yet" are
+scenarios of the performance issue that no bench measures so far."""
+
+
+def document(rows: Sequence[Row], *, when: datetime.datetime, info: dict[str, str]) -> str:
+    """The whole of ``BENCHMARKS.md``."""
+    details = "\n".join(f"- {key}: {value}" for key, value in info.items())
+    return (
+        "# Benchmarks\n\n"
+        "Generated by `make bench` (`python -m tests.bench`); do not edit by hand.\n\n"
+        f"Measured {when:%Y-%m-%d %H:%M} UTC on:\n\n{details}\n\n"
+        f"{markdown_table(rows)}\n\n{HOW_TO_READ}\n"
+    )
