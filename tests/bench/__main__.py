@@ -3,11 +3,11 @@
     .venv/bin/python -m tests.bench [--quick] [--out BENCHMARKS.md]
 
 Order: the CPU-bound conversion and list figures first (before the fan-out runs leave
-processes and sockets behind), then the in-process GraphQL fan-out, then the fan-out of the
-gateway as a subprocess with the Go load client (``make go-client`` builds it).  Each bench
-prints its own details as it goes; a bench that fails is reported in the table and the others
-still run.  ``--quick`` is for trying the driver: small sizes, and nothing written unless
-``--out`` is given.
+processes and sockets behind), then gets, then the in-process GraphQL fan-out, then the
+fan-out of the gateway as a subprocess with the Go load client (``make go-client`` builds
+it).  Each bench prints its own details as it goes; a bench that fails is reported in the
+table and the others still run.  ``--quick`` is for trying the driver: small sizes, and
+nothing written unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -19,19 +19,25 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.bench import bench_fanout, bench_graphql_fanout, bench_graphql_list, grpc_conversion
+from tests.bench import (
+    bench_fanout,
+    bench_get,
+    bench_graphql_fanout,
+    bench_graphql_list,
+    grpc_conversion,
+)
 from tests.bench.report import Row, document, machine, not_measured, text_table
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: Scenarios of the performance issue no bench measures yet, with their goals.
 NOT_MEASURED = [
-    not_measured("get one pod, GraphQL, added latency p50, concurrency 1", "≤ +1 ms"),
-    not_measured("get one pod, GraphQL, added latency p50, concurrency 32", "≤ +1 ms"),
-    not_measured("get one pod, gRPC, added latency p50, concurrency 1", "≤ +1 ms"),
-    not_measured("get one pod, gRPC, added latency p50, concurrency 32", "≤ +1 ms"),
-    not_measured("get, GraphQL and gRPC requests per second, concurrency 1 and 32", "-"),
-    not_measured("p99 of concurrent small gets while a 5,000-pod list converts", "≤ 2x idle p99"),
+    not_measured(
+        "p99 of concurrent small gets while a 5,000-pod list converts",
+        "≤ 2x idle p99",
+        "not measured yet: needs the demo upstream and the big list's client out of the"
+        " measuring process",
+    ),
 ]
 
 
@@ -57,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[Row] = []
     rows += _run("grpc_conversion", lambda: grpc_conversion.rows(pods, rounds))
     rows += _run("bench_graphql_list", lambda: bench_graphql_list.rows(pods, rounds))
+    rows += _run("bench_get", lambda: bench_get.rows(100 if args.quick else 400))
     rows += _run(
         "bench_graphql_fanout", lambda: bench_graphql_fanout.rows(subscribers=gql_subscribers)
     )
