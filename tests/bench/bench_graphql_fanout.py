@@ -357,7 +357,7 @@ def rows(
     if "msgs_per_s" in g:
         out.append(
             row(
-                f"GraphQL shared subscription, {subscribers} WS subscribers, burst (in process)",
+                f"GraphQL shared subscription, {subscribers} WS subscribers, burst",
                 g["msgs_per_s"],
                 "msg/s",
                 d.get("msgs_per_s"),

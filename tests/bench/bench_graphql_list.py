@@ -128,7 +128,7 @@ def rows(pods: int = 5000, rounds: int = 7) -> list[Row]:
     r = asyncio.run(bench(pods, rounds))
     return [
         row(
-            f"GraphQL list {pods:,} pods, 15 fields (median)",
+            f"GraphQL list {pods:,} pods, 15 fields, median",
             r["graphql_median"],
             "ms",
             r["direct_median"],

@@ -257,7 +257,7 @@ def rows(pods: int = 5000, rounds: int = 7) -> list[Row]:
     e = asyncio.run(end_to_end(pods, max(3, rounds // 2)))
     return [
         row(
-            f"gRPC List {pods:,} pods, client parse included (best)",
+            f"gRPC List {pods:,} pods, client parse included, best",
             e["grpc"],
             "ms",
             e["direct"],
@@ -265,14 +265,14 @@ def rows(pods: int = 5000, rounds: int = 7) -> list[Row]:
             note=f"gzip {e['grpc_gzip'] / e['direct']:.2f}x",
         ),
         row(
-            f"codec dicts → PodList bytes vs orjson decode, {pods:,} pods (CPU)",
+            f"codec dicts → PodList bytes vs orjson decode, {pods:,} pods, CPU",
             c["convert"],
             "ms",
             c["decode"],
             max_ratio=1.3,
         ),
         row(
-            "one watch event to a gRPC message (CPU)",
+            "one watch event to a gRPC message, CPU",
             c["event_us"],
             "µs",
             max_value=40,

@@ -52,10 +52,10 @@ def row(
         goals.append(f"≤ {max_ratio:g}x")
         checks.append(ratio is not None and ratio <= max_ratio)
     if max_value is not None:
-        goals.append(f"≤ {max_value:g} {unit}")
+        goals.append(f"≤ {number(max_value)} {unit}")
         checks.append(figure <= max_value)
     if min_value is not None:
-        goals.append(f"≥ {min_value:g} {unit}")
+        goals.append(f"≥ {number(min_value)} {unit}")
         checks.append(figure >= min_value)
     return Row(
         scenario,
@@ -160,7 +160,15 @@ HTTP watches for fan-out), so it compares like with like on the same machine at 
 moment.  Absolute times are noise on a shared machine: read the ratios, and treat a gap of
 10-20 % between two runs as weather.  A goal written as a ratio is judged on the ratio; a goal
 written in a unit is judged on the figure itself.  Rows marked "not measured yet" are
-scenarios of the performance issue that no bench measures so far."""
+scenarios of the performance issue that no bench measures so far.
+
+Where each figure comes from (`tests/bench`, every module says more in its docstring):
+`grpc_conversion` (codec and watch-event CPU time, best of 7; gRPC `List` wall time, gateway
+in process), `bench_graphql_list` (gateway in process), `bench_get` (`kube-gateway serve` as a
+subprocess; the demo upstream and the clients share one process, so at concurrency 32 the
+direct figure is bound by that process too), `bench_graphql_fanout` (gateway in process,
+clients in a second process), `bench_fanout` (`kube-gateway serve` as a subprocess, the Go
+load client `kg-fanout`; gateway CPU from `/proc`)."""
 
 
 def document(rows: Sequence[Row], *, when: datetime.datetime, info: dict[str, str]) -> str:
