@@ -146,6 +146,8 @@ async def gateway(upstream: str, subscribers: int) -> AsyncIterator[Gateway]:
         "--max-subscriptions-per-identity", str(budget),
         "--max-subscriptions", str(max(10000, budget)),
     ]  # fmt: skip
+    # this checkout's code first: the venv's editable install may point at another checkout
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryFile() as log:
         proc = await asyncio.create_subprocess_exec(
             str(GATEWAY),
@@ -153,6 +155,7 @@ async def gateway(upstream: str, subscribers: int) -> AsyncIterator[Gateway]:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
             stderr=log,
+            env={**os.environ, "PYTHONPATH": path},
             preexec_fn=_die_with_parent,
         )
         gw = Gateway(proc, http_port, grpc_port, log)

@@ -52,10 +52,10 @@ def row(
         goals.append(f"≤ {max_ratio:g}x")
         checks.append(ratio is not None and ratio <= max_ratio)
     if max_value is not None:
-        goals.append(f"≤ {number(max_value)} {unit}")
+        goals.append(f"≤ {max_value:,g} {unit}")
         checks.append(figure <= max_value)
     if min_value is not None:
-        goals.append(f"≥ {number(min_value)} {unit}")
+        goals.append(f"≥ {min_value:,g} {unit}")
         checks.append(figure >= min_value)
     return Row(
         scenario,
