@@ -19,7 +19,6 @@ from typing import Any
 
 import grpc
 import httpx
-from grpc_health.v1 import health
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -38,7 +37,7 @@ from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.metrics import Metrics
 from gateway.graphql.server import GraphQLApp, graphql_routes
-from gateway.grpc.server import GrpcOptions, follow_readiness, start_grpc
+from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.requestid import RequestContext
 from gateway.settings import Settings
 from gateway.shutdown import DrainGate
@@ -320,7 +319,6 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 )
                 stack.callback(watcher.cancel)
                 app.state.certificates = certificates
-            grpc_health = health.aio.HealthServicer()
             grpc_server, grpc_port = await start_grpc(
                 adapter,
                 settings.host,
@@ -329,16 +327,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 options=grpc_options(settings),
                 credentials=grpc_credentials,
                 drain=drain,
-                health_servicer=grpc_health,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
-            readiness = Readiness(http)
-            # The gRPC health service says what /readyz says.
-            follower = asyncio.create_task(
-                follow_readiness(grpc_health, readiness.ready, readiness.ttl, drain),
-                name="grpc-health",
-            )
-            stack.callback(follower.cancel)
             # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC
             # Watch ends with them), then the gRPC server, then the clients.
             stack.push_async_callback(watches.aclose)
@@ -364,7 +354,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 upstream=upstream_cfg.server,
                 demo=demo,
                 metrics=metrics,
-                readiness=readiness,
+                readiness=Readiness(http),
                 drain=drain,
             )
             if tune_gc:

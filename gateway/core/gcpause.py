@@ -11,10 +11,13 @@ it, two to three times its own cost.  The body is freed by reference counting on
 so the collector need never see it: it is held off for the duration of the work and turned
 back on afterwards, when the next collection runs as usual.
 
-Two shapes, one rule:
+Three shapes, one rule:
 
 * :func:`paused` — a ``with`` block around synchronous work (decoding a body, encoding a
   list message);
+* :func:`held` — a ``with`` block around work that yields to the event loop in between
+  (a large list encoded in slices): counted, so overlapping holds of several tasks keep the
+  collector off until the last one ends;
 * :func:`pause_until_next_turn` — for work that does not end in a block of ours (the
   GraphQL projection of a large list: the response and the decoded body are dropped when the
   current event-loop step ends).  The collector comes back on from a ``call_soon`` callback,
@@ -31,7 +34,7 @@ import gc
 from types import TracebackType
 from typing import Final
 
-__all__ = ["LARGE_BODY_BYTES", "LARGE_LIST", "pause_until_next_turn", "paused"]
+__all__ = ["LARGE_BODY_BYTES", "LARGE_LIST", "held", "pause_until_next_turn", "paused"]
 
 #: A JSON body at least this large is decoded with the collector held off.
 LARGE_BODY_BYTES: Final = 1 << 20
@@ -65,6 +68,51 @@ def paused(when: bool = True) -> _Pause:
     The collector is turned on again when the block ends, also by an exception.
     """
     return _Pause(when and gc.isenabled())
+
+
+class _Hold:
+    """The counted pause of :func:`held` (one event loop thread: no lock needed)."""
+
+    holders = 0
+    #: Whether the first holder turned the collector off (and the last turns it back on).
+    ours = False
+
+    __slots__ = ("_when",)
+
+    def __init__(self, when: bool) -> None:
+        self._when = when
+
+    def __enter__(self) -> None:
+        if not self._when:
+            return
+        if _Hold.holders == 0 and gc.isenabled():
+            gc.disable()
+            _Hold.ours = True
+        _Hold.holders += 1
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._when:
+            return
+        _Hold.holders -= 1
+        if _Hold.holders == 0 and _Hold.ours:
+            _Hold.ours = False
+            gc.enable()
+
+
+def held(when: bool = True) -> _Hold:
+    """A ``with`` block, which may span ``await``, run with the cyclic collector off.
+
+    Other tasks run with the collector off while the block waits; the work inside yields
+    often, so that is a few milliseconds at a time, and the block as a whole lasts as long
+    as the synchronous work it replaces.  Holds overlap: the collector comes back on when
+    the last open hold ends, and only if the first one turned it off.
+    """
+    return _Hold(when)
 
 
 def pause_until_next_turn() -> None:

@@ -8,7 +8,6 @@ that accept it; the message size limit is configurable.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from gateway.grpc.requestid import RequestIdInterceptor
 from gateway.grpc.servicer import resource_handler
 from gateway.grpc.status import to_status
 
-__all__ = ["GrpcOptions", "follow_readiness", "service_names", "start_grpc"]
+__all__ = ["GrpcOptions", "service_names", "start_grpc"]
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +150,6 @@ async def start_grpc(
     options: GrpcOptions | None = None,
     credentials: grpc.ServerCredentials | None = None,
     drain: Drain | None = None,
-    health_servicer: health.aio.HealthServicer | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
@@ -164,8 +162,6 @@ async def start_grpc(
         credentials: TLS (``None``: plaintext).
         drain: the application's drain: while draining, health says ``NOT_SERVING`` and
             new calls are refused with ``UNAVAILABLE`` (see :class:`DrainInterceptor`).
-        health_servicer: the health service to serve (the caller may keep it to report
-            readiness with :func:`follow_readiness`); a new one by default.
 
     Returns:
         The running server (the caller, the lifespan, stops it) and the bound port.
@@ -186,7 +182,7 @@ async def start_grpc(
     server.add_generic_rpc_handlers(
         tuple(resource_handler(adapter, hub, svc, conversions, drain) for svc in c.services)
     )
-    health_servicer = health_servicer or health.aio.HealthServicer()
+    health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = service_names(c)
     reflection.enable_server_reflection(names, server)
@@ -206,29 +202,3 @@ async def start_grpc(
         drain.on_drain(health_servicer.enter_graceful_shutdown)
     log.info("gRPC listening on %s:%d (%d resource services)", host, bound, len(c.services))
     return server, bound
-
-
-async def follow_readiness(
-    health_servicer: health.aio.HealthServicer,
-    ready: Callable[[], Awaitable[bool]],
-    interval: float,
-    drain: Drain | None = None,
-) -> None:
-    """Keep the health service's overall status (``""``) on the gateway's readiness: SERVING
-    while ``ready()``, else NOT_SERVING, asked every ``interval`` seconds until cancelled (the
-    lifespan owns the task).  A drain turns every service NOT_SERVING for good."""
-    serving = True
-    while drain is None or not drain.draining:
-        ok = await ready()
-        if drain is not None and drain.draining:
-            return
-        if ok != serving:
-            serving = ok
-            status = (
-                health_pb2.HealthCheckResponse.SERVING
-                if ok
-                else health_pb2.HealthCheckResponse.NOT_SERVING
-            )
-            await health_servicer.set("", status)
-            log.warning("gRPC health: %s", "SERVING" if ok else "NOT_SERVING (upstream not ready)")
-        await asyncio.sleep(interval)

@@ -299,7 +299,7 @@ class ResourceServicer:
             timeout=timeout,
         )
         if rpc.action == "list":
-            return self.codec.list_bytes(self.kind, answer, mask)
+            return await self.codec.list_bytes_async(self.kind, answer, mask)
         if rpc.action == "delete":
             return self._object_or_status(
                 rpc, answer, "object", lambda d: self.codec.object_bytes(self.kind, d)

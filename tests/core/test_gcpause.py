@@ -77,3 +77,24 @@ async def test_a_step_pause_leaves_a_collector_that_is_off_alone() -> None:
 def test_a_step_pause_needs_a_running_loop() -> None:
     gcpause.pause_until_next_turn()
     assert gc.isenabled()
+
+
+async def test_overlapping_holds_keep_the_collector_off_until_the_last_one_ends() -> None:
+    first, second = gcpause.held(), gcpause.held()
+    first.__enter__()
+    await asyncio.sleep(0)
+    second.__enter__()
+    assert not gc.isenabled()
+    first.__exit__(None, None, None)  # the first ends while the second still holds
+    assert not gc.isenabled()
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+    with gcpause.held(False):
+        assert gc.isenabled()
+
+
+async def test_a_hold_never_turns_on_a_collector_someone_else_turned_off() -> None:
+    gc.disable()
+    with gcpause.held():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
