@@ -36,6 +36,7 @@ from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.settings import Settings
 from tests.bench.realistic import pod
+from tests.bench.report import Row, row
 from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
@@ -145,7 +146,9 @@ def _row(label: str, samples: list[float]) -> tuple[float, float]:
     return p50, p99
 
 
-async def bench(pods: int, rounds: int, idle_gets: int) -> None:
+async def bench(pods: int, rounds: int, idle_gets: int) -> dict[str, tuple[float, float]]:
+    """Prints the figures and returns them: (loaded, idle) p99 in seconds by ``"<get> during
+    <phase> lists"``, and (loaded, idle) longest loop stall by ``"stall during <phase> lists"``."""
     module = "tests.bench.bench_loop_hold"
     upstream = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -254,15 +257,50 @@ async def bench(pods: int, rounds: int, idle_gets: int) -> None:
     ):
         print(f"  large {label:<22} median {statistics.median(times) * 1000:8.1f} ms (wall)")
     ratios = []
+    figures: dict[str, tuple[float, float]] = {}
     for which, label in ((0, "GraphQL get"), (1, "gRPC Get")):
         _, idle_p99 = _row(f"{label}, idle", idle[which])
         for phase, samples in loaded.items():
             _, loaded_p99 = _row(f"{label}, {phase} lists", samples[which])
             ratios.append((f"{label} during {phase} lists", loaded_p99 / idle_p99))
+            figures[f"{label} during {phase} lists"] = (loaded_p99, idle_p99)
+    for phase, samples in loaded.items():
+        figures[f"stall during {phase} lists"] = (samples[2], idle[2])
     stalls = ", ".join(f"during {p} lists {s[2] * 1000:.1f} ms" for p, s in loaded.items())
     print(f"  longest loop stall: idle {idle[2] * 1000:.1f} ms, {stalls}")
     for label, ratio in ratios:
         print(f"  p99 ratio {label}: {ratio:.2f}  (goal ≤ 2.00)")
+    return figures
+
+
+def rows(pods: int = 5000, rounds: int = 3, idle_gets: int = 300) -> list[Row]:
+    """Measure (printing the details) and return the rows of the benchmark table; the direct
+    column of these rows holds the idle figure of the same run."""
+    figures = asyncio.run(bench(pods, rounds, idle_gets))
+    out: list[Row] = []
+    for key, (loaded, idle) in figures.items():
+        if key.startswith("stall"):
+            out.append(
+                row(
+                    f"longest event-loop stall {key[6:]} ({pods:,} pods)",
+                    loaded * 1000,
+                    "ms",
+                    idle * 1000,
+                    note="direct column: idle",
+                )
+            )
+        else:
+            out.append(
+                row(
+                    f"small {key} ({pods:,} pods), p99",
+                    loaded * 1000,
+                    "ms",
+                    idle * 1000,
+                    max_ratio=2,
+                    note="direct column: idle p99",
+                )
+            )
+    return out
 
 
 def main() -> None:

@@ -164,7 +164,9 @@ scenarios of the performance issue that no bench measures so far.
 
 Where each figure comes from (`tests/bench`, every module says more in its docstring):
 `grpc_conversion` (codec and watch-event CPU time, best of 7; gRPC `List` wall time, gateway
-in process), `bench_graphql_list` (gateway in process), `bench_get` (`kube-gateway serve` as a
+in process), `bench_graphql_list` (gateway in process), `bench_loop_hold` (gateway in
+process, the demo upstream and the large-list client in child processes; its rows compare
+with the idle figures of the same run, not a direct call), `bench_get` (`kube-gateway serve` as a
 subprocess; the demo upstream and the clients share one process, so at concurrency 32 the
 direct figure is bound by that process too), `bench_graphql_fanout` (gateway in process,
 clients in a second process), `bench_fanout` (`kube-gateway serve` as a subprocess, the Go
