@@ -97,7 +97,6 @@ class Runtime:
     http: httpx.AsyncClient
     grpc_server: grpc.aio.Server
     grpc_port: int
-    upstream: str
     demo: bool
     metrics: Metrics
     readiness: Readiness
@@ -351,7 +350,6 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 http=http,
                 grpc_server=grpc_server,
                 grpc_port=grpc_port,
-                upstream=upstream_cfg.server,
                 demo=demo,
                 metrics=metrics,
                 readiness=Readiness(http),
