@@ -160,6 +160,7 @@ class Registry(Mapping[str, Resource]):
 
     def __init__(self, resources: tuple[Resource, ...]) -> None:
         self._by_key = {r.key: r for r in resources}
+        self._by_gvr = {(r.group, r.version, r.plural): r for r in resources}
         self._aliases: dict[str, Resource] = {}
         for r in resources:
             for alias in (r.key, r.kind, r.kind.lower(), r.plural, r.singular, *r.short_names):
@@ -184,6 +185,10 @@ class Registry(Mapping[str, Resource]):
             return self._aliases[name]
         except KeyError:
             raise UnknownResource(f"the gateway does not serve resource {name!r}") from None
+
+    def by_resource(self, group: str, version: str, plural: str) -> Resource | None:
+        """The resource served at ``group/version/plural``, if any."""
+        return self._by_gvr.get((group, version, plural))
 
     def by_kind(self, api_version: str, kind: str) -> Resource | None:
         for r in self._by_key.values():

@@ -1,0 +1,98 @@
+"""What the gateway serves right now: the curated seed resources plus what discovery found.
+
+A :class:`Catalog` is an immutable snapshot.  The lifespan owns one :class:`CatalogHolder`;
+whoever learns that the cluster's set of resources or one of their schemas changed builds a
+new catalog and :meth:`~CatalogHolder.swap`\\ s it in whole.  Readers take
+:attr:`CatalogHolder.current` once per operation and keep using that snapshot to the end, so
+an operation in flight never sees half of a reload.
+
+The seed resources (:data:`gateway.core.registry.REGISTRY`) keep their curated records and
+typed front ends; a discovered resource is addressed by group, version and plural.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from gateway.core.errors import UnknownResource
+from gateway.core.registry import REGISTRY, Registry, Resource
+
+GroupVersionKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVersion:
+    """One served group/version: its resources and, when read, its OpenAPI v3 document."""
+
+    group: str
+    version: str
+    resources: tuple[Resource, ...]
+    #: The ``/openapi/v3/...`` document of this group/version (``None``: not read).
+    openapi: Mapping[str, Any] | None = None
+    #: The hash the OpenAPI v3 index gave for that document; unchanged hash, unchanged document.
+    openapi_hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """One consistent view of every served resource."""
+
+    registry: Registry
+    #: Discovered group/versions by ``(group, version)`` (empty when discovery is off).
+    groups: Mapping[GroupVersionKey, GroupVersion] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    #: Bumped on every swap, so a cache keyed by it never outlives its catalog.
+    generation: int = 0
+
+    def resource(self, group: str, version: str, plural: str) -> Resource:
+        """The served resource at ``group/version/plural``.
+
+        Raises:
+            UnknownResource: nothing served there (never served, denied by ``--resources``,
+                or removed from the cluster).
+        """
+        found = self.registry.by_resource(group, version, plural)
+        if found is None:
+            gv = f"{group}/{version}" if group else version
+            raise UnknownResource(f"the gateway does not serve {plural!r} in {gv!r}")
+        return found
+
+    def is_seed(self, resource: Resource) -> bool:
+        """Is this one of the curated seed resources (typed services and types)?"""
+        return REGISTRY.get(resource.key) == resource
+
+
+SEED_CATALOG = Catalog(REGISTRY)
+
+Listener = Callable[[Catalog, Catalog], None]
+
+
+class CatalogHolder:
+    """The current catalog, swapped whole; listeners hear ``(old, new)`` after each swap."""
+
+    def __init__(self, initial: Catalog = SEED_CATALOG) -> None:
+        self._current = initial
+        self._listeners: list[Listener] = []
+
+    @property
+    def current(self) -> Catalog:
+        return self._current
+
+    def swap(self, new: Catalog) -> None:
+        old, self._current = self._current, new
+        for listener in tuple(self._listeners):
+            listener(old, new)
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(old, new)`` after every swap; returns the function that stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
