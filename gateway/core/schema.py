@@ -46,6 +46,7 @@ __all__ = [
     "GroupVersionKind",
     "ListOf",
     "MapOf",
+    "Model",
     "ObjectType",
     "Ref",
     "Scalar",
@@ -58,6 +59,7 @@ __all__ = [
     "list_type",
     "object_type",
     "reachable",
+    "seed_model",
     "strategic_merge_keys",
 ]
 
@@ -230,11 +232,68 @@ def _ref_names(t: TypeRef) -> Iterator[str]:
 # -- loading ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Model:
-    types: Mapping[str, ObjectType]  # by definition id, sorted
-    by_short: Mapping[str, ObjectType]
-    by_gvk: Mapping[tuple[str, str, str], ObjectType]
+class Model:
+    """A set of object types by definition id, with lookups by short name and kind.
+
+    The gateway's curated schema is :func:`seed_model` (read from ``schemas/``); a model of
+    the cluster's discovered kinds extends it (:func:`extend`), keeping every seed type and
+    its name.
+    """
+
+    def __init__(self, types: Mapping[str, ObjectType]) -> None:
+        self.types: Mapping[str, ObjectType] = MappingProxyType(dict(sorted(types.items())))
+        self.by_short: Mapping[str, ObjectType] = MappingProxyType(
+            {t.short_name: t for t in self.types.values()}
+        )
+        by_gvk: dict[tuple[str, str, str], ObjectType] = {}
+        for t in self.types.values():
+            for gvk in t.gvks:
+                by_gvk.setdefault((gvk.group, gvk.version, gvk.kind), t)
+        self.by_gvk: Mapping[tuple[str, str, str], ObjectType] = MappingProxyType(by_gvk)
+        self._reachable: dict[str, tuple[ObjectType, ...]] = {}
+
+    def all_types(self) -> tuple[ObjectType, ...]:
+        """Every object type, sorted by definition id."""
+        return tuple(self.types.values())
+
+    def object_type(self, name: str) -> ObjectType:
+        """Look up an object type by definition id or short name (see :func:`object_type`)."""
+        found = self.types.get(name) if "." in name else self.by_short.get(name)
+        if found is None:
+            raise SchemaError(f"no object type {name!r} in the schema")
+        return found
+
+    def kind_type(self, group: str, version: str, kind: str) -> ObjectType:
+        """The definition served as ``group/version, Kind`` (see :func:`kind_type`)."""
+        found = self.by_gvk.get((group, version, kind))
+        if found is None:
+            api_version = f"{group}/{version}" if group else version
+            raise SchemaError(f"no definition for {api_version} {kind}")
+        return found
+
+    def kinds(self, registry: Registry = REGISTRY) -> Mapping[str, ObjectType]:
+        """The object type of every resource of ``registry``, by kind (see :func:`kinds`)."""
+        found: dict[str, ObjectType] = {}
+        for r in registry.values():
+            if r.kind in found:
+                raise SchemaError(f"two served resources are called {r.kind}")
+            found[r.kind] = self.kind_type(r.group, r.version, r.kind)
+        return MappingProxyType(found)
+
+    def list_type(self, kind: str, registry: Registry = REGISTRY) -> ObjectType:
+        """The list kind of a served kind (see :func:`list_type`)."""
+        r = next((r for r in registry.values() if r.kind == kind), None)
+        if r is None:
+            raise SchemaError(f"{kind} is not a served kind")
+        return self.kind_type(r.group, r.version, r.list_kind)
+
+    def reachable(self, root: str) -> tuple[ObjectType, ...]:
+        """The object types reachable from ``root`` (see :func:`reachable`)."""
+        name = self.object_type(root).name
+        found = self._reachable.get(name)
+        if found is None:
+            found = self._reachable[name] = _post_order(self.types, name)
+        return found
 
 
 def _read(schema_dir: Path, files: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -364,13 +423,12 @@ def _short_names(ids: list[str]) -> dict[str, str]:
     return names
 
 
-def _build(schema_dir: Path = SCHEMA_DIR, files: Sequence[str] = SCHEMA_FILES) -> _Model:
+def _build(schema_dir: Path = SCHEMA_DIR, files: Sequence[str] = SCHEMA_FILES) -> Model:
     defs = _read(schema_dir, files)
     resolver = _Resolver(defs)
     ids = sorted(d for d in defs if resolver.is_object(d))
     short = _short_names(ids)
     types: dict[str, ObjectType] = {}
-    by_gvk: dict[tuple[str, str, str], ObjectType] = {}
     for def_id in ids:
         schema = defs[def_id]
         gvks = tuple(
@@ -386,18 +444,17 @@ def _build(schema_dir: Path = SCHEMA_DIR, files: Sequence[str] = SCHEMA_FILES) -
             map_type=_literal(MapType, schema.get("x-kubernetes-map-type"), def_id),
         )
         types[def_id] = obj
-        for gvk in gvks:
-            by_gvk.setdefault((gvk.group, gvk.version, gvk.kind), obj)
-    return _Model(
-        types=MappingProxyType(types),
-        by_short=MappingProxyType({t.short_name: t for t in types.values()}),
-        by_gvk=MappingProxyType(by_gvk),
-    )
+    return Model(types)
 
 
 @functools.cache
-def _model() -> _Model:
+def seed_model() -> Model:
+    """The curated schema of the seed resources, read once from ``schemas/``."""
     return _build()
+
+
+def _model() -> Model:
+    return seed_model()
 
 
 # -- public API ------------------------------------------------------------------------------
@@ -405,7 +462,7 @@ def _model() -> _Model:
 
 def all_types() -> tuple[ObjectType, ...]:
     """Every object type in the schema, sorted by definition id."""
-    return tuple(_model().types.values())
+    return _model().all_types()
 
 
 def object_type(name: str) -> ObjectType:
@@ -419,11 +476,7 @@ def object_type(name: str) -> ObjectType:
         SchemaError: no such object type (wrapper definitions such as ``Time`` are scalars,
             not object types).
     """
-    model = _model()
-    found = model.types.get(name) if "." in name else model.by_short.get(name)
-    if found is None:
-        raise SchemaError(f"no object type {name!r} in the schema")
-    return found
+    return _model().object_type(name)
 
 
 def kind_type(group: str, version: str, kind: str) -> ObjectType:
@@ -432,11 +485,7 @@ def kind_type(group: str, version: str, kind: str) -> ObjectType:
     Raises:
         SchemaError: no definition carries that group-version-kind.
     """
-    found = _model().by_gvk.get((group, version, kind))
-    if found is None:
-        api_version = f"{group}/{version}" if group else version
-        raise SchemaError(f"no definition for {api_version} {kind}")
-    return found
+    return _model().kind_type(group, version, kind)
 
 
 def kinds(registry: Registry = REGISTRY) -> Mapping[str, ObjectType]:
@@ -448,12 +497,7 @@ def kinds(registry: Registry = REGISTRY) -> Mapping[str, ObjectType]:
     Raises:
         SchemaError: a resource has no schema, or two served kinds share a name.
     """
-    found: dict[str, ObjectType] = {}
-    for r in registry.values():
-        if r.kind in found:
-            raise SchemaError(f"two served resources are called {r.kind}")
-        found[r.kind] = kind_type(r.group, r.version, r.kind)
-    return MappingProxyType(found)
+    return _model().kinds(registry)
 
 
 def list_type(kind: str, registry: Registry = REGISTRY) -> ObjectType:
@@ -462,10 +506,7 @@ def list_type(kind: str, registry: Registry = REGISTRY) -> ObjectType:
     Raises:
         SchemaError: the kind is not served, or has no list definition.
     """
-    r = next((r for r in registry.values() if r.kind == kind), None)
-    if r is None:
-        raise SchemaError(f"{kind} is not a served kind")
-    return kind_type(r.group, r.version, r.list_kind)
+    return _model().list_type(kind, registry)
 
 
 def reachable(root: str) -> tuple[ObjectType, ...]:
@@ -479,12 +520,7 @@ def reachable(root: str) -> tuple[ObjectType, ...]:
     Args:
         root: a definition id or short name.
     """
-    return _reachable(object_type(root).name)
-
-
-@functools.cache
-def _reachable(root: str) -> tuple[ObjectType, ...]:
-    return _post_order(_model().types, root)
+    return _model().reachable(root)
 
 
 def _post_order(types: Mapping[str, ObjectType], root: str) -> tuple[ObjectType, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import strawberry
@@ -60,6 +60,9 @@ class Prepared:
     document: DocumentNode
     operation: OperationDefinitionNode
     operation_name: str | None
+    #: The engine (and so the schema) that validated it, which also executes it: an
+    #: operation prepared before a schema swap finishes on the schema it was checked against.
+    engine: Engine | None = field(default=None, compare=False, repr=False)
 
     @property
     def kind(self) -> OperationKind:
@@ -160,7 +163,7 @@ class Engine:
                 else "the document has several operations: give `operationName`"
             )
             raise _bad(message)
-        return Prepared(query, document, operation, operation_name)
+        return Prepared(query, document, operation, operation_name, self)
 
     # -- executing -------------------------------------------------------------------------
 
@@ -172,6 +175,8 @@ class Engine:
         root: Any = None,
     ) -> Response:
         """Execute a query or mutation; field errors come back as partial data."""
+        if prepared.engine is not None and prepared.engine is not self:
+            return await prepared.engine.execute(prepared, variables, context, root)
         result = execute(
             self.graphql_schema,
             prepared.document,
@@ -194,6 +199,8 @@ class Engine:
             The executor (for :meth:`execute_event`) and the source stream, or an error
             response when the subscription cannot start.
         """
+        if prepared.engine is not None and prepared.engine is not self:
+            return await prepared.engine.source(prepared, variables, context)
         executor = self.executor_class.build(
             self.graphql_schema,
             prepared.document,

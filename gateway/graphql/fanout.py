@@ -459,6 +459,21 @@ class Hub:
                 sub.drain()
             feed.close()
 
+    def end_where(self, ended: Callable[[Prepared], Exception | None]) -> int:
+        """End every feed whose document ``ended`` gives an error for (the schema it was
+        checked against lost its root field); its subscribers get that error.  Returns how
+        many feeds ended."""
+        count = 0
+        for feed in {*self.feeds.values(), *self.running}:
+            error = ended(feed.prepared)
+            if error is None or feed.closed:
+                continue
+            for sub in list(feed.subscribers):
+                sub.finish(error)
+            feed.close()
+            count += 1
+        return count
+
     def forget(self, feed: Feed) -> None:
         if self.feeds.get(feed.key) is feed:
             del self.feeds[feed.key]

@@ -23,7 +23,7 @@ from strawberry.types.field import StrawberryField
 from strawberry.types.unset import UNSET
 
 from gateway.core import schema
-from gateway.core.registry import REGISTRY, Registry
+from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.graphql.scalars import JSON, SCALAR_TYPES
 
 #: Definition ids generated besides the served kinds (results of deletes).
@@ -67,9 +67,12 @@ class GeneratedTypes:
     Attributes:
         outputs: output type by short name (``Pod``, ``PodSpec``, ``ObjectMeta``...).
         inputs: input type by short name of the object type it mirrors (``Pod`` -> ``PodInput``).
-        kinds: output type of each served kind, by kind (``Pod``).
-        lists: output list type of each served kind, by kind (``Pod`` -> ``PodList``).
-        kind_inputs: input type of each served kind, by kind (``Pod`` -> ``PodInput``).
+        kinds: output type of each served kind, by its GraphQL name (:meth:`name`).
+        lists: output list type of each served kind, by name (``Pod`` -> ``PodList``).
+        kind_inputs: input type of each served kind, by name (``Pod`` -> ``PodInput``).
+        names: the GraphQL name of each served resource, by registry key: the short name of
+            its kind's type, which is the kind itself unless another served kind took it
+            (``Event`` of ``events.k8s.io`` is ``EventsV1Event``: the core one is ``Event``).
     """
 
     outputs: Mapping[str, type]
@@ -77,6 +80,11 @@ class GeneratedTypes:
     kinds: Mapping[str, type]
     lists: Mapping[str, type]
     kind_inputs: Mapping[str, type]
+    names: Mapping[str, str]
+
+    def name(self, r: Resource) -> str:
+        """The GraphQL type name of a served resource's kind."""
+        return self.names[r.key]
 
     def output(self, short_name: str) -> type:
         return self.outputs[short_name]
@@ -85,64 +93,79 @@ class GeneratedTypes:
         return self.inputs[short_name]
 
 
-def _roots(registry: Registry) -> list[str]:
-    roots: list[str] = []
-    for kind, obj in schema.kinds(registry).items():
-        roots.append(obj.name)
-        roots.append(schema.list_type(kind, registry).name)
-    roots.extend(EXTRA_ROOTS)
-    return roots
+def _kinds(
+    registry: Registry, model: schema.Model
+) -> dict[str, tuple[schema.ObjectType, schema.ObjectType]]:
+    """``{registry key: (kind type, list kind type)}``."""
+    return {
+        r.key: (
+            model.kind_type(r.group, r.version, r.kind),
+            model.kind_type(r.group, r.version, r.list_kind),
+        )
+        for r in registry.values()
+    }
 
 
-def _closure(roots: Iterable[str]) -> list[schema.ObjectType]:
+def _closure(roots: Iterable[str], model: schema.Model) -> list[schema.ObjectType]:
     seen: dict[str, schema.ObjectType] = {}
     for root in roots:
-        for t in schema.reachable(root):
+        for t in model.reachable(root):
             seen.setdefault(t.name, t)
     return sorted(seen.values(), key=lambda t: t.short_name)
 
 
-def _annotation(ref: schema.TypeRef, classes: Mapping[str, type], *, output: bool) -> Any:
+def _annotation(
+    ref: schema.TypeRef, classes: Mapping[str, type], model: schema.Model, *, output: bool
+) -> Any:
     if isinstance(ref, schema.Scalar):
         return SCALAR_TYPES[ref.kind]
     if isinstance(ref, schema.MapOf):
         return JSON
     if isinstance(ref, schema.ListOf):
-        item = _annotation(ref.item, classes, output=output)
+        item = _annotation(ref.item, classes, model, output=output)
         # Outputs tolerate a null inside an upstream array; inputs do not send one.
         return list[Optional[item]] if output else list[item]  # type: ignore[valid-type]  # noqa: UP045
-    return classes[schema.object_type(ref.type_name).short_name]
+    return classes[model.object_type(ref.type_name).short_name]
 
 
 def _describe(text: str) -> str | None:
     return text or None
 
 
-def generate(registry: Registry = REGISTRY, extra: ExtraFields | None = None) -> GeneratedTypes:
+def generate(
+    registry: Registry = REGISTRY,
+    extra: ExtraFields | None = None,
+    model: schema.Model | None = None,
+) -> GeneratedTypes:
     """Generate the output and input types of every served kind from the schema source.
 
     Args:
         registry: the served resources.
         extra: a hook returning additional output fields per type (cross-resource links).
+        model: the schema the kinds are described by (the curated seed schema by default; a
+            model extended with discovered kinds, :func:`gateway.core.openapi.extend`).
     """
-    types = _closure(_roots(registry))
+    model = model or schema.seed_model()
+    served = _kinds(registry, model)
+    roots = [t.name for pair in served.values() for t in pair]
+    types = _closure([*roots, *EXTRA_ROOTS], model)
     outputs: dict[str, type] = {t.short_name: type(t.short_name, (), {}) for t in types}
     inputs: dict[str, type] = {t.short_name: type(f"{t.short_name}Input", (), {}) for t in types}
     for cls in (*outputs.values(), *inputs.values()):
         cls.__module__ = __name__
-    kinds = {kind: outputs[obj.short_name] for kind, obj in schema.kinds(registry).items()}
-    lists = {
-        kind: outputs[schema.list_type(kind, registry).short_name]
-        for kind in schema.kinds(registry)
-    }
-    kind_inputs = {kind: inputs[obj.short_name] for kind, obj in schema.kinds(registry).items()}
+    names = {key: kind.short_name for key, (kind, _) in served.items()}
     generated = GeneratedTypes(
-        outputs=outputs, inputs=inputs, kinds=kinds, lists=lists, kind_inputs=kind_inputs
+        outputs=outputs,
+        inputs=inputs,
+        kinds={kind.short_name: outputs[kind.short_name] for kind, _ in served.values()},
+        lists={kind.short_name: outputs[lst.short_name] for kind, lst in served.values()},
+        kind_inputs={kind.short_name: inputs[kind.short_name] for kind, _ in served.values()},
+        names=names,
     )
     extra_fields = extra(generated) if extra is not None else {}
 
     for t in types:
-        _fill(outputs[t.short_name], t, outputs, output=True)
+        _fill(outputs[t.short_name], t, outputs, model, output=True)
         out_cls = outputs[t.short_name]
         out_cls.raw = strawberry.field(  # type: ignore[attr-defined]
             resolver=resolve_raw,
@@ -155,18 +178,25 @@ def generate(registry: Registry = REGISTRY, extra: ExtraFields | None = None) ->
             setattr(out_cls, name, fld)
         strawberry.type(out_cls, name=t.short_name, description=_describe(t.description))
 
-        _fill(inputs[t.short_name], t, inputs, output=False)
+        _fill(inputs[t.short_name], t, inputs, model, output=False)
         strawberry.input(
             inputs[t.short_name], name=f"{t.short_name}Input", description=_describe(t.description)
         )
     return generated
 
 
-def _fill(cls: type, t: schema.ObjectType, classes: Mapping[str, type], *, output: bool) -> None:
+def _fill(
+    cls: type,
+    t: schema.ObjectType,
+    classes: Mapping[str, type],
+    model: schema.Model,
+    *,
+    output: bool,
+) -> None:
     annotations: dict[str, Any] = {}
     for f in t.fields:
         py = python_name(f.json_name)
-        annotations[py] = Optional[_annotation(f.type, classes, output=output)]  # noqa: UP045
+        annotations[py] = Optional[_annotation(f.type, classes, model, output=output)]  # noqa: UP045
         setattr(
             cls,
             py,

@@ -22,6 +22,7 @@ A list field whose plural equals its singular (``endpoints``) is suffixed ``List
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -51,9 +52,23 @@ def _lower(name: str) -> str:
     return name[:1].lower() + name[1:]
 
 
-def list_field_name(r: Resource) -> str:
-    """``pods``; ``endpointsList`` where the plural equals the singular."""
-    return r.plural + "List" if r.plural == r.singular else r.plural
+def _camel(text: str) -> str:
+    # CRD plurals may hold '-' or '.'; GraphQL names may not.
+    first, *rest = (p for p in re.split(r"[^0-9A-Za-z]+", text) if p)
+    return first + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def list_field_name(r: Resource, name: str | None = None) -> str:
+    """``pods``; ``endpointsList`` where the plural equals the singular.
+
+    ``name`` is the resource's GraphQL type name; when another kind took the bare kind name
+    (``EventsV1Event``), the same prefix goes before the plural (``eventsV1Events``).
+    """
+    plural = _camel(r.plural)
+    if name is not None and name != r.kind and name.endswith(r.kind):
+        prefix = name[: -len(r.kind)]
+        plural = _lower(prefix) + plural[:1].upper() + plural[1:]
+    return plural + "List" if r.plural == r.singular else plural
 
 
 def _signature(args: Sequence[Arg], returns: Any) -> inspect.Signature:
@@ -226,9 +241,10 @@ class _Result:
 
 
 def _result_types(r: Resource, types: GeneratedTypes) -> _Result:
-    kind_cls, list_cls, status = types.kinds[r.kind], types.lists[r.kind], types.output("Status")
+    n = types.name(r)
+    kind_cls, list_cls, status = types.kinds[n], types.lists[n], types.output("Status")
     delete = _object_or_status(
-        f"{r.kind}DeleteResult",
+        f"{n}DeleteResult",
         "object",
         kind_cls,
         status,
@@ -236,7 +252,7 @@ def _result_types(r: Resource, types: GeneratedTypes) -> _Result:
         "or a Status.",
     )
     collection = _object_or_status(
-        f"{r.kind}DeleteCollectionResult",
+        f"{n}DeleteCollectionResult",
         "list",
         list_cls,
         status,
@@ -260,10 +276,11 @@ def _object_or_status(name: str, answer: str, cls: type, status: type, descripti
 
 
 def _watch_event_type(r: Resource, types: GeneratedTypes) -> type:
-    cls = type(f"{r.kind}WatchEvent", (), {"__module__": __name__})
+    n = types.name(r)
+    cls = type(f"{n}WatchEvent", (), {"__module__": __name__})
     cls.__annotations__ = {
         "type": WatchEventType,
-        "object": Optional[types.kinds[r.kind]],  # noqa: UP045
+        "object": Optional[types.kinds[n]],  # noqa: UP045
         "resource_version": Optional[str],  # noqa: UP045
     }
     cls.type = strawberry.field(description="ADDED, MODIFIED, DELETED, BOOKMARK or RESYNC.")  # type: ignore[attr-defined]
@@ -275,7 +292,7 @@ def _watch_event_type(r: Resource, types: GeneratedTypes) -> type:
     cls.resource_version = strawberry.field(  # type: ignore[attr-defined]
         default=None, description="Pass this as `resourceVersion` to resume after this event."
     )
-    return strawberry.type(cls, name=f"{r.kind}WatchEvent", description=f"A {r.kind} change.")
+    return strawberry.type(cls, name=f"{n}WatchEvent", description=f"A {r.kind} change.")
 
 
 def _deleted(body: dict[str, Any]) -> dict[str, Any]:
@@ -360,7 +377,7 @@ class RootBuilder:
     # -- shapes shared by a resource's fields --------------------------------------------------
 
     def _object(self, r: Resource) -> Any:
-        return Optional[self.types.kinds[r.kind]]  # noqa: UP045
+        return Optional[self.types.kinds[self.types.name(r)]]  # noqa: UP045
 
     @staticmethod
     def _named(r: Resource) -> tuple[Arg, ...]:
@@ -371,7 +388,8 @@ class RootBuilder:
         return (A.ANY_NAMESPACE,) if r.namespaced else ()
 
     def _body_arg(self, r: Resource) -> Arg:
-        return Arg("object", self.types.kind_inputs[r.kind], f"The {r.kind}.", required=True)
+        inputs = self.types.kind_inputs[self.types.name(r)]
+        return Arg("object", inputs, f"The {r.kind}.", required=True)
 
     @staticmethod
     def _manifest_arg(r: Resource) -> Arg:
@@ -395,16 +413,16 @@ class RootBuilder:
             if op.subresource
             else f"One {r.kind} by name."
         )
-        self.query[_lower(r.kind) + op.display] = query_field(
+        self.query[_lower(self.types.name(r)) + op.display] = query_field(
             _runner(op), self._named(r), self._object(r), what
         )
 
     def _list(self, op: Operation) -> None:
         r = op.resource
-        self.query[list_field_name(r)] = query_field(
+        self.query[list_field_name(r, self.types.name(r))] = query_field(
             _runner(op),
             (*self._any_namespace(r), *A.LIST),
-            Optional[self.types.lists[r.kind]],  # noqa: UP045
+            Optional[self.types.lists[self.types.name(r)]],  # noqa: UP045
             f"One page of {r.plural}"
             + (" in a namespace, or in all namespaces." if r.namespaced else "."),
         )
@@ -415,7 +433,8 @@ class RootBuilder:
         def watch(ctx: Context, a: dict[str, Any]) -> AsyncIterator[Any]:
             return watch_events(ctx, r, op.namespace(a.get("namespace")), a)
 
-        self.subscription["watch" + r.plural[:1].upper() + r.plural[1:]] = subscription_field(
+        plural = list_field_name(r, self.types.name(r)).removesuffix("List")
+        self.subscription["watch" + plural[:1].upper() + plural[1:]] = subscription_field(
             watch,
             (*self._any_namespace(r), *A.WATCH),
             _watch_event_type(r, self.types),
@@ -425,13 +444,14 @@ class RootBuilder:
     def _create(self, op: Operation) -> None:
         r = op.resource
         ns = (A.NAMESPACE,) if r.namespaced else ()
-        self.mutation[f"create{r.kind}"] = query_field(
+        n = self.types.name(r)
+        self.mutation[f"create{n}"] = query_field(
             _runner(op, _object_body),
             (*ns, self._body_arg(r), *A.WRITE),
             self._object(r),
             f"Create a {r.kind}.",
         )
-        self.mutation[f"create{r.kind}FromManifest"] = query_field(
+        self.mutation[f"create{n}FromManifest"] = query_field(
             _runner(op, _manifest_body),
             (*self._any_namespace(r), self._manifest_arg(r), *A.WRITE),
             self._object(r),
@@ -441,7 +461,7 @@ class RootBuilder:
 
     def _replace(self, op: Operation) -> None:
         r, what = op.resource, self._what(op)
-        name = f"replace{r.kind}{op.display}"
+        name = f"replace{self.types.name(r)}{op.display}"
         self.mutation[name] = query_field(
             _runner(op, _object_body),
             (*self._named(r), self._body_arg(r), *A.WRITE),
@@ -457,7 +477,7 @@ class RootBuilder:
 
     def _patch(self, op: Operation) -> None:
         r = op.resource
-        self.mutation[f"patch{r.kind}{op.display}"] = query_field(
+        self.mutation[f"patch{self.types.name(r)}{op.display}"] = query_field(
             _runner(op, _patch_document),
             (*self._named(r), *A.PATCH, *A.WRITE),
             self._object(r),
@@ -466,7 +486,7 @@ class RootBuilder:
 
     def _delete(self, op: Operation) -> None:
         r = op.resource
-        self.mutation[f"delete{r.kind}"] = query_field(
+        self.mutation[f"delete{self.types.name(r)}"] = query_field(
             _runner(op, shape=_deleted),
             (*self._named(r), *A.DELETE),
             Optional[_result_types(r, self.types).delete],  # noqa: UP045
@@ -476,7 +496,7 @@ class RootBuilder:
     def _deletecollection(self, op: Operation) -> None:
         r = op.resource
         ns = (A.NAMESPACE,) if r.namespaced else ()
-        self.mutation[f"delete{r.kind}Collection"] = query_field(
+        self.mutation[f"delete{self.types.name(r)}Collection"] = query_field(
             _runner(op, shape=_deleted_collection),
             (*ns, *A.LIST, *A.DELETE),
             Optional[_result_types(r, self.types).delete_collection],  # noqa: UP045

@@ -1,22 +1,38 @@
-"""The GraphQL schema: generated types, registry-built root fields, links, custom scalars."""
+"""The GraphQL schema: generated types, registry-built root fields, links, custom scalars.
+
+The seed resources' schema is built once (:func:`gateway_schema`, committed as the SDL).  With
+discovery on, :func:`schema_for_catalog` builds the schema of a whole catalog: the seed kinds
+as they are, plus one version of every discovered resource (the highest by Kubernetes' version
+order, normally the group's preferred one), typed from the cluster's OpenAPI v3.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import logging
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import strawberry
 from strawberry.schema.config import StrawberryConfig
 
-from gateway.core.registry import REGISTRY, Registry
+from gateway.core import openapi
+from gateway.core.catalog import Catalog
+from gateway.core.registry import REGISTRY, Registry, Resource
+from gateway.core.schema import Model, seed_model
 from gateway.graphql.links import link_fields
 from gateway.graphql.objects import dict_resolver, generate
 from gateway.graphql.operations import RootBuilder
 from gateway.graphql.scalars import SCALAR_MAP
 
+log = logging.getLogger("gateway.graphql")
 
-def build_schema(registry: Registry = REGISTRY) -> strawberry.Schema:
+
+def build_schema(registry: Registry = REGISTRY, model: Model | None = None) -> strawberry.Schema:
     """Build the strawberry schema of ``registry`` from the schema source (no caching)."""
-    types = generate(registry, extra=link_fields)
+    types = generate(registry, extra=link_fields, model=model)
     query, mutation, subscription = RootBuilder(types, registry).build()
     return strawberry.Schema(
         query=query,
@@ -35,3 +51,85 @@ def gateway_schema() -> strawberry.Schema:
 def sdl() -> str:
     """The SDL of the gateway's schema, as committed in ``graphql_schema/schema.graphql``."""
     return gateway_schema().as_str() + "\n"
+
+
+_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """Kubernetes' version order, highest first when sorted: GA, then beta, then alpha, then
+    anything else alphabetically (``v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > foo``)."""
+    m = _VERSION.match(version)
+    if m is None:
+        return (0, 0, 0, version)
+    major, stage, minor = int(m[1]), m[2], int(m[3] or 0)
+    rank = {"alpha": 1, "beta": 2, None: 3}[stage]
+    return (rank, major, minor, "")
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogSchema:
+    """The GraphQL schema of one catalog and what it was built from."""
+
+    schema: strawberry.Schema
+    #: The type model (seed plus discovered kinds); the next build keeps its names.
+    model: Model
+    #: The resources GraphQL serves, by registry key.
+    registry: Registry
+
+
+def _graphql_view(r: Resource) -> Resource:
+    # GraphQL types a subresource's answer as the object's kind; `status` is one, but
+    # `scale` answers an autoscaling/v1 Scale (served generically through gRPC instead).
+    kept = {name: sub for name, sub in r.subresources.items() if name == "status"}
+    return dataclasses.replace(r, subresources=MappingProxyType(kept))
+
+
+def served_in_graphql(catalog: Catalog) -> list[Resource]:
+    """The discovered resources GraphQL serves: one version per group and resource."""
+    best: dict[tuple[str, str], Resource] = {}
+    for r in catalog.registry.values():
+        if catalog.is_seed(r) or REGISTRY.by_resource(r.group, r.version, r.plural):
+            continue
+        if any(
+            s.group == r.group and s.plural == r.plural for s in REGISTRY.values()
+        ):  # another version of a seed resource: the seed's curated version is the one
+            continue
+        key = (r.group, r.plural)
+        if key not in best or version_priority(r.version) > version_priority(best[key].version):
+            best[key] = r
+    return [_graphql_view(best[k]) for k in sorted(best)]
+
+
+def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) -> CatalogSchema:
+    """Build the GraphQL schema of everything ``catalog`` serves.
+
+    A discovered resource whose kind the cluster's OpenAPI does not describe is left out
+    (logged); a root field name that would clash is given to the first resource only.
+    """
+    discovered = served_in_graphql(catalog)
+    documents = [gv.openapi for gv in catalog.groups.values() if gv.openapi is not None]
+    model = openapi.extend(
+        seed_model(),
+        documents,
+        discovered,
+        previous=previous.model if previous is not None else None,
+    )
+    described = []
+    for r in discovered:
+        if (r.group, r.version, r.kind) in model.by_gvk and (
+            r.group,
+            r.version,
+            r.list_kind,
+        ) in model.by_gvk:
+            described.append(r)
+        else:
+            log.warning(
+                "not serving %s.%s/%s over GraphQL: the cluster's OpenAPI does not describe %s",
+                r.plural,
+                r.group,
+                r.version,
+                r.kind,
+            )
+    registry = Registry((*REGISTRY.values(), *described))
+    return CatalogSchema(build_schema(registry, model), model, registry)

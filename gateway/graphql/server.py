@@ -6,6 +6,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import strawberry
+from graphql import FieldNode
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -14,9 +15,10 @@ from starlette.websockets import WebSocket
 
 from gateway.core.adapter import Credential
 from gateway.core.drain import Drain
+from gateway.core.errors import UnknownResource
 from gateway.graphql import http, websocket
 from gateway.graphql.context import Context
-from gateway.graphql.execution import Engine
+from gateway.graphql.execution import Engine, Prepared
 from gateway.graphql.fanout import Hub
 from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_endpoint
 from gateway.graphql.limits import Limits
@@ -79,6 +81,32 @@ class GraphQLApp:
         self.allowed_origins = allowed_origins
         self.engine = Engine(schema or gateway_schema(), self.limits)
         self.hub = Hub(self.engine, self.limits.max_queue)
+
+    def use_schema(self, schema: strawberry.Schema) -> int:
+        """Serve ``schema`` from now on.
+
+        Operations already prepared finish on the schema they were validated against; a
+        subscription whose root field the new schema lacks (its resource is no longer served)
+        ends with a NotFound error saying so.  Returns how many subscription feeds ended.
+        """
+        engine = Engine(schema, self.limits)
+        self.engine = engine
+        self.hub.engine = engine
+        subscription = engine.graphql_schema.subscription_type
+        served = set(subscription.fields) if subscription is not None else set()
+
+        def ended(prepared: Prepared) -> Exception | None:
+            for selection in prepared.operation.selection_set.selections:
+                if isinstance(selection, FieldNode) and selection.name.value not in served:
+                    if selection.name.value.startswith("__"):
+                        continue
+                    return UnknownResource(
+                        f"{selection.name.value} is no longer served: its resource was removed "
+                        "from the cluster (or from the gateway's --resources)"
+                    )
+            return None
+
+        return self.hub.end_where(ended)
 
     def context(self, scope: MutableMapping[str, Any], credential: Credential) -> Context:
         """A fresh operation context for a caller (the adapter and hub are the lifespan's)."""
