@@ -16,11 +16,13 @@ from strawberry.dataloader import DataLoader
 from gateway.core import errors
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.options import ListOptions
+from gateway.core.registry import POD, Resource
 
 #: Up to this many names of one namespace are read one by one; more cost one list.
 GET_THRESHOLD = 3
 
 PodKey = tuple[str, str]  # namespace, name
+NamedKey = tuple[str, str]  # namespace ('' for cluster-scoped), name
 PodEventsKey = tuple[str, str, str]  # namespace, name, uid ('' when unknown)
 
 
@@ -38,7 +40,37 @@ class Loaders:
         self.pod_events: DataLoader[PodEventsKey, list[dict[str, Any]]] = DataLoader(
             load_fn=self._load_pod_events
         )
-        self.pods: DataLoader[PodKey, dict[str, Any] | None] = DataLoader(load_fn=self._load_pods)
+        self._named: dict[str, DataLoader[NamedKey, dict[str, Any] | None]] = {}
+        self._listings: dict[tuple[str, str | None], asyncio.Task[list[dict[str, Any]]]] = {}
+        self.pods = self.named(POD)
+
+    def named(self, resource: Resource) -> DataLoader[NamedKey, dict[str, Any] | None]:
+        """Objects of ``resource`` by ``(namespace, name)`` (``None``: no such object); a few
+        names of one namespace are read one by one, more cost one list."""
+        loader = self._named.get(resource.key)
+        if loader is None:
+
+            async def load(keys: Sequence[NamedKey]) -> list[dict[str, Any] | BaseException | None]:
+                return await self._load_named(resource, keys)
+
+            loader = self._named[resource.key] = DataLoader(load_fn=load)
+        return loader
+
+    async def listing(self, resource: Resource, namespace: str | None) -> list[dict[str, Any]]:
+        """Every object of ``resource`` in ``namespace`` (``None``: all), listed once per
+        operation however many fields ask."""
+        key = (resource.key, namespace if resource.namespaced else None)
+        task = self._listings.get(key)
+        if task is None:
+
+            async def run() -> list[dict[str, Any]]:
+                listed = await self.adapter.list_all(
+                    resource, namespace=key[1], credential=self.credential
+                )
+                return list(listed.get("items") or [])
+
+            task = self._listings[key] = asyncio.ensure_future(run())
+        return await asyncio.shield(task)
 
     async def _load_pod_events(
         self, keys: Sequence[PodEventsKey]
@@ -80,18 +112,19 @@ class Loaders:
             out.append(events)
         return out
 
-    async def _load_pods(
-        self, keys: Sequence[PodKey]
+    async def _load_named(
+        self, resource: Resource, keys: Sequence[NamedKey]
     ) -> list[dict[str, Any] | BaseException | None]:
         by_ns: dict[str, list[str]] = defaultdict(list)
         for ns, name in keys:
             by_ns[ns].append(name)
-        found: dict[PodKey, dict[str, Any] | BaseException | None] = {}
+        found: dict[NamedKey, dict[str, Any] | BaseException | None] = {}
+        kind = {"apiVersion": resource.api_version, "kind": resource.kind}
 
         async def one(ns: str, name: str) -> None:
             try:
                 found[(ns, name)] = await self.adapter.get(
-                    "pods", name, namespace=ns, credential=self.credential
+                    resource, name, namespace=ns or None, credential=self.credential
                 )
             except errors.NotFound:
                 found[(ns, name)] = None
@@ -100,19 +133,15 @@ class Loaders:
 
         async def namespace(ns: str, names: list[str]) -> None:
             try:
-                listed = await self.adapter.list_all(
-                    "pods", namespace=ns, credential=self.credential
-                )
+                listed = await self.listing(resource, ns or None)
             except errors.GatewayError as exc:
                 for name in names:
                     found[(ns, name)] = exc
                 return
-            items = {(i.get("metadata") or {}).get("name"): i for i in listed.get("items") or []}
+            items = {(i.get("metadata") or {}).get("name"): i for i in listed}
             for name in names:
                 item = items.get(name)
-                if item is not None:
-                    item = {"apiVersion": "v1", "kind": "Pod", **item}
-                found[(ns, name)] = item
+                found[(ns, name)] = None if item is None else {**kind, **item}
 
         jobs: list[Coroutine[Any, Any, None]] = []
         for ns, names in by_ns.items():

@@ -81,6 +81,10 @@ class GeneratedTypes:
     lists: Mapping[str, type]
     kind_inputs: Mapping[str, type]
     names: Mapping[str, str]
+    #: The served resources, by registry key.
+    resources: Mapping[str, Resource]
+    #: The schema type of each served kind, by GraphQL name (its fields, for links).
+    kind_types: Mapping[str, schema.ObjectType]
 
     def name(self, r: Resource) -> str:
         """The GraphQL type name of a served resource's kind."""
@@ -161,6 +165,8 @@ def generate(
         lists={kind.short_name: outputs[lst.short_name] for kind, lst in served.values()},
         kind_inputs={kind.short_name: inputs[kind.short_name] for kind, _ in served.values()},
         names=names,
+        resources=dict(registry.items()),
+        kind_types={kind.short_name: kind for kind, _ in served.values()},
     )
     extra_fields = extra(generated) if extra is not None else {}
 

@@ -350,3 +350,147 @@ async def _next_of(ws: TransportWS, op_id: str) -> dict[str, Any]:
     assert message["type"] == "next", message
     data: dict[str, Any] = message["payload"]["data"]
     return data
+
+
+REPLICASETS = Resource("apps", "v1", "ReplicaSet", "replicasets", "replicaset", True)
+NODES = Resource("", "v1", "Node", "nodes", "node", False)
+SERVICES = Resource("", "v1", "Service", "services", "service", True)
+OWNERS = 50
+
+
+def _owned_by(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+
+
+def _upstream_requests(metrics: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("kube_gateway_upstream_request_duration_seconds_count")
+    )
+
+
+async def test_relations_over_50_owners_cost_a_bounded_number_of_upstream_calls(
+    kube_apiserver: KubeAPIServer,
+) -> None:
+    kube = kube_apiserver
+    ns, node = unique("rel"), unique("rel-node")
+    async with httpx.AsyncClient(
+        base_url=kube.url, verify=kube.ssl_context(), headers=kube.headers("admin"), timeout=60
+    ) as admin:
+
+        async def create(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            response = await admin.post(path, json=body)
+            assert response.status_code == 201, response.text
+            return response.json()  # type: ignore[no-any-return]
+
+        await create("/api/v1/namespaces", {"metadata": {"name": ns}})
+        await create("/api/v1/nodes", {"metadata": {"name": node}})
+        docs = {p: await _openapi(admin, p) for p in ("api/v1", "apis/apps/v1")}
+
+        async def chain(i: int) -> dict[str, Any]:
+            labels = {"app": f"web-{i}"}
+            dep = await create(f"/apis/apps/v1/namespaces/{ns}/deployments", {
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"web-{i}"},
+                "spec": {"selector": {"matchLabels": labels}, "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "registry.invalid/x:1"}]}}},
+            })  # fmt: skip
+            rs = await create(f"/apis/apps/v1/namespaces/{ns}/replicasets", {
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": f"web-{i}-rs", "ownerReferences": _owned_by(dep)},
+                "spec": {"selector": {"matchLabels": labels}, "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "registry.invalid/x:1"}]}}},
+            })  # fmt: skip
+            return await create(f"/api/v1/namespaces/{ns}/pods", {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"web-{i}-pod", "labels": labels, "ownerReferences": _owned_by(rs)},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/x:1"}]},
+            })  # fmt: skip
+
+        pods = await asyncio.gather(*(chain(i) for i in range(OWNERS)))
+        first = pods[0]
+        await create(f"/api/v1/namespaces/{ns}/services", {
+            "metadata": {"name": "web-0"},
+            "spec": {"selector": {"app": "web-0"}, "ports": [{"port": 80}]},
+        })  # fmt: skip
+        await create(f"/api/v1/namespaces/{ns}/endpoints", {
+            "metadata": {"name": "web-0"},
+            "subsets": [{"ports": [{"port": 80}], "addresses": [{"ip": "10.0.0.1", "targetRef": {
+                "kind": "Pod", "namespace": ns, "name": first["metadata"]["name"],
+                "uid": first["metadata"]["uid"]}}]}],
+        })  # fmt: skip
+        await create(f"/api/v1/namespaces/{ns}/events", {
+            "metadata": {"name": "web-0-rs.scaled"}, "reason": "Scaled", "type": "Normal",
+            "involvedObject": first["metadata"]["ownerReferences"][0] | {"namespace": ns},
+        })  # fmt: skip
+
+        settings = Settings(
+            host="127.0.0.1", http_port=0, grpc_port=0, server=kube.url, ca_file=kube.ca_file,
+            log_level="warning",
+        )  # fmt: skip
+        async with (
+            serve_app(settings) as (url, app),
+            httpx.AsyncClient(base_url=url, headers=kube.headers("admin"), timeout=60) as gql,
+        ):
+            holder = CatalogHolder()
+            live = LiveSchema(_Gateway(url, app, None).graphql, holder)  # type: ignore[arg-type]
+            live.start()
+            try:
+                registry = Registry((*REGISTRY.values(), DEPLOYMENTS, REPLICASETS, NODES, SERVICES))
+                holder.swap(Catalog(registry, {
+                    ("apps", "v1"): GroupVersion("apps", "v1", (DEPLOYMENTS, REPLICASETS), docs["apis/apps/v1"]),
+                    ("", "v1"): GroupVersion("", "v1", (NODES, SERVICES), docs["api/v1"]),
+                }, 1))  # fmt: skip
+                await live.wait_for(1)
+                before = _upstream_requests((await gql.get("/metrics")).text)
+                body = (await gql.post("/graphql", json={"query": """
+                    query($ns: String!) {
+                      deployments(namespace: $ns) { items { metadata { name }
+                        replicaSets { metadata { name } deployment { metadata { name } }
+                          events { reason }
+                          pods { metadata { name } replicaSet { metadata { name } }
+                                 node { metadata { name } pods { metadata { name } } } } } } }
+                      services(namespace: $ns) { items { metadata { name }
+                        endpoints { service { metadata { name } }
+                          subsets { addresses { targetRef { pod { metadata { name } } } } } } } }
+                    }""", "variables": {"ns": ns}})).json()  # fmt: skip
+                after = _upstream_requests((await gql.get("/metrics")).text)
+            finally:
+                await live.aclose()
+        assert "errors" not in body, body
+        deployments = body["data"]["deployments"]["items"]
+        assert len(deployments) == OWNERS
+        for d in deployments:
+            name = d["metadata"]["name"]
+            (rs,) = d["replicaSets"]
+            assert rs["metadata"]["name"] == f"{name}-rs"
+            assert rs["deployment"]["metadata"]["name"] == name
+            (pod,) = rs["pods"]
+            assert pod["metadata"]["name"] == f"{name}-pod"
+            assert pod["replicaSet"]["metadata"]["name"] == f"{name}-rs"
+            assert pod["node"]["metadata"]["name"] == node
+            assert len(pod["node"]["pods"]) == OWNERS
+            assert rs["events"] == ([{"reason": "Scaled"}] if name == "web-0" else [])
+        (service,) = body["data"]["services"]["items"]
+        endpoints = service["endpoints"]
+        assert endpoints["service"]["metadata"]["name"] == "web-0"
+        target = endpoints["subsets"][0]["addresses"][0]["targetRef"]
+        assert target["pod"]["metadata"]["name"] == "web-0-pod"
+        # 50 owners, three levels, eight relations: a list per kind and namespace, or a get
+        # where one or two names are asked, never a call per parent.  Lists: deployments,
+        # replicasets (owned and owner share one), deployments again (the owners), pods (owned),
+        # pods of every namespace (the node's), events, services; gets: the node, the
+        # endpoints, the service, the pod.
+        assert after - before == 11
+        await admin.delete(f"/api/v1/namespaces/{ns}")
+        await admin.delete(f"/api/v1/nodes/{node}")
