@@ -18,6 +18,7 @@ from gateway.core.registry import ENDPOINTS, POD, Resource
 from gateway.demo import animate
 from gateway.demo import fielderrors as fe
 from gateway.demo.auth import Attributes, TokenGrant, bearer_token, denial
+from gateway.demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE
 from gateway.demo.faults import Faults
 from gateway.demo.handlers import ResourceHandlers, Target
 from gateway.demo.http import (
@@ -50,7 +51,13 @@ WARNINGS: Final[Mapping[str, str]] = {
     ENDPOINTS.key: "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice",
 }
 """The ``Warning`` every request of a resource gets, by registry key."""
-CATEGORIES: Final[Mapping[str, list[str]]] = {POD.key: ["all"]}
+CATEGORIES: Final[Mapping[str, list[str]]] = {
+    POD.key: ["all"],
+    DEPLOYMENT.key: ["all"],
+    REPLICASET.key: ["all"],
+    SERVICE.key: ["all"],
+    CRD.key: ["api-extensions"],
+}
 """Discovery categories by registry key."""
 _HEALTH: Final = frozenset(("healthz", "livez", "readyz"))
 VERSION: Final = {
@@ -298,7 +305,12 @@ class DemoApp:
     async def _route(self, req: Request, resp: Responder, t: Target) -> None:
         h = self.handlers
         method = req.method
-        if t.subresource is not None and t.name and self._custom(t.res):
+        if (
+            t.subresource is not None
+            and t.name
+            and self._custom(t.res)
+            and t.subresource not in t.res.subresources
+        ):
             # a custom resource without that subresource: the lookup finds nothing
             raise not_found(t.res.plural, t.res.group, t.name)
         if t.subresource == "log":
