@@ -428,9 +428,7 @@ class DemoApp:
             if (group == "") != core:
                 continue
             entries = [
-                openapi.discovery_resource(
-                    r, CATEGORIES.get(r.key), custom=self._custom(r) and crd_of(r) is not None
-                )
+                openapi.discovery_resource(r, CATEGORIES.get(r.key), custom=self._custom(r))
                 for r in sorted(resources, key=lambda r: r.plural)
             ]
             by_group.setdefault(group, []).append(

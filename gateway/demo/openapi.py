@@ -311,15 +311,17 @@ def render(doc: Obj) -> bytes:
 
 
 def wants_aggregated(accept: str) -> bool | None:
-    """Negotiate discovery's ``Accept`` as kube-apiserver does: the first acceptable clause
-    wins.
+    """Negotiate discovery's ``Accept`` as kube-apiserver v1.36 does: aggregated discovery
+    whenever any clause asks for apidiscovery.k8s.io/v2 (wherever it stands, whatever its
+    ``q``), else the legacy answer when any clause admits plain JSON.
 
     Returns:
-        True for aggregated discovery (apidiscovery.k8s.io/v2), False for the legacy
-        answer, None when nothing offered is served (406).
+        True for aggregated discovery, False for the legacy answer, None when nothing
+        offered is served (406).
     """
     if not accept.strip():
         return False
+    legacy = False
     for clause in accept.split(","):
         parts = [p.strip() for p in clause.split(";")]
         media = parts[0].lower()
@@ -328,15 +330,15 @@ def wants_aggregated(accept: str) -> bool | None:
         if media not in ("application/json", "application/yaml", "*/*", "application/*"):
             continue
         if not params:
-            return False
-        if (
+            legacy = True
+        elif (
             media == "application/json"
             and params.get("g") == "apidiscovery.k8s.io"
             and params.get("v") == "v2"
             and params.get("as") == "APIGroupDiscoveryList"
         ):
             return True
-    return None
+    return False if legacy else None
 
 
 def _response_kind(res: Resource, kind: str | None = None, *, custom: bool) -> Obj:

@@ -421,10 +421,13 @@ async def test_discovery_negotiates_accept(client: httpx.AsyncClient) -> None:
     assert (await client.get("/api", headers={"Accept": "application/json"})).json()[
         "kind"
     ] == "APIVersions"
-    first_wins = await client.get("/apis", headers={"Accept": f"{AGGREGATED},application/json"})
-    assert first_wins.json()["kind"] == "APIGroupDiscoveryList"
+    aggregated_first = await client.get(
+        "/apis", headers={"Accept": f"{AGGREGATED},application/json"}
+    )
+    assert aggregated_first.json()["kind"] == "APIGroupDiscoveryList"
+    # as kube-apiserver: aggregated whenever it is offered at all
     json_first = await client.get("/apis", headers={"Accept": f"application/json,{AGGREGATED}"})
-    assert json_first.json()["kind"] == "APIGroupList"
+    assert json_first.json()["kind"] == "APIGroupDiscoveryList"
     old = AGGREGATED.replace("v=v2", "v=v2beta1")
     refused = await client.get("/apis", headers={"Accept": old})
     assert refused.status_code == 406
