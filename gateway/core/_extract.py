@@ -135,7 +135,8 @@ def ref_target(ref: str) -> str:
 def _refs(node: Any) -> Iterator[str]:
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "$ref":
+            if key == "$ref" and isinstance(value, str):
+                # (a property called "$ref", as JSONSchemaProps has, is a schema, not a ref)
                 yield ref_target(value)
             else:
                 yield from _refs(value)

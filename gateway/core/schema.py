@@ -42,6 +42,7 @@ from gateway.core.registry import REGISTRY, Registry
 
 __all__ = [
     "WRAPPERS",
+    "Definitions",
     "Field",
     "GroupVersionKind",
     "ListOf",
@@ -556,3 +557,47 @@ def strategic_merge_keys(type_name: str) -> dict[str, str]:
         for f in object_type(type_name).fields
         if f.patch_merge_key is not None
     }
+
+
+class Definitions:
+    """A schema model over the product's definitions files plus others (read once, here).
+
+    The module-level functions describe what the gateway itself is generated from; the demo
+    upstream serves more kinds than that and describes them with one of these, built over
+    :data:`SCHEMA_FILES` and its own generated file.  Short names are computed over the
+    whole set, so they can differ from the product's for colliding names.
+
+    Args:
+        extra_files: definitions files (absolute paths) loaded after :data:`SCHEMA_FILES`;
+            a definition id may still appear only once across all of them.
+    """
+
+    def __init__(self, extra_files: Sequence[Path]) -> None:
+        self._model = _build(SCHEMA_DIR, (*SCHEMA_FILES, *(str(p) for p in extra_files)))
+
+    def all_types(self) -> tuple[ObjectType, ...]:
+        """Every object type, sorted by definition id."""
+        return tuple(self._model.types.values())
+
+    def object_type(self, name: str) -> ObjectType:
+        """As :func:`object_type`, in this set."""
+        found = self._model.types.get(name) if "." in name else self._model.by_short.get(name)
+        if found is None:
+            raise SchemaError(f"no object type {name!r} in the schema")
+        return found
+
+    def kind_type(self, group: str, version: str, kind: str) -> ObjectType:
+        """As :func:`kind_type`, in this set."""
+        found = self._model.by_gvk.get((group, version, kind))
+        if found is None:
+            api_version = f"{group}/{version}" if group else version
+            raise SchemaError(f"no definition for {api_version} {kind}")
+        return found
+
+    def strategic_merge_keys(self, type_name: str) -> dict[str, str]:
+        """As :func:`strategic_merge_keys`, in this set."""
+        return {
+            f.json_name: f.patch_merge_key
+            for f in self.object_type(type_name).fields
+            if f.patch_merge_key is not None
+        }

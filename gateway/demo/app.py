@@ -15,9 +15,10 @@ from typing import Any, Final
 import orjson
 
 from gateway.core.registry import ENDPOINTS, POD, Resource
-from gateway.demo import animate
+from gateway.demo import animate, openapi
 from gateway.demo import fielderrors as fe
 from gateway.demo.auth import Attributes, TokenGrant, bearer_token, denial
+from gateway.demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE, crd_of
 from gateway.demo.faults import Faults
 from gateway.demo.handlers import ResourceHandlers, Target
 from gateway.demo.http import (
@@ -35,6 +36,7 @@ from gateway.demo.status import (
     bad_request,
     internal,
     invalid,
+    media_not_acceptable,
     method_not_allowed,
     not_acceptable,
     not_found,
@@ -50,7 +52,13 @@ WARNINGS: Final[Mapping[str, str]] = {
     ENDPOINTS.key: "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice",
 }
 """The ``Warning`` every request of a resource gets, by registry key."""
-CATEGORIES: Final[Mapping[str, list[str]]] = {POD.key: ["all"]}
+CATEGORIES: Final[Mapping[str, list[str]]] = {
+    POD.key: ["all"],
+    DEPLOYMENT.key: ["all"],
+    REPLICASET.key: ["all"],
+    SERVICE.key: ["all"],
+    CRD.key: ["api-extensions"],
+}
 """Discovery categories by registry key."""
 _HEALTH: Final = frozenset(("healthz", "livez", "readyz"))
 VERSION: Final = {
@@ -136,6 +144,8 @@ class DemoApp:
         self.handlers = ResourceHandlers(
             store, faults, bookmark_interval=bookmark_interval, max_body_bytes=max_body_bytes
         )
+        self._builtin_docs: dict[str, bytes] = {}
+        self._custom_docs: dict[str, tuple[str, bytes]] = {}
         self.closing = asyncio.Event()
         self._animator: asyncio.Task[None] | None = None
         self.server_address = "127.0.0.1:0"
@@ -212,6 +222,9 @@ class DemoApp:
             raise unauthorized()
         if segments == _ACCESS_REVIEW:
             await self._access_review(req, resp, grant)
+            return
+        if segments[:2] == ["openapi", "v3"]:
+            await self._openapi(req, resp, segments[2:])
             return
         parsed = parse_resource_path(segments)
         if parsed is None:
@@ -298,7 +311,12 @@ class DemoApp:
     async def _route(self, req: Request, resp: Responder, t: Target) -> None:
         h = self.handlers
         method = req.method
-        if t.subresource is not None and t.name and self._custom(t.res):
+        if (
+            t.subresource is not None
+            and t.name
+            and self._custom(t.res)
+            and t.subresource not in t.res.subresources
+        ):
             # a custom resource without that subresource: the lookup finds nothing
             raise not_found(t.res.plural, t.res.group, t.name)
         if t.subresource == "log":
@@ -339,6 +357,14 @@ class DemoApp:
     async def _discovery(self, req: Request, resp: Responder, segments: list[str]) -> None:
         if req.method != "GET":
             raise method_not_allowed()
+        if segments in (["api"], ["apis"]):
+            aggregated = openapi.wants_aggregated(req.headers.get("accept", ""))
+            if aggregated is None:
+                resp.pretty = True
+                raise media_not_acceptable(openapi.NOT_ACCEPTABLE)
+            if aggregated:
+                await self._aggregated(resp, core=segments == ["api"])
+                return
         body: Any
         if not segments:
             body = {
@@ -349,6 +375,7 @@ class DemoApp:
                         "/apis",
                         "/healthz",
                         "/livez",
+                        "/openapi/v3",
                         "/readyz",
                         "/version",
                         *(f"/apis/{g}" for g, _ in self.groups if g),
@@ -393,6 +420,119 @@ class DemoApp:
         else:
             raise path_not_found()
         await resp.json(200, body)
+
+    async def _aggregated(self, resp: Responder, *, core: bool) -> None:
+        """Aggregated discovery (apidiscovery.k8s.io/v2) of ``/api`` or ``/apis``."""
+        by_group: dict[str, list[dict[str, Any]]] = {}
+        for (group, version), resources in self.groups.items():
+            if (group == "") != core:
+                continue
+            entries = [
+                openapi.discovery_resource(r, CATEGORIES.get(r.key), custom=self._custom(r))
+                for r in sorted(resources, key=lambda r: r.plural)
+            ]
+            by_group.setdefault(group, []).append(
+                {"version": version, "resources": entries, "freshness": "Current"}
+            )
+        items = [
+            {"metadata": {"name": g} if g else {}, "versions": versions}
+            for g, versions in by_group.items()
+        ]
+        body = orjson.dumps(openapi.discovery_list(items))
+        await resp.start(
+            200,
+            [
+                ("cache-control", "public"),
+                ("content-type", openapi.AGGREGATED),
+                ("etag", f'"{openapi.document_hash(body)}"'),
+                ("vary", "Accept"),
+                ("content-length", str(len(body))),
+            ],
+        )
+        await resp.write(body, more=False)
+
+    # --- OpenAPI v3 ---------------------------------------------------------------------------
+
+    def openapi_documents(self) -> dict[str, bytes]:
+        """The OpenAPI v3 documents served now, by index key (``apis/apps/v1``)."""
+        docs: dict[str, bytes] = {}
+        for (group, version), resources in self.groups.items():
+            key = openapi.gv_path(group, version)
+            custom = [r for r in resources if self._custom(r) and crd_of(r) is not None]
+            if not custom:
+                if key not in self._builtin_docs:
+                    doc = openapi.builtin_document(group, version, resources)
+                    self._builtin_docs[key] = openapi.render(doc)
+                docs[key] = self._builtin_docs[key]
+                continue
+            res = custom[0]
+            try:
+                crd = self.store.get_object(CRD, f"{res.plural}.{res.group}", namespace=None)
+            except DemoApiError:
+                continue  # the definition is gone: nothing to describe
+            rv = str(crd["metadata"]["resourceVersion"])
+            cached = self._custom_docs.get(key)
+            if cached is None or cached[0] != rv:
+                cached = (rv, openapi.render(openapi.custom_document(crd, version)))
+                self._custom_docs[key] = cached
+            docs[key] = cached[1]
+        return docs
+
+    async def _openapi(self, req: Request, resp: Responder, rest: list[str]) -> None:
+        if req.method != "GET":
+            raise method_not_allowed()
+        docs = self.openapi_documents()
+        if not rest:
+            index = {
+                "paths": {
+                    key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={openapi.document_hash(b)}"}
+                    for key, b in sorted(docs.items())
+                }
+            }
+            body = orjson.dumps(index)
+            await resp.start(
+                200,
+                [
+                    ("cache-control", "no-cache, private"),
+                    ("content-type", "text/plain; charset=utf-8"),
+                    ("content-length", str(len(body))),
+                ],
+            )
+            await resp.write(body, more=False)
+            return
+        key = "/".join(rest)
+        doc = docs.get(key)
+        if doc is None:
+            await resp.start(404, [("cache-control", "no-cache, private"), ("content-length", "0")])
+            await resp.write(b"", more=False)
+            return
+        digest = openapi.document_hash(doc)
+        asked = req.param("hash")
+        common = [("etag", f'"{digest}"'), ("vary", "Accept")]
+        if asked is not None and asked != digest:
+            await resp.start(
+                301,
+                [
+                    ("cache-control", "no-cache, private"),
+                    ("content-type", "application/json"),
+                    *common,
+                    ("location", f"/openapi/v3/{key}?hash={digest}"),
+                    ("content-length", "0"),
+                ],
+            )
+            await resp.write(b"", more=False)
+            return
+        cache = "public, immutable" if asked is not None else "no-cache, private"
+        await resp.start(
+            200,
+            [
+                ("cache-control", cache),
+                ("content-type", "application/json"),
+                *common,
+                ("content-length", str(len(doc))),
+            ],
+        )
+        await resp.write(doc, more=False)
 
     async def _access_review(self, req: Request, resp: Responder, grant: TokenGrant) -> None:
         """``selfsubjectaccessreviews``: may the caller do this? (Answered from its grant.)"""

@@ -155,7 +155,9 @@ class Responder:
 
     async def start(self, status: int, headers: list[tuple[str, str]]) -> None:
         """Send the status line and headers."""
-        raw = [(b"audit-id", self.audit_id.encode()), (b"cache-control", b"no-cache, private")]
+        raw = [(b"audit-id", self.audit_id.encode())]
+        if not any(k.lower() == "cache-control" for k, _ in headers):
+            raw.append((b"cache-control", b"no-cache, private"))
         raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         await self._send({"type": "http.response.start", "status": status, "headers": raw})
         self.started = True

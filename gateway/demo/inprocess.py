@@ -172,7 +172,7 @@ class DemoStore(Store):
 
     async def ensure_namespace(self, name: str) -> None:
         """Create a namespace unless it exists."""
-        self.namespaces.add(name)
+        self.add_namespace(name)
 
     async def bulk_create(
         self,

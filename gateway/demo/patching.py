@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from gateway.core import schema
+from gateway.demo import definitions as schema
 from gateway.demo.jsonutil import clone, json_type
 from gateway.demo.status import DemoApiError, bad_request, internal, unprocessable
 from gateway.demo.structure import child

@@ -1,5 +1,12 @@
 """Sample data: a small, realistic cluster (pods with logs, events, endpoints, leases, images)
-and generators for large data sets."""
+and generators for large data sets.
+
+The objects are related the way a real cluster relates them: the Deployment ``web`` owns the
+ReplicaSet ``web-6d4b9c7f5``, which owns the two ``web-6d4b9c7f5-*`` pods (ownerReferences
+with the owners' uids); the Service ``web`` selects those pods and the Endpoints ``web``
+point at them (``targetRef``); the pods mount the ConfigMap ``web-config``; every scheduled
+pod's ``spec.nodeName`` is a Node; two Widgets (the demo's custom resource) exist.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD
+from gateway.demo.catalog import CONFIGMAP, DEPLOYMENT, NODE, REPLICASET, SERVICE, WIDGET
 from gateway.demo.inprocess import DemoStore
 from gateway.demo.times import micro_time
 
@@ -328,29 +336,293 @@ async def _run_pod(store: DemoStore, manifest: Obj, phase: str, ip_index: int) -
     return updated
 
 
+def owner_reference(owner: Obj) -> Obj:
+    """A controller ``ownerReference`` to ``owner`` (as a controller sets it)."""
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def node_manifest(name: str, index: int, *, now: str) -> Obj:
+    """A core/v1 Node as its kubelet registers it."""
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+        "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+    }
+    capacity = {"cpu": "4", "memory": "16375836Ki", "pods": "110", "ephemeral-storage": "101Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": "demo.large",
+            },
+        },
+        "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": {**capacity, "cpu": "3800m"},
+            "conditions": [ready],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.0.{11 + index}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "machineID": _hex(name, 32),
+                "systemUUID": _hex(name + "uuid", 32),
+                "bootID": _hex(name + "boot", 32),
+                "kernelVersion": "6.8.0-45-generic",
+                "osImage": "Ubuntu 24.04.1 LTS",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "kubeletVersion": "v1.36.3",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+WEB_LABELS: Final = {"app": "web", "tier": "frontend"}
+WEB_HASH: Final = "6d4b9c7f5"
+
+
+def web_template() -> Obj:
+    """The pod template of the Deployment ``web`` (and its ReplicaSet)."""
+    app = container("app", "quay.io/demo/web:1.4.2", port=8080, env=2)
+    app["volumeMounts"] = [{"name": "config", "mountPath": "/etc/web", "readOnly": True}]
+    return {
+        "metadata": {"labels": dict(WEB_LABELS)},
+        "spec": {
+            "containers": [app, container("sidecar", "envoyproxy/envoy:v1.31.0", port=9901)],
+            "volumes": [{"name": "config", "configMap": {"name": "web-config"}}],
+        },
+    }
+
+
+def widget(name: str, color: str, size: int, *, config: str | None = None) -> Obj:
+    """A ``demo.kube-gateway.dev/v1`` Widget."""
+    spec: Obj = {"color": color, "size": size, "labels": {"team": "web"}}
+    if config:
+        spec["configMapName"] = config
+    return {
+        "apiVersion": WIDGET.api_version,
+        "kind": WIDGET.kind,
+        "metadata": {"name": name, "namespace": DEMO_NAMESPACE, "labels": {"app": "web"}},
+        "spec": spec,
+    }
+
+
+async def _web_workload(store: DemoStore) -> tuple[Obj, Obj]:
+    """The Deployment ``web``, its ConfigMap and its ReplicaSet (whose pods come next)."""
+    await store.create(
+        CONFIGMAP,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "web-config", "namespace": DEMO_NAMESPACE, "labels": WEB_LABELS},
+            "data": {"LOG_LEVEL": "info", "web.conf": "listen 8080;\nupstream api:9090;\n"},
+        },
+        field_manager="kubectl-client-side-apply",
+    )
+    selector = {"matchLabels": dict(WEB_LABELS)}
+    deployment = await store.create(
+        DEPLOYMENT,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "web",
+                "namespace": DEMO_NAMESPACE,
+                "labels": WEB_LABELS,
+                "annotations": {"deployment.kubernetes.io/revision": "1"},
+            },
+            "spec": {"replicas": 2, "selector": selector, "template": web_template()},
+        },
+        field_manager="kubectl-client-side-apply",
+    )
+    template = web_template()
+    template["metadata"]["labels"]["pod-template-hash"] = WEB_HASH
+    replicaset = await store.create(
+        REPLICASET,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": f"web-{WEB_HASH}",
+                "namespace": DEMO_NAMESPACE,
+                "labels": {**WEB_LABELS, "pod-template-hash": WEB_HASH},
+                "annotations": {
+                    "deployment.kubernetes.io/desired-replicas": "2",
+                    "deployment.kubernetes.io/max-replicas": "3",
+                    "deployment.kubernetes.io/revision": "1",
+                },
+                "ownerReferences": [owner_reference(deployment)],
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {**WEB_LABELS, "pod-template-hash": WEB_HASH}},
+                "template": template,
+            },
+        },
+        field_manager="kube-controller-manager",
+    )
+    return deployment, replicaset
+
+
+async def _workload_status(store: DemoStore, deployment: Obj, replicaset: Obj) -> None:
+    now = store.now()
+    replicas = {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}
+    await store.update(
+        REPLICASET,
+        {**replicaset, "status": {**replicas, "fullyLabeledReplicas": 2, "observedGeneration": 1}},
+        subresource="status",
+        field_manager="kube-controller-manager",
+    )
+    condition = {"status": "True", "lastUpdateTime": now, "lastTransitionTime": now}
+    await store.update(
+        DEPLOYMENT,
+        {
+            **deployment,
+            "status": {
+                "observedGeneration": 1,
+                **replicas,
+                "updatedReplicas": 2,
+                "conditions": [
+                    {
+                        "type": "Available",
+                        **condition,
+                        "reason": "MinimumReplicasAvailable",
+                        "message": "Deployment has minimum availability.",
+                    },
+                    {
+                        "type": "Progressing",
+                        **condition,
+                        "reason": "NewReplicaSetAvailable",
+                        "message": f'ReplicaSet "web-{WEB_HASH}" has successfully progressed.',
+                    },
+                ],
+            },
+        },
+        subresource="status",
+        field_manager="kube-controller-manager",
+    )
+
+
+def service(name: str, namespace: str, selector: dict[str, str] | None, ports: list[Obj]) -> Obj:
+    """A ClusterIP core/v1 Service."""
+    spec: Obj = {"ports": ports}
+    if selector is not None:
+        spec["selector"] = selector
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": spec,
+    }
+
+
+async def _services(store: DemoStore) -> None:
+    http = {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}
+    await store.create(
+        SERVICE, service("web", DEMO_NAMESPACE, dict(WEB_LABELS), [http]), field_manager="kubectl"
+    )
+    await store.create(
+        SERVICE,
+        service("nginx", "default", {"app": "nginx"}, [{"name": "http", "port": 80}]),
+        field_manager="kubectl",
+    )
+    kubernetes = service("kubernetes", "default", None, [{"name": "https", "port": 443}])
+    kubernetes["spec"]["clusterIP"] = "10.96.0.1"
+    kubernetes["spec"]["ports"][0]["targetPort"] = 6443
+    kubernetes["metadata"]["labels"] = {"component": "apiserver", "provider": "kubernetes"}
+    await store.create(SERVICE, kubernetes, field_manager="kube-apiserver")
+    dns = service("kube-dns", "kube-system", {"k8s-app": "kube-dns"}, [{"name": "dns", "port": 53}])
+    dns["spec"]["clusterIP"] = "10.96.0.10"
+    await store.create(SERVICE, dns, field_manager="kubeadm")
+
+
+async def _widgets(store: DemoStore) -> None:
+    for name, color, size, config, phase in (
+        ("blue-widget", "blue", 3, "web-config", "Ready"),
+        ("red-widget", "red", 7, None, "Pending"),
+    ):
+        created = await store.create(
+            WIDGET, widget(name, color, size, config=config), field_manager="kubectl"
+        )
+        ready = "True" if phase == "Ready" else "False"
+        status = {
+            "phase": phase,
+            "observedGeneration": 1,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": ready,
+                    "lastTransitionTime": store.now(),
+                    "reason": "Assembled" if phase == "Ready" else "WaitingForParts",
+                    "message": f"{size} parts",
+                }
+            ],
+        }
+        await store.update(
+            WIDGET, {**created, "status": status}, subresource="status", field_manager="widgetd"
+        )
+
+
+def _serves(store: DemoStore, *resources: Any) -> bool:
+    return all(store.registry.get(r.key) == r for r in resources)
+
+
 async def seed(store: DemoStore) -> None:
-    """Populate ``store`` with the sample cluster (namespaces default, kube-system, demo)."""
+    """Populate ``store`` with the sample cluster (namespaces default, kube-system, demo).
+
+    The objects of kinds beyond the gateway's five are created when the store serves them
+    (it does by default: :data:`~gateway.demo.catalog.DEMO_REGISTRY`).
+    """
     await store.ensure_namespace(DEMO_NAMESPACE)
     now_ts = store.clock()
-    web_labels = {"app": "web", "tier": "frontend", "pod-template-hash": "6d4b9c7f5"}
-    web = [
-        await _run_pod(
-            store,
-            pod(
-                f"web-6d4b9c7f5-{suffix}",
-                DEMO_NAMESPACE,
-                [
-                    container("app", "quay.io/demo/web:1.4.2", port=8080, env=2),
-                    container("sidecar", "envoyproxy/envoy:v1.31.0", port=9901),
-                ],
-                labels=web_labels,
-                node=NODES[i % 2],
-            ),
-            "Running",
-            10 + i,
+    if _serves(store, NODE):
+        for i, name in enumerate(NODES):
+            await store.create(
+                NODE, node_manifest(name, i, now=store.now()), field_manager="kubelet"
+            )
+    owner: list[Obj] = []
+    workload: tuple[Obj, Obj] | None = None
+    if _serves(store, CONFIGMAP, DEPLOYMENT, REPLICASET):
+        workload = await _web_workload(store)
+        owner = [owner_reference(workload[1])]
+    web: list[Obj] = []
+    for i, suffix in enumerate(("x7k2p", "m9q4z")):
+        manifest = pod(
+            f"web-{WEB_HASH}-{suffix}",
+            DEMO_NAMESPACE,
+            [
+                container("app", "quay.io/demo/web:1.4.2", port=8080, env=2),
+                container("sidecar", "envoyproxy/envoy:v1.31.0", port=9901),
+            ],
+            labels={**WEB_LABELS, "pod-template-hash": WEB_HASH},
+            node=NODES[i % 2],
         )
-        for i, suffix in enumerate(("x7k2p", "m9q4z"))
-    ]
+        if workload is not None:
+            manifest["spec"] = {**web_template()["spec"], **manifest["spec"]}
+            manifest["spec"]["containers"] = web_template()["spec"]["containers"]
+            manifest["metadata"]["ownerReferences"] = owner
+        web.append(await _run_pod(store, manifest, "Running", 10 + i))
+    if workload is not None:
+        await _workload_status(store, *workload)
     await _run_pod(
         store,
         pod(
@@ -479,6 +751,10 @@ async def seed(store: DemoStore) -> None:
         ("worker-2.0", "quay.io/demo/worker"),
     ):
         await store.create(IMAGE, image(seed_name, repo), field_manager="openshift-apiserver")
+    if _serves(store, SERVICE):
+        await _services(store)
+    if _serves(store, WIDGET):
+        await _widgets(store)
 
 
 def make_pods(

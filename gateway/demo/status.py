@@ -231,6 +231,15 @@ def not_acceptable(accepted: Sequence[str]) -> DemoApiError:
     )
 
 
+def media_not_acceptable(accepted: Sequence[str]) -> DemoApiError:
+    """The apiserver's own 406 (content negotiation of discovery, not a go-restful route)."""
+    return DemoApiError(
+        406,
+        "NotAcceptable",
+        f"only the following media types are accepted: {', '.join(accepted)}",
+    )
+
+
 def route_unsupported_media_type() -> DemoApiError:
     """go-restful's 415 for a ``Content-Type`` no route consumes (PATCH)."""
     return DemoApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", details={})

@@ -17,10 +17,11 @@ from typing import Any, Final, Literal
 import orjson
 import yaml
 
-from gateway.core import schema
-from gateway.core.registry import POD, REGISTRY, Registry, Resource
+from gateway.core.registry import POD, Registry, Resource
+from gateway.demo import definitions as schema
 from gateway.demo import fielderrors as fe
 from gateway.demo import fieldmanager, listing, patching, structure
+from gateway.demo.catalog import CRD, DEMO_REGISTRY, NAMESPACE, crd_of
 from gateway.demo.jsonutil import clone, json_type, load_json, load_yaml
 from gateway.demo.logs import ContainerLog, LogStore
 from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery, WriteResult
@@ -110,7 +111,7 @@ class Store:
 
     def __init__(
         self,
-        registry: Registry = REGISTRY,
+        registry: Registry = DEMO_REGISTRY,
         *,
         schema_types: Mapping[str, str] | None = None,
         history: int = 1000,
@@ -130,8 +131,43 @@ class Store:
         self.clock = clock
         self.too_large_wait = 3.0
         """Seconds a read at a future resourceVersion waits before answering 504."""
-        self.namespaces: set[str] = set(SYSTEM_NAMESPACES)
-        """The namespaces that exist (objects may only be created in one of them)."""
+        self.namespaces: set[str] = set()
+        """The namespaces that exist (objects may only be created in one of them); when
+        Namespaces are served, the names of the Namespace objects."""
+        for ns in SYSTEM_NAMESPACES:
+            self.add_namespace(ns)
+        if self.registry.get(CRD.key) == CRD:
+            # a served custom resource exists because its definition does
+            for res in self.resources:
+                crd = crd_of(res)
+                if crd is not None:
+                    self.create_object(
+                        CRD,
+                        clone(crd),
+                        namespace=None,
+                        opts=DemoWriteOptions(field_manager="kubectl-client-side-apply"),
+                        origin="internal",
+                    )
+
+    @property
+    def serves_namespaces(self) -> bool:
+        """Whether Namespaces are a served resource (else they are just names)."""
+        return self.registry.get(NAMESPACE.key) == NAMESPACE
+
+    def add_namespace(self, name: str) -> None:
+        """Make the namespace exist (as a Namespace object, when those are served)."""
+        if name in self.namespaces:
+            return
+        if not self.serves_namespaces:
+            self.namespaces.add(name)
+            return
+        self.create_object(
+            NAMESPACE,
+            {"metadata": {"name": name}},
+            namespace=None,
+            opts=DemoWriteOptions(field_manager="kube-apiserver"),
+            origin="internal",
+        )
 
     # --- lookups -----------------------------------------------------------------------------
 
@@ -859,6 +895,12 @@ class Store:
     def _after_commit(self, change: Change) -> None:
         if change.res.key == POD.key:
             self._pod_hook(change)
+        elif change.res.key == NAMESPACE.key:
+            name = str(change.obj["metadata"]["name"])
+            if change.type == "DELETED":
+                self.namespaces.discard(name)
+            else:
+                self.namespaces.add(name)
 
     def _pod_hook(self, change: Change) -> None:
         meta = change.obj["metadata"]

@@ -8,12 +8,14 @@ behaviour of particular resources, keyed by registry key.  A resource the regist
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
 from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
 from gateway.demo import fielderrors as fe
 from gateway.demo import validation as v
+from gateway.demo.catalog import CRD, DEPLOYMENT, NAMESPACE, NODE, REPLICASET, SERVICE, WIDGET
 from gateway.demo.fielderrors import FieldError
 from gateway.demo.selectors import meta_fields
 from gateway.demo.structure import validate_custom
@@ -482,12 +484,36 @@ class CustomResourceStrategy(Strategy):
     allow_unconditional_update = False
     tracks_generation = True
 
+    @property
+    def has_status(self) -> bool:
+        """Whether the CRD enables the status subresource (status is then its own)."""
+        return "status" in self.res.subresources
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        super().prepare_for_create(obj)
+        if self.has_status:
+            obj.pop("status", None)
+
     def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        if self.has_status:
+            _split_status(new, old, subresource)
+            if subresource == "status":
+                return
+        ignored = ("metadata", "kind", "apiVersion", *(("status",) if self.has_status else ()))
+
         def body(obj: Obj) -> Obj:
-            return {k: v for k, v in obj.items() if k not in ("metadata", "kind", "apiVersion")}
+            return {k: v for k, v in obj.items() if k not in ignored}
 
         if body(new) != body(old):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 0)) + 1
+
+    def tracked(self, subresource: str | None) -> Callable[[tuple[str, ...]], bool]:
+        if not self.has_status:
+            return _keep_all
+        return _status_tracked(subresource)
+
+    def reset_fields(self, config: Obj, subresource: str | None) -> Obj:
+        return _status_reset(config, subresource) if self.has_status else config
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return super().validate(obj) + validate_custom(self.type_name, obj)
@@ -511,12 +537,301 @@ def _sorted(value: Any) -> Any:
     return value
 
 
+def _split_status(new: Obj, old: Obj, subresource: str | None) -> None:
+    """A write of the main resource keeps the old status; one of ``status`` keeps the rest
+    (and the metadata that ``ResetObjectMetaForStatus`` protects)."""
+    if subresource == "status":
+        for key in list(new):
+            if key not in ("metadata", "status", "kind", "apiVersion"):
+                del new[key]
+        for key, value in old.items():
+            if key not in ("metadata", "status", "kind", "apiVersion"):
+                new[key] = value
+        for key in ("labels", "annotations", "finalizers", "ownerReferences"):
+            _keep(new["metadata"], old["metadata"], key)
+    elif subresource is None:
+        if "status" in old:
+            new["status"] = old["status"]
+        else:
+            new.pop("status", None)
+
+
+def _status_tracked(subresource: str | None) -> Callable[[tuple[str, ...]], bool]:
+    if subresource == "status":
+        return lambda path: path[:1] == ("f:status",)
+    return _not_under(("f:status",))
+
+
+def _status_reset(config: Obj, subresource: str | None) -> Obj:
+    if subresource == "status":
+        kept = ("apiVersion", "kind", "metadata", "status")
+        return {k: v for k, v in config.items() if k in kept}
+    return {k: v for k, v in config.items() if k != "status"}
+
+
+class StatusStrategy(Strategy):
+    """A built-in kind with a ``status`` subresource (``pkg/registry/*/strategy.go``'s
+    pair of strategies): the main resource's writes keep the status, the subresource's keep
+    everything else; ``generation`` counts spec changes."""
+
+    tracks_generation = True
+    #: ``PrepareForCreate`` clears the status (most kinds; Nodes keep theirs).
+    resets_status_on_create: ClassVar[bool] = True
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        super().prepare_for_create(obj)
+        if self.resets_status_on_create:
+            obj["status"] = self.initial_status(obj)
+
+    def initial_status(self, obj: Obj) -> Obj:
+        """The status a new object starts with."""
+        return {}
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        _split_status(new, old, subresource)
+        if subresource is None:
+            super().prepare_for_update(new, old, subresource)
+
+    def tracked(self, subresource: str | None) -> Callable[[tuple[str, ...]], bool]:
+        return _status_tracked(subresource)
+
+    def reset_fields(self, config: Obj, subresource: str | None) -> Obj:
+        return _status_reset(config, subresource)
+
+    def canonicalize(self, obj: Obj) -> None:
+        super().canonicalize(obj)
+        obj.setdefault("spec", {})
+        obj.setdefault("status", {})
+
+    def empty(self) -> Obj:
+        return {"spec": {}, "status": {}}
+
+
+def _default_pod_template(template: Any) -> None:
+    if not isinstance(template, dict):
+        return
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    for group in ("initContainers", "containers"):
+        for c in spec.get(group) or []:
+            _default_container(c)
+    template.setdefault("metadata", {})
+
+
+def _validate_workload(obj: Obj) -> list[FieldError]:
+    """A selector that selects the pod template's labels, and a valid pod template."""
+    spec = obj.get("spec") or {}
+    errs: list[FieldError] = []
+    selector = spec.get("selector")
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not isinstance(selector, dict) or not (
+        selector.get("matchLabels") or selector.get("matchExpressions")
+    ):
+        errs.append(fe.required("spec.selector", ""))
+    else:
+        wanted = selector.get("matchLabels") or {}
+        if any(labels.get(k) != val for k, val in wanted.items()):
+            errs.append(
+                fe.invalid(
+                    "spec.template.metadata.labels",
+                    labels,
+                    "`selector` does not match template `labels`",
+                )
+            )
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        errs.append(fe.invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    errs += v.validate_pod_spec((spec.get("template") or {}).get("spec"), "spec.template.spec")
+    return errs
+
+
+class DeploymentStrategy(StatusStrategy):
+    """apps/v1 Deployments (defaults of ``pkg/apis/apps/v1/defaults.go``)."""
+
+    def default(self, obj: Obj) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("replicas", 1)
+        strategy = spec.setdefault("strategy", {})
+        if isinstance(strategy, dict):
+            strategy.setdefault("type", "RollingUpdate")
+            if strategy["type"] == "RollingUpdate":
+                rolling = strategy.setdefault("rollingUpdate", {})
+                if isinstance(rolling, dict):
+                    rolling.setdefault("maxUnavailable", "25%")
+                    rolling.setdefault("maxSurge", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        _default_pod_template(spec.get("template"))
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return super().validate(obj) + _validate_workload(obj)
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        errs = super().validate_update(new, old, subresource)
+        return errs if subresource else errs + _validate_workload(new)
+
+
+class ReplicaSetStrategy(DeploymentStrategy):
+    """apps/v1 ReplicaSets."""
+
+    def default(self, obj: Obj) -> None:
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            spec.setdefault("replicas", 1)
+            _default_pod_template(spec.get("template"))
+
+    def initial_status(self, obj: Obj) -> Obj:
+        return {"replicas": 0}
+
+
+class ServiceStrategy(StatusStrategy):
+    """core/v1 Services: defaults, a cluster IP allocated from 10.96.0.0/16 on create."""
+
+    tracks_generation = False
+
+    def default(self, obj: Obj) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec["type"] in ("ClusterIP", "NodePort", "LoadBalancer"):
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                if "port" in port:
+                    port.setdefault("targetPort", port["port"])
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        super().prepare_for_create(obj)
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict) and spec.get("type", "ClusterIP") != "ExternalName":
+            if not spec.get("clusterIP"):
+                digest = hashlib.sha256(str(obj["metadata"].get("uid", "")).encode()).digest()
+                spec["clusterIP"] = f"10.96.{digest[0]}.{max(digest[1], 1)}"
+            if spec["clusterIP"] != "None":
+                spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+        obj["status"] = {"loadBalancer": {}}
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        errs = super().validate(obj)
+        spec = obj.get("spec") or {}
+        if spec.get("type", "ClusterIP") != "ExternalName" and not spec.get("ports"):
+            errs.append(fe.required("spec.ports", ""))
+        return errs
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        errs = super().validate_update(new, old, subresource)
+        old_ip = (old.get("spec") or {}).get("clusterIP")
+        new_ip = (new.get("spec") or {}).get("clusterIP")
+        if old_ip and new_ip is not None and new_ip != old_ip:
+            errs.append(fe.invalid("spec.clusterIPs[0]", new_ip, "may not change once set"))
+        return errs
+
+
+class NodeStrategy(StatusStrategy):
+    """core/v1 Nodes: the kubelet registers them with their status."""
+
+    tracks_generation = False
+    resets_status_on_create = False
+
+    def validate_name(self, name: str, prefix: bool) -> list[str]:
+        return v.dns_subdomain(name, prefix)
+
+
+class NamespaceStrategy(StatusStrategy):
+    """core/v1 Namespaces: DNS-label names, the ``kubernetes`` finalizer, phase Active.
+
+    Deletion is immediate here (the real one goes through Terminating while the namespace
+    controller empties it); objects left in it stay until deleted.
+    """
+
+    tracks_generation = False
+
+    def validate_name(self, name: str, prefix: bool) -> list[str]:
+        return v.dns_label(name, prefix)
+
+    def default(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec.setdefault("finalizers", ["kubernetes"])
+        meta = obj.setdefault("metadata", {})
+        if isinstance(meta, dict) and meta.get("name"):
+            labels = meta.setdefault("labels", {})
+            if isinstance(labels, dict):
+                labels["kubernetes.io/metadata.name"] = meta["name"]
+
+    def initial_status(self, obj: Obj) -> Obj:
+        return {"phase": "Active"}
+
+
+class CustomResourceDefinitionStrategy(StatusStrategy):
+    """apiextensions.k8s.io/v1 CustomResourceDefinitions: ``<plural>.<group>`` names; the
+    status the apiextensions controllers would set (names accepted, established)."""
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        errs = super().validate(obj)
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        expected = f"{names.get('plural', '')}.{spec.get('group', '')}"
+        name = obj.get("metadata", {}).get("name")
+        if name != expected:
+            errs.append(
+                fe.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
+            )
+        return errs
+
+    def initial_status(self, obj: Obj) -> Obj:
+        spec = obj.get("spec") or {}
+        now = obj["metadata"].get("creationTimestamp")
+        conditions = [
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "lastTransitionTime": now,
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "lastTransitionTime": now,
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+            },
+        ]
+        stored = [ver["name"] for ver in spec.get("versions") or [] if ver.get("storage")]
+        return {
+            "conditions": conditions,
+            "acceptedNames": spec.get("names") or {},
+            "storedVersions": stored,
+        }
+
+
 SPECIFIC: Final[Mapping[str, type[Strategy]]] = {
     POD.key: PodStrategy,
     EVENT.key: EventStrategy,
     ENDPOINTS.key: EndpointsStrategy,
     LEASE.key: LeaseStrategy,
     IMAGE.key: CustomResourceStrategy,
+    DEPLOYMENT.key: DeploymentStrategy,
+    REPLICASET.key: ReplicaSetStrategy,
+    SERVICE.key: ServiceStrategy,
+    NODE.key: NodeStrategy,
+    NAMESPACE.key: NamespaceStrategy,
+    CRD.key: CustomResourceDefinitionStrategy,
+    WIDGET.key: CustomResourceStrategy,
 }
 """Kind-specific behaviour by registry key; any other resource gets :class:`Strategy`."""
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gateway.core import schema
 from gateway.core.schema import Field, ListOf, MapOf, Ref, Scalar, TypeRef
+from gateway.demo import definitions as schema
 from gateway.demo import fielderrors as fe
 from gateway.demo.jsonutil import json_type
 

@@ -11,9 +11,10 @@ from typing import Self
 
 import uvicorn
 
-from gateway.core.registry import REGISTRY, Registry
+from gateway.core.registry import Registry
 from gateway.demo.app import DemoApp
 from gateway.demo.auth import DEFAULT_TOKENS, TokenGrant
+from gateway.demo.catalog import DEMO_REGISTRY
 from gateway.demo.faults import Faults
 from gateway.demo.http import install_log_filter
 from gateway.demo.inprocess import DemoStore
@@ -81,7 +82,8 @@ class DemoUpstream:
     port and stops it (ending open watches and log follows) on exit.
 
     Args:
-        registry: the served resources (the gateway's by default); a resource without
+        registry: the served resources (:data:`~gateway.demo.catalog.DEMO_REGISTRY`, the
+            gateway's seeds and more, by default); a resource without
             kind-specific behaviour in the demo is served generically from its schema.
         schema_types: schema definition ids by registry key, for resources whose kind is
             not the one :func:`gateway.core.schema.kind_type` finds (tests).
@@ -107,7 +109,7 @@ class DemoUpstream:
         self,
         tokens: Mapping[str, TokenGrant] | None = None,
         *,
-        registry: Registry = REGISTRY,
+        registry: Registry = DEMO_REGISTRY,
         schema_types: Mapping[str, str] | None = None,
         seed: bool = True,
         animate: bool = False,

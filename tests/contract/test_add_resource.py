@@ -49,6 +49,7 @@ REGISTRY_LINE = "REGISTRY = Registry((POD, EVENT, ENDPOINTS, LEASE, IMAGE))"
 #: stubs and the SDL.  Nothing else changes for a new resource.
 GENERATED = (
     "gateway/core/schemas/",
+    "gateway/demo/schemas/",
     "protos/",
     "gateway/grpc/gen/",
     "graphql_schema/schema.graphql",

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from gateway.demo import DemoUpstream
+from gateway.demo.catalog import DEMO_REGISTRY
 
 PODS = "/api/v1/namespaces/demo/pods"
 EVENTS = "/api/v1/namespaces/demo/events"
@@ -626,7 +627,7 @@ async def test_protocol_errors(client: httpx.AsyncClient, demo: DemoUpstream) ->
         "details": {},
         "code": 404,
     }
-    assert (await client.get("/apis/apps/v1/deployments")).status_code == 404
+    assert (await client.get("/apis/apps/v1/daemonsets")).status_code == 404
     assert (await client.get("/api/v1/pods/web")).status_code == 404
     r = await client.put(PODS, json={})
     assert r.status_code == 405
@@ -666,23 +667,22 @@ async def test_discovery_is_the_registry(client: httpx.AsyncClient) -> None:
     core = (await client.get("/api/v1")).json()
     names = {r["name"] for r in core["resources"]}
     assert names == {
-        "pods",
-        "pods/log",
-        "pods/status",
-        "pods/ephemeralcontainers",
-        "events",
-        "endpoints",
+        name
+        for r in DEMO_REGISTRY.values()
+        if r.group == ""
+        for name in (r.plural, *(f"{r.plural}/{s}" for s in r.subresources))
     }
+    assert {"pods", "pods/log", "services", "configmaps", "nodes", "namespaces"} <= names
     pods = next(r for r in core["resources"] if r["name"] == "pods")
     assert pods["categories"] == ["all"] and pods["shortNames"] == ["po"]
     groups = {g["name"] for g in (await client.get("/apis")).json()["groups"]}
-    assert groups == {"coordination.k8s.io", "image.openshift.io"}
+    assert groups == {r.group for r in DEMO_REGISTRY.values() if r.group}
     leases = (await client.get("/apis/coordination.k8s.io/v1")).json()
     assert leases["resources"][0]["name"] == "leases"
     version = (await client.get("/version")).json()
     assert (version["major"], version["minor"], version["gitVersion"]) == ("1", "36", "v1.36.3")
     assert (await client.get("/healthz")).text == "ok"
-    assert (await client.get("/api/v1/namespaces")).status_code == 404
+    assert (await client.get("/api/v1/namespaces/demo/secrets")).status_code == 404
 
 
 @pytest.mark.parametrize("path", [PODS, EVENTS, ENDPOINTS, LEASES])
