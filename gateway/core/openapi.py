@@ -212,17 +212,35 @@ def _gvks(schema: Mapping[str, Any]) -> tuple[GroupVersionKind, ...]:
     return tuple(found)
 
 
+#: Names a front end derives from a type's name (``PodInput``, ``PodWatchEvent``...): a new
+#: type may neither take one of them nor be one whose derived names are taken.
+DERIVED_SUFFIXES: Final = ("Input", "List", "WatchEvent", "DeleteResult", "DeleteCollectionResult")
+
+
+def _free(candidate: str, taken: set[str]) -> bool:
+    return (
+        candidate not in taken
+        and not candidate.endswith(DERIVED_SUFFIXES[:1] + DERIVED_SUFFIXES[2:])
+        and all(candidate + suffix not in taken for suffix in DERIVED_SUFFIXES if suffix != "List")
+    )
+
+
 def _short_name(def_id: str, taken: set[str]) -> str:
     bare = _pascal(def_id.rsplit(".", 1)[-1]) or "Object"
     if not bare[:1].isalpha():
         bare = "T" + bare
     for candidate in (bare, _pascal(_package(def_id)) + bare):
-        if candidate not in taken:
+        if _free(candidate, taken):
             return candidate
     n = 2
-    while f"{bare}{n}" in taken:
+    while not _free(f"{bare}{n}", taken):
         n += 1
     return f"{bare}{n}"
+
+
+def _take(name: str, taken: set[str]) -> None:
+    taken.add(name)
+    taken.update(name + suffix for suffix in DERIVED_SUFFIXES if suffix != "List")
 
 
 def extend(
@@ -231,6 +249,7 @@ def extend(
     resources: Iterable[Resource],
     *,
     previous: Model | None = None,
+    reserved: Iterable[str] = (),
 ) -> Model:
     """The seed model plus the kinds of ``resources``, described by ``documents``.
 
@@ -242,6 +261,8 @@ def extend(
             types reachable from them are built.
         previous: the model this one replaces: a type it already named keeps its name, so a
             kind added later never renames one that is already published.
+        reserved: names the new types must not take (a front end's own types: ``Query``,
+            ``Mutation``, ``LogLine``...).
     """
     defs: dict[str, dict[str, Any]] = {}
     for doc in documents:
@@ -280,18 +301,20 @@ def extend(
                 if ref not in shells and ref not in new_ids:
                     pending.append(ref)
 
-    taken = set(seed.by_short)
+    taken = set(reserved)
+    for name in seed.by_short:
+        _take(name, taken)
     names: dict[str, str] = {}
     if previous is not None:
         for def_id in new_ids:
             old = previous.types.get(def_id)
-            if old is not None and old.short_name not in taken:
+            if old is not None and _free(old.short_name, taken):
                 names[def_id] = old.short_name
-                taken.add(old.short_name)
+                _take(old.short_name, taken)
     for def_id in sorted(new_ids, key=_priority):
         if def_id not in names:
             names[def_id] = _short_name(def_id, taken)
-            taken.add(names[def_id])
+            _take(names[def_id], taken)
 
     types = dict(seed.types)
     for def_id in new_ids:

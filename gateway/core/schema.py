@@ -42,7 +42,6 @@ from gateway.core.registry import REGISTRY, Registry
 
 __all__ = [
     "WRAPPERS",
-    "Definitions",
     "Field",
     "GroupVersionKind",
     "ListOf",
@@ -58,6 +57,7 @@ __all__ = [
     "kind_type",
     "kinds",
     "list_type",
+    "model_of_files",
     "object_type",
     "reachable",
     "seed_model",
@@ -287,6 +287,15 @@ class Model:
         if r is None:
             raise SchemaError(f"{kind} is not a served kind")
         return self.kind_type(r.group, r.version, r.list_kind)
+
+    def strategic_merge_keys(self, type_name: str) -> dict[str, str]:
+        """The strategic-merge-patch keys of a type's list fields (see
+        :func:`strategic_merge_keys`)."""
+        return {
+            f.json_name: f.patch_merge_key
+            for f in self.object_type(type_name).fields
+            if f.patch_merge_key is not None
+        }
 
     def reachable(self, root: str) -> tuple[ObjectType, ...]:
         """The object types reachable from ``root`` (see :func:`reachable`)."""
@@ -552,52 +561,12 @@ def strategic_merge_keys(type_name: str) -> dict[str, str]:
         ``{field json name: merge key}`` for every field with ``x-kubernetes-patch-merge-key``,
         e.g. ``{"containers": "name", "volumes": "name", ...}`` for ``PodSpec``.
     """
-    return {
-        f.json_name: f.patch_merge_key
-        for f in object_type(type_name).fields
-        if f.patch_merge_key is not None
-    }
+    return _model().strategic_merge_keys(type_name)
 
 
-class Definitions:
-    """A schema model over the product's definitions files plus others (read once, here).
-
-    The module-level functions describe what the gateway itself is generated from; the demo
-    upstream serves more kinds than that and describes them with one of these, built over
-    :data:`SCHEMA_FILES` and its own generated file.  Short names are computed over the
-    whole set, so they can differ from the product's for colliding names.
-
-    Args:
-        extra_files: definitions files (absolute paths) loaded after :data:`SCHEMA_FILES`;
-            a definition id may still appear only once across all of them.
-    """
-
-    def __init__(self, extra_files: Sequence[Path]) -> None:
-        self._model = _build(SCHEMA_DIR, (*SCHEMA_FILES, *(str(p) for p in extra_files)))
-
-    def all_types(self) -> tuple[ObjectType, ...]:
-        """Every object type, sorted by definition id."""
-        return tuple(self._model.types.values())
-
-    def object_type(self, name: str) -> ObjectType:
-        """As :func:`object_type`, in this set."""
-        found = self._model.types.get(name) if "." in name else self._model.by_short.get(name)
-        if found is None:
-            raise SchemaError(f"no object type {name!r} in the schema")
-        return found
-
-    def kind_type(self, group: str, version: str, kind: str) -> ObjectType:
-        """As :func:`kind_type`, in this set."""
-        found = self._model.by_gvk.get((group, version, kind))
-        if found is None:
-            api_version = f"{group}/{version}" if group else version
-            raise SchemaError(f"no definition for {api_version} {kind}")
-        return found
-
-    def strategic_merge_keys(self, type_name: str) -> dict[str, str]:
-        """As :func:`strategic_merge_keys`, in this set."""
-        return {
-            f.json_name: f.patch_merge_key
-            for f in self.object_type(type_name).fields
-            if f.patch_merge_key is not None
-        }
+def model_of_files(extra_files: Sequence[Path]) -> Model:
+    """A model over the product's definitions files plus others (absolute paths), e.g. the
+    demo upstream's wider set of kinds.  A definition id may appear only once across all of
+    them; short names are computed over the whole set, so they can differ from the
+    product's for colliding names."""
+    return _build(SCHEMA_DIR, (*SCHEMA_FILES, *(str(p) for p in extra_files)))

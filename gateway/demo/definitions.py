@@ -1,7 +1,7 @@
 """The demo upstream's schema: the product's definitions plus the demo's own file.
 
 The demo serves more kinds than the gateway (:mod:`gateway.demo.catalog`), so it describes
-them with a :class:`gateway.core.schema.Definitions` over both files, read once.  The
+them with a :class:`gateway.core.schema.Model` over both files, read once.  The
 functions here are the ones of :mod:`gateway.core.schema` the demo uses, over that set.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import functools
 
-from gateway.core.schema import Definitions, ObjectType
+from gateway.core.schema import Model, ObjectType, model_of_files
 from gateway.demo.catalog import DEMO_SCHEMA_FILE, SCHEMA_DIR
 
 
 @functools.cache
-def definitions() -> Definitions:
+def definitions() -> Model:
     """The demo's schema model (the product's files and ``kubernetes-demo.json``)."""
-    return Definitions((SCHEMA_DIR / DEMO_SCHEMA_FILE,))
+    return model_of_files((SCHEMA_DIR / DEMO_SCHEMA_FILE,))
 
 
 def object_type(name: str) -> ObjectType:

@@ -22,6 +22,7 @@ from gateway.core import openapi
 from gateway.core.catalog import Catalog
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.schema import Model, seed_model
+from gateway.graphql._library import graphql_schema
 from gateway.graphql.links import link_fields
 from gateway.graphql.objects import dict_resolver, generate
 from gateway.graphql.operations import RootBuilder
@@ -101,6 +102,12 @@ def served_in_graphql(catalog: Catalog) -> list[Resource]:
     return [_graphql_view(best[k]) for k in sorted(best)]
 
 
+@functools.cache
+def _reserved_names() -> frozenset[str]:
+    """Every type name of the seed schema (roots, scalars, results, events, inputs)."""
+    return frozenset(graphql_schema(gateway_schema()).type_map)
+
+
 def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) -> CatalogSchema:
     """Build the GraphQL schema of everything ``catalog`` serves.
 
@@ -114,6 +121,7 @@ def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) 
         documents,
         discovered,
         previous=previous.model if previous is not None else None,
+        reserved=_reserved_names(),
     )
     described = []
     for r in discovered:
