@@ -207,6 +207,7 @@ class CatalogReloader:
         retry: delays between reads that do not yet show what events announced, and
             after a failed read.
         max_retries: reads per announced change before it is given up (and logged).
+        failure_backoff: delays between failed reads (retried until one succeeds).
 
     Attributes:
         reads: discovery reads made since start.
@@ -223,6 +224,7 @@ class CatalogReloader:
         settle: float = 0.1,
         retry: Backoff = Backoff(initial=0.1, cap=5.0, jitter=0.2),
         max_retries: int = 12,
+        failure_backoff: Backoff = Backoff(initial=1.0, cap=60.0),
     ) -> None:
         self.discovery = discovery
         self.holder = holder
@@ -231,6 +233,7 @@ class CatalogReloader:
         self.settle = settle
         self.retry = retry
         self.max_retries = max_retries
+        self.failure_backoff = failure_backoff
         self.expect = Expectations()
         self.reads = 0
         self.swaps = 0
@@ -374,16 +377,26 @@ class CatalogReloader:
     # -- the reads ---------------------------------------------------------------------
 
     async def _reads(self) -> None:
-        attempt = 0
+        attempt = 0  # reads in a row that did not show what events announced
+        failures = 0  # failed reads in a row: retried until one succeeds
         while True:
             await self._dirty.wait()
             await asyncio.sleep(self.settle)  # coalesce a burst into one read
             self._dirty.clear()
-            ok = await self.refresh()
-            if ok and not self.expect:
-                attempt = 0
+            try:
+                async with asyncio.timeout(self.discovery.limits.timeout * 3):
+                    ok = await self.refresh()
+            except TimeoutError:
+                log.warning("catalog reload: discovery did not answer in time")
+                self._count("failed")
+                ok = False
+            if not ok:
+                delay = self.failure_backoff.delay(failures)
+                failures += 1
+            elif not self.expect:
+                attempt = failures = 0
                 continue
-            if attempt >= self.max_retries:
+            elif attempt >= self.max_retries:
                 log.warning(
                     "catalog reload: discovery still does not show %s after %d reads; giving up "
                     "until the next change",
@@ -391,10 +404,12 @@ class CatalogReloader:
                     attempt + 1,
                 )
                 self.expect.clear()
-                attempt = 0
+                attempt = failures = 0
                 continue
-            delay = self.retry.delay(attempt)
-            attempt += 1
+            else:
+                failures = 0
+                delay = self.retry.delay(attempt)
+                attempt += 1
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._dirty.wait()
