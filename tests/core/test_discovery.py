@@ -34,7 +34,7 @@ from gateway.core.discovery import (
 from gateway.core.errors import UnknownResource
 from gateway.core.registry import LEASE, POD, REGISTRY
 from gateway.demo import DemoUpstream
-from gateway.settings import Settings
+from gateway.settings import Settings, load
 from tests.support.graphql import _Server, serve_app
 
 # ---------------------------------------------------------------------------- patterns
@@ -476,3 +476,14 @@ async def test_limits_bound_every_read() -> None:
 
 def test_catalog_changed_compares_resources_and_hashes() -> None:
     assert not catalog_changed(SEED_CATALOG, Catalog(REGISTRY, generation=5))
+
+
+def test_settings_refuse_malformed_resources_and_turn_discovery_off() -> None:
+    with pytest.raises(SystemExit, match="RESOURCE"):
+        load(["--resources", "apps/v1/deployments/scale"], {})
+    with pytest.raises(SystemExit, match="KUBE_GATEWAY_RESOURCES"):
+        load([], {"KUBE_GATEWAY_RESOURCES": "a//b"})
+    assert load(["--resources", "apps/*,-secrets"], {}).resources == "apps/*,-secrets"
+    assert load([], {}).discovery is True
+    assert load(["--no-discovery"], {}).discovery is False
+    assert load([], {"KUBE_GATEWAY_DISCOVERY": "false"}).discovery is False
