@@ -32,10 +32,13 @@ from gateway.core import config, kubeconfig
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
+from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
+from gateway.core.discovery import Discovery, ResourcePatterns
 from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.metrics import Metrics
+from gateway.core.reload import CatalogReloader
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.requestid import RequestContext
@@ -101,6 +104,8 @@ class Runtime:
     metrics: Metrics
     readiness: Readiness
     drain: Drain
+    #: What is served now (seed resources plus discovery's); also ``app.state.catalog``.
+    catalog: CatalogHolder
 
 
 async def _healthz(request: Request) -> Response:
@@ -164,6 +169,40 @@ def resolve_upstream(settings: Settings) -> config.UpstreamConfig | None:
     return upstream_cfg
 
 
+def discovery_upstream(
+    settings: Settings, upstream_cfg: config.UpstreamConfig, demo: bool
+) -> tuple[config.UpstreamConfig | None, str]:
+    """The upstream record discovery and the CRD/APIService watches use, and whose identity.
+
+    Discovery is the gateway's, never a caller's: ``--discovery-token-file``, else the
+    gateway's own credential (``--token-file`` / ``KUBE_GATEWAY_TOKEN_FILE``, the
+    kubeconfig's user, the service account in a pod), in demo mode the demo's admin token.
+    ``None``: there is none (or ``--no-discovery``), so the seed resources only.
+    """
+    if not settings.discovery:
+        return None, "--no-discovery"
+    if settings.discovery_token_file:
+        path = Path(settings.discovery_token_file).absolute()
+        if not path.is_file():
+            raise config.ConfigError(f"--discovery-token-file {path}: no such file")
+        own = dataclasses.replace(
+            upstream_cfg,
+            token=None,
+            token_file=path,
+            client_cert_file=None,
+            client_key_file=None,
+            client_cert_data=None,
+            client_key_data=None,
+            exec=None,
+        )
+        return own, f"token file {path}"
+    if demo:
+        return dataclasses.replace(upstream_cfg, token=DEMO_GATEWAY_TOKEN), "the demo's admin"
+    if upstream_cfg.has_gateway_credential:
+        return upstream_cfg, f"the gateway's own credential from {upstream_cfg.source}"
+    return None, "no gateway credential is configured (--discovery-token-file or --token-file)"
+
+
 #: Young-generation thresholds of the cyclic GC while serving (Python's are 700, 10, 10).
 GC_THRESHOLDS = (20_000, 20, 20)
 
@@ -198,6 +237,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         o.strip().rstrip("/") for o in (settings.allowed_origins or "").split(",") if o.strip()
     )
     drain = Drain(settings.drain_seconds)
+    catalog = CatalogHolder()
     graphql = GraphQLApp(allowed_origins=origins, drain=drain)
 
     @contextlib.asynccontextmanager
@@ -234,12 +274,15 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
 
             # Requests and streams (watches, log follows) use separate pools, so open
             # streams can never starve requests; the stream budget fits its pool.
-            def client(cfg: config.UpstreamConfig, identity: bool, pool: int) -> httpx.AsyncClient:
+            def client(
+                cfg: config.UpstreamConfig, identity: bool, pool: int, internal: str | None = None
+            ) -> httpx.AsyncClient:
                 built = build_http_client(
                     cfg,
                     gateway_identity=identity,
                     http2=settings.upstream_http2,
                     max_connections=pool,
+                    internal=internal,
                 )
                 stack.push_async_callback(built.aclose)
                 return built
@@ -298,6 +341,36 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 linger=settings.watch_linger_seconds,
             )
             metrics.watch_hub(lambda: watches.stats)
+            metrics.catalog(catalog)
+            disc_cfg, whose = discovery_upstream(settings, upstream_cfg, demo)
+            if disc_cfg is None:
+                log.warning(
+                    "discovery off (%s): serving the %d built-in resources only",
+                    whose,
+                    len(catalog.current.registry),
+                )
+            else:
+                # Its own small client: discovery reads and two long watches (CRDs and
+                # APIServices), with the gateway's identity, never a caller's.
+                disc_http = client(disc_cfg, True, 16, "discovery and the CRD/APIService watches")
+                patterns = ResourcePatterns.parse(settings.resources)
+                reloader = CatalogReloader(
+                    Discovery(disc_http, patterns=patterns, metrics=metrics),
+                    catalog,
+                    KubeAdapter(disc_http, stream_http=disc_http, metrics=metrics),
+                    metrics=metrics,
+                )
+                await reloader.start()
+                log.info(
+                    "discovery with %s, serving %s: %d resources in %d group/versions, "
+                    "reloaded when CRDs or APIServices change",
+                    whose,
+                    patterns,
+                    len(catalog.current.registry.records),
+                    len(catalog.current.groups),
+                )
+                reloading = asyncio.create_task(reloader.run(), name="catalog-reload")
+                stack.push_async_callback(_cancelled, reloading)
             grpc_credentials = None
             if settings.tls_cert_file and settings.tls_key_file:
                 certificates = Certificates(
@@ -354,6 +427,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 metrics=metrics,
                 readiness=Readiness(http),
                 drain=drain,
+                catalog=catalog,
             )
             if tune_gc:
                 tune_garbage_collector()
@@ -386,6 +460,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         lifespan=lifespan,
     )
     app.state.drain = drain  # the command's signal handling asks it to drain
+    app.state.catalog = catalog  # swapped whole by the lifespan's catalog reload
     return app
 
 

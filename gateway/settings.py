@@ -45,6 +45,9 @@ class Settings:
     watch_linger_seconds: float = 10.0
     shared_watches: bool = False
     access_recheck_seconds: float = 30.0
+    discovery: bool = True
+    resources: str | None = None
+    discovery_token_file: str | None = None
     grpc_max_message_bytes: int = 64 * 1024 * 1024
     grpc_max_request_bytes: int = 4 * 1024 * 1024
     grpc_max_concurrent_rpcs: int = 4096
@@ -108,6 +111,16 @@ _HELP: dict[str, str] = {
     "subscriber is admitted by access reviews made with its own token",
     "access_recheck_seconds": "with --shared-watches: how often every subscriber's access is "
     "reviewed again (a subscriber whose right is gone is ended with FORBIDDEN)",
+    "discovery": "read the cluster's discovery and OpenAPI v3 with the gateway's own "
+    "credential (--discovery-token-file, else --token-file, the kubeconfig's user or the "
+    "service account) and serve what it lists beside the five built-in resources, reloaded "
+    "when CRDs or APIServices change (--no-discovery: the built-in resources only)",
+    "resources": "which discovered resources to serve: comma-separated "
+    "[-][GROUP/][VERSION/]RESOURCE globs, '-' denies and a deny wins, 'core' is the core "
+    "group (e.g. 'apps/*,*.example.com/*,-secrets,-*/v1beta1/*'); default: every served "
+    "resource (each call still carries the caller's token, so RBAC decides, secrets too)",
+    "discovery_token_file": "file with the bearer token discovery and the CRD/APIService "
+    "watches use (default: the gateway's own credential, if one is configured)",
     "grpc_max_request_bytes": "largest gRPC request message in bytes (larger ones are "
     "refused with RESOURCE_EXHAUSTED)",
     "grpc_max_concurrent_rpcs": "gRPC calls served at once, Watch streams included (more "
@@ -233,4 +246,11 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
         raise SystemExit(
             f"--log-format ({ENV_PREFIX}LOG_FORMAT) must be auto, json or text, got {log_format!r}"
         )
+    if values.get("resources"):
+        from gateway.core.discovery import ResourcePatterns
+
+        try:
+            ResourcePatterns.parse(values["resources"])
+        except ValueError as exc:
+            raise SystemExit(f"{exc} ({ENV_PREFIX}RESOURCES)") from None
     return Settings(**values)

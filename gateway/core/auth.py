@@ -426,7 +426,9 @@ def _cluster_info(cfg: UpstreamConfig) -> dict[str, Any]:
     return info
 
 
-def gateway_auth(cfg: UpstreamConfig, ssl_context: ssl.SSLContext) -> GatewayAuth | None:
+def gateway_auth(
+    cfg: UpstreamConfig, ssl_context: ssl.SSLContext, *, internal: str | None = None
+) -> GatewayAuth | None:
     """Set up the gateway's own identity: certificate into ``ssl_context``, token as auth.
 
     Runs the exec plugin once, now, so that a broken plugin fails at startup.  Logs the
@@ -435,6 +437,8 @@ def gateway_auth(cfg: UpstreamConfig, ssl_context: ssl.SSLContext) -> GatewayAut
     Args:
         cfg: the upstream configuration.
         ssl_context: the client's TLS context; receives the gateway's certificate.
+        internal: the client serves only the gateway's own requests (this names them, for
+            the log): no caller's request ever goes through it, so no warning is logged.
 
     Returns:
         The auth adding the gateway's token, or ``None`` for a certificate-only identity.
@@ -470,12 +474,16 @@ def gateway_auth(cfg: UpstreamConfig, ssl_context: ssl.SSLContext) -> GatewayAut
         )
         presents_cert = presents_cert or plugin.credential().client_cert_data is not None
 
-    logger.warning(
-        "GATEWAY IDENTITY MODE: requests without a caller credential reach %s as the "
-        "gateway itself (%s); the upstream's RBAC sees the gateway, not the caller",
-        cfg.server,
-        cfg.source,
-    )
+    if internal is not None:
+        logger.info("%s: with the gateway's own credential (%s)", internal, cfg.source)
+        presents_cert = False  # nobody else's token travels on this client
+    else:
+        logger.warning(
+            "GATEWAY IDENTITY MODE: requests without a caller credential reach %s as the "
+            "gateway itself (%s); the upstream's RBAC sees the gateway, not the caller",
+            cfg.server,
+            cfg.source,
+        )
     if presents_cert:
         logger.warning(
             "the gateway presents a client certificate: the apiserver authenticates it "

@@ -97,6 +97,7 @@ def build_http_client(
     http2: bool = False,
     max_connections: int = 512,
     transport: httpx.AsyncBaseTransport | None = None,
+    internal: str | None = None,
 ) -> httpx.AsyncClient:
     """Build the core's one ``httpx.AsyncClient`` for the upstream.
 
@@ -122,6 +123,8 @@ def build_http_client(
         max_connections: connection pool size.
         transport: a transport to use instead of the default one (its TLS and pool
             settings are then its own).
+        internal: with ``gateway_identity``: the client carries only the gateway's own
+            requests (discovery...), named here for the log, instead of the warning.
 
     Returns:
         The client; the caller owns it and must close it (``aclose``).
@@ -133,7 +136,7 @@ def build_http_client(
     ssl_context = build_ssl_context(cfg)
     auth: httpx.Auth | None = None
     if gateway_identity:
-        auth = gateway_auth(cfg, ssl_context)
+        auth = gateway_auth(cfg, ssl_context, internal=internal)
     if cfg.insecure_skip_tls_verify and cfg.is_tls:
         logger.warning("TLS verification of the upstream %s is OFF", cfg.server)
 

@@ -10,6 +10,10 @@ process, as in the tests, never mix their counts); ``/metrics`` serves it in the
 * ``kube_gateway_upstream_request_duration_seconds{verb, resource, code}``: each upstream
   request until its response headers (``code`` is the HTTP status, or ``error`` when none
   came back).
+* ``kube_gateway_catalog_reloads_total{outcome}``: discovery reads of the catalog reload
+  (``swapped``: a new catalog is served, ``unchanged``, ``failed``), and
+  ``kube_gateway_served_resources``: resources (group, version, plural) the current catalog
+  serves, read when scraped.
 * the watch hub's state and counters, read when scraped: open subscriptions, upstream
   watches, events delivered, subscribers dropped for lag, relists, admission refusals and
   access denials.
@@ -33,6 +37,7 @@ from gateway import tracing
 from gateway.core import errors
 
 if TYPE_CHECKING:
+    from gateway.core.catalog import CatalogHolder
     from gateway.core.hub import HubStats
     from gateway.core.operations import Operation
 
@@ -79,6 +84,18 @@ class _HubCollector(Collector):
             yield CounterMetricFamily(f"kube_gateway_{name}", doc, value=value)
 
 
+class _CatalogCollector(Collector):
+    def __init__(self, holder: CatalogHolder) -> None:
+        self._holder = holder
+
+    def collect(self) -> Iterable[Metric]:
+        yield GaugeMetricFamily(
+            "kube_gateway_served_resources",
+            "Resources (group, version, plural) the current catalog serves.",
+            value=len(self._holder.current.registry.records),
+        )
+
+
 class Metrics:
     """The metrics of one gateway (see the module docstring)."""
 
@@ -102,6 +119,13 @@ class Metrics:
             "Upstream requests until their response headers.",
             ("verb", "resource", "code"),
             buckets=BUCKETS,
+            registry=self.registry,
+        )
+
+        self.catalog_reloads = Counter(
+            "kube_gateway_catalog_reloads",
+            "Discovery reads of the catalog reload, by outcome (swapped, unchanged, failed).",
+            ("outcome",),
             registry=self.registry,
         )
 
@@ -131,6 +155,14 @@ class Metrics:
         """One upstream request (``code`` ``None``: no response came back)."""
         label = str(code) if code is not None else "error"
         self.upstream_seconds.labels(verb, resource, label).observe(seconds)
+
+    def catalog_reload(self, outcome: str) -> None:
+        """One discovery read of the catalog reload: ``swapped``, ``unchanged`` or ``failed``."""
+        self.catalog_reloads.labels(outcome).inc()
+
+    def catalog(self, holder: CatalogHolder) -> None:
+        """Serve the number of resources ``holder``'s current catalog serves, read at scrape."""
+        self.registry.register(_CatalogCollector(holder))
 
     def watch_hub(self, stats: Callable[[], HubStats]) -> None:
         """Serve the watch hub's state and counters, read at each scrape."""

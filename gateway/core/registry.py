@@ -156,10 +156,20 @@ IMAGE = Resource(
 
 
 class Registry(Mapping[str, Resource]):
-    """Resources by key, with lookup by kind, plural or short name."""
+    """Resources by key, with lookup by kind, plural or short name.
+
+    A resource served in several versions of one group (``v1`` and ``v1beta1``) has one key
+    (``plural.group``): the key, the kind and the plural name the first record given, so
+    list the preferred version first.  :attr:`records` keeps every record and
+    :meth:`by_resource` finds each one by group, version and plural.
+    """
 
     def __init__(self, resources: tuple[Resource, ...]) -> None:
-        self._by_key = {r.key: r for r in resources}
+        #: Every record, in the order given (all versions).
+        self.records = resources
+        self._by_key: dict[str, Resource] = {}
+        for r in resources:
+            self._by_key.setdefault(r.key, r)
         self._by_gvr = {(r.group, r.version, r.plural): r for r in resources}
         self._aliases: dict[str, Resource] = {}
         for r in resources:
