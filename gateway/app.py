@@ -39,6 +39,7 @@ from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
+from gateway.graphql.live import LiveSchema
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.grpc.server import GrpcOptions, start_grpc
 from gateway.requestid import RequestContext
@@ -106,6 +107,8 @@ class Runtime:
     drain: Drain
     #: What is served now (seed resources plus discovery's); also ``app.state.catalog``.
     catalog: CatalogHolder
+    #: Keeps the GraphQL schema in step with the catalog (``None``: discovery is off).
+    live_schema: LiveSchema | None = None
 
 
 async def _healthz(request: Request) -> Response:
@@ -343,6 +346,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             metrics.watch_hub(lambda: watches.stats)
             metrics.catalog(catalog)
             disc_cfg, whose = discovery_upstream(settings, upstream_cfg, demo)
+            live_schema: LiveSchema | None = None
             if disc_cfg is None:
                 log.warning(
                     "discovery off (%s): serving the %d built-in resources only",
@@ -371,6 +375,11 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 )
                 reloading = asyncio.create_task(reloader.run(), name="catalog-reload")
                 stack.push_async_callback(_cancelled, reloading)
+                # GraphQL follows the catalog: the first build runs in the background (the
+                # seed schema serves meanwhile), later ones on every swap.
+                live_schema = LiveSchema(graphql, catalog)
+                live_schema.start(rebuild=True)
+                stack.push_async_callback(live_schema.aclose)
             grpc_credentials = None
             if settings.tls_cert_file and settings.tls_key_file:
                 certificates = Certificates(
@@ -428,6 +437,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 readiness=Readiness(http),
                 drain=drain,
                 catalog=catalog,
+                live_schema=live_schema,
             )
             if tune_gc:
                 tune_garbage_collector()

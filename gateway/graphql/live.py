@@ -56,7 +56,11 @@ class LiveSchema:
         self._wanted = self.holder.current
         await self._build_wanted()
 
-    def start(self) -> None:
+    def start(self, *, rebuild: bool = False) -> None:
+        """Follow the holder from now on; ``rebuild``: build for its current catalog first."""
+        if rebuild and self._wanted is None:
+            self._wanted = self.holder.current
+            self._changed.set()
         self._task = asyncio.create_task(self._run(), name="graphql-live-schema")
 
     async def _run(self) -> None:
