@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.core.catalog import Catalog, CatalogHolder
@@ -104,6 +105,13 @@ class LiveSchema:
                 lambda: bool(self.swaps) and self.swaps[-1].generation >= generation
             )
         return self.swaps[-1]
+
+    async def wait_until(self, ready: Callable[[CatalogSchema], bool]) -> CatalogSchema:
+        """Wait until the served schema satisfies ``ready`` (e.g. serves some resource)."""
+        async with self._swapped:
+            await self._swapped.wait_for(lambda: self.current is not None and ready(self.current))
+        assert self.current is not None
+        return self.current
 
     async def aclose(self) -> None:
         self._stop_listening()

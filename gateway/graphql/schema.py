@@ -77,6 +77,8 @@ class CatalogSchema:
     model: Model
     #: The resources GraphQL serves, by registry key.
     registry: Registry
+    #: Discovered resources left out because the OpenAPI does not describe their kind.
+    undescribed: frozenset[str] = frozenset()
 
 
 def _graphql_view(r: Resource) -> Resource:
@@ -91,6 +93,8 @@ def served_in_graphql(catalog: Catalog) -> list[Resource]:
     best: dict[tuple[str, str], Resource] = {}
     for r in catalog.registry.values():
         if catalog.is_seed(r) or REGISTRY.by_resource(r.group, r.version, r.plural):
+            continue
+        if "get" not in r.verbs:  # create-only (bindings, reviews): no object to type
             continue
         if any(
             s.group == r.group and s.plural == r.plural for s in REGISTRY.values()
@@ -124,6 +128,7 @@ def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) 
         reserved=_reserved_names(),
     )
     described = []
+    undescribed = set()
     for r in discovered:
         if (r.group, r.version, r.kind) in model.by_gvk and (
             r.group,
@@ -131,13 +136,15 @@ def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) 
             r.list_kind,
         ) in model.by_gvk:
             described.append(r)
-        else:
+            continue
+        undescribed.add(r.key)
+        if previous is None or r.key not in previous.undescribed:
             log.warning(
-                "not serving %s.%s/%s over GraphQL: the cluster's OpenAPI does not describe %s",
-                r.plural,
-                r.group,
+                "not serving %s/%s over GraphQL (yet): the cluster's OpenAPI does not "
+                "describe %s; the generic gRPC ResourceService serves it",
+                r.key,
                 r.version,
                 r.kind,
             )
     registry = Registry((*REGISTRY.values(), *described))
-    return CatalogSchema(build_schema(registry, model), model, registry)
+    return CatalogSchema(build_schema(registry, model), model, registry, frozenset(undescribed))
