@@ -32,6 +32,7 @@ from gateway.core import config, kubeconfig
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
+from gateway.core.catalog import SEED_CATALOG, CatalogHolder
 from gateway.core.client import build_http_client
 from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
@@ -318,6 +319,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 )
                 stack.callback(watcher.cancel)
                 app.state.certificates = certificates
+            # What is served: the seed resources until discovery swaps in more; the generic
+            # gRPC ResourceService reads it once per call.
+            catalog = CatalogHolder(SEED_CATALOG)
+            app.state.catalog = catalog
             grpc_server, grpc_port = await start_grpc(
                 adapter,
                 settings.host,
@@ -326,6 +331,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 options=grpc_options(settings),
                 credentials=grpc_credentials,
                 drain=drain,
+                catalog=catalog,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
             # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC

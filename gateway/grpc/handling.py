@@ -16,8 +16,16 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+)
 from contextlib import aclosing
 from typing import Any, Final, NoReturn
 
@@ -279,10 +287,19 @@ class ServicerBase(abc.ABC):
 
     @abc.abstractmethod
     def operation(self, method: str, request: Any) -> Operation:
-        """The operation a request asks for, checked before any upstream call.
+        """The operation a request asks for.
 
         Raises:
-            GatewayError: refused (unknown resource, unserved verb, a bad address).
+            GatewayError: it names none (an unknown resource, no resource at all).
+        """
+
+    @abc.abstractmethod
+    def admit(self, op: Operation, request: Any) -> None:
+        """Refuse, before any upstream call, what ``op`` cannot do for ``request`` (counted
+        as ``op``).
+
+        Raises:
+            GatewayError: refused (a verb or subresource the resource does not serve).
         """
 
     @abc.abstractmethod
@@ -322,23 +339,28 @@ class ServicerBase(abc.ABC):
             )
         return grpc.method_handlers_generic_handler(self.full_name, handlers)
 
-    def _resolve(self, method: str, request: Any) -> tuple[Operation, Exception | None]:
-        """The call's operation, or the one it is counted as and why it was refused."""
+    @contextlib.contextmanager
+    def _served(
+        self, method: str, request: Any, context: grpc.aio.ServicerContext
+    ) -> Iterator[tuple[Operation, Credential]]:
+        """Count and time the call as its operation (a refused one as :meth:`unresolved`),
+        admitted, with the caller's credential."""
         try:
             if isinstance(request, _Undecodable):
                 raise errors.BadRequest(request.reason)
-            return self.operation(method, request), None
+            op, refused = self.operation(method, request), None
         except Exception as exc:  # counted as a refusal of the unresolved operation
-            return self.unresolved(method), exc
+            op, refused = self.unresolved(method), exc
+        with self.adapter.metrics.operation("grpc", op):
+            if refused is not None:
+                raise refused
+            self.admit(op, request)
+            yield op, credential_of(context.invocation_metadata())
 
     def _unary(self, method: str) -> Handler:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
             try:
-                op, refused = self._resolve(method, request)
-                with self.adapter.metrics.operation("grpc", op):
-                    if refused is not None:
-                        raise refused
-                    credential = credential_of(context.invocation_metadata())
+                with self._served(method, request, context) as (op, credential):
                     timeout = timeout_of(context.time_remaining())
                     try:
                         async with asyncio.timeout(timeout):
@@ -355,11 +377,7 @@ class ServicerBase(abc.ABC):
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
             failure: Exception | None = None
             try:
-                op, refused = self._resolve(method, request)
-                with self.adapter.metrics.operation("grpc", op):
-                    if refused is not None:
-                        raise refused
-                    credential = credential_of(context.invocation_metadata())
+                with self._served(method, request, context) as (op, credential):
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
                             yield message

@@ -82,6 +82,9 @@ class ResourceServicer(ServicerBase):
     def unresolved(self, method: str) -> Operation:
         return self._rpcs[method].operation
 
+    def admit(self, op: Operation, request: Any) -> None:
+        """Nothing to check: the contract has a method only for what the resource serves."""
+
     def stream(
         self, method: str, op: Operation, request: Any, credential: Credential
     ) -> AsyncGenerator[bytes, None]:
