@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from typing import Any
 
 import grpc
@@ -17,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gateway.core.catalog import SEED_CATALOG, Catalog, CatalogHolder
-from gateway.core.registry import LEASE, POD, REGISTRY, Registry, Resource
+from gateway.core.registry import LEASE, POD, Registry
 from gateway.demo import DemoUpstream
 from gateway.grpc.codec import codec
 from gateway.grpc.gen.kubegateway.v1 import (
@@ -519,15 +520,7 @@ async def test_errors_are_those_of_the_typed_services(upstream: DemoUpstream) ->
 async def test_resources_are_resolved_on_the_current_catalog_at_each_call(
     upstream: DemoUpstream,
 ) -> None:
-    read_only = Resource(
-        group="coordination.k8s.io",
-        version="v1",
-        kind="Lease",
-        plural="leases",
-        singular="lease",
-        namespaced=True,
-        verbs=frozenset(("get", "list")),
-    )
+    read_only = dataclasses.replace(LEASE, verbs=frozenset(("get", "list")))
     holder = CatalogHolder(SEED_CATALOG)
     async with serve_grpc(upstream, catalog=holder) as gateway:
         svc = gateway.resources
@@ -562,7 +555,6 @@ async def test_resources_are_resolved_on_the_current_catalog_at_each_call(
         assert count("List", LEASE.key, "ok") == 3  # two generic, one typed
         assert count("Delete", LEASE.key, "MethodNotSupported") == 1
         assert count("List", "_unresolved", "UnknownResource") == 1
-    assert set(REGISTRY) >= {LEASE.key}
 
 
 class Stream(watch_tests.Stream):
@@ -577,13 +569,6 @@ class Stream(watch_tests.Stream):
         return out
 
 
-def _lease(name: str, label: str, holder: str = "node-a") -> dict[str, Any]:
-    manifest = sample("leases", name, NAMESPACE)
-    manifest["metadata"]["labels"] = {"w": label}
-    manifest["spec"]["holderIdentity"] = holder
-    return manifest
-
-
 def _watch(gw: GrpcGateway, label: str, **fields: Any) -> Stream:
     return Stream(
         gw.resources.Watch(
@@ -595,10 +580,7 @@ def _watch(gw: GrpcGateway, label: str, **fields: Any) -> Stream:
     )
 
 
-async def _renew(upstream: DemoUpstream, name: str, holder: str) -> dict[str, Any]:
-    return await upstream.store.patch(
-        LEASE, name, {"spec": {"holderIdentity": holder}}, namespace=NAMESPACE
-    )
+_lease, _renew = watch_tests._lease, watch_tests._renew
 
 
 async def test_watch_events_resume_and_bookmarks(gw: GrpcGateway, upstream: DemoUpstream) -> None:
