@@ -400,6 +400,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 )
                 stack.callback(watcher.cancel)
                 app.state.certificates = certificates
+            # The generic gRPC ResourceService reads the catalog once per call.
             grpc_server, grpc_port = await start_grpc(
                 adapter,
                 settings.host,
@@ -408,6 +409,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 options=grpc_options(settings),
                 credentials=grpc_credentials,
                 drain=drain,
+                catalog=catalog,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
             # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC

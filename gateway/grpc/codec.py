@@ -50,7 +50,7 @@ from gateway.grpc.wire import (
     varint,
 )
 
-__all__ = ["Codec", "codec"]
+__all__ = ["Codec", "codec", "struct_json"]
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def _ios_to_json(value: str) -> str | int:
 def _struct_value(v: struct_pb2.Value) -> Any:
     which = v.WhichOneof("kind")
     if which == "struct_value":
-        return _struct(v.struct_value)
+        return struct_json(v.struct_value)
     if which == "list_value":
         return [_struct_value(x) for x in v.list_value.values]
     if which == "number_value":
@@ -195,7 +195,8 @@ def _struct_value(v: struct_pb2.Value) -> Any:
     return None
 
 
-def _struct(s: struct_pb2.Struct) -> JSON:
+def struct_json(s: struct_pb2.Struct) -> JSON:
+    """The JSON object of a ``Struct`` (whole numbers back as integers)."""
     return {k: _struct_value(v) for k, v in s.fields.items()}
 
 
@@ -545,7 +546,7 @@ class Codec:
                 else:
                     out[key] = {k: self.to_json(v) for k, v in value.items()}
             elif mt.full_name == STRUCT:
-                out[key] = [_struct(v) for v in value] if fd.is_repeated else _struct(value)
+                out[key] = [struct_json(v) for v in value] if fd.is_repeated else struct_json(value)
             elif fd.is_repeated:
                 out[key] = [self.to_json(v) for v in value]
             else:

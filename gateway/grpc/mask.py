@@ -7,6 +7,12 @@ a JSON-encoded FieldMask produces (``metadata.resource_version``) is accepted to
 
 Masks are applied to the decoded JSON *before* conversion, so a narrow mask also makes the
 conversion cheaper.
+
+The generic ``ResourceService`` has no message to check paths against: :func:`parse_json`
+takes any dot-separated path of JSON field names, and :func:`project` with ``loose=True``
+reads a snake_case segment the object does not have under its camelCase name (a
+JSON-encoded FieldMask turns ``metadata.resourceVersion`` into ``metadata.resource_version``).
+A segment may also name a key of a map (``metadata.labels.app``): in JSON a map is an object.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any, TypeAlias
 from gateway.core import errors
 from gateway.grpc.contract import Contract, ProtoField, ProtoMessage
 
-__all__ = ["Tree", "parse", "project"]
+__all__ = ["Tree", "parse", "parse_json", "project"]
 
 Tree: TypeAlias = dict[str, "Tree | None"]
 """Selected fields: ``None`` selects a field whole, a dict selects inside it."""
@@ -27,7 +33,7 @@ _SNAKE = re.compile(r"_([a-z0-9])")
 
 
 def _lookup(msg: ProtoMessage, name: str) -> ProtoField | None:
-    for candidate in (name, _SNAKE.sub(lambda m: m.group(1).upper(), name)):
+    for candidate in (name, _camel(name)):
         for f in msg.fields:
             if f.name == candidate:
                 return f
@@ -80,17 +86,61 @@ def parse(paths: Sequence[str], message: str, c: Contract) -> Tree | None:
     return tree
 
 
-def project(obj: dict[str, Any], tree: Tree) -> dict[str, Any]:
-    """A new dict with only the selected fields of ``obj`` (which is not modified)."""
+def parse_json(paths: Sequence[str]) -> Tree | None:
+    """The selection tree of JSON field-name paths (no schema); ``None`` for an empty mask.
+
+    Raises:
+        InvalidParameter: a path with an empty segment (one cause per bad path).
+    """
+    if not paths:
+        return None
+    tree: Tree = {}
+    causes: list[errors.Cause] = []
+    for index, path in enumerate(paths):
+        parts = path.split(".")
+        if not all(parts):
+            causes.append(_invalid(index, path, "a path is field names joined by '.'"))
+            continue
+        node: Tree | None = tree
+        for depth, part in enumerate(parts):
+            if node is None:
+                break  # an earlier path selected the whole field
+            if depth == len(parts) - 1:
+                node[part] = None
+            else:
+                node = node.setdefault(part, {})
+    if causes:
+        raise errors.InvalidParameter(
+            f"read_mask is invalid: {'; '.join(cause.message for cause in causes)}",
+            causes=tuple(causes),
+        )
+    return tree
+
+
+def _camel(name: str) -> str:
+    return _SNAKE.sub(lambda m: m.group(1).upper(), name)
+
+
+def project(obj: dict[str, Any], tree: Tree, *, loose: bool = False) -> dict[str, Any]:
+    """A new dict with only the selected fields of ``obj`` (which is not modified).
+
+    ``loose``: a snake_case key ``obj`` lacks is read under its camelCase name.
+    """
     out: dict[str, Any] = {}
-    for key, sub in tree.items():
+    for selected, sub in tree.items():
+        key = selected
         value = obj.get(key)
         if value is None:
-            continue
+            if not loose or "_" not in key:
+                continue
+            key = _camel(key)
+            value = obj.get(key)
+            if value is None:
+                continue
         if sub is None:
             out[key] = value
         elif value.__class__ is dict:
-            out[key] = project(value, sub)
+            out[key] = project(value, sub, loose=loose)
         elif value.__class__ is list:
-            out[key] = [project(x, sub) for x in value if x.__class__ is dict]
+            out[key] = [project(x, sub, loose=loose) for x in value if x.__class__ is dict]
     return out

@@ -1,4 +1,5 @@
-"""The grpc.aio server: one service per registry resource, plus health and reflection.
+"""The grpc.aio server: one service per seed resource, the generic ResourceService, health and
+reflection.
 
 Started by the application lifespan with the shared :class:`~gateway.core.adapter.KubeAdapter`
 (same process, same core as GraphQL) on its own port.  Keepalive pings keep long watches
@@ -19,12 +20,14 @@ from grpc_reflection.v1alpha import reflection
 
 from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
+from gateway.core.catalog import CatalogHolder
 from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
 from gateway.grpc.messages import file_descriptors
 from gateway.grpc.requestid import RequestIdInterceptor
+from gateway.grpc.resource_service import SERVICE, resource_service_handler
 from gateway.grpc.servicer import resource_handler
 from gateway.grpc.status import to_status
 
@@ -132,10 +135,12 @@ class DrainInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 
 def service_names(c: Contract | None = None) -> list[str]:
-    """Every service the server answers: the resource services, health and reflection."""
+    """Every service the server answers: the resource services (the typed ones, then the
+    generic ``ResourceService``), health and reflection."""
     resources = [s.full_name for s in (c or contract()).services]
     return [
         *resources,
+        SERVICE.full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME,
     ]
@@ -150,6 +155,7 @@ async def start_grpc(
     options: GrpcOptions | None = None,
     credentials: grpc.ServerCredentials | None = None,
     drain: Drain | None = None,
+    catalog: CatalogHolder | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
@@ -162,6 +168,8 @@ async def start_grpc(
         credentials: TLS (``None``: plaintext).
         drain: the application's drain: while draining, health says ``NOT_SERVING`` and
             new calls are refused with ``UNAVAILABLE`` (see :class:`DrainInterceptor`).
+        catalog: what the generic ``ResourceService`` serves, read once per call (the
+            lifespan's holder; ``None``: a holder of the seed resources only).
 
     Returns:
         The running server (the caller, the lifespan, stops it) and the bound port.
@@ -180,7 +188,10 @@ async def start_grpc(
         ),
     )
     server.add_generic_rpc_handlers(
-        tuple(resource_handler(adapter, hub, svc, conversions, drain) for svc in c.services)
+        (
+            *(resource_handler(adapter, hub, svc, conversions, drain) for svc in c.services),
+            resource_service_handler(adapter, hub, catalog or CatalogHolder(), conversions, drain),
+        )
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -200,5 +211,11 @@ async def start_grpc(
     if drain is not None:
         # Every service NOT_SERVING at once, and it stays so.
         drain.on_drain(health_servicer.enter_graceful_shutdown)
-    log.info("gRPC listening on %s:%d (%d resource services)", host, bound, len(c.services))
+    log.info(
+        "gRPC listening on %s:%d (%d typed resource services and %s)",
+        host,
+        bound,
+        len(c.services),
+        SERVICE.full_name,
+    )
     return server, bound

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.core.registry import POD
+from gateway.core.registry import LEASE, POD
 from gateway.demo import DemoUpstream
 from tests.scenarios.backend import sample
 from tests.support.grpc import ADMIN, NAMESPACE, GrpcGateway, gw, unique, upstream
@@ -124,3 +124,41 @@ async def test_the_go_client_reports_grpc_errors(go_client: Path, gw: GrpcGatewa
     assert proc.returncode == 1
     assert out == b""
     assert err.decode().startswith("ERROR Unauthenticated ")
+
+
+async def test_the_go_client_lists_and_watches_through_the_generic_service(
+    go_client: Path, gw: GrpcGateway, upstream: DemoUpstream
+) -> None:
+    label = unique("go")
+    first, second = sorted(unique("gl") for _ in range(2))
+    for name in (first, second):
+        body = sample("leases", name, NAMESPACE)
+        body["metadata"]["labels"] = {"go": label}
+        await upstream.store.create(LEASE, body)
+    proc = await start_client(
+        go_client,
+        "-addr", gw.target,
+        "-token", ADMIN,
+        "-resource", "coordination.k8s.io/v1/leases",
+        "-namespace", NAMESPACE,
+        "-selector", f"go={label}",
+        "-events", "2",
+    )  # fmt: skip
+    try:
+        listed = [(await read_line(proc)).split() for _ in range(2)]
+        assert sorted(listed) == [["OBJECT", first], ["OBJECT", second]]
+        summary = (await read_line(proc)).split()
+        assert summary[:2] == ["LISTED", "2"]
+        await upstream.store.patch(
+            LEASE, first, {"spec": {"holderIdentity": "go"}}, namespace=NAMESPACE
+        )
+        await upstream.store.delete(LEASE, second, namespace=NAMESPACE)
+        events = [(await read_line(proc)).split()[:3] for _ in range(2)]
+        assert events == [["EVENT", "MODIFIED", first], ["EVENT", "DELETED", second]]
+        assert await read_line(proc) == "DONE 2"
+        async with asyncio.timeout(STEP):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

@@ -56,6 +56,7 @@ async def test_reflection_lists_every_service(gw: GrpcGateway) -> None:
         "kubegateway.v1.EndpointsService",
         "kubegateway.v1.LeaseService",
         "kubegateway.v1.ImageService",
+        "kubegateway.v1.ResourceService",
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
     } == names

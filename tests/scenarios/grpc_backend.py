@@ -20,6 +20,7 @@ import grpc
 from google.protobuf import json_format
 
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
@@ -141,13 +142,17 @@ async def serve_backend(
     alice_reads_images: bool,
     demo: DemoUpstream | None = None,
     options: GrpcOptions | None = None,
+    catalog: CatalogHolder | None = None,
 ) -> AsyncIterator[GrpcBackend]:
     """The gateway's gRPC server (``start_grpc``) on a free loopback port over a
-    :class:`KubeAdapter` on ``upstream``, and a channel to it, until the block exits."""
+    :class:`KubeAdapter` on ``upstream``, and a channel to it, until the block exits
+    (``catalog``: what the generic ``ResourceService`` serves; default the seed resources)."""
     async with build_http_client(upstream) as http:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
-        server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub, options=options)
+        server, port = await start_grpc(
+            adapter, "127.0.0.1", 0, hub=hub, options=options, catalog=catalog
+        )
         target = f"127.0.0.1:{port}"
         channel = grpc.aio.insecure_channel(
             target,

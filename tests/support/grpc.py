@@ -20,6 +20,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from gateway.core.adapter import KubeAdapter
+from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
@@ -31,6 +32,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
     leases_pb2_grpc,
     meta_pb2,
     pods_pb2_grpc,
+    resource_pb2_grpc,
 )
 from gateway.grpc.server import GrpcOptions, start_grpc
 
@@ -76,6 +78,11 @@ class GrpcGateway:
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def resources(self) -> Any:
+        """The client stub of the generic ``ResourceService``."""
+        return resource_pb2_grpc.ResourceServiceStub(self.channel)
+
     def stub(self, plural: str) -> Any:
         """The generated client stub of a resource's service (``pods``, ``images``...)."""
         found = self._stubs.get(plural)
@@ -91,17 +98,21 @@ async def serve_grpc(
     options: GrpcOptions | None = None,
     channel_options: Sequence[tuple[str, Any]] = (),
     server: str | None = None,
+    catalog: CatalogHolder | None = None,
 ) -> AsyncIterator[GrpcGateway]:
     """Start the gateway's gRPC server on a free port against ``demo`` until the block exits.
 
     ``server`` is the upstream URL the gateway calls, when not ``demo.url`` itself (a
-    :class:`~tests.support.tap.Tap` in front of it).
+    :class:`~tests.support.tap.Tap` in front of it); ``catalog`` what the generic
+    ``ResourceService`` serves (default: the seed resources).
     """
     http = build_http_client(UpstreamConfig(server=server or demo.url, source="tests"))
     try:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
-        server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub, options=options)
+        server, port = await start_grpc(
+            adapter, "127.0.0.1", 0, hub=hub, options=options, catalog=catalog
+        )
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}",
             options=[

@@ -1,0 +1,271 @@
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from gateway.grpc.gen.kubegateway.v1 import common_pb2 as _common_pb2
+from gateway.grpc.gen.kubegateway.v1 import meta_pb2 as _meta_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Representation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPRESENTATION_UNSPECIFIED: _ClassVar[Representation]
+    REPRESENTATION_JSON: _ClassVar[Representation]
+    REPRESENTATION_STRUCT: _ClassVar[Representation]
+REPRESENTATION_UNSPECIFIED: Representation
+REPRESENTATION_JSON: Representation
+REPRESENTATION_STRUCT: Representation
+
+class ResourceObject(_message.Message):
+    __slots__ = ("json", "struct")
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    STRUCT_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    struct: _struct_pb2.Struct
+    def __init__(self, json: _Optional[bytes] = ..., struct: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ResourceList(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "items")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: _meta_pb2.ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[ResourceObject]
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[ResourceObject, _Mapping]]] = ...) -> None: ...
+
+class GetResourceRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "name", "subresource", "read_mask", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBRESOURCE_FIELD_NUMBER: _ClassVar[int]
+    READ_MASK_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+    read_mask: _field_mask_pb2.FieldMask
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., subresource: _Optional[str] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
+
+class ListResourcesRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "label_selector", "field_selector", "limit", "resource_version", "resource_version_match", "timeout_seconds", "read_mask", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_MATCH_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    READ_MASK_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    label_selector: str
+    field_selector: str
+    limit: int
+    resource_version: str
+    resource_version_match: str
+    timeout_seconds: int
+    read_mask: _field_mask_pb2.FieldMask
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., limit: _Optional[int] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., **kwargs) -> None: ...
+
+class WatchResourcesRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "label_selector", "field_selector", "resource_version", "resource_version_match", "send_initial_events", "allow_watch_bookmarks", "timeout_seconds", "read_mask", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_MATCH_FIELD_NUMBER: _ClassVar[int]
+    SEND_INITIAL_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_WATCH_BOOKMARKS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    READ_MASK_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    label_selector: str
+    field_selector: str
+    resource_version: str
+    resource_version_match: str
+    send_initial_events: bool
+    allow_watch_bookmarks: bool
+    timeout_seconds: int
+    read_mask: _field_mask_pb2.FieldMask
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., send_initial_events: _Optional[bool] = ..., allow_watch_bookmarks: _Optional[bool] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
+
+class ResourceWatchEvent(_message.Message):
+    __slots__ = ("type", "resource_version", "object")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    type: _common_pb2.WatchEvent.Type
+    resource_version: str
+    object: ResourceObject
+    def __init__(self, type: _Optional[_Union[_common_pb2.WatchEvent.Type, str]] = ..., resource_version: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ...) -> None: ...
+
+class CreateResourceRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "object", "dry_run", "field_manager", "field_validation", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
+    FIELD_VALIDATION_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    object: ResourceObject
+    dry_run: bool
+    field_manager: str
+    field_validation: str
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ..., dry_run: _Optional[bool] = ..., field_manager: _Optional[str] = ..., field_validation: _Optional[str] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
+
+class ReplaceResourceRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "name", "subresource", "object", "dry_run", "field_manager", "field_validation", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBRESOURCE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
+    FIELD_VALIDATION_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+    object: ResourceObject
+    dry_run: bool
+    field_manager: str
+    field_validation: str
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., subresource: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ..., dry_run: _Optional[bool] = ..., field_manager: _Optional[str] = ..., field_validation: _Optional[str] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
+
+class PatchResourceRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "name", "subresource", "patch_type", "patch", "dry_run", "field_manager", "field_validation", "force", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBRESOURCE_FIELD_NUMBER: _ClassVar[int]
+    PATCH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PATCH_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
+    FIELD_VALIDATION_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+    patch_type: _common_pb2.PatchType
+    patch: bytes
+    dry_run: bool
+    field_manager: str
+    field_validation: str
+    force: bool
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., subresource: _Optional[str] = ..., patch_type: _Optional[_Union[_common_pb2.PatchType, str]] = ..., patch: _Optional[bytes] = ..., dry_run: _Optional[bool] = ..., field_manager: _Optional[str] = ..., field_validation: _Optional[str] = ..., force: _Optional[bool] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
+
+class DeleteResourceRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "name", "options", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    name: str
+    options: _meta_pb2.DeleteOptions
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., options: _Optional[_Union[_meta_pb2.DeleteOptions, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
+
+class DeleteResourceResponse(_message.Message):
+    __slots__ = ("object", "status")
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    object: ResourceObject
+    status: _meta_pb2.Status
+    def __init__(self, object: _Optional[_Union[ResourceObject, _Mapping]] = ..., status: _Optional[_Union[_meta_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class DeleteCollectionResourcesRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "label_selector", "field_selector", "limit", "resource_version", "resource_version_match", "timeout_seconds", "options", "representation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_MATCH_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    label_selector: str
+    field_selector: str
+    limit: int
+    resource_version: str
+    resource_version_match: str
+    timeout_seconds: int
+    options: _meta_pb2.DeleteOptions
+    representation: Representation
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., limit: _Optional[int] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., options: _Optional[_Union[_meta_pb2.DeleteOptions, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., **kwargs) -> None: ...
+
+class DeleteCollectionResourcesResponse(_message.Message):
+    __slots__ = ("list", "status")
+    LIST_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    list: ResourceList
+    status: _meta_pb2.Status
+    def __init__(self, list: _Optional[_Union[ResourceList, _Mapping]] = ..., status: _Optional[_Union[_meta_pb2.Status, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,390 @@
+"""What every gRPC resource service shares: call plumbing, request options, the Watch loop.
+
+Two kinds of service serve the operations table (:mod:`gateway.core.operations`): the typed
+services (``PodService``..., :mod:`gateway.grpc.servicer`), whose every method is one fixed
+operation, and the generic ``ResourceService`` (:mod:`gateway.grpc.resource_service`), which
+resolves the resource of each call.  Both are a :class:`ServicerBase`: it registers the
+methods, resolves the call's :class:`~gateway.core.operations.Operation`, counts and times it
+(:meth:`~gateway.core.metrics.Metrics.operation`, transport ``grpc``), reads the caller's
+credential and deadline, and turns every failure into a status (:mod:`gateway.grpc.status`).
+The request envelopes of both share their option field names (``label_selector``,
+``dry_run``, ``options``...), so one set of functions here turns any of them into the core's
+option records, and one Watch loop (:func:`watch_stream`) serves both.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import logging
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+)
+from contextlib import aclosing
+from typing import Any, Final, NoReturn
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from gateway.core import errors
+from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.drain import Drain
+from gateway.core.hub import HubEvent, WatchHub, WatchStart, WatchTarget
+from gateway.core.operations import Call, Operation
+from gateway.core.options import (
+    DeleteOptions,
+    ListOptions,
+    PatchOptions,
+    PatchType,
+    Preconditions,
+    WriteOptions,
+)
+from gateway.grpc.calls import credential_of, timeout_of
+from gateway.grpc.status import internal_status, to_status
+
+__all__ = [
+    "Handler",
+    "ServicerBase",
+    "core_call",
+    "delete_options",
+    "invalid",
+    "list_options",
+    "opt",
+    "patch_document",
+    "patch_options",
+    "watch_stream",
+    "write_options",
+]
+
+log = logging.getLogger(__name__)
+
+_PATCH_TYPES: Final = {
+    1: PatchType.JSON,
+    2: PatchType.MERGE,
+    3: PatchType.STRATEGIC_MERGE,
+    4: PatchType.APPLY,
+}
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+
+
+class _Undecodable:
+    """What a request that is not a valid message deserialises to (refused as INVALID_ARGUMENT)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _deserializer(cls: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except DecodeError:
+            return _Undecodable(f"the request is not a valid {cls.DESCRIPTOR.full_name}")
+
+    return parse
+
+
+def _serialize(response: Any) -> bytes:
+    return response if response.__class__ is bytes else bytes(response.SerializeToString())
+
+
+def invalid(field: str, message: str, reason: str = "FieldValueInvalid") -> errors.InvalidParameter:
+    """A request field the gateway refuses before any call (``INVALID_ARGUMENT``)."""
+    return errors.InvalidParameter(message, causes=(errors.Cause(reason, message, field),))
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: BaseException) -> NoReturn:
+    if isinstance(error, errors.GatewayError):
+        await context.abort_with_status(to_status(error))
+    log.error("unexpected failure in a gRPC call", exc_info=error)
+    await context.abort_with_status(internal_status())
+    raise AssertionError("unreachable")  # abort_with_status raises
+
+
+def opt(request: Any, field: str) -> Any:
+    """An ``optional`` field's value, or ``None`` when unset."""
+    return getattr(request, field) if request.HasField(field) else None
+
+
+# -- request envelopes -> core option records ---------------------------------------------------
+
+
+def write_options(request: Any) -> WriteOptions:
+    return WriteOptions(
+        dry_run=request.dry_run,
+        field_manager=request.field_manager or None,
+        field_validation=request.field_validation or None,
+    )
+
+
+def list_options(request: Any) -> ListOptions:
+    return ListOptions(
+        label_selector=request.label_selector or None,
+        field_selector=request.field_selector or None,
+        limit=request.limit or None,
+        continue_=getattr(request, "continue") or None,
+        resource_version=request.resource_version or None,
+        resource_version_match=request.resource_version_match or None,
+        timeout_seconds=request.timeout_seconds or None,
+    )
+
+
+def delete_options(request: Any) -> DeleteOptions:
+    if not request.HasField("options"):
+        return DeleteOptions()
+    o = request.options
+    dry_run = list(o.dryRun)
+    if any(v != "All" for v in dry_run):
+        raise invalid(
+            "options.dryRun",
+            f'Unsupported value: {dry_run!r}: supported values: "All"',
+            "FieldValueNotSupported",
+        )
+    preconditions = None
+    if o.HasField("preconditions"):
+        p = o.preconditions
+        preconditions = Preconditions(uid=opt(p, "uid"), resource_version=opt(p, "resourceVersion"))
+    return DeleteOptions(
+        grace_period_seconds=opt(o, "gracePeriodSeconds"),
+        propagation_policy=opt(o, "propagationPolicy"),
+        orphan_dependents=opt(o, "orphanDependents"),
+        preconditions=preconditions,
+        dry_run=bool(dry_run),
+    )
+
+
+def patch_options(request: Any) -> PatchOptions:
+    patch_type = _PATCH_TYPES.get(request.patch_type)
+    if patch_type is None:
+        raise invalid(
+            "patch_type",
+            "patch_type is required (JSON, MERGE, STRATEGIC_MERGE or APPLY)",
+            "FieldValueRequired",
+        )
+    return PatchOptions(patch_type, force=opt(request, "force"))
+
+
+def patch_document(request: Any) -> bytes:
+    if not request.patch:
+        raise invalid("patch", "patch is required", "FieldValueRequired")
+    return bytes(request.patch)
+
+
+def core_call(
+    op: Operation, request: Any, *, namespace: str | None, body: Callable[[], Any]
+) -> Call:
+    """The core :class:`Call` of a unary request: only the fields its operation takes.
+
+    ``body`` reads the object of a create or replace (each service carries it its own way).
+    """
+    takes = op.spec.options
+    patch = patch_options(request) if "patch" in takes else None
+    payload: Any = None
+    if op.action in ("create", "replace"):
+        payload = body()
+    elif op.action == "patch":
+        payload = patch_document(request)
+    return Call(
+        namespace=namespace,
+        name=getattr(request, "name", ""),
+        body=payload,
+        list=list_options(request) if "list" in takes else ListOptions(),
+        write=write_options(request) if "write" in takes else WriteOptions(),
+        patch=patch,
+        delete=delete_options(request) if "delete" in takes else DeleteOptions(),
+    )
+
+
+# -- Watch ------------------------------------------------------------------------------------
+
+
+async def watch_stream(
+    hub: WatchHub,
+    op: Operation,
+    request: Any,
+    *,
+    namespace: str | None,
+    credential: Credential,
+    key: Hashable,
+    encode: Callable[[HubEvent], bytes],
+) -> AsyncGenerator[bytes, None]:
+    """A ``Watch`` request's events through the hub, each encoded by ``encode``.
+
+    ``key`` names the encoding (message type, read mask, representation): every subscriber
+    of one upstream watch with the same key shares one encoding of each event.  The start
+    (snapshot, now, resume, streaming list) is :meth:`WatchStart.from_options`; the stream
+    survives upstream closes and relists (watch rules of docs/watch-semantics.md, all in the
+    hub) and ends cleanly after ``timeout_seconds``.
+    """
+    options = ListOptions(
+        label_selector=request.label_selector or None,
+        field_selector=request.field_selector or None,
+        resource_version=request.resource_version or None,
+        resource_version_match=request.resource_version_match or None,
+        send_initial_events=opt(request, "send_initial_events"),
+        allow_watch_bookmarks=request.allow_watch_bookmarks or None,
+        timeout_seconds=request.timeout_seconds or None,
+    )
+    start = WatchStart.from_options(options)
+    if options.timeout_seconds is not None and options.timeout_seconds > 0:
+        deadline: float | None = asyncio.get_running_loop().time() + options.timeout_seconds
+    else:
+        deadline = None
+    target = WatchTarget(
+        op.resource, op.namespace(namespace), options.label_selector, options.field_selector
+    )
+    sub = await hub.subscribe(target, start, credential)
+    try:
+        while True:
+            # Events already queued go out without a timer; only waiting is timed.
+            event = sub.next_nowait()
+            if event is None:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        event = await sub.next()
+                except TimeoutError:
+                    return  # timeout_seconds: the stream ends cleanly, as upstream's do
+                if event is None:
+                    return
+            # Encoded once per event and key for every subscriber.
+            yield event.encoded(key, encode)
+    finally:
+        sub.close()
+
+
+# -- the servicer plumbing ----------------------------------------------------------------------
+
+
+class ServicerBase(abc.ABC):
+    """One grpc.aio service over the core: methods, operation resolution, metrics, statuses.
+
+    Args:
+        adapter: the shared upstream adapter (its metrics count every call).
+        hub: the shared watches (``Watch`` joins them).
+        drain: ends followed streams when the gateway drains (watches end through the hub).
+    """
+
+    #: The service's full name (``kubegateway.v1.PodService``).
+    full_name: str
+
+    def __init__(self, adapter: KubeAdapter, hub: WatchHub, drain: Drain | None = None) -> None:
+        self.adapter = adapter
+        self.hub = hub
+        self.drain = drain or Drain()
+
+    @abc.abstractmethod
+    def methods(self) -> Iterable[tuple[str, Any, bool]]:
+        """``(method name, request message class, server streaming)`` of every method."""
+
+    @abc.abstractmethod
+    def operation(self, method: str, request: Any) -> Operation:
+        """The operation a request asks for.
+
+        Raises:
+            GatewayError: it names none (an unknown resource, no resource at all).
+        """
+
+    @abc.abstractmethod
+    def admit(self, op: Operation, request: Any) -> None:
+        """Refuse, before any upstream call, what ``op`` cannot do for ``request`` (counted
+        as ``op``).
+
+        Raises:
+            GatewayError: refused (a verb or subresource the resource does not serve).
+        """
+
+    @abc.abstractmethod
+    def unresolved(self, method: str) -> Operation:
+        """The operation a call is counted as when :meth:`operation` refused it."""
+
+    @abc.abstractmethod
+    async def answer(
+        self,
+        method: str,
+        op: Operation,
+        request: Any,
+        credential: Credential,
+        timeout: float | None,
+    ) -> bytes:
+        """The response bytes of a unary call."""
+
+    @abc.abstractmethod
+    def stream(
+        self, method: str, op: Operation, request: Any, credential: Credential
+    ) -> AsyncGenerator[bytes, None]:
+        """The response messages of a server-streaming call."""
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The generic handler serving every method of the service."""
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        for name, request_cls, streaming in self.methods():
+            make = (
+                grpc.unary_stream_rpc_method_handler
+                if streaming
+                else grpc.unary_unary_rpc_method_handler
+            )
+            handlers[name] = make(
+                self._streaming(name) if streaming else self._unary(name),
+                request_deserializer=_deserializer(request_cls),
+                response_serializer=_serialize,
+            )
+        return grpc.method_handlers_generic_handler(self.full_name, handlers)
+
+    @contextlib.contextmanager
+    def _served(
+        self, method: str, request: Any, context: grpc.aio.ServicerContext
+    ) -> Iterator[tuple[Operation, Credential]]:
+        """Count and time the call as its operation (a refused one as :meth:`unresolved`),
+        admitted, with the caller's credential."""
+        try:
+            if isinstance(request, _Undecodable):
+                raise errors.BadRequest(request.reason)
+            op, refused = self.operation(method, request), None
+        except Exception as exc:  # counted as a refusal of the unresolved operation
+            op, refused = self.unresolved(method), exc
+        with self.adapter.metrics.operation("grpc", op):
+            if refused is not None:
+                raise refused
+            self.admit(op, request)
+            yield op, credential_of(context.invocation_metadata())
+
+    def _unary(self, method: str) -> Handler:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
+            try:
+                with self._served(method, request, context) as (op, credential):
+                    timeout = timeout_of(context.time_remaining())
+                    try:
+                        async with asyncio.timeout(timeout):
+                            return await self.answer(method, op, request, credential, timeout)
+                    except TimeoutError:
+                        raise errors.Timeout("the call's deadline passed") from None
+            except Exception as exc:  # CancelledError is not an Exception: it propagates
+                await _abort(context, exc)
+
+        call.__name__ = f"{self.full_name}.{method}"
+        return call
+
+    def _streaming(self, method: str) -> Handler:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            failure: Exception | None = None
+            try:
+                with self._served(method, request, context) as (op, credential):
+                    async with aclosing(self.stream(method, op, request, credential)) as stream:
+                        async for message in stream:
+                            yield message
+            except Exception as exc:  # CancelledError is not an Exception: it propagates
+                failure = exc
+            if failure is not None:
+                await _abort(context, failure)
+
+        call.__name__ = f"{self.full_name}.{method}"
+        return call

@@ -1,0 +1,263 @@
+"""The generic ``kubegateway.v1.ResourceService``: any served resource, objects as JSON or Struct.
+
+Its contract is the hand-written ``protos/kubegateway/v1/resource.proto`` (fixed: it does not
+change when the served set does).  Every call names its resource by ``group``, ``version``
+and ``resource`` (the plural); :class:`ResourceServiceServicer` resolves it on the
+:class:`~gateway.core.catalog.CatalogHolder`'s current catalog, once per call (an unknown
+resource is ``NOT_FOUND`` before any upstream call), makes the
+:class:`~gateway.core.operations.Operation` of the method (with the ``subresource`` of
+``Get``/``Replace``/``Patch``), checks its verb with :meth:`~gateway.core.registry.Resource.check`
+(``UNIMPLEMENTED`` when the resource does not serve it) and then serves it exactly as the
+typed services do (:mod:`gateway.grpc.handling`: the same request options, metrics, statuses
+and Watch loop through the hub).
+
+Objects travel as a ``ResourceObject``: JSON bytes (the default), or a
+``google.protobuf.Struct`` when the request's ``representation`` asks for it.  Requests take
+either form.  ``read_mask`` paths are JSON field names (:func:`gateway.grpc.mask.parse_json`).
+Answers are written as wire bytes directly (:mod:`gateway.grpc.wire`): the JSON text is
+orjson's, a ``Struct`` is encoded straight from the decoded JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+import orjson
+
+from gateway.core import errors, gcpause
+from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.catalog import CatalogHolder
+from gateway.core.drain import Drain
+from gateway.core.hub import HubEvent, WatchHub
+from gateway.core.operations import Action, Operation, perform
+from gateway.core.registry import Resource
+from gateway.grpc import mask as masks
+from gateway.grpc.codec import LIST_SLICE, Codec, codec, struct_json
+from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
+from gateway.grpc.handling import ServicerBase, core_call, invalid, watch_stream
+from gateway.grpc.wire import encode_struct, field_tag, length_prefixed, varint
+
+__all__ = ["SERVICE", "ResourceServiceServicer", "resource_service_handler"]
+
+#: The service's descriptor (its full name: ``kubegateway.v1.ResourceService``).
+SERVICE: Final = resource_pb2.DESCRIPTOR.services_by_name["ResourceService"]
+
+_ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
+    {
+        "Get": "get",
+        "List": "list",
+        "Watch": "watch",
+        "Create": "create",
+        "Replace": "replace",
+        "Patch": "patch",
+        "Delete": "delete",
+        "DeleteCollection": "deletecollection",
+    }
+)
+
+#: What a call that names no served resource is counted as (``_`` is never in a plural, so
+#: the metrics label cannot be a real resource's).
+UNRESOLVED: Final = Resource(
+    group="", version="", kind="", plural="_unresolved", singular="", namespaced=False
+)
+
+STRUCT: Final = resource_pb2.REPRESENTATION_STRUCT
+
+# Field tags (all length-delimited) of the messages written as wire bytes.
+_OBJECT_JSON: Final = field_tag(resource_pb2.ResourceObject.JSON_FIELD_NUMBER)
+_OBJECT_STRUCT: Final = field_tag(resource_pb2.ResourceObject.STRUCT_FIELD_NUMBER)
+_LIST_API_VERSION: Final = field_tag(resource_pb2.ResourceList.API_VERSION_FIELD_NUMBER)
+_LIST_KIND: Final = field_tag(resource_pb2.ResourceList.KIND_FIELD_NUMBER)
+_LIST_METADATA: Final = field_tag(resource_pb2.ResourceList.METADATA_FIELD_NUMBER)
+_LIST_ITEMS: Final = field_tag(resource_pb2.ResourceList.ITEMS_FIELD_NUMBER)
+_EVENT_OBJECT: Final = field_tag(resource_pb2.ResourceWatchEvent.OBJECT_FIELD_NUMBER)
+# DeleteResourceResponse and DeleteCollectionResourcesResponse: the answer 1, a Status 2.
+_RESULT: Final = field_tag(1)
+_STATUS: Final = field_tag(2)
+
+_EVENT_TYPES: Final[Mapping[str, int]] = MappingProxyType(
+    {v.name: v.number for v in common_pb2.WatchEvent.Type.DESCRIPTOR.values}
+)
+
+JSON = dict[str, Any]
+
+
+def object_bytes(obj: JSON, representation: int) -> bytes:
+    """The wire bytes of a ``ResourceObject`` holding ``obj``."""
+    if representation == STRUCT:
+        return length_prefixed(_OBJECT_STRUCT, encode_struct(obj))
+    return length_prefixed(_OBJECT_JSON, orjson.dumps(obj))
+
+
+class ResourceServiceServicer(ServicerBase):
+    """Serves ``kubegateway.v1.ResourceService`` over the resources of ``catalog``.
+
+    Args:
+        adapter: the shared upstream adapter.
+        hub: the shared watches (``Watch`` joins them, with the typed services' subscribers).
+        catalog: what is served; its current catalog is read once per call.
+        conversions: the typed contract's codec (for ``ListMeta`` and ``Status``).
+        drain: the application's drain.
+    """
+
+    full_name = SERVICE.full_name
+
+    def __init__(
+        self,
+        adapter: KubeAdapter,
+        hub: WatchHub,
+        catalog: CatalogHolder,
+        conversions: Codec,
+        drain: Drain | None = None,
+    ) -> None:
+        super().__init__(adapter, hub, drain)
+        self.catalog = catalog
+        self.codec = conversions
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def methods(self) -> Iterable[tuple[str, Any, bool]]:
+        for method in SERVICE.methods:
+            request = getattr(resource_pb2, method.input_type.name)
+            yield method.name, request, method.server_streaming
+
+    def operation(self, method: str, request: Any) -> Operation:
+        action = _ACTIONS[method]
+        for field in ("version", "resource"):
+            if not getattr(request, field):
+                raise invalid(field, f"{field} is required", "FieldValueRequired")
+        resource = self.catalog.current.resource(request.group, request.version, request.resource)
+        return Operation(resource, action, getattr(request, "subresource", "") or None)
+
+    def admit(self, op: Operation, request: Any) -> None:
+        resource, sub = op.resource, op.subresource
+        resource.check(op.verb, sub)
+        if sub is not None and resource.subresources[sub].content != "json":
+            raise errors.MethodNotSupported(
+                f"{resource.plural}/{sub} is not a JSON subresource: its typed service serves it"
+            )
+        if request.namespace and not resource.namespaced:
+            raise invalid(
+                "namespace", f"{resource.plural} is cluster-scoped: namespace must be empty"
+            )
+
+    def unresolved(self, method: str) -> Operation:
+        return Operation(UNRESOLVED, _ACTIONS[method])
+
+    # -- request -> core ---------------------------------------------------------------------
+
+    @staticmethod
+    def _mask(request: Any) -> masks.Tree | None:
+        if not request.HasField("read_mask"):
+            return None
+        return masks.parse_json(list(request.read_mask.paths))
+
+    @staticmethod
+    def _body(request: Any) -> JSON:
+        which = request.object.WhichOneof("representation") if request.HasField("object") else None
+        if which == "struct":
+            return struct_json(request.object.struct)
+        if which != "json":
+            raise invalid("object", "object (json or struct) is required", "FieldValueRequired")
+        try:
+            body = orjson.loads(request.object.json)
+        except orjson.JSONDecodeError:
+            raise invalid("object.json", "object.json is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise invalid("object.json", "object.json must be a JSON object")
+        return body
+
+    # -- answers -----------------------------------------------------------------------------
+
+    async def answer(
+        self,
+        method: str,
+        op: Operation,
+        request: Any,
+        credential: Credential,
+        timeout: float | None,
+    ) -> bytes:
+        mask = self._mask(request) if op.action in ("get", "list") else None
+        call = core_call(op, request, namespace=request.namespace, body=lambda: self._body(request))
+        answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
+        rep = request.representation
+        if op.action == "list":
+            return await self._list_bytes(answer, rep, mask)
+        if op.action in ("delete", "deletecollection"):
+            if answer.get("kind") == "Status":
+                return length_prefixed(_STATUS, self.codec.encode("Status", answer))
+            if op.action == "delete":
+                return length_prefixed(_RESULT, object_bytes(answer, rep))
+            return length_prefixed(_RESULT, await self._list_bytes(answer, rep, None))
+        if mask is not None:
+            answer = masks.project(answer, mask, loose=True)
+        return object_bytes(answer, rep)
+
+    async def _list_bytes(self, answer: JSON, rep: int, mask: masks.Tree | None) -> bytes:
+        """A ``ResourceList``; a large one yields to the event loop every
+        :data:`~gateway.grpc.codec.LIST_SLICE` items, as the typed lists do."""
+        parts = []
+        for tag, key in ((_LIST_API_VERSION, "apiVersion"), (_LIST_KIND, "kind")):
+            value = answer.get(key)
+            if isinstance(value, str) and value:
+                parts.append(length_prefixed(tag, value.encode()))
+        meta = answer.get("metadata")
+        if isinstance(meta, dict):
+            parts.append(length_prefixed(_LIST_METADATA, self.codec.encode("ListMeta", meta)))
+        items = answer.get("items") or ()
+        large = len(items) >= gcpause.LARGE_LIST
+        with gcpause.held(large):
+            for start in range(0, len(items), LIST_SLICE):
+                if large:
+                    await asyncio.sleep(0)
+                for item in items[start : start + LIST_SLICE]:
+                    if item.__class__ is dict:
+                        obj = masks.project(item, mask, loose=True) if mask is not None else item
+                        parts.append(length_prefixed(_LIST_ITEMS, object_bytes(obj, rep)))
+        return b"".join(parts)
+
+    def stream(
+        self, method: str, op: Operation, request: Any, credential: Credential
+    ) -> AsyncGenerator[bytes, None]:
+        mask = self._mask(request)
+        rep = request.representation
+
+        def encode(event: HubEvent) -> bytes:
+            obj = event.object
+            if mask is not None and event.type not in ("BOOKMARK", "RESYNC"):
+                obj = masks.project(obj, mask, loose=True)
+            head = varint(resource_pb2.ResourceWatchEvent.TYPE_FIELD_NUMBER << 3) + varint(
+                _EVENT_TYPES[event.type]
+            )
+            if event.resource_version:
+                head += length_prefixed(
+                    field_tag(resource_pb2.ResourceWatchEvent.RESOURCE_VERSION_FIELD_NUMBER),
+                    event.resource_version.encode(),
+                )
+            return head + length_prefixed(_EVENT_OBJECT, object_bytes(obj, rep))
+
+        paths = tuple(request.read_mask.paths) if mask is not None else None
+        return watch_stream(
+            self.hub,
+            op,
+            request,
+            namespace=request.namespace,
+            credential=credential,
+            # Not a typed service's key (those are a mask's paths or None).
+            key=(SERVICE.full_name, rep == STRUCT, paths),
+            encode=encode,
+        )
+
+
+def resource_service_handler(
+    adapter: KubeAdapter,
+    hub: WatchHub,
+    catalog: CatalogHolder,
+    conversions: Codec | None = None,
+    drain: Drain | None = None,
+) -> Any:
+    """The grpc.aio generic handler of ``kubegateway.v1.ResourceService``."""
+    return ResourceServiceServicer(adapter, hub, catalog, conversions or codec(), drain).handler()
