@@ -28,7 +28,6 @@ ADDED and DELETED always go; BOOKMARK and RESYNC markers are unchanged.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -42,21 +41,21 @@ from graphql import (
 )
 
 from gateway.core.adapter import JSON
+from gateway.core.changes import CHANGES, Digest, digest, history_before, object_key
 from gateway.core.hub import HubEvent
-from gateway.core.watch import decimal_version
 from gateway.core.watch import object_key as name_key
 from gateway.graphql.execution import Prepared, Response
 
-Digest = bytes
+__all__ = [
+    "ChangeFilter",
+    "Digest",
+    "ReplayFilter",
+    "digest_of",
+    "history_before",
+    "object_selections",
+]
 #: Executes the document for one more event of the same object (a baseline) and digests it.
 Baseline = Callable[[str, JSON], Awaitable[Digest]]
-
-
-def object_key(obj: JSON) -> str:
-    """The identity of a watched object: its uid, else ``namespace/name``."""
-    meta = obj.get("metadata") or {}
-    uid = meta.get("uid")
-    return f"uid:{uid}" if uid else name_key(obj)
 
 
 def _fields(
@@ -101,8 +100,7 @@ def digest_of(response: Response, keys: Iterable[str]) -> Digest:
     event = next(iter(data.values()), None) if isinstance(data, dict) else None
     part = [event.get(k) for k in keys] if isinstance(event, dict) else [event]
     errors = response.get("errors")
-    blob = orjson.dumps([part, errors] if errors else part)
-    return hashlib.blake2b(blob, digest_size=16).digest()
+    return digest(orjson.dumps([part, errors] if errors else part))
 
 
 class ChangeFilter:
@@ -124,7 +122,7 @@ class ChangeFilter:
 
     async def admit(self, kind: str, obj: JSON, response: Response, baseline: Baseline) -> bool:
         """Whether an event goes to the subscribers; remembers what they now hold."""
-        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+        if kind not in CHANGES:
             return True
         key = object_key(obj)
         origin = self.origin.pop(name_key(obj), None) if self.origin is not None else None
@@ -159,7 +157,7 @@ class ReplayFilter:
 
     async def admit(self, event: HubEvent, response: Response, baseline: Baseline) -> bool:
         kind, obj = event.type, event.object
-        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+        if kind not in CHANGES:
             return True
         key = object_key(obj)
         held = self.before.pop(key, None)
@@ -174,22 +172,3 @@ class ReplayFilter:
         if previous is None and held is not None and held.type != "DELETED":
             previous = await baseline(key, held.object)
         return previous != digest
-
-
-def history_before(history: Iterable[HubEvent], wanted: str) -> dict[str, HubEvent]:
-    """The last event of each object at or before version ``wanted`` in a hub's history
-    (in upstream order; decimal versions compared, opaque ones matched exactly)."""
-    events = list(history)
-    at = decimal_version(wanted)
-    end = 0
-    for i, event in enumerate(events):
-        if event.resource_version == wanted:
-            end = i + 1
-            break
-        n = decimal_version(event.resource_version)
-        if at is None or n is None or n > at:
-            if at is None or n is None:
-                continue
-            break
-        end = i + 1
-    return {object_key(event.object): event for event in events[:end]}

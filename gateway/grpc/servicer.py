@@ -22,9 +22,11 @@ import orjson
 from google.protobuf.message import DecodeError
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import JSON, Credential, KubeAdapter
+from gateway.core.changes import Digest, digest, history_before
+from gateway.core.changes import StreamChanges as _Changes
 from gateway.core.drain import Drain
-from gateway.core.hub import WatchHub, WatchStart, WatchTarget
+from gateway.core.hub import HubEvent, Subscription, WatchHub, WatchStart, WatchTarget
 from gateway.core.logfollow import LogFollower
 from gateway.core.operations import Call, perform
 from gateway.core.options import (
@@ -371,6 +373,7 @@ class ResourceServicer:
             return self.codec.watch_event_bytes(kind, event, mask)
 
         sub = await self.hub.subscribe(target, start, credential)
+        changes = self._changes(request, sub, start, mask) if request.changed_fields_only else None
         try:
             while True:
                 # Events already queued go out without a timer; only waiting is timed.
@@ -383,10 +386,32 @@ class ResourceServicer:
                         return  # timeout_seconds: the stream ends cleanly, as upstream's do
                     if event is None:
                         return
+                if changes is not None and not changes.admit(
+                    event.type, event.object, _digest_of(event, mask_key, changes)
+                ):
+                    continue  # nothing within read_mask changed (watch rule 31)
                 # Encoded once per event and read mask for every subscriber.
                 yield event.encoded(mask_key, encode)
         finally:
             sub.close()
+
+    def _changes(
+        self, request: Any, sub: Subscription, start: WatchStart, mask: masks.Tree | None
+    ) -> _Changes:
+        """``changed_fields_only``: this stream's comparison (watch rule 31), taken at the
+        moment it joined the hub (what it holds of each object, or will)."""
+        kind, codec = self.kind, self.codec
+
+        def of(obj: JSON) -> Digest:
+            return digest(codec.object_bytes(kind, obj, mask))
+
+        upstream = sub.upstream
+        if start.mode == "resume":
+            assert start.resource_version is not None
+            return _Changes(of, before=history_before(upstream.history, start.resource_version))
+        if start.mode == "now" and upstream.watcher.state_floor is None:
+            return _Changes(of, origin=dict(upstream.watcher.state))
+        return _Changes(of)
 
     async def _log(
         self, rpc: Rpc, request: Any, credential: Credential
@@ -431,6 +456,14 @@ class ResourceServicer:
         )
         for start in range(0, len(data), LOG_CHUNK_BYTES):
             yield chunk(data=data[start : start + LOG_CHUNK_BYTES]).SerializeToString()
+
+
+def _digest_of(
+    event: HubEvent, mask_key: tuple[str, ...] | None, changes: _Changes
+) -> Callable[[], Digest]:
+    """The digest of an event's object under a read mask, computed once per event and mask
+    for every stream that asks."""
+    return lambda: event.encoded(("digest", mask_key), lambda e: changes.of(e.object))
 
 
 def resource_handler(
