@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from gateway.demo import DemoUpstream
+from tests.graphql.test_http_subscriptions import MULTIPART_ACCEPT, parts
 from tests.support.graphql import ADMIN, NAMESPACE, SSE, Gateway, unique, ws_client
 
 CHANGED = """subscription($ns: String, $labels: String, $rv: String, $changed: Boolean) {
@@ -248,3 +249,29 @@ async def test_over_sse_and_last_event_id(
             name, payload = await sse.event()
             kind, _, obj = _event(payload)
             assert (kind, obj["status"]["phase"]) == ("MODIFIED", "Running")
+
+
+async def test_over_multipart(gateway: Gateway, demo: DemoUpstream) -> None:
+    label = unique("multipart-changed")
+    pods = _Pods(demo)
+    await pods.create(f"{label}-a", label)
+    body = {
+        "query": CHANGED,
+        "variables": {"ns": NAMESPACE, "labels": f"suite={label}", "changed": True},
+    }
+    headers = {"Accept": MULTIPART_ACCEPT, "Authorization": f"Bearer {ADMIN}"}
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,
+        client.stream("POST", "/graphql", json=body, headers=headers) as response,
+    ):
+        reader = parts(response)
+        part = await anext(reader)
+        assert part is not None
+        assert _event(part["payload"])[:2] == ("ADDED", f"{label}-a")
+        await pods.annotate(f"{label}-a", "one")
+        await pods.image(f"{label}-a", "busybox:2")
+        await pods.label(f"{label}-a", "1")
+        part = await anext(reader)
+        assert part is not None
+        kind, _, obj = _event(part["payload"])
+        assert (kind, obj["metadata"]["labels"]["step"]) == ("MODIFIED", "1")
