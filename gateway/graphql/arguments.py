@@ -139,6 +139,13 @@ WATCH = (
         "Start with ADDED for every current object (default: true unless resuming).",
     ),
     _opt("allowBookmarks", bool, "Also deliver BOOKMARK events (progress markers)."),
+    Arg(
+        "changedFieldsOnly",
+        Optional[bool],  # noqa: UP045
+        "Deliver a MODIFIED event only when a field this subscription selects under `object` "
+        "changed (ADDED, DELETED, BOOKMARK and RESYNC always go).",
+        default=False,
+    ),
 )
 
 

@@ -76,6 +76,9 @@ class Context:
     request_id: str = field(default_factory=lambda: f"gql-{next(_ids)}")
     watch: tuple[Subscription, WatchStart] | None = None
     catch_up: str | None = None
+    #: Set by a watch source with ``changedFieldsOnly: true`` (see
+    #: :mod:`gateway.graphql.changes`).
+    changed_only: bool = False
     #: Called by a watch source once ``watch`` is set (the shared execution's hook).
     on_watch: Callable[[], None] | None = None
     _loaders: Loaders | None = None

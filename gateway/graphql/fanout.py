@@ -16,6 +16,10 @@ it then starts after that version whatever the document asks (a replay of the hu
 history, or a ``RESYNC`` frame when the version is too old).  Log follows have no hub: a
 late joiner gets the feed's history replayed if it is complete, else a feed of its own.
 
+With ``changedFieldsOnly`` the feed withholds a MODIFIED event whose selected fields did not
+change, compared once per event for every subscriber (:mod:`gateway.graphql.changes`); a
+resuming subscriber's replay is compared on its own.
+
 Each subscriber has a bounded queue of live payloads.  One that falls ``max_queue`` behind
 has stopped reading: it is ended with a ``SLOW_SUBSCRIBER`` error carrying the
 ``resourceVersion`` after the last event it was given, and never slows the others.
@@ -34,8 +38,17 @@ from typing import Any
 import orjson
 
 from gateway.core import errors
+from gateway.core.adapter import JSON
 from gateway.core.budget import scope_of
 from gateway.core.hub import HubEvent, StartPoint, WatchStart, admit
+from gateway.graphql.changes import (
+    ChangeFilter,
+    Digest,
+    ReplayFilter,
+    digest_of,
+    history_before,
+    object_selections,
+)
 from gateway.graphql.context import Context
 from gateway.graphql.errors import format_exception
 from gateway.graphql.execution import Engine, Prepared, Response
@@ -111,6 +124,7 @@ class Subscriber:
         "initial",
         "max_queue",
         "queue",
+        "replay",
         "resume",
         "resume_from",
         "wakeup",
@@ -138,6 +152,8 @@ class Subscriber:
         self.cut: int | None = None
         self.floor: int | None = None
         self.bookmarks = True
+        #: ``changedFieldsOnly`` and a resume: the filter of this subscriber's replay.
+        self.replay: ReplayFilter | None = None
 
     def start_at(self, point: StartPoint, start: WatchStart) -> None:
         self.initial = point.initial
@@ -226,11 +242,17 @@ class Subscriber:
                     self.initial = None
                 else:
                     try:
-                        payload = await self.feed.execute_initial(event)
+                        response = await self.feed.execute_response(event)
+                        replay = self.replay
+                        if replay is not None and not await replay.admit(
+                            event, response, self.feed.baseline
+                        ):
+                            continue  # nothing it selected changed (watch rule 31)
                     except Exception as exc:
                         self.finish(exc, drop=True)
                         self.feed.leave(self)
                         return None
+                    payload = _dumps(response)
                     if event.resume is not None:
                         self.resume = event.resume
                     return Item(payload, event.resume)
@@ -272,6 +294,8 @@ class Feed:
         self.closed = False
         self.executor: Any = None
         self.task: asyncio.Task[None] | None = None
+        #: ``changedFieldsOnly``: the comparison of live events (set once the watch binds).
+        self.changes: ChangeFilter | None = None
         context.on_watch = self._bound
 
     @property
@@ -292,6 +316,12 @@ class Feed:
 
     def _bound(self) -> None:
         """The watch source joined the hub: every waiting subscriber takes its start."""
+        if self.context.changed_only and self.context.watch is not None:
+            watcher = self.context.watch[0].upstream.watcher
+            # The hub's objects now are what this feed's first events change (references,
+            # not copies); not while it still catches up from an older version.
+            origin = dict(watcher.state) if watcher.state_floor is None else None
+            self.changes = ChangeFilter(object_selections(self.prepared), origin)
         for sub in self.subscribers:
             self._start(sub)
 
@@ -303,6 +333,10 @@ class Feed:
                 start, mode="resume", resource_version=sub.resume_from, initial_events_end=False
             )
         sub.start_at(hub_sub.upstream.starting_point(start), start)
+        if self.changes is not None and start.mode == "resume":
+            assert start.resource_version is not None
+            before = history_before(hub_sub.upstream.history, start.resource_version)
+            sub.replay = ReplayFilter(self.changes.keys, before)
 
     def joinable(self) -> bool:
         if self.closed:
@@ -322,8 +356,21 @@ class Feed:
 
     async def execute_initial(self, event: HubEvent) -> str:
         """One of a subscriber's own initial events, executed for it alone."""
+        return _dumps(await self.execute_response(event))
+
+    async def execute_response(self, event: HubEvent) -> Response:
+        """The response of one of a subscriber's own initial events."""
         root = EventRoot(event.type, event.object, event.resource_version, event.resume, event.seq)
-        return _dumps(await self.hub.engine.execute_event(self.executor, root))
+        return await self.hub.engine.execute_event(self.executor, root)
+
+    async def baseline(self, key: str, obj: JSON) -> Digest:
+        """The digest of an object's earlier state, as a ``changedFieldsOnly`` subscriber
+        received it (one more execution, made once per object)."""
+        assert self.changes is not None
+        root = EventRoot("MODIFIED", obj, "", None)
+        response = await self.hub.engine.execute_event(self.executor, root)
+        self.context.reset_loaders()
+        return digest_of(response, self.changes.keys)
 
     def leave(self, sub: Subscriber) -> None:
         """Remove a subscriber; the last one out stops the feed and its source."""
@@ -370,6 +417,11 @@ class Feed:
                     response = await engine.execute_event(self.executor, root)
                     self.context.reset_loaders()
                     if isinstance(root, EventRoot):
+                        changes = self.changes
+                        if changes is not None and not await changes.admit(
+                            root.type, root.object, response, self.baseline
+                        ):
+                            continue  # nothing the document selects changed (watch rule 31)
                         item = Item(
                             _dumps(response),
                             root.resume,

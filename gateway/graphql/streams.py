@@ -95,6 +95,7 @@ async def watch_events(
         catch_up=ctx.catch_up or (start.resource_version if start.mode == "resume" else None),
     )
     try:
+        ctx.changed_only = bool(args.get("changedFieldsOnly"))
         ctx.watch = (sub, start)
         if ctx.on_watch is not None:
             ctx.on_watch()

@@ -415,6 +415,13 @@ def _requests(r: Resource, kind: str, plural: str) -> list[ProtoMessage]:
                     doc="End the stream (OK) after this many seconds; 0 for never.",
                 ),
                 _READ_MASK,
+                ProtoField(
+                    "changed_fields_only",
+                    "bool",
+                    doc="Send a MODIFIED event only when the object's message (within "
+                    "read_mask when set) changed since what this stream last sent of it; "
+                    "ADDED, DELETED, BOOKMARK and RESYNC always go.",
+                ),
             ),
             f"Watch {plural}.  The stream survives upstream closes and 410 Gone (RESYNC).",
         ),

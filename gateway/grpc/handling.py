@@ -33,9 +33,10 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import JSON, Credential, KubeAdapter
+from gateway.core.changes import Digest, StreamChanges, history_before
 from gateway.core.drain import Drain
-from gateway.core.hub import HubEvent, WatchHub, WatchStart, WatchTarget
+from gateway.core.hub import HubEvent, Subscription, WatchHub, WatchStart, WatchTarget
 from gateway.core.operations import Call, Operation
 from gateway.core.options import (
     DeleteOptions,
@@ -216,8 +217,13 @@ async def watch_stream(
     credential: Credential,
     key: Hashable,
     encode: Callable[[HubEvent], bytes],
+    digest_of: Callable[[JSON], Digest] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """A ``Watch`` request's events through the hub, each encoded by ``encode``.
+
+    With the request's ``changed_fields_only``, a MODIFIED event whose object digests
+    (``digest_of``: what this stream sends of it) as the previous one of that object is
+    withheld (watch rule 31); the digest is computed once per event and key.
 
     ``key`` names the encoding (message type, read mask, representation): every subscriber
     of one upstream watch with the same key shares one encoding of each event.  The start
@@ -243,6 +249,11 @@ async def watch_stream(
         op.resource, op.namespace(namespace), options.label_selector, options.field_selector
     )
     sub = await hub.subscribe(target, start, credential)
+    changes = (
+        _changes(sub, start, digest_of)
+        if digest_of is not None and getattr(request, "changed_fields_only", False)
+        else None
+    )
     try:
         while True:
             # Events already queued go out without a timer; only waiting is timed.
@@ -255,10 +266,32 @@ async def watch_stream(
                     return  # timeout_seconds: the stream ends cleanly, as upstream's do
                 if event is None:
                     return
+            if changes is not None and not changes.admit(
+                event.type, event.object, _digest(event, key, changes)
+            ):
+                continue  # nothing this stream sends of the object changed (watch rule 31)
             # Encoded once per event and key for every subscriber.
             yield event.encoded(key, encode)
     finally:
         sub.close()
+
+
+def _changes(sub: Subscription, start: WatchStart, of: Callable[[JSON], Digest]) -> StreamChanges:
+    """``changed_fields_only``: this stream's comparison (watch rule 31), taken at the
+    moment it joined the hub (what it holds of each object, or will)."""
+    upstream = sub.upstream
+    if start.mode == "resume":
+        assert start.resource_version is not None
+        return StreamChanges(of, before=history_before(upstream.history, start.resource_version))
+    if start.mode == "now" and upstream.watcher.state_floor is None:
+        return StreamChanges(of, origin=dict(upstream.watcher.state))
+    return StreamChanges(of)
+
+
+def _digest(event: HubEvent, key: Hashable, changes: StreamChanges) -> Callable[[], Digest]:
+    """The digest of an event's object for one encoding, computed once per event and key for
+    every stream that asks."""
+    return lambda: event.encoded(("digest", key), lambda e: changes.of(e.object))
 
 
 # -- the servicer plumbing ----------------------------------------------------------------------

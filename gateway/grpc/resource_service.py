@@ -32,6 +32,7 @@ from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.drain import Drain
 from gateway.core.hub import HubEvent, WatchHub
+from gateway.core.changes import digest
 from gateway.core.operations import Action, Operation, perform
 from gateway.core.registry import Resource
 from gateway.grpc import mask as masks
@@ -249,6 +250,9 @@ class ResourceServiceServicer(ServicerBase):
             # Not a typed service's key (those are a mask's paths or None).
             key=(SERVICE.full_name, rep == STRUCT, paths),
             encode=encode,
+            digest_of=lambda obj: digest(
+                orjson.dumps(masks.project(obj, mask, loose=True) if mask is not None else obj)
+            ),
         )
 
 

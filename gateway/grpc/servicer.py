@@ -21,6 +21,7 @@ import grpc
 import orjson
 
 from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.changes import digest
 from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub
 from gateway.core.logfollow import LogFollower
@@ -176,6 +177,7 @@ class ResourceServicer(ServicerBase):
             credential=credential,
             key=tuple(request.read_mask.paths) if mask is not None else None,
             encode=encode,
+            digest_of=lambda obj: digest(self.codec.object_bytes(kind, obj, mask)),
         )
 
     async def _log(

@@ -373,3 +373,54 @@ async def test_a_client_that_stops_reading_is_ended_resumably_and_resumes_withou
     missed = [(await rest.next()).resource_version for _ in range(len(written) - len(got))]
     assert missed == written[len(got) :]
     rest.call.cancel()
+
+
+async def test_changed_fields_only_sends_modified_only_when_the_masked_object_changed(
+    gw: GrpcGateway, upstream: DemoUpstream
+) -> None:
+    """Watch rule 31: with a read mask, an annotation change is not sent; every holder
+    change is, in order; without the flag every MODIFIED is.  Proved without waiting: the
+    holder change after the annotation is the very next event."""
+    label = unique("w")
+    name = unique("c")
+    await upstream.store.create(LEASE, _lease(name, label))
+    listed = await gw.stub("leases").List(
+        leases_pb2.ListLeasesRequest(namespace=NAMESPACE, label_selector=f"w={label}"),
+        metadata=AUTH,
+    )
+    mask = field_mask_pb2.FieldMask(paths=["metadata.name", "spec.holderIdentity"])
+    changed = _watch(gw, label, read_mask=mask, changed_fields_only=True)
+    every = _watch(gw, label, read_mask=mask)
+    assert await changed.take(1) == [("ADDED", name)]
+    assert await every.take(1) == [("ADDED", name)]
+    await _renew(upstream, name, "node-0")
+    for stream in (changed, every):
+        event = await stream.next()
+        assert (_brief(event), event.lease.spec.holderIdentity) == (("MODIFIED", name), "node-0")
+
+    async def annotate(value: str) -> None:
+        patch = {"metadata": {"annotations": {"note": value}}}
+        await upstream.store.patch(LEASE, name, patch, namespace=NAMESPACE)
+
+    await annotate("one")
+    await _renew(upstream, name, "node-1")
+    await _renew(upstream, name, "node-2")
+    await annotate("two")
+    await _renew(upstream, name, "node-3")
+    holders = [(await changed.next()).lease.spec.holderIdentity for _ in range(3)]
+    assert holders == ["node-1", "node-2", "node-3"]
+    assert [t for t, _ in await every.take(5)] == ["MODIFIED"] * 5
+    # Resuming from before all that replays only the holder changes.
+    resumed = _watch(
+        gw,
+        label,
+        read_mask=mask,
+        changed_fields_only=True,
+        resource_version=listed.metadata.resourceVersion,
+    )
+    holders = [(await resumed.next()).lease.spec.holderIdentity for _ in range(4)]
+    assert holders == ["node-0", "node-1", "node-2", "node-3"]
+    await upstream.store.delete(LEASE, name, namespace=NAMESPACE)
+    for stream in (changed, every, resumed):
+        assert await stream.take(1) == [("DELETED", name)]
+        stream.call.cancel()

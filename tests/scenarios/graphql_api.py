@@ -733,6 +733,45 @@ async def test_watch_added_modified_deleted(gw: GraphQLBackend, plural: str) -> 
     await delete(gw, k, f"{tag}-a")
 
 
+CHANGED_ONLY = """subscription(%NSDECL% $labels: String) {
+  %watch%(%NS% labelSelector: $labels, changedFieldsOnly: true) {
+    type object { metadata { name labels } }
+  }
+}"""
+
+
+@pytest.mark.parametrize("plural", list(KINDS))
+async def test_changed_fields_only(gw: GraphQLBackend, plural: str) -> None:
+    """Watch rule 31: annotation changes (and the managedFields they touch) are not
+    delivered; the label change after them is the next event, and so is each one."""
+    k = KINDS[plural]
+    tag = gw.unique("c")
+    await create_labelled(gw, k, f"{tag}-a", c=tag)
+    async with gw.ws() as ws:
+        op = await ws.subscribe(k.doc(CHANGED_ONLY), {**ns_vars(gw, k), "labels": f"c={tag}"})
+        first = _event(await ws.next(op, 30), k)
+        assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", f"{tag}-a")
+        for step in ("1", "2"):
+            for note in ("x", "y"):
+                await gw.ok(
+                    k.doc(PATCH),
+                    {
+                        **ns_vars(gw, k),
+                        "name": f"{tag}-a",
+                        "p": {"metadata": {"annotations": {"note": note + step}}},
+                        "type": "MERGE",
+                    },
+                )
+            await merge_labels(gw, k, f"{tag}-a", step=step)
+            event = _event(await ws.next(op, 30), k)
+            assert (event["type"], event["object"]["metadata"]["labels"]["step"]) == (
+                "MODIFIED",
+                step,
+            )
+        await ws.send({"id": op, "type": "complete"})
+    await delete(gw, k, f"{tag}-a")
+
+
 async def test_resume_by_resource_version(gw: GraphQLBackend) -> None:
     k = KINDS["pods"]
     tag = gw.unique("resume")

@@ -41,7 +41,7 @@ class ListEndpointsRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., limit: _Optional[int] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., **kwargs) -> None: ...
 
 class WatchEndpointsRequest(_message.Message):
-    __slots__ = ("namespace", "label_selector", "field_selector", "resource_version", "resource_version_match", "send_initial_events", "allow_watch_bookmarks", "timeout_seconds", "read_mask")
+    __slots__ = ("namespace", "label_selector", "field_selector", "resource_version", "resource_version_match", "send_initial_events", "allow_watch_bookmarks", "timeout_seconds", "read_mask", "changed_fields_only")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     FIELD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class WatchEndpointsRequest(_message.Message):
     ALLOW_WATCH_BOOKMARKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     READ_MASK_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELDS_ONLY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     label_selector: str
     field_selector: str
@@ -60,7 +61,8 @@ class WatchEndpointsRequest(_message.Message):
     allow_watch_bookmarks: bool
     timeout_seconds: int
     read_mask: _field_mask_pb2.FieldMask
-    def __init__(self, namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., send_initial_events: _Optional[bool] = ..., allow_watch_bookmarks: _Optional[bool] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+    changed_fields_only: bool
+    def __init__(self, namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., send_initial_events: _Optional[bool] = ..., allow_watch_bookmarks: _Optional[bool] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., changed_fields_only: _Optional[bool] = ...) -> None: ...
 
 class CreateEndpointsRequest(_message.Message):
     __slots__ = ("namespace", "object", "raw_json", "dry_run", "field_manager", "field_validation")
