@@ -30,9 +30,9 @@ import orjson
 from gateway.core import errors, gcpause
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.catalog import CatalogHolder
+from gateway.core.changes import digest
 from gateway.core.drain import Drain
 from gateway.core.hub import HubEvent, WatchHub
-from gateway.core.changes import digest
 from gateway.core.operations import Action, Operation, perform
 from gateway.core.registry import Resource
 from gateway.grpc import mask as masks

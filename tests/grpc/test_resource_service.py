@@ -621,6 +621,29 @@ async def test_watch_events_resume_and_bookmarks(gw: GrpcGateway, upstream: Demo
     initial.call.cancel()
 
 
+async def test_changed_fields_only_withholds_modified_events_outside_the_mask(
+    gw: GrpcGateway, upstream: DemoUpstream
+) -> None:
+    """Watch rule 31 on the generic service: an annotation change is outside the mask and
+    not sent; the holder change after it is the very next event (no waiting)."""
+    label, name = unique("w"), unique("c")
+    await upstream.store.create(LEASE, _lease(name, label))
+    mask = field_mask_pb2.FieldMask(paths=["metadata.name", "spec.holderIdentity"])
+    changed = _watch(gw, label, read_mask=mask, changed_fields_only=True)
+    every = _watch(gw, label, read_mask=mask, representation=STRUCT_REP)
+    assert await changed.take(1) == [("ADDED", name)]
+    assert await every.take(1) == [("ADDED", name)]
+    await upstream.store.patch(
+        LEASE, name, {"metadata": {"annotations": {"note": "x"}}}, namespace=NAMESPACE
+    )
+    await _renew(upstream, name, "node-9")
+    event = await changed.next()
+    assert (event.type, obj(event.object)["spec"]) == (Event.MODIFIED, {"holderIdentity": "node-9"})
+    assert [t for t, _ in await every.take(2)] == ["MODIFIED", "MODIFIED"]
+    changed.call.cancel()
+    every.call.cancel()
+
+
 async def test_a_forced_410_resyncs_and_typed_and_generic_subscribers_share_the_watch(
     gw: GrpcGateway, upstream: DemoUpstream
 ) -> None:
