@@ -80,6 +80,30 @@ mutation LabelWebPod($patch: JSON!) {
 }
 """
 
+DEMO_RELATIONS = """\
+# Kinds the gateway discovered in the cluster, and the
+# relations between them (each batched: one upstream
+# list per kind, however many parents).
+query DemoRelations {
+  deployments(namespace: "demo") {
+    items {
+      metadata { name }
+      replicaSets {
+        metadata { name }
+        pods { metadata { name } node { metadata { name } } }
+      }
+    }
+  }
+  services(namespace: "demo") {
+    items {
+      metadata { name }
+      endpoints { subsets { addresses { ip targetRef { pod { metadata { name } } } } } }
+    }
+  }
+  widgets(namespace: "demo") { items { metadata { name } spec { color size } } }
+}
+"""
+
 DEMO_MUTATION_VARIABLES = {"patch": {"metadata": {"labels": {"tried": "graphiql"}}}}
 
 
@@ -88,7 +112,7 @@ def settings(*, demo: bool) -> dict[str, Any]:
 
     In demo mode: ``headers`` (the Headers pane of every tab, new ones included),
     ``storage`` (the localStorage namespace) and ``tabs`` (an example query, subscription
-    and mutation on the demo data).
+    and mutation on the demo data, and a query across discovered kinds' relations).
     """
     if not demo:
         return {}
@@ -101,6 +125,7 @@ def settings(*, demo: bool) -> dict[str, Any]:
             {"query": DEMO_QUERY, "headers": headers},
             {"query": DEMO_SUBSCRIPTION, "headers": headers},
             {"query": DEMO_MUTATION, "variables": variables, "headers": headers},
+            {"query": DEMO_RELATIONS, "headers": headers},
         ],
     }
 

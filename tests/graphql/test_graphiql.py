@@ -103,7 +103,10 @@ async def serve_demo_mode() -> AsyncIterator[str]:
     """The gateway serving its own (animated) demo upstream, as ``--demo`` does; yields its
     base URL."""
     settings = Settings(host="127.0.0.1", http_port=0, grpc_port=0, demo=True, log_level="warning")
-    async with serve_app(settings) as (url, _):
+    async with serve_app(settings) as (url, app):
+        # Discovery's kinds are in the schema once its first build (in the background) is in.
+        runtime = app.state.runtime
+        await runtime.live_schema.wait_for(runtime.catalog.current.generation)
         yield url
 
 
@@ -130,12 +133,17 @@ async def test_demo_mode_examples_run_with_the_demo_token() -> None:
         settings = (await client.get("/graphql/graphiql.json")).json()
         headers = json.loads(settings["headers"])
         assert headers == {"Authorization": f"Bearer {DEMO_TOKEN}"}
-        query, subscription, mutation = settings["tabs"]
+        query, subscription, mutation, relations = settings["tabs"]
         assert all(json.loads(tab["headers"]) == headers for tab in settings["tabs"])
         token = headers["Authorization"].removeprefix("Bearer ")
 
         pods = data(await gql(client, query["query"], token=token))["pods"]["items"]
         assert "web-6d4b9c7f5-x7k2p" in [p["metadata"]["name"] for p in pods]
+
+        across = data(await gql(client, relations["query"], token=token))
+        (web,) = [d for d in across["deployments"]["items"] if d["metadata"]["name"] == "web"]
+        assert web["replicaSets"][0]["pods"][0]["node"]["metadata"]["name"]
+        assert across["widgets"]["items"]
 
         variables = json.loads(mutation["variables"])
         patched = data(await gql(client, mutation["query"], variables, token=token))
@@ -219,7 +227,7 @@ async def test_graphiql_runs_a_subscription_in_demo_mode(tmp_path: Path) -> None
         await page.call("Page.navigate", url=f"{url}/graphql")
 
         headers = await wait_until(page, HEADERS_PANE, "the Headers pane")
-        titles = await wait_until(page, f"{TAB_TITLES}.length === 3 && {TAB_TITLES}", "tabs")
+        titles = await wait_until(page, f"{TAB_TITLES}.length === 4 && {TAB_TITLES}", "tabs")
         await page.evaluate(
             "[...document.querySelectorAll('.graphiql-tab-button')]"
             ".find(b => b.innerText.trim() === 'WatchDemoPods').click()"
@@ -259,7 +267,7 @@ async def test_graphiql_runs_a_subscription_in_demo_mode(tmp_path: Path) -> None
         events = list(page.events)
 
     assert json.loads(headers) == {"Authorization": f"Bearer {DEMO_TOKEN}"}
-    assert titles == ["DemoPods", "WatchDemoPods", "LabelWebPod"]
+    assert titles == ["DemoPods", "WatchDemoPods", "LabelWebPod", "DemoRelations"]
     assert '"MODIFIED"' in live and "web-6d4b9c7f5-x7k2p" in live
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert (tmp_path / "graphiql-subscription.png").stat().st_size == len(png)
