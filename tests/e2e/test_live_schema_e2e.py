@@ -8,9 +8,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import grpc
 import httpx
+import orjson
 import pytest
 
+from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2_grpc as services
 from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer
 from tests.e2e.test_discovered_graphql_e2e import _message_of, _next_of, _ws
@@ -105,6 +109,27 @@ async def test_a_crd_installed_while_running_is_served_then_removed(
             event = (await _next_of(ws, op))["watchSprockets"]
             assert (event["type"], event["object"]["spec"]["teeth"]) == ("ADDED", 12)
 
+            # The generic gRPC service serves the same discovered kind, no code for it.
+            address = {"group": GROUP, "version": "v1", "resource": "sprockets"}
+            auth = (("authorization", f"Bearer {kube.tokens['admin']}"),)
+            port = app.state.runtime.grpc_port
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = services.ResourceServiceStub(channel)
+                listed = await stub.List(
+                    resource_pb2.ListResourcesRequest(**address, namespace="team-a"), metadata=auth
+                )
+                assert [orjson.loads(i.json)["spec"] for i in listed.items] == [{"teeth": 12}]
+                patched = await stub.Patch(
+                    resource_pb2.PatchResourceRequest(
+                        **address, namespace="team-a", name="s1",
+                        patch_type=common_pb2.PATCH_TYPE_MERGE, patch=b'{"spec":{"teeth":13}}',
+                    ),
+                    metadata=auth,
+                )  # fmt: skip
+                assert orjson.loads(patched.json)["spec"] == {"teeth": 13}
+                event = (await _next_of(ws, op))["watchSprockets"]
+                assert (event["type"], event["object"]["spec"]["teeth"]) == ("MODIFIED", 13)
+
             deleted = time.monotonic()
             assert (await admin.delete(f"{crds}/sprockets.{GROUP}")).status_code == 200
             await live.wait_until(lambda built: not _serves("sprockets")(built))
@@ -116,5 +141,13 @@ async def test_a_crd_installed_while_running_is_served_then_removed(
                 assert message["payload"]["data"]["watchSprockets"]["type"] == "DELETED"
                 message = await _message_of(ws, op)
             assert message["type"] in ("next", "error"), message
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await services.ResourceServiceStub(channel).Get(
+                    resource_pb2.GetResourceRequest(**address, namespace="team-a", name="s1"),
+                    metadata=auth,
+                )
+            assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+            assert "does not serve 'sprockets'" in (refused.value.details() or "")
         gone = (await gql.post("/graphql", json={"query": '{ __type(name: "Sprocket") { name } }'})).json()  # fmt: skip
         assert gone["data"]["__type"] is None
