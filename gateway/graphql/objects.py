@@ -85,6 +85,8 @@ class GeneratedTypes:
     resources: Mapping[str, Resource]
     #: The schema type of each served kind, by GraphQL name (its fields, for links).
     kind_types: Mapping[str, schema.ObjectType]
+    #: The classes of every generated type, by definition id (the next build reuses them).
+    built: Mapping[str, Built]
 
     def name(self, r: Resource) -> str:
         """The GraphQL type name of a served resource's kind."""
@@ -136,10 +138,48 @@ def _describe(text: str) -> str | None:
     return text or None
 
 
+@dataclass(frozen=True, slots=True)
+class Built:
+    """The classes generated for one object type, kept for the next build to reuse."""
+
+    object_type: schema.ObjectType
+    output_class: type
+    input_class: type
+
+
+def _reusable(
+    types: list[schema.ObjectType],
+    model: schema.Model,
+    previous: Mapping[str, Built],
+    fixed: set[str],
+) -> set[str]:
+    """Definition ids whose classes a previous build made and this one may take as they are:
+    the same type, no extra fields (kinds, lists and linked types are always made anew), and
+    every type it refers to reusable too (a class names its field types' classes)."""
+    ok: dict[str, bool] = {}
+
+    def check(def_id: str, path: set[str]) -> bool:
+        if def_id in ok:
+            return ok[def_id]
+        t = model.types[def_id]
+        before = previous.get(def_id)
+        result = before is not None and before.object_type == t and def_id not in fixed
+        if result:
+            path.add(def_id)
+            # a cycle is not reused (conservative): its members are made anew
+            result = all(ref not in path and check(ref, path) for ref in set(t.refs()))
+            path.discard(def_id)
+        ok[def_id] = result
+        return result
+
+    return {t.name for t in types if check(t.name, set())}
+
+
 def generate(
     registry: Registry = REGISTRY,
     extra: ExtraFields | None = None,
     model: schema.Model | None = None,
+    previous: Mapping[str, Built] | None = None,
 ) -> GeneratedTypes:
     """Generate the output and input types of every served kind from the schema source.
 
@@ -148,15 +188,26 @@ def generate(
         extra: a hook returning additional output fields per type (cross-resource links).
         model: the schema the kinds are described by (the curated seed schema by default; a
             model extended with discovered kinds, :func:`gateway.core.openapi.extend`).
+        previous: the classes of an earlier build (:attr:`GeneratedTypes.built`): a nested
+            type that did not change is taken as it is rather than made again, which is most
+            of the work when the schema is rebuilt after one CRD changed.
     """
     model = model or schema.seed_model()
     served = _kinds(registry, model)
     roots = [t.name for pair in served.values() for t in pair]
     types = _closure([*roots, *EXTRA_ROOTS], model)
-    outputs: dict[str, type] = {t.short_name: type(t.short_name, (), {}) for t in types}
-    inputs: dict[str, type] = {t.short_name: type(f"{t.short_name}Input", (), {}) for t in types}
-    for cls in (*outputs.values(), *inputs.values()):
-        cls.__module__ = __name__
+    previous = previous or {}
+    fixed = {*roots, *(b.object_type.name for b in previous.values() if _extended(b.output_class))}
+    reused = _reusable(types, model, previous, fixed)
+    outputs: dict[str, type] = {}
+    inputs: dict[str, type] = {}
+    for t in types:
+        if t.name in reused:
+            outputs[t.short_name] = previous[t.name].output_class
+            inputs[t.short_name] = previous[t.name].input_class
+            continue
+        outputs[t.short_name] = type(t.short_name, (), {"__module__": __name__})
+        inputs[t.short_name] = type(f"{t.short_name}Input", (), {"__module__": __name__})
     names = {key: kind.short_name for key, (kind, _) in served.items()}
     generated = GeneratedTypes(
         outputs=outputs,
@@ -167,10 +218,17 @@ def generate(
         names=names,
         resources=dict(registry.items()),
         kind_types={kind.short_name: kind for kind, _ in served.values()},
+        built={t.name: Built(t, outputs[t.short_name], inputs[t.short_name]) for t in types},
     )
     extra_fields = extra(generated) if extra is not None else {}
+    for t in types:
+        if t.name in reused and extra_fields.get(t.short_name):
+            # A type that gains links now: rebuild without reuse (never half-linked).
+            return generate(registry, extra, model)
 
     for t in types:
+        if t.name in reused:
+            continue
         _fill(outputs[t.short_name], t, outputs, model, output=True)
         out_cls = outputs[t.short_name]
         out_cls.raw = strawberry.field(  # type: ignore[attr-defined]
@@ -182,6 +240,7 @@ def generate(
         )
         for name, fld in extra_fields.get(t.short_name, {}).items():
             setattr(out_cls, name, fld)
+        out_cls.__kg_extended__ = bool(extra_fields.get(t.short_name))  # type: ignore[attr-defined]
         strawberry.type(out_cls, name=t.short_name, description=_describe(t.description))
 
         _fill(inputs[t.short_name], t, inputs, model, output=False)
@@ -189,6 +248,11 @@ def generate(
             inputs[t.short_name], name=f"{t.short_name}Input", description=_describe(t.description)
         )
     return generated
+
+
+def _extended(cls: type) -> bool:
+    """Did a build add extra (link) fields to this output class?"""
+    return bool(getattr(cls, "__kg_extended__", False))
 
 
 def _fill(

@@ -1,9 +1,9 @@
 """The GraphQL schema: generated types, registry-built root fields, links, custom scalars.
 
-The seed resources' schema is built once (:func:`gateway_schema`, committed as the SDL).  With
-discovery on, :func:`schema_for_catalog` builds the schema of a whole catalog: the seed kinds
-as they are, plus one version of every discovered resource (the highest by Kubernetes' version
-order, normally the group's preferred one), typed from the cluster's OpenAPI v3.
+The seed resources' schema is built once (:func:`gateway_schema`, committed as the SDL).
+With discovery on, :func:`schema_for_catalog` builds the schema of a whole catalog: the seed kinds
+as they are, plus one version of every discovered resource (its group's preferred version), typed from
+the cluster's OpenAPI v3.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import strawberry
@@ -24,48 +24,49 @@ from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.schema import Model, seed_model
 from gateway.graphql._library import graphql_schema
 from gateway.graphql.links import link_fields
-from gateway.graphql.objects import dict_resolver, generate
+from gateway.graphql.objects import Built, dict_resolver, generate
 from gateway.graphql.operations import RootBuilder
 from gateway.graphql.scalars import SCALAR_MAP
 
 log = logging.getLogger("gateway.graphql")
 
 
-def build_schema(registry: Registry = REGISTRY, model: Model | None = None) -> strawberry.Schema:
+def build_schema(
+    registry: Registry = REGISTRY,
+    model: Model | None = None,
+    previous: Mapping[str, Built] | None = None,
+) -> strawberry.Schema:
     """Build the strawberry schema of ``registry`` from the schema source (no caching)."""
-    types = generate(registry, extra=link_fields, model=model)
+    return _build(registry, model, previous)[0]
+
+
+def _build(
+    registry: Registry, model: Model | None, previous: Mapping[str, Built] | None
+) -> tuple[strawberry.Schema, Mapping[str, Built]]:
+    types = generate(registry, extra=link_fields, model=model, previous=previous)
     query, mutation, subscription = RootBuilder(types, registry).build()
-    return strawberry.Schema(
+    built = strawberry.Schema(
         query=query,
         mutation=mutation,
         subscription=subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP, default_resolver=dict_resolver),
     )
+    return built, types.built
 
 
 @functools.cache
+def _seed_build() -> tuple[strawberry.Schema, Mapping[str, Built]]:
+    return _build(REGISTRY, None, None)
+
+
 def gateway_schema() -> strawberry.Schema:
     """The schema of the gateway's registry, built once (it is immutable)."""
-    return build_schema(REGISTRY)
+    return _seed_build()[0]
 
 
 def sdl() -> str:
     """The SDL of the gateway's schema, as committed in ``graphql_schema/schema.graphql``."""
     return gateway_schema().as_str() + "\n"
-
-
-_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
-
-
-def version_priority(version: str) -> tuple[int, int, int, str]:
-    """Kubernetes' version order, highest first when sorted: GA, then beta, then alpha, then
-    anything else alphabetically (``v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > foo``)."""
-    m = _VERSION.match(version)
-    if m is None:
-        return (0, 0, 0, version)
-    major, stage, minor = int(m[1]), m[2], int(m[3] or 0)
-    rank = {"alpha": 1, "beta": 2, None: 3}[stage]
-    return (rank, major, minor, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,8 @@ class CatalogSchema:
     registry: Registry
     #: Discovered resources left out because the OpenAPI does not describe their kind.
     undescribed: frozenset[str] = frozenset()
+    #: The generated classes, by definition id (the next build reuses unchanged ones).
+    built: Mapping[str, Built] = field(default_factory=dict)
 
 
 def _graphql_view(r: Resource) -> Resource:
@@ -89,21 +92,17 @@ def _graphql_view(r: Resource) -> Resource:
 
 
 def served_in_graphql(catalog: Catalog) -> list[Resource]:
-    """The discovered resources GraphQL serves: one version per group and resource."""
-    best: dict[tuple[str, str], Resource] = {}
-    for r in catalog.registry.values():
-        if catalog.is_seed(r) or REGISTRY.by_resource(r.group, r.version, r.plural):
+    """The discovered resources GraphQL serves: one version per group and resource, the
+    group's preferred one (the catalog's first record of a key), and none of a seed
+    resource's other versions (the seed's curated version is the one)."""
+    out = []
+    for r in catalog.registry.values():  # the first record of each key: the preferred
+        if catalog.is_seed(r) or r.key in REGISTRY:
             continue
         if "get" not in r.verbs:  # create-only (bindings, reviews): no object to type
             continue
-        if any(
-            s.group == r.group and s.plural == r.plural for s in REGISTRY.values()
-        ):  # another version of a seed resource: the seed's curated version is the one
-            continue
-        key = (r.group, r.plural)
-        if key not in best or version_priority(r.version) > version_priority(best[key].version):
-            best[key] = r
-    return [_graphql_view(best[k]) for k in sorted(best)]
+        out.append(_graphql_view(r))
+    return sorted(out, key=lambda r: r.key)
 
 
 @functools.cache
@@ -147,4 +146,7 @@ def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) 
                 r.kind,
             )
     registry = Registry((*REGISTRY.values(), *described))
-    return CatalogSchema(build_schema(registry, model), model, registry, frozenset(undescribed))
+    # Unchanged nested types keep their classes: the previous build's, else the seed's.
+    reuse = previous.built if previous is not None else _seed_build()[1]
+    built, classes = _build(registry, model, reuse)
+    return CatalogSchema(built, model, registry, frozenset(undescribed), classes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.core.catalog import Catalog, GroupVersion
 from gateway.core.registry import REGISTRY, Registry, Resource, Subresource
-from gateway.graphql.schema import schema_for_catalog, sdl, version_priority
+from gateway.graphql.schema import schema_for_catalog, sdl
 from tests.core.test_openapi import SPEC, crd_document
 
 _RW = frozenset(("get", "update", "patch"))
@@ -17,12 +17,6 @@ def _widget(group: str, version: str = "v1", **extra: object) -> Resource:
 def _catalog(*pairs: tuple[Resource, dict[str, object]]) -> Catalog:
     groups = {(r.group, r.version): GroupVersion(r.group, r.version, (r,), doc) for r, doc in pairs}
     return Catalog(Registry((*REGISTRY.values(), *(r for r, _ in pairs))), groups, 1)
-
-
-def test_versions_order_like_kubernetes() -> None:
-    ordered = sorted(["v1alpha1", "v1", "v2beta1", "v1beta2", "v2", "foo", "v1beta1"],
-                     key=version_priority, reverse=True)  # fmt: skip
-    assert ordered == ["v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
 
 
 def test_two_groups_with_one_kind_get_distinct_root_fields_and_the_seed_sdl_is_unchanged() -> None:
@@ -59,7 +53,9 @@ def test_two_groups_with_one_kind_get_distinct_root_fields_and_the_seed_sdl_is_u
             assert line in built.schema.as_str(), line
 
 
-def test_the_highest_version_is_served_and_seed_resources_keep_their_version() -> None:
+def test_the_preferred_version_is_served_and_seed_resources_keep_their_version() -> None:
+    """Discovery lists a group's preferred version first; that one is served over GraphQL
+    (every version stays reachable through the generic gRPC service)."""
     beta = _widget("a.example.com", "v1beta1")
     ga = _widget("a.example.com")
     doc_beta = crd_document("a.example.com", "Widget", "com.example.a", SPEC)
@@ -75,8 +71,8 @@ def test_the_highest_version_is_served_and_seed_resources_keep_their_version() -
     other_leases = Resource("coordination.k8s.io", "v1beta1", "Lease", "leases", "lease", True)
     built = schema_for_catalog(
         _catalog(
-            (beta, doc_beta),
             (ga, crd_document("a.example.com", "Widget", "com.example.a", SPEC)),
+            (beta, doc_beta),
             (other_leases, {}),
         )
     )
@@ -92,3 +88,29 @@ def test_a_kind_the_openapi_does_not_describe_is_left_out() -> None:
     built = schema_for_catalog(_catalog((undescribed, {"components": {"schemas": {}}})))
     assert len(built.registry) == len(REGISTRY)
     assert "  things(" not in built.schema.as_str()
+
+
+def test_a_rebuild_reuses_unchanged_classes_and_equals_a_fresh_build() -> None:
+    """Reusing the previous build's classes is invisible: the rebuilt schema prints exactly
+    as one built from nothing, after a CRD's schema changed and after a relation's target
+    kind appeared (Node.pods needs pods; a Node-only catalog has no such field)."""
+    a = _widget("a.example.com")
+    spec_v1 = crd_document("a.example.com", "Widget", "com.example.a", SPEC)
+    grown = {**SPEC, "properties": {**SPEC["properties"], "added": {"type": "boolean"}}}
+    spec_v2 = crd_document("a.example.com", "Widget", "com.example.a", grown)
+    first = schema_for_catalog(_catalog((a, spec_v1)))
+    second = schema_for_catalog(_catalog((a, spec_v2)), first)
+    assert second.schema.as_str() == schema_for_catalog(_catalog((a, spec_v2))).schema.as_str()
+    assert "added: Boolean" in second.schema.as_str()
+    reused = [k for k, b in second.built.items() if first.built.get(k) == b]
+    assert "io.k8s.api.core.v1.PodSpec" in reused  # an unchanged nested type kept its class
+    assert "com.example.a.v1.WidgetSpec" not in reused  # the changed one did not
+
+    # A seed type that gains a link field (ObjectReference.pod is there from the start;
+    # here the ReplicaSet kind appears and Pod gains `replicaSet`): never half-linked.
+    rs_doc = crd_document("apps", "ReplicaSet", "io.k8s.api.apps", {"type": "object"})
+    replicasets = Resource("apps", "v1", "ReplicaSet", "replicasets", "replicaset", True)
+    third = schema_for_catalog(_catalog((a, spec_v2), (replicasets, rs_doc)), second)
+    fresh = schema_for_catalog(_catalog((a, spec_v2), (replicasets, rs_doc)))
+    assert third.schema.as_str() == fresh.schema.as_str()
+    assert "replicaSet: ReplicaSet" in third.schema.as_str()
