@@ -1,9 +1,9 @@
 """The GraphQL schema: generated types, registry-built root fields, links, custom scalars.
 
 The seed resources' schema is built once (:func:`gateway_schema`, committed as the SDL).
-With discovery on, :func:`schema_for_catalog` builds the schema of a whole catalog: the seed kinds
-as they are, plus one version of every discovered resource (its group's preferred version), typed from
-the cluster's OpenAPI v3.
+With discovery on, :func:`schema_for_catalog` builds the schema of a whole catalog: the seed
+kinds as they are, plus one version of every discovered resource (its group's preferred
+version), typed from the cluster's OpenAPI v3.
 """
 
 from __future__ import annotations
