@@ -14,6 +14,7 @@ spec's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -35,7 +36,7 @@ from gateway.graphql._library import (
     strawberry_definition,
     subselection,
 )
-from gateway.graphql.objects import resolve_raw
+from gateway.graphql.objects import dict_resolver, resolve_raw
 
 Project = Callable[[Any], Any]
 
@@ -52,7 +53,12 @@ _PASSTHROUGH: dict[str, tuple[type, ...] | None] = {
     "IntOrString": (int, str),
     "Time": (str,),
     "MicroTime": (str,),
-    "Long": (int,),
+    "Long": (int,),  # and range-checked
+}
+#: The range of the integer scalars (GraphQL's ``Int`` is 32-bit, the gateway's ``Long`` 64).
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "Int": (-(2**31), 2**31 - 1),
+    "Long": (-(2**63), 2**63 - 1),
 }
 _NO_PLAN = object()
 
@@ -80,10 +86,11 @@ def _leaf(scalar: GraphQLScalarType) -> Project | None:
     serialize = scalar.serialize
     if ok is None:
         return None  # identity: the caller copies the value
-    if scalar.name == "Int":
+    if scalar.name in _INT_RANGES:
+        low, high = _INT_RANGES[scalar.name]
 
         def int_(value: Any) -> Any:
-            if type(value) is int and -(2**31) <= value < 2**31:
+            if type(value) is int and low <= value <= high:
                 return value
             try:
                 return serialize(value)
@@ -91,6 +98,17 @@ def _leaf(scalar: GraphQLScalarType) -> Project | None:
                 raise _Fallback from None
 
         return int_
+    if scalar.name == "Float":
+
+        def float_(value: Any) -> Any:
+            if type(value) is float and math.isfinite(value):
+                return value
+            try:
+                return serialize(value)
+            except Exception:
+                raise _Fallback from None
+
+        return float_
 
     def leaf(value: Any) -> Any:
         if type(value) in ok:
@@ -209,14 +227,23 @@ class ProjectingExecutor(CompletingExecutor):
             if not _is_plain(field) or node.arguments:
                 return None
             ft = field.type
-            if isinstance(ft, GraphQLScalarType) and ft.name in _PASSTHROUGH:
-                leaf = _leaf(ft)
-                steps.append((response_key, name, _LEAF if leaf else _COPY, leaf))
-                continue
-            sub_plan = self._compile(ft, sub)
-            if sub_plan is None:
+            python_name = _python_name(field)
+            if python_name is None:
                 return None
-            steps.append((response_key, name, _LEAF, sub_plan))
+            if isinstance(ft, GraphQLScalarType) and ft.name in _PASSTHROUGH:
+                fn = _leaf(ft)
+                how = _LEAF if fn else _COPY
+            else:
+                fn = self._compile(ft, sub)
+                if fn is None:
+                    return None
+                # A non-null field: its plan sees a null (and falls back on it).
+                how = _ALWAYS if isinstance(ft, GraphQLNonNull) else _LEAF
+            if python_name != name:
+                # The schema's resolver reads the Python name first (``continue_``).
+                steps.append((response_key, python_name, _READ, _then(how, fn)))
+            else:
+                steps.append((response_key, name, how, fn))
         frozen = tuple(steps)
 
         def project(value: Any) -> dict[str, Any]:
@@ -232,14 +259,41 @@ class ProjectingExecutor(CompletingExecutor):
                     out[response_key] = None if v is None else fn(v)  # type: ignore[misc]
                 elif how is _SELF:
                     out[response_key] = value
-                else:
+                elif how is _CONST:
                     out[response_key] = name
+                elif how is _ALWAYS:
+                    out[response_key] = fn(get(name))  # type: ignore[misc]
+                else:
+                    out[response_key] = fn(dict_resolver(value, name))  # type: ignore[misc]
             return out
 
         return project
 
 
-_COPY, _LEAF, _SELF, _CONST = 0, 1, 2, 3
+def _python_name(field: GraphQLField) -> str | None:
+    """The key the schema's default resolver reads for ``field``, or ``None`` when that is
+    not :func:`~gateway.graphql.objects.dict_resolver`."""
+    definition = strawberry_definition(field)
+    if getattr(definition, "default_resolver", None) is not dict_resolver:
+        return None
+    name = getattr(definition, "python_name", None)
+    return name if isinstance(name, str) else None
+
+
+def _then(how: int, fn: Project | None) -> Project:
+    """A step's completion of a value already read."""
+    if how == _COPY or fn is None:
+        return _identity
+    if how == _ALWAYS:
+        return fn
+
+    def leaf(value: Any) -> Any:
+        return None if value is None else fn(value)
+
+    return leaf
+
+
+_COPY, _LEAF, _SELF, _CONST, _ALWAYS, _READ = 0, 1, 2, 3, 4, 5
 
 
 def _large(value: Any) -> bool:
