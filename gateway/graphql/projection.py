@@ -14,6 +14,7 @@ spec's.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable
 from typing import Any, cast
@@ -28,7 +29,7 @@ from graphql import (
     GraphQLScalarType,
 )
 
-from gateway.core.gcpause import LARGE_LIST, pause_until_next_turn
+from gateway.core.gcpause import LARGE_LIST, held, pause_until_next_turn
 from gateway.graphql._library import (
     NOT_COMPLETED,
     CompletingExecutor,
@@ -121,11 +122,59 @@ def _leaf(scalar: GraphQLScalarType) -> Project | None:
     return leaf
 
 
+#: Items of a large list projected in one event-loop step (a few milliseconds of work).
+SLICE = 250
+
+
+class Plan:
+    """The compiled completion of one type under one selection.
+
+    Attributes:
+        run: completes a non-null value, or raises :class:`_Fallback`.
+        kind: ``"nonnull"``, ``"list"``, ``"leaf"`` or ``"object"``.
+        inner: the plan of the wrapped type (non-null) or of the items (list).
+        nullable_items: a list whose items may be null.
+        lists: an object's list-valued fields ``(response key, JSON key, plan)``, which a
+            large list may be completed in slices for (:meth:`ProjectingExecutor._sliced`).
+    """
+
+    __slots__ = ("_done", "_source", "inner", "kind", "lists", "nullable_items", "run")
+
+    def __init__(
+        self,
+        kind: str,
+        run: Project,
+        inner: Plan | None = None,
+        *,
+        nullable_items: bool = False,
+        lists: tuple[tuple[str, str, Plan], ...] = (),
+        source: tuple[str, Callable[[frozenset[str]], Callable[[Any, Any], Any]]] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.run = run
+        self.inner = inner
+        self.nullable_items = nullable_items
+        self.lists = lists
+        self._source = source
+        self._done: dict[frozenset[str], Callable[[Any, Any], Any]] = {}
+
+    def with_done(self, keys: frozenset[str]) -> Callable[[Any, Any], Any]:
+        """This object's projection taking the fields ``keys`` already completed:
+        ``f(value, done)`` with ``done[key]`` their values."""
+        fn = self._done.get(keys)
+        if fn is None:
+            assert self._source is not None
+            fn = self._done[keys] = self._source[1](keys)
+        return fn
+
+
 class ProjectingExecutor(CompletingExecutor):
     """A graphql-core executor that projects plain-data subtrees in one compiled step.
 
     Plans are cached per execution (each event of a subscription is one), keyed by the
-    identity of the collected field list, which graphql-core memoises.
+    identity of the collected field list, which graphql-core memoises.  A large list
+    (``LARGE_LIST`` items or more, or a list object with as many ``items``) is completed
+    in slices of :data:`SLICE` items, yielding to the event loop in between.
     """
 
     _plans: dict[tuple[int, int], Any]
@@ -135,19 +184,39 @@ class ProjectingExecutor(CompletingExecutor):
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
         if type(return_type) is GraphQLScalarType:
             return NOT_COMPLETED
-        if _large(result):
-            # First: any allocation may start a collection.  The decoded body is dropped
-            # when this step ends, so the collector need never traverse it.
-            pause_until_next_turn()
         plan = self._plan(return_type, fields)
+        if _large(result):
+            if plan is not None:
+                return self._sliced(plan, result)
+            # Completed the ordinary way in this step: the collector is held off until it
+            # ends, when the decoded body is dropped (it need never traverse it).
+            pause_until_next_turn()
+            return NOT_COMPLETED
         if plan is not None:
             try:
-                return plan(result)
+                return plan.run(result)
             except _Fallback:
                 pass
         return NOT_COMPLETED
 
-    def _plan(self, return_type: GraphQLOutputType, fdl: Fields) -> Project | None:
+    async def _sliced(self, plan: Plan, value: Any) -> Any:
+        """Complete a large value in slices, the collector held off across the slices.
+
+        Returns :data:`NOT_COMPLETED` when the value does not fit the plan: the executor
+        then completes all of it the ordinary way.
+        """
+        hold = held()
+        hold.__enter__()
+        try:
+            return await _in_slices(plan, value)
+        except _Fallback:
+            return NOT_COMPLETED
+        finally:
+            # Held until the current step ends, when the response is written and the
+            # decoded body dropped: turned on before, the collector would traverse it all.
+            asyncio.get_running_loop().call_soon(hold.__exit__, None, None, None)
+
+    def _plan(self, return_type: GraphQLOutputType, fdl: Fields) -> Plan | None:
         try:
             plans = self._plans
         except AttributeError:
@@ -166,63 +235,72 @@ class ProjectingExecutor(CompletingExecutor):
             # Keep fdl alive with its plan so that its id cannot be reused.
             plans[key] = plan
             plans[(id(fdl), 0)] = fdl
-        return cast("Project | None", plan)
+        return cast("Plan | None", plan)
 
-    def _compile(self, t: GraphQLOutputType, fdl: Fields) -> Project | None:
+    def _compile(self, t: GraphQLOutputType, fdl: Fields) -> Plan | None:
         if isinstance(t, GraphQLNonNull):
             inner = self._compile(t.of_type, fdl)
             if inner is None:
                 return None
+            run_inner = inner.run
 
             def non_null(value: Any) -> Any:
                 if value is None:
                     raise _Fallback
-                out = inner(value)
+                out = run_inner(value)
                 if out is None:
                     raise _Fallback
                 return out
 
-            return non_null
+            return Plan("nonnull", non_null, inner)
         if isinstance(t, GraphQLList):
             item = self._compile(t.of_type, fdl)
             if item is None:
                 return None
-            nullable_item = not isinstance(t.of_type, GraphQLNonNull)
+            nullable_items = not isinstance(t.of_type, GraphQLNonNull)
+            run_item = item.run
 
-            def list_(value: Any) -> Any:
-                if type(value) is not list:
-                    raise _Fallback
-                if nullable_item:
-                    return [None if v is None else item(v) for v in value]
-                return [item(v) for v in value]
+            if nullable_items:
 
-            return list_
+                def list_(value: Any) -> Any:
+                    if type(value) is not list:
+                        raise _Fallback
+                    return [None if v is None else run_item(v) for v in value]
+
+            else:
+
+                def list_(value: Any) -> Any:
+                    if type(value) is not list:
+                        raise _Fallback
+                    return [run_item(v) for v in value]
+
+            return Plan("list", list_, item, nullable_items=nullable_items)
         if isinstance(t, GraphQLScalarType):
-            leaf = _leaf(t)
-            if leaf is None and t.name not in _PASSTHROUGH:
+            if t.name not in _PASSTHROUGH:
                 return None
-            return leaf if leaf is not None else _identity
+            return Plan("leaf", _leaf(t) or _identity)
         if isinstance(t, GraphQLEnumType) or not isinstance(t, GraphQLObjectType):
             return None
         if t.name not in self.data_types:
             return None
         return self._compile_object(t, fdl)
 
-    def _compile_object(self, t: GraphQLObjectType, fdl: Fields) -> Project | None:
+    def _compile_object(self, t: GraphQLObjectType, fdl: Fields) -> Plan | None:
         selected = subselection(self, t, fdl)
         if selected is None:
             return None
-        steps: list[tuple[str, str, int, Project | None]] = []
+        steps: list[_Step] = []
+        lists: list[tuple[str, str, Plan]] = []
         for response_key, (node, sub) in selected.items():
             name = node.name.value
             if name == "__typename":
-                steps.append((response_key, t.name, _CONST, None))
+                steps.append(_Step(response_key, _CONST, t.name))
                 continue
             field = t.fields.get(name)
             if field is None:
                 return None
             if _is_raw(field):
-                steps.append((response_key, "", _SELF, None))
+                steps.append(_Step(response_key, _SELF, ""))
                 continue
             if not _is_plain(field) or node.arguments:
                 return None
@@ -230,44 +308,145 @@ class ProjectingExecutor(CompletingExecutor):
             python_name = _python_name(field)
             if python_name is None:
                 return None
-            if isinstance(ft, GraphQLScalarType) and ft.name in _PASSTHROUGH:
+            check: str | None = None
+            if isinstance(ft, GraphQLScalarType):
+                if ft.name not in _PASSTHROUGH:
+                    return None
                 fn = _leaf(ft)
                 how = _LEAF if fn else _COPY
+                check = _CHECKS.get(ft.name)
             else:
-                fn = self._compile(ft, sub)
-                if fn is None:
+                plan = self._compile(ft, sub)
+                if plan is None:
                     return None
+                fn = plan.run
                 # A non-null field: its plan sees a null (and falls back on it).
                 how = _ALWAYS if isinstance(ft, GraphQLNonNull) else _LEAF
+                if python_name == name and plan.kind in ("list", "nonnull"):
+                    lists.append((response_key, name, plan))
             if python_name != name:
                 # The schema's resolver reads the Python name first (``continue_``).
-                steps.append((response_key, python_name, _READ, _then(how, fn)))
+                steps.append(_Step(response_key, _READ, python_name, _then(how, fn)))
             else:
-                steps.append((response_key, name, how, fn))
+                steps.append(_Step(response_key, how, name, fn, check))
         frozen = tuple(steps)
 
-        def project(value: Any) -> dict[str, Any]:
-            if type(value) is not dict:
-                raise _Fallback
-            out: dict[str, Any] = {}
-            get = value.get
-            for response_key, name, how, fn in frozen:
-                if how is _COPY:
-                    out[response_key] = get(name)
-                elif how is _LEAF:
-                    v = get(name)
-                    out[response_key] = None if v is None else fn(v)  # type: ignore[misc]
-                elif how is _SELF:
-                    out[response_key] = value
-                elif how is _CONST:
-                    out[response_key] = name
-                elif how is _ALWAYS:
-                    out[response_key] = fn(get(name))  # type: ignore[misc]
-                else:
-                    out[response_key] = fn(dict_resolver(value, name))  # type: ignore[misc]
-            return out
+        def source(done: frozenset[str]) -> Callable[[Any, Any], Any]:
+            return cast("Callable[[Any, Any], Any]", _generate(t.name, frozen, done))
 
-        return project
+        run = _generate(t.name, frozen, frozenset())
+        return Plan("object", run, lists=tuple(lists), source=(t.name, source))
+
+
+async def _in_slices(plan: Plan, value: Any) -> Any:
+    """``plan.run(value)``, a large list in it completed :data:`SLICE` items per step."""
+    if plan.kind == "nonnull":
+        assert plan.inner is not None
+        if value is None:
+            raise _Fallback
+        out = await _in_slices(plan.inner, value)
+        if out is None:
+            raise _Fallback
+        return out
+    if plan.kind == "list" and type(value) is list and len(value) > SLICE:
+        assert plan.inner is not None
+        item = plan.inner.run
+        items: list[Any] = []
+        for start in range(0, len(value), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            chunk = value[start : start + SLICE]
+            if plan.nullable_items:
+                items += [None if v is None else item(v) for v in chunk]
+            else:
+                items += [item(v) for v in chunk]
+        return items
+    if plan.kind == "object" and type(value) is dict:
+        done: dict[str, Any] = {}
+        for response_key, name, inner in plan.lists:
+            v = value.get(name)
+            if type(v) is list and len(v) >= LARGE_LIST:
+                done[response_key] = await _in_slices(inner, v)
+        if done:
+            return plan.with_done(frozenset(done))(value, done)
+    return plan.run(value)
+
+
+_COPY, _LEAF, _SELF, _CONST, _ALWAYS, _READ = 0, 1, 2, 3, 4, 5
+
+#: For a leaf scalar, the test (on ``v``, not null) that sends a value to its serialiser:
+#: a value failing none is its own serialisation.
+_CHECKS: dict[str, str] = {
+    "String": "type({v}) is not str",
+    "ID": "type({v}) is not str",
+    "Boolean": "type({v}) is not bool",
+    "Int": "type({v}) is not int or not -2147483648 <= {v} <= 2147483647",
+    "Long": "type({v}) is not int or not -9223372036854775808 <= {v} <= 9223372036854775807",
+    "Float": "type({v}) is not float or not isfinite({v})",
+    "Quantity": "type({v}) is not str",
+    "IntOrString": "type({v}) is not str and type({v}) is not int",
+    "Time": "type({v}) is not str",
+    "MicroTime": "type({v}) is not str",
+}
+
+
+class _Step:
+    """One response key of an object: how its value is computed."""
+
+    __slots__ = ("check", "fn", "how", "key", "name")
+
+    def __init__(
+        self, key: str, how: int, name: str, fn: Project | None = None, check: str | None = None
+    ) -> None:
+        self.key, self.how, self.name, self.fn, self.check = key, how, name, fn, check
+
+
+def _generate(type_name: str, steps: tuple[_Step, ...], done: frozenset[str]) -> Any:
+    """The projection of an object as one generated function (no loop over the steps, no
+    call for a well-formed leaf).  With ``done``, it takes ``(value, done)`` and reads those
+    response keys from ``done``."""
+    env: dict[str, Any] = {
+        "_Fallback": _Fallback,
+        "isfinite": math.isfinite,
+        "dict_resolver": dict_resolver,
+    }
+    head = "value, done" if done else "value"
+    lines = [
+        f"def project({head}):",
+        "    if type(value) is not dict:",
+        "        raise _Fallback",
+        "    get = value.get",
+    ]
+    values: list[str] = []
+    for i, step in enumerate(steps):
+        v = f"v{i}"
+        fn = f"f{i}"
+        env[fn] = step.fn
+        key, name = repr(step.key), repr(step.name)
+        if step.key in done:
+            lines.append(f"    {v} = done[{key}]")
+        elif step.how == _COPY:
+            lines.append(f"    {v} = get({name})")
+        elif step.how == _LEAF:
+            lines.append(f"    {v} = get({name})")
+            if step.check is not None:
+                lines.append(f"    if {v} is not None and ({step.check.format(v=v)}):")
+            else:
+                lines.append(f"    if {v} is not None:")
+            lines.append(f"        {v} = {fn}({v})")
+        elif step.how == _ALWAYS:
+            lines.append(f"    {v} = {fn}(get({name}))")
+        elif step.how == _READ:
+            lines.append(f"    {v} = {fn}(dict_resolver(value, {name}))")
+        elif step.how == _SELF:
+            lines.append(f"    {v} = value")
+        else:
+            lines.append(f"    {v} = {name}")
+        values.append(f"{key}: {v}")
+    lines.append("    return {" + ", ".join(values) + "}")
+    code = "\n".join(lines) + "\n"
+    exec(compile(code, f"<projection of {type_name}>", "exec"), env)
+    return env["project"]
 
 
 def _python_name(field: GraphQLField) -> str | None:
@@ -291,9 +470,6 @@ def _then(how: int, fn: Project | None) -> Project:
         return None if value is None else fn(value)
 
     return leaf
-
-
-_COPY, _LEAF, _SELF, _CONST, _ALWAYS, _READ = 0, 1, 2, 3, 4, 5
 
 
 def _large(value: Any) -> bool:
