@@ -110,6 +110,8 @@ def _setup() -> tuple[GraphQLSchema, Engine]:
             "strictPod": GraphQLField(GraphQLNonNull(pod), resolve=_from_root("pod")),
             "pods": GraphQLField(pod_list, resolve=_from_root_async("list")),
             "podsSync": GraphQLField(pod_list, resolve=_from_root("list")),
+            # a value only the execution holds, as a decoded upstream body is
+            "podsFresh": GraphQLField(pod_list, resolve=lambda root, _info: root["fresh"]()),
             "items": GraphQLField(GraphQLList(pod), resolve=_from_root("items")),
             "strictItems": GraphQLField(
                 GraphQLNonNull(GraphQLList(GraphQLNonNull(pod))), resolve=_from_root_async("items")
@@ -557,3 +559,27 @@ async def test_a_large_list_is_completed_in_slices_other_tasks_running_between()
     assert collector[:3] == [False, False, False]
     await asyncio.sleep(0)
     assert gc.isenabled()
+
+
+async def test_a_large_list_nothing_else_holds_is_freed_in_slices() -> None:
+    schema, engine = _setup()
+
+    def body() -> dict[str, Any]:
+        return {"items": [{"metadata": {"name": f"p{i}"}} for i in range(SLICE * 4)]}
+
+    result = execute(
+        schema,
+        parse("{ podsFresh { items { metadata { name } } } }"),
+        root_value={"fresh": body},
+        executor_class=engine.executor_class,
+    )
+    assert asyncio.iscoroutine(result)
+    done = await result
+    assert done.errors is None and done.data is not None
+    assert len(done.data["podsFresh"]["items"]) == SLICE * 4
+    # The body is freed a slice per step, the collector held off until it is gone.
+    turns = 0
+    while not gc.isenabled():
+        turns += 1
+        await asyncio.sleep(0)
+    assert turns >= 3
