@@ -4,12 +4,24 @@ A stock GraphQL execution calls a resolver and a completion step for every field
 object: for a list of 5,000 pods selecting 15 fields that is most of a second of Python
 (README, "Architecture").  The generated Kubernetes types are plain data (every field is its
 JSON key), so when a selection below a field touches only such fields, the result is a
-projection of the upstream dict, computed here by a plan compiled once per selection.
+projection of the upstream dict, computed here by a plan compiled once per selection: one
+generated function per object type and selection, which reads each key, passes a
+well-formed leaf through without a call and sends anything else to the scalar's own
+serialiser.
 
 The plan is used only when it is exactly equivalent: any field with its own resolver
-(links, ``raw`` excepted), an abstract type, ``@defer``, or a value of the wrong shape makes
-the executor complete that value the ordinary way, so errors and partial data are the
-spec's.
+(links, ``raw`` excepted), an abstract type, ``@defer``, or a value the serialiser would
+change or refuse (a null where the schema says non-null, a wrong shape, an ``Int`` out of
+range) makes the executor complete that value the ordinary way, so errors and partial data
+are the spec's.  ``tests/graphql/test_projection_differential.py`` holds the two to the same
+data, errors and bytes on generated queries and damaged data.
+
+A large list (``LARGE_LIST`` items or more) is completed :data:`SLICE` items per event-loop
+step, so that other callers are served in between, and its decoded body is freed the same
+way once nothing else holds it; the cyclic collector stays off from the first slice until
+the body is gone (:mod:`gateway.core.gcpause`).  Like any asynchronous resolver, such a list
+lets the other fields of its operation complete meanwhile: the errors of fields completing
+concurrently may come in another order than a synchronous completion would give.
 """
 
 from __future__ import annotations
