@@ -40,6 +40,7 @@ from graphql import (
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLScalarType,
+    Undefined,
 )
 
 from gateway.core.gcpause import LARGE_LIST, held, pause_until_next_turn
@@ -97,19 +98,16 @@ def _leaf(scalar: GraphQLScalarType) -> Project | None:
     if scalar.name not in _PASSTHROUGH:
         return None
     ok = _PASSTHROUGH[scalar.name]
-    serialize = scalar.serialize
     if ok is None:
         return None  # identity: the caller copies the value
+    serialize = _serializer(scalar)
     if scalar.name in _INT_RANGES:
         low, high = _INT_RANGES[scalar.name]
 
         def int_(value: Any) -> Any:
             if type(value) is int and low <= value <= high:
                 return value
-            try:
-                return serialize(value)
-            except Exception:
-                raise _Fallback from None
+            return serialize(value)
 
         return int_
     if scalar.name == "Float":
@@ -117,22 +115,33 @@ def _leaf(scalar: GraphQLScalarType) -> Project | None:
         def float_(value: Any) -> Any:
             if type(value) is float and math.isfinite(value):
                 return value
-            try:
-                return serialize(value)
-            except Exception:
-                raise _Fallback from None
+            return serialize(value)
 
         return float_
 
     def leaf(value: Any) -> Any:
         if type(value) in ok:
             return value
-        try:
-            return serialize(value)
-        except Exception:
-            raise _Fallback from None
+        return serialize(value)
 
     return leaf
+
+
+def _serializer(scalar: GraphQLScalarType) -> Project:
+    """The scalar's serialiser where graphql-core would accept its result; anything else
+    (an error, or null: graphql-core reports it) falls back."""
+    serialize = scalar.serialize
+
+    def run(value: Any) -> Any:
+        try:
+            out = serialize(value)
+        except Exception:
+            raise _Fallback from None
+        if out is None or out is Undefined:
+            raise _Fallback
+        return out
+
+    return run
 
 
 #: Items of a large list projected in one event-loop step (a few milliseconds of work).
@@ -437,8 +446,10 @@ _CHECKS: dict[str, str] = {
     "String": "type({v}) is not str",
     "ID": "type({v}) is not str",
     "Boolean": "type({v}) is not bool",
-    "Int": "type({v}) is not int or not -2147483648 <= {v} <= 2147483647",
-    "Long": "type({v}) is not int or not -9223372036854775808 <= {v} <= 9223372036854775807",
+    **{
+        name: f"type({{v}}) is not int or not {low} <= {{v}} <= {high}"
+        for name, (low, high) in _INT_RANGES.items()
+    },
     "Float": "type({v}) is not float or not isfinite({v})",
     "Quantity": "type({v}) is not str",
     "IntOrString": "type({v}) is not str and type({v}) is not int",
