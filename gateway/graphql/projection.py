@@ -160,7 +160,7 @@ class Plan:
             large list may be completed in slices for (:meth:`ProjectingExecutor._sliced`).
     """
 
-    __slots__ = ("_done", "_source", "inner", "kind", "lists", "nullable_items", "run")
+    __slots__ = ("_done", "_source", "inner", "kind", "lists", "nullable_items", "run", "steps")
 
     def __init__(
         self,
@@ -171,6 +171,7 @@ class Plan:
         nullable_items: bool = False,
         lists: tuple[tuple[str, str, Plan], ...] = (),
         source: tuple[str, Callable[[frozenset[str]], Callable[[Any, Any], Any]]] | None = None,
+        steps: tuple[_Step, ...] | None = None,
     ) -> None:
         self.kind = kind
         self.run = run
@@ -178,6 +179,8 @@ class Plan:
         self.nullable_items = nullable_items
         self.lists = lists
         self._source = source
+        #: An object's steps (for the generated code of a parent object).
+        self.steps = steps
         self._done: dict[frozenset[str], Callable[[Any, Any], Any]] = {}
 
     def with_done(self, keys: frozenset[str]) -> Callable[[Any, Any], Any]:
@@ -336,6 +339,7 @@ class ProjectingExecutor(CompletingExecutor):
             if python_name is None:
                 return None
             check: str | None = None
+            plan = None
             if isinstance(ft, GraphQLScalarType):
                 if ft.name not in _PASSTHROUGH:
                     return None
@@ -355,14 +359,19 @@ class ProjectingExecutor(CompletingExecutor):
                 # The schema's resolver reads the Python name first (``continue_``).
                 steps.append(_Step(response_key, _READ, python_name, _then(how, fn)))
             else:
-                steps.append(_Step(response_key, how, name, fn, check))
+                inline = (
+                    plan.steps
+                    if plan is not None and how == _LEAF and plan.kind == "object"
+                    else None
+                )
+                steps.append(_Step(response_key, how, name, fn, check, inline))
         frozen = tuple(steps)
 
         def source(done: frozenset[str]) -> Callable[[Any, Any], Any]:
             return cast("Callable[[Any, Any], Any]", _generate(t.name, frozen, done))
 
         run = _generate(t.name, frozen, frozenset())
-        return Plan("object", run, lists=tuple(lists), source=(t.name, source))
+        return Plan("object", run, lists=tuple(lists), source=(t.name, source), steps=frozen)
 
 
 #: The tasks freeing large values (a task is only weakly referenced by the event loop).
@@ -461,60 +470,95 @@ _CHECKS: dict[str, str] = {
 class _Step:
     """One response key of an object: how its value is computed."""
 
-    __slots__ = ("check", "fn", "how", "key", "name")
+    __slots__ = ("check", "fn", "how", "key", "name", "sub")
 
-    def __init__(
-        self, key: str, how: int, name: str, fn: Project | None = None, check: str | None = None
+    def __init__(  # noqa: PLR0917
+        self,
+        key: str,
+        how: int,
+        name: str,
+        fn: Project | None = None,
+        check: str | None = None,
+        sub: tuple[_Step, ...] | None = None,
     ) -> None:
         self.key, self.how, self.name, self.fn, self.check = key, how, name, fn, check
+        #: The steps of a nested object's projection, generated inline in its parent's.
+        self.sub = sub
+
+
+#: Nested objects generated inline in their parent's function, at most this deep.
+_INLINE_DEPTH = 3
 
 
 def _generate(type_name: str, steps: tuple[_Step, ...], done: frozenset[str]) -> Any:
-    """The projection of an object as one generated function (no loop over the steps, no
-    call for a well-formed leaf).  With ``done``, it takes ``(value, done)`` and reads those
-    response keys from ``done``."""
+    """The projection of an object as one generated function: no loop over the steps, no
+    call for a well-formed leaf, nested objects inline.  With ``done``, it takes
+    ``(value, done)`` and reads those response keys from ``done``."""
     env: dict[str, Any] = {
         "_Fallback": _Fallback,
         "isfinite": math.isfinite,
         "dict_resolver": dict_resolver,
     }
     head = "value, done" if done else "value"
-    lines = [
-        f"def project({head}):",
-        "    if type(value) is not dict:",
-        "        raise _Fallback",
-        "    get = value.get",
-    ]
-    values: list[str] = []
-    for i, step in enumerate(steps):
-        v = f"v{i}"
-        fn = f"f{i}"
-        env[fn] = step.fn
-        key, name = repr(step.key), repr(step.name)
-        if step.key in done:
-            lines.append(f"    {v} = done[{key}]")
-        elif step.how == _COPY:
-            lines.append(f"    {v} = get({name})")
-        elif step.how == _LEAF:
-            lines.append(f"    {v} = get({name})")
-            if step.check is not None:
-                lines.append(f"    if {v} is not None and ({step.check.format(v=v)}):")
-            else:
-                lines.append(f"    if {v} is not None:")
-            lines.append(f"        {v} = {fn}({v})")
-        elif step.how == _ALWAYS:
-            lines.append(f"    {v} = {fn}(get({name}))")
-        elif step.how == _READ:
-            lines.append(f"    {v} = {fn}(dict_resolver(value, {name}))")
-        elif step.how == _SELF:
-            lines.append(f"    {v} = value")
-        else:
-            lines.append(f"    {v} = {name}")
-        values.append(f"{key}: {v}")
-    lines.append("    return {" + ", ".join(values) + "}")
+    lines = [f"def project({head}):"]
+    result = _emit(steps, "value", "v", 1, env, lines, done)
+    lines.append(f"    return {result}")
     code = "\n".join(lines) + "\n"
     exec(compile(code, f"<projection of {type_name}>", "exec"), env)
     return env["project"]
+
+
+def _emit(  # noqa: PLR0917
+    steps: tuple[_Step, ...],
+    src: str,
+    prefix: str,
+    depth: int,
+    env: dict[str, Any],
+    lines: list[str],
+    done: frozenset[str] = frozenset(),
+) -> str:
+    """Append the code projecting the dict in variable ``src``; return the expression of
+    the result (a dict display of the variables the code sets)."""
+    pad = "    " * depth
+    get = f"g_{prefix}"
+    lines += [
+        f"{pad}if type({src}) is not dict:",
+        f"{pad}    raise _Fallback",
+        f"{pad}{get} = {src}.get",
+    ]
+    values: list[str] = []
+    for i, step in enumerate(steps):
+        v = f"{prefix}_{i}"
+        fn = f"f_{v}"
+        env[fn] = step.fn
+        key, name = repr(step.key), repr(step.name)
+        if step.key in done:
+            lines.append(f"{pad}{v} = done[{key}]")
+        elif step.how == _COPY:
+            lines.append(f"{pad}{v} = {get}({name})")
+        elif step.how == _LEAF:
+            lines.append(f"{pad}{v} = {get}({name})")
+            if step.sub is not None and depth < _INLINE_DEPTH:
+                lines.append(f"{pad}if {v} is not None:")
+                inner = _emit(step.sub, v, v, depth + 1, env, lines)
+                lines.append(f"{pad}    {v} = {inner}")
+                values.append(f"{key}: {v}")
+                continue
+            if step.check is not None:
+                lines.append(f"{pad}if {v} is not None and ({step.check.format(v=v)}):")
+            else:
+                lines.append(f"{pad}if {v} is not None:")
+            lines.append(f"{pad}    {v} = {fn}({v})")
+        elif step.how == _ALWAYS:
+            lines.append(f"{pad}{v} = {fn}({get}({name}))")
+        elif step.how == _READ:
+            lines.append(f"{pad}{v} = {fn}(dict_resolver({src}, {name}))")
+        elif step.how == _SELF:
+            lines.append(f"{pad}{v} = {src}")
+        else:
+            lines.append(f"{pad}{v} = {name}")
+        values.append(f"{key}: {v}")
+    return "{" + ", ".join(values) + "}"
 
 
 def _python_name(field: GraphQLField) -> str | None:
