@@ -127,4 +127,14 @@ def pause_until_next_turn() -> None:
     except RuntimeError:
         return
     gc.disable()
-    loop.call_soon(gc.enable)
+    loop.call_soon(_resume)
+
+
+def _resume() -> None:
+    """The end of a :func:`pause_until_next_turn`: the collector back on, unless a
+    :func:`held` block began meanwhile (it found the collector off, so it did not take it
+    over): then the last holder turns it on when its block ends."""
+    if _Hold.holders:
+        _Hold.ours = True
+    else:
+        gc.enable()

@@ -34,6 +34,8 @@ that changes one fails there first.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
+from types import CoroutineType
 from typing import Any, Final
 
 import strawberry
@@ -101,7 +103,8 @@ class CompletingExecutor(Executor[Any]):
 
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
         """The completed value of ``result``, or :data:`NOT_COMPLETED` to let graphql-core
-        complete it (the default).  Only called for a non-null ``result``."""
+        complete it (the default), or a coroutine resolving to either (the value is then
+        completed over several event-loop steps).  Only called for a non-null ``result``."""
         return NOT_COMPLETED
 
     def complete_value(  # noqa: PLR0917
@@ -116,10 +119,36 @@ class CompletingExecutor(Executor[Any]):
         if result is not None:
             done = self.complete_directly(return_type, field_details_list, result)
             if done is not NOT_COMPLETED:
+                if type(done) is CoroutineType:
+                    return self._complete_later(
+                        done, return_type, field_details_list, info, path, result, position_context
+                    )
                 return done
         return super().complete_value(
             return_type, field_details_list, info, path, result, position_context
         )
+
+    async def _complete_later(  # noqa: PLR0917
+        self,
+        later: Coroutine[Any, Any, Any],
+        return_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        info: GraphQLResolveInfo[Any],
+        path: Path,
+        result: Any,
+        position_context: Any,
+    ) -> Any:
+        """Await what :meth:`complete_directly` completes over several steps; when that is
+        :data:`NOT_COMPLETED`, let graphql-core complete ``result``.  graphql-core awaits an
+        awaitable ``complete_value`` wherever it completes a value (a field, a list item)."""
+        done = await later
+        if done is NOT_COMPLETED:
+            done = super().complete_value(
+                return_type, field_details_list, info, path, result, position_context
+            )
+            if self.is_awaitable(done):
+                done = await done
+        return done
 
     def build_per_event_executor(self, payload: Any) -> Executor[Any]:
         executor = super().build_per_event_executor(payload)

@@ -4,16 +4,31 @@ A stock GraphQL execution calls a resolver and a completion step for every field
 object: for a list of 5,000 pods selecting 15 fields that is most of a second of Python
 (README, "Architecture").  The generated Kubernetes types are plain data (every field is its
 JSON key), so when a selection below a field touches only such fields, the result is a
-projection of the upstream dict, computed here by a plan compiled once per selection.
+projection of the upstream dict, computed here by a plan compiled once per selection: one
+generated function per object type and selection, which reads each key, passes a
+well-formed leaf through without a call and sends anything else to the scalar's own
+serialiser.
 
 The plan is used only when it is exactly equivalent: any field with its own resolver
-(links, ``raw`` excepted), an abstract type, ``@defer``, or a value of the wrong shape makes
-the executor complete that value the ordinary way, so errors and partial data are the
-spec's.
+(links, ``raw`` excepted), an abstract type, ``@defer``, or a value the serialiser would
+change or refuse (a null where the schema says non-null, a wrong shape, an ``Int`` out of
+range) makes the executor complete that value the ordinary way, so errors and partial data
+are the spec's.  ``tests/graphql/test_projection_differential.py`` holds the two to the same
+data, errors and bytes on generated queries and damaged data.
+
+A large list (``LARGE_LIST`` items or more) is completed :data:`SLICE` items per event-loop
+step, so that other callers are served in between, and its decoded body is freed the same
+way once nothing else holds it; the cyclic collector stays off from the first slice until
+the body is gone (:mod:`gateway.core.gcpause`).  Like any asynchronous resolver, such a list
+lets the other fields of its operation complete meanwhile: the errors of fields completing
+concurrently may come in another order than a synchronous completion would give.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -25,9 +40,10 @@ from graphql import (
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLScalarType,
+    Undefined,
 )
 
-from gateway.core.gcpause import LARGE_LIST, pause_until_next_turn
+from gateway.core.gcpause import LARGE_LIST, held, pause_until_next_turn
 from gateway.graphql._library import (
     NOT_COMPLETED,
     CompletingExecutor,
@@ -35,7 +51,7 @@ from gateway.graphql._library import (
     strawberry_definition,
     subselection,
 )
-from gateway.graphql.objects import resolve_raw
+from gateway.graphql.objects import dict_resolver, resolve_raw
 
 Project = Callable[[Any], Any]
 
@@ -52,7 +68,12 @@ _PASSTHROUGH: dict[str, tuple[type, ...] | None] = {
     "IntOrString": (int, str),
     "Time": (str,),
     "MicroTime": (str,),
-    "Long": (int,),
+    "Long": (int,),  # and range-checked
+}
+#: The range of the integer scalars (GraphQL's ``Int`` is 32-bit, the gateway's ``Long`` 64).
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "Int": (-(2**31), 2**31 - 1),
+    "Long": (-(2**63), 2**63 - 1),
 }
 _NO_PLAN = object()
 
@@ -77,37 +98,108 @@ def _leaf(scalar: GraphQLScalarType) -> Project | None:
     if scalar.name not in _PASSTHROUGH:
         return None
     ok = _PASSTHROUGH[scalar.name]
-    serialize = scalar.serialize
     if ok is None:
         return None  # identity: the caller copies the value
-    if scalar.name == "Int":
+    serialize = _serializer(scalar)
+    if scalar.name in _INT_RANGES:
+        low, high = _INT_RANGES[scalar.name]
 
         def int_(value: Any) -> Any:
-            if type(value) is int and -(2**31) <= value < 2**31:
+            if type(value) is int and low <= value <= high:
                 return value
-            try:
-                return serialize(value)
-            except Exception:
-                raise _Fallback from None
+            return serialize(value)
 
         return int_
+    if scalar.name == "Float":
+
+        def float_(value: Any) -> Any:
+            if type(value) is float and math.isfinite(value):
+                return value
+            return serialize(value)
+
+        return float_
 
     def leaf(value: Any) -> Any:
         if type(value) in ok:
             return value
-        try:
-            return serialize(value)
-        except Exception:
-            raise _Fallback from None
+        return serialize(value)
 
     return leaf
+
+
+def _serializer(scalar: GraphQLScalarType) -> Project:
+    """The scalar's serialiser where graphql-core would accept its result; anything else
+    (an error, or null: graphql-core reports it) falls back."""
+    serialize = scalar.serialize
+
+    def run(value: Any) -> Any:
+        try:
+            out = serialize(value)
+        except Exception:
+            raise _Fallback from None
+        if out is None or out is Undefined:
+            raise _Fallback
+        return out
+
+    return run
+
+
+#: Items of a large list projected in one event-loop step (a few milliseconds of work).
+SLICE = 250
+
+
+class Plan:
+    """The compiled completion of one type under one selection.
+
+    Attributes:
+        run: completes a non-null value, or raises :class:`_Fallback`.
+        kind: ``"nonnull"``, ``"list"``, ``"leaf"`` or ``"object"``.
+        inner: the plan of the wrapped type (non-null) or of the items (list).
+        nullable_items: a list whose items may be null.
+        lists: an object's list-valued fields ``(response key, JSON key, plan)``, which a
+            large list may be completed in slices for (:meth:`ProjectingExecutor._sliced`).
+    """
+
+    __slots__ = ("_done", "_source", "inner", "kind", "lists", "nullable_items", "run", "steps")
+
+    def __init__(
+        self,
+        kind: str,
+        run: Project,
+        inner: Plan | None = None,
+        *,
+        nullable_items: bool = False,
+        lists: tuple[tuple[str, str, Plan], ...] = (),
+        source: tuple[str, Callable[[frozenset[str]], Callable[[Any, Any], Any]]] | None = None,
+        steps: tuple[_Step, ...] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.run = run
+        self.inner = inner
+        self.nullable_items = nullable_items
+        self.lists = lists
+        self._source = source
+        #: An object's steps (for the generated code of a parent object).
+        self.steps = steps
+        self._done: dict[frozenset[str], Callable[[Any, Any], Any]] = {}
+
+    def with_done(self, keys: frozenset[str]) -> Callable[[Any, Any], Any]:
+        """This object's projection taking the fields ``keys`` already completed:
+        ``f(value, done)`` with ``done[key]`` their values."""
+        fn = self._done.get(keys)
+        if fn is None:
+            assert self._source is not None
+            fn = self._done[keys] = self._source[1](keys)
+        return fn
 
 
 class ProjectingExecutor(CompletingExecutor):
     """A graphql-core executor that projects plain-data subtrees in one compiled step.
 
     Plans are cached per execution (each event of a subscription is one), keyed by the
-    identity of the collected field list, which graphql-core memoises.
+    identity of the collected field list, which graphql-core memoises.  A large list
+    (``LARGE_LIST`` items or more, or a list object with as many ``items``) is completed
+    in slices of :data:`SLICE` items, yielding to the event loop in between.
     """
 
     _plans: dict[tuple[int, int], Any]
@@ -117,19 +209,44 @@ class ProjectingExecutor(CompletingExecutor):
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
         if type(return_type) is GraphQLScalarType:
             return NOT_COMPLETED
-        if _large(result):
-            # First: any allocation may start a collection.  The decoded body is dropped
-            # when this step ends, so the collector need never traverse it.
-            pause_until_next_turn()
         plan = self._plan(return_type, fields)
+        if _large(result):
+            if plan is not None:
+                return self._sliced(plan, result)
+            # Completed the ordinary way in this step: the collector is held off until it
+            # ends, when the decoded body is dropped (it need never traverse it).
+            pause_until_next_turn()
+            return NOT_COMPLETED
         if plan is not None:
             try:
-                return plan(result)
+                return plan.run(result)
             except _Fallback:
                 pass
         return NOT_COMPLETED
 
-    def _plan(self, return_type: GraphQLOutputType, fdl: Fields) -> Project | None:
+    async def _sliced(self, plan: Plan, value: Any) -> Any:
+        """Complete a large value in slices, the collector held off across the slices.
+
+        Returns :data:`NOT_COMPLETED` when the value does not fit the plan: the executor
+        then completes all of it the ordinary way.
+        """
+        hold = held()
+        hold.__enter__()
+        loop = asyncio.get_running_loop()
+        try:
+            done = await _in_slices(plan, value)
+        except BaseException as exc:
+            # Held until the current step ends, when the value is completed the ordinary
+            # way (or the error handled) and dropped: turned on before, the collector
+            # would traverse all of it.
+            loop.call_soon(hold.__exit__, None, None, None)
+            if isinstance(exc, _Fallback):
+                return NOT_COMPLETED
+            raise
+        _free_later(loop, value, hold)
+        return done
+
+    def _plan(self, return_type: GraphQLOutputType, fdl: Fields) -> Plan | None:
         try:
             plans = self._plans
         except AttributeError:
@@ -148,98 +265,323 @@ class ProjectingExecutor(CompletingExecutor):
             # Keep fdl alive with its plan so that its id cannot be reused.
             plans[key] = plan
             plans[(id(fdl), 0)] = fdl
-        return cast("Project | None", plan)
+        return cast("Plan | None", plan)
 
-    def _compile(self, t: GraphQLOutputType, fdl: Fields) -> Project | None:
+    def _compile(self, t: GraphQLOutputType, fdl: Fields) -> Plan | None:
         if isinstance(t, GraphQLNonNull):
             inner = self._compile(t.of_type, fdl)
             if inner is None:
                 return None
+            run_inner = inner.run
 
             def non_null(value: Any) -> Any:
                 if value is None:
                     raise _Fallback
-                out = inner(value)
+                out = run_inner(value)
                 if out is None:
                     raise _Fallback
                 return out
 
-            return non_null
+            return Plan("nonnull", non_null, inner)
         if isinstance(t, GraphQLList):
             item = self._compile(t.of_type, fdl)
             if item is None:
                 return None
-            nullable_item = not isinstance(t.of_type, GraphQLNonNull)
+            nullable_items = not isinstance(t.of_type, GraphQLNonNull)
+            run_item = item.run
 
-            def list_(value: Any) -> Any:
-                if type(value) is not list:
-                    raise _Fallback
-                if nullable_item:
-                    return [None if v is None else item(v) for v in value]
-                return [item(v) for v in value]
+            if nullable_items:
 
-            return list_
+                def list_(value: Any) -> Any:
+                    if type(value) is not list:
+                        raise _Fallback
+                    return [None if v is None else run_item(v) for v in value]
+
+            else:
+
+                def list_(value: Any) -> Any:
+                    if type(value) is not list:
+                        raise _Fallback
+                    return [run_item(v) for v in value]
+
+            return Plan("list", list_, item, nullable_items=nullable_items)
         if isinstance(t, GraphQLScalarType):
-            leaf = _leaf(t)
-            if leaf is None and t.name not in _PASSTHROUGH:
+            if t.name not in _PASSTHROUGH:
                 return None
-            return leaf if leaf is not None else _identity
+            return Plan("leaf", _leaf(t) or _identity)
         if isinstance(t, GraphQLEnumType) or not isinstance(t, GraphQLObjectType):
             return None
         if t.name not in self.data_types:
             return None
         return self._compile_object(t, fdl)
 
-    def _compile_object(self, t: GraphQLObjectType, fdl: Fields) -> Project | None:
+    def _compile_object(self, t: GraphQLObjectType, fdl: Fields) -> Plan | None:
         selected = subselection(self, t, fdl)
         if selected is None:
             return None
-        steps: list[tuple[str, str, int, Project | None]] = []
+        steps: list[_Step] = []
+        lists: list[tuple[str, str, Plan]] = []
         for response_key, (node, sub) in selected.items():
             name = node.name.value
             if name == "__typename":
-                steps.append((response_key, t.name, _CONST, None))
+                steps.append(_Step(response_key, _CONST, t.name))
                 continue
             field = t.fields.get(name)
             if field is None:
                 return None
             if _is_raw(field):
-                steps.append((response_key, "", _SELF, None))
+                steps.append(_Step(response_key, _SELF, ""))
                 continue
             if not _is_plain(field) or node.arguments:
                 return None
             ft = field.type
-            if isinstance(ft, GraphQLScalarType) and ft.name in _PASSTHROUGH:
-                leaf = _leaf(ft)
-                steps.append((response_key, name, _LEAF if leaf else _COPY, leaf))
-                continue
-            sub_plan = self._compile(ft, sub)
-            if sub_plan is None:
+            python_name = _python_name(field)
+            if python_name is None:
                 return None
-            steps.append((response_key, name, _LEAF, sub_plan))
+            check: str | None = None
+            plan = None
+            if isinstance(ft, GraphQLScalarType):
+                if ft.name not in _PASSTHROUGH:
+                    return None
+                fn = _leaf(ft)
+                how = _LEAF if fn else _COPY
+                check = _CHECKS.get(ft.name)
+            else:
+                plan = self._compile(ft, sub)
+                if plan is None:
+                    return None
+                fn = plan.run
+                # A non-null field: its plan sees a null (and falls back on it).
+                how = _ALWAYS if isinstance(ft, GraphQLNonNull) else _LEAF
+                if python_name == name and plan.kind in ("list", "nonnull"):
+                    lists.append((response_key, name, plan))
+            if python_name != name:
+                # The schema's resolver reads the Python name first (``continue_``).
+                steps.append(_Step(response_key, _READ, python_name, _then(how, fn)))
+            else:
+                inline = (
+                    plan.steps
+                    if plan is not None and how == _LEAF and plan.kind == "object"
+                    else None
+                )
+                steps.append(_Step(response_key, how, name, fn, check, inline))
         frozen = tuple(steps)
 
-        def project(value: Any) -> dict[str, Any]:
-            if type(value) is not dict:
-                raise _Fallback
-            out: dict[str, Any] = {}
-            get = value.get
-            for response_key, name, how, fn in frozen:
-                if how is _COPY:
-                    out[response_key] = get(name)
-                elif how is _LEAF:
-                    v = get(name)
-                    out[response_key] = None if v is None else fn(v)  # type: ignore[misc]
-                elif how is _SELF:
-                    out[response_key] = value
-                else:
-                    out[response_key] = name
-            return out
+        def source(done: frozenset[str]) -> Callable[[Any, Any], Any]:
+            return cast("Callable[[Any, Any], Any]", _generate(t.name, frozen, done))
 
-        return project
+        run = _generate(t.name, frozen, frozenset())
+        return Plan("object", run, lists=tuple(lists), source=(t.name, source), steps=frozen)
 
 
-_COPY, _LEAF, _SELF, _CONST = 0, 1, 2, 3
+#: The tasks freeing large values (a task is only weakly referenced by the event loop).
+_freeing: set[asyncio.Task[None]] = set()
+
+
+def _free_later(loop: asyncio.AbstractEventLoop, value: Any, hold: Any) -> None:
+    """Take over ``value`` (a large decoded upstream list, or list object) once its
+    execution has dropped it, free it in slices, and end ``hold`` when it is gone."""
+    task = loop.create_task(_free(value, hold))
+    _freeing.add(task)
+    task.add_done_callback(_freeing.discard)
+
+
+async def _free(value: Any, hold: Any) -> None:
+    """Free ``value`` a slice of items per step when nothing else holds it.
+
+    Freeing 5,000 decoded pods is ~60 ms of reference counting: one stall if the last
+    reference went in one step.  This task starts in the step after the completion, when
+    the execution has written its response and dropped the value; if only this task holds
+    it then (the reference counts say so: nothing else can see it), its list is emptied
+    from the end, :data:`SLICE` items per step.  The collector stays off until then: the
+    value's objects are young, and a collection while they live would traverse them all.
+    """
+    try:
+        # References: ``value`` here and getrefcount's argument; for a list object's
+        # ``items``: the object's, the local and the argument.
+        owned = sys.getrefcount(value) <= 2
+        items = value.get("items") if type(value) is dict else value
+        if owned and items is not value:
+            owned = type(items) is list and sys.getrefcount(items) <= 3
+        del value
+        if owned and type(items) is list:
+            while len(items) > SLICE:
+                del items[-SLICE:]
+                await asyncio.sleep(0)
+        del items
+    finally:
+        hold.__exit__(None, None, None)
+
+
+async def _in_slices(plan: Plan, value: Any) -> Any:
+    """``plan.run(value)``, a large list in it completed :data:`SLICE` items per step."""
+    if plan.kind == "nonnull":
+        assert plan.inner is not None
+        if value is None:
+            raise _Fallback
+        out = await _in_slices(plan.inner, value)
+        if out is None:
+            raise _Fallback
+        return out
+    if plan.kind == "list" and type(value) is list and len(value) > SLICE:
+        assert plan.inner is not None
+        item = plan.inner.run
+        items: list[Any] = []
+        for start in range(0, len(value), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            chunk = value[start : start + SLICE]
+            if plan.nullable_items:
+                items += [None if v is None else item(v) for v in chunk]
+            else:
+                items += [item(v) for v in chunk]
+        return items
+    if plan.kind == "object" and type(value) is dict:
+        done: dict[str, Any] = {}
+        for response_key, name, inner in plan.lists:
+            v = value.get(name)
+            if type(v) is list and len(v) >= LARGE_LIST:
+                done[response_key] = await _in_slices(inner, v)
+        if done:
+            return plan.with_done(frozenset(done))(value, done)
+    return plan.run(value)
+
+
+_COPY, _LEAF, _SELF, _CONST, _ALWAYS, _READ = 0, 1, 2, 3, 4, 5
+
+#: For a leaf scalar, the test (on ``v``, not null) that sends a value to its serialiser:
+#: a value failing none is its own serialisation.
+_CHECKS: dict[str, str] = {
+    "String": "type({v}) is not str",
+    "ID": "type({v}) is not str",
+    "Boolean": "type({v}) is not bool",
+    **{
+        name: f"type({{v}}) is not int or not {low} <= {{v}} <= {high}"
+        for name, (low, high) in _INT_RANGES.items()
+    },
+    "Float": "type({v}) is not float or not isfinite({v})",
+    "Quantity": "type({v}) is not str",
+    "IntOrString": "type({v}) is not str and type({v}) is not int",
+    "Time": "type({v}) is not str",
+    "MicroTime": "type({v}) is not str",
+}
+
+
+class _Step:
+    """One response key of an object: how its value is computed."""
+
+    __slots__ = ("check", "fn", "how", "key", "name", "sub")
+
+    def __init__(  # noqa: PLR0917
+        self,
+        key: str,
+        how: int,
+        name: str,
+        fn: Project | None = None,
+        check: str | None = None,
+        sub: tuple[_Step, ...] | None = None,
+    ) -> None:
+        self.key, self.how, self.name, self.fn, self.check = key, how, name, fn, check
+        #: The steps of a nested object's projection, generated inline in its parent's.
+        self.sub = sub
+
+
+#: Nested objects generated inline in their parent's function, at most this deep.
+_INLINE_DEPTH = 3
+
+
+def _generate(type_name: str, steps: tuple[_Step, ...], done: frozenset[str]) -> Any:
+    """The projection of an object as one generated function: no loop over the steps, no
+    call for a well-formed leaf, nested objects inline.  With ``done``, it takes
+    ``(value, done)`` and reads those response keys from ``done``."""
+    env: dict[str, Any] = {
+        "_Fallback": _Fallback,
+        "isfinite": math.isfinite,
+        "dict_resolver": dict_resolver,
+    }
+    head = "value, done" if done else "value"
+    lines = [f"def project({head}):"]
+    result = _emit(steps, "value", "v", 1, env, lines, done)
+    lines.append(f"    return {result}")
+    code = "\n".join(lines) + "\n"
+    exec(compile(code, f"<projection of {type_name}>", "exec"), env)
+    return env["project"]
+
+
+def _emit(  # noqa: PLR0917
+    steps: tuple[_Step, ...],
+    src: str,
+    prefix: str,
+    depth: int,
+    env: dict[str, Any],
+    lines: list[str],
+    done: frozenset[str] = frozenset(),
+) -> str:
+    """Append the code projecting the dict in variable ``src``; return the expression of
+    the result (a dict display of the variables the code sets)."""
+    pad = "    " * depth
+    get = f"g_{prefix}"
+    lines += [
+        f"{pad}if type({src}) is not dict:",
+        f"{pad}    raise _Fallback",
+        f"{pad}{get} = {src}.get",
+    ]
+    values: list[str] = []
+    for i, step in enumerate(steps):
+        v = f"{prefix}_{i}"
+        fn = f"f_{v}"
+        env[fn] = step.fn
+        key, name = repr(step.key), repr(step.name)
+        if step.key in done:
+            lines.append(f"{pad}{v} = done[{key}]")
+        elif step.how == _COPY:
+            lines.append(f"{pad}{v} = {get}({name})")
+        elif step.how == _LEAF:
+            lines.append(f"{pad}{v} = {get}({name})")
+            if step.sub is not None and depth < _INLINE_DEPTH:
+                lines.append(f"{pad}if {v} is not None:")
+                inner = _emit(step.sub, v, v, depth + 1, env, lines)
+                lines.append(f"{pad}    {v} = {inner}")
+                values.append(f"{key}: {v}")
+                continue
+            if step.check is not None:
+                lines.append(f"{pad}if {v} is not None and ({step.check.format(v=v)}):")
+            else:
+                lines.append(f"{pad}if {v} is not None:")
+            lines.append(f"{pad}    {v} = {fn}({v})")
+        elif step.how == _ALWAYS:
+            lines.append(f"{pad}{v} = {fn}({get}({name}))")
+        elif step.how == _READ:
+            lines.append(f"{pad}{v} = {fn}(dict_resolver({src}, {name}))")
+        elif step.how == _SELF:
+            lines.append(f"{pad}{v} = {src}")
+        else:
+            lines.append(f"{pad}{v} = {name}")
+        values.append(f"{key}: {v}")
+    return "{" + ", ".join(values) + "}"
+
+
+def _python_name(field: GraphQLField) -> str | None:
+    """The key the schema's default resolver reads for ``field``, or ``None`` when that is
+    not :func:`~gateway.graphql.objects.dict_resolver`."""
+    definition = strawberry_definition(field)
+    if getattr(definition, "default_resolver", None) is not dict_resolver:
+        return None
+    name = getattr(definition, "python_name", None)
+    return name if isinstance(name, str) else None
+
+
+def _then(how: int, fn: Project | None) -> Project:
+    """A step's completion of a value already read."""
+    if how == _COPY or fn is None:
+        return _identity
+    if how == _ALWAYS:
+        return fn
+
+    def leaf(value: Any) -> Any:
+        return None if value is None else fn(value)
+
+    return leaf
 
 
 def _large(value: Any) -> bool:

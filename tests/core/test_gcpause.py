@@ -79,6 +79,18 @@ def test_a_step_pause_needs_a_running_loop() -> None:
     assert gc.isenabled()
 
 
+async def test_a_hold_begun_during_a_step_pause_keeps_the_collector_off_to_its_end() -> None:
+    gcpause.pause_until_next_turn()
+    hold = gcpause.held()
+    hold.__enter__()  # finds the collector off: the step pause's end must not turn it on
+    await _next_turn()
+    assert not gc.isenabled()
+    await asyncio.sleep(0)
+    assert not gc.isenabled()
+    hold.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
 async def test_overlapping_holds_keep_the_collector_off_until_the_last_one_ends() -> None:
     first, second = gcpause.held(), gcpause.held()
     first.__enter__()
