@@ -36,6 +36,7 @@ import orjson
 from gateway.core import errors
 from gateway.core.budget import scope_of
 from gateway.core.hub import HubEvent, StartPoint, WatchStart, admit
+from gateway.core.wakeup import Wakeup
 from gateway.graphql.context import Context
 from gateway.graphql.errors import format_exception
 from gateway.graphql.execution import Engine, Prepared, Response
@@ -123,7 +124,7 @@ class Subscriber:
         #: start (an SSE ``Last-Event-ID``).
         self.resume_from = resume_from
         self.queue: deque[Item] = deque()
-        self.wakeup = asyncio.Event()
+        self.wakeup = Wakeup()
         self.done = False
         #: Ended by a drain (the gateway is shutting down): ``final`` is the completion.
         self.drained = False
