@@ -356,7 +356,7 @@ class KubeAdapter:
         """Send ``request``: a unary one straight to the transport of a client that would
         add nothing to it (:attr:`UpstreamClient.direct`), else through the client."""
         direct = http.direct if isinstance(http, UpstreamClient) and not stream else None
-        if direct is None:
+        if direct is None or http.is_closed:  # closed: the client says so, as before
             return await http.send(request, stream=stream)
         response = await direct.handle_async_request(request)
         response.request = request

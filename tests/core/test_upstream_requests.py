@@ -230,3 +230,14 @@ async def test_upstream_requests_do_not_search_for_sniffio() -> None:
         sys.meta_path.remove(finder)
     assert len(server.seen) == 5
     assert finder.searches == 0
+
+
+async def test_a_closed_client_refuses_as_httpx_does() -> None:
+    async with cookie_server() as server:
+        http = _client(server.url, "upstream")
+        adapter = KubeAdapter(http)
+        await adapter.get(POD, "p", namespace="ns", credential=ALICE)
+        await http.aclose()
+        with pytest.raises(RuntimeError, match="client has been closed"):
+            await adapter.get(POD, "p", namespace="ns", credential=ALICE)
+    assert len(server.seen) == 1
