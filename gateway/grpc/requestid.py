@@ -124,7 +124,10 @@ def _stream_response(call: _Call, behavior: Callable[..., Any]) -> Callable[...,
                     responses = behavior(request, context)
                     if hasattr(responses, "__aiter__"):
                         write = context.write
-                        async with aclosing(responses):
+                        # closed here when the call ends early (the client left): its
+                        # ``finally`` blocks run now, not whenever the GC finds it
+                        closing = aclosing(responses) if hasattr(responses, "aclose") else None
+                        async with closing or nullcontext():
                             async for message in responses:
                                 record.events += 1
                                 record.bytes += _size(message)
