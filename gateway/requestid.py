@@ -261,12 +261,12 @@ class RequestContext:
 
         async def sending(message: Message) -> None:
             t = message["type"]
-            if t == "http.response.body":
+            if t == "websocket.send":  # first: one per subscription event
+                record.bytes += len(message.get("bytes") or b"") + len(message.get("text") or "")
+            elif t == "http.response.body":
                 record.bytes += len(message.get("body", b""))
                 if not message.get("more_body", False):
                     record.finished = True
-            elif t == "websocket.send":
-                record.bytes += len(message.get("bytes") or b"") + len(message.get("text") or "")
             elif t in ("http.response.start", "websocket.accept", "websocket.http.response.start"):
                 response_headers = [*message.get("headers", []), echoed]
                 message = {**message, "headers": response_headers}

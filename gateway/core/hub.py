@@ -51,6 +51,7 @@ from gateway.core.adapter import ANONYMOUS, JSON, Credential, KubeAdapter
 from gateway.core.budget import Budget, Lease, scope_of
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
+from gateway.core.wakeup import Wakeup
 from gateway.core.watch import (
     INITIAL_EVENTS_END,
     RESYNC_ANNOTATION,
@@ -245,7 +246,7 @@ class Subscription:
         self._ticket = ticket
         self._initial = point.initial
         self._queue: deque[HubEvent] = deque()
-        self._wakeup = asyncio.Event()
+        self._wakeup = Wakeup()
         #: Live events at or below this decimal version are not for this subscriber.
         self._floor = point.floor
         self.closed = False

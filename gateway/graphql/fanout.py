@@ -41,6 +41,7 @@ from gateway.core import errors
 from gateway.core.adapter import JSON
 from gateway.core.budget import scope_of
 from gateway.core.hub import HubEvent, StartPoint, WatchStart, admit
+from gateway.core.wakeup import Wakeup
 from gateway.graphql.changes import (
     ChangeFilter,
     Digest,
@@ -137,7 +138,7 @@ class Subscriber:
         #: start (an SSE ``Last-Event-ID``).
         self.resume_from = resume_from
         self.queue: deque[Item] = deque()
-        self.wakeup = asyncio.Event()
+        self.wakeup = Wakeup()
         self.done = False
         #: Ended by a drain (the gateway is shutting down): ``final`` is the completion.
         self.drained = False

@@ -115,7 +115,7 @@ class GraphQLApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            await websocket.serve(self, WebSocket(scope, receive, send))
+            await websocket.serve(self, WebSocket(scope, receive, send), send)
             return
         response = await http.handle(self, Request(scope, receive))
         await response(scope, receive, send)

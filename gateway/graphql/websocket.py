@@ -20,7 +20,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.types import Send
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.core import errors
 from gateway.core.adapter import ANONYMOUS, Credential
@@ -48,7 +49,9 @@ class _Close(Exception):
 class Connection:
     """One WebSocket connection speaking either protocol."""
 
-    def __init__(self, app: GraphQLApp, websocket: WebSocket, protocol: str) -> None:
+    def __init__(
+        self, app: GraphQLApp, websocket: WebSocket, protocol: str, send: Send | None = None
+    ) -> None:
         self.app = app
         self.ws = websocket
         self.protocol = protocol
@@ -56,14 +59,31 @@ class Connection:
         self.credential: Credential = ANONYMOUS
         self.initialised = False
         self.operations: dict[str, asyncio.Task[None]] = {}
-        self._send_lock = asyncio.Lock()
         self._keepalive: asyncio.Task[None] | None = None
+        #: The connection's ASGI ``send``: text frames go straight to it.
+        self._send = send
 
     # -- sending -----------------------------------------------------------------------------
 
     async def send_text(self, text: str) -> None:
-        async with self._send_lock:
-            await self.ws.send_text(text)
+        """Send one text frame.
+
+        Once accepted, straight to the ASGI ``send`` (``websocket`` would only check a
+        state that a text frame never changes), with its answer to a connection that is
+        gone: ``WebSocketDisconnect`` (1006).  No lock: the server writes each frame whole
+        in one step (uvicorn waits for the transport to be writable, then writes), so the
+        operations of a connection never interleave inside a frame, and each operation
+        awaits its frames in order.
+        """
+        ws = self.ws
+        if self._send is None or ws.application_state is not WebSocketState.CONNECTED:
+            await ws.send_text(text)
+            return
+        try:
+            await self._send({"type": "websocket.send", "text": text})
+        except OSError:
+            ws.application_state = WebSocketState.DISCONNECTED
+            raise WebSocketDisconnect(code=1006) from None
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.send_text(orjson.dumps(message).decode())
@@ -263,7 +283,7 @@ class Connection:
             feed.leave(sub)
 
 
-async def serve(app: GraphQLApp, websocket: WebSocket) -> None:
+async def serve(app: GraphQLApp, websocket: WebSocket, send: Send | None = None) -> None:
     """Accept a WebSocket with one of the two protocols and serve it until it closes.
 
     A browser page of a foreign origin (not the gateway's own, not allowed by
@@ -283,4 +303,4 @@ async def serve(app: GraphQLApp, websocket: WebSocket) -> None:
         await websocket.close(4406, "Subprotocol not acceptable")
         return
     await websocket.accept(subprotocol=protocol)
-    await Connection(app, websocket, protocol).serve()
+    await Connection(app, websocket, protocol, send).serve()

@@ -10,15 +10,12 @@ that accept it; the message size limit is configurable.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.drain import Drain
@@ -26,10 +23,9 @@ from gateway.core.hub import WatchHub
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
 from gateway.grpc.messages import file_descriptors
-from gateway.grpc.requestid import RequestIdInterceptor
+from gateway.grpc.requestid import CallInterceptor
 from gateway.grpc.resource_service import SERVICE, resource_service_handler
 from gateway.grpc.servicer import resource_handler
-from gateway.grpc.status import to_status
 
 __all__ = ["GrpcOptions", "service_names", "start_grpc"]
 
@@ -82,58 +78,6 @@ class GrpcOptions:
         ]
 
 
-_HEALTH = "/" + health_pb2.DESCRIPTOR.services_by_name["Health"].full_name + "/"
-
-
-class DrainInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """While draining, refuses every new call but health checks with ``UNAVAILABLE``
-    (:class:`~gateway.core.errors.Draining`, ``RetryInfo`` 1 s); counts the calls in flight
-    so the drain waits for them (a ``Watch`` until it sent its closing status)."""
-
-    def __init__(self, drain: Drain) -> None:
-        self.drain = drain
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or details.method.startswith(_HEALTH):
-            return handler
-        drain = self.drain
-        if handler.unary_unary is not None:
-            unary = handler.unary_unary
-
-            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                if drain.draining:
-                    await context.abort_with_status(to_status(errors.Draining()))
-                with drain.track():
-                    return await unary(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(
-                call,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            streaming = handler.unary_stream
-
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                if drain.draining:
-                    await context.abort_with_status(to_status(errors.Draining()))
-                with drain.track():
-                    async for message in streaming(request, context):
-                        yield message
-
-            return grpc.unary_stream_rpc_method_handler(
-                stream,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler  # reflection (stream-stream): answered while draining
-
-
 def service_names(c: Contract | None = None) -> list[str]:
     """Every service the server answers: the resource services (the typed ones, then the
     generic ``ResourceService``), health and reflection."""
@@ -167,7 +111,8 @@ async def start_grpc(
         options: server settings (defaults: :class:`GrpcOptions`).
         credentials: TLS (``None``: plaintext).
         drain: the application's drain: while draining, health says ``NOT_SERVING`` and
-            new calls are refused with ``UNAVAILABLE`` (see :class:`DrainInterceptor`).
+            new calls are refused with ``UNAVAILABLE`` (see
+            :class:`~gateway.grpc.requestid.CallInterceptor`).
         catalog: what the generic ``ResourceService`` serves, read once per call (the
             lifespan's holder; ``None``: a holder of the seed resources only).
 
@@ -181,11 +126,9 @@ async def start_grpc(
     server = grpc.aio.server(
         options=opts.channel_options(),
         maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
-        # Request ids and access lines first (refusals get them too), then the drain gate.
-        interceptors=(
-            RequestIdInterceptor(),
-            *((DrainInterceptor(drain),) if drain is not None else ()),
-        ),
+        # Request ids, access lines (refusals get them too) and the drain gate, in one
+        # interceptor: a streamed message passes through no wrapper of its own.
+        interceptors=(CallInterceptor(drain),),
     )
     server.add_generic_rpc_handlers(
         (

@@ -55,7 +55,8 @@ LEASE = "fanout"
 SELECTOR = "bench=fanout"
 ANNOTATION = "bench/sent"
 REPO = Path(__file__).resolve().parents[2]
-GATEWAY = Path(sys.executable).parent / "kube-gateway"
+#: ``kube-gateway`` run through this interpreter (an installed script's shebang may be stale)
+GATEWAY = (sys.executable, "-m", "gateway.cli")
 CLIENT = REPO / "tests" / "go-client" / ".bin" / "kg-fanout"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WARM_SUBSCRIBERS = 8
@@ -150,7 +151,7 @@ async def gateway(upstream: str, subscribers: int) -> AsyncIterator[Gateway]:
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryFile() as log:
         proc = await asyncio.create_subprocess_exec(
-            str(GATEWAY),
+            *GATEWAY,
             *args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
