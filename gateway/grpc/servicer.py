@@ -21,7 +21,7 @@ import grpc
 import orjson
 from google.protobuf.message import DecodeError
 
-from gateway.core import errors
+from gateway.core import errors, gcpause, slicedjson
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub, WatchStart, WatchTarget
@@ -291,6 +291,8 @@ class ResourceServicer:
         self, rpc: Rpc, request: Any, credential: Credential, timeout: float | None
     ) -> bytes:
         mask = self._mask(request) if rpc.action in ("get", "list") else None
+        if rpc.action == "list":
+            return await self._list(rpc, request, credential, timeout, mask)
         answer = await perform(
             self.adapter,
             rpc.operation,
@@ -298,8 +300,6 @@ class ResourceServicer:
             credential=credential,
             timeout=timeout,
         )
-        if rpc.action == "list":
-            return await self.codec.list_bytes_async(self.kind, answer, mask)
         if rpc.action == "delete":
             return self._object_or_status(
                 rpc, answer, "object", lambda d: self.codec.object_bytes(self.kind, d)
@@ -309,6 +309,32 @@ class ResourceServicer:
                 rpc, answer, "list", lambda d: self.codec.list_bytes(self.kind, d)
             )
         return self.codec.object_bytes(self.kind, answer, mask)
+
+    async def _list(
+        self,
+        rpc: Rpc,
+        request: Any,
+        credential: Credential,
+        timeout: float | None,
+        mask: masks.Tree | None,
+    ) -> bytes:
+        """A list's wire bytes; a large one never holds the event loop for long.
+
+        The adapter decodes it in slices, the codec encodes it in slices, and it is freed in
+        slices; the cyclic GC stays off from its decode until it is freed
+        (:func:`gateway.core.gcpause.scope`).
+        """
+        with gcpause.scope():
+            answer = await perform(
+                self.adapter,
+                rpc.operation,
+                self._call(rpc, request),
+                credential=credential,
+                timeout=timeout,
+            )
+            data = await self.codec.list_bytes_async(self.kind, answer, mask)
+            await slicedjson.release(answer)
+        return data
 
     @staticmethod
     def _patch_options(request: Any) -> PatchOptions:
