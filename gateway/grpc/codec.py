@@ -396,7 +396,8 @@ class Codec:
         for i in items:
             if i.__class__ is dict:
                 b = encode(project(i, mask) if mask is not None else i, item)
-                parts.append(tag + varint(len(b)) + b)
+                parts.append(tag + varint(len(b)))  # not + b: the join copies b once
+                parts.append(b)
 
     def watch_event_bytes(
         self, kind: str, event: WatchEvent, mask: masks.Tree | None = None

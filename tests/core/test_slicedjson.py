@@ -116,7 +116,7 @@ def _same(data: bytes, slice_bytes: int) -> None:
     assert orjson.dumps(got) == orjson.dumps(expected)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=bodies(), slice_bytes=st.integers(1, 200))
 def test_a_sliced_decode_is_the_value_of_a_whole_decode(data: bytes, slice_bytes: int) -> None:
     _same(data, slice_bytes)
