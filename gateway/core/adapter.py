@@ -20,7 +20,7 @@ import httpx
 import orjson
 
 from gateway import tracing
-from gateway.core import errors, gcpause
+from gateway.core import errors, gcpause, slicedjson
 from gateway.core.budget import Budget, scope_of
 from gateway.core.client import UpstreamClient
 from gateway.core.config import ConfigError
@@ -226,6 +226,28 @@ def decode_json(data: bytes) -> Any:
     with gcpause.paused(len(data) >= gcpause.LARGE_BODY_BYTES):
         try:
             return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise errors.Internal("the upstream sent a response that is not valid JSON") from None
+
+
+async def decode_json_async(data: bytes) -> Any:
+    """:func:`decode_json` (the same value) that lets the event loop run while it decodes a
+    large body.
+
+    A body of :data:`~gateway.core.gcpause.LARGE_BODY_BYTES` or more is decoded a slice of
+    list items at a time (:mod:`gateway.core.slicedjson`; anything else in one piece), with
+    the cyclic GC held off, until the caller's :func:`gateway.core.gcpause.scope` ends if it
+    opened one.
+
+    Raises:
+        Internal: the upstream sent something that is not JSON.
+    """
+    if len(data) < gcpause.LARGE_BODY_BYTES:
+        return decode_json(data)
+    gcpause.hold_for_scope()
+    with gcpause.held():
+        try:
+            return await slicedjson.decode_async(data)
         except orjson.JSONDecodeError:
             raise errors.Internal("the upstream sent a response that is not valid JSON") from None
 
@@ -438,7 +460,7 @@ class KubeAdapter:
         self, req: Request, credential: Credential, timeout: float | None = None
     ) -> JSON:
         response = await self._send(req, credential, timeout=timeout)
-        decoded = decode_json(response.content)
+        decoded = await decode_json_async(response.content)
         if not isinstance(decoded, dict):
             raise errors.Internal("the upstream sent JSON that is not an object")
         return decoded

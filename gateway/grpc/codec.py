@@ -68,9 +68,13 @@ _INT32: Final = range(-(2**31), 2**31)
 _INT64: Final = range(-(2**63), 2**63)
 _DIGITS: Final = frozenset("0123456789")
 
-#: Items of a large list encoded between two yields to the event loop (~4 ms of realistic
-#: pods on one core).
-LIST_SLICE: Final = 50
+#: Items of a large list encoded between two yields to the event loop (~0.3-0.5 ms of
+#: realistic pods on one core).  Small: a small request waits about one slice at each of the
+#: 15-20 loop turns it takes, so its latency grows by ~20 slices while lists convert
+#: (measured with ``tests/bench/bench_loop_hold.py``: 50 items per slice kept small gets'
+#: p99 at 5-15x idle, 5 items at 2-8x), while ~1,000 yields add no measurable time to the
+#: list itself.
+LIST_SLICE: Final = 5
 
 #: (field, operation, message, tag, JSON below) entries of one message's plan.
 PlanEntry = tuple[str, int, str, bytes, bool]
@@ -397,7 +401,8 @@ class Codec:
         for i in items:
             if i.__class__ is dict:
                 b = encode(project(i, mask) if mask is not None else i, item)
-                parts.append(tag + varint(len(b)) + b)
+                parts.append(tag + varint(len(b)))  # not + b: the join copies b once
+                parts.append(b)
 
     def watch_event_bytes(
         self, kind: str, event: WatchEvent, mask: masks.Tree | None = None

@@ -183,10 +183,18 @@ class ResourceServiceServicer(ServicerBase):
     ) -> bytes:
         mask = self._mask(request) if op.action in ("get", "list") else None
         call = core_call(op, request, namespace=request.namespace, body=lambda: self._body(request))
-        answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
         rep = request.representation
         if op.action == "list":
-            return await self._list_bytes(answer, rep, mask)
+            # As the typed lists: decoded, encoded and freed in slices, the GC off throughout.
+            with gcpause.scope():
+                answer = await perform(
+                    self.adapter, op, call, credential=credential, timeout=timeout
+                )
+                data = await self._list_bytes(answer, rep, mask)
+                await slicedjson.release(answer)
+                del answer
+            return data
+        answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
         if op.action in ("delete", "deletecollection"):
             if answer.get("kind") == "Status":
                 return length_prefixed(_STATUS, self.codec.encode("Status", answer))

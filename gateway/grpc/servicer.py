@@ -20,6 +20,7 @@ from typing import Any, Final
 import grpc
 import orjson
 
+from gateway.core import gcpause, slicedjson
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.changes import digest
 from gateway.core.drain import Drain
@@ -136,9 +137,19 @@ class ResourceServicer(ServicerBase):
         call = core_call(
             op, request, namespace=self._given_namespace(request), body=lambda: self._body(request)
         )
-        answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
         if rpc.action == "list":
-            return await self.codec.list_bytes_async(self.kind, answer, mask)
+            # A large list never holds the event loop for long: the adapter decodes it in
+            # slices, the codec encodes it in slices, and it is freed in slices; the cyclic
+            # GC stays off from its decode until it is freed (gcpause.scope).
+            with gcpause.scope():
+                answer = await perform(
+                    self.adapter, op, call, credential=credential, timeout=timeout
+                )
+                data = await self.codec.list_bytes_async(self.kind, answer, mask)
+                await slicedjson.release(answer)
+                del answer
+            return data
+        answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
         if rpc.action == "delete":
             return self._object_or_status(
                 rpc, answer, "object", lambda d: self.codec.object_bytes(self.kind, d)

@@ -12,9 +12,11 @@ from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
 from gateway.grpc.contract import contract
 from gateway.grpc.gen.kubegateway.v1 import core_pb2, meta_pb2, pods_pb2, pods_pb2_grpc
+from gateway.grpc.handling import UNCOMPRESSED_BYTES
 from gateway.grpc.server import GrpcOptions, service_names
 from gateway.settings import load
 from tests.support.graphql import serve_app
@@ -221,6 +223,36 @@ async def test_responses_are_gzipped_for_clients_that_accept_gzip(
         await channel.close()
         await tap.stop()
     assert _flags_sent_by_server(tap) == [flag]
+
+
+async def test_a_large_response_is_sent_uncompressed_even_to_a_gzip_client(
+    upstream: DemoUpstream, gw: GrpcGateway
+) -> None:
+    # grpc core would gzip it whole on the event loop's thread, holding every other caller
+    namespace = unique("big")
+    pods = (
+        {
+            "metadata": {"name": f"p-{i}", "annotations": {"note": f"{i} " * 300}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }
+        for i in range(1500)
+    )
+    await upstream.store.bulk_create(POD, pods, namespace=namespace)
+    tap = Tap(gw.port)
+    port = await tap.start()
+    limit = [("grpc.max_receive_message_length", 64 << 20)]
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=limit)
+    try:
+        listed = await pods_pb2_grpc.PodServiceStub(channel).List(
+            pods_pb2.ListPodsRequest(namespace=namespace), metadata=AUTH
+        )
+    finally:
+        await channel.close()
+        await tap.stop()
+    assert len(listed.items) == 1500
+    ((flag, sent),) = _grpc_messages(bytes(tap.from_server))
+    assert flag == 0
+    assert len(sent) >= UNCOMPRESSED_BYTES
 
 
 async def test_serve_passes_its_grpc_flags_to_the_server(upstream: DemoUpstream) -> None:
