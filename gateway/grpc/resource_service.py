@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core import errors, gcpause
+from gateway.core import errors, gcpause, slicedjson
 from gateway.core.adapter import Credential, KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.changes import digest
