@@ -29,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from graphql import (
+    FragmentSpreadNode,
     GraphQLEnumType,
     GraphQLField,
     GraphQLList,
@@ -40,6 +42,8 @@ from graphql import (
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLScalarType,
+    InlineFragmentNode,
+    SelectionSetNode,
     Undefined,
 )
 
@@ -146,6 +150,8 @@ def _serializer(scalar: GraphQLScalarType) -> Project:
 
 #: Items of a large list projected in one event-loop step (a few milliseconds of work).
 SLICE = 250
+#: Plans kept per engine across executions (each holds its document's field nodes alive).
+SHARED_PLANS = 1024
 
 
 class Plan:
@@ -205,6 +211,12 @@ class ProjectingExecutor(CompletingExecutor):
     _plans: dict[tuple[int, int], Any]
     #: Names of the object types the projection may complete (the generated types).
     data_types: frozenset[str] = frozenset()
+    #: Plans that do not depend on the variables (no ``@skip``/``@include`` below them),
+    #: shared by every execution of the engine: a cached document's field nodes are the same
+    #: objects in every request, so the plan compiled for them once serves all (one per
+    #: :func:`executor_for` class, that is per engine and schema; bounded, least recent out).
+    shared_plans: OrderedDict[tuple[int, tuple[int, ...]], tuple[Any, tuple[Any, ...]]]
+    _varies: bool
 
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
         if type(return_type) is GraphQLScalarType:
@@ -254,14 +266,27 @@ class ProjectingExecutor(CompletingExecutor):
         key = (id(return_type), id(fdl))
         plan = plans.get(key, _NO_PLAN)
         if plan is _NO_PLAN:
-            named = return_type
-            while isinstance(named, GraphQLNonNull | GraphQLList):
-                named = named.of_type
-            plan = (
-                self._compile(return_type, fdl)
-                if isinstance(named, GraphQLObjectType) and named.name in self.data_types
-                else None
-            )
+            nodes = tuple(fd.node for fd in fdl)
+            shared_key = (id(return_type), tuple(map(id, nodes)))
+            shared = self.shared_plans.get(shared_key)
+            if shared is not None:
+                # The stored nodes are kept alive with the plan: equal ids, same nodes.
+                plan = shared[0]
+                self.shared_plans.move_to_end(shared_key)
+            else:
+                named = return_type
+                while isinstance(named, GraphQLNonNull | GraphQLList):
+                    named = named.of_type
+                self._varies = False
+                plan = (
+                    self._compile(return_type, fdl)
+                    if isinstance(named, GraphQLObjectType) and named.name in self.data_types
+                    else None
+                )
+                if not self._varies:
+                    self.shared_plans[shared_key] = (plan, (return_type, *nodes))
+                    while len(self.shared_plans) > SHARED_PLANS:
+                        self.shared_plans.popitem(last=False)
             # Keep fdl alive with its plan so that its id cannot be reused.
             plans[key] = plan
             plans[(id(fdl), 0)] = fdl
@@ -316,6 +341,10 @@ class ProjectingExecutor(CompletingExecutor):
         return self._compile_object(t, fdl)
 
     def _compile_object(self, t: GraphQLObjectType, fdl: Fields) -> Plan | None:
+        if not self._varies and any(
+            _directed(fd.node.selection_set, self.fragments, set()) for fd in fdl
+        ):
+            self._varies = True  # what is selected here depends on the variables
         selected = subselection(self, t, fdl)
         if selected is None:
             return None
@@ -595,6 +624,40 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _directed(
+    selection_set: SelectionSetNode | None,
+    fragments: Mapping[str, Any],
+    seen: set[str],
+) -> bool:
+    """Does a selection set (its fragments included, not its fields' own selections) hold a
+    directive (``@skip``/``@include``: what it selects then depends on the variables)?"""
+    if selection_set is None:
+        return False
+    for selection in selection_set.selections:
+        if selection.directives:
+            return True
+        if isinstance(selection, InlineFragmentNode):
+            if _directed(selection.selection_set, fragments, seen):
+                return True
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            if name not in seen:
+                seen.add(name)
+                details = fragments.get(name)  # graphql-core's FragmentDetails
+                if details is None:
+                    continue
+                if details.variable_signatures or _directed(
+                    details.definition.selection_set, fragments, seen
+                ):
+                    return True
+    return False
+
+
 def executor_for(data_types: frozenset[str]) -> type[ProjectingExecutor]:
-    """A :class:`ProjectingExecutor` subclass that may project ``data_types``."""
-    return type("SchemaProjectingExecutor", (ProjectingExecutor,), {"data_types": data_types})
+    """A :class:`ProjectingExecutor` subclass that may project ``data_types``, with its own
+    cache of shared plans."""
+    return type(
+        "SchemaProjectingExecutor",
+        (ProjectingExecutor,),
+        {"data_types": data_types, "shared_plans": OrderedDict()},
+    )

@@ -186,16 +186,24 @@ CAUSES: dict[str, str] = {
     "CPU, generated code), serialising the response (~11 ms), the HTTP response, and the bench "
     "client's decode of the answer (~15 ms). The collector pause after the decode, the largest "
     "cost before, is gone.",
-    "small GraphQL get during": "a small get spans 14-21 event-loop turns (measured) and each "
-    "waits for about one slice of list work (decode 64 KiB, encode 5 items, free 25 items: "
-    "0.3-0.5 ms each; GraphQL completes 250 items per step); grpc's send of a 17 MB message "
-    "is one 16-22 ms step that cannot be split; two cores are shared with the upstream and "
-    "the list client. Next lever: list work in worker processes.",
-    "small gRPC Get during": "as for GraphQL gets: each of the get's loop turns waits for a "
-    "slice of list work, and grpc's send of the 17 MB list is one step of 16-22 ms.",
+    "small GraphQL get during gRPC lists": "a small get spans 14-21 event-loop turns "
+    "(measured) and each waits for about one slice of list work (decode 64 KiB, encode 5 "
+    "items, free 25 items: 0.3-0.5 ms each); grpc's send of the 17 MB message is one 16-22 ms "
+    "step that cannot be split; two cores are shared with the upstream and the list client. "
+    "Next lever: list work in worker processes.",
+    "small gRPC Get during gRPC lists": "as for GraphQL gets during gRPC lists: each of the "
+    "get's loop turns waits for a slice of list work, and grpc's send of the 17 MB list is "
+    "one step of 16-22 ms.",
+    "small GraphQL get during GraphQL lists": "the decode, the completion (250 items per "
+    "step) and the free are sliced, but the longest loop stall during GraphQL lists is still "
+    "~150 ms (the row below) and not yet traced to its step; the candidates are the "
+    "response's serialisation and write of ~10 MB in one step and a full collection.",
+    "small gRPC Get during GraphQL lists": "the same ~150 ms untraced stall during GraphQL "
+    "lists (see the GraphQL get row).",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
-    "projection plan compiled per request (~13% of a GraphQL get), grpc's per-call batches "
+    "projection's plans (now compiled once per cached document, not per request), grpc's "
+    "per-call batches "
     "(the eager x-request-id header is one); the direct figure uses the same KubeAdapter, "
     "whose cost fell with the gateway's. At concurrency 32 one process serves every request "
     "on one core.",

@@ -55,6 +55,7 @@ from graphql import (
 from strawberry.dataloader import DataLoader
 
 from gateway.core.gcpause import LARGE_LIST
+from gateway.graphql import projection
 from gateway.graphql._library import NOT_COMPLETED, Fields, graphql_schema
 from gateway.graphql.execution import Engine, format_result
 from gateway.graphql.limits import Limits
@@ -468,6 +469,30 @@ async def _compare(seed: int, large: bool = False) -> None:
     assert orjson.dumps(response_fast) == orjson.dumps(response_standard), where
     # The projection never changes the upstream values it reads.
     assert (root, events, linked) == before, where
+
+
+async def _compare_again(seed: int) -> None:
+    """One document executed repeatedly, as a cached document is across requests: first with
+    its variables, then again (its plans now shared), then with every Boolean variable
+    flipped (what ``@skip``/``@include`` select changes: a plan compiled under the first
+    values must not serve the second)."""
+    text, variables, root, events, linked = Generator(seed).case(False)
+    document = parse(text)
+    flipped = {k: (not v) if isinstance(v, bool) else v for k, v in variables.items()}
+    for values in (variables, variables, flipped, variables):
+        standard = await _run(document, values, root, events, linked, fast=False)
+        fast = await _run(document, values, root, events, linked, fast=True)
+        where = f"seed {seed}, variables {values}:\n{text}"
+        assert fast.data == standard.data, where
+        assert _errors(fast) == _errors(standard), where
+
+
+async def test_plans_shared_across_executions_follow_the_variables() -> None:
+    base = _setup()[1].executor_class
+    for seed in range(0, CASES, 3):
+        await _compare_again(seed)
+    # Plans are shared (the repeated executions hit them), and the cache stays bounded.
+    assert 0 < len(base.shared_plans) <= projection.SHARED_PLANS
 
 
 async def test_generated_queries_complete_as_the_standard_executor_does() -> None:
