@@ -165,12 +165,15 @@ _scope: ContextVar[list[_Hold] | None] = ContextVar("gcpause_scope", default=Non
 
 
 @contextmanager
-def scope() -> Iterator[None]:
+def scope(*, linger: bool = False) -> Iterator[None]:
     """A ``with`` block (which may span ``await``) in which :func:`hold_for_scope` holds the
     collector off until the block ends.
 
     The block must drop what it decoded before it ends (``del``): the collector comes back
     on when it ends, and finds nothing young to traverse only if the body is gone by then.
+    With ``linger`` the hold lasts to the end of the event-loop step the block ends in
+    instead: for a caller that hands the decoded value on (a GraphQL list resolver, whose
+    value is completed later in the same step, under a hold of its own when it is large).
     """
     holds: list[_Hold] = []
     token = _scope.set(holds)
@@ -178,8 +181,13 @@ def scope() -> Iterator[None]:
         yield
     finally:
         _scope.reset(token)
-        for hold in reversed(holds):
-            hold.__exit__(None, None, None)
+        if linger and holds:
+            loop = asyncio.get_running_loop()
+            for hold in reversed(holds):
+                loop.call_soon(hold.__exit__, None, None, None)
+        else:
+            for hold in reversed(holds):
+                hold.__exit__(None, None, None)
 
 
 def hold_for_scope() -> bool:

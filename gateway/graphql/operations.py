@@ -351,14 +351,13 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
         with ctx.adapter.metrics.operation("graphql", op):
             call = _call(op, a, body(op, a))
             if op.action == "list":
-                # Every object of a decoded list is young, and the first allocation with the
-                # collector on would start a collection that traverses them all (100-250 ms
-                # for 5,000 pods): held off from the decode (the adapter holds it for the
-                # scope) to the end of this step, and from then on by the projection until
-                # it has freed the list (gateway.graphql.projection).
-                with gcpause.scope():
+                # Every object of a large decoded list is young, and the first allocation
+                # with the collector on would start a collection that traverses them all
+                # (100-250 ms for 5,000 pods): held off from the decode (the adapter holds
+                # it for the scope) to the end of this step, and from then on by the
+                # projection until it has freed the list (gateway.graphql.projection).
+                with gcpause.scope(linger=True):
                     answer = await perform(ctx.adapter, op, call, credential=ctx.credential)
-                gcpause.pause_until_next_turn()
             else:
                 answer = await perform(ctx.adapter, op, call, credential=ctx.credential)
         return shape(answer) if shape is not None else answer

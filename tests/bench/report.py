@@ -194,12 +194,15 @@ CAUSES: dict[str, str] = {
     "small gRPC Get during gRPC lists": "as for GraphQL gets during gRPC lists: each of the "
     "get's loop turns waits for a slice of list work, and grpc's send of the 17 MB list is "
     "one step of 16-22 ms.",
-    "small GraphQL get during GraphQL lists": "the decode, the completion (250 items per "
-    "step) and the free are sliced, but the longest loop stall during GraphQL lists is still "
-    "~150 ms (the row below) and not yet traced to its step; the candidates are the "
-    "response's serialisation and write of ~10 MB in one step and a full collection.",
-    "small gRPC Get during GraphQL lists": "the same ~150 ms untraced stall during GraphQL "
-    "lists (see the GraphQL get row).",
+    "small GraphQL get during GraphQL lists": "the decode (64 KiB slices), the completion "
+    "(250 items per step) and the free (250 per step) are sliced and the longest loop stall "
+    "during GraphQL lists is ~40 ms (the row below: the response's serialisation, ~10 MB "
+    "written in one step); each of a get's loop turns waits behind a slice of list work on "
+    "two cores shared with the upstream and the list client. Next lever: list work in worker "
+    "processes.",
+    "small gRPC Get during GraphQL lists": "not the event loop (its longest stall during "
+    "GraphQL lists is ~40 ms): the tail is in grpc's own I/O while uvicorn writes the list "
+    "responses on the same two cores; not traced further.",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
