@@ -176,6 +176,10 @@ load client `kg-fanout`; gateway CPU from `/proc`)."""
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
 #: gap (kept here, next to the table, so every unmet row of a run says it).
 CAUSES: dict[str, str] = {
+    "one watch event to a gRPC message": "the machine's speed in that run: the figure "
+    "follows the row's reference (orjson dumps+loads of the same event's JSON, in its note), "
+    "38 us when the reference is 36-37 us; a run where the reference is 50 us or more "
+    "reads above 40 us with unchanged code.",
     "gRPC List": "the gRPC path does work a direct call does not: encoding 5,000 decoded "
     "dicts to protobuf (0.97-1.25x an orjson decode, through upb), the client's parse of the "
     "18 MB message (0.35-0.45x) and the transport (~0.1x). The 1.5x budget leaves 0.8-0.95x "
@@ -194,15 +198,15 @@ CAUSES: dict[str, str] = {
     "small gRPC Get during gRPC lists": "as for GraphQL gets during gRPC lists: each of the "
     "get's loop turns waits for a slice of list work, and grpc's send of the 17 MB list is "
     "one step of 16-22 ms.",
-    "small GraphQL get during GraphQL lists": "the decode (64 KiB slices), the completion "
-    "(250 items per step) and the free (250 per step) are sliced and the longest loop stall "
-    "during GraphQL lists is ~40 ms (the row below: the response's serialisation, ~10 MB "
-    "written in one step); each of a get's loop turns waits behind a slice of list work on "
-    "two cores shared with the upstream and the list client. Next lever: list work in worker "
+    "small GraphQL get during GraphQL lists": "not the event loop alone: its longest stall "
+    "during GraphQL lists is 24-40 ms (the stall row), with the decode (64 KiB slices), the "
+    "completion and the free (250 items per step) sliced. The tail is each of a get's loop "
+    "turns waiting behind a slice of list work while the two cores also run the demo "
+    "upstream serving 27 MB bodies and the list client. Next lever: list work in worker "
     "processes.",
-    "small gRPC Get during GraphQL lists": "not the event loop (its longest stall during "
-    "GraphQL lists is ~40 ms): the tail is in grpc's own I/O while uvicorn writes the list "
-    "responses on the same two cores; not traced further.",
+    "small gRPC Get during GraphQL lists": "as for GraphQL gets during GraphQL lists: the "
+    "loop stalls at most 24-40 ms; the tail is two cores shared with the upstream and the "
+    "list client, and grpc's own I/O threads competing with uvicorn's writes of the lists.",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
