@@ -123,8 +123,16 @@ class WatchTarget:
     field_selector: str | None = None
 
     @property
-    def key(self) -> tuple[str, str | None, str | None, str | None]:
-        return (self.resource.key, self.namespace, self.label_selector, self.field_selector)
+    def key(self) -> tuple[str, str, str | None, str | None, str | None]:
+        # The version too: two versions of one resource (v1 and v1beta1, both served by
+        # discovery through the generic gRPC service) are two watches, each in its version.
+        return (
+            self.resource.key,
+            self.resource.version,
+            self.namespace,
+            self.label_selector,
+            self.field_selector,
+        )
 
 
 @dataclass(slots=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gateway.core.catalog import SEED_CATALOG, Catalog, CatalogHolder
 from gateway.core.errors import UnknownResource
+from gateway.core.hub import WatchTarget
 from gateway.core.registry import LEASE, POD, Registry
 
 
@@ -32,3 +35,13 @@ def test_swap_is_whole_and_heard_until_stopped() -> None:
     holder.swap(Catalog(Registry((POD, LEASE)), generation=2))
     assert heard == [(0, 1)]
     assert holder.current.resource("coordination.k8s.io", "v1", "leases") is LEASE
+
+
+def test_two_versions_of_one_resource_are_two_watches_in_the_hub() -> None:
+    """The hub shares an upstream watch per target key: the version is part of it, so a
+    v1beta1 subscriber never receives objects of a v1 watch (discovery serves both through
+    the generic gRPC service)."""
+    beta = dataclasses.replace(LEASE, version="v1beta1")
+    assert beta.key == LEASE.key  # one registry key for both versions
+    assert WatchTarget(LEASE, "ns").key != WatchTarget(beta, "ns").key
+    assert WatchTarget(LEASE, "ns").key == WatchTarget(LEASE, "ns").key
