@@ -269,15 +269,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed file differs")
     args = parser.parse_args(argv)
-    target = SCHEMA_DIR / KUBERNETES_FILE
-    text = generate()
+    return write_or_check(SCHEMA_DIR / KUBERNETES_FILE, generate(), check=args.check)
+
+
+def write_or_check(target: Path, text: str, *, check: bool) -> int:
+    """Write a generated definitions file when it changed; with ``check``, only say whether
+    the committed one is out of date (exit status 1)."""
     current = target.read_text("utf-8") if target.exists() else None
-    if args.check:
+    if check:
         if current != text:
             print(f"{target} is out of date: run scripts/extract_schemas.py", file=sys.stderr)
             return 1
         return 0
     if current != text:
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, "utf-8")
         print(f"wrote {target} ({len(json.loads(text)['definitions'])} definitions)")
     return 0

@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from gateway.core._extract import KEPT_KEYS
 from gateway.core.registry import Resource
 from gateway.core.schema import (
     WRAPPERS,
@@ -46,26 +47,10 @@ from gateway.core.schema import (
 
 _V3_PREFIX: Final = "#/components/schemas/"
 _V2_PREFIX: Final = "#/definitions/"
-#: Schema keys that carry meaning for the field model; the rest (defaults, validations,
-#: examples, nullable, ...) are dropped.
-_KEPT: Final = frozenset(
-    {
-        "$ref",
-        "description",
-        "enum",
-        "format",
-        "required",
-        "type",
-        "x-kubernetes-group-version-kind",
-        "x-kubernetes-int-or-string",
-        "x-kubernetes-list-map-keys",
-        "x-kubernetes-list-type",
-        "x-kubernetes-map-type",
-        "x-kubernetes-patch-merge-key",
-        "x-kubernetes-patch-strategy",
-        "x-kubernetes-preserve-unknown-fields",
-    }
-)
+#: Schema keys that carry meaning for the field model, besides the structural ones walked
+#: here (``properties``, ``items``, ``additionalProperties``): the build-time extraction's
+#: list.  The rest (defaults, validations, examples, nullable, ...) are dropped.
+_KEPT: Final = KEPT_KEYS - {"properties", "items", "additionalProperties"}
 _IDENTIFIER: Final = re.compile(r"[^0-9A-Za-z]+")
 
 

@@ -15,7 +15,6 @@ It holds, in the OpenAPI v2 ``definitions`` form of :mod:`gateway.core._extract`
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -177,16 +176,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed file differs")
     args = parser.parse_args(argv)
-    target = SCHEMA_DIR / DEMO_SCHEMA_FILE
-    text = generate()
-    current = target.read_text("utf-8") if target.exists() else None
-    if args.check:
-        if current != text:
-            print(f"{target} is out of date: run scripts/extract_schemas.py", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, "utf-8")
-        print(f"wrote {target} ({text.count(chr(10))} lines)")
-    return 0
+    return core.write_or_check(SCHEMA_DIR / DEMO_SCHEMA_FILE, generate(), check=args.check)

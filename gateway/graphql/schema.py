@@ -97,7 +97,7 @@ def served_in_graphql(catalog: Catalog) -> list[Resource]:
     resource's other versions (the seed's curated version is the one)."""
     out = []
     for r in catalog.registry.values():  # the first record of each key: the preferred
-        if catalog.is_seed(r) or r.key in REGISTRY:
+        if r.key in REGISTRY:  # a seed resource, in any version
             continue
         if "get" not in r.verbs:  # create-only (bindings, reviews): no object to type
             continue
