@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.core.errors import UnknownResource
 from gateway.core.registry import REGISTRY, Registry, Resource
+
+if TYPE_CHECKING:
+    from gateway.core.documents import DocumentSource
 
 GroupVersionKey = tuple[str, str]
 
@@ -47,6 +50,9 @@ class Catalog:
     )
     #: Bumped on every swap, so a cache keyed by it never outlives its catalog.
     generation: int = 0
+    #: Reads the OpenAPI documents the catalog names by hash but does not carry
+    #: (:func:`gateway.core.documents.load`); ``None``: only inline documents exist.
+    documents: DocumentSource | None = field(default=None, compare=False, repr=False)
 
     def resource(self, group: str, version: str, plural: str) -> Resource:
         """The served resource at ``group/version/plural``.
