@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from typing import Any
 
 import grpc
 import httpx
+from grpc_health.v1 import health
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -39,9 +41,9 @@ from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
-from gateway.graphql.live import LiveSchema
+from gateway.graphql.live import LiveSchema, group_routes
 from gateway.graphql.server import GraphQLApp, graphql_routes
-from gateway.grpc.server import GrpcOptions, start_grpc
+from gateway.grpc.server import GrpcOptions, set_health, start_grpc
 from gateway.requestid import RequestContext
 from gateway.settings import Settings
 from gateway.shutdown import DrainGate
@@ -124,6 +126,10 @@ async def _readyz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     if runtime.drain.draining:
         return JSONResponse({"status": "draining"}, status_code=503)
+    live = runtime.live_schema
+    if live is not None and not live.ready():
+        # A replica that cannot yet serve what the cluster has takes no traffic.
+        return JSONResponse({"status": "GraphQL schema not built yet"}, status_code=503)
     if await runtime.readiness.ready():
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "upstream not ready"}, status_code=503)
@@ -400,6 +406,16 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 )
                 stack.callback(watcher.cancel)
                 app.state.certificates = certificates
+            # gRPC health follows readiness (the /graphql schema of the current catalog)
+            # when discovery is on; it serves from the start otherwise.
+            grpc_health = None
+            if live_schema is not None:
+                grpc_health = health.aio.HealthServicer()
+                following = asyncio.create_task(
+                    live_schema.follow_ready(functools.partial(set_health, grpc_health)),
+                    name="grpc-health",
+                )
+                stack.push_async_callback(_cancelled, following)
             # The generic gRPC ResourceService reads the catalog once per call.
             grpc_server, grpc_port = await start_grpc(
                 adapter,
@@ -410,6 +426,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 credentials=grpc_credentials,
                 drain=drain,
                 catalog=catalog,
+                health_servicer=grpc_health,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
             # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC
@@ -421,6 +438,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             # Watch), each ended with its resume point; the task waits for a request.
             async def end_subscriptions() -> None:
                 graphql.hub.drain()
+                if live_schema is not None:
+                    live_schema.drain()
                 watches.drain()
 
             drain.bind()
@@ -467,6 +486,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             Route("/readyz", _readyz),
             Route("/metrics", _metrics),
             *graphql_routes(graphql),
+            *group_routes(),
         ],
         middleware=middleware,
         lifespan=lifespan,

@@ -233,7 +233,6 @@ def extend(
     documents: Iterable[Mapping[str, Any]],
     resources: Iterable[Resource],
     *,
-    previous: Model | None = None,
     reserved: Iterable[str] = (),
 ) -> Model:
     """The seed model plus the kinds of ``resources``, described by ``documents``.
@@ -244,8 +243,6 @@ def extend(
         documents: the OpenAPI v3 documents of the discovered group/versions.
         resources: the discovered resources whose kind (and list kind) to add; only the
             types reachable from them are built.
-        previous: the model this one replaces: a type it already named keeps its name, so a
-            kind added later never renames one that is already published.
         reserved: names the new types must not take (a front end's own types: ``Query``,
             ``Mutation``, ``LogLine``...).
     """
@@ -289,17 +286,13 @@ def extend(
     taken = set(reserved)
     for name in seed.by_short:
         _take(name, taken)
+    # Names are a function of the set of types alone (never of what an earlier build or
+    # another process saw first): in the order of :func:`_priority`, each type takes its
+    # bare name if free, else its package-prefixed one.
     names: dict[str, str] = {}
-    if previous is not None:
-        for def_id in new_ids:
-            old = previous.types.get(def_id)
-            if old is not None and _free(old.short_name, taken):
-                names[def_id] = old.short_name
-                _take(old.short_name, taken)
     for def_id in sorted(new_ids, key=_priority):
-        if def_id not in names:
-            names[def_id] = _short_name(def_id, taken)
-            _take(names[def_id], taken)
+        names[def_id] = _short_name(def_id, taken)
+        _take(names[def_id], taken)
 
     types = dict(seed.types)
     for def_id in new_ids:

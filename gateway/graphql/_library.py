@@ -54,6 +54,7 @@ from graphql.pyutils import Path
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
 __all__ = [
+    "NATIVE",
     "NOT_COMPLETED",
     "CompletingExecutor",
     "Fields",
@@ -73,9 +74,16 @@ NOT_COMPLETED: Final = object()
 
 _DEFINITION_KEY: Final = GraphQLCoreConverter.DEFINITION_BACKREF
 
+#: ``extensions`` key of the fields and types :mod:`gateway.graphql.native` builds without
+#: strawberry: ``"plain"`` (a field reading its JSON key), ``"raw"`` (the object itself),
+#: ``"data"`` (an object type of upstream JSON the projection may complete).
+NATIVE: Final = "kube-gateway"
 
-def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
-    """The graphql-core schema that ``schema`` executes."""
+
+def graphql_schema(schema: strawberry.Schema | GraphQLSchema) -> GraphQLSchema:
+    """The graphql-core schema that ``schema`` executes (a graphql-core schema is its own)."""
+    if isinstance(schema, GraphQLSchema):
+        return schema
     built: GraphQLSchema = schema._schema
     return built
 

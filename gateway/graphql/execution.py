@@ -31,7 +31,7 @@ from graphql import (
     validate,
 )
 
-from gateway.graphql._library import graphql_schema, strawberry_definition
+from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.errors import ApiError, format_error, format_exception
 from gateway.graphql.limits import Limits, check_document, check_fragment_cycles
 from gateway.graphql.projection import ProjectingExecutor, executor_for
@@ -79,12 +79,15 @@ class Engine:
     """Executes GraphQL operations for every transport.
 
     Args:
-        schema: the strawberry schema (its graphql-core schema is executed).
+        schema: the schema: strawberry's (its graphql-core schema is executed) or a
+            graphql-core one (a group's, :mod:`gateway.graphql.native`).
         limits: depth / alias / complexity limits applied to every document.
         cache_size: distinct documents kept parsed and validated.
     """
 
-    def __init__(self, schema: strawberry.Schema, limits: Limits, cache_size: int = 512) -> None:
+    def __init__(
+        self, schema: strawberry.Schema | GraphQLSchema, limits: Limits, cache_size: int = 512
+    ) -> None:
         self.schema = schema
         self.graphql_schema: GraphQLSchema = graphql_schema(schema)
         self.limits = limits
@@ -239,6 +242,8 @@ def format_result(result: ExecutionResult) -> Response:
 
 
 def _is_generated(t: GraphQLNamedType) -> bool:
+    if (getattr(t, "extensions", None) or {}).get(NATIVE) == "data":
+        return True
     definition = strawberry_definition(t)
     origin = getattr(definition, "origin", None)
     return getattr(origin, "__module__", None) == "gateway.graphql.objects" and not getattr(

@@ -189,9 +189,16 @@ PAGE = """<!doctype html>
 """
 
 
+_SAFE_PATH = re.compile(r"/[A-Za-z0-9/._-]*")
+
+
 def page(endpoint: str = "/graphql", static: str = "/graphql/static") -> str:
     """The GraphiQL HTML page for ``endpoint``, loading its assets from ``static`` and its
-    settings from ``<endpoint>/graphiql.json``."""
+    settings from ``<endpoint>/graphiql.json``.  ``endpoint`` is a request's path (a group's
+    endpoint, ``/apis/<group>/graphql``): anything but plain path characters is refused for
+    ``/graphql``, so a path never writes into the page."""
+    if not _SAFE_PATH.fullmatch(endpoint):
+        endpoint = "/graphql"
     return PAGE.format(endpoint=endpoint, static=static, settings=f"{endpoint}/graphiql.json")
 
 

@@ -199,7 +199,7 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     try:
         if request.method == "GET":
             if "text/html" in accept:
-                html = page()
+                html = page(request.url.path)
                 return HTMLResponse(html, headers=page_headers(html))
             params = _params(request)
         elif request.method == "POST":

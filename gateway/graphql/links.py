@@ -69,7 +69,7 @@ def _group_of(api_version: Any) -> str:
     return api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
 
 
-def _resolver(rel: Relation, source: Resource, target: Resource) -> Resolver:
+def relation_resolver(rel: Relation, source: Resource, target: Resource) -> Resolver:
     """The batched resolver of one relation (see :data:`gateway.core.relations.Rule`)."""
 
     def namespace_of(root: Any) -> str:
@@ -168,7 +168,7 @@ def relation_fields(types: GeneratedTypes) -> dict[str, dict[str, StrawberryFiel
                 else Optional[target_cls]  # noqa: UP045
             )
             fields[rel.name] = strawberry.field(
-                resolver=_resolver(rel, source, target),
+                resolver=relation_resolver(rel, source, target),
                 name=rel.name,
                 graphql_type=graphql_type,
                 description=rel.description,

@@ -1,25 +1,59 @@
-"""Keep the GraphQL schema in step with the catalog: rebuild and swap on every change.
+"""Keep the GraphQL schemas in step with the catalog; build a group's schema when it is used.
 
-A catalog swap (:class:`gateway.core.catalog.CatalogHolder`) only records the newest catalog;
-one task owned by the lifespan rebuilds the schema from it in a worker thread (the build is
-pure Python, so the event loop keeps serving between the thread's GIL slices) and then swaps
-it in with :meth:`GraphQLApp.use_schema`.  Catalogs that arrive while a build runs coalesce:
-the next build takes the newest one.
+The gateway serves one GraphQL schema per *scope* (:func:`gateway.graphql.schema.scope_of`):
+
+* ``/graphql``: the seed kinds and Kubernetes' own API groups.  Its size follows the
+  Kubernetes version, not the number of CRDs.  Built after discovery's first read and
+  rebuilt only when a catalog swap changes what it is built from
+  (:func:`~gateway.graphql.schema.scope_inputs`); readiness waits for it (:meth:`ready`).
+* ``/apis/<group>/graphql``: the seed kinds and one API group's kinds, built the first time
+  a caller uses it and kept while in use (at most ``max_groups`` idle ones, least recently
+  used first out).  A swap that changes the group rebuilds it if it has subscribers, else
+  drops it (the next use builds it again); a removed group's subscriptions end.
+
+Builds run in a worker thread (the build is pure Python; the event loop keeps serving
+between the thread's GIL slices), one at a time, with the OpenAPI documents read on the
+event loop before (:func:`gateway.core.documents.load`).  Catalogs that arrive while the
+``/graphql`` build runs coalesce: the next build takes the newest one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
+import strawberry
+from graphql import GraphQLSchema
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from gateway.core import documents
 from gateway.core.catalog import Catalog, CatalogHolder
-from gateway.graphql.schema import CatalogSchema, schema_for_catalog
+from gateway.core.errors import GatewayError, Internal, UnknownResource
+from gateway.graphql.errors import format_exception
+from gateway.graphql.graphiql import settings_endpoint
+from gateway.graphql.schema import (
+    BUILT_IN,
+    CatalogSchema,
+    group_scopes,
+    schema_for_catalog,
+    scope_documents,
+    scope_inputs,
+)
 from gateway.graphql.server import GraphQLApp
 
 log = logging.getLogger("gateway.graphql")
+
+#: Group schemas kept without a subscription (each is rebuilt on its next use once out).
+MAX_IDLE_GROUPS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,30 +66,63 @@ class Swap:
     #: Subscription feeds ended because their resource is gone.
     ended: int
     build_seconds: float
+    #: The scope rebuilt: :data:`BUILT_IN` (``/graphql``) or an API group.
+    scope: str = BUILT_IN
+
+
+@dataclass(slots=True)
+class _Group:
+    app: GraphQLApp
+    built: CatalogSchema
+    inputs: tuple[Any, ...]
 
 
 class LiveSchema:
-    """Rebuilds ``app``'s schema whenever ``holder`` swaps in a new catalog."""
+    """Serves ``app``'s schema (``/graphql``) and the group schemas for ``holder``'s catalog.
 
-    def __init__(self, app: GraphQLApp, holder: CatalogHolder) -> None:
+    Args:
+        app: the ``/graphql`` endpoint.
+        holder: the lifespan's catalog.
+        make_app: makes the endpoint of a group schema (limits, origins and drain as
+            ``app``'s); by default a :class:`GraphQLApp` with ``app``'s settings.
+        max_groups: group schemas kept while nobody subscribes to them.
+    """
+
+    def __init__(
+        self,
+        app: GraphQLApp,
+        holder: CatalogHolder,
+        make_app: Callable[[strawberry.Schema | GraphQLSchema], GraphQLApp] | None = None,
+        max_groups: int = MAX_IDLE_GROUPS,
+    ) -> None:
         self.app = app
         self.holder = holder
+        self.make_app = make_app or (
+            lambda schema: GraphQLApp(
+                schema, app.limits, allowed_origins=app.allowed_origins, drain=app.drain
+            )
+        )
+        self.max_groups = max_groups
         self.current: CatalogSchema | None = None
+        #: What the served ``/graphql`` schema was built from (``None``: the seed schema).
+        self.current_inputs: tuple[Any, ...] | None = None
         self.swaps: list[Swap] = []
+        #: The generation of the last catalog fully taken in (schemas rebuilt or refreshed).
+        self.taken = -1
+        self.groups: OrderedDict[str, _Group] = OrderedDict()
+        self._building: dict[str, asyncio.Future[_Group]] = {}
+        self._builds = asyncio.Lock()
         self._wanted: Catalog | None = None
         self._changed = asyncio.Event()
         self._swapped = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._ready_changed = asyncio.Event()
         self._stop_listening = holder.listen(self._heard)
 
     def _heard(self, old: Catalog, new: Catalog) -> None:
         self._wanted = new
         self._changed.set()
-
-    async def build_now(self) -> None:
-        """Build and swap for the holder's current catalog (at startup, before serving)."""
-        self._wanted = self.holder.current
-        await self._build_wanted()
+        self._ready_changed.set()
 
     def start(self, *, rebuild: bool = False) -> None:
         """Follow the holder from now on; ``rebuild``: build for its current catalog first."""
@@ -63,6 +130,22 @@ class LiveSchema:
             self._wanted = self.holder.current
             self._changed.set()
         self._task = asyncio.create_task(self._run(), name="graphql-live-schema")
+
+    def ready(self) -> bool:
+        """Is ``/graphql`` serving the schema of the holder's current catalog?"""
+        return self.current_inputs == scope_inputs(self.holder.current)
+
+    async def follow_ready(self, changed: Callable[[bool], Awaitable[None]]) -> None:
+        """Call ``changed(ready)`` now and whenever :meth:`ready` changes (runs until
+        cancelled; the gRPC health service follows it)."""
+        last: bool | None = None
+        while True:
+            self._ready_changed.clear()
+            now = self.ready()
+            if now != last:
+                await changed(now)
+                last = now
+            await self._ready_changed.wait()
 
     async def _run(self) -> None:
         while True:
@@ -80,31 +163,126 @@ class LiveSchema:
         if catalog is None:
             return
         self._wanted = None
-        started = time.perf_counter()
-        built = await asyncio.to_thread(schema_for_catalog, catalog, self.current)
-        seconds = time.perf_counter() - started
-        self.current = built
-        ended = self.app.use_schema(built.schema)
-        swap = Swap(catalog.generation, len(built.registry), ended, seconds)
-        self.swaps.append(swap)
-        del self.swaps[:-16]
-        log.info(
-            "GraphQL schema rebuilt for catalog %d: %d resources, built in %.2fs%s",
-            swap.generation,
-            swap.served,
-            seconds,
-            f", {ended} subscription(s) on removed resources ended" if ended else "",
-        )
+        inputs = scope_inputs(catalog)
+        if inputs != self.current_inputs:
+            started = time.perf_counter()
+            built = await self._build(catalog, BUILT_IN, self.current)
+            seconds = time.perf_counter() - started
+            self.current, self.current_inputs = built, inputs
+            ended = self.app.use_schema(built.schema)
+            self._swapped_in(Swap(catalog.generation, len(built.registry), ended, seconds))
+            self._ready_changed.set()
+        await self._refresh_groups(catalog)
+        self.taken = catalog.generation
         async with self._swapped:
             self._swapped.notify_all()
 
+    def _swapped_in(self, swap: Swap) -> None:
+        self.swaps.append(swap)
+        del self.swaps[:-16]
+        log.info(
+            "GraphQL schema %s rebuilt for catalog %d: %d resources, built in %.2fs%s",
+            _endpoint(swap.scope),
+            swap.generation,
+            swap.served,
+            swap.build_seconds,
+            f", {swap.ended} subscription(s) on removed resources ended" if swap.ended else "",
+        )
+
+    async def _build(
+        self, catalog: Catalog, scope: str, previous: CatalogSchema | None
+    ) -> CatalogSchema:
+        async with self._builds:  # one build at a time: each holds the GIL in slices
+            docs = await documents.load(catalog, scope_documents(catalog, scope))
+            return await asyncio.to_thread(
+                schema_for_catalog, catalog, previous, scope=scope, documents=docs
+            )
+
+    # -- group schemas ---------------------------------------------------------------------
+
+    async def group_app(self, group: str) -> GraphQLApp:
+        """The endpoint of ``group``'s schema for the current catalog, built if needed.
+
+        Raises:
+            UnknownResource: the catalog serves no resource of ``group`` in a schema of its
+                own (unknown, or one of Kubernetes' own groups: ``/graphql`` serves those).
+        """
+        catalog = self.holder.current
+        if group not in group_scopes(catalog):
+            raise UnknownResource(
+                f"no GraphQL schema for API group {group!r}: the cluster serves no custom "
+                "resource in it (Kubernetes' own groups are served at /graphql)"
+            )
+        entry = self.groups.get(group)
+        inputs = scope_inputs(catalog, group)
+        if entry is not None and entry.inputs == inputs:
+            self.groups.move_to_end(group)
+            return entry.app
+        building = self._building.get(group)
+        if building is None:
+            building = asyncio.ensure_future(self._build_group(catalog, group, inputs))
+            self._building[group] = building
+            building.add_done_callback(lambda _: self._building.pop(group, None))
+        entry = await asyncio.shield(building)
+        return entry.app
+
+    async def _build_group(self, catalog: Catalog, group: str, inputs: tuple[Any, ...]) -> _Group:
+        entry = self.groups.get(group)
+        started = time.perf_counter()
+        built = await self._build(catalog, group, entry.built if entry is not None else None)
+        seconds = time.perf_counter() - started
+        ended = 0
+        if entry is None:
+            entry = _Group(self.make_app(built.schema), built, inputs)
+        else:
+            ended = entry.app.use_schema(built.schema)
+            entry.built, entry.inputs = built, inputs
+        self.groups[group] = entry
+        self.groups.move_to_end(group)
+        self._swapped_in(Swap(catalog.generation, len(built.registry), ended, seconds, group))
+        self._evict()
+        return entry
+
+    def _evict(self) -> None:
+        idle = [g for g, e in self.groups.items() if not e.app.hub.feeds]
+        for group in idle[: max(0, len(idle) - self.max_groups)]:
+            del self.groups[group]
+
+    async def _refresh_groups(self, catalog: Catalog) -> None:
+        served = group_scopes(catalog)
+        for group, entry in list(self.groups.items()):
+            if group not in served:
+                gone = UnknownResource(f"API group {group!r} is no longer served by the cluster")
+                entry.app.hub.end_where(functools.partial(_always, gone))
+                del self.groups[group]
+                continue
+            inputs = scope_inputs(catalog, group)
+            if inputs == entry.inputs:
+                continue
+            if entry.app.hub.feeds:  # subscribers follow the group: rebuild now
+                try:
+                    await self._build_group(catalog, group, inputs)
+                except Exception:
+                    log.exception("rebuilding the GraphQL schema of %s failed", group)
+            else:  # nobody waits: the next use builds it
+                del self.groups[group]
+
+    # -- waiting and closing ---------------------------------------------------------------
+
     async def wait_for(self, generation: int) -> Swap:
-        """Wait until a schema for catalog ``generation`` (or a later one) is served."""
+        """Wait until ``/graphql`` serves the schema for catalog ``generation`` (or later)."""
+        async with self._swapped:
+            await self._swapped.wait_for(lambda: self.taken >= generation)
+        return self.swaps[-1]
+
+    async def wait_catalog(self, ready: Callable[[Catalog], bool]) -> Catalog:
+        """Wait until a catalog satisfying ``ready`` has been taken in (``/graphql`` rebuilt
+        for it if it had to be, its changed group schemas refreshed)."""
         async with self._swapped:
             await self._swapped.wait_for(
-                lambda: bool(self.swaps) and self.swaps[-1].generation >= generation
+                lambda: self.taken >= self.holder.current.generation and ready(self.holder.current)
             )
-        return self.swaps[-1]
+        return self.holder.current
 
     async def wait_until(self, ready: Callable[[CatalogSchema], bool]) -> CatalogSchema:
         """Wait until the served schema satisfies ``ready`` (e.g. serves some resource)."""
@@ -113,8 +291,77 @@ class LiveSchema:
         assert self.current is not None
         return self.current
 
+    def drain(self) -> None:
+        """End every group endpoint's subscriptions (``/graphql``'s are the app's own)."""
+        for entry in self.groups.values():
+            entry.app.hub.drain()
+
     async def aclose(self) -> None:
         self._stop_listening()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        for future in list(self._building.values()):
+            future.cancel()
+        for entry in self.groups.values():
+            await entry.app.hub.aclose()
+        self.groups.clear()
+
+
+def _always(error: Exception, prepared: object) -> Exception:
+    return error
+
+
+def _endpoint(scope: str) -> str:
+    return "/graphql" if scope == BUILT_IN else f"/apis/{scope}/graphql"
+
+
+class GroupEndpoint:
+    """``/apis/<group>/graphql``: the endpoint of one API group's schema (HTTP, SSE and
+    WebSocket, as ``/graphql``), found or built through ``runtime.live_schema``."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        group = scope["path_params"]["group"]
+        live: LiveSchema | None = getattr(scope["app"].state.runtime, "live_schema", None)
+        try:
+            if live is None:
+                raise UnknownResource(
+                    "discovery is off: the gateway serves the built-in resources at /graphql only"
+                )
+            app = await live.group_app(group)
+        except UnknownResource as exc:
+            await _refuse(scope, receive, send, exc, 404)
+            return
+        except Exception:
+            log.exception("building the GraphQL schema of %s failed", group)
+            failed = Internal(f"the GraphQL schema of API group {group!r} could not be built")
+            await _refuse(scope, receive, send, failed, 500)
+            return
+        await app(scope, receive, send)
+
+
+async def _refuse(
+    scope: Scope, receive: Receive, send: Send, exc: GatewayError, status: int
+) -> None:
+    body = {"errors": [format_exception(exc)]}
+    if scope["type"] == "websocket":
+        socket = WebSocket(scope, receive, send)
+        await socket.accept(subprotocol=_subprotocol(scope))
+        await socket.close(code=4404 if status == 404 else 4500, reason=str(exc)[:120])
+        return
+    await JSONResponse(body, status_code=status)(scope, receive, send)
+
+
+def _subprotocol(scope: Scope) -> str | None:
+    offered = scope.get("subprotocols") or []
+    return offered[0] if offered else None
+
+
+def group_routes(path: str = "/apis/{group}/graphql") -> list[BaseRoute]:
+    """The routes of every group's endpoint (GraphiQL's assets are ``/graphql``'s)."""
+    endpoint = GroupEndpoint()
+    return [
+        Route(path, endpoint, methods=["GET", "POST"]),
+        WebSocketRoute(path, endpoint),
+        Route(f"{path}/graphiql.json", settings_endpoint, methods=["GET"]),
+    ]

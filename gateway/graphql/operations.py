@@ -49,7 +49,14 @@ Stream = Callable[[Context, dict[str, Any]], AsyncIterator[Any]]
 
 
 def _lower(name: str) -> str:
-    return name[:1].lower() + name[1:]
+    """A type name as the start of a field name: a leading acronym is lowered whole
+    (``CSIDriver`` -> ``csiDriver``, ``HTTPRoute`` -> ``httpRoute``, ``Pod`` -> ``pod``)."""
+    upper = len(name) - len(name.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    if upper <= 1:
+        return name[:1].lower() + name[1:]
+    if upper < len(name) and name[upper].islower():
+        upper -= 1  # the last capital starts the next word
+    return name[:upper].lower() + name[upper:]
 
 
 def _camel(text: str) -> str:
@@ -58,16 +65,31 @@ def _camel(text: str) -> str:
     return first + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def list_field_name(r: Resource, name: str | None = None) -> str:
-    """``pods``; ``endpointsList`` where the plural equals the singular.
+def plural_type_name(r: Resource, name: str | None = None) -> str:
+    """The plural in the casing of the kind: ``ServiceMonitors``, ``NetworkPolicies``.
 
-    ``name`` is the resource's GraphQL type name; when another kind took the bare kind name
-    (``EventsV1Event``), the same prefix goes before the plural (``eventsV1Events``).
+    The plural is the resource's (``networkpolicies``); the part it shares with the kind
+    takes the kind's capitals.  ``name`` is the resource's GraphQL type name: when another
+    kind took the bare kind name (``EventsV1Event``), its prefix comes first.
     """
-    plural = _camel(r.plural)
-    if name is not None and name != r.kind and name.endswith(r.kind):
-        prefix = name[: -len(r.kind)]
-        plural = _lower(prefix) + plural[:1].upper() + plural[1:]
+    kind, plural = r.kind, r.plural
+    shared = 0
+    while shared < min(len(kind), len(plural)) and kind[shared].lower() == plural[shared]:
+        shared += 1
+    rest = _camel(plural[shared:]) if plural[shared:].strip("-.") else ""
+    if plural[shared : shared + 1] in ("-", "."):  # a separator starts a word
+        rest = rest[:1].upper() + rest[1:]
+    body = kind[:shared] + rest if shared else _camel(plural)
+    body = body[:1].upper() + body[1:]
+    if name is not None and name != kind and name.endswith(kind):
+        body = name[: -len(kind)] + body
+    return body
+
+
+def list_field_name(r: Resource, name: str | None = None) -> str:
+    """``pods``, ``serviceMonitors``, ``networkPolicies``; ``endpointsList`` where the
+    plural equals the singular (see :func:`plural_type_name` for ``name``)."""
+    plural = _lower(plural_type_name(r, name))
     return plural + "List" if r.plural == r.singular else plural
 
 
@@ -442,8 +464,7 @@ class RootBuilder:
         def watch(ctx: Context, a: dict[str, Any]) -> AsyncIterator[Any]:
             return watch_events(ctx, r, op.namespace(a.get("namespace")), a)
 
-        plural = list_field_name(r, self.types.name(r)).removesuffix("List")
-        self.subscription["watch" + plural[:1].upper() + plural[1:]] = subscription_field(
+        self.subscription["watch" + plural_type_name(r, self.types.name(r))] = subscription_field(
             watch,
             (*self._any_namespace(r), *A.WATCH),
             _watch_event_type(r, self.types),

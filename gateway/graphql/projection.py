@@ -49,6 +49,7 @@ from graphql import (
 
 from gateway.core.gcpause import LARGE_LIST, held, pause_until_next_turn
 from gateway.graphql._library import (
+    NATIVE,
     NOT_COMPLETED,
     CompletingExecutor,
     Fields,
@@ -86,13 +87,22 @@ class _Fallback(Exception):
     """A value does not fit the plan: complete it the ordinary way."""
 
 
+def _native(field: GraphQLField) -> Any:
+    return field.extensions.get(NATIVE) if field.extensions else None
+
+
 def _is_plain(field: GraphQLField) -> bool:
-    """A field strawberry resolves with the schema's default resolver (its JSON key)."""
+    """A field strawberry resolves with the schema's default resolver (its JSON key), or
+    one :mod:`gateway.graphql.native` made to read its JSON key."""
+    if _native(field) == "plain":
+        return True
     definition = strawberry_definition(field)
     return bool(getattr(definition, "is_basic_field", False))
 
 
 def _is_raw(field: GraphQLField) -> bool:
+    if _native(field) == "raw":
+        return True
     definition = strawberry_definition(field)
     resolver = getattr(definition, "base_resolver", None)
     return resolver is not None and getattr(resolver, "wrapped_func", None) is resolve_raw
@@ -364,7 +374,7 @@ class ProjectingExecutor(CompletingExecutor):
             if not _is_plain(field) or node.arguments:
                 return None
             ft = field.type
-            python_name = _python_name(field)
+            python_name = name if _native(field) == "plain" else _python_name(field)
             if python_name is None:
                 return None
             check: str | None = None

@@ -14,8 +14,10 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any, Final
 
 import strawberry
+from graphql import GraphQLSchema, print_schema
 from strawberry.schema.config import StrawberryConfig
 
 from gateway.core import openapi
@@ -24,6 +26,7 @@ from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.schema import Model, seed_model
 from gateway.graphql._library import graphql_schema
 from gateway.graphql.links import link_fields
+from gateway.graphql.native import build_group_schema
 from gateway.graphql.objects import Built, dict_resolver, generate
 from gateway.graphql.operations import RootBuilder
 from gateway.graphql.scalars import SCALAR_MAP
@@ -73,7 +76,7 @@ def sdl() -> str:
 class CatalogSchema:
     """The GraphQL schema of one catalog and what it was built from."""
 
-    schema: strawberry.Schema
+    schema: strawberry.Schema | GraphQLSchema
     #: The type model (seed plus discovered kinds); the next build keeps its names.
     model: Model
     #: The resources GraphQL serves, by registry key.
@@ -91,18 +94,66 @@ def _graphql_view(r: Resource) -> Resource:
     return dataclasses.replace(r, subresources=MappingProxyType(kept))
 
 
-def served_in_graphql(catalog: Catalog) -> list[Resource]:
-    """The discovered resources GraphQL serves: one version per group and resource, the
-    group's preferred one (the catalog's first record of a key), and none of a seed
-    resource's other versions (the seed's curated version is the one)."""
+#: The scope of ``/graphql``: the seed kinds and Kubernetes' own API groups.
+BUILT_IN: Final = ""
+
+
+def built_in_group(group: str) -> bool:
+    """Is ``group`` one of Kubernetes' own API groups, by its name alone?  The core group,
+    the groups without a dot (``apps``, ``batch``, ``policy``...) and ``*.k8s.io``, a
+    suffix only API-reviewed groups may use (a CRD needs the
+    ``api-approved.kubernetes.io`` annotation for it)."""
+    return group == "" or "." not in group or group.endswith(".k8s.io")
+
+
+def scope_of(r: Resource) -> str:
+    """The GraphQL schema that serves ``r``: :data:`BUILT_IN` (``/graphql``) for the seed
+    kinds and Kubernetes' own groups, else the one of its API group
+    (``/apis/<group>/graphql``).  A function of the resource alone, so installing a CRD
+    never adds to, renames in or retypes the schema of another group."""
+    return BUILT_IN if r.key in REGISTRY or built_in_group(r.group) else r.group
+
+
+def served_in_graphql(catalog: Catalog, scope: str = BUILT_IN) -> list[Resource]:
+    """The discovered resources of ``scope`` GraphQL serves: one version per group and
+    resource, the group's preferred one (the catalog's first record of a key), and none of
+    a seed resource's other versions (the seed's curated version is the one)."""
     out = []
     for r in catalog.registry.values():  # the first record of each key: the preferred
         if r.key in REGISTRY:  # a seed resource, in any version
             continue
         if "get" not in r.verbs:  # create-only (bindings, reviews): no object to type
             continue
+        if scope_of(r) != scope:
+            continue
         out.append(_graphql_view(r))
     return sorted(out, key=lambda r: r.key)
+
+
+def group_scopes(catalog: Catalog) -> frozenset[str]:
+    """The API groups served in schemas of their own (``/apis/<group>/graphql``)."""
+    return frozenset(scope_of(r) for r in catalog.registry.values() if scope_of(r) != BUILT_IN)
+
+
+def scope_inputs(catalog: Catalog, scope: str = BUILT_IN) -> tuple[Any, ...]:
+    """What the schema of ``scope`` is built from: the same value, the same schema (a
+    catalog swap that leaves it equal needs no rebuild)."""
+    served = served_in_graphql(catalog, scope)
+    keys = sorted({(r.group, r.version) for r in served})
+    hashes = tuple((k, _hash(catalog, k)) for k in keys)
+    return (tuple(served), hashes)
+
+
+def scope_documents(catalog: Catalog, scope: str = BUILT_IN) -> list[tuple[str, str]]:
+    """The group/versions whose OpenAPI documents type the kinds of ``scope``."""
+    return sorted({(r.group, r.version) for r in served_in_graphql(catalog, scope)})
+
+
+def _hash(catalog: Catalog, key: tuple[str, str]) -> Any:
+    gv = catalog.groups.get(key)
+    if gv is None:
+        return None
+    return gv.openapi_hash or id(gv.openapi)
 
 
 @functools.cache
@@ -111,19 +162,32 @@ def _reserved_names() -> frozenset[str]:
     return frozenset(graphql_schema(gateway_schema()).type_map)
 
 
-def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) -> CatalogSchema:
-    """Build the GraphQL schema of everything ``catalog`` serves.
+def schema_for_catalog(
+    catalog: Catalog,
+    previous: CatalogSchema | None = None,
+    *,
+    scope: str = BUILT_IN,
+    documents: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+) -> CatalogSchema:
+    """Build the GraphQL schema of ``scope`` (:func:`scope_of`): the seed kinds plus the
+    discovered kinds of that scope.  Pure and synchronous: callers run it in a worker
+    thread, with the documents already read (:func:`gateway.core.documents.load` of
+    :func:`scope_documents`; by default the ones the catalog carries inline).
 
     A discovered resource whose kind the cluster's OpenAPI does not describe is left out
-    (logged); a root field name that would clash is given to the first resource only.
+    (logged).  Every name is a function of the scope's types alone (see
+    :func:`gateway.core.openapi.extend`).
     """
-    discovered = served_in_graphql(catalog)
-    documents = [gv.openapi for gv in catalog.groups.values() if gv.openapi is not None]
+    discovered = served_in_graphql(catalog, scope)
+    if documents is None:
+        documents = {
+            key: gv.openapi for key, gv in catalog.groups.items() if gv.openapi is not None
+        }
+    wanted = scope_documents(catalog, scope)
     model = openapi.extend(
         seed_model(),
-        documents,
+        [documents[key] for key in wanted if key in documents],
         discovered,
-        previous=previous.model if previous is not None else None,
         reserved=_reserved_names(),
     )
     described = []
@@ -146,7 +210,16 @@ def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) 
                 r.kind,
             )
     registry = Registry((*REGISTRY.values(), *described))
+    if scope != BUILT_IN:  # a group's: the seed schema's own types plus graphql-core ones
+        return CatalogSchema(
+            build_group_schema(model, described), model, registry, frozenset(undescribed)
+        )
     # Unchanged nested types keep their classes: the previous build's, else the seed's.
     reuse = previous.built if previous is not None else _seed_build()[1]
     built, classes = _build(registry, model, reuse)
     return CatalogSchema(built, model, registry, frozenset(undescribed), classes)
+
+
+def printed(schema: strawberry.Schema | GraphQLSchema) -> str:
+    """The SDL of a scope's schema (the same printer for either kind)."""
+    return print_schema(graphql_schema(schema))

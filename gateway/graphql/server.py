@@ -6,7 +6,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import strawberry
-from graphql import FieldNode
+from graphql import FieldNode, GraphQLSchema
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -70,7 +70,7 @@ class GraphQLApp:
 
     def __init__(
         self,
-        schema: strawberry.Schema | None = None,
+        schema: strawberry.Schema | GraphQLSchema | None = None,
         limits: Limits | None = None,
         allowed_origins: frozenset[str] = frozenset(),
         drain: Drain | None = None,
@@ -82,7 +82,7 @@ class GraphQLApp:
         self.engine = Engine(schema or gateway_schema(), self.limits)
         self.hub = Hub(self.engine, self.limits.max_queue)
 
-    def use_schema(self, schema: strawberry.Schema) -> int:
+    def use_schema(self, schema: strawberry.Schema | GraphQLSchema) -> int:
         """Serve ``schema`` from now on.
 
         Operations already prepared finish on the schema they were validated against; a

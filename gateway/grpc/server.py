@@ -100,6 +100,7 @@ async def start_grpc(
     credentials: grpc.ServerCredentials | None = None,
     drain: Drain | None = None,
     catalog: CatalogHolder | None = None,
+    health_servicer: health.aio.HealthServicer | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
@@ -115,6 +116,8 @@ async def start_grpc(
             :class:`~gateway.grpc.requestid.CallInterceptor`).
         catalog: what the generic ``ResourceService`` serves, read once per call (the
             lifespan's holder; ``None``: a holder of the seed resources only).
+        health_servicer: the health service, when the caller decides when the server is
+            serving (:func:`follow_readiness`); by default it serves from the start.
 
     Returns:
         The running server (the caller, the lifespan, stops it) and the bound port.
@@ -136,7 +139,9 @@ async def start_grpc(
             resource_service_handler(adapter, hub, catalog or CatalogHolder(), conversions, drain),
         )
     )
-    health_servicer = health.aio.HealthServicer()
+    own_health = health_servicer is None
+    if health_servicer is None:
+        health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = service_names(c)
     reflection.enable_server_reflection(names, server)
@@ -148,9 +153,8 @@ async def start_grpc(
     if bound == 0:
         raise OSError(f"cannot bind the gRPC port {host}:{port}")
     await server.start()
-    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    for name in names:
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if own_health:
+        await set_health(health_servicer, serving=True)
     if drain is not None:
         # Every service NOT_SERVING at once, and it stays so.
         drain.on_drain(health_servicer.enter_graceful_shutdown)
@@ -162,3 +166,14 @@ async def start_grpc(
         SERVICE.full_name,
     )
     return server, bound
+
+
+async def set_health(servicer: health.aio.HealthServicer, serving: bool) -> None:
+    """Every service (and ``""``, the server) ``SERVING`` or ``NOT_SERVING``."""
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", *service_names(contract())):
+        await servicer.set(name, status)

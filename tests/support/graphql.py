@@ -220,9 +220,11 @@ async def ws_client(
     gateway: Gateway,
     protocol: str = "graphql-transport-ws",
     payload: dict[str, Any] | None = None,
+    path: str = "/graphql",
 ) -> AsyncIterator[TransportWS]:
     """A connected and acknowledged WebSocket client (admin token in connection_init)."""
-    async with connect(gateway.ws_url, subprotocols=[protocol]) as ws:  # type: ignore[list-item]
+    url = gateway.url.replace("http://", "ws://") + path
+    async with connect(url, subprotocols=[protocol]) as ws:  # type: ignore[list-item]
         client = TransportWS(ws)
         await client.send(
             {
