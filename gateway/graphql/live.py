@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gateway.core import documents
 from gateway.core.catalog import Catalog, CatalogHolder
 from gateway.graphql.schema import CatalogSchema, schema_for_catalog
 from gateway.graphql.server import GraphQLApp
@@ -81,7 +82,9 @@ class LiveSchema:
             return
         self._wanted = None
         started = time.perf_counter()
-        built = await asyncio.to_thread(schema_for_catalog, catalog, self.current)
+        # read on the loop (the upstream client lives there); the build runs in a thread
+        docs = await documents.load(catalog, catalog.groups.keys())
+        built = await asyncio.to_thread(schema_for_catalog, catalog, self.current, documents=docs)
         seconds = time.perf_counter() - started
         self.current = built
         ended = self.app.use_schema(built.schema)

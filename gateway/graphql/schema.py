@@ -14,12 +14,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import strawberry
 from strawberry.schema.config import StrawberryConfig
 
 from gateway.core import openapi
-from gateway.core.catalog import Catalog
+from gateway.core.catalog import Catalog, GroupVersionKey
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.schema import Model, seed_model
 from gateway.graphql._library import graphql_schema
@@ -111,17 +112,26 @@ def _reserved_names() -> frozenset[str]:
     return frozenset(graphql_schema(gateway_schema()).type_map)
 
 
-def schema_for_catalog(catalog: Catalog, previous: CatalogSchema | None = None) -> CatalogSchema:
+def schema_for_catalog(
+    catalog: Catalog,
+    previous: CatalogSchema | None = None,
+    documents: Mapping[GroupVersionKey, Mapping[str, Any]] | None = None,
+) -> CatalogSchema:
     """Build the GraphQL schema of everything ``catalog`` serves.
 
     A discovered resource whose kind the cluster's OpenAPI does not describe is left out
     (logged); a root field name that would clash is given to the first resource only.
+    ``documents`` are the catalog's OpenAPI documents (:func:`gateway.core.documents.load`,
+    read on the event loop before this runs in a thread); ``None``: the inline ones.
     """
     discovered = served_in_graphql(catalog)
-    documents = [gv.openapi for gv in catalog.groups.values() if gv.openapi is not None]
+    if documents is None:
+        documents = {k: gv.openapi for k, gv in catalog.groups.items() if gv.openapi is not None}
+    # in the catalog's order: a definition two documents carry is the first one's
+    docs = [documents[key] for key in catalog.groups if key in documents]
     model = openapi.extend(
         seed_model(),
-        documents,
+        docs,
         discovered,
         previous=previous.model if previous is not None else None,
         reserved=_reserved_names(),
