@@ -114,3 +114,23 @@ def test_a_rebuild_reuses_unchanged_classes_and_equals_a_fresh_build() -> None:
     fresh = schema_for_catalog(_catalog((a, spec_v2), (replicasets, rs_doc)))
     assert third.schema.as_str() == fresh.schema.as_str()
     assert "replicaSet: ReplicaSet" in third.schema.as_str()
+
+
+def test_documents_passed_in_type_a_catalog_that_only_names_them() -> None:
+    """The live schema loads a catalog's documents on the event loop and passes them in: the
+    same schema as with the documents inline."""
+    a = _widget("a.example.com")
+    doc = crd_document("a.example.com", "Widget", "com.example.a", SPEC)
+    inline = schema_for_catalog(_catalog((a, doc)))
+    named = _catalog((a, doc))
+    named = Catalog(
+        named.registry,
+        {
+            k: GroupVersion(gv.group, gv.version, gv.resources, None, "H1")
+            for k, gv in named.groups.items()
+        },
+        named.generation,
+    )
+    assert "  widgets(" not in schema_for_catalog(named).schema.as_str()
+    passed = schema_for_catalog(named, documents={("a.example.com", "v1"): doc})
+    assert passed.schema.as_str() == inline.schema.as_str()
