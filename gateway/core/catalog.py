@@ -28,15 +28,23 @@ GroupVersionKey = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class GroupVersion:
-    """One served group/version: its resources and, when read, its OpenAPI v3 document."""
+    """One served group/version: its resources and the name of its OpenAPI v3 document.
+
+    Discovery names the document (hash and URL, from the ``/openapi/v3`` index) and leaves
+    reading it to :func:`gateway.core.documents.load`, when a schema needs it.
+    """
 
     group: str
     version: str
     resources: tuple[Resource, ...]
-    #: The ``/openapi/v3/...`` document of this group/version (``None``: not read).
+    #: The ``/openapi/v3/...`` document carried inline (``None``: not read; discovery never
+    #: reads one, :attr:`Catalog.documents` does on demand).
     openapi: Mapping[str, Any] | None = None
     #: The hash the OpenAPI v3 index gave for that document; unchanged hash, unchanged document.
     openapi_hash: str = ""
+    #: The document's server-relative URL in that index (``/openapi/v3/apis/g/v?hash=H``;
+    #: empty: the index names none).
+    openapi_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)

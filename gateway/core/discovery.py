@@ -6,9 +6,12 @@
    ``/apis`` as ``APIGroupDiscoveryList``, apidiscovery.k8s.io/v2: two requests for the whole
    cluster), else from legacy discovery (``/api``, ``/apis``, then ``/api/v1`` and
    ``/apis/<group>/<version>`` one by one);
-2. the OpenAPI v3 index (``GET /openapi/v3``) and the document of every served group/version
-   with a resource the gateway serves from discovery; a document whose hash in the index has
-   not changed since the previous read is reused, never fetched again.
+2. the OpenAPI v3 index (``GET /openapi/v3``): the hash and URL of the document of every
+   served group/version with a resource the gateway serves from discovery.  The documents
+   themselves are not read here: a catalog names them, and its
+   :attr:`~gateway.core.catalog.Catalog.documents` (:class:`~gateway.core.documents.Documents`)
+   reads one when a front end builds a schema that needs it, kept by hash, so what discovery
+   costs does not grow with the size of every CRD's schema.
 
 Every served version is kept: a kind served in ``v1`` and ``v1beta1`` of one group is two
 resources (the front ends decide how to name them).  The curated seed resources
@@ -25,8 +28,8 @@ reads them; ``-secrets`` keeps them out of the gateway altogether.
 Reads are bounded (:class:`DiscoveryLimits`): the bytes of each document, the number of
 group/versions, the requests in flight, the time of each request.  One group/version that
 cannot be read (a broken aggregated APIService answering 503, a ``Stale`` entry of
-aggregated discovery, an OpenAPI document that fails) keeps its previous entry and is
-logged; it never costs the others.
+aggregated discovery, an OpenAPI index that fails) keeps its previous entry and is logged;
+it never costs the others.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import orjson
 from gateway.core import errors
 from gateway.core.catalog import Catalog, GroupVersion, GroupVersionKey
 from gateway.core.config import ConfigError
+from gateway.core.documents import DEFAULT_CACHED_DOCUMENTS, Documents
 from gateway.core.metrics import Metrics
 from gateway.core.registry import ALL_VERBS, REGISTRY, Registry, Resource, Subresource, Verb
 
@@ -181,6 +185,9 @@ class DiscoveryLimits:
     concurrency: int = 8
     #: Seconds one request may take.
     timeout: float = 30.0
+    #: Parsed OpenAPI documents kept for the schemas that read them (least recently used
+    #: ones evicted).
+    cached_documents: int = DEFAULT_CACHED_DOCUMENTS
 
 
 # ----------------------------------------------------------------------------- reading
@@ -346,7 +353,7 @@ def parse_aggregated(body: Mapping[str, Any]) -> list[_Served]:
 
 
 def catalog_changed(old: Catalog, new: Catalog) -> bool:
-    """Do two catalogs differ in what they serve (resources, or an OpenAPI document's hash)?"""
+    """Do two catalogs differ in what they serve (resources, or an OpenAPI document's name)?"""
     if old.groups.keys() != new.groups.keys():
         return True
     for key, gv in new.groups.items():
@@ -354,7 +361,7 @@ def catalog_changed(old: Catalog, new: Catalog) -> bool:
         if (
             before.resources != gv.resources
             or before.openapi_hash != gv.openapi_hash
-            or (before.openapi is None) != (gv.openapi is None)
+            or before.openapi_url != gv.openapi_url
         ):
             return True
     return tuple(old.registry.records) != tuple(new.registry.records)
@@ -378,6 +385,8 @@ class Discovery:
         seen_group_versions: every group/version the last read found.
         openapi_served: whether the last read found an OpenAPI v3 index (``False``: 404).
         requests: upstream requests made, by path (for the operator's debugging, and tests).
+        documents: reads the OpenAPI documents of every catalog this discovery reads (one
+            cache for all of them).
     """
 
     def __init__(
@@ -400,14 +409,16 @@ class Discovery:
         self.openapi_served = True
         self.requests = 0
         self._gate = asyncio.Semaphore(limits.concurrency)
+        self.documents = Documents(self._document, size=limits.cached_documents)
 
     # -- the one read ------------------------------------------------------------------
 
     async def read(self, previous: Catalog) -> Catalog:
         """Read the cluster into a new catalog (generation ``previous.generation + 1``).
 
-        ``previous`` supplies what a failing group/version keeps and the OpenAPI documents
-        whose hash has not changed.
+        ``previous`` supplies what a failing group/version keeps (its resources, and its
+        document's hash and URL when the OpenAPI index cannot be read).  No document is read:
+        the catalog's :attr:`~gateway.core.catalog.Catalog.documents` is :attr:`documents`.
 
         Raises:
             DiscoveryFailed: the list of group/versions itself could not be read.
@@ -437,16 +448,23 @@ class Discovery:
                 ", ".join(dropped[:20]) + (" ..." if len(dropped) > 20 else ""),
             )
             kept = kept[: self.limits.max_group_versions]
-        documents = await self._openapi(
+        named = await self._openapi(
             [(g, v) for g, v, _, discovered in kept if discovered], previous
         )
         groups: dict[GroupVersionKey, GroupVersion] = {}
         records: list[Resource] = list(self.seed.values())
         for group, version, served_here, _ in kept:
-            doc, digest = documents.get((group, version), (None, ""))
-            groups[(group, version)] = GroupVersion(group, version, served_here, doc, digest)
+            digest, url = named.get((group, version), ("", ""))
+            groups[(group, version)] = GroupVersion(
+                group, version, served_here, openapi_hash=digest, openapi_url=url
+            )
             records.extend(r for r in served_here if self.seed.by_resource(*_gvr(r)) is None)
-        return Catalog(Registry(tuple(records)), MappingProxyType(groups), previous.generation + 1)
+        return Catalog(
+            Registry(tuple(records)),
+            MappingProxyType(groups),
+            previous.generation + 1,
+            documents=self.documents,
+        )
 
     # -- group/versions ----------------------------------------------------------------
 
@@ -519,13 +537,13 @@ class Discovery:
 
     async def _openapi(
         self, wanted: Sequence[GroupVersionKey], previous: Catalog
-    ) -> dict[GroupVersionKey, tuple[Mapping[str, Any] | None, str]]:
-        """The OpenAPI document and hash of each wanted group/version (reused when its hash
-        is unchanged; the previous one kept when it cannot be read)."""
+    ) -> dict[GroupVersionKey, tuple[str, str]]:
+        """The hash and URL the OpenAPI v3 index gives each wanted group/version's document
+        (``("", "")``: none; the previous ones kept when the index cannot be read)."""
 
-        def kept(key: GroupVersionKey) -> tuple[Mapping[str, Any] | None, str]:
+        def kept(key: GroupVersionKey) -> tuple[str, str]:
             before = previous.groups.get(key)
-            return (before.openapi, before.openapi_hash) if before is not None else (None, "")
+            return (before.openapi_hash, before.openapi_url) if before is not None else ("", "")
 
         if not wanted:
             return {}
@@ -538,54 +556,24 @@ class Discovery:
             if self.openapi_served:
                 log.warning("openapi: cannot read the index /openapi/v3 (%s)", exc)
             else:
-                log.info("openapi: the upstream serves no /openapi/v3; no documents read")
+                log.info("openapi: the upstream serves no /openapi/v3; no documents named")
             return {key: kept(key) for key in wanted}
         self.openapi_served = True
         paths = index.get("paths") if isinstance(index, dict) else None
         paths = paths if isinstance(paths, dict) else {}
-        out: dict[GroupVersionKey, tuple[Mapping[str, Any] | None, str]] = {}
-        fetch: list[tuple[GroupVersionKey, str, str]] = []
+        out: dict[GroupVersionKey, tuple[str, str]] = {}
         for key in wanted:
             entry = paths.get(_openapi_key(*key))
             url = entry.get("serverRelativeURL") if isinstance(entry, dict) else None
             if not isinstance(url, str) or not url.startswith(OPENAPI_PREFIX):
-                out[key] = (None, "")
+                out[key] = ("", "")
                 continue
-            digest = (parse_qs(urlsplit(url).query).get("hash") or [""])[0]
-            before = previous.groups.get(key)
-            if (
-                digest
-                and before is not None
-                and before.openapi is not None
-                and before.openapi_hash == digest
-            ):
-                out[key] = (before.openapi, digest)
-            else:
-                fetch.append((key, url, digest))
-
-        async def one(key: GroupVersionKey, url: str, digest: str) -> None:
-            try:
-                doc = await self._get(
-                    url, "application/json", self.limits.max_openapi_bytes, "openapi"
-                )
-            except errors.GatewayError as exc:
-                log.warning(
-                    "openapi: cannot read %s (%s); keeping the previous document",
-                    _bare(url),
-                    exc,
-                )
-                out[key] = kept(key)
-                return
-            if not isinstance(doc, dict):
-                log.warning(
-                    "openapi: %s is not an object; keeping the previous document", _bare(url)
-                )
-                out[key] = kept(key)
-                return
-            out[key] = (MappingProxyType(doc), digest)
-
-        await asyncio.gather(*(one(*item) for item in fetch))
+            out[key] = ((parse_qs(urlsplit(url).query).get("hash") or [""])[0], url)
         return out
+
+    async def _document(self, url: str) -> Any:
+        """One OpenAPI document, for :attr:`documents` (the reads' limits and gate apply)."""
+        return await self._get(url, "application/json", self.limits.max_openapi_bytes, "openapi")
 
     # -- transport ---------------------------------------------------------------------
 

@@ -5,17 +5,18 @@
 with the gateway's own identity, each through one :class:`~gateway.core.watch.Watcher`
 (resume by resourceVersion, relist and diff after 410: watch rules 6 to 21), and after a
 change re-reads discovery and the OpenAPI v3 index (:class:`~gateway.core.discovery.Discovery`:
-three requests, plus one per group/version whose document hash changed).  A burst of changes
-is one re-read: a change marks the catalog dirty, the reader waits ``settle`` seconds for
-more, and changes during a read make one more read after it.  A new catalog is swapped in
-only when it differs (resources or a document hash).
+three requests; the documents themselves are read later, by a schema that needs them).  A
+burst of changes is one re-read: a change marks the catalog dirty, the reader waits
+``settle`` seconds for more, and changes during a read make one more read after it.  A new
+catalog is swapped in only when it differs (resources, or a document's hash or URL).
 
 The apiserver updates discovery and OpenAPI a moment after a CRD's ``Established``
 condition (and after an APIService becomes available), so each change also records what the
-next read must show: the CRD's served versions present (or gone, once deleted), the OpenAPI
-document of a new group/version present, a changed schema's hash changed.  A read that does
-not show it yet is repeated after a short, growing delay (at most ``max_retries`` times),
-so a CRD appears as soon as the apiserver serves it, without polling.
+next read must show: the CRD's served versions present (or gone, once deleted), a new
+group/version's document named in the OpenAPI index, a changed schema's hash changed.  A
+read that does not show it yet is repeated after a short, growing delay (at most
+``max_retries`` times), so a CRD appears as soon as the apiserver serves it, without
+polling.
 
 Bounded: the watchers keep only what the expectations need of each object (names, served
 versions, conditions; never a CRD's schema), one read runs at a time, retries are capped.
@@ -76,7 +77,7 @@ class Expectations:
     gv_absent: set[GroupVersionKey] = field(default_factory=set)
     #: Group/versions whose OpenAPI hash must differ from the one given (a changed schema).
     hash_not: dict[GroupVersionKey, str] = field(default_factory=dict)
-    #: Group/versions whose OpenAPI document must have been read (a new CRD's).
+    #: Group/versions whose OpenAPI document the index must name (a new CRD's).
     openapi: set[GroupVersionKey] = field(default_factory=set)
 
     def __bool__(self) -> bool:
@@ -103,9 +104,10 @@ class Expectations:
             gv = catalog.groups.get(key)
             if (
                 gv is None  # not served, or not allowed by --resources
-                or gv.openapi is not None
+                or gv.openapi_url  # named in the index: a schema can read it
+                or gv.openapi_hash
                 or not discovery.openapi_served
-                or all(catalog.is_seed(r) for r in gv.resources)  # no document is read
+                or all(catalog.is_seed(r) for r in gv.resources)  # no document is named
             ):
                 self.openapi.discard(key)
 
@@ -361,7 +363,7 @@ class CatalogReloader:
                 catalog = self.holder.current
                 for group, version, _ in now & was:
                     gv = catalog.groups.get((group, version))
-                    if gv is not None and gv.openapi is not None:
+                    if gv is not None and gv.openapi_hash:  # else no hash can show the change
                         self.expect.hash_not.setdefault((group, version), gv.openapi_hash)
 
     def _apiservice_changed(self, before: JSON | None, after: JSON | None) -> None:
@@ -452,5 +454,5 @@ class CatalogReloader:
         parts += [f"{g}/{v}" for g, v in sorted(self.expect.gv_present)]
         parts += [f"no {g}/{v}" for g, v in sorted(self.expect.gv_absent)]
         parts += [f"a new OpenAPI hash of {g}/{v}" for g, v in sorted(self.expect.hash_not)]
-        parts += [f"the OpenAPI document of {g}/{v}" for g, v in sorted(self.expect.openapi)]
+        parts += [f"the OpenAPI index entry of {g}/{v}" for g, v in sorted(self.expect.openapi)]
         return ", ".join(parts) or "nothing"

@@ -95,7 +95,7 @@ def _read(source: Any, info: Info) -> Any:
     return source.get(info.field_name) if type(source) is dict else None
 
 
-def _itself(source: Any, info: Info) -> Any:
+def _itself(source: Any, info: Info, **args: Any) -> Any:
     return source
 
 

@@ -21,7 +21,7 @@ from graphql import GraphQLSchema, print_schema
 from strawberry.schema.config import StrawberryConfig
 
 from gateway.core import openapi
-from gateway.core.catalog import Catalog
+from gateway.core.catalog import Catalog, GroupVersionKey
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.schema import Model, seed_model
 from gateway.graphql._library import graphql_schema
@@ -167,7 +167,7 @@ def schema_for_catalog(
     previous: CatalogSchema | None = None,
     *,
     scope: str = BUILT_IN,
-    documents: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    documents: Mapping[GroupVersionKey, Mapping[str, Any]] | None = None,
 ) -> CatalogSchema:
     """Build the GraphQL schema of ``scope`` (:func:`scope_of`): the seed kinds plus the
     discovered kinds of that scope.  Pure and synchronous: callers run it in a worker

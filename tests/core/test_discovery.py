@@ -14,6 +14,7 @@ import socket
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -21,7 +22,8 @@ import orjson
 import pytest
 import uvicorn
 
-from gateway.core.catalog import SEED_CATALOG, Catalog
+from gateway.core import documents
+from gateway.core.catalog import SEED_CATALOG, Catalog, GroupVersion
 from gateway.core.discovery import (
     AGGREGATED_ACCEPT,
     Discovery,
@@ -314,11 +316,17 @@ def scripted() -> Cluster:
     return cluster
 
 
+def _documents_read(cluster: Cluster) -> dict[str, int]:
+    return {p: n for p, n in cluster.requests.items() if "?hash=" in p and n}
+
+
 async def test_aggregated_discovery_scope_verbs_subresources_versions_and_seeds() -> None:
     cluster = scripted()
     async with serving(cluster) as http:
         discovery = Discovery(http)
         catalog = await discovery.read(SEED_CATALOG)
+        assert sorted(cluster.requests) == ["/api", "/apis", "/openapi/v3"]  # no document
+        loaded = await documents.load(catalog, [("apps", "v1"), ("coordination.k8s.io", "v1")])
     assert discovery.aggregated is True
     assert cluster.accepts["/apis"] == AGGREGATED_ACCEPT
     deployments = catalog.resource("apps", "v1", "deployments")
@@ -339,14 +347,15 @@ async def test_aggregated_discovery_scope_verbs_subresources_versions_and_seeds(
     assert v1 is not v2
     assert catalog.registry["widgets.stable.example.com"] is v2
     assert catalog.registry.lookup("Widget") is v2
-    assert catalog.groups[("apps", "v1")].openapi == {
-        "openapi": "3.0.0",
-        "info": {"title": "apis/apps/v1"},
-    }
-    assert catalog.groups[("apps", "v1")].openapi_hash == "H1"
-    # seed-only group/versions: served, no document read (the seeds have curated schemas)
-    assert catalog.groups[("coordination.k8s.io", "v1")].openapi is None
-    assert cluster.requests["/openapi/v3/apis/coordination.k8s.io/v1?hash=H1"] == 0
+    apps = catalog.groups[("apps", "v1")]
+    # named by the index, not carried: the catalog's source reads it when asked
+    assert (apps.openapi_hash, apps.openapi_url) == ("H1", "/openapi/v3/apis/apps/v1?hash=H1")
+    assert apps.openapi is None
+    assert catalog.documents is discovery.documents
+    assert loaded == {("apps", "v1"): {"openapi": "3.0.0", "info": {"title": "apis/apps/v1"}}}
+    # seed-only group/versions: served, no document named (the seeds have curated schemas)
+    assert catalog.groups[("coordination.k8s.io", "v1")].openapi_hash == ""
+    assert _documents_read(cluster) == {"/openapi/v3/apis/apps/v1?hash=H1": 1}
 
 
 async def test_patterns_filter_discovered_resources_but_never_the_seeds() -> None:
@@ -365,41 +374,51 @@ async def test_patterns_filter_discovered_resources_but_never_the_seeds() -> Non
     assert {_gvr(r) for r in REGISTRY.values()} <= served
     with pytest.raises(UnknownResource):
         catalog.resource("metrics.example.com", "v1beta1", "podmetrics")
-    # documents only for group/versions with an allowed discovered resource
+    # documents named only for group/versions with an allowed discovered resource
     assert ("metrics.example.com", "v1beta1") not in catalog.groups
-    assert cluster.requests["/openapi/v3/apis/metrics.example.com/v1beta1?hash=H1"] == 0
-    assert catalog.groups[("", "v1")].openapi is None  # only the seed pods there now
+    assert catalog.groups[("", "v1")].openapi_hash == ""  # only the seed pods there now
+    assert catalog.groups[("apps", "v1")].openapi_hash == "H1"
+    assert _documents_read(cluster) == {}
     assert ("", "v1", "secrets") in discovery.seen  # seen, just not served
 
 
-async def test_only_documents_whose_hash_changed_are_read_again() -> None:
+async def test_reads_name_documents_and_each_hash_is_read_once_when_loaded() -> None:
     cluster = scripted()
+    everything = [("", "v1"), ("apps", "v1"), ("stable.example.com", "v2"),
+                  ("stable.example.com", "v1"), ("metrics.example.com", "v1beta1")]  # fmt: skip
     async with serving(cluster) as http:
         discovery = Discovery(http)
         first = await discovery.read(SEED_CATALOG)
-        documents = {p: n for p, n in cluster.requests.items() if "?hash=" in p}
-        assert len(documents) == 5 and set(documents.values()) == {1}
+        assert _documents_read(cluster) == {}
+        docs = await documents.load(first, everything)
+        assert set(docs) == set(everything)
+        assert len(_documents_read(cluster)) == 5
+        assert set(_documents_read(cluster).values()) == {1}
         cluster.requests.clear()
         second = await discovery.read(first)
         assert sorted(cluster.requests) == ["/api", "/apis", "/openapi/v3"]
         assert not catalog_changed(first, second)
-        assert second.groups[("apps", "v1")].openapi is first.groups[("apps", "v1")].openapi
+        again = await documents.load(second, everything)
+        assert _documents_read(cluster) == {}  # unchanged hashes: the cached documents
+        assert again[("apps", "v1")] is docs[("apps", "v1")]
         cluster.requests.clear()
         cluster.set_hash("apis/apps/v1", "H2", {"openapi": "3.0.0", "info": {"title": "new"}})
         third = await discovery.read(second)
-    assert sorted(cluster.requests) == [
-        "/api",
-        "/apis",
-        "/openapi/v3",
-        "/openapi/v3/apis/apps/v1?hash=H2",
-    ]
-    assert catalog_changed(second, third)
-    assert third.generation == 3
-    assert third.groups[("apps", "v1")].openapi_hash == "H2"
-    assert third.groups[("apps", "v1")].openapi == {"openapi": "3.0.0", "info": {"title": "new"}}
+        assert sorted(cluster.requests) == ["/api", "/apis", "/openapi/v3"]
+        assert catalog_changed(second, third)
+        assert third.generation == 3
+        assert third.groups[("apps", "v1")].openapi_hash == "H2"
+        new = await documents.load(third, everything)
+    assert _documents_read(cluster) == {"/openapi/v3/apis/apps/v1?hash=H2": 1}
+    assert new[("apps", "v1")] == {"openapi": "3.0.0", "info": {"title": "new"}}
+    assert new[("", "v1")] is docs[("", "v1")]
+    # the old hash's document is dropped, not kept beside the new one
+    assert len(discovery.documents) == 5
 
 
-async def test_one_broken_group_version_keeps_its_previous_entry() -> None:
+async def test_one_broken_group_version_keeps_its_previous_entry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     cluster = scripted()
     async with serving(cluster) as http:
         discovery = Discovery(http)
@@ -411,12 +430,32 @@ async def test_one_broken_group_version_keeps_its_previous_entry() -> None:
         cluster.set_hash("apis/metrics.example.com/v1beta1", "H9", {})
         cluster.failures["/openapi/v3/apis/metrics.example.com/v1beta1?hash=H9"] = 503
         second = await discovery.read(first)
+        loaded = await documents.load(second, [("metrics.example.com", "v1beta1"), ("apps", "v1")])
     kept = second.groups[("metrics.example.com", "v1beta1")]
-    assert kept == first.groups[("metrics.example.com", "v1beta1")]
-    assert kept.openapi_hash == "H1"
+    assert kept.resources == first.groups[("metrics.example.com", "v1beta1")].resources
+    assert kept.openapi_hash == "H9"
     assert second.resource("apps", "v1", "deployments") == first.resource(
         "apps", "v1", "deployments"
     )
+    # the document that fails is left out (logged, without its hash); the others are read
+    assert set(loaded) == {("apps", "v1")}
+    assert "cannot read /openapi/v3/apis/metrics.example.com/v1beta1 (" in caplog.text
+
+
+@pytest.mark.parametrize("status", [503, 404])
+async def test_an_index_that_cannot_be_read_keeps_the_previous_names(status: int) -> None:
+    cluster = scripted()
+    async with serving(cluster) as http:
+        discovery = Discovery(http)
+        first = await discovery.read(SEED_CATALOG)
+        cluster.failures["/openapi/v3"] = status
+        second = await discovery.read(first)
+        assert discovery.openapi_served is (status != 404)
+        assert not catalog_changed(first, second)
+        assert second.groups[("apps", "v1")].openapi_url == "/openapi/v3/apis/apps/v1?hash=H1"
+        fresh = await Discovery(http).read(SEED_CATALOG)  # nothing before: nothing named
+    assert fresh.groups[("apps", "v1")].openapi_hash == ""
+    assert await documents.load(fresh, fresh.groups) == {}
 
 
 async def test_legacy_discovery_fallback_and_a_failing_group_version() -> None:
@@ -468,7 +507,8 @@ async def test_limits_bound_every_read() -> None:
         small_docs = await Discovery(http, limits=DiscoveryLimits(max_openapi_bytes=10)).read(
             SEED_CATALOG
         )
-        assert small_docs.groups[("apps", "v1")].openapi is None
+        assert small_docs.groups[("apps", "v1")].openapi_hash == "H1"
+        assert await documents.load(small_docs, [("apps", "v1")]) == {}
         assert small_docs.resource("apps", "v1", "deployments").kind == "Deployment"
         few = await Discovery(http, limits=DiscoveryLimits(max_group_versions=2)).read(SEED_CATALOG)
     assert list(few.groups) == [("", "v1"), ("apps", "v1")]
@@ -478,6 +518,17 @@ async def test_limits_bound_every_read() -> None:
 
 def test_catalog_changed_compares_resources_and_hashes() -> None:
     assert not catalog_changed(SEED_CATALOG, Catalog(REGISTRY, generation=5))
+
+    def named(digest: str, url: str, doc: dict[str, Any] | None = None) -> Catalog:
+        gv = GroupVersion("", "v1", (POD,), doc, digest, url)
+        return Catalog(REGISTRY, MappingProxyType({("", "v1"): gv}))
+
+    one = named("H1", "/openapi/v3/api/v1?hash=H1")
+    assert not catalog_changed(one, named("H1", "/openapi/v3/api/v1?hash=H1"))
+    assert catalog_changed(one, named("H2", "/openapi/v3/api/v1?hash=H2"))
+    assert catalog_changed(named("", ""), named("", "/openapi/v3/api/v1"))
+    # a document read or not is not a change of what is served
+    assert not catalog_changed(one, named("H1", "/openapi/v3/api/v1?hash=H1", {"openapi": "3"}))
 
 
 def test_settings_refuse_malformed_resources_and_turn_discovery_off() -> None:

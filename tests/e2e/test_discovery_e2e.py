@@ -1,5 +1,6 @@
 """Discovery and the live catalog reload against the real kube-apiserver: what discovery
-finds (scope, verbs, subresources, OpenAPI v3 documents), ``--resources`` filtering, and a
+finds (scope, verbs, subresources, OpenAPI v3 documents named by hash and read on demand),
+``--resources`` filtering, and a
 CRD created and deleted while a :class:`CatalogReloader` runs, heard by a catalog listener.
 
 Requests are counted by a transport that wraps httpx's real one (every request still goes
@@ -17,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from gateway.core import documents
 from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import SEED_CATALOG, Catalog, CatalogHolder
 from gateway.core.discovery import Discovery, ResourcePatterns
@@ -72,6 +74,8 @@ async def test_discovery_finds_builtin_resources_scope_verbs_subresources_and_do
     async with admin_client(kube_apiserver) as (http, counted):
         discovery = Discovery(http)
         catalog = await discovery.read(SEED_CATALOG)
+        assert counted.documents() == {}  # named by the index, read only when loaded
+        loaded = await documents.load(catalog, [("apps", "v1")])
     assert discovery.aggregated is True
     assert counted.paths["/api"] == counted.paths["/apis"] == 1
     deployments = catalog.resource("apps", "v1", "deployments")
@@ -95,8 +99,9 @@ async def test_discovery_finds_builtin_resources_scope_verbs_subresources_and_do
     assert catalog.registry.by_resource("", "v1", "bindings") is not None  # create only
     apps = catalog.groups[("apps", "v1")]
     assert apps.openapi_hash
-    assert apps.openapi is not None
-    assert "io.k8s.api.apps.v1.Deployment" in apps.openapi["components"]["schemas"]
+    assert apps.openapi_url.startswith("/openapi/v3/apis/apps/v1?hash=")
+    assert apps.openapi is None
+    assert "io.k8s.api.apps.v1.Deployment" in loaded[("apps", "v1")]["components"]["schemas"]
     # built-in API set: every served kind in one catalog
     assert len(catalog.registry.records) >= 50
 
@@ -105,6 +110,8 @@ async def test_resources_patterns_filter_what_is_served(kube_apiserver: KubeAPIS
     patterns = ResourcePatterns.parse("apps/*,core/v1/*,-secrets,-core/*/nodes")
     async with admin_client(kube_apiserver) as (http, counted):
         catalog = await Discovery(http, patterns=patterns).read(SEED_CATALOG)
+        assert counted.documents() == {}
+        await documents.load(catalog, catalog.groups)
     served = {(r.group, r.version, r.plural) for r in catalog.registry.records}
     assert ("apps", "v1", "deployments") in served
     assert ("", "v1", "configmaps") in served
@@ -163,6 +170,8 @@ async def test_a_crd_appears_in_a_swapped_catalog_and_disappears_when_deleted(
         first = holder.current
         assert first.generation == 1
         assert ("apps", "v1") in first.groups
+        assert counted.documents() == {}  # no document read to discover
+        await documents.load(first, first.groups)  # as the first schema build does
         documents_at_start = counted.documents()
         assert documents_at_start["/openapi/v3/apis/apps/v1"] == 1
         running = asyncio.create_task(reloader.run())
@@ -175,22 +184,21 @@ async def test_a_crd_appears_in_a_swapped_catalog_and_disappears_when_deleted(
             def has_gizmos(c: Catalog) -> bool:
                 gv = c.groups.get((group, "v1"))
                 return c.registry.by_resource(group, "v1", "gizmos") is not None and (
-                    gv is not None and gv.openapi is not None
+                    gv is not None and bool(gv.openapi_hash)
                 )
 
             with_crd = await next_catalog(swaps, has_gizmos)
             gizmos = with_crd.resource(group, "v1", "gizmos")
             assert (gizmos.kind, gizmos.namespaced, gizmos.short_names) == ("Gizmo", True, ("gz",))
             assert set(gizmos.subresources) == {"status"}
-            doc = with_crd.groups[(group, "v1")].openapi
-            assert doc is not None
-            schemas = doc["components"]["schemas"]
+            loaded = await documents.load(with_crd, with_crd.groups)
+            schemas = loaded[(group, "v1")]["components"]["schemas"]
             assert any(name.endswith(".v1.Gizmo") for name in schemas)
             # the documents of unchanged group/versions were not read again
-            documents = counted.documents()
+            read = counted.documents()
             for path, n in documents_at_start.items():
-                assert documents[path] == n, path
-            assert documents[f"/openapi/v3/apis/{group}/v1"] >= 1
+                assert read[path] == n, path
+            assert read[f"/openapi/v3/apis/{group}/v1"] == 1
 
             deleted = await http.delete(
                 f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{group}"

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.core.documents import Documents
 from gateway.demo import DemoUpstream
 from gateway.settings import Settings
 from tests.support.graphql import ADMIN, Gateway, serve_app, ws_client
@@ -84,6 +85,12 @@ async def test_demo_kinds_are_served_with_relations(discovering: Gateway) -> Non
     assert targets == pods
     on_nodes = {p["metadata"]["name"] for n in data["nodes"]["items"] for p in n["pods"]}
     assert pods <= on_nodes
+    # typed from documents read on demand: the catalog only names them, the build read them
+    catalog = discovering.app.state.runtime.catalog.current
+    assert all(gv.openapi is None for gv in catalog.groups.values())
+    assert catalog.groups[("apps", "v1")].openapi_hash
+    assert isinstance(catalog.documents, Documents)
+    assert len(catalog.documents) > 0
 
 
 async def test_a_custom_resource_is_served_in_its_group_schema(discovering: Gateway) -> None:

@@ -1,0 +1,125 @@
+"""OpenAPI documents read on demand (:class:`gateway.core.documents.Documents`): by hash,
+once, shared by concurrent readers, a bounded number kept; and the reloader's expectations,
+which wait for the index to name a new group/version's document, never for the document.
+
+The upstream is the scripted cluster of ``test_discovery`` (a real HTTP server on loopback
+counting every request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.core import documents
+from gateway.core.catalog import SEED_CATALOG
+from gateway.core.discovery import Discovery, DiscoveryLimits
+from gateway.core.documents import Documents
+from gateway.core.reload import Expectations
+from tests.core.test_discovery import Cluster, scripted, serving
+
+APPS = ("apps", "v1")
+V1 = ("stable.example.com", "v1")
+V2 = ("stable.example.com", "v2")
+
+
+def _reads(cluster: Cluster, key: str) -> int:
+    return sum(n for p, n in cluster.requests.items() if p.startswith(f"/openapi/v3/{key}?"))
+
+
+async def test_concurrent_loads_share_one_read_and_a_cancelled_caller_does_not_end_it() -> None:
+    cluster = scripted()
+    async with serving(cluster) as http:
+        discovery = Discovery(http)
+        catalog = await discovery.read(SEED_CATALOG)
+        first, second, third = await asyncio.gather(
+            documents.load(catalog, [APPS]),
+            documents.load(catalog, [APPS, V1]),
+            documents.load(catalog, [V1]),
+        )
+        assert first[APPS] is second[APPS]
+        assert second[V1] is third[V1]
+        assert _reads(cluster, "apis/apps/v1") == 1
+        assert _reads(cluster, "apis/stable.example.com/v1") == 1
+        assert discovery.documents.fetches == 2
+
+        leaving = asyncio.create_task(documents.load(catalog, [V2]))
+        staying = asyncio.create_task(documents.load(catalog, [V2]))
+        await asyncio.sleep(0)  # both are waiting for the one read now
+        leaving.cancel()
+        assert V2 in await staying
+        with pytest.raises(asyncio.CancelledError):
+            await leaving
+    assert _reads(cluster, "apis/stable.example.com/v2") == 1
+
+
+async def test_the_cache_is_bounded_least_recently_used_first() -> None:
+    cluster = scripted()
+    async with serving(cluster) as http:
+        discovery = Discovery(http, limits=DiscoveryLimits(cached_documents=2))
+        catalog = await discovery.read(SEED_CATALOG)
+        for key in (APPS, V1, APPS, V2):  # APPS used again: V1 is the least recent
+            await documents.load(catalog, [key])
+        assert len(discovery.documents) == 2
+        assert _reads(cluster, "apis/apps/v1") == 1
+        await documents.load(catalog, [APPS, V2])  # both still kept
+        assert discovery.documents.fetches == 3
+        await documents.load(catalog, [V1])  # evicted: read again
+    assert _reads(cluster, "apis/stable.example.com/v1") == 2
+    assert len(discovery.documents) == 2
+
+
+async def test_a_document_without_a_hash_is_read_on_every_load_and_never_kept() -> None:
+    cluster = scripted()
+    url = "/openapi/v3/apis/apps/v1"
+    cluster.bodies["/openapi/v3"]["paths"]["apis/apps/v1"] = {"serverRelativeURL": url}
+    cluster.bodies[url] = {"openapi": "3.0.0", "info": {"title": "no hash"}}
+    async with serving(cluster) as http:
+        discovery = Discovery(http)
+        catalog = await discovery.read(SEED_CATALOG)
+        assert catalog.groups[APPS].openapi_url == url
+        assert catalog.groups[APPS].openapi_hash == ""
+        one = await documents.load(catalog, [APPS])
+        two = await documents.load(catalog, [APPS])
+    assert one == two == {APPS: {"openapi": "3.0.0", "info": {"title": "no hash"}}}
+    assert cluster.requests[url] == 2
+    assert len(discovery.documents) == 0
+
+
+async def test_a_document_that_is_not_an_object_is_left_out_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = scripted()
+    cluster.set_hash("apis/apps/v1", "H5", [])  # type: ignore[arg-type]
+    async with serving(cluster) as http:
+        discovery = Discovery(http)
+        catalog = await discovery.read(SEED_CATALOG)
+        assert await documents.load(catalog, [APPS, V1]) == {
+            V1: {"openapi": "3.0.0", "info": {"title": "apis/stable.example.com/v1"}}
+        }
+    assert "openapi: /openapi/v3/apis/apps/v1 is not an object" in caplog.text
+    assert isinstance(catalog.documents, Documents)
+
+
+async def test_a_new_group_versions_expectation_is_met_by_its_index_entry() -> None:
+    cluster = scripted()
+    index = cluster.bodies["/openapi/v3"]["paths"]
+    named = index.pop("apis/stable.example.com/v1")
+    async with serving(cluster) as http:
+        discovery = Discovery(http)
+        expect = Expectations(openapi={V1, APPS})
+        first = await discovery.read(SEED_CATALOG)
+        expect.settle(discovery, first)
+        assert expect.openapi == {V1}  # served, but the index does not name it yet
+        index["apis/stable.example.com/v1"] = named
+        second = await discovery.read(first)
+        expect.settle(discovery, second)
+        assert not expect
+        # a changed schema: met by a new hash in the index, still without reading a document
+        expect.hash_not[APPS] = "H1"
+        cluster.set_hash("apis/apps/v1", "H2", {})
+        expect.settle(discovery, await discovery.read(second))
+    assert not expect
+    assert discovery.documents.fetches == 0
+    assert not any("?hash=" in p for p in cluster.requests)
