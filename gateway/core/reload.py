@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from gateway.core import errors
+from gateway.core import documents, errors
 from gateway.core.adapter import JSON, KubeAdapter
 from gateway.core.catalog import Catalog, CatalogHolder, GroupVersionKey
 from gateway.core.discovery import Discovery, DiscoveryFailed, ResourceKey, catalog_changed
@@ -77,7 +77,9 @@ class Expectations:
     gv_absent: set[GroupVersionKey] = field(default_factory=set)
     #: Group/versions whose OpenAPI hash must differ from the one given (a changed schema).
     hash_not: dict[GroupVersionKey, str] = field(default_factory=dict)
-    #: Group/versions whose OpenAPI document the index must name (a new CRD's).
+    #: Group/versions whose OpenAPI document must describe their kinds (a new CRD's): the
+    #: apiserver names a new group/version's document in its index before the document
+    #: holds the CRD's schema, and nothing announces the moment it does.
     openapi: set[GroupVersionKey] = field(default_factory=set)
 
     def __bool__(self) -> bool:
@@ -90,8 +92,12 @@ class Expectations:
             or self.openapi
         )
 
-    def settle(self, discovery: Discovery, catalog: Catalog) -> None:
-        """Drop every expectation the last read (``discovery``'s, giving ``catalog``) met."""
+    async def settle(self, discovery: Discovery, catalog: Catalog) -> None:
+        """Drop every expectation the last read (``discovery``'s, giving ``catalog``) met.
+
+        A new group/version's document is read to see whether it describes the kinds yet
+        (one read per changed group/version, cached by hash: the schema build that follows
+        takes the same document)."""
         self.present -= discovery.seen
         self.absent &= discovery.seen
         self.gv_present -= discovery.seen_group_versions
@@ -100,16 +106,23 @@ class Expectations:
             gv = catalog.groups.get(key)
             if gv is None or gv.openapi_hash != old:
                 del self.hash_not[key]
+        named: list[GroupVersionKey] = []
         for key in list(self.openapi):
             gv = catalog.groups.get(key)
             if (
                 gv is None  # not served, or not allowed by --resources
-                or gv.openapi_url  # named in the index: a schema can read it
-                or gv.openapi_hash
                 or not discovery.openapi_served
                 or all(catalog.is_seed(r) for r in gv.resources)  # no document is named
             ):
                 self.openapi.discard(key)
+            elif gv.openapi_url or gv.openapi_hash:  # named in the index: read it
+                named.append(key)
+        if named:
+            docs = await documents.load(catalog, named)
+            for key in named:
+                kinds = [r for r in catalog.groups[key].resources if not catalog.is_seed(r)]
+                if _describes(docs.get(key), kinds):
+                    self.openapi.discard(key)
 
     def clear(self) -> None:
         self.present.clear()
@@ -118,6 +131,21 @@ class Expectations:
         self.gv_absent.clear()
         self.hash_not.clear()
         self.openapi.clear()
+
+
+def _describes(document: Mapping[str, Any] | None, kinds: list[Resource]) -> bool:
+    """Does an OpenAPI v3 document describe the kind of every one of ``kinds``?"""
+    if document is None:
+        return False
+    components = document.get("components")
+    schemas = components.get("schemas") if isinstance(components, dict) else None
+    described = set()
+    for schema in schemas.values() if isinstance(schemas, dict) else ():
+        gvks = schema.get("x-kubernetes-group-version-kind") if isinstance(schema, dict) else None
+        for g in gvks if isinstance(gvks, list) else ():
+            if isinstance(g, dict):
+                described.add((g.get("group", ""), g.get("version"), g.get("kind")))
+    return all((r.group, r.version, r.kind) in described for r in kinds)
 
 
 def _conditions(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -426,7 +454,7 @@ class CatalogReloader:
             log.warning("catalog reload: %s; keeping the current catalog", exc)
             self._count("failed")
             return False
-        self.expect.settle(self.discovery, new)
+        await self.expect.settle(self.discovery, new)
         if not catalog_changed(self.holder.current, new):
             self._count("unchanged")
             return True
@@ -454,5 +482,5 @@ class CatalogReloader:
         parts += [f"{g}/{v}" for g, v in sorted(self.expect.gv_present)]
         parts += [f"no {g}/{v}" for g, v in sorted(self.expect.gv_absent)]
         parts += [f"a new OpenAPI hash of {g}/{v}" for g, v in sorted(self.expect.hash_not)]
-        parts += [f"the OpenAPI index entry of {g}/{v}" for g, v in sorted(self.expect.openapi)]
+        parts += [f"the OpenAPI document of {g}/{v}" for g, v in sorted(self.expect.openapi)]
         return ", ".join(parts) or "nothing"

@@ -289,14 +289,18 @@ class DemoApp:
     def _custom(self, res: Resource) -> bool:
         return self.store.strategies[res.key].custom_resource
 
-    async def _faults_before(self, attrs: Attributes, resp: Responder) -> None:
-        resource = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
-        if self.faults.holding(attrs.verb):
-            held = asyncio.ensure_future(self.faults.held(attrs.verb))
+    async def _hold(self, verb: str) -> None:
+        """Wait while requests of ``verb`` are held (until released, or the server closes)."""
+        if self.faults.holding(verb):
+            held = asyncio.ensure_future(self.faults.held(verb))
             closing = asyncio.ensure_future(self.closing.wait())
             await asyncio.wait({held, closing}, return_when=asyncio.FIRST_COMPLETED)
             held.cancel()
             closing.cancel()
+
+    async def _faults_before(self, attrs: Attributes, resp: Responder) -> None:
+        resource = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
+        await self._hold(attrs.verb)
         delay = self.faults.delay_for(attrs.verb)
         if delay > 0:
             with contextlib.suppress(TimeoutError):
@@ -501,6 +505,7 @@ class DemoApp:
             await resp.write(body, more=False)
             return
         key = "/".join(rest)
+        await self._hold("openapi")  # a document (not the index) may be held, as a verb
         doc = docs.get(key)
         if doc is None:
             await resp.start(404, [("cache-control", "no-cache, private"), ("content-length", "0")])

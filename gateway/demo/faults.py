@@ -123,7 +123,8 @@ class Faults:
 
     def hold(self, *, verb: str) -> None:
         """Hold every request of ``verb`` (before it is answered) until :meth:`release`:
-        a request that is certainly in flight, without timing."""
+        a request that is certainly in flight, without timing.  ``openapi`` holds the
+        reads of OpenAPI v3 documents (not of their index)."""
         self._hold_verb = verb
         self._release = asyncio.Event()
 

@@ -102,24 +102,37 @@ async def test_a_document_that_is_not_an_object_is_left_out_and_logged(
     assert isinstance(catalog.documents, Documents)
 
 
-async def test_a_new_group_versions_expectation_is_met_by_its_index_entry() -> None:
+async def test_a_new_group_versions_expectation_is_met_once_its_document_describes_it() -> None:
+    """The apiserver names a new CRD's group/version in its OpenAPI index before the document
+    holds the CRD's schema: the expectation holds until the document describes the kind
+    (read once per hash, so the schema build that follows takes the same document)."""
     cluster = scripted()
     index = cluster.bodies["/openapi/v3"]["paths"]
     named = index.pop("apis/stable.example.com/v1")
     async with serving(cluster) as http:
         discovery = Discovery(http)
-        expect = Expectations(openapi={V1, APPS})
+        expect = Expectations(openapi={V1})
         first = await discovery.read(SEED_CATALOG)
-        expect.settle(discovery, first)
+        await expect.settle(discovery, first)
         assert expect.openapi == {V1}  # served, but the index does not name it yet
+        assert _reads(cluster, "apis/stable.example.com/v1") == 0
         index["apis/stable.example.com/v1"] = named
         second = await discovery.read(first)
-        expect.settle(discovery, second)
+        await expect.settle(discovery, second)
+        assert expect.openapi == {V1}  # named, but the document does not describe Widget yet
+        gvk = {"group": "stable.example.com", "version": "v1", "kind": "Widget"}
+        schemas = {"com.example.stable.v1.Widget": {"x-kubernetes-group-version-kind": [gvk]}}
+        cluster.set_hash("apis/stable.example.com/v1", "H2", {"components": {"schemas": schemas}})
+        third = await discovery.read(second)
+        await expect.settle(discovery, third)
         assert not expect
-        # a changed schema: met by a new hash in the index, still without reading a document
+        assert _reads(cluster, "apis/stable.example.com/v1") == 2  # H1 once, H2 once
+        loaded = await documents.load(third, [V1])  # the schema build: no read again
+        assert _reads(cluster, "apis/stable.example.com/v1") == 2
+        assert V1 in loaded
+        # a changed schema: met by a new hash in the index, without reading a document
         expect.hash_not[APPS] = "H1"
         cluster.set_hash("apis/apps/v1", "H2", {})
-        expect.settle(discovery, await discovery.read(second))
+        await expect.settle(discovery, await discovery.read(third))
     assert not expect
-    assert discovery.documents.fetches == 0
-    assert not any("?hash=" in p for p in cluster.requests)
+    assert _reads(cluster, "apis/apps/v1") == 0

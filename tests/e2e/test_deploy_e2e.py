@@ -423,6 +423,8 @@ def test_the_pods_environment_serves_on_the_real_apiserver(
         httpx.Client(base_url=served.http, timeout=30.0, trust_env=False) as client,
     ):
         assert served.wait_for_line("upstream: ")
+        if "KUBE_GATEWAY_TOKEN_FILE" in env:  # discovery on: ready once /graphql serves it
+            served.wait_for_line("GraphQL schema /graphql rebuilt")
         r = client.get("/readyz")
         assert r.status_code == 200, r.text
         alice = kube_apiserver.headers("alice")

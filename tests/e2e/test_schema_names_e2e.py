@@ -1,0 +1,155 @@
+"""Names are a function of the catalog, and ready means serving it, on the real apiserver.
+
+Two gateways on one cluster: one started before two CRDs with one kind name (in two of
+Kubernetes' own ``*.k8s.io`` groups, so both are in ``/graphql``) are installed, one after.
+Both print byte-identical SDL for ``/graphql`` and for a custom group's
+``/apis/<group>/graphql``, whatever the order the CRDs arrived in.  The second gateway's
+``/readyz`` never says ready before its ``/graphql`` serves what the cluster has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from graphql import build_client_schema, get_introspection_query, print_schema
+
+from gateway.settings import Settings
+from tests.e2e.apiserver import KubeAPIServer
+from tests.support.graphql import serve_app
+
+pytestmark = pytest.mark.e2e
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+OWN = ("a.names.e2e.k8s.io", "b.names.e2e.k8s.io")  # Kubernetes' own suffix: /graphql
+CUSTOM = "names.kube-gateway.dev"  # a custom group: /apis/names.kube-gateway.dev/graphql
+
+
+def _crd(group: str, kind: str = "Sprocket") -> dict[str, Any]:
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{group}",
+            # *.k8s.io groups need it; an unapproved value is served all the same
+            "annotations": {"api-approved.kubernetes.io": "unapproved, testing only"},
+        },
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"teeth": {"type": "integer"}},
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _settings(kube: KubeAPIServer) -> Settings:
+    return Settings(
+        host="127.0.0.1",
+        http_port=0,
+        grpc_port=0,
+        server=kube.url,
+        ca_file=kube.ca_file,
+        discovery_token_file=kube.token_files["admin"],
+        log_level="warning",
+    )
+
+
+async def _sdl(http: httpx.AsyncClient, path: str) -> str:
+    body = (await http.post(path, json={"query": get_introspection_query()})).json()
+    assert "errors" not in body, body
+    return print_schema(build_client_schema(body["data"]))
+
+
+def _has(*plurals: str) -> Any:
+    def check(catalog: Any) -> bool:
+        served = {r.plural + "." + r.group for r in catalog.registry.values()}
+        return all(p in served for p in plurals)
+
+    return check
+
+
+@contextlib.asynccontextmanager
+async def _installed(admin: httpx.AsyncClient, crd: dict[str, Any]) -> AsyncIterator[None]:
+    created = await admin.post(CRDS, json=crd)
+    assert created.status_code == 201, created.text
+    try:
+        yield
+    finally:
+        await admin.delete(f"{CRDS}/{crd['metadata']['name']}")
+
+
+async def test_two_gateways_started_apart_serve_identical_schemas(
+    kube_apiserver: KubeAPIServer,
+) -> None:
+    kube = kube_apiserver
+    wanted = (*(f"sprockets.{g}" for g in OWN), f"sprockets.{CUSTOM}")
+    async with contextlib.AsyncExitStack() as stack:
+        admin = await stack.enter_async_context(
+            httpx.AsyncClient(
+                base_url=kube.url,
+                verify=kube.ssl_context(),
+                headers=kube.headers("admin"),
+                timeout=60,
+            )
+        )
+        early_url, early = await stack.enter_async_context(serve_app(_settings(kube)))
+        live = early.state.runtime.live_schema
+        await live.wait_for(early.state.runtime.catalog.current.generation)
+        # b before a: the order the early gateway hears them in is the "wrong" one.
+        for group in (OWN[1], OWN[0], CUSTOM):
+            await stack.enter_async_context(_installed(admin, _crd(group)))
+            await live.wait_catalog(_has(f"sprockets.{group}"))
+
+        late_url, late = await stack.enter_async_context(serve_app(_settings(kube)))
+        gql = await stack.enter_async_context(
+            httpx.AsyncClient(base_url=late_url, headers=kube.headers("admin"), timeout=60)
+        )
+        # Ready means serving what the cluster has: at the first 200 the CRDs answer.
+        for _ in range(2000):
+            if (await gql.get("/readyz")).status_code == 200:
+                break
+            await asyncio.sleep(0.01)  # a probe's cadence, not a synchronisation
+        else:
+            raise AssertionError("the late gateway never became ready")
+        body = (
+            await gql.post("/graphql", json={"query": "{ sprockets { items { raw } } }"})
+        ).json()
+        assert "errors" not in body, body
+        await late.state.runtime.live_schema.wait_catalog(_has(*wanted))
+
+        ungql = await stack.enter_async_context(
+            httpx.AsyncClient(base_url=early_url, headers=kube.headers("admin"), timeout=60)
+        )
+        for path in ("/graphql", f"/apis/{CUSTOM}/graphql"):
+            early_sdl, late_sdl = await _sdl(ungql, path), await _sdl(gql, path)
+            assert early_sdl == late_sdl, path
+        root = await _sdl(gql, "/graphql")
+        # a.names.e2e.k8s.io's definitions sort first: it has the bare name.
+        assert "  sprockets(" in root and "  bV1Sprockets(" not in root
+        assert "  bv1Sprockets(" in root and "type BV1Sprocket " in root
+        assert "  watchSprockets(" in root and "  watchBV1Sprockets(" in root
+        group = await _sdl(gql, f"/apis/{CUSTOM}/graphql")
+        assert "  sprockets(" in group and "V1Sprocket" not in group
