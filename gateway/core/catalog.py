@@ -61,6 +61,9 @@ class Catalog:
     #: Reads the OpenAPI documents the catalog names by hash but does not carry
     #: (:func:`gateway.core.documents.load`); ``None``: only inline documents exist.
     documents: DocumentSource | None = field(default=None, compare=False, repr=False)
+    #: Values derived from this catalog, kept by whoever derives them (the catalog never
+    #: changes, so they stay true for its lifetime and go with it).
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def resource(self, group: str, version: str, plural: str) -> Resource:
         """The served resource at ``group/version/plural``.

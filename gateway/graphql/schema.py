@@ -118,30 +118,39 @@ def served_in_graphql(catalog: Catalog, scope: str = BUILT_IN) -> list[Resource]
     """The discovered resources of ``scope`` GraphQL serves: one version per group and
     resource, the group's preferred one (the catalog's first record of a key), and none of
     a seed resource's other versions (the seed's curated version is the one)."""
-    out = []
-    for r in catalog.registry.values():  # the first record of each key: the preferred
-        if r.key in REGISTRY:  # a seed resource, in any version
-            continue
-        if "get" not in r.verbs:  # create-only (bindings, reviews): no object to type
-            continue
-        if scope_of(r) != scope:
-            continue
-        out.append(_graphql_view(r))
-    return sorted(out, key=lambda r: r.key)
+    return list(_scopes(catalog).get(scope, ()))
 
 
 def group_scopes(catalog: Catalog) -> frozenset[str]:
     """The API groups served in schemas of their own (``/apis/<group>/graphql``)."""
-    return frozenset(scope_of(r) for r in catalog.registry.values() if scope_of(r) != BUILT_IN)
+    return frozenset(s for s in _scopes(catalog) if s != BUILT_IN)
 
 
 def scope_inputs(catalog: Catalog, scope: str = BUILT_IN) -> tuple[Any, ...]:
     """What the schema of ``scope`` is built from: the same value, the same schema (a
     catalog swap that leaves it equal needs no rebuild)."""
-    served = served_in_graphql(catalog, scope)
+    served = _scopes(catalog).get(scope, ())
     keys = sorted({(r.group, r.version) for r in served})
     hashes = tuple((k, _hash(catalog, k)) for k in keys)
     return (tuple(served), hashes)
+
+
+def _scopes(catalog: Catalog) -> dict[str, tuple[Resource, ...]]:
+    """The discovered resources GraphQL serves in each scope, sorted by key: computed once
+    per catalog (readiness probes and every catalog swap ask; it walks the whole catalog)."""
+    cached: dict[str, tuple[Resource, ...]] | None = catalog.derived.get("graphql-scopes")
+    if cached is not None:
+        return cached
+    out: dict[str, list[Resource]] = {}
+    for r in catalog.registry.values():  # the first record of each key: the preferred
+        if r.key in REGISTRY:  # a seed resource, in any version
+            continue
+        if "get" not in r.verbs:  # create-only (bindings, reviews): no object to type
+            continue
+        out.setdefault(scope_of(r), []).append(_graphql_view(r))
+    scopes = {k: tuple(sorted(v, key=lambda r: r.key)) for k, v in out.items()}
+    catalog.derived["graphql-scopes"] = scopes
+    return scopes
 
 
 def scope_documents(catalog: Catalog, scope: str = BUILT_IN) -> list[tuple[str, str]]:
