@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -526,16 +526,21 @@ class KubeAdapter:
         options: ListOptions = ListOptions(),
         credential: Credential = ANONYMOUS,
         timeout: float | None = None,
+        keep: Callable[[JSON], JSON] | None = None,
     ) -> JSON:
         """A complete, consistent list: follows ``continue`` until it is empty (watch rule 2-3).
 
         The ``metadata.resourceVersion`` of the result is the first page's, the point a
         following watch starts from.  A 410 on a later page restarts the whole list once;
-        the "inconsistent continue" token is never used.
+        the "inconsistent continue" token is never used.  ``keep``: what to keep of each
+        item, applied page by page (with ``options.limit``, a list of large objects such as
+        CRDs never holds more than one page of them whole).
         """
         for attempt in range(2):
             try:
-                return await self._list_pages(resource, namespace, options, credential, timeout)
+                return await self._list_pages(
+                    resource, namespace, options, credential, timeout, keep=keep
+                )
             except errors.Gone:
                 if attempt:
                     raise
@@ -549,6 +554,8 @@ class KubeAdapter:
         options: ListOptions,
         credential: Credential,
         timeout: float | None,
+        *,
+        keep: Callable[[JSON], JSON] | None,
     ) -> JSON:
         if not options.limit and self.max_list_items > 0:
             # pages of the list cap: one request for what fits, never the cap's refusal
@@ -557,6 +564,9 @@ class KubeAdapter:
             resource, namespace=namespace, options=options, credential=credential, timeout=timeout
         )
         items: list[Any] = list(first.get("items") or [])
+        if keep is not None:
+            items = [keep(i) for i in items]
+            first = {**first, "items": []}
         meta = first.get("metadata") or {}
         token = meta.get("continue")
         while token:
@@ -574,7 +584,8 @@ class KubeAdapter:
                 credential=credential,
                 timeout=timeout,
             )
-            items.extend(page.get("items") or [])
+            got = page.get("items") or []
+            items.extend(map(keep, got) if keep is not None else got)
             token = (page.get("metadata") or {}).get("continue")
         result = dict(first)
         result["items"] = items

@@ -281,7 +281,9 @@ class CatalogReloader:
         :meth:`run`, as is a failed read.
         """
         for resource in (CRDS, APISERVICES):
-            watcher = Watcher(self.adapter, resource, bookmarks=False)
+            # CRDs carry their whole schemas (hundreds of KB each): only what the reloader
+            # needs is kept, a page of 50 at a time, so a thousand never sit in memory.
+            watcher = Watcher(self.adapter, resource, bookmarks=False, keep=_slim, page_size=50)
             primed = await self._prime(watcher)
             if primed is not None:
                 self._watchers.append((watcher, primed))

@@ -127,6 +127,8 @@ class Watcher:
         backoff: Backoff = Backoff(),
         timeout_range: tuple[int, int] = (300, 600),
         clock: Callable[[], float] = time.monotonic,
+        keep: Callable[[JSON], JSON] | None = None,
+        page_size: int | None = None,
     ) -> None:
         self.adapter = adapter
         self.resource = adapter.resource(resource)
@@ -153,6 +155,11 @@ class Watcher:
         self.state_floor: int | None = None
         self.relists = 0
         self.reconnects = 0
+        #: What is kept of each object (listed page by page, or in an event), when the
+        #: consumer needs only part of large objects; ``None``: all of it.
+        self.keep = keep
+        #: Items per page of a list (``None``: the adapter's default).
+        self.page_size = page_size
 
     # -- public ----------------------------------------------------------------------------
 
@@ -277,9 +284,12 @@ class Watcher:
             self.resource,
             namespace=self.namespace,
             options=replace(
-                self.selectors, resource_version="0" if self._start_from_zero else None
+                self.selectors,
+                resource_version="0" if self._start_from_zero else None,
+                limit=self.page_size,
             ),
             credential=self.credential,
+            keep=self.keep,
         )
         rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
         for raw in listed.get("items") or []:
@@ -319,7 +329,7 @@ class Watcher:
                         if kind == "DELETED":
                             held.pop(object_key(obj), None)
                         else:
-                            held[object_key(obj)] = obj
+                            held[object_key(obj)] = obj if self.keep is None else self.keep(obj)
             log.info(
                 "streaming list of %s ended before its end marker; restarting", self.resource.plural
             )
@@ -339,6 +349,8 @@ class Watcher:
                 rv = resource_version_of(obj)
                 if rv is None or not isinstance(obj, dict):
                     raise _OutOfSync(f"{kind} event without a resourceVersion")
+                if self.keep is not None and kind != "BOOKMARK":
+                    obj = self.keep(obj)
                 if kind == "BOOKMARK":
                     self.resource_version = rv
                     if self.bookmarks:
@@ -373,8 +385,9 @@ class Watcher:
         listed = await self.adapter.list_all(
             self.resource,
             namespace=self.namespace,
-            options=self.selectors,
+            options=replace(self.selectors, limit=self.page_size),
             credential=self.credential,
+            keep=self.keep,
         )
         rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
         fresh: dict[str, JSON] = {}

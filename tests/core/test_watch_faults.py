@@ -329,3 +329,31 @@ async def test_a_half_open_watch_is_detected_by_its_idle_deadline() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_a_watcher_keeps_only_what_its_consumer_needs_a_page_at_a_time(env: Env) -> None:
+    """``keep`` shapes every object (listed, page by page, and in events), so a watcher of
+    large objects (CRDs, hundreds of KB each) never holds them whole; ``page_size`` sets
+    the list's pages."""
+    first = await env.kube.create("leases", lease("kept-0"), namespace=NS, credential=ADMIN)
+    for i in range(1, 5):
+        await env.kube.create("leases", lease(f"kept-{i}"), namespace=NS, credential=ADMIN)
+    seen: list[dict[str, object]] = []
+
+    def keep(obj: dict[str, object]) -> dict[str, object]:
+        seen.append(obj)
+        return {"metadata": obj["metadata"], "slim": True}
+
+    watcher = Watcher(env.kube, "leases", namespace=NS, credential=ADMIN, keep=keep, page_size=2)
+    await watcher.prime()
+    assert len(watcher.state) == 5
+    assert all(obj["slim"] is True and "spec" not in obj for obj in watcher.state.values())
+    assert len(seen) == 5  # each object shaped once, as its page arrived
+    changed = lease("kept-0", holder="b")
+    changed["metadata"]["resourceVersion"] = first["metadata"]["resourceVersion"]  # type: ignore[index]
+    made = await env.kube.replace("leases", "kept-0", changed, namespace=NS, credential=ADMIN)
+    stream = watcher.events()
+    async with contextlib.aclosing(stream):
+        (event,) = await changes_until(stream, made["metadata"]["resourceVersion"])
+    assert event.type == "MODIFIED"
+    assert event.object["slim"] is True and "spec" not in event.object
