@@ -15,10 +15,12 @@ from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
 import strawberry
 from graphql import (
     DocumentNode,
     ExecutionResult,
+    FieldNode,
     GraphQLError,
     GraphQLNamedType,
     GraphQLSchema,
@@ -96,6 +98,8 @@ class Engine:
         self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
         self._cached_bytes = 0
         self._cache_size = cache_size
+        #: Answers to introspection-only operations, by document, operation and variables.
+        self._introspections: OrderedDict[tuple[str, str | None, bytes], Response] = OrderedDict()
         data_types = frozenset(
             name
             for name, t in self.graphql_schema.type_map.items()
@@ -180,6 +184,12 @@ class Engine:
         """Execute a query or mutation; field errors come back as partial data."""
         if prepared.engine is not None and prepared.engine is not self:
             return await prepared.engine.execute(prepared, variables, context, root)
+        key = _introspection_key(prepared, variables)
+        if key is not None:
+            cached = self._introspections.get(key)
+            if cached is not None:
+                self._introspections.move_to_end(key)
+                return cached
         result = execute(
             self.graphql_schema,
             prepared.document,
@@ -191,7 +201,14 @@ class Engine:
         )
         if inspect.isawaitable(result):
             result = await result
-        return format_result(result)
+        response = format_result(result)
+        if key is not None and "errors" not in response:
+            # The schema answers introspection alike for every caller: GraphiQL and code
+            # generators ask the same large document again and again.
+            self._introspections[key] = response
+            while len(self._introspections) > INTROSPECTIONS_KEPT:
+                self._introspections.popitem(last=False)
+        return response
 
     async def source(
         self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
@@ -228,6 +245,33 @@ class Engine:
         if inspect.isawaitable(result):
             result = await result
         return format_result(result)
+
+
+#: Introspection answers an engine keeps (each a few MB for a large schema).
+INTROSPECTIONS_KEPT = 4
+_INTROSPECTION_FIELDS = frozenset(("__schema", "__type", "__typename"))
+
+
+def _introspection_key(
+    prepared: Prepared, variables: Mapping[str, Any] | None
+) -> tuple[str, str | None, bytes] | None:
+    """The cache key of an operation that reads only the schema (every root selection is
+    ``__schema``, ``__type`` or ``__typename``), else ``None``."""
+    operation = prepared.operation
+    if operation.operation.value != "query":
+        return None
+    for selection in operation.selection_set.selections:
+        if not isinstance(selection, FieldNode) or selection.name.value not in (
+            _INTROSPECTION_FIELDS
+        ):
+            return None
+        if selection.directives:
+            return None
+    try:
+        frozen = orjson.dumps(dict(variables or {}), option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    return (prepared.query, prepared.operation_name, frozen)
 
 
 def format_result(result: ExecutionResult) -> Response:

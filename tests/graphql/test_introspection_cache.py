@@ -1,0 +1,35 @@
+"""Introspection is answered once per schema: the engine keeps the answers to operations
+that read only the schema (GraphiQL and code generators ask the same large document again
+and again, and the answer is the same for every caller)."""
+
+from __future__ import annotations
+
+from graphql import get_introspection_query
+
+from gateway.graphql.execution import INTROSPECTIONS_KEPT, Engine
+from gateway.graphql.limits import Limits
+from gateway.graphql.schema import gateway_schema
+
+TYPE = "query($n: String!) { __type(name: $n) { name fields { name } } }"
+
+
+async def test_introspection_answers_are_kept_per_document_and_variables() -> None:
+    engine = Engine(gateway_schema(), Limits())
+    full = engine.prepare(get_introspection_query())
+    first = await engine.execute(full, None, None)
+    assert first["data"]["__schema"]["queryType"]["name"] == "Query"
+    assert await engine.execute(full, None, None) is first  # kept, not executed again
+
+    pod = await engine.execute(engine.prepare(TYPE), {"n": "Pod"}, None)
+    lease = await engine.execute(engine.prepare(TYPE), {"n": "Lease"}, None)
+    assert (pod["data"]["__type"]["name"], lease["data"]["__type"]["name"]) == ("Pod", "Lease")
+    assert await engine.execute(engine.prepare(TYPE), {"n": "Pod"}, None) is pod
+
+    # A failing one is never kept.
+    bad = engine.prepare("query($n: String!) { __type(name: $n) { name } }")
+    failed = await engine.execute(bad, {}, None)
+    assert "errors" in failed
+    assert await engine.execute(bad, {}, None) is not failed
+    for i in range(INTROSPECTIONS_KEPT + 2):  # bounded
+        await engine.execute(engine.prepare(TYPE), {"n": f"Nothing{i}"}, None)
+    assert len(engine._introspections) == INTROSPECTIONS_KEPT
