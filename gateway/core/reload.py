@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, cast
 
 from gateway.core import documents, errors
@@ -36,7 +38,7 @@ from gateway.core.adapter import JSON, KubeAdapter
 from gateway.core.catalog import Catalog, CatalogHolder, GroupVersionKey
 from gateway.core.discovery import Discovery, DiscoveryFailed, ResourceKey, catalog_changed
 from gateway.core.metrics import Metrics
-from gateway.core.registry import Resource, Verb
+from gateway.core.registry import Registry, Resource, Verb
 from gateway.core.watch import Backoff, Watcher, WatchEvent, object_key
 
 log = logging.getLogger(__name__)
@@ -131,6 +133,18 @@ class Expectations:
         self.gv_absent.clear()
         self.hash_not.clear()
         self.openapi.clear()
+
+
+def _without(catalog: Catalog, keys: set[GroupVersionKey]) -> Catalog:
+    """``catalog`` less the group/versions ``keys`` (and their resources)."""
+    return dataclasses.replace(
+        catalog,
+        registry=Registry(
+            tuple(r for r in catalog.registry.records if (r.group, r.version) not in keys)
+        ),
+        groups=MappingProxyType({k: v for k, v in catalog.groups.items() if k not in keys}),
+        derived={},
+    )
 
 
 def _describes(document: Mapping[str, Any] | None, kinds: list[Resource]) -> bool:
@@ -437,6 +451,9 @@ class CatalogReloader:
                 )
                 self.expect.clear()
                 attempt = failures = 0
+                with contextlib.suppress(TimeoutError):  # serve what there is, typed or not
+                    async with asyncio.timeout(self.discovery.limits.timeout * 3):
+                        await self.refresh()
                 continue
             else:
                 failures = 0
@@ -457,6 +474,11 @@ class CatalogReloader:
             self._count("failed")
             return False
         await self.expect.settle(self.discovery, new)
+        # A new group/version whose document does not describe its kinds yet is not served
+        # yet: served now, its kinds would be untyped in GraphQL until the next change.
+        pending = {k for k in self.expect.openapi if k not in self.holder.current.groups}
+        if pending:
+            new = _without(new, pending)
         if not catalog_changed(self.holder.current, new):
             self._count("unchanged")
             return True

@@ -100,34 +100,46 @@ query DemoRelations {
       endpoints { subsets { addresses { ip targetRef { pod { metadata { name } } } } } }
     }
   }
-  widgets(namespace: "demo") { items { metadata { name } spec { color size } } }
+}
+# The demo's custom resource (Widget) has the schema of its API group:
+# open /apis/demo.kube-gateway.dev/graphql
+"""
+
+#: The group tab: the demo's custom resource, in its group's schema.
+DEMO_GROUP = "demo.kube-gateway.dev"
+DEMO_WIDGETS = """# A custom resource, served by its API group's schema
+# (/apis/demo.kube-gateway.dev/graphql), events linked as on every kind.
+query DemoWidgets {
+  widgets(namespace: "demo") {
+    items { metadata { name } spec { color size } events { reason } }
+  }
 }
 """
 
 DEMO_MUTATION_VARIABLES = {"patch": {"metadata": {"labels": {"tried": "graphiql"}}}}
 
 
-def settings(*, demo: bool) -> dict[str, Any]:
+def settings(*, demo: bool, group: str | None = None) -> dict[str, Any]:
     """The page's start-up settings: empty unless the gateway serves its demo upstream.
 
     In demo mode: ``headers`` (the Headers pane of every tab, new ones included),
     ``storage`` (the localStorage namespace) and ``tabs`` (an example query, subscription
-    and mutation on the demo data, and a query across discovered kinds' relations).
+    and mutation on the demo data, and a query across discovered kinds' relations at
+    ``/graphql``, or the demo's custom resource at its group's endpoint).
     """
     if not demo:
         return {}
     headers = json.dumps({"Authorization": f"Bearer {DEMO_TOKEN}"}, indent=2)
     variables = json.dumps(DEMO_MUTATION_VARIABLES, indent=2)
-    return {
-        "headers": headers,
-        "storage": DEMO_STORAGE,
-        "tabs": [
-            {"query": DEMO_QUERY, "headers": headers},
-            {"query": DEMO_SUBSCRIPTION, "headers": headers},
-            {"query": DEMO_MUTATION, "variables": variables, "headers": headers},
-            {"query": DEMO_RELATIONS, "headers": headers},
-        ],
-    }
+    last = DEMO_WIDGETS if group == DEMO_GROUP else DEMO_RELATIONS
+    tabs = [
+        {"query": DEMO_QUERY, "headers": headers},
+        {"query": DEMO_SUBSCRIPTION, "headers": headers},
+        {"query": DEMO_MUTATION, "variables": variables, "headers": headers},
+    ]
+    if group is None or group == DEMO_GROUP:
+        tabs.append({"query": last, "headers": headers})
+    return {"headers": headers, "storage": DEMO_STORAGE, "tabs": tabs}
 
 
 async def settings_endpoint(request: Request) -> Response:
@@ -139,7 +151,10 @@ async def settings_endpoint(request: Request) -> Response:
     """
     runtime = getattr(request.app.state, "runtime", None)
     demo = bool(getattr(runtime, "demo", False))
-    return JSONResponse(settings(demo=demo), headers={**NOSNIFF, "Cache-Control": "no-store"})
+    group = request.path_params.get("group")
+    return JSONResponse(
+        settings(demo=demo, group=group), headers={**NOSNIFF, "Cache-Control": "no-store"}
+    )
 
 
 PAGE = """<!doctype html>

@@ -11,9 +11,15 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support.serve_process import Served, clean_env, command, free_port, serve_process
+from tests.support.serve_process import (
+    Served,
+    clean_env,
+    command,
+    free_port,
+    health_serving,
+    serve_process,
+)
 
 
 @pytest.fixture
@@ -26,17 +32,14 @@ def serve(tmp_path: Path) -> Iterator[Served]:
 def test_serve_without_kubeconfig_picks_the_demo_upstream_and_stops_on_sigterm(
     serve: Served,
 ) -> None:
-    serve.wait_ready()
+    serve.wait_serving()
     assert "DEMO upstream" in serve.log and "no kubeconfig or in-cluster config found" in serve.log
     with httpx.Client() as client:
         assert client.get(f"{serve.http}/healthz").text == "ok"
         ready = client.get(f"{serve.http}/readyz").json()
     assert ready == {"status": "ok"}  # nothing about the upstream is shown
     with grpc.insecure_channel(serve.grpc) as channel:
-        reply = health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(), timeout=10
-        )
-    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        assert health_serving(channel)
     serve.proc.send_signal(signal.SIGTERM)
     # the gateway drains (nothing open here), uvicorn shuts down, the process exits 0; a
     # process that never stops is failed by the test's timeout

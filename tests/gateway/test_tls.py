@@ -18,7 +18,7 @@ from cryptography import x509
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.pki import make_ca, make_leaf, pem_cert
-from tests.support.serve_process import Served, serve_process
+from tests.support.serve_process import Served, health_serving, serve_process
 
 
 @dataclass
@@ -81,8 +81,7 @@ def test_both_listeners_serve_tls_and_reload_a_renewed_certificate(tls: Tls) -> 
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{served.http}/healthz", timeout=5)  # no plaintext any more
         channel = grpc.secure_channel(served.grpc, grpc.ssl_channel_credentials(tls.ca))
-        health = health_pb2_grpc.HealthStub(channel)
-        assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == 1
+        assert health_serving(channel)
         channel.close()
         assert _served_cn(http_port, tls.ca) == "CN=first"
         assert _served_cn(grpc_port, tls.ca) == "CN=first"
@@ -114,8 +113,5 @@ def test_grpc_can_require_client_certificates(tls: Tls) -> None:
                 tls.ca, private_key=client_key, certificate_chain=client_crt
             ),
         )
-        check = health_pb2_grpc.HealthStub(mutual).Check(
-            health_pb2.HealthCheckRequest(), timeout=10
-        )
-        assert check.status == 1
+        assert health_serving(mutual)
         mutual.close()

@@ -143,7 +143,14 @@ async def test_demo_mode_examples_run_with_the_demo_token() -> None:
         across = data(await gql(client, relations["query"], token=token))
         (web,) = [d for d in across["deployments"]["items"] if d["metadata"]["name"] == "web"]
         assert web["replicaSets"][0]["pods"][0]["node"]["metadata"]["name"]
-        assert across["widgets"]["items"]
+        group = "/apis/demo.kube-gateway.dev/graphql"
+        at_group = (await client.get(f"{group}/graphiql.json")).json()
+        widgets_tab = at_group["tabs"][-1]
+        widgets = data(await gql(client, widgets_tab["query"], token=token, path=group))
+        assert {w["metadata"]["name"] for w in widgets["widgets"]["items"]} == {
+            "blue-widget",
+            "red-widget",
+        }
 
         variables = json.loads(mutation["variables"])
         patched = data(await gql(client, mutation["query"], variables, token=token))

@@ -156,11 +156,12 @@ async def gql(
     *,
     token: str | None = ADMIN,
     expect: int = 200,
+    path: str = "/graphql",
 ) -> dict[str, Any]:
     """POST one operation; returns the decoded response (asserting the HTTP status)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {"Authorization": ""}
     response = await client.post(
-        "/graphql", json={"query": query, "variables": variables}, headers=headers
+        path, json={"query": query, "variables": variables}, headers=headers
     )
     assert response.status_code == expect, response.text
     body: dict[str, Any] = response.json()

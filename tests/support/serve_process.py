@@ -13,6 +13,9 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -75,6 +78,12 @@ class Served:
         assert any("Application startup complete" in line for line in self.lines), "".join(
             self.lines
         )
+
+    def wait_serving(self) -> None:
+        """Once started and, with discovery on, serving the cluster's /graphql schema (what
+        /readyz and the gRPC health service wait for)."""
+        self.wait_ready()
+        self.wait_for_line("GraphQL schema /graphql rebuilt")
 
     def wait_for_line(self, text: str) -> str:
         """The first log line containing ``text``, once the process has written it (fails if
@@ -147,3 +156,13 @@ async def serve_process_async(home: Path, *args: str) -> AsyncIterator[Served]:
         yield served
     finally:
         await asyncio.to_thread(manager.__exit__, None, None, None)
+
+
+def health_serving(channel: grpc.Channel, timeout: float = 30) -> bool:
+    """Watch the gRPC health service until it says SERVING (a client's way to wait for a
+    server that becomes ready once its schema is served)."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    for reply in stub.Watch(health_pb2.HealthCheckRequest(), timeout=timeout):
+        if reply.status == health_pb2.HealthCheckResponse.SERVING:
+            return True
+    return False
