@@ -370,16 +370,21 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                     KubeAdapter(disc_http, stream_http=disc_http, metrics=metrics),
                     metrics=metrics,
                 )
-                await reloader.start()
-                log.info(
-                    "discovery with %s, serving %s: %d resources in %d group/versions, "
-                    "reloaded when CRDs or APIServices change",
-                    whose,
-                    patterns,
-                    len(catalog.current.registry.records),
-                    len(catalog.current.groups),
-                )
-                reloading = asyncio.create_task(reloader.run(), name="catalog-reload")
+                async def discover() -> None:
+                    # In the background: listing a thousand CRDs and reading discovery takes
+                    # seconds, and the seed kinds answer meanwhile (readiness waits).
+                    await reloader.start()
+                    log.info(
+                        "discovery with %s, serving %s: %d resources in %d group/versions, "
+                        "reloaded when CRDs or APIServices change",
+                        whose,
+                        patterns,
+                        len(catalog.current.registry.records),
+                        len(catalog.current.groups),
+                    )
+                    await reloader.run()
+
+                reloading = asyncio.create_task(discover(), name="catalog-reload")
                 stack.push_async_callback(_cancelled, reloading)
                 # GraphQL follows the catalog: the first build runs in the background (the
                 # seed schema serves meanwhile), later ones on every swap.

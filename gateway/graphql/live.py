@@ -104,8 +104,11 @@ class LiveSchema:
         )
         self.max_groups = max_groups
         self.current: CatalogSchema | None = None
-        #: What the served ``/graphql`` schema was built from (``None``: the seed schema).
-        self.current_inputs: tuple[Any, ...] | None = None
+        #: What the served ``/graphql`` schema was built from: the app starts with the seed
+        #: schema, which is the seed catalog's (generation 0, before discovery's first read).
+        self.current_inputs: tuple[Any, ...] | None = (
+            scope_inputs(holder.current) if holder.current.generation == 0 else None
+        )
         self.swaps: list[Swap] = []
         #: The generation of the last catalog fully taken in (schemas rebuilt or refreshed).
         self.taken = -1
@@ -132,8 +135,15 @@ class LiveSchema:
         self._task = asyncio.create_task(self._run(), name="graphql-live-schema")
 
     def ready(self) -> bool:
-        """Is ``/graphql`` serving the schema of the holder's current catalog?"""
-        return self.current_inputs == scope_inputs(self.holder.current)
+        """Has discovery read the cluster, and does ``/graphql`` serve the schema of the
+        holder's current catalog?"""
+        current = self.holder.current
+        return current.generation > 0 and self.current_inputs == scope_inputs(current)
+
+    async def wait_ready(self) -> None:
+        """Wait until :meth:`ready`."""
+        async with self._swapped:
+            await self._swapped.wait_for(self.ready)
 
     async def follow_ready(self, changed: Callable[[bool], Awaitable[None]]) -> None:
         """Call ``changed(ready)`` now and whenever :meth:`ready` changes (runs until

@@ -117,7 +117,7 @@ async def test_two_gateways_started_apart_serve_identical_schemas(
         )
         early_url, early = await stack.enter_async_context(serve_app(_settings(kube)))
         live = early.state.runtime.live_schema
-        await live.wait_for(early.state.runtime.catalog.current.generation)
+        await live.wait_ready()
         # b before a: the order the early gateway hears them in is the "wrong" one.
         for group in (OWN[1], OWN[0], CUSTOM):
             await stack.enter_async_context(_installed(admin, _crd(group)))

@@ -35,7 +35,7 @@ async def discovering(tmp_path: Path) -> AsyncIterator[Gateway]:
         async with serve_app(settings) as (url, app):
             runtime = app.state.runtime
             assert runtime.live_schema is not None
-            await runtime.live_schema.wait_for(runtime.catalog.current.generation)
+            await runtime.live_schema.wait_ready()
             yield Gateway(url, app, demo)
 
 

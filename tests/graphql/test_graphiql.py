@@ -106,7 +106,7 @@ async def serve_demo_mode() -> AsyncIterator[str]:
     async with serve_app(settings) as (url, app):
         # Discovery's kinds are in the schema once its first build (in the background) is in.
         runtime = app.state.runtime
-        await runtime.live_schema.wait_for(runtime.catalog.current.generation)
+        await runtime.live_schema.wait_ready()
         yield url
 
 

@@ -82,7 +82,7 @@ async def test_not_ready_until_the_discovered_schema_is_served(tmp_path: Path) -
             assert "Cannot query field 'deployments'" in early.json()["errors"][0]["message"]
 
             demo.faults.release()
-            await runtime.live_schema.wait_for(runtime.catalog.current.generation)
+            await runtime.live_schema.wait_ready()
             ready = await http.get("/readyz")
             assert (ready.status_code, ready.json()) == (200, {"status": "ok"})
             assert await _serving(runtime.grpc_port)
