@@ -370,6 +370,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                     KubeAdapter(disc_http, stream_http=disc_http, metrics=metrics),
                     metrics=metrics,
                 )
+
                 async def discover() -> None:
                     # In the background: listing a thousand CRDs and reading discovery takes
                     # seconds, and the seed kinds answer meanwhile (readiness waits).
