@@ -46,6 +46,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import statistics
 import tempfile
 import threading
@@ -378,6 +379,23 @@ class Ticker(threading.Thread):
         return [ms for ms, _ in inside], sum(1 for _, ok in inside if not ok)
 
 
+_CATALOG = re.compile(r"catalog: generation (\d+) serves")
+_REBUILT = re.compile(r"GraphQL schema rebuilt for catalog (\d+)")
+
+
+def generations(lines: Sequence[str]) -> tuple[int, int, int]:
+    """The newest catalog generation the gateway logged, the newest one its GraphQL schema was
+    rebuilt for, and how many rebuilds it logged."""
+    catalog = schema = count = 0
+    for line in list(lines):
+        if m := _CATALOG.search(line):
+            catalog = max(catalog, int(m.group(1)))
+        elif m := _REBUILT.search(line):
+            schema = max(schema, int(m.group(1)))
+            count += 1
+    return catalog, schema, count
+
+
 def percentiles(values: Sequence[float]) -> tuple[float, float, float]:
     """p50, p99 and max (0s when empty)."""
     if not values:
@@ -399,6 +417,7 @@ class Churn:
     rebuilds: int
     rss_before: float
     rss_after: float
+    settled: bool
 
 
 async def churn(
@@ -417,7 +436,7 @@ async def churn(
         idle_start = time.monotonic()
         await asyncio.sleep(IDLE_S)
         churn_start = time.monotonic()
-        rebuilds_before = sum(REBUILT in line for line in served.lines)
+        rebuilds_before = generations(served.lines)[2]
         for i in range(rounds):
             gone = await crdcorpus.delete(kube.url, token, kube.ca_file, crds)
             back = await crdcorpus.install(kube.url, token, kube.ca_file, crds)
@@ -425,16 +444,19 @@ async def churn(
                 f"churn round {i + 1}: deleted {len(crds)} CRDs in {gone:.1f}s, "
                 f"re-created in {back:.1f}s"
             )
-        # Until the gateway's schema rebuilds settle: none new for SETTLE_QUIET_S (bounded).
+        # Until the schema has caught up with the newest catalog and nothing new was logged
+        # for SETTLE_QUIET_S (bounded by the timeout).
         deadline = time.monotonic() + timeout
-        count, quiet_since = -1, time.monotonic()
-        while time.monotonic() < deadline:
-            now_count = sum(REBUILT in line for line in served.lines)
-            if now_count != count:
-                count, quiet_since = now_count, time.monotonic()
-            elif time.monotonic() - quiet_since >= SETTLE_QUIET_S:
+        seen, quiet_since = -1, time.monotonic()
+        catalog, schema, count = generations(served.lines)
+        while time.monotonic() < deadline and served.proc.poll() is None:
+            catalog, schema, count = generations(served.lines)
+            if len(served.lines) != seen:
+                seen, quiet_since = len(served.lines), time.monotonic()
+            elif schema >= catalog and time.monotonic() - quiet_since >= SETTLE_QUIET_S:
                 break
             await asyncio.sleep(0.2)
+        settled = schema >= catalog
         churn_end = time.monotonic()
     finally:
         ticker.stop.set()
@@ -450,6 +472,7 @@ async def churn(
         connection_errors=ticker.connection_errors,
         seconds=churn_end - churn_start,
         rebuilds=max(0, count - rebuilds_before),
+        settled=settled,
         rss_before=rss_before,
         rss_after=rss_mb(pid),
     )
@@ -602,10 +625,13 @@ def step(
                 f"{c.failed} failed, {c.connection_errors} connection errors; RSS "
                 f"{c.rss_before:.0f} -> {c.rss_after:.0f} MB"
             )
+            if not c.settled:
+                log(f"N={n}: the schema had not caught up with the catalog when churn ended")
             what = f"{tag}: seed get every 20 ms during CRD churn"
             churn_note = (
                 f"{NOTE}; {CHURN_CRDS} CRDs deleted and re-created x{churn_rounds}, "
-                f"{c.rebuilds} rebuilds; direct = idle gets of the same run"
+                f"{c.rebuilds} rebuilds{'' if c.settled else ', schema not caught up'}; "
+                "direct = idle gets of the same run"
             )
             rows += [
                 row(f"{what}, p50", c.churn[0], "ms", c.idle[0], note=churn_note),
