@@ -5,9 +5,11 @@
 Order: the CPU-bound conversion and list figures first (before the fan-out runs leave
 processes and sockets behind), then small gets while large lists convert, then gets, then
 the in-process GraphQL fan-out, then the fan-out of the gateway as a subprocess with the Go
-load client (``make go-client`` builds it).  Each bench prints its own details as it goes;
-a bench that fails is reported in the table and the others still run.  ``--quick`` is for
-trying the driver: small sizes, and nothing written unless ``--out`` is given.
+load client (``make go-client`` builds it), then the CRD scale steps on a real kube-apiserver
+(``make e2e-bins`` builds it; 0 and 235 published CRDs, 0 only with ``--quick``).  Each bench
+prints its own details as it goes; a bench that fails is reported in the table and the others
+still run.  ``--quick`` is for trying the driver: small sizes, and nothing written unless
+``--out`` is given.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tests.bench import (
     bench_graphql_fanout,
     bench_graphql_list,
     bench_loop_hold,
+    bench_scale,
     grpc_conversion,
 )
 from tests.bench.report import Row, document, machine, not_measured, text_table
@@ -66,6 +69,10 @@ def main(argv: list[str] | None = None) -> None:
         "bench_graphql_fanout", lambda: bench_graphql_fanout.rows(subscribers=gql_subscribers)
     )
     rows += _run("bench_fanout", lambda: bench_fanout.rows(fanout))
+    rows += _run(
+        "bench_scale",
+        lambda: bench_scale.rows((0,) if args.quick else (0, 235), churn_rounds=3),
+    )
     rows += NOT_MEASURED
 
     print()

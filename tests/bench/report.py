@@ -170,7 +170,10 @@ with the idle figures of the same run, not a direct call), `bench_get` (`kube-ga
 subprocess; the demo upstream and the clients share one process, so at concurrency 32 the
 direct figure is bound by that process too), `bench_graphql_fanout` (gateway in process,
 clients in a second process), `bench_fanout` (`kube-gateway serve` as a subprocess, the Go
-load client `kg-fanout`; gateway CPU from `/proc`)."""
+load client `kg-fanout`; gateway CPU from `/proc`), `bench_scale` (`kube-gateway serve` as a
+subprocess against a real kube-apiserver carrying N published CRDs: its figures are absolute
+seconds, milliseconds and MB measured from the gateway process, with no direct baseline except
+the churn rows, which compare with the idle gets of the same run)."""
 
 
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
