@@ -61,7 +61,7 @@ go-client: $(STAMP)
 	bash tests/go-client/build.sh
 
 ## bench: one table of the benchmarks (ratios against a direct upstream call in the same run; not tests), written to BENCHMARKS.md
-bench: $(STAMP) go-client
+bench: $(STAMP) go-client e2e-bins
 	$(BIN)/python -m tests.bench
 
 ## lock: re-resolve pinned versions after changing dependencies
