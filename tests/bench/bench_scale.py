@@ -96,7 +96,7 @@ IDLE_S = 10.0
 SETTLE_QUIET_S = 3.0
 #: After every start-up probe answered: the pause before the "settled" RSS is read.
 SETTLE_RSS_S = 2.0
-REBUILT = "GraphQL schema rebuilt"
+REBUILT = "GraphQL schema /graphql rebuilt"
 NOTE = "absolute, from the gateway process"
 #: An introspection slower than this is not made a second time.
 INTROSPECT_AGAIN_S = 30.0
@@ -319,8 +319,8 @@ async def measure_startup(served: Served, t0: float, token: str, n: int, timeout
     return out
 
 
-def introspect(served: Served, token: str) -> tuple[float, float, int, str]:
-    """Full introspection at ``/graphql``, twice: (seconds the first time, seconds the second
+def introspect(served: Served, token: str, path: str = "/graphql") -> tuple[float, float, int, str]:
+    """Full introspection at ``path``, twice: (seconds the first time, seconds the second
     time, response bytes, problem or '')."""
     with httpx.Client(
         base_url=served.http,
@@ -330,7 +330,7 @@ def introspect(served: Served, token: str) -> tuple[float, float, int, str]:
     ) as client:
         start = time.perf_counter()
         try:
-            r = client.post("/graphql", json={"query": get_introspection_query()})
+            r = client.post(path, json={"query": get_introspection_query()})
         except httpx.HTTPError as exc:
             return time.perf_counter() - start, 0.0, 0, describe(exc)
         seconds = time.perf_counter() - start
@@ -338,7 +338,7 @@ def introspect(served: Served, token: str) -> tuple[float, float, int, str]:
         again = 0.0
         if seconds < INTROSPECT_AGAIN_S:  # a slow one is not repeated
             start = time.perf_counter()
-            client.post("/graphql", json={"query": get_introspection_query()})
+            client.post(path, json={"query": get_introspection_query()})
             again = time.perf_counter() - start
         return seconds, again, len(r.content), problem
 
@@ -400,7 +400,7 @@ class Ticker(threading.Thread):
 
 
 _CATALOG = re.compile(r"catalog: generation (\d+) serves")
-_REBUILT = re.compile(r"GraphQL schema rebuilt for catalog (\d+)")
+_REBUILT = re.compile(r"GraphQL schema \S+ rebuilt for catalog (\d+)")
 
 
 def generations(lines: Sequence[str]) -> tuple[int, int, int]:
@@ -414,6 +414,45 @@ def generations(lines: Sequence[str]) -> tuple[int, int, int]:
             schema = max(schema, int(m.group(1)))
             count += 1
     return catalog, schema, count
+
+
+async def new_crd(
+    kube: KubeAPIServer, served: Served, model: dict[str, Any], timeout: float
+) -> tuple[float, float] | None:
+    """Create one CRD in a group nobody has, wait until the apiserver's OpenAPI publishes
+    it, then until its group's endpoint answers its list: (seconds to publish, seconds from
+    publish to served), or ``None`` on a timeout."""
+    crd = crdcorpus.renamed(model, "fresh")
+    group = crd["spec"]["group"]
+    plural = crd["spec"]["names"]["plural"]
+    token = kube.tokens["admin"]
+    t0 = time.monotonic()
+    await crdcorpus.install(kube.url, token, kube.ca_file, [crd])
+    await crdcorpus.wait_openapi(kube.url, token, kube.ca_file, [crd])
+    published = time.monotonic()
+    field_name = plural  # probe both spellings: the camelCase one and the plural as is
+    kind = crd["spec"]["names"]["kind"]
+    camel = kind[:1].lower() + kind[1:] + plural[len(kind) :]
+    deadline = published + timeout
+    try:
+        async with httpx.AsyncClient(
+            base_url=served.http,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10.0,
+            trust_env=False,
+        ) as client:
+            while time.monotonic() < deadline:
+                for name in (camel, field_name):
+                    r = await client.post(
+                        f"/apis/{group}/graphql",
+                        json={"query": f"{{ {name} {{ items {{ raw }} }} }}"},
+                    )
+                    if has_data(r, name):
+                        return published - t0, time.monotonic() - published
+                await asyncio.sleep(POLL_S)
+        return None
+    finally:
+        await crdcorpus.delete(kube.url, token, kube.ca_file, [crd])
 
 
 def percentiles(values: Sequence[float]) -> tuple[float, float, float]:
@@ -468,15 +507,15 @@ async def churn(
         # for SETTLE_QUIET_S (bounded by the timeout).
         deadline = time.monotonic() + timeout
         seen, quiet_since = -1, time.monotonic()
-        catalog, schema, count = generations(served.lines)
+        count = generations(served.lines)[2]
         while time.monotonic() < deadline and served.proc.poll() is None:
-            catalog, schema, count = generations(served.lines)
+            count = generations(served.lines)[2]
             if len(served.lines) != seen:
                 seen, quiet_since = len(served.lines), time.monotonic()
-            elif schema >= catalog and time.monotonic() - quiet_since >= SETTLE_QUIET_S:
-                break
+            elif time.monotonic() - quiet_since >= SETTLE_QUIET_S:
+                break  # the catalog took in every change (a group schema is built on use)
             await asyncio.sleep(0.2)
-        settled = schema >= catalog
+        settled = time.monotonic() < deadline
         churn_end = time.monotonic()
     finally:
         ticker.stop.set()
@@ -617,6 +656,51 @@ def step(
         )
         if size:
             rows.append(row(f"{tag}: introspection response size", size / 1e6, "MB", note=NOTE))
+        if n:
+            path = f"/apis/{DISCOVERED_GROUP}/graphql"
+            seconds, again, size, problem = introspect(served, token, path)
+            log(
+                f"N={n}: full introspection of {path} {seconds * 1000:.0f} ms (again: "
+                f"{again * 1000:.0f} ms), {size / 1e6:.2f} MB"
+                + (f" ({problem})" if problem else "")
+            )
+            rows.append(
+                row(
+                    f"{tag}: full introspection at {path}",
+                    seconds * 1000,
+                    "ms",
+                    note=f"{NOTE}, {size / 1e6:.2f} MB"
+                    + (f"; the second {again * 1000:.0f} ms" if again else "")
+                    + (f"; {problem}" if problem else ""),
+                )
+            )
+            rows.append(
+                row(
+                    f"{tag}: RSS after the group's introspection",
+                    rss_mb(served.proc.pid),
+                    "MB",
+                    note=NOTE,
+                )
+            )
+            fresh = asyncio.run(new_crd(kube, served, crds[0], timeout))
+            if fresh is None:
+                rows.append(
+                    not_measured(f"{tag}: a new CRD served after its OpenAPI", "-", "timed out")
+                )
+            else:
+                published, served_s = fresh
+                log(
+                    f"N={n}: a new CRD: OpenAPI published {published:.2f}s after its creation, "
+                    f"served at its group's endpoint {served_s:.2f}s after that"
+                )
+                rows.append(
+                    row(
+                        f"{tag}: a new CRD served after the apiserver publishes its OpenAPI",
+                        served_s,
+                        "s",
+                        note=f"{NOTE}; published {published:.2f} s after creation",
+                    )
+                )
 
         if RENAMED_GROUP in crdcorpus.groups(crds):
             spelling = next(
