@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps
+.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps generate schemas
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,14 @@ unit: $(STAMP)
 ## e2e-bins: build (or reuse) kube-apiserver, etcd and kustomize for the end-to-end suite
 e2e-bins:
 	bash tests/e2e/build.sh
+
+## generate: run every generator (schema extraction, protos and their stubs, the SDL); the
+## contract tests fail when a committed output drifts from what these write
+generate: schemas protos graphql-schema
+
+## schemas: extract the Kubernetes definitions of the registry's kinds and the demo's
+schemas: $(STAMP)
+	$(BIN)/python scripts/extract_schemas.py
 
 ## graphql-schema: export the GraphQL SDL (the public contract) to graphql_schema/schema.graphql
 graphql-schema: $(STAMP)

@@ -38,7 +38,7 @@ import asyncio
 import fnmatch
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -149,10 +149,6 @@ class ResourcePatterns:
                 ResourcePattern("" if group == "core" else group, version, resource, deny)
             )
         return cls(tuple(entries))
-
-    @property
-    def serves_everything(self) -> bool:
-        return not self.entries
 
     def allows(self, group: str, version: str, plural: str) -> bool:
         """Is ``group/version/plural`` served?  A deny wins; no allow at all allows all."""
@@ -631,8 +627,3 @@ def _bare(path: str) -> str:
 
 def _gvr(r: Resource) -> ResourceKey:
     return (r.group, r.version, r.plural)
-
-
-def resource_keys(resources: Iterable[Resource]) -> frozenset[ResourceKey]:
-    """``(group, version, plural)`` of each resource."""
-    return frozenset(_gvr(r) for r in resources)

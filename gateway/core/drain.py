@@ -137,10 +137,6 @@ class Drain:
             if self._inflight == 0 and self._idle is not None:
                 self._idle.set()
 
-    @property
-    def inflight(self) -> int:
-        return self._inflight
-
     async def until_draining(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
         """``items`` until a drain starts, which ends it with
         :class:`~gateway.core.errors.Draining` (for streams without a hub: log follows)."""

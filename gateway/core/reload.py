@@ -319,10 +319,6 @@ class CatalogReloader:
                 )
             tasks.create_task(self._reads(), name="catalog-reload")
 
-    def poke(self) -> None:
-        """Ask for a re-read (coalesced with any other)."""
-        self._dirty.set()
-
     # -- the watches -------------------------------------------------------------------
 
     async def _prime(self, watcher: Watcher) -> bool | None:

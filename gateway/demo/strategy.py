@@ -48,11 +48,6 @@ class Strategy:
         """The kind's name validation (``ValidateNameFunc``)."""
         return v.dns_subdomain(name, prefix)
 
-    @property
-    def group_kind(self) -> tuple[str, str]:
-        """``(group, Kind)`` for Invalid errors."""
-        return self.res.group, self.res.kind
-
     def fields(self, obj: Obj) -> dict[str, str]:
         """The selectable fields (``GetAttrs``)."""
         return meta_fields(obj, self.res.namespaced)

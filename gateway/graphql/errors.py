@@ -159,14 +159,3 @@ def format_exception(exc: Exception) -> dict[str, Any]:
     if isinstance(exc, GraphQLError):
         return format_error(exc)
     return format_error(GraphQLError("", original_error=exc))
-
-
-def http_status_of(errors: list[dict[str, Any]]) -> int:
-    """The HTTP status for a request that failed before execution (no ``data``)."""
-    statuses = {e.get("extensions", {}).get("httpStatus") for e in errors}
-    statuses.discard(None)
-    if len(statuses) == 1:
-        status = statuses.pop()
-        if isinstance(status, int):
-            return status
-    return 400

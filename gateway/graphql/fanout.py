@@ -355,10 +355,6 @@ class Feed:
                 sub.offer(item, bounded=False)  # at most HISTORY items
         self.subscribers.add(sub)
 
-    async def execute_initial(self, event: HubEvent) -> str:
-        """One of a subscriber's own initial events, executed for it alone."""
-        return _dumps(await self.execute_response(event))
-
     async def execute_response(self, event: HubEvent) -> Response:
         """The response of one of a subscriber's own initial events."""
         root = EventRoot(event.type, event.object, event.resource_version, event.resume, event.seq)
