@@ -9,6 +9,7 @@ transports with orjson.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Mapping
@@ -99,7 +100,8 @@ class Engine:
         self._cached_bytes = 0
         self._cache_size = cache_size
         #: Answers to introspection-only operations, by document, operation and variables.
-        self._introspections: OrderedDict[tuple[str, str | None, bytes], Response] = OrderedDict()
+        self._introspections: OrderedDict[IntrospectionKey, Response] = OrderedDict()
+        self._introspecting: dict[IntrospectionKey, asyncio.Future[Response]] = {}
         data_types = frozenset(
             name
             for name, t in self.graphql_schema.type_map.items()
@@ -186,10 +188,7 @@ class Engine:
             return await prepared.engine.execute(prepared, variables, context, root)
         key = _introspection_key(prepared, variables)
         if key is not None:
-            cached = self._introspections.get(key)
-            if cached is not None:
-                self._introspections.move_to_end(key)
-                return cached
+            return await self._introspect(key, prepared, variables)
         result = execute(
             self.graphql_schema,
             prepared.document,
@@ -201,14 +200,42 @@ class Engine:
         )
         if inspect.isawaitable(result):
             result = await result
-        response = format_result(result)
-        if key is not None and "errors" not in response:
-            # The schema answers introspection alike for every caller: GraphiQL and code
-            # generators ask the same large document again and again.
+        return format_result(result)
+
+    async def _introspect(
+        self, key: IntrospectionKey, prepared: Prepared, variables: Mapping[str, Any] | None
+    ) -> Response:
+        """An operation that reads only the schema: the same answer for every caller, so it
+        is kept (GraphiQL and code generators ask the same large document again and again),
+        computed once however many ask at once, and in a worker thread: a large schema's
+        full introspection is seconds of work that must not hold the event loop."""
+        cached = self._introspections.get(key)
+        if cached is not None:
+            self._introspections.move_to_end(key)
+            return cached
+        running = self._introspecting.get(key)
+        if running is None:
+            running = asyncio.ensure_future(
+                asyncio.to_thread(self._introspection, prepared, variables)
+            )
+            self._introspecting[key] = running
+            running.add_done_callback(lambda _: self._introspecting.pop(key, None))
+        response = await asyncio.shield(running)
+        if "errors" not in response:
             self._introspections[key] = response
             while len(self._introspections) > INTROSPECTIONS_KEPT:
                 self._introspections.popitem(last=False)
         return response
+
+    def _introspection(self, prepared: Prepared, variables: Mapping[str, Any] | None) -> Response:
+        result = execute(
+            self.graphql_schema,
+            prepared.document,
+            variable_values=dict(variables) if variables else None,
+            operation_name=prepared.operation_name,
+        )
+        assert not inspect.isawaitable(result)  # introspection resolves synchronously
+        return format_result(result)
 
     async def source(
         self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
@@ -247,6 +274,8 @@ class Engine:
         return format_result(result)
 
 
+#: An introspection-only operation: its document, operation name and variables.
+IntrospectionKey = tuple[str, str | None, bytes]
 #: Introspection answers an engine keeps (each a few MB for a large schema).
 INTROSPECTIONS_KEPT = 4
 _INTROSPECTION_FIELDS = frozenset(("__schema", "__type", "__typename"))
@@ -254,7 +283,7 @@ _INTROSPECTION_FIELDS = frozenset(("__schema", "__type", "__typename"))
 
 def _introspection_key(
     prepared: Prepared, variables: Mapping[str, Any] | None
-) -> tuple[str, str | None, bytes] | None:
+) -> IntrospectionKey | None:
     """The cache key of an operation that reads only the schema (every root selection is
     ``__schema``, ``__type`` or ``__typename``), else ``None``."""
     operation = prepared.operation

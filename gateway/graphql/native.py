@@ -40,6 +40,7 @@ from graphql import (
     GraphQLOutputType,
     GraphQLResolveInfo,
     GraphQLSchema,
+    validate_schema,
 )
 from strawberry.types.arguments import convert_arguments
 
@@ -531,5 +532,16 @@ def _converter(seed: _Seed, seed_field: str) -> Callable[[dict[str, Any]], dict[
 
 
 def build_group_schema(model: schema.Model, resources: Sequence[Resource]) -> GraphQLSchema:
-    """The schema of a group's scope: the seed schema plus ``resources`` typed by ``model``."""
-    return GroupBuilder(model, resources).build()
+    """The schema of a group's scope: the seed schema plus ``resources`` typed by ``model``.
+
+    Validated here (every field thunk resolved, the result kept by graphql-core), so the
+    builder's thread does that work, not the first request on the event loop.
+
+    Raises:
+        SchemaError: the types do not make a valid schema.
+    """
+    built = GroupBuilder(model, resources).build()
+    problems = validate_schema(built)
+    if problems:
+        raise schema.SchemaError("; ".join(p.message for p in problems[:5]))
+    return built
