@@ -350,7 +350,7 @@ def parse_aggregated(body: Mapping[str, Any]) -> list[_Served]:
 
 def catalog_changed(old: Catalog, new: Catalog) -> bool:
     """Do two catalogs differ in what they serve (resources, or an OpenAPI document's name)?"""
-    if old.groups.keys() != new.groups.keys():
+    if old.groups.keys() != new.groups.keys() or old.crd_groups != new.crd_groups:
         return True
     for key, gv in new.groups.items():
         before = old.groups[key]

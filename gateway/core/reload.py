@@ -475,6 +475,7 @@ class CatalogReloader:
         pending = {k for k in self.expect.openapi if k not in self.holder.current.groups}
         if pending:
             new = _without(new, pending)
+        new = dataclasses.replace(new, crd_groups=self._crd_groups())
         if not catalog_changed(self.holder.current, new):
             self._count("unchanged")
             return True
@@ -491,6 +492,16 @@ class CatalogReloader:
             added,
         )
         return True
+
+    def _crd_groups(self) -> frozenset[str]:
+        """The groups of the CRDs the watch knows."""
+        prefix = f"{CRDS.kind}:"
+        return frozenset(
+            group
+            for key, obj in self._known.items()
+            if key.startswith(prefix)
+            and isinstance(group := _dict(obj.get("spec")).get("group"), str)
+        )
 
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:

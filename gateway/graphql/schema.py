@@ -98,20 +98,23 @@ def _graphql_view(r: Resource) -> Resource:
 BUILT_IN: Final = ""
 
 
-def built_in_group(group: str) -> bool:
-    """Is ``group`` one of Kubernetes' own API groups, by its name alone?  The core group,
-    the groups without a dot (``apps``, ``batch``, ``policy``...) and ``*.k8s.io``, a
-    suffix only API-reviewed groups may use (a CRD needs the
-    ``api-approved.kubernetes.io`` annotation for it)."""
+def built_in_group(group: str, crd_groups: frozenset[str] = frozenset()) -> bool:
+    """Is ``group`` one of Kubernetes' own API groups?  The core group, the groups without
+    a dot (``apps``, ``batch``, ``policy``...) and ``*.k8s.io`` (a suffix only API-reviewed
+    groups may use), unless a CRD defines it (Gateway API's ``gateway.networking.k8s.io``
+    is a CRD group: the apiserver's own API is fixed by its version, a CRD group is not)."""
+    if group in crd_groups:
+        return False
     return group == "" or "." not in group or group.endswith(".k8s.io")
 
 
-def scope_of(r: Resource) -> str:
+def scope_of(r: Resource, crd_groups: frozenset[str] = frozenset()) -> str:
     """The GraphQL schema that serves ``r``: :data:`BUILT_IN` (``/graphql``) for the seed
     kinds and Kubernetes' own groups, else the one of its API group
-    (``/apis/<group>/graphql``).  A function of the resource alone, so installing a CRD
-    never adds to, renames in or retypes the schema of another group."""
-    return BUILT_IN if r.key in REGISTRY or built_in_group(r.group) else r.group
+    (``/apis/<group>/graphql``).  A function of the resource and the catalog's CRD groups
+    alone, so installing a CRD never adds to, renames in or retypes the schema of another
+    group."""
+    return BUILT_IN if r.key in REGISTRY or built_in_group(r.group, crd_groups) else r.group
 
 
 def served_in_graphql(catalog: Catalog, scope: str = BUILT_IN) -> list[Resource]:
@@ -147,7 +150,7 @@ def _scopes(catalog: Catalog) -> dict[str, tuple[Resource, ...]]:
             continue
         if "get" not in r.verbs:  # create-only (bindings, reviews): no object to type
             continue
-        out.setdefault(scope_of(r), []).append(_graphql_view(r))
+        out.setdefault(scope_of(r, catalog.crd_groups), []).append(_graphql_view(r))
     scopes = {k: tuple(sorted(v, key=lambda r: r.key)) for k, v in out.items()}
     catalog.derived["graphql-scopes"] = scopes
     return scopes

@@ -509,9 +509,9 @@ async def churn(
         seen, quiet_since = -1, time.monotonic()
         count = generations(served.lines)[2]
         while time.monotonic() < deadline and served.proc.poll() is None:
-            count = generations(served.lines)[2]
-            if len(served.lines) != seen:
-                seen, quiet_since = len(served.lines), time.monotonic()
+            catalog, _, count = generations(served.lines)
+            if catalog + count != seen:  # a new catalog or schema build (not access lines)
+                seen, quiet_since = catalog + count, time.monotonic()
             elif time.monotonic() - quiet_since >= SETTLE_QUIET_S:
                 break  # the catalog took in every change (a group schema is built on use)
             await asyncio.sleep(0.2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
@@ -229,3 +230,17 @@ def test_a_group_schema_has_exactly_the_shape_strawberry_would_build() -> None:
     assert {"widgets", "gizmos"} <= set(graphql_schema(built.schema).type_map["Query"].fields)  # type: ignore[union-attr]
     by_strawberry = build_schema(built.registry, built.model)
     assert _shape(graphql_schema(built.schema)) == _shape(graphql_schema(by_strawberry))
+
+
+def test_a_crd_group_has_its_own_schema_even_under_k8s_io() -> None:
+    """Gateway API's group ends in ``.k8s.io`` but is a CRD's: it is not the apiserver's own
+    API, so it gets a schema of its own and /graphql stays what the Kubernetes version has."""
+    gateways = Resource("gateway.networking.k8s.io", "v1", "Gateway", "gateways", "gateway", True)
+    doc = crd_document("gateway.networking.k8s.io", "Gateway", "io.k8s.networking.gateway", SPEC)
+    catalog = _catalog((gateways, doc))
+    assert scope_of(gateways) == BUILT_IN  # by its name alone
+    crd = dataclasses.replace(catalog, crd_groups=frozenset({"gateway.networking.k8s.io"}))
+    assert group_scopes(crd) == {"gateway.networking.k8s.io"}
+    assert "  gateways(" not in printed(schema_for_catalog(crd).schema)
+    own = schema_for_catalog(crd, scope="gateway.networking.k8s.io")
+    assert "  gateways(" in printed(own.schema)

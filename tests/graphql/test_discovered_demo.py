@@ -117,6 +117,8 @@ async def test_a_custom_resource_is_served_in_its_group_schema(discovering: Gate
 
 async def test_a_group_schema_is_built_once_and_shared(discovering: Gateway) -> None:
     live = discovering.app.state.runtime.live_schema
+    # the reloader tells the catalog which groups CRDs define (the demo's Widget)
+    assert discovering.app.state.runtime.catalog.current.crd_groups == {"demo.kube-gateway.dev"}
     assert "demo.kube-gateway.dev" not in live.groups  # built on first use, not before
     bodies = await asyncio.gather(
         *(
