@@ -19,8 +19,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import scope_of
+from gateway.core.credentials import Credential
 from gateway.core.registry import Resource
 
 Key = tuple[str, str, str | None]

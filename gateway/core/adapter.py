@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import httpx
@@ -24,6 +24,7 @@ from gateway.core import errors, gcpause, slicedjson
 from gateway.core.budget import Budget, scope_of
 from gateway.core.client import UpstreamClient
 from gateway.core.config import ConfigError
+from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.metrics import Metrics
 from gateway.core.options import (
     DeleteOptions,
@@ -35,10 +36,10 @@ from gateway.core.options import (
     WriteOptions,
 )
 from gateway.core.registry import REGISTRY, Registry, Resource, Verb
+from gateway.core.wire import JSON
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 #: Margin added to ``timeoutSeconds`` (or the bookmark interval) before a silent watch
@@ -50,62 +51,6 @@ BOOKMARK_INTERVAL = 60.0
 MAX_LOG_BYTES = 16 * 1024 * 1024
 #: The most objects one list without ``limit`` returns (beyond: a clear error).
 MAX_LIST_ITEMS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Credential:
-    """The caller's identity as it travels upstream: a bearer token, or none (anonymous)."""
-
-    token: str | None = field(default=None, repr=False)
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def __repr__(self) -> str:
-        return "Credential(<token>)" if self.token else "Credential(anonymous)"
-
-
-ANONYMOUS = Credential()
-
-#: What a bearer token may contain: visible ASCII (it travels in an HTTP header).
-_TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
-
-
-def credential_of_token(token: str) -> Credential:
-    """A caller's bearer token as a credential.
-
-    Raises:
-        Unauthorized: it is empty or has characters no token has (spaces, control
-            characters, non-ASCII): refused here rather than sent upstream.
-    """
-    if not token or not _TOKEN_CHARS.issuperset(token):
-        raise errors.Unauthorized(
-            "the bearer token is malformed (a token is visible ASCII without spaces)",
-            reason="Unauthorized",
-        )
-    return Credential(token)
-
-
-def credential_of_authorization(value: str | bytes | None) -> Credential:
-    """The caller's credential from an ``Authorization`` header (or gRPC metadata) value.
-
-    No value, or an empty one, is anonymous; ``Bearer <token>`` is that token; anything else
-    is refused, the same way on every transport.
-
-    Raises:
-        Unauthorized: the value is present but not ``Bearer <token>`` with a well-formed token.
-    """
-    if value is None:
-        return ANONYMOUS
-    text = value.decode("latin-1") if isinstance(value, bytes) else value
-    if not text.strip():
-        return ANONYMOUS
-    scheme, _, token = text.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        raise errors.Unauthorized(
-            "the Authorization value must be 'Bearer <token>'", reason="Unauthorized"
-        )
-    return credential_of_token(token.strip())
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ ANONYMOUS_SCOPE = "anonymous"
 
 
 class Bearer(Protocol):
-    """What a scope is made of: a caller's bearer token, or none (``adapter.Credential``).
+    """What a scope is made of: a caller's bearer token, or none (``credentials.Credential``).
 
     Structural, so that budgets need not import the adapter that imports them.
     """

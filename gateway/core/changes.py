@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 
-from gateway.core.adapter import JSON
 from gateway.core.hub import HubEvent
 from gateway.core.watch import decimal_version
 from gateway.core.watch import object_key as name_key
+from gateway.core.wire import JSON
 
 Digest = bytes
 

@@ -47,8 +47,9 @@ from typing import Any, Literal, cast
 
 from gateway.core import errors
 from gateway.core.access import AccessReviews, forbidden
-from gateway.core.adapter import ANONYMOUS, JSON, Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget, Lease, scope_of
+from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
 from gateway.core.wakeup import Wakeup
@@ -63,6 +64,7 @@ from gateway.core.watch import (
     marker,
     resource_version_of,
 )
+from gateway.core.wire import JSON
 
 log = logging.getLogger(__name__)
 

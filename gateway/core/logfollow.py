@@ -33,8 +33,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import scope_of
+from gateway.core.credentials import Credential
 from gateway.core.options import LogOptions
 from gateway.core.watch import Backoff
 

@@ -40,7 +40,8 @@ from gateway.core.options import DeleteOptions, ListOptions, LogOptions, PatchOp
 from gateway.core.registry import Resource, Verb
 
 if TYPE_CHECKING:
-    from gateway.core.adapter import Credential, KubeAdapter
+    from gateway.core.adapter import KubeAdapter
+from gateway.core.credentials import Credential
 
 __all__ = [
     "ACTIONS",

@@ -34,12 +34,13 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from gateway.core import documents, errors
-from gateway.core.adapter import JSON, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import Catalog, CatalogHolder, GroupVersionKey
 from gateway.core.discovery import Discovery, DiscoveryFailed, ResourceKey, catalog_changed
 from gateway.core.metrics import Metrics
 from gateway.core.registry import Registry, Resource, Verb
 from gateway.core.watch import Backoff, Watcher, WatchEvent, object_key
+from gateway.core.wire import JSON
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gateway.core import errors
-from gateway.core.adapter import ANONYMOUS, JSON, Credential, KubeAdapter, status_of
+from gateway.core.adapter import KubeAdapter, status_of
+from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
+from gateway.core.wire import JSON
 
 log = logging.getLogger(__name__)
 

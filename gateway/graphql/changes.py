@@ -40,10 +40,10 @@ from graphql import (
     SelectionSetNode,
 )
 
-from gateway.core.adapter import JSON
 from gateway.core.changes import CHANGES, Digest, digest, history_before, object_key
 from gateway.core.hub import HubEvent
 from gateway.core.watch import object_key as name_key
+from gateway.core.wire import JSON
 from gateway.graphql.execution import Prepared, Response
 
 __all__ = [

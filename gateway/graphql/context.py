@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.core.adapter import (
+from gateway.core.adapter import KubeAdapter
+from gateway.core.credentials import (
     ANONYMOUS,
     Credential,
-    KubeAdapter,
     credential_of_authorization,
     credential_of_token,
 )

@@ -38,10 +38,10 @@ from typing import Any
 import orjson
 
 from gateway.core import errors
-from gateway.core.adapter import JSON
 from gateway.core.budget import scope_of
 from gateway.core.hub import HubEvent, StartPoint, WatchStart, admit
 from gateway.core.wakeup import Wakeup
+from gateway.core.wire import JSON
 from gateway.graphql.changes import (
     ChangeFilter,
     Digest,

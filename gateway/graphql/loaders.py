@@ -14,7 +14,8 @@ from typing import Any
 from strawberry.dataloader import DataLoader
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
+from gateway.core.credentials import Credential
 from gateway.core.options import ListOptions
 from gateway.core.registry import POD, Resource
 

@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from gateway.core.adapter import Credential
+from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.errors import UnknownResource
 from gateway.graphql import http, websocket

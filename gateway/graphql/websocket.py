@@ -24,7 +24,7 @@ from starlette.types import Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.core import errors
-from gateway.core.adapter import ANONYMOUS, Credential
+from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError

@@ -1,7 +1,7 @@
 """What every call brings along: the caller's credential and its deadline.
 
 The token comes from the ``authorization: Bearer <token>`` metadata and travels upstream as
-the caller's own :class:`~gateway.core.adapter.Credential`; it is never logged.  A call's
+the caller's own :class:`~gateway.core.credentials.Credential`; it is never logged.  A call's
 deadline becomes the upstream request timeout, so the upstream gives up when the caller has.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from gateway.core import errors
-from gateway.core.adapter import ANONYMOUS, Credential, credential_of_authorization
+from gateway.core.credentials import ANONYMOUS, Credential, credential_of_authorization
 
 __all__ = ["credential_of", "timeout_of"]
 

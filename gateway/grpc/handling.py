@@ -33,8 +33,9 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gateway.core import errors
-from gateway.core.adapter import JSON, Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.changes import Digest, StreamChanges, history_before
+from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.hub import HubEvent, Subscription, WatchHub, WatchStart, WatchTarget
 from gateway.core.operations import Call, Operation
@@ -46,6 +47,7 @@ from gateway.core.options import (
     Preconditions,
     WriteOptions,
 )
+from gateway.core.wire import JSON
 from gateway.grpc.calls import credential_of, timeout_of
 from gateway.grpc.status import internal_status, to_status
 

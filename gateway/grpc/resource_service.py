@@ -28,9 +28,10 @@ from typing import Any, Final
 import orjson
 
 from gateway.core import errors, gcpause, slicedjson
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.changes import digest
+from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.hub import HubEvent, WatchHub
 from gateway.core.operations import Action, Operation, perform

@@ -21,8 +21,9 @@ import grpc
 import orjson
 
 from gateway.core import gcpause, slicedjson
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.changes import digest
+from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub
 from gateway.core.logfollow import LogFollower

@@ -30,9 +30,10 @@ import grpc
 import httpx
 import orjson
 
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
 from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc

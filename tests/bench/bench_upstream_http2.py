@@ -69,9 +69,10 @@ import h2.events
 import h2.settings
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
 from tests.e2e.apiserver import BinariesMissing, KubeAPIServer, running_apiserver
 
 NAMESPACE = "team-a"

@@ -32,9 +32,10 @@ import grpc
 import orjson
 from google.protobuf import json_format
 
-from gateway.core.adapter import Credential, KubeAdapter, decode_json
+from gateway.core.adapter import KubeAdapter, decode_json
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
 from gateway.core.hub import WatchHub
 from gateway.core.registry import POD
 from gateway.core.watch import WatchEvent

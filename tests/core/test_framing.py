@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.core.adapter import Credential, LineSplitter
+from gateway.core.adapter import LineSplitter
+from gateway.core.credentials import Credential
 
 
 def test_lines_split_across_chunks_with_multibyte_characters() -> None:

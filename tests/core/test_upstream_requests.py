@@ -26,9 +26,10 @@ import orjson
 import pytest
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter, Request
+from gateway.core.adapter import KubeAdapter, Request
 from gateway.core.client import UpstreamClient, build_http_client
 from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
 from gateway.core.registry import POD
 
 ALICE = Credential("alice-token")

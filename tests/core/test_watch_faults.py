@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import pytest
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
 from gateway.core.options import ListOptions
 from gateway.core.watch import RESYNC_ANNOTATION, Backoff, Watcher, WatchEvent
 from gateway.demo import DemoUpstream

@@ -14,10 +14,11 @@ import pytest
 
 from gateway.core import errors
 from gateway.core.access import AccessReviews
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
 from gateway.core.hub import (
     HubEvent,
     SharedWatches,

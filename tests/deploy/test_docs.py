@@ -3,6 +3,9 @@ document names a deploy/ file that is gone."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,3 +32,25 @@ def test_documents_name_only_deploy_files_that_exist() -> None:
             if word.startswith("deploy/"):
                 path = word.rstrip(".,:;")
                 assert (ROOT / path).exists(), f"{doc.name} names {path}"
+
+
+def test_the_readme_python_example_runs_as_written(tmp_path: Path) -> None:
+    """The README's "Using the core from Python" script, copied out and run by the project's
+    interpreter: an example that breaks fails here."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    (script,) = [b for b in blocks if "asyncio.run(main())" in b]
+    path = tmp_path / "core_example.py"
+    path.write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()[:2]
+    assert "'tier': 'front'" in first  # the dry-run patch answered with the label
+    assert second.startswith("ADDED ")

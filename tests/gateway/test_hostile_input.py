@@ -359,8 +359,8 @@ async def test_graphiql_is_served_with_a_content_security_policy(gateway: Gatewa
 async def test_one_identity_past_its_request_limit_is_refused_and_others_are_served(
     tapped_gateway: Gateway, tap: Tap
 ) -> None:
-    from gateway.core.adapter import Credential
     from gateway.core.budget import Budget, scope_of
+    from gateway.core.credentials import Credential
 
     budget = Budget("requests", 1000, 2)
     tapped_gateway.app.state.runtime.adapter.requests = budget

@@ -10,7 +10,8 @@ import pytest
 from graphql import GraphQLError
 
 from gateway.core import errors as core
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
+from gateway.core.credentials import Credential
 from gateway.demo import DemoUpstream
 from gateway.graphql.context import Context
 from gateway.graphql.errors import CODES, format_exception

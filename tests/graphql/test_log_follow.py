@@ -23,7 +23,8 @@ import pytest
 import uvicorn
 
 from gateway.core import errors
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
+from gateway.core.credentials import Credential
 from gateway.core.logfollow import LogFollower, parse_stamp, since_time
 from gateway.core.options import LogOptions
 from gateway.core.watch import Backoff

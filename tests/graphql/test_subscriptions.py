@@ -10,8 +10,8 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.adapter import Credential
 from gateway.core.budget import scope_of
+from gateway.core.credentials import Credential
 from gateway.demo import DemoUpstream
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, SSE, Gateway, unique, ws_client
 

@@ -11,7 +11,7 @@ from typing import Any
 from google.protobuf import field_mask_pb2
 
 from gateway.core import gcpause
-from gateway.core.adapter import Credential
+from gateway.core.credentials import Credential
 from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
 from gateway.grpc import mask as masks

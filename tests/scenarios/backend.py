@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.core import schema
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
+from gateway.core.credentials import Credential
 from gateway.core.registry import REGISTRY, Resource
 
 _counter = itertools.count()

@@ -19,10 +19,11 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from gateway.core.adapter import Credential, KubeAdapter
+from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
 from gateway.core.hub import WatchHub
 from gateway.core.registry import Resource
 from gateway.demo import DemoUpstream

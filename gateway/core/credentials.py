@@ -1,0 +1,69 @@
+"""The caller's identity as it travels upstream, and how a transport's header becomes one.
+
+Every transport (HTTP, WebSocket ``connection_init``, SSE, gRPC metadata) parses the caller's
+``Authorization`` value with :func:`credential_of_authorization`, so a malformed one is
+refused the same way everywhere; the adapter sends :meth:`Credential.headers` upstream.  A
+credential never prints its token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.core import errors
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """The caller's identity as it travels upstream: a bearer token, or none (anonymous)."""
+
+    token: str | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def __repr__(self) -> str:
+        return "Credential(<token>)" if self.token else "Credential(anonymous)"
+
+
+ANONYMOUS = Credential()
+
+#: What a bearer token may contain: visible ASCII (it travels in an HTTP header).
+_TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
+
+
+def credential_of_token(token: str) -> Credential:
+    """A caller's bearer token as a credential.
+
+    Raises:
+        Unauthorized: it is empty or has characters no token has (spaces, control
+            characters, non-ASCII): refused here rather than sent upstream.
+    """
+    if not token or not _TOKEN_CHARS.issuperset(token):
+        raise errors.Unauthorized(
+            "the bearer token is malformed (a token is visible ASCII without spaces)",
+            reason="Unauthorized",
+        )
+    return Credential(token)
+
+
+def credential_of_authorization(value: str | bytes | None) -> Credential:
+    """The caller's credential from an ``Authorization`` header (or gRPC metadata) value.
+
+    No value, or an empty one, is anonymous; ``Bearer <token>`` is that token; anything else
+    is refused, the same way on every transport.
+
+    Raises:
+        Unauthorized: the value is present but not ``Bearer <token>`` with a well-formed token.
+    """
+    if value is None:
+        return ANONYMOUS
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    if not text.strip():
+        return ANONYMOUS
+    scheme, _, token = text.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise errors.Unauthorized(
+            "the Authorization value must be 'Bearer <token>'", reason="Unauthorized"
+        )
+    return credential_of_token(token.strip())
