@@ -350,7 +350,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 linger=settings.watch_linger_seconds,
             )
             metrics.watch_hub(lambda: watches.stats)
-            metrics.catalog(catalog)
+            metrics.served_resources(lambda: len(catalog.current.registry.records))
             disc_cfg, whose = discovery_upstream(settings, upstream_cfg, demo)
             live_schema: LiveSchema | None = None
             if disc_cfg is None:

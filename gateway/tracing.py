@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    from gateway.core.operations import Operation
 
 __all__ = [
     "OperationSpan",
@@ -197,7 +196,7 @@ class OperationSpan:
 
     __slots__ = ("_span", "_token")
 
-    def __init__(self, state: _Tracing, transport: str, op: Operation) -> None:
+    def __init__(self, state: _Tracing, transport: str, name: str, resource: str) -> None:
         from opentelemetry.trace import SpanKind
 
         from gateway.requestid import current
@@ -206,14 +205,13 @@ class OperationSpan:
         record = current()
         if record is not None and record.traceparent:
             parent = state.propagator.extract({"traceparent": record.traceparent})
-        resource = op.resource.key
         self._span = state.tracer.start_span(
-            f"{transport} {op.name} {resource}",
+            f"{transport} {name} {resource}",
             context=parent,
             kind=SpanKind.SERVER,
             attributes={
                 "kube_gateway.transport": transport,
-                "kube_gateway.operation": op.name,
+                "kube_gateway.operation": name,
                 "kube_gateway.resource": resource,
             },
         )
@@ -229,11 +227,12 @@ class OperationSpan:
         self._span.end()
 
 
-def start_operation(transport: str, op: Operation) -> OperationSpan | None:
-    """Start the span of one operation (``None`` when tracing is off); end it with
-    :meth:`OperationSpan.end` in the context that started it."""
+def start_operation(transport: str, name: str, resource: str) -> OperationSpan | None:
+    """Start the span of one operation ``name`` on ``resource`` (a registry key), ``None``
+    when tracing is off; end it with :meth:`OperationSpan.end` in the context that
+    started it."""
     state = _ON.state
-    return OperationSpan(state, transport, op) if state is not None else None
+    return OperationSpan(state, transport, name, resource) if state is not None else None
 
 
 class UpstreamSpan:

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -35,11 +35,6 @@ from prometheus_client.registry import Collector
 
 from gateway import tracing
 from gateway.core import errors
-
-if TYPE_CHECKING:
-    from gateway.core.catalog import CatalogHolder
-    from gateway.core.hub import HubStats
-    from gateway.core.operations import Operation
 
 __all__ = ["Metrics", "Transport", "outcome_of"]
 
@@ -61,8 +56,20 @@ def outcome_of(exc: BaseException | None) -> str:
     return "Internal"
 
 
+class HubCounts(Protocol):
+    """What the watch hub reports at each scrape (:class:`gateway.core.hub.HubStats`)."""
+
+    subscribers: int
+    upstream_watches: int
+    events_delivered: int
+    dropped_slow: int
+    relists: int
+    refused: int
+    denied: int
+
+
 class _HubCollector(Collector):
-    def __init__(self, stats: Callable[[], HubStats]) -> None:
+    def __init__(self, stats: Callable[[], HubCounts]) -> None:
         self._stats = stats
 
     def collect(self) -> Iterable[Metric]:
@@ -84,15 +91,15 @@ class _HubCollector(Collector):
             yield CounterMetricFamily(f"kube_gateway_{name}", doc, value=value)
 
 
-class _CatalogCollector(Collector):
-    def __init__(self, holder: CatalogHolder) -> None:
-        self._holder = holder
+class _ServedCollector(Collector):
+    def __init__(self, count: Callable[[], int]) -> None:
+        self._count = count
 
     def collect(self) -> Iterable[Metric]:
         yield GaugeMetricFamily(
             "kube_gateway_served_resources",
             "Resources (group, version, plural) the current catalog serves.",
-            value=len(self._holder.current.registry.records),
+            value=self._count(),
         )
 
 
@@ -130,11 +137,12 @@ class Metrics:
         )
 
     @contextlib.contextmanager
-    def operation(self, transport: Transport, op: Operation) -> Iterator[None]:
-        """Count and time the block as one ``op`` served over ``transport`` (and trace it,
-        when tracing is on: :mod:`gateway.tracing`)."""
+    def operation(self, transport: Transport, name: str, resource: str) -> Iterator[None]:
+        """Count and time the block as one operation ``name`` (``List``, ``PatchStatus``...)
+        on ``resource`` (a registry key) served over ``transport`` (and trace it, when
+        tracing is on: :mod:`gateway.tracing`)."""
         started = time.perf_counter()
-        span = tracing.start_operation(transport, op)
+        span = tracing.start_operation(transport, name, resource)
         failure: BaseException | None = None
         try:
             yield
@@ -142,12 +150,11 @@ class Metrics:
             failure = exc
             raise
         finally:
-            resource = op.resource.key
-            self.operation_seconds.labels(transport, op.name, resource).observe(
+            self.operation_seconds.labels(transport, name, resource).observe(
                 time.perf_counter() - started
             )
             outcome = outcome_of(failure)
-            self.operations.labels(transport, op.name, resource, outcome).inc()
+            self.operations.labels(transport, name, resource, outcome).inc()
             if span is not None:
                 span.end(outcome)
 
@@ -160,10 +167,10 @@ class Metrics:
         """One discovery read of the catalog reload: ``swapped``, ``unchanged`` or ``failed``."""
         self.catalog_reloads.labels(outcome).inc()
 
-    def catalog(self, holder: CatalogHolder) -> None:
-        """Serve the number of resources ``holder``'s current catalog serves, read at scrape."""
-        self.registry.register(_CatalogCollector(holder))
+    def served_resources(self, count: Callable[[], int]) -> None:
+        """Serve how many resources the current catalog serves, ``count()`` at each scrape."""
+        self.registry.register(_ServedCollector(count))
 
-    def watch_hub(self, stats: Callable[[], HubStats]) -> None:
+    def watch_hub(self, stats: Callable[[], HubCounts]) -> None:
         """Serve the watch hub's state and counters, read at each scrape."""
         self.registry.register(_HubCollector(stats))

@@ -370,7 +370,7 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
     """The resolver body of a unary field: one :func:`perform` with the caller's credential."""
 
     async def run(ctx: Context, a: dict[str, Any]) -> Any:
-        with ctx.adapter.metrics.operation("graphql", op):
+        with ctx.adapter.metrics.operation("graphql", op.name, op.resource.key):
             call = _call(op, a, body(op, a))
             if op.action == "list":
                 # Every object of a large decoded list is young, and the first allocation

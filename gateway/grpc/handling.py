@@ -392,7 +392,7 @@ class ServicerBase(abc.ABC):
             op, refused = self.operation(method, request), None
         except Exception as exc:  # counted as a refusal of the unresolved operation
             op, refused = self.unresolved(method), exc
-        with self.adapter.metrics.operation("grpc", op):
+        with self.adapter.metrics.operation("grpc", op.name, op.resource.key):
             if refused is not None:
                 raise refused
             self.admit(op, request)
