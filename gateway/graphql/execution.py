@@ -29,8 +29,10 @@ from graphql import (
     create_source_event_stream,
     execute,
     execute_subscription_event,
+    get_introspection_query,
     get_operation_ast,
     parse,
+    print_ast,
     validate,
 )
 
@@ -227,6 +229,11 @@ class Engine:
                 self._introspections.popitem(last=False)
         return response
 
+    async def warm_introspection(self) -> None:
+        """Answer the standard full introspection (GraphiQL's, graphql-core's and most
+        clients' first request) before anyone asks."""
+        await self.execute(self.prepare(get_introspection_query()), None, None)
+
     def _introspection(self, prepared: Prepared, variables: Mapping[str, Any] | None) -> Response:
         result = execute(
             self.graphql_schema,
@@ -300,7 +307,9 @@ def _introspection_key(
         frozen = orjson.dumps(dict(variables or {}), option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return None
-    return (prepared.query, prepared.operation_name, frozen)
+    # The document as printed, not as sent: GraphiQL's (graphql-js) and graphql-core's
+    # introspection queries differ only in their layout.
+    return (print_ast(prepared.document), prepared.operation_name, frozen)
 
 
 def format_result(result: ExecutionResult) -> Response:

@@ -120,6 +120,7 @@ class LiveSchema:
         self._swapped = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._ready_changed = asyncio.Event()
+        self._warming: set[asyncio.Task[None]] = set()
         self._stop_listening = holder.listen(self._heard)
 
     def _heard(self, old: Catalog, new: Catalog) -> None:
@@ -180,6 +181,7 @@ class LiveSchema:
             seconds = time.perf_counter() - started
             self.current, self.current_inputs = built, inputs
             ended = self.app.use_schema(built.schema)
+            self._warm(self.app)
             self._swapped_in(Swap(catalog.generation, len(built.registry), ended, seconds))
             self._ready_changed.set()
         await self._refresh_groups(catalog)
@@ -198,6 +200,13 @@ class LiveSchema:
             swap.build_seconds,
             f", {swap.ended} subscription(s) on removed resources ended" if swap.ended else "",
         )
+
+    def _warm(self, app: GraphQLApp) -> None:
+        """Compute the full introspection of ``app``'s new schema in the background (a
+        worker thread): GraphiQL's first request then answers at once."""
+        task = asyncio.create_task(app.engine.warm_introspection(), name="graphql-warm")
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
 
     async def _build(
         self, catalog: Catalog, scope: str, previous: CatalogSchema | None
@@ -311,8 +320,10 @@ class LiveSchema:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for future in list(self._building.values()):
-            future.cancel()
+        for building in self._building.values():
+            building.cancel()
+        for warming in self._warming:
+            warming.cancel()
         for entry in self.groups.values():
             await entry.app.hub.aclose()
         self.groups.clear()

@@ -37,3 +37,15 @@ async def test_introspection_answers_are_kept_per_document_and_variables() -> No
     for i in range(INTROSPECTIONS_KEPT + 2):  # bounded
         await engine.execute(engine.prepare(TYPE), {"n": f"Nothing{i}"}, None)
     assert len(engine._introspections) == INTROSPECTIONS_KEPT
+
+
+async def test_graphiqls_introspection_is_the_one_warmed_in_advance() -> None:
+    """GraphiQL (graphql-js) lays its introspection query out differently from graphql-core;
+    the answer is kept by the document as parsed, so the warmed one serves both."""
+    engine = Engine(gateway_schema(), Limits())
+    await engine.warm_introspection()
+    graphiql = "\n".join("    " + line for line in get_introspection_query().splitlines())
+    assert graphiql != get_introspection_query()
+    answer = await engine.execute(engine.prepare(graphiql), None, None)
+    assert len(engine._introspections) == 1
+    assert answer["data"]["__schema"]["queryType"]["name"] == "Query"
