@@ -350,6 +350,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 linger=settings.watch_linger_seconds,
             )
             metrics.watch_hub(lambda: watches.stats)
+            lag = asyncio.create_task(metrics.watch_event_loop(), name="event-loop-lag")
+            stack.push_async_callback(_cancelled, lag)
             metrics.served_resources(lambda: len(catalog.current.registry.records))
             disc_cfg, whose = discovery_upstream(settings, upstream_cfg, demo)
             live_schema: LiveSchema | None = None

@@ -68,6 +68,12 @@ class HubCounts(Protocol):
     denied: int
 
 
+#: How often the event loop's lag is sampled, and the histogram's buckets (a stall over
+#: 50 ms is one a caller notices).
+LAG_INTERVAL: Final = 0.05
+LAG_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
 class _HubCollector(Collector):
     def __init__(self, stats: Callable[[], HubCounts]) -> None:
         self._stats = stats
@@ -129,6 +135,13 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.loop_lag = Histogram(
+            "kube_gateway_event_loop_lag_seconds",
+            "How late the event loop ran a timer due now: the longest any caller waited "
+            "behind work that held the loop (sampled every 50 ms).",
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
+        )
         self.catalog_reloads = Counter(
             "kube_gateway_catalog_reloads",
             "Discovery reads of the catalog reload, by outcome (swapped, unchanged, failed).",
@@ -157,6 +170,14 @@ class Metrics:
             self.operations.labels(transport, name, resource, outcome).inc()
             if span is not None:
                 span.end(outcome)
+
+    async def watch_event_loop(self, interval: float = LAG_INTERVAL) -> None:
+        """Sample the event loop's lag until cancelled (the lifespan's task)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + interval
+            await asyncio.sleep(interval)
+            self.loop_lag.observe(max(0.0, loop.time() - due))
 
     def upstream(self, verb: str, resource: str, code: int | None, seconds: float) -> None:
         """One upstream request (``code`` ``None``: no response came back)."""

@@ -59,10 +59,10 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import re
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -359,44 +359,73 @@ def first_group_call(served: Served, token: str, group: str, query: str) -> tupl
 # -- churn -------------------------------------------------------------------------------
 
 
-class Ticker(threading.Thread):
-    """The seed query every ``CHURN_PERIOD_S`` from a thread of its own (plain httpx), each
-    get's (start, latency ms, ok) recorded, until stopped or ``limit`` seconds pass."""
+def _tick(url: str, token: str, limit: float, stop: Any, out: Any) -> None:
+    """The ticker's process: the seed query every ``CHURN_PERIOD_S``; sends its samples."""
+    samples: list[tuple[float, float, bool]] = []
+    errors = 0
+    end = time.monotonic() + limit
+    body = {"query": SEED_QUERY}
+    with httpx.Client(
+        base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10.0, trust_env=False
+    ) as client:
+        next_at = time.monotonic()
+        while not stop.is_set() and time.monotonic() < end:
+            start = time.monotonic()
+            ok = False
+            try:
+                ok = has_data(client.post("/graphql", json=body), "pods")
+            except httpx.TransportError:
+                errors += 1
+            samples.append((start, (time.monotonic() - start) * 1000, ok))
+            next_at += CHURN_PERIOD_S
+            stop.wait(max(0.0, next_at - time.monotonic()))
+    out.send((samples, errors))
+
+
+class Ticker:
+    """The seed query every ``CHURN_PERIOD_S`` from a process of its own (plain httpx: the
+    harness's own work, installing CRDs, must not delay the client), each get's (start,
+    latency ms, ok) recorded, until stopped or ``limit`` seconds pass.  ``time.monotonic``
+    is one clock across processes on Linux."""
 
     def __init__(self, url: str, token: str, limit: float) -> None:
-        super().__init__(name="churn-ticker", daemon=True)
-        self.url = url
-        self.token = token
-        self.limit = limit
-        self.stop = threading.Event()
+        context = multiprocessing.get_context("spawn")
+        self.stop = context.Event()
+        self._receive, send = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=_tick, args=(url, token, limit, self.stop, send), daemon=True
+        )
         self.samples: list[tuple[float, float, bool]] = []
         self.connection_errors = 0
 
-    def run(self) -> None:
-        end = time.monotonic() + self.limit
-        body = {"query": SEED_QUERY}
-        with httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=10.0,
-            trust_env=False,
-        ) as client:
-            next_at = time.monotonic()
-            while not self.stop.is_set() and time.monotonic() < end:
-                start = time.monotonic()
-                ok = False
-                try:
-                    ok = has_data(client.post("/graphql", json=body), "pods")
-                except httpx.TransportError:
-                    self.connection_errors += 1
-                self.samples.append((start, (time.monotonic() - start) * 1000, ok))
-                next_at += CHURN_PERIOD_S
-                self.stop.wait(max(0.0, next_at - time.monotonic()))
+    def start(self) -> None:
+        self._process.start()
+
+    def join(self, timeout: float) -> None:
+        if self._receive.poll(timeout):
+            self.samples, self.connection_errors = self._receive.recv()
+        self._process.join(timeout)
+        if self._process.is_alive():
+            self._process.kill()
 
     def window(self, start: float, end: float) -> tuple[list[float], int]:
         """Latencies (ms) of the gets started in [start, end), and how many failed."""
         inside = [(ms, ok) for t, ms, ok in list(self.samples) if start <= t < end]
         return [ms for ms, _ in inside], sum(1 for _, ok in inside if not ok)
+
+
+def loop_lag(url: str, token: str) -> tuple[int, int]:
+    """The gateway's own event-loop lag samples so far: (all, those over 50 ms)."""
+    text = httpx.get(
+        f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}, trust_env=False
+    ).text
+    buckets = {}
+    for line in text.splitlines():
+        if line.startswith("kube_gateway_event_loop_lag_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[le] = int(float(line.rsplit(" ", 1)[1]))
+    total = buckets.get("+Inf", 0)
+    return total, total - buckets.get("0.05", 0)
 
 
 _CATALOG = re.compile(r"catalog: generation (\d+) serves")
@@ -477,6 +506,10 @@ class Churn:
     rss_before: float
     rss_after: float
     settled: bool
+    #: The gateway's event-loop lag samples during the churn (every 50 ms), and how many
+    #: were over 50 ms.
+    loop_samples: int = 0
+    loop_stalls: int = 0
 
 
 async def churn(
@@ -490,6 +523,7 @@ async def churn(
     pid = served.proc.pid
     ticker = Ticker(served.http, token, limit=IDLE_S + timeout + 60)
     rss_before = rss_mb(pid)
+    lag_before = loop_lag(served.http, token)
     ticker.start()
     try:
         idle_start = time.monotonic()
@@ -520,6 +554,7 @@ async def churn(
     finally:
         ticker.stop.set()
         await asyncio.to_thread(ticker.join, 15)
+    lag_after = loop_lag(served.http, token)
     idle, idle_failed = ticker.window(idle_start, churn_start)
     during, failed = ticker.window(churn_start, churn_end)
     return Churn(
@@ -534,6 +569,8 @@ async def churn(
         settled=settled,
         rss_before=rss_before,
         rss_after=rss_mb(pid),
+        loop_samples=lag_after[0] - lag_before[0],
+        loop_stalls=lag_after[1] - lag_before[1],
     )
 
 
@@ -741,7 +778,8 @@ def step(
                 f"{c.churn[0]:.1f}/{c.churn[1]:.1f}/{c.churn[2]:.1f} ms ({c.churn_gets} gets) vs "
                 f"idle {c.idle[0]:.1f}/{c.idle[1]:.1f}/{c.idle[2]:.1f} ms ({c.idle_gets} gets); "
                 f"{c.failed} failed, {c.connection_errors} connection errors; RSS "
-                f"{c.rss_before:.0f} -> {c.rss_after:.0f} MB"
+                f"{c.rss_before:.0f} -> {c.rss_after:.0f} MB; event loop late over 50 ms "
+                f"{c.loop_stalls} times of {c.loop_samples} samples"
             )
             if not c.settled:
                 log(f"N={n}: the schema had not caught up with the catalog when churn ended")
@@ -761,6 +799,12 @@ def step(
                     "",
                     note=f"{c.connection_errors} connection errors, "
                     f"{c.churn_gets + c.idle_gets} gets",
+                ),
+                row(
+                    f"{tag}: event-loop stalls over 50 ms during CRD churn",
+                    c.loop_stalls,
+                    "",
+                    note=f"the gateway's own lag histogram, {c.loop_samples} samples every 50 ms",
                 ),
                 row(
                     f"{tag}: RSS after CRD churn",

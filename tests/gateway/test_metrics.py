@@ -7,6 +7,7 @@ process's gRPC port); the scrape is parsed with prometheus-client's own parser.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -148,3 +149,20 @@ async def test_readiness_asks_the_upstream_once_and_shows_nothing_of_it() -> Non
     assert all(p.json() == {"status": "upstream not ready"} for p in probes)
     assert len(asked) == 1  # concurrent probes share one question
     assert asked[0].startswith(b"GET /readyz ")
+
+
+async def test_a_held_event_loop_shows_in_the_lag_histogram(
+    served: tuple[Gateway, grpc.aio.Channel],
+) -> None:
+    """Work that holds the event loop (here the test itself, sharing the gateway's loop)
+    shows as lag: the stall every caller waited behind."""
+    gateway, _ = served
+    async with httpx.AsyncClient(base_url=gateway.url) as client:
+        before = await scrape(client)
+        time.sleep(0.3)  # noqa: ASYNC251  (holding the loop is the point)
+        # the sampler's timer is overdue now: it runs at the scrape's first await
+        after = await scrape(client)
+    name = "kube_gateway_event_loop_lag_seconds_bucket"
+    over = value(after, name, le="+Inf") - value(after, name, le="0.25")
+    over_before = value(before, name, le="+Inf") - value(before, name, le="0.25")
+    assert over - over_before >= 1
