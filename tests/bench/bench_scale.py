@@ -621,11 +621,13 @@ def step(
                 continue
             via = f" via {start.discovered_via}" if probe is start.discovered else ""
             log(f"N={n}: {probe.name} answered {probe.seconds:.2f}s after start{via}")
+            goal = {"seed kind": 3.0, "discovered kind": 10.0}.get(probe.name)
             rows.append(
                 row(
                     f"{tag}: start to {probe.name} answering",
                     probe.seconds,
                     "s",
+                    max_value=goal,
                     note=f"{NOTE}{via}",
                 )
             )
@@ -661,6 +663,7 @@ def step(
                 f"{tag}: RSS once start-up settled",
                 start.rss_settled,
                 "MB",
+                max_value=300,
                 note=f"{NOTE}; every probe answered or timed out, {SETTLE_RSS_S:g} s later"
                 + seed_only,
             )
@@ -686,6 +689,7 @@ def step(
                 f"{tag}: full introspection at /graphql",
                 seconds * 1000,
                 "ms",
+                max_value=1000,
                 note=f"{NOTE}, the first one{seed_only}"
                 + (f"; the second {again * 1000:.0f} ms" if again else "")
                 + (f"; {problem}" if problem else ""),
@@ -735,6 +739,7 @@ def step(
                         f"{tag}: a new CRD served after the apiserver publishes its OpenAPI",
                         served_s,
                         "s",
+                        max_value=2,
                         note=f"{NOTE}; published {published:.2f} s after creation",
                     )
                 )
@@ -756,6 +761,7 @@ def step(
                         f"{tag}: first use of a renamed group's endpoint",
                         seconds * 1000,
                         "ms",
+                        max_value=1000,
                         note=f"{NOTE}, /apis/{RENAMED_GROUP}/graphql",
                     )
                 )
@@ -791,12 +797,13 @@ def step(
             )
             rows += [
                 row(f"{what}, p50", c.churn[0], "ms", c.idle[0], note=churn_note),
-                row(f"{what}, p99", c.churn[1], "ms", c.idle[1], note=churn_note),
+                row(f"{what}, p99", c.churn[1], "ms", c.idle[1], max_ratio=2, note=churn_note),
                 row(f"{what}, max", c.churn[2], "ms", c.idle[2], note=churn_note),
                 row(
                     f"{what}, failed gets",
                     c.failed,
                     "",
+                    max_value=0,
                     note=f"{c.connection_errors} connection errors, "
                     f"{c.churn_gets + c.idle_gets} gets",
                 ),
@@ -804,6 +811,7 @@ def step(
                     f"{tag}: event-loop stalls over 50 ms during CRD churn",
                     c.loop_stalls,
                     "",
+                    max_value=0,
                     note=f"the gateway's own lag histogram, {c.loop_samples} samples every 50 ms",
                 ),
                 row(
