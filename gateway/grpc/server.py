@@ -70,6 +70,10 @@ class GrpcOptions:
             ("grpc.keepalive_time_ms", int(self.keepalive_seconds * 1000)),
             ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout_seconds * 1000)),
             ("grpc.keepalive_permit_without_calls", 1),
+            # grpc core sets SO_REUSEPORT by default: a second process started on the same
+            # port would listen beside the first and get half its calls.  A port in use is
+            # an error at start, as for the HTTP listener.
+            ("grpc.so_reuseport", 0),
             ("grpc.http2.max_pings_without_data", 0),
             (
                 "grpc.http2.min_ping_interval_without_data_ms",
@@ -146,12 +150,18 @@ async def start_grpc(
     names = service_names(c)
     reflection.enable_server_reflection(names, server)
     address = f"{host}:{port}"
-    if credentials is not None:
-        bound = server.add_secure_port(address, credentials)
-    else:
-        bound = server.add_insecure_port(address)
+    try:
+        if credentials is not None:
+            bound = server.add_secure_port(address, credentials)
+        else:
+            bound = server.add_insecure_port(address)
+    except RuntimeError:  # grpc's way of saying the bind failed
+        bound = 0
     if bound == 0:
-        raise OSError(f"cannot bind the gRPC port {host}:{port}")
+        raise OSError(
+            f"cannot bind the gRPC port {host}:{port}: in use by another process, or not an "
+            "address of this host (--grpc-port, --host)"
+        )
     await server.start()
     if own_health:
         await set_health(health_servicer, serving=True)

@@ -332,3 +332,27 @@ async def test_past_the_concurrent_rpc_limit_calls_are_refused_at_once(
         assert listed.items
         for call in watches[1:]:
             call.cancel()
+
+
+async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
+    """grpc core listens with SO_REUSEPORT by default: a second gateway on the same port
+    would listen beside the first and take half its calls.  It fails at start instead."""
+    from gateway.core.adapter import KubeAdapter
+    from gateway.core.client import build_http_client
+    from gateway.core.config import UpstreamConfig
+    from gateway.core.hub import WatchHub
+    from gateway.grpc.server import start_grpc
+
+    async with (
+        DemoUpstream() as demo,
+        build_http_client(UpstreamConfig(server=demo.url, source="demo")) as http,
+    ):
+        adapter = KubeAdapter(http)
+        hub = WatchHub(adapter)
+        first, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub)
+        try:
+            with pytest.raises(OSError, match=f"cannot bind the gRPC port 127.0.0.1:{port}"):
+                await start_grpc(adapter, "127.0.0.1", port, hub=hub)
+        finally:
+            await first.stop(None)
+            await hub.aclose()
