@@ -63,7 +63,7 @@ async def load(
 
 
 #: Parsed documents a :class:`Documents` keeps (``api/v1`` parsed is ~10 MB of objects).
-DEFAULT_CACHED_DOCUMENTS: Final = 64
+DEFAULT_CACHED_DOCUMENTS: Final = 32
 
 #: Reads one server-relative URL with the gateway's identity, decoded JSON.
 Fetch = Callable[[str], Awaitable[Any]]

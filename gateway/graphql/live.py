@@ -53,7 +53,7 @@ from gateway.graphql.server import GraphQLApp
 log = logging.getLogger("gateway.graphql")
 
 #: Group schemas kept without a subscription (each is rebuilt on its next use once out).
-MAX_IDLE_GROUPS = 64
+MAX_IDLE_GROUPS = 16
 
 
 @dataclass(frozen=True, slots=True)
