@@ -59,8 +59,9 @@ class Catalog:
     #: Bumped on every swap, so a cache keyed by it never outlives its catalog.
     generation: int = 0
     #: The API groups a CustomResourceDefinition defines (learnt from the CRD watch; empty
-    #: when the gateway may not watch CRDs): custom, whatever their name.
-    crd_groups: frozenset[str] = frozenset()
+    #: when the gateway may not watch CRDs): custom, whatever their name.  ``None``: not
+    #: known yet (the CRDs are still being listed).
+    crd_groups: frozenset[str] | None = frozenset()
     #: Reads the OpenAPI documents the catalog names by hash but does not carry
     #: (:func:`gateway.core.documents.load`); ``None``: only inline documents exist.
     documents: DocumentSource | None = field(default=None, compare=False, repr=False)

@@ -285,31 +285,43 @@ class CatalogReloader:
         self._dirty = asyncio.Event()
         self._known: dict[str, JSON] = {}
         self._watchers: list[tuple[Watcher, bool]] = []
+        #: Have CRDs been listed (or is their watch refused)?  Until then, no catalog
+        #: knows which groups CRDs define.
+        self._crds_known = False
 
     # -- start and run -----------------------------------------------------------------
 
     async def start(self) -> None:
-        """List CRDs and APIServices (so later changes are events), then read discovery once.
+        """List CRDs and APIServices (so later changes are events) and, at the same time,
+        read discovery once: a thousand CRDs take seconds to list, and the catalog is served
+        meanwhile (its :attr:`~gateway.core.catalog.Catalog.crd_groups` unknown until the
+        CRDs are listed; then discovery is read again, which also catches what changed
+        while the lists ran).
 
         Nothing here raises and nothing waits long: a watch the identity may not make is
         logged and left out, one the upstream does not answer now is tried again by
         :meth:`run`, as is a failed read.
         """
-        for resource in (CRDS, APISERVICES):
+
+        async def prime(resource: Resource) -> None:
             # CRDs carry their whole schemas (hundreds of KB each): only what the reloader
             # needs is kept, a page of 50 at a time, so a thousand never sit in memory.
             watcher = Watcher(self.adapter, resource, bookmarks=False, keep=_slim, page_size=50)
             primed = await self._prime(watcher)
             if primed is not None:
                 self._watchers.append((watcher, primed))
-        try:
-            async with asyncio.timeout(self.discovery.limits.timeout):
-                ok = await self.refresh()
-        except TimeoutError:
-            log.warning("catalog reload: discovery did not answer in time; trying again")
-            ok = False
-        if not ok:
-            self._dirty.set()
+            if resource is CRDS and primed is not False:  # listed, or never to be
+                self._crds_known = True
+
+        async def read() -> None:
+            try:
+                async with asyncio.timeout(self.discovery.limits.timeout):
+                    await self.refresh()
+            except TimeoutError:
+                log.warning("catalog reload: discovery did not answer in time; trying again")
+
+        await asyncio.gather(prime(CRDS), prime(APISERVICES), read())
+        self._dirty.set()  # read again: CRD groups known now, and changes during the lists
 
     async def run(self) -> None:
         """Follow the watches and re-read on changes, until cancelled (the lifespan's task)."""
@@ -356,6 +368,8 @@ class CatalogReloader:
                 return
             primed = result
             if primed:
+                if watcher.resource is CRDS:
+                    self._crds_known = True
                 self._dirty.set()  # what changed before this list: read again
         kind = watcher.resource.kind
         try:
@@ -476,7 +490,7 @@ class CatalogReloader:
         pending = {k for k in self.expect.openapi if k not in self.holder.current.groups}
         if pending:
             new = _without(new, pending)
-        new = dataclasses.replace(new, crd_groups=self._crd_groups())
+        new = dataclasses.replace(new, crd_groups=self._crd_groups() if self._crds_known else None)
         if not catalog_changed(self.holder.current, new):
             self._count("unchanged")
             return True

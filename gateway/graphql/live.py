@@ -139,7 +139,11 @@ class LiveSchema:
         """Has discovery read the cluster, and does ``/graphql`` serve the schema of the
         holder's current catalog?"""
         current = self.holder.current
-        return current.generation > 0 and self.current_inputs == scope_inputs(current)
+        return (
+            current.generation > 0
+            and current.crd_groups is not None
+            and self.current_inputs == scope_inputs(current)
+        )
 
     async def wait_ready(self) -> None:
         """Wait until :meth:`ready`."""
@@ -175,7 +179,9 @@ class LiveSchema:
             return
         self._wanted = None
         inputs = scope_inputs(catalog)
-        if inputs != self.current_inputs:
+        # Until CRDs are listed, a CRD group under *.k8s.io cannot be told from Kubernetes'
+        # own: /graphql waits (the groups' own schemas are served meanwhile).
+        if inputs != self.current_inputs and catalog.crd_groups is not None:
             started = time.perf_counter()
             built = await self._build(catalog, BUILT_IN, self.current)
             seconds = time.perf_counter() - started

@@ -98,17 +98,17 @@ def _graphql_view(r: Resource) -> Resource:
 BUILT_IN: Final = ""
 
 
-def built_in_group(group: str, crd_groups: frozenset[str] = frozenset()) -> bool:
+def built_in_group(group: str, crd_groups: frozenset[str] | None = frozenset()) -> bool:
     """Is ``group`` one of Kubernetes' own API groups?  The core group, the groups without
     a dot (``apps``, ``batch``, ``policy``...) and ``*.k8s.io`` (a suffix only API-reviewed
     groups may use), unless a CRD defines it (Gateway API's ``gateway.networking.k8s.io``
     is a CRD group: the apiserver's own API is fixed by its version, a CRD group is not)."""
-    if group in crd_groups:
+    if crd_groups is not None and group in crd_groups:
         return False
     return group == "" or "." not in group or group.endswith(".k8s.io")
 
 
-def scope_of(r: Resource, crd_groups: frozenset[str] = frozenset()) -> str:
+def scope_of(r: Resource, crd_groups: frozenset[str] | None = frozenset()) -> str:
     """The GraphQL schema that serves ``r``: :data:`BUILT_IN` (``/graphql``) for the seed
     kinds and Kubernetes' own groups, else the one of its API group
     (``/apis/<group>/graphql``).  A function of the resource and the catalog's CRD groups
