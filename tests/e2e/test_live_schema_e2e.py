@@ -28,13 +28,19 @@ GROUP = "live.kube-gateway.dev"
 PATH = f"/apis/{GROUP}/graphql"
 
 
-def _crd() -> dict[str, Any]:
+def sprocket_crd(group: str = GROUP) -> dict[str, Any]:
+    """A namespaced ``Sprocket`` kind (``spec.teeth``) in ``group``; a ``*.k8s.io`` group
+    carries the API-approval annotation such a CRD needs."""
+    annotations = {"api-approved.kubernetes.io": "unapproved, testing only"}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"sprockets.{GROUP}"},
+        "metadata": {
+            "name": f"sprockets.{group}",
+            **({"annotations": annotations} if group.endswith(".k8s.io") else {}),
+        },
         "spec": {
-            "group": GROUP,
+            "group": group,
             "scope": "Namespaced",
             "names": {"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"},
             "versions": [
@@ -90,7 +96,7 @@ async def test_a_crd_installed_while_running_is_served_then_removed(
         assert (await gql.post(PATH, json={"query": "{ __typename }"})).status_code == 404
 
         started = time.monotonic()
-        created = await admin.post(crds, json=_crd())
+        created = await admin.post(crds, json=sprocket_crd())
         assert created.status_code == 201, created.text
         await live.wait_catalog(lambda catalog: GROUP in group_scopes(catalog))
         fields = (

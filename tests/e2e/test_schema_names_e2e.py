@@ -21,6 +21,7 @@ from graphql import build_client_schema, get_introspection_query, print_schema
 
 from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer
+from tests.e2e.test_live_schema_e2e import sprocket_crd
 from tests.support.graphql import serve_app
 
 pytestmark = pytest.mark.e2e
@@ -28,42 +29,6 @@ pytestmark = pytest.mark.e2e
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 OWN = ("a.names.e2e.k8s.io", "b.names.e2e.k8s.io")  # Kubernetes' own suffix, but CRDs
 CUSTOM = "names.kube-gateway.dev"  # a custom group: /apis/names.kube-gateway.dev/graphql
-
-
-def _crd(group: str, kind: str = "Sprocket") -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{plural}.{group}",
-            # *.k8s.io groups need it; an unapproved value is served all the same
-            "annotations": {"api-approved.kubernetes.io": "unapproved, testing only"},
-        },
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "spec": {
-                                    "type": "object",
-                                    "properties": {"teeth": {"type": "integer"}},
-                                }
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def _settings(kube: KubeAPIServer) -> Settings:
@@ -121,7 +86,7 @@ async def test_two_gateways_started_apart_serve_identical_schemas(
         await live.wait_ready()
         # b before a: the order the early gateway hears them in is the "wrong" one.
         for group in (OWN[1], OWN[0], CUSTOM):
-            await stack.enter_async_context(_installed(admin, _crd(group)))
+            await stack.enter_async_context(_installed(admin, sprocket_crd(group)))
             await live.wait_catalog(_has(f"sprockets.{group}"))
 
         late_url, late = await stack.enter_async_context(serve_app(_settings(kube)))
