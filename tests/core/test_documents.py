@@ -136,3 +136,19 @@ async def test_a_new_group_versions_expectation_is_met_once_its_document_describ
         await expect.settle(discovery, await discovery.read(third))
     assert not expect
     assert _reads(cluster, "apis/apps/v1") == 0
+
+
+async def test_a_new_group_versions_document_is_awaited_until_discovery_lists_it() -> None:
+    """A CRD's event comes before discovery lists its group/version: the document is still
+    awaited then (dropping it would let the next read serve the kind untyped)."""
+    cluster = scripted()
+    new = ("new.example.com", "v1")
+    async with serving(cluster) as http:
+        discovery = Discovery(http)
+        catalog = await discovery.read(SEED_CATALOG)
+        expect = Expectations(openapi={new}, present={(*new, "things")})
+        await expect.settle(discovery, catalog)
+        assert expect.openapi == {new}  # discovery does not list it yet: still awaited
+        gone = Expectations(openapi={new})  # nothing says discovery will list it
+        await gone.settle(discovery, catalog)
+        assert not gone.openapi
