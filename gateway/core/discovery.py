@@ -420,8 +420,26 @@ class Discovery:
             DiscoveryFailed: the list of group/versions itself could not be read.
         """
         served = await self._served(previous)
-        self.seen = frozenset((s.group, s.version, r.plural) for s in served for r in s.resources)
-        self.seen_group_versions = frozenset((s.group, s.version) for s in served)
+        # The walks below touch every resource (thousands with a thousand CRDs): a worker
+        # thread does them, so callers are served between its GIL slices.
+        kept, seen, seen_gvs = await asyncio.to_thread(self._kept, served)
+        self.seen, self.seen_group_versions = seen, seen_gvs
+        named = await self._openapi(
+            [(g, v) for g, v, _, discovered in kept if discovered], previous
+        )
+        return await asyncio.to_thread(self._catalog, kept, named, previous)
+
+    def _kept(
+        self, served: list[_Served]
+    ) -> tuple[
+        list[tuple[str, str, tuple[Resource, ...], bool]],
+        frozenset[ResourceKey],
+        frozenset[GroupVersionKey],
+    ]:
+        """The served group/versions to keep (seed records, ``--resources``, the bound),
+        and what discovery listed."""
+        seen = frozenset((s.group, s.version, r.plural) for s in served for r in s.resources)
+        seen_gvs = frozenset((s.group, s.version) for s in served)
         kept: list[tuple[str, str, tuple[Resource, ...], bool]] = []
         for s in served:
             resources: list[Resource] = []
@@ -444,9 +462,14 @@ class Discovery:
                 ", ".join(dropped[:20]) + (" ..." if len(dropped) > 20 else ""),
             )
             kept = kept[: self.limits.max_group_versions]
-        named = await self._openapi(
-            [(g, v) for g, v, _, discovered in kept if discovered], previous
-        )
+        return kept, seen, seen_gvs
+
+    def _catalog(
+        self,
+        kept: list[tuple[str, str, tuple[Resource, ...], bool]],
+        named: Mapping[GroupVersionKey, tuple[str, str]],
+        previous: Catalog,
+    ) -> Catalog:
         groups: dict[GroupVersionKey, GroupVersion] = {}
         records: list[Resource] = list(self.seed.values())
         for group, version, served_here, _ in kept:
@@ -479,7 +502,7 @@ class Discovery:
             if not isinstance(body, dict):
                 raise DiscoveryFailed(f"discovery {path} answered with something not an object")
             if body.get("kind") == "APIGroupDiscoveryList":
-                served.extend(parse_aggregated(body))
+                served.extend(await asyncio.to_thread(parse_aggregated, body))
                 continue
             aggregated = False
             if body.get("kind") == "APIVersions":

@@ -178,7 +178,9 @@ class LiveSchema:
         if catalog is None:
             return
         self._wanted = None
-        inputs = scope_inputs(catalog)
+        # Sorting a thousand CRDs' resources into scopes is a walk of the whole catalog:
+        # a worker thread does it once (it is kept with the catalog).
+        inputs = await asyncio.to_thread(scope_inputs, catalog)
         # Until CRDs are listed, a CRD group under *.k8s.io cannot be told from Kubernetes'
         # own: /graphql waits (the groups' own schemas are served meanwhile).
         if inputs != self.current_inputs and catalog.crd_groups is not None:
