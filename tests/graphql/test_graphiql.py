@@ -241,8 +241,21 @@ async def test_graphiql_runs_a_subscription_in_demo_mode(tmp_path: Path) -> None
         )
         await wait_until(page, f"{QUERY_EDITOR}.includes('subscription WatchDemoPods')", "tab")
         assert await page.evaluate(RECORD_RESULTS) is True
-        assert await page.evaluate(RUN_SUBSCRIPTION) is True
-        await wait_until(page, "window.results.some(t => t.includes('watchPods'))", "events")
+        for _attempt in range(3):
+            assert await page.evaluate(RUN_SUBSCRIPTION) is True
+            # GraphiQL can run a freshly switched tab with the previous tab's operation name
+            # (its own race, answered 'unknown operation named ...'): run it again then.
+            seen = await wait_until(
+                page,
+                "window.results.find(t => t.includes('watchPods') "
+                "|| t.includes('unknown operation named'))",
+                "events",
+            )
+            if "watchPods" in seen:
+                break
+            await page.evaluate("window.results = []")
+        else:
+            raise AssertionError("GraphiQL kept running the subscription under another name")
 
         # A change made through the API while the subscription runs shows up live.
         value = unique("browser")
