@@ -493,7 +493,8 @@ class CatalogReloader:
         pending = {k for k in self.expect.openapi if k not in self.holder.current.groups}
         if pending:
             new = _without(new, pending)
-        new = dataclasses.replace(new, crd_groups=self._crd_groups() if self._crds_known else None)
+        crd_groups = self._crd_groups() if self._crds_known else None
+        new = dataclasses.replace(new, crd_groups=crd_groups, derived={})  # a new catalog
         if not catalog_changed(self.holder.current, new):
             self._count("unchanged")
             return True

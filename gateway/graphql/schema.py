@@ -126,16 +126,25 @@ def served_in_graphql(catalog: Catalog, scope: str = BUILT_IN) -> list[Resource]
 
 def group_scopes(catalog: Catalog) -> frozenset[str]:
     """The API groups served in schemas of their own (``/apis/<group>/graphql``)."""
-    return frozenset(s for s in _scopes(catalog) if s != BUILT_IN)
+    found: frozenset[str] | None = catalog.derived.get("graphql-groups")
+    if found is None:
+        found = frozenset(s for s in _scopes(catalog) if s != BUILT_IN)
+        catalog.derived["graphql-groups"] = found
+    return found
 
 
 def scope_inputs(catalog: Catalog, scope: str = BUILT_IN) -> tuple[Any, ...]:
     """What the schema of ``scope`` is built from: the same value, the same schema (a
-    catalog swap that leaves it equal needs no rebuild)."""
-    served = _scopes(catalog).get(scope, ())
-    keys = sorted({(r.group, r.version) for r in served})
-    hashes = tuple((k, _hash(catalog, k)) for k in keys)
-    return (tuple(served), hashes)
+    catalog swap that leaves it equal needs no rebuild).  Kept with the catalog: every
+    request to a group's endpoint and every readiness probe asks."""
+    key = f"graphql-inputs:{scope}"
+    inputs: tuple[Any, ...] | None = catalog.derived.get(key)
+    if inputs is None:
+        served = _scopes(catalog).get(scope, ())
+        keys = sorted({(r.group, r.version) for r in served})
+        inputs = (served, tuple((k, _hash(catalog, k)) for k in keys))
+        catalog.derived[key] = inputs
+    return inputs
 
 
 def _scopes(catalog: Catalog) -> dict[str, tuple[Resource, ...]]:
