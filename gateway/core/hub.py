@@ -42,13 +42,14 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from gateway.core import errors
 from gateway.core.access import AccessReviews, forbidden
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget, Lease, scope_of
+from gateway.core.changes import StreamChanges, history_before
 from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
@@ -68,7 +69,7 @@ from gateway.core.wire import JSON
 
 log = logging.getLogger(__name__)
 
-StartMode = Literal["snapshot", "now", "resume", "tail"]
+StartMode = Literal["snapshot", "now", "resume"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +78,31 @@ class WatchStart:
 
     Attributes:
         mode: ``snapshot`` (ADDED for every current object, then changes), ``now``
-            (changes from now on), ``resume`` (changes after ``resource_version``), or
-            ``tail``: every event the upstream watch delivers from now on, unfiltered (for
-            a shared execution whose own subscribers each take a :class:`StartPoint`).
+            (changes from now on) or ``resume`` (changes after ``resource_version``).
         resource_version: the version to resume after (``resume``).
         initial_events_end: end the snapshot with a ``BOOKMARK`` annotated
             ``k8s.io/initial-events-end: "true"`` (``sendInitialEvents=true``).
         bookmarks: deliver ``BOOKMARK`` progress events.
+        changed_only: the subscriber wants a MODIFIED event only when what it receives of
+            the object changed (watch rule 31): the hub gives it a
+            :class:`~gateway.core.changes.StreamChanges` taken as it joins.
     """
 
     mode: StartMode
     resource_version: str | None = None
     initial_events_end: bool = False
     bookmarks: bool = False
+    changed_only: bool = False
+
+    def resuming(self, resource_version: str) -> WatchStart:
+        """This start, but after ``resource_version`` whatever it asked (a client that
+        brings its own resume point, as an SSE ``Last-Event-ID``)."""
+        return replace(
+            self, mode="resume", resource_version=resource_version, initial_events_end=False
+        )
 
     @classmethod
-    def from_options(cls, options: ListOptions) -> WatchStart:
+    def from_options(cls, options: ListOptions, *, changed_only: bool = False) -> WatchStart:
         """The start the apiserver would give a watch with these options.
 
         - ``sendInitialEvents=true``: the current state, then the end bookmark, then changes;
@@ -108,11 +118,13 @@ class WatchStart:
         rv = options.resource_version or ""
         bookmarks = bool(options.allow_watch_bookmarks)
         if options.send_initial_events:
-            return cls("snapshot", initial_events_end=True, bookmarks=bookmarks)
+            return cls(
+                "snapshot", initial_events_end=True, bookmarks=bookmarks, changed_only=changed_only
+            )
         if rv in ("", "0"):
             mode: StartMode = "now" if options.send_initial_events is False else "snapshot"
-            return cls(mode, bookmarks=bookmarks)
-        return cls("resume", resource_version=rv, bookmarks=bookmarks)
+            return cls(mode, bookmarks=bookmarks, changed_only=changed_only)
+        return cls("resume", resource_version=rv, bookmarks=bookmarks, changed_only=changed_only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +245,7 @@ class Subscription:
         "_ticket",
         "_wakeup",
         "bookmarks",
+        "changes",
         "closed",
         "credential",
         "delivered",
@@ -251,7 +264,7 @@ class Subscription:
         point: StartPoint,
     ) -> None:
         self.upstream = upstream
-        self.bookmarks = start.bookmarks or start.mode == "tail"
+        self.bookmarks = start.bookmarks
         self.max_queue = max_queue
         self._ticket = ticket
         self._initial = point.initial
@@ -266,6 +279,8 @@ class Subscription:
         self.delivered = 0
         #: Shared watches: the subscriber's own credential, for its periodic access review.
         self.credential: Credential | None = None
+        #: ``changed_only``: what this subscriber holds of each object (watch rule 31).
+        self.changes: StreamChanges | None = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -524,6 +539,8 @@ class Upstream:
     def join(self, start: WatchStart, ticket: Lease) -> Subscription:
         """A subscriber at this very point (synchronous: no event can slip in between)."""
         sub = Subscription(self, start, self.hub.max_queue, ticket, self.starting_point(start))
+        if start.changed_only:
+            sub.changes = self._changes(start)
         self.subscribers.add(sub)
         self.hub.stats.subscribers += 1
         if self._linger is not None:
@@ -531,12 +548,21 @@ class Upstream:
             self._linger = None
         return sub
 
+    def _changes(self, start: WatchStart) -> StreamChanges:
+        """What a subscriber joining now holds of each object, for watch rule 31: what it
+        held at the version it resumes from (as far as the history reaches), the hub's
+        state when it starts from now, else nothing until its initial events say."""
+        if start.mode == "resume":
+            assert start.resource_version is not None
+            return StreamChanges(before=history_before(self.history, start.resource_version))
+        if start.mode == "now" and self.watcher.state_floor is None:
+            return StreamChanges(origin=dict(self.watcher.state))
+        return StreamChanges()
+
     def starting_point(self, start: WatchStart) -> StartPoint:
         """Where a subscriber with ``start`` joins now (synchronous, like :meth:`join`)."""
         at = self.state_version
         seq = self.seq
-        if start.mode == "tail":
-            return StartPoint(None, self.watcher.resource_version, None, seq)
         if start.mode == "now":
             return StartPoint(None, at or None, decimal_version(at), seq)
         if start.mode == "snapshot":
@@ -664,14 +690,11 @@ class WatchHub:
         target: WatchTarget,
         start: WatchStart,
         credential: Credential,
-        *,
-        catch_up: str | None = None,
     ) -> Subscription:
         """Join (or open) the upstream watch of ``target`` for the caller's scope.
 
-        ``catch_up``: when this opens the upstream watch, watch from this version (older
-        than the list) so that subscribers resuming from it lose nothing; a ``resume``
-        start implies its own version.
+        A ``resume`` start that opens the upstream watch makes it watch from that version
+        (older than its list), so the subscriber loses nothing.
 
         Raises:
             ResourceExhausted: the caller's (or everyone's) subscriber or upstream-stream
@@ -716,9 +739,7 @@ class WatchHub:
                 )
                 self._upstreams[key] = upstream
                 self.stats.upstream_watches += 1
-                if start.mode == "resume":
-                    catch_up = start.resource_version
-                upstream.start(catch_up)
+                upstream.start(start.resource_version if start.mode == "resume" else None)
             upstream.pending += 1
             try:
                 await upstream.wait_ready()
