@@ -36,6 +36,7 @@ from graphql import (
     validate,
 )
 
+from gateway.core.errors import GatewayError
 from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.errors import ApiError, format_error, format_exception
 from gateway.graphql.limits import Limits, check_document, check_fragment_cycles
@@ -267,11 +268,19 @@ class Engine:
     async def source(executor: ProjectingExecutor) -> AsyncIterable[Any] | Response:
         """Start a subscription's source stream (``CreateSourceEventStream``): what the root
         field's resolver returns (a core stream for the gateway's own fields), or an error
-        response when the subscription cannot start."""
+        response when the subscription cannot start.
+
+        Raises:
+            GatewayError: what refused to open the stream (a budget, the upstream's 403...):
+                the subscription fails as if its stream had broken at once.
+        """
         stream = create_source_event_stream(executor)
         if inspect.isawaitable(stream):
             stream = await stream
         if isinstance(stream, ExecutionResult):
+            errors_ = stream.errors or []
+            if len(errors_) == 1 and isinstance(errors_[0].original_error, GatewayError):
+                raise errors_[0].original_error
             return format_result(stream)
         return stream
 

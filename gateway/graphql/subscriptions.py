@@ -331,7 +331,11 @@ class Subscriber:
         if isinstance(executor, dict):
             self._finish(final=_dumps(executor))
             return False
-        started = await owner.engine.source(executor)
+        try:
+            started = await owner.engine.source(executor)
+        except Exception as exc:
+            self._finish(exc)
+            return False
         if isinstance(started, dict):
             self._finish(final=_dumps(started))
             return False
