@@ -437,7 +437,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 health_servicer=grpc_health,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
-            # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC
+            # Shutdown, in reverse: GraphQL subscribers, then the shared watches (every gRPC
             # Watch ends with them), then the gRPC server, then the clients.
             stack.push_async_callback(watches.aclose)
             stack.push_async_callback(graphql.subscriptions.aclose)

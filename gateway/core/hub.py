@@ -159,16 +159,12 @@ class HubEvent:
         resource_version: the event's resourceVersion.
         resume: the resume point once this event is taken, or ``None`` inside an
             incomplete snapshot or ``RESYNC`` frame.
-        seq: the event's position in its upstream watch (initial events carry the
-            position they bring the subscriber to).
     """
 
     type: EventType
     object: JSON
     resource_version: str
     resume: str | None
-    #: Position in the upstream watch's stream (initial events: the point they lead to).
-    seq: int = 0
     _encoded: dict[Any, Any] | None = field(default=None, repr=False)
 
     def encoded(self, key: Any, encode: Callable[[HubEvent], Any]) -> Any:
@@ -205,13 +201,11 @@ class StartPoint:
         initial: its initial events (snapshot, replay or resync), produced as read.
         resume: its resume point before it takes any of them.
         floor: live events at or below this decimal version are not for it.
-        seq: live events at or below this position are already in ``initial``.
     """
 
     initial: Iterator[HubEvent] | None
     resume: str | None
     floor: int | None
-    seq: int
 
 
 @dataclass(slots=True)
@@ -220,7 +214,7 @@ class HubStats:
 
     upstream_watches: int = 0
     subscribers: int = 0
-    #: Events taken by hub subscribers (a shared GraphQL execution counts as one).
+    #: Events taken by hub subscribers (of both front ends).
     events_delivered: int = 0
     dropped_slow: int = 0
     relists: int = 0
@@ -412,8 +406,6 @@ class Upstream:
         #: The history holds every event after this version (``None``: no usable history).
         self.history_floor: str | None = None
         self.in_resync = False
-        #: Events dispatched so far (the position of the last one).
-        self.seq = 0
         self.ready = asyncio.Event()
         self.failure: errors.GatewayError | None = None
         self.closed = False
@@ -524,8 +516,7 @@ class Upstream:
             else:
                 self.history_floor = event.resource_version
         resume = None if self.in_resync else self.watcher.resource_version
-        self.seq += 1
-        item = HubEvent(kind, event.object, event.resource_version, resume, self.seq)
+        item = HubEvent(kind, event.object, event.resource_version, resume)
         if kind in ("ADDED", "MODIFIED", "DELETED") and not self.in_resync:
             history = self.history
             if len(history) >= self.hub.history:
@@ -562,13 +553,12 @@ class Upstream:
     def starting_point(self, start: WatchStart) -> StartPoint:
         """Where a subscriber with ``start`` joins now (synchronous, like :meth:`join`)."""
         at = self.state_version
-        seq = self.seq
         if start.mode == "now":
-            return StartPoint(None, at or None, decimal_version(at), seq)
+            return StartPoint(None, at or None, decimal_version(at))
         if start.mode == "snapshot":
             objects = list(self.watcher.state.values())
-            initial = self._snapshot(objects, at, start.initial_events_end, seq)
-            return StartPoint(initial, None if objects else at or None, decimal_version(at), seq)
+            initial = self._snapshot(objects, at, start.initial_events_end)
+            return StartPoint(initial, None if objects else at or None, decimal_version(at))
         wanted = start.resource_version
         assert wanted is not None
         # The last event given out: below the state's version while catching up.
@@ -576,28 +566,26 @@ class Upstream:
         replay = self._replay(wanted, last)
         if replay is None:
             objects = list(self.watcher.state.values())
-            return StartPoint(self._resync(objects, at, seq), None, decimal_version(at), seq)
+            return StartPoint(self._resync(objects, at), None, decimal_version(at))
         floor = last if replay else wanted
-        return StartPoint(iter(replay), wanted, decimal_version(floor), seq)
+        return StartPoint(iter(replay), wanted, decimal_version(floor))
 
-    def _snapshot(
-        self, objects: list[JSON], at: str, end_marker: bool, seq: int
-    ) -> Iterator[HubEvent]:
+    def _snapshot(self, objects: list[JSON], at: str, end_marker: bool) -> Iterator[HubEvent]:
         last = len(objects) - 1
         for i, obj in enumerate(objects):
             rv = resource_version_of(obj) or at
-            yield HubEvent("ADDED", obj, rv, at if i == last else None, seq)
+            yield HubEvent("ADDED", obj, rv, at if i == last else None)
         if end_marker:
             end = marker(self.target.resource, at, {INITIAL_EVENTS_END: "true"})
-            yield HubEvent("BOOKMARK", end, at, at, seq)
+            yield HubEvent("BOOKMARK", end, at, at)
 
-    def _resync(self, objects: list[JSON], at: str, seq: int) -> Iterator[HubEvent]:
+    def _resync(self, objects: list[JSON], at: str) -> Iterator[HubEvent]:
         resource = self.target.resource
         begin = marker(resource, at, {RESYNC_ANNOTATION: "begin"})
-        yield HubEvent("RESYNC", begin, at, None, seq)
+        yield HubEvent("RESYNC", begin, at, None)
         for obj in objects:
-            yield HubEvent("ADDED", obj, resource_version_of(obj) or at, None, seq)
-        yield HubEvent("RESYNC", marker(resource, at, {RESYNC_ANNOTATION: "end"}), at, at, seq)
+            yield HubEvent("ADDED", obj, resource_version_of(obj) or at, None)
+        yield HubEvent("RESYNC", marker(resource, at, {RESYNC_ANNOTATION: "end"}), at, at)
 
     def _replay(self, wanted: str, at: str) -> list[HubEvent] | None:
         """The history after ``wanted`` up to ``at`` (the last event given out); ``None``

@@ -63,7 +63,7 @@ class Swap:
     generation: int
     #: Resources GraphQL serves after the swap (seed ones included).
     served: int
-    #: Subscription feeds ended because their resource is gone.
+    #: Shared subscription executions ended because their resource is gone.
     ended: int
     build_seconds: float
     #: The scope rebuilt: :data:`BUILT_IN` (``/graphql``) or an API group.
