@@ -223,7 +223,7 @@ class HubStats:
     denied: int = 0
 
 
-class Subscription:
+class WatchSubscription:
     """One subscriber of a shared upstream watch.
 
     Read with ``await next()`` (``None`` once it ended cleanly; it raises the error that
@@ -278,7 +278,7 @@ class Subscription:
 
     # -- reading -------------------------------------------------------------------------
 
-    def __aiter__(self) -> Subscription:
+    def __aiter__(self) -> WatchSubscription:
         return self
 
     async def __anext__(self) -> HubEvent:
@@ -399,7 +399,7 @@ class Upstream:
             bookmarks=True,
             backoff=hub.backoff,
         )
-        self.subscribers: set[Subscription] = set()
+        self.subscribers: set[WatchSubscription] = set()
         #: Subscribers waiting for the initial list (they hold the watch open too).
         self.pending = 0
         self.history: deque[HubEvent] = deque()
@@ -473,7 +473,7 @@ class Upstream:
             self.task.cancel()
         self._shutdown()
 
-    def leave(self, sub: Subscription) -> None:
+    def leave(self, sub: WatchSubscription) -> None:
         if sub in self.subscribers:
             self.subscribers.discard(sub)
             self.hub.stats.subscribers -= 1
@@ -527,9 +527,9 @@ class Upstream:
 
     # -- joining -------------------------------------------------------------------------
 
-    def join(self, start: WatchStart, ticket: Lease) -> Subscription:
+    def join(self, start: WatchStart, ticket: Lease) -> WatchSubscription:
         """A subscriber at this very point (synchronous: no event can slip in between)."""
-        sub = Subscription(self, start, self.hub.max_queue, ticket, self.starting_point(start))
+        sub = WatchSubscription(self, start, self.hub.max_queue, ticket, self.starting_point(start))
         if start.changed_only:
             sub.changes = self._changes(start)
         self.subscribers.add(sub)
@@ -678,7 +678,7 @@ class WatchHub:
         target: WatchTarget,
         start: WatchStart,
         credential: Credential,
-    ) -> Subscription:
+    ) -> WatchSubscription:
         """Join (or open) the upstream watch of ``target`` for the caller's scope.
 
         A ``resume`` start that opens the upstream watch makes it watch from that version
@@ -758,13 +758,13 @@ class WatchHub:
         limit = asyncio.Semaphore(16)
         while True:
             await asyncio.sleep(shared.recheck)
-            groups: dict[tuple[str, Any], list[Subscription]] = {}
+            groups: dict[tuple[str, Any], list[WatchSubscription]] = {}
             for upstream in self.upstreams:
                 for sub in upstream.subscribers:
                     if sub.credential is not None:
                         groups.setdefault((scope_of(sub.credential), upstream.key), []).append(sub)
 
-            async def review(subs: list[Subscription]) -> None:
+            async def review(subs: list[WatchSubscription]) -> None:
                 first = subs[0]
                 assert first.credential is not None
                 target = first.upstream.target

@@ -26,7 +26,7 @@ from typing import Generic, Protocol, TypeVar
 from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
 from gateway.core.credentials import Credential
-from gateway.core.hub import Subscription, WatchHub, WatchStart, WatchTarget
+from gateway.core.hub import WatchHub, WatchStart, WatchSubscription, WatchTarget
 from gateway.core.logfollow import LogFollower, RawLine
 from gateway.core.operations import Call, Operation
 from gateway.core.wakeup import Wakeup
@@ -145,7 +145,7 @@ async def open_stream(
     call: Call,
     *,
     credential: Credential,
-) -> Subscription | LogStream:
+) -> WatchSubscription | LogStream:
     """Start a streaming operation for a caller: a watch, or a followed log.
 
     A watch starts as ``call.list`` says (:meth:`WatchStart.from_options`), with watch rule

@@ -1,6 +1,6 @@
 """``Wakeup``: the ``asyncio.Event`` of a subscriber's queue, for a few hundred bytes less.
 
-Every subscriber (a hub :class:`~gateway.core.hub.Subscription`, a read-ahead
+Every subscriber (a hub :class:`~gateway.core.hub.WatchSubscription`, a read-ahead
 :class:`~gateway.core.streams.ReadAhead`) waits on one flag that its producer sets when
 it queues an item.  ``asyncio.Event`` keeps a deque of waiters (about 600 bytes allocated
 up front, per subscriber, idle or not) and creates, appends and removes a future on every

@@ -44,7 +44,7 @@ from graphql import (
 from strawberry.types.arguments import convert_arguments
 
 from gateway.core import schema
-from gateway.core.hub import Subscription
+from gateway.core.hub import WatchSubscription
 from gateway.core.operations import Operation, operations
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.relations import RELATIONS
@@ -496,7 +496,7 @@ class GroupBuilder:
         )
         convert = _converter(self.seed, "watchPods")
 
-        async def subscribe(root: Any, info: Info, **raw: Any) -> Subscription:
+        async def subscribe(root: Any, info: Info, **raw: Any) -> WatchSubscription:
             return await watch(info.context, convert(raw), op=op)
 
         return GraphQLField(

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import strawberry
 
-from gateway.core.hub import Subscription
+from gateway.core.hub import WatchSubscription
 from gateway.core.logfollow import RawLine
 from gateway.core.operations import Call, Operation
 from gateway.core.options import ListOptions
@@ -80,7 +80,7 @@ def watch_call(args: Mapping[str, Any], resume_from: str | None = None) -> Call:
     )
 
 
-async def watch(ctx: Context, args: Mapping[str, Any], *, op: Operation) -> Subscription:
+async def watch(ctx: Context, args: Mapping[str, Any], *, op: Operation) -> WatchSubscription:
     """A watch subscription's source: the subscriber's own subscription of the watch hub."""
     stream = await open_stream(
         ctx.adapter,
@@ -89,7 +89,7 @@ async def watch(ctx: Context, args: Mapping[str, Any], *, op: Operation) -> Subs
         watch_call(args, ctx.resume_from),
         credential=ctx.credential,
     )
-    assert isinstance(stream, Subscription)
+    assert isinstance(stream, WatchSubscription)
     return stream
 
 

@@ -44,7 +44,7 @@ from graphql import (
 from gateway.core import errors
 from gateway.core.budget import scope_of
 from gateway.core.changes import Digest, StreamChanges, digest
-from gateway.core.hub import HubEvent, Subscription
+from gateway.core.hub import HubEvent, WatchSubscription
 from gateway.core.streams import ReadAhead, Stream
 from gateway.core.wire import JSON
 from gateway.graphql.context import Context
@@ -341,7 +341,7 @@ class Subscriber:
             return False
         source: Stream[Any] = (
             started
-            if isinstance(started, (Subscription, ReadAhead))
+            if isinstance(started, (WatchSubscription, ReadAhead))
             else ReadAhead(_iterate(started))
         )
         if self.finished:  # ended while the source opened

@@ -38,7 +38,7 @@ from gateway.core.adapter import KubeAdapter
 from gateway.core.changes import Digest
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
-from gateway.core.hub import HubEvent, Subscription, WatchHub
+from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.operations import Call, Operation
 from gateway.core.options import (
     DeleteOptions,
@@ -257,7 +257,7 @@ async def watch_stream(
     else:
         deadline = None
     sub = await open_stream(adapter, watches, op, call, credential=credential)
-    assert isinstance(sub, Subscription)
+    assert isinstance(sub, WatchSubscription)
     changes = sub.changes
     digest_key = ("digest", key)
 
