@@ -437,15 +437,15 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 health_servicer=grpc_health,
             )
             stack.push_async_callback(grpc_server.stop, 5.0)
-            # Shutdown, in reverse: GraphQL feeds, then the shared watches (every gRPC
+            # Shutdown, in reverse: GraphQL subscribers, then the shared watches (every gRPC
             # Watch ends with them), then the gRPC server, then the clients.
             stack.push_async_callback(watches.aclose)
-            stack.push_async_callback(graphql.hub.aclose)
+            stack.push_async_callback(graphql.subscriptions.aclose)
 
             # On SIGTERM (gateway/shutdown.py): GraphQL subscriptions, then the hub's (gRPC
             # Watch), each ended with its resume point; the task waits for a request.
             async def end_subscriptions() -> None:
-                graphql.hub.drain()
+                graphql.subscriptions.drain()
                 if live_schema is not None:
                     live_schema.drain()
                 watches.drain()

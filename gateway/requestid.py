@@ -13,7 +13,7 @@ written while the request is served (:func:`current_request_id`, read by
 :mod:`gateway.logs`), because it lives in a context variable set by
 :class:`RequestContext` (a pure ASGI middleware: a ``BaseHTTPMiddleware`` would break
 streaming responses) and by the gRPC interceptor (:mod:`gateway.grpc.requestid`).  Tasks
-started while serving inherit it; the shared upstream watches and subscription feeds
+started while serving inherit it; the shared upstream watches and log follows
 started by a request keep the id of the request that started them.
 
 Each request ends with one access line on the ``gateway.access`` logger: transport

@@ -1,27 +1,45 @@
 """Changed fields only: withhold a MODIFIED event when what a subscriber sees of the object
 did not change (watch rule 31), for both front ends.
 
-A front end digests what it would send of an object (GraphQL: the executed selection;
-gRPC: the object's message under ``read_mask``); one 16-byte BLAKE2b digest is kept per
-object (key: ``metadata.uid``, else namespace/name), never the payload, and dropped on
-DELETED.  :class:`StreamChanges` is the comparison of one stream whose digests cost no I/O
-(a gRPC ``Watch``); GraphQL's shared executions use :mod:`gateway.graphql.changes`.
+A front end digests what it sends of an object (GraphQL: the executed selection; gRPC: the
+object's message under ``read_mask``); one 16-byte BLAKE2b digest is kept per object (key:
+``metadata.uid``, else namespace/name), never the payload, and dropped on DELETED.
+
+The watch hub builds a subscriber's :class:`StreamChanges` at the moment it joins (see
+:meth:`gateway.core.hub.Upstream.join`), because only then is it known what the subscriber
+holds of each object: nothing yet (its initial events will say), the hub's state (it starts
+from now) or the hub's history up to the version it resumes from.  The front end then asks
+:meth:`StreamChanges.admit` for each event it takes, with its own digests.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
-from gateway.core.hub import HubEvent
 from gateway.core.watch import decimal_version
 from gateway.core.watch import object_key as name_key
 from gateway.core.wire import JSON
 
 Digest = bytes
+#: A digest, computed now or by an execution still to run (GraphQL's relations load).
+Digested = Digest | Awaitable[Digest]
 
 #: The event types that are compared; the others (BOOKMARK, RESYNC) always go.
 CHANGES = frozenset(("ADDED", "MODIFIED", "DELETED"))
+
+
+class Event(Protocol):
+    """What the comparison reads of a watch event."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def object(self) -> JSON: ...
+    @property
+    def resource_version(self) -> str: ...
 
 
 def digest(data: bytes) -> Digest:
@@ -36,10 +54,10 @@ def object_key(obj: JSON) -> str:
     return f"uid:{uid}" if uid else name_key(obj)
 
 
-def history_before(history: Iterable[HubEvent], wanted: str) -> dict[str, HubEvent]:
-    """The last event of each object at or before version ``wanted`` in a hub's history
-    (in upstream order; decimal versions compared, opaque ones matched exactly): what a
-    subscriber resuming from ``wanted`` holds of them."""
+def history_before(history: Iterable[Event], wanted: str) -> dict[str, JSON | None]:
+    """What a subscriber resuming from version ``wanted`` holds of each object the hub's
+    history mentions at or before it (in upstream order; decimal versions compared, opaque
+    ones matched exactly): its last state, or ``None`` when it was deleted."""
     events = list(history)
     at = decimal_version(wanted)
     end = 0
@@ -53,35 +71,51 @@ def history_before(history: Iterable[HubEvent], wanted: str) -> dict[str, HubEve
         if n > at:
             break
         end = i + 1
-    return {object_key(event.object): event for event in events[:end]}
+    return {object_key(e.object): (None if e.type == "DELETED" else e.object) for e in events[:end]}
+
+
+async def _value(digested: Digested) -> Digest:
+    if inspect.isawaitable(digested):
+        return await digested
+    return digested
 
 
 class StreamChanges:
-    """The comparison of one subscriber's stream.
+    """The comparison of one subscriber's stream (built by the hub when it joins).
 
     Args:
-        of: the digest of what this subscriber receives of an object.
-        before: what a resuming subscriber holds (:func:`history_before`).
+        before: what a resuming subscriber holds of the objects its replay may change
+            (:func:`history_before`).
         origin: the hub's objects when a subscriber without initial events joined, by
             namespace/name (read only, shared with the hub).
     """
 
-    __slots__ = ("before", "digests", "of", "origin")
+    __slots__ = ("before", "digests", "origin")
 
     def __init__(
         self,
-        of: Callable[[JSON], Digest],
-        before: dict[str, HubEvent] | None = None,
+        before: dict[str, JSON | None] | None = None,
         origin: dict[str, JSON] | None = None,
     ) -> None:
-        self.of = of
         self.before = before or {}
         self.origin = origin
         self.digests: dict[str, Digest] = {}
 
-    def admit(self, kind: str, obj: JSON, now: Callable[[], Digest]) -> bool:
-        """Whether an event goes to the subscriber (``now``: its digest, computed only for
-        ADDED and MODIFIED); remembers what the subscriber then holds."""
+    async def admit(
+        self,
+        event: Event,
+        now: Callable[[], Digested],
+        earlier: Callable[[JSON], Digested],
+    ) -> bool:
+        """Whether an event goes to the subscriber; remembers what the subscriber then holds.
+
+        Args:
+            now: the digest of what the subscriber receives of this event's object (asked
+                only for ADDED and MODIFIED).
+            earlier: the digest of what it would have received of an earlier state of the
+                object (asked once per object at most, for the first change after it joined).
+        """
+        kind, obj = event.type, event.object
         if kind not in CHANGES:
             return True
         key = object_key(obj)
@@ -90,14 +124,14 @@ class StreamChanges:
         if kind == "DELETED":
             self.digests.pop(key, None)
             return True
-        current = now()
+        current = await _value(now())
         previous = self.digests.get(key)
         self.digests[key] = current
         if kind == "ADDED":
             return True
         if previous is None:
-            if held is not None and held.type != "DELETED":
-                previous = self.of(held.object)
+            if held is not None:
+                previous = await _value(earlier(held))
             elif origin is not None and object_key(origin) == key:
-                previous = self.of(origin)
+                previous = await _value(earlier(origin))
         return previous != current

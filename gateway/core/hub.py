@@ -42,13 +42,14 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from gateway.core import errors
 from gateway.core.access import AccessReviews, forbidden
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget, Lease, scope_of
+from gateway.core.changes import StreamChanges, history_before
 from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.options import ListOptions
 from gateway.core.registry import Resource
@@ -68,7 +69,7 @@ from gateway.core.wire import JSON
 
 log = logging.getLogger(__name__)
 
-StartMode = Literal["snapshot", "now", "resume", "tail"]
+StartMode = Literal["snapshot", "now", "resume"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +78,31 @@ class WatchStart:
 
     Attributes:
         mode: ``snapshot`` (ADDED for every current object, then changes), ``now``
-            (changes from now on), ``resume`` (changes after ``resource_version``), or
-            ``tail``: every event the upstream watch delivers from now on, unfiltered (for
-            a shared execution whose own subscribers each take a :class:`StartPoint`).
+            (changes from now on) or ``resume`` (changes after ``resource_version``).
         resource_version: the version to resume after (``resume``).
         initial_events_end: end the snapshot with a ``BOOKMARK`` annotated
             ``k8s.io/initial-events-end: "true"`` (``sendInitialEvents=true``).
         bookmarks: deliver ``BOOKMARK`` progress events.
+        changed_only: the subscriber wants a MODIFIED event only when what it receives of
+            the object changed (watch rule 31): the hub gives it a
+            :class:`~gateway.core.changes.StreamChanges` taken as it joins.
     """
 
     mode: StartMode
     resource_version: str | None = None
     initial_events_end: bool = False
     bookmarks: bool = False
+    changed_only: bool = False
+
+    def resuming(self, resource_version: str) -> WatchStart:
+        """This start, but after ``resource_version`` whatever it asked (a client that
+        brings its own resume point, as an SSE ``Last-Event-ID``)."""
+        return replace(
+            self, mode="resume", resource_version=resource_version, initial_events_end=False
+        )
 
     @classmethod
-    def from_options(cls, options: ListOptions) -> WatchStart:
+    def from_options(cls, options: ListOptions, *, changed_only: bool = False) -> WatchStart:
         """The start the apiserver would give a watch with these options.
 
         - ``sendInitialEvents=true``: the current state, then the end bookmark, then changes;
@@ -108,11 +118,13 @@ class WatchStart:
         rv = options.resource_version or ""
         bookmarks = bool(options.allow_watch_bookmarks)
         if options.send_initial_events:
-            return cls("snapshot", initial_events_end=True, bookmarks=bookmarks)
+            return cls(
+                "snapshot", initial_events_end=True, bookmarks=bookmarks, changed_only=changed_only
+            )
         if rv in ("", "0"):
             mode: StartMode = "now" if options.send_initial_events is False else "snapshot"
-            return cls(mode, bookmarks=bookmarks)
-        return cls("resume", resource_version=rv, bookmarks=bookmarks)
+            return cls(mode, bookmarks=bookmarks, changed_only=changed_only)
+        return cls("resume", resource_version=rv, bookmarks=bookmarks, changed_only=changed_only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +159,12 @@ class HubEvent:
         resource_version: the event's resourceVersion.
         resume: the resume point once this event is taken, or ``None`` inside an
             incomplete snapshot or ``RESYNC`` frame.
-        seq: the event's position in its upstream watch (initial events carry the
-            position they bring the subscriber to).
     """
 
     type: EventType
     object: JSON
     resource_version: str
     resume: str | None
-    #: Position in the upstream watch's stream (initial events: the point they lead to).
-    seq: int = 0
     _encoded: dict[Any, Any] | None = field(default=None, repr=False)
 
     def encoded(self, key: Any, encode: Callable[[HubEvent], Any]) -> Any:
@@ -193,13 +201,11 @@ class StartPoint:
         initial: its initial events (snapshot, replay or resync), produced as read.
         resume: its resume point before it takes any of them.
         floor: live events at or below this decimal version are not for it.
-        seq: live events at or below this position are already in ``initial``.
     """
 
     initial: Iterator[HubEvent] | None
     resume: str | None
     floor: int | None
-    seq: int
 
 
 @dataclass(slots=True)
@@ -208,7 +214,7 @@ class HubStats:
 
     upstream_watches: int = 0
     subscribers: int = 0
-    #: Events taken by hub subscribers (a shared GraphQL execution counts as one).
+    #: Events taken by hub subscribers (of both front ends).
     events_delivered: int = 0
     dropped_slow: int = 0
     relists: int = 0
@@ -217,7 +223,7 @@ class HubStats:
     denied: int = 0
 
 
-class Subscription:
+class WatchSubscription:
     """One subscriber of a shared upstream watch.
 
     Read with ``await next()`` (``None`` once it ended cleanly; it raises the error that
@@ -233,6 +239,7 @@ class Subscription:
         "_ticket",
         "_wakeup",
         "bookmarks",
+        "changes",
         "closed",
         "credential",
         "delivered",
@@ -251,7 +258,7 @@ class Subscription:
         point: StartPoint,
     ) -> None:
         self.upstream = upstream
-        self.bookmarks = start.bookmarks or start.mode == "tail"
+        self.bookmarks = start.bookmarks
         self.max_queue = max_queue
         self._ticket = ticket
         self._initial = point.initial
@@ -266,10 +273,12 @@ class Subscription:
         self.delivered = 0
         #: Shared watches: the subscriber's own credential, for its periodic access review.
         self.credential: Credential | None = None
+        #: ``changed_only``: what this subscriber holds of each object (watch rule 31).
+        self.changes: StreamChanges | None = None
 
     # -- reading -------------------------------------------------------------------------
 
-    def __aiter__(self) -> Subscription:
+    def __aiter__(self) -> WatchSubscription:
         return self
 
     async def __anext__(self) -> HubEvent:
@@ -390,15 +399,13 @@ class Upstream:
             bookmarks=True,
             backoff=hub.backoff,
         )
-        self.subscribers: set[Subscription] = set()
+        self.subscribers: set[WatchSubscription] = set()
         #: Subscribers waiting for the initial list (they hold the watch open too).
         self.pending = 0
         self.history: deque[HubEvent] = deque()
         #: The history holds every event after this version (``None``: no usable history).
         self.history_floor: str | None = None
         self.in_resync = False
-        #: Events dispatched so far (the position of the last one).
-        self.seq = 0
         self.ready = asyncio.Event()
         self.failure: errors.GatewayError | None = None
         self.closed = False
@@ -466,7 +473,7 @@ class Upstream:
             self.task.cancel()
         self._shutdown()
 
-    def leave(self, sub: Subscription) -> None:
+    def leave(self, sub: WatchSubscription) -> None:
         if sub in self.subscribers:
             self.subscribers.discard(sub)
             self.hub.stats.subscribers -= 1
@@ -509,8 +516,7 @@ class Upstream:
             else:
                 self.history_floor = event.resource_version
         resume = None if self.in_resync else self.watcher.resource_version
-        self.seq += 1
-        item = HubEvent(kind, event.object, event.resource_version, resume, self.seq)
+        item = HubEvent(kind, event.object, event.resource_version, resume)
         if kind in ("ADDED", "MODIFIED", "DELETED") and not self.in_resync:
             history = self.history
             if len(history) >= self.hub.history:
@@ -521,9 +527,11 @@ class Upstream:
 
     # -- joining -------------------------------------------------------------------------
 
-    def join(self, start: WatchStart, ticket: Lease) -> Subscription:
+    def join(self, start: WatchStart, ticket: Lease) -> WatchSubscription:
         """A subscriber at this very point (synchronous: no event can slip in between)."""
-        sub = Subscription(self, start, self.hub.max_queue, ticket, self.starting_point(start))
+        sub = WatchSubscription(self, start, self.hub.max_queue, ticket, self.starting_point(start))
+        if start.changed_only:
+            sub.changes = self._changes(start)
         self.subscribers.add(sub)
         self.hub.stats.subscribers += 1
         if self._linger is not None:
@@ -531,18 +539,26 @@ class Upstream:
             self._linger = None
         return sub
 
+    def _changes(self, start: WatchStart) -> StreamChanges:
+        """What a subscriber joining now holds of each object, for watch rule 31: what it
+        held at the version it resumes from (as far as the history reaches), the hub's
+        state when it starts from now, else nothing until its initial events say."""
+        if start.mode == "resume":
+            assert start.resource_version is not None
+            return StreamChanges(before=history_before(self.history, start.resource_version))
+        if start.mode == "now" and self.watcher.state_floor is None:
+            return StreamChanges(origin=dict(self.watcher.state))
+        return StreamChanges()
+
     def starting_point(self, start: WatchStart) -> StartPoint:
         """Where a subscriber with ``start`` joins now (synchronous, like :meth:`join`)."""
         at = self.state_version
-        seq = self.seq
-        if start.mode == "tail":
-            return StartPoint(None, self.watcher.resource_version, None, seq)
         if start.mode == "now":
-            return StartPoint(None, at or None, decimal_version(at), seq)
+            return StartPoint(None, at or None, decimal_version(at))
         if start.mode == "snapshot":
             objects = list(self.watcher.state.values())
-            initial = self._snapshot(objects, at, start.initial_events_end, seq)
-            return StartPoint(initial, None if objects else at or None, decimal_version(at), seq)
+            initial = self._snapshot(objects, at, start.initial_events_end)
+            return StartPoint(initial, None if objects else at or None, decimal_version(at))
         wanted = start.resource_version
         assert wanted is not None
         # The last event given out: below the state's version while catching up.
@@ -550,28 +566,26 @@ class Upstream:
         replay = self._replay(wanted, last)
         if replay is None:
             objects = list(self.watcher.state.values())
-            return StartPoint(self._resync(objects, at, seq), None, decimal_version(at), seq)
+            return StartPoint(self._resync(objects, at), None, decimal_version(at))
         floor = last if replay else wanted
-        return StartPoint(iter(replay), wanted, decimal_version(floor), seq)
+        return StartPoint(iter(replay), wanted, decimal_version(floor))
 
-    def _snapshot(
-        self, objects: list[JSON], at: str, end_marker: bool, seq: int
-    ) -> Iterator[HubEvent]:
+    def _snapshot(self, objects: list[JSON], at: str, end_marker: bool) -> Iterator[HubEvent]:
         last = len(objects) - 1
         for i, obj in enumerate(objects):
             rv = resource_version_of(obj) or at
-            yield HubEvent("ADDED", obj, rv, at if i == last else None, seq)
+            yield HubEvent("ADDED", obj, rv, at if i == last else None)
         if end_marker:
             end = marker(self.target.resource, at, {INITIAL_EVENTS_END: "true"})
-            yield HubEvent("BOOKMARK", end, at, at, seq)
+            yield HubEvent("BOOKMARK", end, at, at)
 
-    def _resync(self, objects: list[JSON], at: str, seq: int) -> Iterator[HubEvent]:
+    def _resync(self, objects: list[JSON], at: str) -> Iterator[HubEvent]:
         resource = self.target.resource
         begin = marker(resource, at, {RESYNC_ANNOTATION: "begin"})
-        yield HubEvent("RESYNC", begin, at, None, seq)
+        yield HubEvent("RESYNC", begin, at, None)
         for obj in objects:
-            yield HubEvent("ADDED", obj, resource_version_of(obj) or at, None, seq)
-        yield HubEvent("RESYNC", marker(resource, at, {RESYNC_ANNOTATION: "end"}), at, at, seq)
+            yield HubEvent("ADDED", obj, resource_version_of(obj) or at, None)
+        yield HubEvent("RESYNC", marker(resource, at, {RESYNC_ANNOTATION: "end"}), at, at)
 
     def _replay(self, wanted: str, at: str) -> list[HubEvent] | None:
         """The history after ``wanted`` up to ``at`` (the last event given out); ``None``
@@ -664,14 +678,11 @@ class WatchHub:
         target: WatchTarget,
         start: WatchStart,
         credential: Credential,
-        *,
-        catch_up: str | None = None,
-    ) -> Subscription:
+    ) -> WatchSubscription:
         """Join (or open) the upstream watch of ``target`` for the caller's scope.
 
-        ``catch_up``: when this opens the upstream watch, watch from this version (older
-        than the list) so that subscribers resuming from it lose nothing; a ``resume``
-        start implies its own version.
+        A ``resume`` start that opens the upstream watch makes it watch from that version
+        (older than its list), so the subscriber loses nothing.
 
         Raises:
             ResourceExhausted: the caller's (or everyone's) subscriber or upstream-stream
@@ -716,9 +727,7 @@ class WatchHub:
                 )
                 self._upstreams[key] = upstream
                 self.stats.upstream_watches += 1
-                if start.mode == "resume":
-                    catch_up = start.resource_version
-                upstream.start(catch_up)
+                upstream.start(start.resource_version if start.mode == "resume" else None)
             upstream.pending += 1
             try:
                 await upstream.wait_ready()
@@ -749,13 +758,13 @@ class WatchHub:
         limit = asyncio.Semaphore(16)
         while True:
             await asyncio.sleep(shared.recheck)
-            groups: dict[tuple[str, Any], list[Subscription]] = {}
+            groups: dict[tuple[str, Any], list[WatchSubscription]] = {}
             for upstream in self.upstreams:
                 for sub in upstream.subscribers:
                     if sub.credential is not None:
                         groups.setdefault((scope_of(sub.credential), upstream.key), []).append(sub)
 
-            async def review(subs: list[Subscription]) -> None:
+            async def review(subs: list[WatchSubscription]) -> None:
                 first = subs[0]
                 assert first.credential is not None
                 target = first.upstream.target

@@ -81,10 +81,18 @@ def since_time(stamp: Stamp) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RawLine:
-    """One line as delivered: its text bytes (no timestamp, no newline) and timestamp."""
+    """One line as delivered: its text bytes (no timestamp, no newline), its kubelet
+    timestamp (the follow asks for them to resume exactly) and whether the caller asked for
+    ``timestamps``."""
 
     data: bytes
     stamp: bytes | None
+    timestamps: bool = False
+
+    @property
+    def timestamp(self) -> bytes | None:
+        """The timestamp the caller is to see (``None`` unless it asked for them)."""
+        return self.stamp if self.timestamps else None
 
 
 @dataclass(slots=True)
@@ -314,7 +322,7 @@ class LogFollower:
                 if keep <= 0:
                     raise _Ended
                 data = data[:keep]
-        return RawLine(data, stamp_text)
+        return RawLine(data, stamp_text, self.options.timestamps)
 
     async def _instance(self) -> tuple[str, Any] | None:
         """Which instance of the container runs now (``None``: none, or we cannot tell)."""

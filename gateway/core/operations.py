@@ -24,8 +24,8 @@ log                    ``GetLog`` (server stream)      ``podLog``, ``followPodLo
 
 A front end turns its input into a :class:`Call` (plain values and the core's option records)
 and hands it to :func:`perform`, which resolves the namespace by one rule for every transport
-and makes the one adapter call.  Streaming operations (``watch``, a followed ``log``) go
-through the watch hub and the log follower instead; the table still says what they are.
+and makes the one adapter call.  The streaming ones (``watch``, a followed ``log``) start
+from the same :class:`Call` through :func:`gateway.core.streams.open_stream`.
 """
 
 from __future__ import annotations
@@ -262,7 +262,10 @@ class Call:
         write: dryRun, fieldManager, fieldValidation (writes).
         patch: the patch type and force (patch).
         delete: delete options (delete, deletecollection).
-        log: log options (log; never ``follow``: a follow is streamed).
+        log: log options (log; a ``follow`` is streamed by
+            :func:`~gateway.core.streams.open_stream`).
+        changed_only: a watch delivers a MODIFIED event only when what the subscriber
+            receives of the object changed (watch rule 31).
     """
 
     namespace: str | None = None
@@ -273,6 +276,7 @@ class Call:
     patch: PatchOptions | None = None
     delete: DeleteOptions = DeleteOptions()
     log: LogOptions = LogOptions()
+    changed_only: bool = False
 
 
 async def perform(
@@ -348,4 +352,4 @@ async def perform(
         return await adapter.read_log(
             name, namespace=ns, options=call.log, credential=credential, timeout=timeout
         )
-    raise ValueError(f"{op.action} streams: it is served by the watch hub, not perform()")
+    raise ValueError(f"{op.action} streams: it is served by streams.open_stream(), not perform()")

@@ -1,7 +1,7 @@
 """``Wakeup``: the ``asyncio.Event`` of a subscriber's queue, for a few hundred bytes less.
 
-Every subscriber (a hub :class:`~gateway.core.hub.Subscription`, a GraphQL
-:class:`~gateway.graphql.fanout.Subscriber`) waits on one flag that its producer sets when
+Every subscriber (a hub :class:`~gateway.core.hub.WatchSubscription`, a read-ahead
+:class:`~gateway.core.streams.ReadAhead`) waits on one flag that its producer sets when
 it queues an item.  ``asyncio.Event`` keeps a deque of waiters (about 600 bytes allocated
 up front, per subscriber, idle or not) and creates, appends and removes a future on every
 wait; a subscriber has one reader, so one future, made only when the reader has to wait,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from gateway.core.credentials import (
 from gateway.graphql.loaders import Loaders
 
 if TYPE_CHECKING:
-    from gateway.core.hub import Subscription, WatchHub, WatchStart
+    from gateway.core.hub import WatchHub
 
 _ids = itertools.count(1)
 
@@ -55,32 +55,22 @@ def credential_from_payload(payload: Any) -> Credential:
 
 @dataclass(slots=True)
 class Context:
-    """The per-operation context (per request; per shared execution for subscriptions).
+    """The per-operation context (per request; per subscriber for subscriptions).
 
     Attributes:
         adapter: the shared core adapter.
         credential: the caller's credential; every upstream call carries it.
         watches: the core's shared watch hub (subscriptions join it).
         request_id: for logs (never the token).
-        watch: set by a watch subscription's source: the hub subscription it reads and
-            the start each subscriber of the shared execution asked for (see
-            :mod:`gateway.graphql.fanout`).
-        catch_up: a version the first subscriber of a shared watch execution resumes
-            from whatever its document says (an SSE ``Last-Event-ID``): the upstream watch
-            it opens starts there, so nothing after it is lost.
+        resume_from: a version a watch subscription resumes after whatever its document
+            says (an SSE ``Last-Event-ID``).
     """
 
     adapter: KubeAdapter
     credential: Credential
     watches: WatchHub | None = None
     request_id: str = field(default_factory=lambda: f"gql-{next(_ids)}")
-    watch: tuple[Subscription, WatchStart] | None = None
-    catch_up: str | None = None
-    #: Set by a watch source with ``changedFieldsOnly: true`` (see
-    #: :mod:`gateway.graphql.changes`).
-    changed_only: bool = False
-    #: Called by a watch source once ``watch`` is set (the shared execution's hook).
-    on_watch: Callable[[], None] | None = None
+    resume_from: str | None = None
     _loaders: Loaders | None = None
 
     @property

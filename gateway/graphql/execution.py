@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import OrderedDict
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 import strawberry
@@ -36,6 +36,7 @@ from graphql import (
     validate,
 )
 
+from gateway.core.errors import GatewayError
 from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.errors import ApiError, format_error, format_exception
 from gateway.graphql.limits import Limits, check_document, check_fragment_cycles
@@ -244,17 +245,13 @@ class Engine:
         assert not inspect.isawaitable(result)  # introspection resolves synchronously
         return format_result(result)
 
-    async def source(
+    def subscriber(
         self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
-    ) -> tuple[ProjectingExecutor, AsyncIterable[Any]] | Response:
-        """Start a subscription's source stream (``CreateSourceEventStream``).
-
-        Returns:
-            The executor (for :meth:`execute_event`) and the source stream, or an error
-            response when the subscription cannot start.
-        """
+    ) -> ProjectingExecutor | Response:
+        """The executor of a subscription for one subscriber's context, or an error response
+        (variables that do not fit the document)."""
         if prepared.engine is not None and prepared.engine is not self:
-            return await prepared.engine.source(prepared, variables, context)
+            return prepared.engine.subscriber(prepared, variables, context)
         executor = self.executor_class.build(
             self.graphql_schema,
             prepared.document,
@@ -265,20 +262,40 @@ class Engine:
         )
         if isinstance(executor, list):
             return {"errors": [format_error(e) for e in executor]}
+        return cast(ProjectingExecutor, executor)
+
+    @staticmethod
+    async def source(executor: ProjectingExecutor) -> AsyncIterable[Any] | Response:
+        """Start a subscription's source stream (``CreateSourceEventStream``): what the root
+        field's resolver returns (a core stream for the gateway's own fields), or an error
+        response when the subscription cannot start.
+
+        Raises:
+            GatewayError: what refused to open the stream (a budget, the upstream's 403...):
+                the subscription fails as if its stream had broken at once.
+        """
         stream = create_source_event_stream(executor)
         if inspect.isawaitable(stream):
             stream = await stream
         if isinstance(stream, ExecutionResult):
+            errors_ = stream.errors or []
+            if len(errors_) == 1 and isinstance(errors_[0].original_error, GatewayError):
+                raise errors_[0].original_error
             return format_result(stream)
-        return executor, stream  # type: ignore[return-value]
+        return stream
 
     @staticmethod
-    async def execute_event(executor: ProjectingExecutor, payload: Any) -> Response:
-        """Execute the subscription document once for one source event."""
+    def render(executor: ProjectingExecutor, payload: Any) -> Response | Awaitable[Response]:
+        """Execute the subscription document for one source event: the response at once
+        when no resolver had to wait (the usual case), else an awaitable of it."""
         result = execute_subscription_event(executor.build_per_event_executor(payload))
         if inspect.isawaitable(result):
-            result = await result
+            return _formatted(result)
         return format_result(result)
+
+
+async def _formatted(result: Awaitable[ExecutionResult]) -> Response:
+    return format_result(await result)
 
 
 #: An introspection-only operation: its document, operation name and variables.

@@ -17,7 +17,7 @@ subscriptions, and the GraphiQL page.
   ``{}`` as heartbeat, a transport-level error as ``{"payload": null, "errors": [...]}``,
   and the closing boundary.  Queries and mutations with that ``Accept`` get plain JSON.
 * When the gateway drains (SIGTERM), a subscription's last event (SSE: with ``id:`` = its
-  resume point) or part is :func:`~gateway.graphql.fanout.drain_payload`, then the stream
+  resume point) or part is :func:`~gateway.graphql.subscriptions.drain_payload`, then the stream
   completes.
 * ``GET /graphql?query=...`` runs queries (mutations answer 405).
 * ``GET /graphql`` from a browser (``Accept: text/html``) serves GraphiQL, which reads
@@ -40,8 +40,8 @@ from gateway.core.credentials import Credential
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
-from gateway.graphql.fanout import Item, Subscriber
 from gateway.graphql.graphiql import page, page_headers
+from gateway.graphql.subscriptions import Item, Subscriber
 from gateway.requestid import (
     note_event,
     note_operation,
@@ -307,7 +307,7 @@ def _sse(
                 yield _event("next", orjson.dumps(result).decode())
             yield _event("complete", "")
             return
-        feed, sub = app.hub.subscribe(
+        sub = app.subscriptions.subscribe(
             prepared,
             variables,
             lambda: app.context(request.scope, credential),
@@ -328,7 +328,7 @@ def _sse(
                     yield _event("next", sub.final)
             yield _event("complete", "")
         finally:
-            feed.leave(sub)
+            sub.close()
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers=_STREAMING)
 
@@ -364,7 +364,7 @@ def _multipart(
     credential: Credential,
 ) -> Response:
     async def stream() -> AsyncIterator[str]:
-        feed, sub = app.hub.subscribe(
+        sub = app.subscriptions.subscribe(
             prepared, variables, lambda: app.context(request.scope, credential)
         )
         try:
@@ -382,6 +382,6 @@ def _multipart(
                     yield _part(final)
             yield "--\r\n"
         finally:
-            feed.leave(sub)
+            sub.close()
 
     return StreamingResponse(stream(), media_type=MULTIPART, headers=_STREAMING)

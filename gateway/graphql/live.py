@@ -63,7 +63,7 @@ class Swap:
     generation: int
     #: Resources GraphQL serves after the swap (seed ones included).
     served: int
-    #: Subscription feeds ended because their resource is gone.
+    #: Shared subscription executions ended because their resource is gone.
     ended: int
     build_seconds: float
     #: The scope rebuilt: :data:`BUILT_IN` (``/graphql``) or an API group.
@@ -271,7 +271,7 @@ class LiveSchema:
         return entry
 
     def _evict(self) -> None:
-        idle = [g for g, e in self.groups.items() if not e.app.hub.feeds]
+        idle = [g for g, e in self.groups.items() if not e.app.subscriptions.executions]
         for group in idle[: max(0, len(idle) - self.max_groups)]:
             del self.groups[group]
 
@@ -280,13 +280,13 @@ class LiveSchema:
         for group, entry in list(self.groups.items()):
             if group not in served:
                 gone = UnknownResource(f"API group {group!r} is no longer served by the cluster")
-                entry.app.hub.end_where(functools.partial(_always, gone))
+                entry.app.subscriptions.end_where(functools.partial(_always, gone))
                 del self.groups[group]
                 continue
             inputs = scope_inputs(catalog, group)
             if inputs == entry.inputs:
                 continue
-            if entry.app.hub.feeds:  # subscribers follow the group: rebuild now
+            if entry.app.subscriptions.executions:  # subscribers follow the group: rebuild now
                 try:
                     await self._build_group(catalog, group, inputs)
                 except Exception:
@@ -321,7 +321,7 @@ class LiveSchema:
     def drain(self) -> None:
         """End every group endpoint's subscriptions (``/graphql``'s are the app's own)."""
         for entry in self.groups.values():
-            entry.app.hub.drain()
+            entry.app.subscriptions.drain()
 
     async def aclose(self) -> None:
         self._stop_listening()
@@ -333,7 +333,7 @@ class LiveSchema:
         for warming in self._warming:
             warming.cancel()
         for entry in self.groups.values():
-            await entry.app.hub.aclose()
+            await entry.app.subscriptions.aclose()
         self.groups.clear()
 
 

@@ -23,8 +23,7 @@ The projection (:mod:`gateway.graphql.projection`) recognises the fields made he
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from graphql import (
@@ -45,6 +44,7 @@ from graphql import (
 from strawberry.types.arguments import convert_arguments
 
 from gateway.core import schema
+from gateway.core.hub import WatchSubscription
 from gateway.core.operations import Operation, operations
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.relations import RELATIONS
@@ -52,7 +52,7 @@ from gateway.graphql import operations as ops
 from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.links import relation_resolver
 from gateway.graphql.objects import EXTRA_ROOTS
-from gateway.graphql.streams import watch_events
+from gateway.graphql.streams import watch
 
 EXTENSION: Final = NATIVE
 
@@ -496,12 +496,8 @@ class GroupBuilder:
         )
         convert = _converter(self.seed, "watchPods")
 
-        async def subscribe(root: Any, info: Info, **raw: Any) -> AsyncIterator[Any]:
-            a = convert(raw)
-            source = watch_events(info.context, r, op.namespace(a.get("namespace")), a)
-            async with aclosing(source) as items:  # type: ignore[type-var]
-                async for item in items:
-                    yield item
+        async def subscribe(root: Any, info: Info, **raw: Any) -> WatchSubscription:
+            return await watch(info.context, convert(raw), op=op)
 
         return GraphQLField(
             GraphQLNonNull(event),

@@ -21,10 +21,10 @@ A list field whose plural equals its singular (``endpoints``) is suffixed ``List
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional, cast
 
@@ -42,10 +42,10 @@ from gateway.graphql.arguments import Arg, WatchEventType
 from gateway.graphql.context import Context
 from gateway.graphql.objects import GeneratedTypes, python_name, to_json
 from gateway.graphql.scalars import JSON
-from gateway.graphql.streams import LogLine, follow_log, watch_events
+from gateway.graphql.streams import LogLine, follow_log, watch
 
 Run = Callable[[Context, dict[str, Any]], Awaitable[Any]]
-Stream = Callable[[Context, dict[str, Any]], AsyncIterator[Any]]
+Stream = Callable[..., Awaitable[AsyncIterable[Any]]]
 
 
 def _lower(name: str) -> str:
@@ -132,14 +132,12 @@ def query_field(run: Run, args: Sequence[Arg], returns: Any, description: str) -
 def subscription_field(
     stream: Stream, args: Sequence[Arg], returns: Any, description: str
 ) -> StrawberryField:
-    """A subscription field whose source is the async iterator ``stream(context, args)``."""
+    """A subscription field whose source is the core stream ``stream(context, args)`` opens
+    (returned as it is: :mod:`gateway.graphql.subscriptions` reads it)."""
     names = _names(args)
 
-    async def resolver(info: Info[Context, None], **kwargs: Any) -> AsyncIterator[Any]:
-        source = stream(info.context, {names[k]: v for k, v in kwargs.items()})
-        async with aclosing(source) as items:  # type: ignore[type-var]
-            async for item in items:
-                yield item
+    async def resolver(info: Info[Context, None], **kwargs: Any) -> AsyncIterable[Any]:
+        return await stream(info.context, {names[k]: v for k, v in kwargs.items()})
 
     resolver.__signature__ = _signature(args, returns)  # type: ignore[attr-defined]
     return cast(
@@ -461,11 +459,8 @@ class RootBuilder:
     def _watch(self, op: Operation) -> None:
         r = op.resource
 
-        def watch(ctx: Context, a: dict[str, Any]) -> AsyncIterator[Any]:
-            return watch_events(ctx, r, op.namespace(a.get("namespace")), a)
-
         self.subscription["watch" + plural_type_name(r, self.types.name(r))] = subscription_field(
-            watch,
+            functools.partial(watch, op=op),
             (*self._any_namespace(r), *A.WATCH),
             _watch_event_type(r, self.types),
             f"Changes to {r.plural}: resumable, and exact across upstream closes and 410s.",
@@ -536,11 +531,6 @@ class RootBuilder:
     def _log(self, op: Operation) -> None:
         r, named = op.resource, self._named(op.resource)
 
-        def follow(ctx: Context, a: dict[str, Any]) -> AsyncIterator[Any]:
-            namespace = op.namespace(a.get("namespace"))
-            assert namespace is not None  # logs are of pods, which are namespaced
-            return follow_log(ctx, namespace, a["name"], a)
-
         self.query[_lower(r.kind) + op.display] = query_field(
             _runner(op, shape=_decoded_log),
             (*named, *A.LOG),
@@ -548,7 +538,7 @@ class RootBuilder:
             f"The {op.subresource} of a {r.kind} as text (invalid UTF-8 is replaced).",
         )
         self.subscription[f"follow{r.kind}{op.display}"] = subscription_field(
-            follow,
+            functools.partial(follow_log, op=op),
             (*named, *(x for x in A.LOG if x.name != "previous")),
             LogLine,
             f"Follow the {op.subresource} of a {r.kind} line by line; ends when the container "

@@ -19,10 +19,10 @@ from gateway.core.errors import UnknownResource
 from gateway.graphql import http, websocket
 from gateway.graphql.context import Context
 from gateway.graphql.execution import Engine, Prepared
-from gateway.graphql.fanout import Hub
 from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_endpoint
 from gateway.graphql.limits import Limits
 from gateway.graphql.schema import gateway_schema
+from gateway.graphql.subscriptions import Subscriptions
 
 
 class _WithHeaders:
@@ -65,7 +65,7 @@ class GraphQLApp:
 
     Attributes:
         engine: parses, validates and executes operations.
-        hub: the shared subscription feeds (their tasks end with their last subscriber).
+        subscriptions: the endpoint's subscribers, by shared execution.
     """
 
     def __init__(
@@ -80,18 +80,18 @@ class GraphQLApp:
         #: Foreign browser origins whose pages may open WebSockets (and CORS requests).
         self.allowed_origins = allowed_origins
         self.engine = Engine(schema or gateway_schema(), self.limits)
-        self.hub = Hub(self.engine, self.limits.max_queue)
+        self.subscriptions = Subscriptions(self.engine)
 
     def use_schema(self, schema: strawberry.Schema | GraphQLSchema) -> int:
         """Serve ``schema`` from now on.
 
         Operations already prepared finish on the schema they were validated against; a
         subscription whose root field the new schema lacks (its resource is no longer served)
-        ends with a NotFound error saying so.  Returns how many subscription feeds ended.
+        ends with a NotFound error saying so.  Returns how many shared executions ended.
         """
         engine = Engine(schema, self.limits)
         self.engine = engine
-        self.hub.engine = engine
+        self.subscriptions.engine = engine
         subscription = engine.graphql_schema.subscription_type
         served = set(subscription.fields) if subscription is not None else set()
 
@@ -106,10 +106,10 @@ class GraphQLApp:
                     )
             return None
 
-        return self.hub.end_where(ended)
+        return self.subscriptions.end_where(ended)
 
     def context(self, scope: MutableMapping[str, Any], credential: Credential) -> Context:
-        """A fresh operation context for a caller (the adapter and hub are the lifespan's)."""
+        """A fresh operation context for a caller (the adapter and watch hub are the lifespan's)."""
         runtime = scope["app"].state.runtime
         return Context(runtime.adapter, credential, runtime.watches)
 

@@ -1,53 +1,51 @@
-"""Subscription sources: watch events from the core's watch hub, and pod log lines.
+"""The sources of subscriptions: the core's streaming operations, opened for one subscriber.
 
-These are the source streams of subscriptions; :mod:`gateway.graphql.fanout` runs one per
-shared execution and executes the document once per item they yield.
+A subscription field's resolver turns its arguments into the core's
+:class:`~gateway.core.operations.Call` and opens the stream through the core's one entry
+point (:func:`~gateway.core.streams.open_stream`), as a query field performs its operation:
+a watch is the subscriber's own subscription of the watch hub (its own start, resume and
+watch rule 31), a followed log the lines of a :class:`~gateway.core.streams.ReadAhead`.  The
+resolver returns that stream itself; :mod:`gateway.graphql.subscriptions` reads it and executes the
+document once per event for every subscriber with the same document, variables and
+identity.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Optional
 
 import strawberry
 
-from gateway.core import errors
-from gateway.core.hub import WatchStart, WatchTarget
-from gateway.core.logfollow import LogFollower
+from gateway.core.hub import WatchSubscription
+from gateway.core.logfollow import RawLine
+from gateway.core.operations import Call, Operation
 from gateway.core.options import ListOptions
-from gateway.core.registry import Resource
+from gateway.core.streams import LogStream, ReadAhead, open_stream
 from gateway.graphql.arguments import log_options
 from gateway.graphql.context import Context
 from gateway.graphql.scalars import Time
 
 
-@dataclass(frozen=True, slots=True)
-class EventRoot:
-    """The root value of one watch event.
+def _text(root: strawberry.Parent[RawLine]) -> str:
+    text = root.data.decode("utf-8", "replace")
+    return text[:-1] if text.endswith("\r") else text
 
-    Attributes:
-        type: ADDED, MODIFIED, DELETED, BOOKMARK or RESYNC.
-        object: the object as the upstream sent it (a marker for BOOKMARK / RESYNC).
-        resource_version: the event's resourceVersion.
-        resume: the resume point once this event is delivered (the watcher's), or
-            ``None`` while an initial snapshot or a resync is still incomplete.
-        seq: its position in the hub's upstream watch.
-    """
 
-    type: str
-    object: dict[str, Any]
-    resource_version: str
-    resume: str | None
-    seq: int = 0
+def _timestamp(root: strawberry.Parent[RawLine]) -> Optional[Time]:  # noqa: UP045
+    stamp = root.timestamp
+    return Time(stamp.decode("ascii")) if stamp is not None else None
 
 
 @strawberry.type(description="One line of a container log.")
 class LogLine:
-    text: str = strawberry.field(description="The line, without its newline (UTF-8, lossy).")
+    """Rendered from the core's :class:`~gateway.core.logfollow.RawLine` (the root)."""
+
+    text: str = strawberry.field(
+        resolver=_text, description="The line, without its newline (UTF-8, lossy)."
+    )
     timestamp: Optional[Time] = strawberry.field(  # noqa: UP045
-        default=None, description="The kubelet's timestamp, when `timestamps` was asked for."
+        resolver=_timestamp, description="The kubelet's timestamp, when `timestamps` was asked for."
     )
 
 
@@ -58,70 +56,49 @@ def _field_selector(args: Mapping[str, Any]) -> str | None:
     return ",".join(terms) or None
 
 
-def watch_start(args: Mapping[str, Any]) -> WatchStart:
-    """The core's start policy for a subscription's arguments (validated as the apiserver
-    validates a watch): ``resourceVersion`` resumes after that version; without it the
-    subscription starts with ADDED for every current object unless ``sendInitialEvents``
-    is false; ``sendInitialEvents: true`` ends the initial events with a BOOKMARK
-    annotated ``k8s.io/initial-events-end``."""
+def watch_call(args: Mapping[str, Any], resume_from: str | None = None) -> Call:
+    """The core call of a watch subscription's arguments: ``resourceVersion`` resumes after
+    that version; without it the subscription starts with ADDED for every current object
+    unless ``sendInitialEvents`` is false; ``sendInitialEvents: true`` ends the initial
+    events with a BOOKMARK annotated ``k8s.io/initial-events-end``.  ``resume_from`` (an SSE
+    ``Last-Event-ID``) resumes after that version whatever the arguments ask."""
     initial = args.get("sendInitialEvents")
-    return WatchStart.from_options(
-        ListOptions(
-            resource_version=args.get("resourceVersion") or None,
+    rv = args.get("resourceVersion") or None
+    if resume_from is not None:
+        rv, initial = resume_from, None
+    return Call(
+        namespace=args.get("namespace"),
+        list=ListOptions(
+            label_selector=args.get("labelSelector"),
+            field_selector=_field_selector(args),
+            resource_version=rv,
             send_initial_events=initial,
             resource_version_match="NotOlderThan" if initial is not None else None,
             allow_watch_bookmarks=bool(args.get("allowBookmarks")) or None,
-        )
+        ),
+        changed_only=bool(args.get("changedFieldsOnly")),
     )
 
 
-async def watch_events(
-    ctx: Context, resource: Resource, namespace: str | None, args: Mapping[str, Any]
-) -> AsyncIterator[EventRoot]:
-    """The live events of a shared watch, for one shared execution.
-
-    The source joins the core hub's upstream watch with ``tail`` (every event from now);
-    each subscriber of the execution takes its own start (snapshot, resume...) from the
-    hub through ``ctx.watch`` (see :mod:`gateway.graphql.fanout`).
-    """
-    start = watch_start(args)
-    if ctx.watches is None:
-        raise errors.Unavailable("subscriptions are not served here")
-    target = WatchTarget(resource, namespace, args.get("labelSelector"), _field_selector(args))
-    sub = await ctx.watches.subscribe(
-        target,
-        WatchStart("tail"),
-        ctx.credential,
-        catch_up=ctx.catch_up or (start.resource_version if start.mode == "resume" else None),
+async def watch(ctx: Context, args: Mapping[str, Any], *, op: Operation) -> WatchSubscription:
+    """A watch subscription's source: the subscriber's own subscription of the watch hub."""
+    stream = await open_stream(
+        ctx.adapter,
+        ctx.watches,
+        op,
+        watch_call(args, ctx.resume_from),
+        credential=ctx.credential,
     )
-    try:
-        ctx.changed_only = bool(args.get("changedFieldsOnly"))
-        ctx.watch = (sub, start)
-        if ctx.on_watch is not None:
-            ctx.on_watch()
-        async for event in sub:
-            yield EventRoot(
-                event.type, event.object, event.resource_version, event.resume, event.seq
-            )
-    finally:
-        sub.close()
+    assert isinstance(stream, WatchSubscription)
+    return stream
 
 
-async def follow_log(
-    ctx: Context, namespace: str, name: str, args: Mapping[str, Any]
-) -> AsyncIterator[LogLine]:
-    """The lines of a followed pod log: resumed after upstream breaks without loss or
-    duplicates; ends when the container stops (see :mod:`gateway.core.logfollow`)."""
-    options = log_options(args)
-    follower = LogFollower(
-        ctx.adapter, namespace=namespace, name=name, options=options, credential=ctx.credential
+async def follow_log(ctx: Context, args: Mapping[str, Any], *, op: Operation) -> LogStream:
+    """A followed log's lines: resumed after upstream breaks without loss or duplicates;
+    ends when the container stops (see :mod:`gateway.core.logfollow`)."""
+    call = Call(
+        namespace=args.get("namespace"), name=args["name"], log=log_options(args, follow=True)
     )
-    async with aclosing(follower.lines()) as lines:
-        async for line in lines:
-            text = line.data.decode("utf-8", "replace")
-            if text.endswith("\r"):
-                text = text[:-1]
-            stamp = None
-            if options.timestamps and line.stamp is not None:
-                stamp = Time(line.stamp.decode("ascii"))
-            yield LogLine(text=text, timestamp=stamp)
+    stream = await open_stream(ctx.adapter, ctx.watches, op, call, credential=ctx.credential)
+    assert isinstance(stream, ReadAhead)
+    return stream

@@ -2,13 +2,14 @@
 
 The caller's credential comes from the ``connection_init`` payload
 (``{"Authorization": "Bearer ..."}`` or ``{"authToken": "..."}``), else from the upgrade
-request's ``Authorization`` header.  Subscriptions join the application's shared feeds
-(:mod:`gateway.graphql.fanout`); each frame wraps the feed's one serialised payload.
+request's ``Authorization`` header.  Each subscription reads its own core stream
+(:mod:`gateway.graphql.subscriptions`); each frame wraps the one serialised payload its
+shared execution made of the event.
 Each connection owns its operation tasks and cancels them when it closes.
 
 When the gateway drains (SIGTERM), each subscription's last ``next`` is
 ``{"data": null, "extensions": {"reason": "DRAINING", "resumeFrom": <rv>}}`` followed by
-``complete`` (:func:`gateway.graphql.fanout.drain_payload`), and a new operation gets an
+``complete`` (:func:`gateway.graphql.subscriptions.drain_payload`), and a new operation gets an
 ``error`` with ``extensions.code`` ``DRAINING``.
 """
 
@@ -264,7 +265,7 @@ class Connection:
             await self.send_payload(op_id, orjson.dumps(result).decode())
             await self.send({"id": op_id, "type": "complete"})
             return
-        feed, sub = self.app.hub.subscribe(prepared, variables, context_of)
+        sub = self.app.subscriptions.subscribe(prepared, variables, context_of)
         key = (op_id, self.legacy)
 
         def frame(payload: str) -> str:
@@ -280,7 +281,7 @@ class Connection:
                 await self.send_payload(op_id, sub.final)
             await self.send({"id": op_id, "type": "complete"})
         finally:
-            feed.leave(sub)
+            sub.close()
 
 
 async def serve(app: GraphQLApp, websocket: WebSocket, send: Send | None = None) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import (
     AsyncGenerator,
@@ -34,10 +35,10 @@ from google.protobuf.message import DecodeError
 
 from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
-from gateway.core.changes import Digest, StreamChanges, history_before
+from gateway.core.changes import Digest
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
-from gateway.core.hub import HubEvent, Subscription, WatchHub, WatchStart, WatchTarget
+from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.operations import Call, Operation
 from gateway.core.options import (
     DeleteOptions,
@@ -47,6 +48,7 @@ from gateway.core.options import (
     Preconditions,
     WriteOptions,
 )
+from gateway.core.streams import open_stream
 from gateway.core.wire import JSON
 from gateway.grpc.calls import credential_of, timeout_of
 from gateway.grpc.status import internal_status, to_status
@@ -211,7 +213,8 @@ def core_call(
 
 
 async def watch_stream(
-    hub: WatchHub,
+    adapter: KubeAdapter,
+    watches: WatchHub,
     op: Operation,
     request: Any,
     *,
@@ -219,13 +222,15 @@ async def watch_stream(
     credential: Credential,
     key: Hashable,
     encode: Callable[[HubEvent], bytes],
-    digest_of: Callable[[JSON], Digest] | None = None,
+    digest_of: Callable[[JSON], Digest],
 ) -> AsyncGenerator[bytes, None]:
-    """A ``Watch`` request's events through the hub, each encoded by ``encode``.
+    """A ``Watch`` request's events, through the core's stream entry point, each encoded by
+    ``encode``.
 
     With the request's ``changed_fields_only``, a MODIFIED event whose object digests
     (``digest_of``: what this stream sends of it) as the previous one of that object is
-    withheld (watch rule 31); the digest is computed once per event and key.
+    withheld (watch rule 31, compared by the hub's :class:`StreamChanges` of this
+    subscriber); the digest is computed once per event and key.
 
     ``key`` names the encoding (message type, read mask, representation): every subscriber
     of one upstream watch with the same key shares one encoding of each event.  The start
@@ -242,20 +247,23 @@ async def watch_stream(
         allow_watch_bookmarks=request.allow_watch_bookmarks or None,
         timeout_seconds=request.timeout_seconds or None,
     )
-    start = WatchStart.from_options(options)
+    call = Call(
+        namespace=namespace,
+        list=options,
+        changed_only=bool(getattr(request, "changed_fields_only", False)),
+    )
     if options.timeout_seconds is not None and options.timeout_seconds > 0:
         deadline: float | None = asyncio.get_running_loop().time() + options.timeout_seconds
     else:
         deadline = None
-    target = WatchTarget(
-        op.resource, op.namespace(namespace), options.label_selector, options.field_selector
-    )
-    sub = await hub.subscribe(target, start, credential)
-    changes = (
-        _changes(sub, start, digest_of)
-        if digest_of is not None and getattr(request, "changed_fields_only", False)
-        else None
-    )
+    sub = await open_stream(adapter, watches, op, call, credential=credential)
+    assert isinstance(sub, WatchSubscription)
+    changes = sub.changes
+    digest_key = ("digest", key)
+
+    def digested(event: HubEvent) -> Digest:
+        return digest_of(event.object)
+
     try:
         while True:
             # Events already queued go out without a timer; only waiting is timed.
@@ -268,32 +276,17 @@ async def watch_stream(
                     return  # timeout_seconds: the stream ends cleanly, as upstream's do
                 if event is None:
                     return
-            if changes is not None and not changes.admit(
-                event.type, event.object, _digest(event, key, changes)
+            if changes is not None and not await changes.admit(
+                event,
+                # Digested once per event and key for every stream that asks.
+                functools.partial(event.encoded, digest_key, digested),
+                digest_of,
             ):
                 continue  # nothing this stream sends of the object changed (watch rule 31)
             # Encoded once per event and key for every subscriber.
             yield event.encoded(key, encode)
     finally:
         sub.close()
-
-
-def _changes(sub: Subscription, start: WatchStart, of: Callable[[JSON], Digest]) -> StreamChanges:
-    """``changed_fields_only``: this stream's comparison (watch rule 31), taken at the
-    moment it joined the hub (what it holds of each object, or will)."""
-    upstream = sub.upstream
-    if start.mode == "resume":
-        assert start.resource_version is not None
-        return StreamChanges(of, before=history_before(upstream.history, start.resource_version))
-    if start.mode == "now" and upstream.watcher.state_floor is None:
-        return StreamChanges(of, origin=dict(upstream.watcher.state))
-    return StreamChanges(of)
-
-
-def _digest(event: HubEvent, key: Hashable, changes: StreamChanges) -> Callable[[], Digest]:
-    """The digest of an event's object for one encoding, computed once per event and key for
-    every stream that asks."""
-    return lambda: event.encoded(("digest", key), lambda e: changes.of(e.object))
 
 
 #: A unary response this large is sent uncompressed even to a client that accepts gzip:
@@ -310,16 +303,16 @@ class ServicerBase(abc.ABC):
 
     Args:
         adapter: the shared upstream adapter (its metrics count every call).
-        hub: the shared watches (``Watch`` joins them).
+        watches: the core's watch hub (``Watch`` joins it).
         drain: ends followed streams when the gateway drains (watches end through the hub).
     """
 
     #: The service's full name (``kubegateway.v1.PodService``).
     full_name: str
 
-    def __init__(self, adapter: KubeAdapter, hub: WatchHub, drain: Drain | None = None) -> None:
+    def __init__(self, adapter: KubeAdapter, watches: WatchHub, drain: Drain | None = None) -> None:
         self.adapter = adapter
-        self.hub = hub
+        self.watches = watches
         self.drain = drain or Drain()
 
     @abc.abstractmethod

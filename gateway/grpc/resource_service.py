@@ -99,7 +99,7 @@ class ResourceServiceServicer(ServicerBase):
 
     Args:
         adapter: the shared upstream adapter.
-        hub: the shared watches (``Watch`` joins them, with the typed services' subscribers).
+        watches: the core's watch hub (``Watch`` joins it, with the typed services' subscribers).
         catalog: what is served; its current catalog is read once per call.
         conversions: the typed contract's codec (for ``ListMeta`` and ``Status``).
         drain: the application's drain.
@@ -110,12 +110,12 @@ class ResourceServiceServicer(ServicerBase):
     def __init__(
         self,
         adapter: KubeAdapter,
-        hub: WatchHub,
+        watches: WatchHub,
         catalog: CatalogHolder,
         conversions: Codec,
         drain: Drain | None = None,
     ) -> None:
-        super().__init__(adapter, hub, drain)
+        super().__init__(adapter, watches, drain)
         self.catalog = catalog
         self.codec = conversions
 
@@ -251,7 +251,8 @@ class ResourceServiceServicer(ServicerBase):
 
         paths = tuple(request.read_mask.paths) if mask is not None else None
         return watch_stream(
-            self.hub,
+            self.adapter,
+            self.watches,
             op,
             request,
             namespace=request.namespace,
@@ -267,10 +268,12 @@ class ResourceServiceServicer(ServicerBase):
 
 def resource_service_handler(
     adapter: KubeAdapter,
-    hub: WatchHub,
+    watches: WatchHub,
     catalog: CatalogHolder,
     conversions: Codec | None = None,
     drain: Drain | None = None,
 ) -> Any:
     """The grpc.aio generic handler of ``kubegateway.v1.ResourceService``."""
-    return ResourceServiceServicer(adapter, hub, catalog, conversions or codec(), drain).handler()
+    return ResourceServiceServicer(
+        adapter, watches, catalog, conversions or codec(), drain
+    ).handler()

@@ -4,17 +4,17 @@
 generic handler.  Every RPC is an operation of the core's table
 (:mod:`gateway.core.operations`): a unary request becomes a core
 :class:`~gateway.core.operations.Call` run by :func:`~gateway.core.operations.perform`; a
-``Watch`` subscribes to the core :class:`~gateway.core.hub.WatchHub`; a followed log reads
-the core :class:`~gateway.core.logfollow.LogFollower`.  The codec turns the decoded answer
-into wire bytes; the plumbing (metrics, credentials, deadlines, statuses) and the request
-options are :mod:`gateway.grpc.handling`, shared with the generic ``ResourceService``.
+``Watch`` and a followed ``GetLog`` open the core's stream
+(:func:`~gateway.core.streams.open_stream`), as GraphQL's subscriptions do.  The codec
+turns the decoded answer into wire bytes; the plumbing (metrics, credentials, deadlines,
+statuses) and the request options are :mod:`gateway.grpc.handling`, shared with the
+generic ``ResourceService``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable, Iterable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any, Final
 
 import grpc
@@ -26,10 +26,11 @@ from gateway.core.changes import digest
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub
-from gateway.core.logfollow import LogFollower
+from gateway.core.logfollow import RawLine
 from gateway.core.operations import Call, Operation, perform
 from gateway.core.options import LogOptions
 from gateway.core.registry import Resource
+from gateway.core.streams import ReadAhead, Stream, open_stream
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import Codec, codec
 from gateway.grpc.contract import Rpc, Service
@@ -50,7 +51,7 @@ class ResourceServicer(ServicerBase):
 
     Args:
         adapter: the shared upstream adapter.
-        hub: the shared watches (``Watch`` joins them).
+        watches: the core's watch hub (``Watch`` joins it).
         service: the contract service (its resource and RPCs).
         conversions: the dict <-> message codec.
         drain: ends followed logs when the gateway drains (watches end through the hub).
@@ -59,12 +60,12 @@ class ResourceServicer(ServicerBase):
     def __init__(
         self,
         adapter: KubeAdapter,
-        hub: WatchHub,
+        watches: WatchHub,
         service: Service,
         conversions: Codec,
         drain: Drain | None = None,
     ) -> None:
-        super().__init__(adapter, hub, drain)
+        super().__init__(adapter, watches, drain)
         self.service = service
         self.full_name = service.full_name
         self.resource: Resource = service.resource
@@ -182,7 +183,8 @@ class ResourceServicer(ServicerBase):
             return self.codec.watch_event_bytes(kind, event, mask)
 
         return watch_stream(
-            self.hub,
+            self.adapter,
+            self.watches,
             rpc.operation,
             request,
             namespace=self._given_namespace(request),
@@ -209,40 +211,40 @@ class ResourceServicer(ServicerBase):
         )
         namespace = rpc.operation.namespace(self._given_namespace(request))
         assert namespace is not None  # logs are of pods, which are namespaced
+        call = Call(namespace=namespace, name=request.name, log=options)
         if options.follow:
             # Resumes after upstream breaks without loss or duplicates; ends when the
-            # container stops (gateway/core/logfollow.py, shared with GraphQL).
-            follower = LogFollower(
-                self.adapter,
-                namespace=namespace,
-                name=request.name,
-                options=options,
-                credential=credential,
+            # container stops (the core's stream, as GraphQL's followPodLog).
+            lines = await open_stream(
+                self.adapter, self.watches, rpc.operation, call, credential=credential
             )
-            # A drain ends it with UNAVAILABLE (no resume point: the caller follows again).
-            async with aclosing(follower.lines()) as lines:
-                async for line in self.drain.until_draining(lines):
+            assert isinstance(lines, ReadAhead)
+            try:
+                # A drain ends it with UNAVAILABLE (no resume point: the caller follows again).
+                async for line in self.drain.until_draining(_lines(lines)):
                     data = line.data + b"\n"
-                    if options.timestamps and line.stamp is not None:
-                        data = line.stamp + b" " + data
+                    if line.timestamp is not None:
+                        data = line.timestamp + b" " + data
                     yield chunk(data=data).SerializeToString()
+            finally:
+                lines.close()
             return
-        data = await perform(
-            self.adapter,
-            rpc.operation,
-            Call(namespace=namespace, name=request.name, log=options),
-            credential=credential,
-        )
+        data = await perform(self.adapter, rpc.operation, call, credential=credential)
         for start in range(0, len(data), LOG_CHUNK_BYTES):
             yield chunk(data=data[start : start + LOG_CHUNK_BYTES]).SerializeToString()
 
 
+async def _lines(stream: Stream[RawLine]) -> AsyncIterator[RawLine]:
+    while (line := stream.next_nowait() or await stream.next()) is not None:
+        yield line
+
+
 def resource_handler(
     adapter: KubeAdapter,
-    hub: WatchHub,
+    watches: WatchHub,
     service: Service,
     conversions: Codec | None = None,
     drain: Drain | None = None,
 ) -> grpc.GenericRpcHandler:
     """The grpc.aio generic handler of one resource service."""
-    return ResourceServicer(adapter, hub, service, conversions or codec(), drain).handler()
+    return ResourceServicer(adapter, watches, service, conversions or codec(), drain).handler()

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import multiprocessing.connection
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -221,6 +223,8 @@ async def _run(
     parent, child = ctx.Pipe()
     cfg = {**cfg, "mode": mode, "expected": {"paced": paced, "burst": burst}}
     process = ctx.Process(target=_client_process, args=(child, cfg), daemon=True)
+    gc.collect()
+    rss_before = _rss()
     process.start()
     store = demo.store
     warm = 0
@@ -243,6 +247,8 @@ async def _run(
         if live < cfg["subscribers"]:
             raise RuntimeError(f"only {live} of {cfg['subscribers']} clients became live")
         await asyncio.sleep(0.5)  # let the last warm-up events drain
+        gc.collect()
+        rss_live = _rss()
         written: dict[str, list[float]] = {"paced": [], "burst": []}
         interval = 1.0 / rate
         start = time.monotonic()
@@ -250,16 +256,32 @@ async def _run(
             await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
             written["paced"].append(await write(f"paced-{i}"))
         await asyncio.sleep(1.0)
+        cpu = time.process_time()
         for i in range(burst):
             written["burst"].append(await write(f"burst-{i}"))
         parent.send("written")
         kind, received, failures = await _recv(parent)
+        cpu = time.process_time() - cpu
         assert kind == "result"
     finally:
         process.join(30)
         if process.is_alive():
             process.kill()
-    return {"written": written, "received": received, "failures": failures}
+    return {
+        "written": written,
+        "received": received,
+        "failures": failures,
+        # This process (the demo upstream and, through the gateway, the gateway too): its
+        # CPU over the burst, and what the live subscriptions hold in memory.
+        "cpu_seconds": cpu,
+        "rss_per_subscriber": (rss_live - rss_before) / cfg["subscribers"],
+    }
+
+
+def _rss() -> int:
+    """This process's resident set size in bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _summary(result: dict[str, Any], subscribers: int) -> dict[str, float]:
@@ -274,6 +296,9 @@ def _summary(result: dict[str, Any], subscribers: int) -> dict[str, float]:
         q = statistics.quantiles(latencies, n=100)
         out["p50"], out["p99"] = statistics.median(latencies), q[98]
     burst_times = [at for per_sub in received["burst"] for _, at in per_sub]
+    if burst_times:
+        out["cpu_us_per_msg"] = result["cpu_seconds"] / len(burst_times) * 1e6
+    out["rss_kb_per_subscriber"] = result["rss_per_subscriber"] / 1024
     expected = subscribers * len(written["burst"])
     out["burst_delivered"] = len(burst_times) / expected if expected else 1.0
     if burst_times:
@@ -339,6 +364,12 @@ async def bench(
             f"{s.get('p99', float('nan')):10.1f}"
             f"{min(s['paced_delivered'], s['burst_delivered']) * 100:10.1f}%"
         )
+    print(
+        f"  this process's CPU per delivered message (burst): direct "
+        f"{d.get('cpu_us_per_msg', float('nan')):.1f} us, gateway "
+        f"{g.get('cpu_us_per_msg', float('nan')):.1f} us; memory per live idle subscriber "
+        f"(gateway, its WebSocket included): {g['rss_kb_per_subscriber']:.1f} KiB"
+    )
     if d.get("msgs_per_s") and g.get("msgs_per_s"):
         print(
             f"  ratio gateway/direct: throughput {g['msgs_per_s'] / d['msgs_per_s']:.2f}, "
@@ -364,6 +395,24 @@ def rows(
                 note=f"delivered {min(g['paced_delivered'], g['burst_delivered']) * 100:.1f}%",
             )
         )
+    if "cpu_us_per_msg" in g:
+        out.append(
+            row(
+                f"GraphQL shared subscription, {subscribers} WS subscribers, CPU per message",
+                g["cpu_us_per_msg"],
+                "us",
+                d.get("cpu_us_per_msg"),
+                note="this process: demo upstream + gateway (direct: demo upstream only)",
+            )
+        )
+    out.append(
+        row(
+            "GraphQL subscription, memory per live idle subscriber (WebSocket included)",
+            g["rss_kb_per_subscriber"],
+            "KiB",
+            None,
+        )
+    )
     if "p99" in g:
         out.append(
             row(

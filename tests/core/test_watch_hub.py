@@ -22,9 +22,9 @@ from gateway.core.credentials import Credential
 from gateway.core.hub import (
     HubEvent,
     SharedWatches,
-    Subscription,
     WatchHub,
     WatchStart,
+    WatchSubscription,
     WatchTarget,
 )
 from gateway.core.options import ListOptions
@@ -74,7 +74,7 @@ def target(namespace: str | None = NS, labels: str | None = None) -> WatchTarget
     return WatchTarget(LEASES, namespace, labels)
 
 
-async def take(sub: Subscription, n: int) -> list[HubEvent]:
+async def take(sub: WatchSubscription, n: int) -> list[HubEvent]:
     out = []
     async with asyncio.timeout(STEP):
         for _ in range(n):
@@ -124,7 +124,7 @@ async def upstream_state(env: Env) -> dict[str, str]:
     return {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in listed["items"]}
 
 
-async def follow_until(sub: Subscription, view: View, rv: str) -> None:
+async def follow_until(sub: WatchSubscription, view: View, rv: str) -> None:
     """Apply events until the view's resume point reaches ``rv`` (decimal)."""
     async with asyncio.timeout(STEP):
         while view.resume is None or int(view.resume) < int(rv):
@@ -237,7 +237,7 @@ async def test_late_joiners_get_a_consistent_snapshot_with_no_gap_and_no_duplica
 ) -> None:
     for i in range(20):
         await env.demo.store.create("leases", lease(f"l{i}"), namespace=NS)
-    views: list[tuple[Subscription, View]] = []
+    views: list[tuple[WatchSubscription, View]] = []
     rng = random.Random(7)
     for n in range(400):
         name = f"l{rng.randrange(20)}"

@@ -152,7 +152,7 @@ async def test_a_late_joiner_of_the_shared_execution(gateway: Gateway, demo: Dem
         b = await two.subscribe(CHANGED, variables)
         kind, _, obj = _event(await two.next(b))
         assert (kind, obj["metadata"]["labels"]["step"]) == ("ADDED", "1")
-        assert len(gateway.graphql.hub.feeds) == 1  # one execution for both
+        assert len(gateway.graphql.subscriptions.executions) == 1  # one execution for both
         await pods.annotate(f"{label}-a", "two")
         await pods.image(f"{label}-a", "busybox:2")
         await pods.label(f"{label}-a", "2")

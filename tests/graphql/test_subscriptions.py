@@ -13,6 +13,7 @@ import pytest
 from gateway.core.budget import scope_of
 from gateway.core.credentials import Credential
 from gateway.demo import DemoUpstream
+from gateway.graphql.context import Context
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, SSE, Gateway, unique, ws_client
 
 WATCH = """subscription($ns: String, $labels: String, $rv: String, $initial: Boolean) {
@@ -180,22 +181,24 @@ async def test_subscribers_share_one_upstream_watch_per_credential(
     label = unique("share")
     variables = {"ns": NAMESPACE, "labels": f"suite={label}"}
     await demo.store.create("pods", _pod(f"{label}-a", label), namespace=NAMESPACE)
-    hub = gateway.graphql.hub
+    subscriptions = gateway.graphql.subscriptions
     async with ws_client(gateway) as one, ws_client(gateway) as two:
         a = await one.subscribe(WATCH, variables)
         assert _event(await one.next(a)) == ("ADDED", f"{label}-a")
         b = await two.subscribe(WATCH, variables)
-        # The late joiner gets the current state from the shared feed, then live events.
+        # The late joiner gets the current state, then live events.
         assert _event(await two.next(b)) == ("ADDED", f"{label}-a")
         await demo.store.create("pods", _pod(f"{label}-b", label), namespace=NAMESPACE)
         assert _event(await one.next(a)) == ("ADDED", f"{label}-b")
         assert _event(await two.next(b)) == ("ADDED", f"{label}-b")
         assert demo.faults.watch_requests == 1  # one upstream watch serves both
-        assert len([k for k in hub.feeds if k[0] == scope_of(Credential(ADMIN))]) == 1
+        mine = [k for k in subscriptions.executions if k[0] == scope_of(Credential(ADMIN))]
+        assert len(mine) == 1  # one execution of the document per event for both
         async with ws_client(gateway, payload={"authToken": ALICE}) as three:
             c = await three.subscribe(WATCH, variables)
             assert _event(await three.next(c)) == ("ADDED", f"{label}-a")
-            assert len(hub.feeds) == 2  # another identity: its own feed, never shared
+            # another identity: its own execution, never shared
+            assert len(subscriptions.executions) == 2
 
 
 async def test_slow_subscriber_is_ended_with_a_resume_point(
@@ -203,16 +206,23 @@ async def test_slow_subscriber_is_ended_with_a_resume_point(
 ) -> None:
     label = unique("slow")
     variables = {"ns": NAMESPACE, "labels": f"suite={label}"}
-    hub = gateway.graphql.hub
-    hub.max_queue = 3
+    runtime = gateway.app.state.runtime
+    runtime.watches.max_queue = 3  # the core hub's bound of each subscriber's queue
+    subscriptions = gateway.graphql.subscriptions
     async with ws_client(gateway) as fast:
         op = await fast.subscribe(WATCH, variables)
         await demo.store.create("pods", _pod(f"{label}-0", label), namespace=NAMESPACE)
         assert _event(await fast.next(op)) == ("ADDED", f"{label}-0")
-        feed = next(f for k, f in hub.feeds.items() if k[0] == scope_of(Credential(ADMIN)))
-        # A second subscriber of the same feed: it takes its initial state, then stops.
-        joined, slow_sub = hub.subscribe(feed.prepared, feed.variables, lambda: feed.context)
-        assert joined is feed
+        execution = next(
+            e for k, e in subscriptions.executions.items() if k[0] == scope_of(Credential(ADMIN))
+        )
+        # A second subscriber of the same execution: it takes its initial state, then stops.
+        slow_sub = subscriptions.subscribe(
+            execution.prepared,
+            execution.variables,
+            lambda: Context(runtime.adapter, Credential(ADMIN), runtime.watches),
+        )
+        assert slow_sub.execution is execution
         first = orjson.loads(await slow_sub.next())
         assert _event(first) == ("ADDED", f"{label}-0")
         taken = slow_sub.resume
@@ -222,8 +232,8 @@ async def test_slow_subscriber_is_ended_with_a_resume_point(
             assert _event(await fast.next(op)) == ("ADDED", f"{label}-{i}")
         # The slow one was ended (its backlog dropped); the fast one never waited for it.
         assert slow_sub.done
-        assert slow_sub not in feed.subscribers
         assert await slow_sub.next() is None
+        assert slow_sub not in execution.subscribers
         final = orjson.loads(slow_sub.final or "null")
         extensions = final["errors"][0]["extensions"]
         assert extensions["code"] == "SLOW_SUBSCRIBER"

@@ -908,19 +908,22 @@ async def test_subscribers_share_one_feed_per_identity(gw: GraphQLBackend) -> No
     tag = gw.unique("share")
     await create_labelled(gw, k, f"{tag}-a", share=tag)
     variables = {"ns": gw.namespace, "labels": f"share={tag}"}
-    hub = gw.graphql.hub
-    admin = scope_of(Credential(gw.tokens["admin"]))  # feeds are keyed by a hash, never a token
+    subscriptions = gw.graphql.subscriptions
+    # executions are keyed by a hash, never a token
+    admin = scope_of(Credential(gw.tokens["admin"]))
     async with gw.ws() as one, gw.ws() as two, gw.ws("alice") as three:
         a = await one.subscribe(k.doc(WATCH), variables)
         assert types_and_names(await changes(one, a, k, 1)) == [("ADDED", f"{tag}-a")]
         b = await two.subscribe(k.doc(WATCH), variables)
-        # the late joiner gets the current state from the shared feed, then live events
+        # the late joiner gets the current state, then live events
         assert types_and_names(await changes(two, b, k, 1)) == [("ADDED", f"{tag}-a")]
         c = await three.subscribe(k.doc(WATCH), variables)
         assert types_and_names(await changes(three, c, k, 1)) == [("ADDED", f"{tag}-a")]
-        mine = [key for key in hub.feeds if key[0] == admin and key[1] == k.doc(WATCH)]
-        assert len(mine) == 1  # one feed (one upstream watch) for both admin subscribers
-        assert len([key for key in hub.feeds if key[1] == k.doc(WATCH)]) == 2
+        mine = [
+            key for key in subscriptions.executions if key[0] == admin and key[1] == k.doc(WATCH)
+        ]
+        assert len(mine) == 1  # one execution (one upstream watch) for both admin subscribers
+        assert len([key for key in subscriptions.executions if key[1] == k.doc(WATCH)]) == 2
         await create_labelled(gw, k, f"{tag}-b", share=tag)
         for ws, op in ((one, a), (two, b), (three, c)):
             assert types_and_names(await changes(ws, op, k, 1)) == [("ADDED", f"{tag}-b")]

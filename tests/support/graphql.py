@@ -68,7 +68,7 @@ class Gateway:
 
     @property
     def graphql(self) -> Any:
-        """The GraphQLApp mounted at /graphql (for its hub and limits)."""
+        """The GraphQLApp mounted at /graphql (for its subscriptions and limits)."""
         for route in self.app.routes:
             if getattr(route, "path", None) == "/graphql":
                 return route.app  # type: ignore[attr-defined]
