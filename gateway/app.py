@@ -29,8 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gateway import tracing
-from gateway.core import config, kubeconfig
+from gateway.core import config, kubeconfig, tracing
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
