@@ -22,7 +22,7 @@ from gateway.graphql.execution import Engine, Prepared
 from gateway.graphql.fanout import Hub
 from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_endpoint
 from gateway.graphql.limits import Limits
-from gateway.graphql.schema import gateway_schema
+from gateway.graphql.seed import gateway_schema
 
 
 class _WithHeaders:
@@ -39,17 +39,6 @@ class _WithHeaders:
             await send(message)
 
         await self.app(scope, receive, sending)
-
-
-def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
-    """Whether a browser page from ``origin`` may use the gateway: no ``Origin`` (not a
-    browser), the gateway's own origin (GraphiQL), or one of the allowed origins."""
-    if not origin:
-        return True
-    if "*" in allowed or origin in allowed:
-        return True
-    _, _, netloc = origin.partition("://")
-    return bool(host) and netloc == host
 
 
 class GraphQLApp:
