@@ -345,7 +345,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                     settings.max_subscriptions,
                     settings.max_subscriptions_per_identity,
                 ),
-                max_queue=graphql.limits.max_queue,
+                max_queue=settings.watch_max_queue,
                 linger=settings.watch_linger_seconds,
             )
             metrics.watch_hub(lambda: watches.stats)
