@@ -258,7 +258,7 @@ class Connection:
 
     async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
         def context_of() -> Context:
-            return self.app.context(self.ws.scope, self.credential)
+            return self.app.context(self.credential)
 
         if prepared.kind != "subscription":
             result = await self.app.engine.execute(prepared, variables, context_of())

@@ -4,9 +4,9 @@ from dataclasses import fields
 
 import pytest
 
-from gateway.app import grpc_options
 from gateway.graphql.limits import Limits
 from gateway.grpc.server import GrpcOptions
+from gateway.runtime import grpc_options
 from gateway.settings import Settings, load
 
 
