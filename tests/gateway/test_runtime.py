@@ -12,7 +12,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
 from gateway.runtime import Upstream, build_cluster
-from gateway.settings import Settings, load
+from gateway.settings import load
 from tests.support.graphql import ADMIN, Gateway, serve_app
 
 
@@ -50,15 +50,10 @@ async def test_both_front_ends_are_handed_the_cluster_the_lifespan_built(tmp_pat
     token = tmp_path / "token"
     token.write_text(ADMIN)
     async with DemoUpstream() as demo:
-        settings = Settings(
-            host="127.0.0.1",
-            http_port=0,
-            grpc_port=0,
-            server=demo.url,
-            discovery_token_file=str(token),
-            watch_max_queue=8,
-            log_level="warning",
-        )
+        # As `kube-gateway serve` reads them: the flag reaches the hub both front ends use.
+        flags = ["--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0"]
+        flags += ["--server", demo.url, "--discovery-token-file", str(token)]
+        settings = load([*flags, "--watch-max-queue", "8", "--log-level", "warning"], {})
         async with serve_app(settings) as (url, app):
             served = Gateway(url, app, demo)
             runtime = app.state.runtime
