@@ -16,8 +16,9 @@ from gateway import settings as settings_mod
 def _serve(argv: Sequence[str]) -> int:
     settings = settings_mod.load(argv)
     logs.configure(settings.log_level, settings.log_format)
-    from gateway.app import create_app, resolve_upstream
+    from gateway.app import create_app
     from gateway.core.config import ConfigError
+    from gateway.runtime import resolve_upstream
 
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
         print(

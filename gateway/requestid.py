@@ -43,6 +43,8 @@ from typing import Any, Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.core import tracing
+
 __all__ = [
     "AccessRecord",
     "RequestContext",
@@ -109,7 +111,7 @@ class AccessRecord:
     events: int | None = None
     ended: str | None = None
     #: The caller's W3C ``traceparent``, the parent of its operations' spans
-    #: (:mod:`gateway.tracing`); never logged.
+    #: (:mod:`gateway.core.tracing`); never logged.
     traceparent: str | None = None
 
     def fields(self) -> dict[str, Any]:
@@ -150,18 +152,18 @@ def current_request_id() -> str | None:
     return record.request_id if record is not None else None
 
 
-def current() -> AccessRecord | None:
-    return _CURRENT.get()
-
-
 @contextlib.contextmanager
 def serving(record: AccessRecord) -> Iterator[AccessRecord]:
-    """``record`` is the request being served inside the block."""
+    """``record`` is the request being served inside the block (and its ``traceparent``
+    the one the core's operation spans continue)."""
     token = _CURRENT.set(record)
+    traced = tracing.CALLER_TRACEPARENT.set(record.traceparent)
     try:
         yield record
     finally:
         # An async generator closed from another context (a finaliser) cannot reset it.
+        with contextlib.suppress(ValueError):
+            tracing.CALLER_TRACEPARENT.reset(traced)
         with contextlib.suppress(ValueError):
             _CURRENT.reset(token)
 

@@ -43,6 +43,7 @@ class Settings:
     max_subscriptions: int = 10_000
     max_subscriptions_per_identity: int = 1_000
     watch_linger_seconds: float = 10.0
+    watch_max_queue: int = 1024
     shared_watches: bool = False
     access_recheck_seconds: float = 30.0
     discovery: bool = True
@@ -106,6 +107,9 @@ _HELP: dict[str, str] = {
     "max_subscriptions_per_identity": "subscriptions one identity may hold open at once",
     "watch_linger_seconds": "how long a shared upstream watch stays open after its last "
     "subscriber left (a returning subscriber rejoins it without a new list)",
+    "watch_max_queue": "live watch events one subscriber (a GraphQL subscription or a gRPC "
+    "Watch) may fall behind its shared upstream watch before it is ended with an error "
+    "naming the version to resume from",
     "shared_watches": "share each upstream watch across identities: it is made with the "
     "gateway's own credential (which needs list and watch on the served resources) and each "
     "subscriber is admitted by access reviews made with its own token",
@@ -162,6 +166,7 @@ _POSITIVE = frozenset(
         "max_subscriptions",
         "max_subscriptions_per_identity",
         "watch_linger_seconds",
+        "watch_max_queue",
         "access_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",

@@ -19,8 +19,7 @@ from typing import Any, Literal
 import httpx
 import orjson
 
-from gateway import tracing
-from gateway.core import errors, gcpause, slicedjson
+from gateway.core import errors, gcpause, slicedjson, tracing
 from gateway.core.budget import Budget, scope_of
 from gateway.core.client import UpstreamClient
 from gateway.core.config import ConfigError

@@ -33,8 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gateway import tracing
-from gateway.core import errors
+from gateway.core import errors, tracing
 
 __all__ = ["Metrics", "Transport", "outcome_of"]
 
@@ -153,7 +152,7 @@ class Metrics:
     def operation(self, transport: Transport, name: str, resource: str) -> Iterator[None]:
         """Count and time the block as one operation ``name`` (``List``, ``PatchStatus``...)
         on ``resource`` (a registry key) served over ``transport`` (and trace it, when
-        tracing is on: :mod:`gateway.tracing`)."""
+        tracing is on: :mod:`gateway.core.tracing`)."""
         started = time.perf_counter()
         span = tracing.start_operation(transport, name, resource)
         failure: BaseException | None = None

@@ -10,7 +10,7 @@ Public surface::
 from __future__ import annotations
 
 from gateway.graphql.limits import Limits
-from gateway.graphql.schema import build_schema, gateway_schema, sdl
+from gateway.graphql.seed import build_schema, gateway_schema, sdl
 from gateway.graphql.server import GraphQLApp, graphql_routes
 
 __all__ = ["GraphQLApp", "Limits", "build_schema", "gateway_schema", "graphql_routes", "sdl"]

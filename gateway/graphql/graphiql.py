@@ -23,7 +23,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -142,16 +141,13 @@ def settings(*, demo: bool, group: str | None = None) -> dict[str, Any]:
     return {"headers": headers, "storage": DEMO_STORAGE, "tabs": tabs}
 
 
-async def settings_endpoint(request: Request) -> Response:
+def settings_response(*, demo: bool, group: str | None) -> Response:
     """``GET <endpoint>/graphiql.json``: :func:`settings` for the serving gateway.
 
-    Demo mode is the lifespan's ``runtime.demo`` (the gateway started its own demo
-    upstream, whose tokens it knows); never cached, so a browser that saw the demo does
-    not reuse its settings for another gateway at the same address.
+    ``demo``: the endpoint serves the gateway's own demo upstream, whose tokens it knows.
+    Never cached, so a browser that saw the demo does not reuse its settings for another
+    gateway at the same address.
     """
-    runtime = getattr(request.app.state, "runtime", None)
-    demo = bool(getattr(runtime, "demo", False))
-    group = request.path_params.get("group")
     return JSONResponse(
         settings(demo=demo, group=group), headers={**NOSNIFF, "Cache-Control": "no-store"}
     )

@@ -244,7 +244,7 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         )
         response.headers["Allow"] = "POST"
         return response
-    context = app.context(request.scope, credential)
+    context = app.context(credential)
     result = await app.engine.execute(prepared, variables, context)
     # No data at all: the request never executed (variables that do not coerce).
     status = 400 if "data" not in result and not legacy else 200
@@ -301,16 +301,14 @@ def _sse(
                 )
                 yield _event("next", orjson.dumps({"errors": [format_exception(error)]}).decode())
             else:
-                result = await app.engine.execute(
-                    prepared, variables, app.context(request.scope, credential)
-                )
+                result = await app.engine.execute(prepared, variables, app.context(credential))
                 yield _event("next", orjson.dumps(result).decode())
             yield _event("complete", "")
             return
         sub = app.subscriptions.subscribe(
             prepared,
             variables,
-            lambda: app.context(request.scope, credential),
+            lambda: app.context(credential),
             resume_from=resume,
         )
         try:
@@ -364,9 +362,7 @@ def _multipart(
     credential: Credential,
 ) -> Response:
     async def stream() -> AsyncIterator[str]:
-        sub = app.subscriptions.subscribe(
-            prepared, variables, lambda: app.context(request.scope, credential)
-        )
+        sub = app.subscriptions.subscribe(prepared, variables, lambda: app.context(credential))
         try:
             yield "\r\n--graphql"
             async for item in _items(sub, app.limits.heartbeat_seconds):

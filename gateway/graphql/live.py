@@ -39,7 +39,6 @@ from gateway.core import documents
 from gateway.core.catalog import Catalog, CatalogHolder
 from gateway.core.errors import GatewayError, Internal, UnknownResource
 from gateway.graphql.errors import format_exception
-from gateway.graphql.graphiql import settings_endpoint
 from gateway.graphql.schema import (
     BUILT_IN,
     CatalogSchema,
@@ -83,8 +82,8 @@ class LiveSchema:
     Args:
         app: the ``/graphql`` endpoint.
         holder: the lifespan's catalog.
-        make_app: makes the endpoint of a group schema (limits, origins and drain as
-            ``app``'s); by default a :class:`GraphQLApp` with ``app``'s settings.
+        make_app: makes the endpoint of a group schema (limits, origins, drain and cluster
+            as ``app``'s); by default a :class:`GraphQLApp` with ``app``'s settings.
         max_groups: group schemas kept while nobody subscribes to them.
     """
 
@@ -99,7 +98,11 @@ class LiveSchema:
         self.holder = holder
         self.make_app = make_app or (
             lambda schema: GraphQLApp(
-                schema, app.limits, allowed_origins=app.allowed_origins, drain=app.drain
+                schema,
+                app.limits,
+                allowed_origins=app.allowed_origins,
+                drain=app.drain,
+                cluster=app.cluster,
             )
         )
         self.max_groups = max_groups
@@ -347,11 +350,24 @@ def _endpoint(scope: str) -> str:
 
 class GroupEndpoint:
     """``/apis/<group>/graphql``: the endpoint of one API group's schema (HTTP, SSE and
-    WebSocket, as ``/graphql``), found or built through ``runtime.live_schema``."""
+    WebSocket, as ``/graphql``), found or built through the :class:`LiveSchema` bound to
+    it (:meth:`bind`; none while discovery is off).
+
+    Args:
+        root: the ``/graphql`` endpoint of the same cluster (GraphiQL's settings are its).
+    """
+
+    def __init__(self, root: GraphQLApp) -> None:
+        self.root = root
+        self.live: LiveSchema | None = None
+
+    def bind(self, live: LiveSchema) -> None:
+        """Serve the group schemas ``live`` keeps from now on."""
+        self.live = live
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         group = scope["path_params"]["group"]
-        live: LiveSchema | None = getattr(scope["app"].state.runtime, "live_schema", None)
+        live = self.live
         try:
             if live is None:
                 raise UnknownResource(
@@ -386,11 +402,10 @@ def _subprotocol(scope: Scope) -> str | None:
     return offered[0] if offered else None
 
 
-def group_routes(path: str = "/apis/{group}/graphql") -> list[BaseRoute]:
+def group_routes(endpoint: GroupEndpoint, path: str = "/apis/{group}/graphql") -> list[BaseRoute]:
     """The routes of every group's endpoint (GraphiQL's assets are ``/graphql``'s)."""
-    endpoint = GroupEndpoint()
     return [
         Route(path, endpoint, methods=["GET", "POST"]),
         WebSocketRoute(path, endpoint),
-        Route(f"{path}/graphiql.json", settings_endpoint, methods=["GET"]),
+        Route(f"{path}/graphiql.json", endpoint.root.graphiql_settings, methods=["GET"]),
     ]

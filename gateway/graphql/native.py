@@ -1,6 +1,6 @@
 """An API group's GraphQL schema, built as graphql-core types straight from the field model.
 
-The seed schema is built once with strawberry (:func:`gateway.graphql.schema.gateway_schema`)
+The seed schema is built once with strawberry (:func:`gateway.graphql.seed.gateway_schema`)
 and published as the SDL.  A group's schema (``/apis/<group>/graphql``) is the seed schema
 plus that group's kinds; it is built when a caller first uses it, so it must be cheap:
 strawberry spends ~5 ms per root field and ~0.5 s converting the seed types again, where
@@ -52,6 +52,7 @@ from gateway.graphql import operations as ops
 from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.links import relation_resolver
 from gateway.graphql.objects import EXTRA_ROOTS
+from gateway.graphql.seed import gateway_schema
 from gateway.graphql.streams import watch
 
 EXTENSION: Final = NATIVE
@@ -108,8 +109,6 @@ class _Seed:
     """The seed schema's graphql-core pieces a group's schema reuses."""
 
     def __init__(self) -> None:
-        from gateway.graphql.schema import gateway_schema
-
         self.strawberry = gateway_schema()
         self.schema = graphql_schema(self.strawberry)
         self.types = self.schema.type_map

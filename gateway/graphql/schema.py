@@ -1,6 +1,6 @@
 """The GraphQL schema: generated types, registry-built root fields, links, custom scalars.
 
-The seed resources' schema is built once (:func:`gateway_schema`, committed as the SDL).
+The seed resources' schema is built once (:mod:`gateway.graphql.seed`, committed as the SDL).
 With discovery on, :func:`schema_for_catalog` builds the schema of a whole catalog: the seed
 kinds as they are, plus one version of every discovered resource (its group's preferred
 version), typed from the cluster's OpenAPI v3.
@@ -18,58 +18,17 @@ from typing import Any, Final
 
 import strawberry
 from graphql import GraphQLSchema, print_schema
-from strawberry.schema.config import StrawberryConfig
 
 from gateway.core import openapi
 from gateway.core.catalog import Catalog, GroupVersionKey
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.core.schema import Model, seed_model
 from gateway.graphql._library import graphql_schema
-from gateway.graphql.links import link_fields
 from gateway.graphql.native import build_group_schema
-from gateway.graphql.objects import Built, dict_resolver, generate
-from gateway.graphql.operations import RootBuilder
-from gateway.graphql.scalars import SCALAR_MAP
+from gateway.graphql.objects import Built
+from gateway.graphql.seed import build_with_classes, gateway_schema, seed_build
 
 log = logging.getLogger("gateway.graphql")
-
-
-def build_schema(
-    registry: Registry = REGISTRY,
-    model: Model | None = None,
-    previous: Mapping[str, Built] | None = None,
-) -> strawberry.Schema:
-    """Build the strawberry schema of ``registry`` from the schema source (no caching)."""
-    return _build(registry, model, previous)[0]
-
-
-def _build(
-    registry: Registry, model: Model | None, previous: Mapping[str, Built] | None
-) -> tuple[strawberry.Schema, Mapping[str, Built]]:
-    types = generate(registry, extra=link_fields, model=model, previous=previous)
-    query, mutation, subscription = RootBuilder(types, registry).build()
-    built = strawberry.Schema(
-        query=query,
-        mutation=mutation,
-        subscription=subscription,
-        config=StrawberryConfig(scalar_map=SCALAR_MAP, default_resolver=dict_resolver),
-    )
-    return built, types.built
-
-
-@functools.cache
-def _seed_build() -> tuple[strawberry.Schema, Mapping[str, Built]]:
-    return _build(REGISTRY, None, None)
-
-
-def gateway_schema() -> strawberry.Schema:
-    """The schema of the gateway's registry, built once (it is immutable)."""
-    return _seed_build()[0]
-
-
-def sdl() -> str:
-    """The SDL of the gateway's schema, as committed in ``graphql_schema/schema.graphql``."""
-    return gateway_schema().as_str() + "\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +195,8 @@ def schema_for_catalog(
             build_group_schema(model, described), model, registry, frozenset(undescribed)
         )
     # Unchanged nested types keep their classes: the previous build's, else the seed's.
-    reuse = previous.built if previous is not None else _seed_build()[1]
-    built, classes = _build(registry, model, reuse)
+    reuse = previous.built if previous is not None else seed_build()[1]
+    built, classes = build_with_classes(registry, model, reuse)
     return CatalogSchema(built, model, registry, frozenset(undescribed), classes)
 
 

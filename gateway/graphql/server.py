@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+from collections.abc import Mapping
 
 import strawberry
 from graphql import FieldNode, GraphQLSchema
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.errors import UnknownResource
 from gateway.graphql import http, websocket
 from gateway.graphql.context import Context
 from gateway.graphql.execution import Engine, Prepared
-from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_endpoint
+from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_response
 from gateway.graphql.limits import Limits
-from gateway.graphql.schema import gateway_schema
+from gateway.graphql.seed import gateway_schema
 from gateway.graphql.subscriptions import Subscriptions
 
 
@@ -41,19 +42,8 @@ class _WithHeaders:
         await self.app(scope, receive, sending)
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
-    """Whether a browser page from ``origin`` may use the gateway: no ``Origin`` (not a
-    browser), the gateway's own origin (GraphiQL), or one of the allowed origins."""
-    if not origin:
-        return True
-    if "*" in allowed or origin in allowed:
-        return True
-    _, _, netloc = origin.partition("://")
-    return bool(host) and netloc == host
-
-
 class GraphQLApp:
-    """Serves GraphQL at one path; the adapter comes from ``app.state.runtime.adapter``.
+    """Serves GraphQL at one path for the cluster it is bound to (:meth:`bind`).
 
     Args:
         schema: the schema (the gateway's by default).
@@ -62,6 +52,8 @@ class GraphQLApp:
             browser (``*``: any); the gateway's own pages always may.
         drain: the application's drain (WebSocket operations are counted in flight and
             refused while draining).
+        cluster: the cluster its operations run against (its adapter and watch hub); the
+            application binds it once built (:meth:`bind`).
 
     Attributes:
         engine: parses, validates and executes operations.
@@ -74,7 +66,9 @@ class GraphQLApp:
         limits: Limits | None = None,
         allowed_origins: frozenset[str] = frozenset(),
         drain: Drain | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
+        self.cluster = cluster
         self.limits = limits or Limits()
         self.drain = drain or Drain()
         #: Foreign browser origins whose pages may open WebSockets (and CORS requests).
@@ -108,10 +102,23 @@ class GraphQLApp:
 
         return self.subscriptions.end_where(ended)
 
-    def context(self, scope: MutableMapping[str, Any], credential: Credential) -> Context:
-        """A fresh operation context for a caller (the adapter and watch hub are the lifespan's)."""
-        runtime = scope["app"].state.runtime
-        return Context(runtime.adapter, credential, runtime.watches)
+    def bind(self, cluster: Cluster) -> None:
+        """Serve ``cluster`` from now on (the application's lifespan binds the cluster it
+        built, the same one it gives the gRPC server)."""
+        self.cluster = cluster
+
+    def context(self, credential: Credential) -> Context:
+        """A fresh operation context for a caller on the bound cluster."""
+        cluster = self.cluster
+        if cluster is None:
+            raise RuntimeError("GraphQLApp serves no cluster yet: bind() one first")
+        return Context(cluster.adapter, credential, cluster.watches)
+
+    async def graphiql_settings(self, request: Request) -> Response:
+        """``GET <endpoint>/graphiql.json``: GraphiQL's start-up settings for the bound
+        cluster (its demo tokens only for the gateway's own demo upstream)."""
+        demo = self.cluster is not None and self.cluster.demo
+        return settings_response(demo=demo, group=request.path_params.get("group"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -127,7 +134,7 @@ def graphql_routes(app: GraphQLApp | None = None, path: str = "/graphql") -> lis
     return [
         Route(path, app, methods=["GET", "POST"]),
         WebSocketRoute(path, app),
-        Route(f"{path}/graphiql.json", settings_endpoint, methods=["GET"]),
+        Route(f"{path}/graphiql.json", app.graphiql_settings, methods=["GET"]),
         Mount(
             f"{path}/static",
             _WithHeaders(StaticFiles(directory=STATIC_DIR), NOSNIFF),

@@ -29,6 +29,7 @@ from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
+from gateway.graphql.origins import origin_allowed
 from gateway.requestid import note_event, note_subscription_end, operation_log
 
 if TYPE_CHECKING:
@@ -258,7 +259,7 @@ class Connection:
 
     async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
         def context_of() -> Context:
-            return self.app.context(self.ws.scope, self.credential)
+            return self.app.context(self.credential)
 
         if prepared.kind != "subscription":
             result = await self.app.engine.execute(prepared, variables, context_of())
@@ -291,8 +292,6 @@ async def serve(app: GraphQLApp, websocket: WebSocket, send: Send | None = None)
     ``--allowed-origins``) is refused before the upgrade: otherwise any web site could
     subscribe with whatever credential the browser attaches.
     """
-    from gateway.graphql.server import origin_allowed
-
     if not origin_allowed(
         websocket.headers.get("origin"), websocket.headers.get("host"), app.allowed_origins
     ):

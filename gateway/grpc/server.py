@@ -1,10 +1,11 @@
 """The grpc.aio server: one service per seed resource, the generic ResourceService, health and
 reflection.
 
-Started by the application lifespan with the shared :class:`~gateway.core.adapter.KubeAdapter`
-(same process, same core as GraphQL) on its own port.  Keepalive pings keep long watches
-alive through idle proxies and detect dead peers; responses are gzip-compressed for clients
-that accept it; the message size limit is configurable.
+Started by the application lifespan with the :class:`~gateway.core.cluster.Cluster` it
+built (the same one GraphQL is bound to: same process, same core) on its own port.
+Keepalive pings keep long watches alive through idle proxies and detect dead peers;
+responses are gzip-compressed for clients that accept it; the message size limit is
+configurable.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.catalog import CatalogHolder
+from gateway.core.cluster import Cluster
 from gateway.core.drain import Drain
-from gateway.core.hub import WatchHub
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
 from gateway.grpc.messages import file_descriptors
@@ -95,22 +94,21 @@ def service_names(c: Contract | None = None) -> list[str]:
 
 
 async def start_grpc(
-    adapter: KubeAdapter,
+    cluster: Cluster,
     host: str,
     port: int,
     *,
-    hub: WatchHub,
     options: GrpcOptions | None = None,
     credentials: grpc.ServerCredentials | None = None,
     drain: Drain | None = None,
-    catalog: CatalogHolder | None = None,
     health_servicer: health.aio.HealthServicer | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
     Args:
-        adapter: the shared upstream adapter (owned by the caller).
-        hub: the shared watches (owned by the caller; ``Watch`` calls join them).
+        cluster: what the services serve (owned by the caller): its adapter, its shared
+            watches (``Watch`` calls join them) and its catalog, which the generic
+            ``ResourceService`` reads once per call.
         host: the address to listen on.
         port: the port, or 0 for any free one.
         options: server settings (defaults: :class:`GrpcOptions`).
@@ -118,8 +116,6 @@ async def start_grpc(
         drain: the application's drain: while draining, health says ``NOT_SERVING`` and
             new calls are refused with ``UNAVAILABLE`` (see
             :class:`~gateway.grpc.requestid.CallInterceptor`).
-        catalog: what the generic ``ResourceService`` serves, read once per call (the
-            lifespan's holder; ``None``: a holder of the seed resources only).
         health_servicer: the health service, when the caller decides when the server is
             serving (:func:`follow_readiness`); by default it serves from the start.
 
@@ -139,8 +135,13 @@ async def start_grpc(
     )
     server.add_generic_rpc_handlers(
         (
-            *(resource_handler(adapter, hub, svc, conversions, drain) for svc in c.services),
-            resource_service_handler(adapter, hub, catalog or CatalogHolder(), conversions, drain),
+            *(
+                resource_handler(cluster.adapter, cluster.watches, svc, conversions, drain)
+                for svc in c.services
+            ),
+            resource_service_handler(
+                cluster.adapter, cluster.watches, cluster.catalog, conversions, drain
+            ),
         )
     )
     own_health = health_servicer is None

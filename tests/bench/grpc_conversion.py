@@ -34,6 +34,7 @@ from google.protobuf import json_format
 
 from gateway.core.adapter import KubeAdapter, decode_json
 from gateway.core.client import build_http_client
+from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.hub import WatchHub
@@ -198,7 +199,7 @@ async def end_to_end(pods: int, rounds: int) -> dict[str, float]:
         await demo.store.bulk_create(POD, (_manifest(i) for i in range(pods)), namespace="bench")
         http = build_http_client(UpstreamConfig(server=demo.url, source="bench"))
         adapter = KubeAdapter(http)
-        server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=WatchHub(adapter))
+        server, port = await start_grpc(Cluster(adapter, WatchHub(adapter)), "127.0.0.1", 0)
         limit = 256 * 1024 * 1024
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}",

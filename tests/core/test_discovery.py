@@ -144,8 +144,7 @@ async def test_no_discovery_credential_means_the_seed_catalog(
         )
         with caplog.at_level("WARNING", logger="gateway"):
             async with serve_app(settings) as (_url, app):
-                assert app.state.catalog.current is SEED_CATALOG
-                assert app.state.runtime.catalog is app.state.catalog
+                assert app.state.runtime.cluster.catalog.current is SEED_CATALOG
     assert any("discovery off" in r.getMessage() for r in caplog.records)
 
 

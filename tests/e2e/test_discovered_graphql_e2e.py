@@ -168,11 +168,11 @@ async def test_discovered_kinds_are_typed_queried_mutated_watched_and_swapped_ou
             log_level="warning",
         )  # fmt: skip
         async with serve_app(settings) as (url, app):
-            graphql = _Gateway(url, app, None).graphql  # type: ignore[arg-type]
+            served = _Gateway(url, app, None)  # type: ignore[arg-type]
             holder = CatalogHolder()
-            live = LiveSchema(graphql, holder)
+            live = LiveSchema(served.graphql, holder)
             live.start()
-            app.state.runtime.live_schema = live  # the group endpoints follow this holder
+            served.groups.bind(live)  # the group endpoints follow this holder
             try:
                 await _scenario(
                     url=url, token=token, ns=ns, holder=holder, live=live, docs=docs, admin=admin

@@ -229,7 +229,7 @@ async def test_the_lifespan_serves_a_discovered_catalog_with_the_kubeconfig_iden
     )
     async with serve_app(settings) as (url, app):
         await app.state.runtime.live_schema.wait_ready()  # discovery reads in the background
-        catalog = app.state.runtime.catalog.current
+        catalog = app.state.runtime.cluster.catalog.current
         assert catalog.resource("apps", "v1", "deployments").kind == "Deployment"
         assert catalog.registry.by_resource("apps", "v1", "replicasets") is None
         assert catalog.registry.by_resource("", "v1", "configmaps") is None

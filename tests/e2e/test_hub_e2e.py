@@ -123,7 +123,7 @@ async def test_shared_watches_admit_by_rbac_and_end_a_subscriber_whose_right_is_
             ws_as(url, kube.tokens["nobody"]) as ws,
         ):
             stub = leases_pb2_grpc.LeaseServiceStub(channel)
-            hub = app.state.runtime.watches
+            hub = app.state.runtime.cluster.watches
             mine = stub.Watch(
                 leases_pb2.WatchLeasesRequest(namespace=ns), metadata=auth(kube, "admin")
             )
@@ -285,5 +285,5 @@ async def test_5000_pods_arrive_whole_on_every_transport_then_a_change(
             live.set()
             results = await asyncio.gather(*readers)
             assert all(seen == expected for seen in results)
-            assert app.state.runtime.watches.stats.upstream_watches == 1
+            assert app.state.runtime.cluster.watches.stats.upstream_watches == 1
         await api.delete(f"/api/v1/namespaces/{ns}")

@@ -363,7 +363,7 @@ async def test_one_identity_past_its_request_limit_is_refused_and_others_are_ser
     from gateway.core.credentials import Credential
 
     budget = Budget("requests", 1000, 2)
-    tapped_gateway.app.state.runtime.adapter.requests = budget
+    tapped_gateway.app.state.runtime.cluster.adapter.requests = budget
     async with (
         httpx.AsyncClient(
             base_url=tapped_gateway.url, timeout=30, headers={"Authorization": f"Bearer {ADMIN}"}
@@ -406,7 +406,7 @@ async def test_a_list_without_limit_past_the_cap_is_refused_not_buffered(
         ({"metadata": {"name": f"many-{i}"}, "spec": {}} for i in range(30)),
         namespace="capped",
     )
-    gateway.app.state.runtime.adapter.max_list_items = 20
+    gateway.app.state.runtime.cluster.adapter.max_list_items = 20
     headers = {"Authorization": f"Bearer {ADMIN}"}
     query = """query($limit: Int) {
       leases(namespace: "capped", limit: $limit) {

@@ -4,8 +4,9 @@ from dataclasses import fields
 
 import pytest
 
-from gateway.app import grpc_options
+from gateway.graphql.limits import Limits
 from gateway.grpc.server import GrpcOptions
+from gateway.runtime import grpc_options
 from gateway.settings import Settings, load
 
 
@@ -74,3 +75,12 @@ def test_every_setting_has_help_naming_its_env_var(capsys: pytest.CaptureFixture
     for f in fields(Settings):
         assert "--" + f.name.replace("_", "-") in shown
         assert "KUBE_GATEWAY_" + f.name.upper() in shown
+
+
+def test_the_watch_queue_is_a_setting_of_its_own() -> None:
+    # Its default is the queue every subscriber had when it was borrowed from GraphQL's limits.
+    assert load([], {}).watch_max_queue == Limits().max_queue == 1024
+    assert load(["--watch-max-queue", "8"], {}).watch_max_queue == 8
+    assert load([], {"KUBE_GATEWAY_WATCH_MAX_QUEUE": "16"}).watch_max_queue == 16
+    with pytest.raises(SystemExit, match="--watch-max-queue"):
+        load(["--watch-max-queue", "0"], {})

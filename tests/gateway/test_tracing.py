@@ -1,7 +1,7 @@
 """Tracing: an operation's server span continues the caller's ``traceparent``, its upstream
 request is a child client span, and the upstream receives a ``traceparent`` of that trace.
 
-Spans land in the SDK's in-memory exporter, installed with :func:`gateway.tracing.configure`;
+Spans land in the SDK's in-memory exporter, installed with :func:`gateway.core.tracing.configure`;
 what reached the upstream is read on the wire by a tap in front of the demo upstream.
 Without ``OTEL_*`` variables, ``kube-gateway serve`` imports nothing of OpenTelemetry.
 """
@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from gateway import tracing
+from gateway.core import tracing
 from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from tests.support.graphql import ADMIN, Gateway, gql, serve_gateway
@@ -169,7 +169,7 @@ def test_without_otel_variables_serve_imports_no_opentelemetry(tmp_path: Path) -
         served.proc.wait()
         served._reader.join(10)
     imported = re.findall(r"^import time:.*\|\s+(\S+)$", served.log, re.MULTILINE)
-    assert "gateway.tracing" in imported and "gateway.core.adapter" in imported
+    assert "gateway.core.tracing" in imported and "gateway.core.adapter" in imported
     assert not [m for m in imported if m.startswith("opentelemetry")]
     assert "opentelemetry" not in served.log
 

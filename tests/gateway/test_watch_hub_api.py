@@ -188,7 +188,7 @@ async def test_1000_subscribers_over_graphql_and_grpc_share_one_upstream_watch(
             await each_gets("one")
             await demo.store.create("leases", _lease("two", fan="out"), namespace="demo")
             await each_gets("two")
-            stats = gw.app.state.runtime.watches.stats
+            stats = gw.app.state.runtime.cluster.watches.stats
             assert stats.upstream_watches == 1
             # Every subscriber of both front ends is one of the hub's; the 500 GraphQL ones
             # share one execution of their document per event.

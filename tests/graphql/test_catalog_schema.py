@@ -13,14 +13,12 @@ from gateway.graphql._library import graphql_schema
 from gateway.graphql.schema import (
     BUILT_IN,
     CatalogSchema,
-    build_schema,
-    gateway_schema,
     group_scopes,
     printed,
     schema_for_catalog,
     scope_of,
-    sdl,
 )
+from gateway.graphql.seed import build_schema, gateway_schema, sdl
 from tests.core.test_openapi import SPEC, crd_document
 
 _RW = frozenset(("get", "update", "patch"))

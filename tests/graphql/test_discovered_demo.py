@@ -86,7 +86,7 @@ async def test_demo_kinds_are_served_with_relations(discovering: Gateway) -> Non
     on_nodes = {p["metadata"]["name"] for n in data["nodes"]["items"] for p in n["pods"]}
     assert pods <= on_nodes
     # typed from documents read on demand: the catalog only names them, the build read them
-    catalog = discovering.app.state.runtime.catalog.current
+    catalog = discovering.app.state.runtime.cluster.catalog.current
     assert all(gv.openapi is None for gv in catalog.groups.values())
     assert catalog.groups[("apps", "v1")].openapi_hash
     assert isinstance(catalog.documents, Documents)
@@ -118,7 +118,8 @@ async def test_a_custom_resource_is_served_in_its_group_schema(discovering: Gate
 async def test_a_group_schema_is_built_once_and_shared(discovering: Gateway) -> None:
     live = discovering.app.state.runtime.live_schema
     # the reloader tells the catalog which groups CRDs define (the demo's Widget)
-    assert discovering.app.state.runtime.catalog.current.crd_groups == {"demo.kube-gateway.dev"}
+    catalog = discovering.app.state.runtime.cluster.catalog.current
+    assert catalog.crd_groups == {"demo.kube-gateway.dev"}
     assert "demo.kube-gateway.dev" not in live.groups  # built on first use, not before
     bodies = await asyncio.gather(
         *(

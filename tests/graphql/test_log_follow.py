@@ -389,7 +389,7 @@ async def test_a_log_read_larger_than_the_cap_is_refused_not_buffered(
 ) -> None:
     name, container = await _running_pod(gateway)
     await demo.store.set_log(NAMESPACE, name, container, ["z" * 100 for _ in range(20)])
-    gateway.app.state.runtime.adapter.max_log_bytes = 1000
+    gateway.app.state.runtime.cluster.adapter.max_log_bytes = 1000
     query = """query($n: String!, $c: String, $limit: Long) {
       podLog(namespace: "demo", name: $n, container: $c, limitBytes: $limit) }"""
     headers = {"Authorization": f"Bearer {ADMIN}"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gateway.core import schema as source
 from gateway.graphql._library import graphql_schema
-from gateway.graphql.schema import gateway_schema, sdl
+from gateway.graphql.seed import gateway_schema, sdl
 
 SDL_FILE = Path(__file__).resolve().parents[2] / "graphql_schema" / "schema.graphql"
 

@@ -206,8 +206,8 @@ async def test_slow_subscriber_is_ended_with_a_resume_point(
 ) -> None:
     label = unique("slow")
     variables = {"ns": NAMESPACE, "labels": f"suite={label}"}
-    runtime = gateway.app.state.runtime
-    runtime.watches.max_queue = 3  # the core hub's bound of each subscriber's queue
+    cluster = gateway.app.state.runtime.cluster
+    cluster.watches.max_queue = 3  # the core hub's bound of each subscriber's queue
     subscriptions = gateway.graphql.subscriptions
     async with ws_client(gateway) as fast:
         op = await fast.subscribe(WATCH, variables)
@@ -220,7 +220,7 @@ async def test_slow_subscriber_is_ended_with_a_resume_point(
         slow_sub = subscriptions.subscribe(
             execution.prepared,
             execution.variables,
-            lambda: Context(runtime.adapter, Credential(ADMIN), runtime.watches),
+            lambda: Context(cluster.adapter, Credential(ADMIN), cluster.watches),
         )
         assert slow_sub.execution is execution
         first = orjson.loads(await slow_sub.next())

@@ -16,6 +16,7 @@ from google.protobuf import field_mask_pb2
 from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
 from gateway.core.client import build_http_client
+from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
@@ -285,7 +286,7 @@ async def _serve_against(
     http = build_http_client(UpstreamConfig(server=url, source="tests"), transport=transport)
     adapter = KubeAdapter(http)
     hub = WatchHub(adapter)
-    server, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub)
+    server, port = await start_grpc(Cluster(adapter, hub), "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
         yield channel

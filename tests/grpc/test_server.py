@@ -339,6 +339,7 @@ async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
     would listen beside the first and take half its calls.  It fails at start instead."""
     from gateway.core.adapter import KubeAdapter
     from gateway.core.client import build_http_client
+    from gateway.core.cluster import Cluster
     from gateway.core.config import UpstreamConfig
     from gateway.core.hub import WatchHub
     from gateway.grpc.server import start_grpc
@@ -349,10 +350,11 @@ async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
     ):
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
-        first, port = await start_grpc(adapter, "127.0.0.1", 0, hub=hub)
+        cluster = Cluster(adapter, hub)
+        first, port = await start_grpc(cluster, "127.0.0.1", 0)
         try:
             with pytest.raises(OSError, match=f"cannot bind the gRPC port 127.0.0.1:{port}"):
-                await start_grpc(adapter, "127.0.0.1", port, hub=hub)
+                await start_grpc(cluster, "127.0.0.1", port)
         finally:
             await first.stop(None)
             await hub.aclose()

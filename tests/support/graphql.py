@@ -69,10 +69,18 @@ class Gateway:
     @property
     def graphql(self) -> Any:
         """The GraphQLApp mounted at /graphql (for its subscriptions and limits)."""
+        return self._mounted("/graphql")
+
+    @property
+    def groups(self) -> Any:
+        """The GroupEndpoint mounted at /apis/{group}/graphql (for the schemas it follows)."""
+        return self._mounted("/apis/{group}/graphql")
+
+    def _mounted(self, path: str) -> Any:
         for route in self.app.routes:
-            if getattr(route, "path", None) == "/graphql":
+            if getattr(route, "path", None) == path:
                 return route.app  # type: ignore[attr-defined]
-        raise LookupError("no /graphql route")
+        raise LookupError(f"no {path} route")
 
 
 @contextlib.asynccontextmanager

@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
+from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
 from gateway.demo import DemoUpstream
@@ -110,9 +111,8 @@ async def serve_grpc(
     try:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
-        server, port = await start_grpc(
-            adapter, "127.0.0.1", 0, hub=hub, options=options, catalog=catalog
-        )
+        cluster = Cluster(adapter, hub, catalog if catalog is not None else CatalogHolder())
+        server, port = await start_grpc(cluster, "127.0.0.1", 0, options=options)
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}",
             options=[

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "CALLER_TRACEPARENT",
     "OperationSpan",
     "UpstreamSpan",
     "configure",
@@ -93,6 +94,11 @@ class _Switch:
 _ON: Final = _Switch()
 #: The operation span being served (the parent of its upstream requests' spans).
 _CURRENT: ContextVar[Span | None] = ContextVar("kube_gateway_span", default=None)
+#: The W3C ``traceparent`` the caller sent with the request being served, the parent of its
+#: operations' spans.  The front ends' request context (:mod:`gateway.requestid`) sets it
+#: for each request it serves; it lives here so that the core reads it without importing
+#: anything above the core.
+CALLER_TRACEPARENT: ContextVar[str | None] = ContextVar("kube_gateway_traceparent", default=None)
 
 
 def requested(environ: Mapping[str, str] = os.environ) -> bool:
@@ -199,12 +205,10 @@ class OperationSpan:
     def __init__(self, state: _Tracing, transport: str, name: str, resource: str) -> None:
         from opentelemetry.trace import SpanKind
 
-        from gateway.requestid import current
-
         parent: Any = None
-        record = current()
-        if record is not None and record.traceparent:
-            parent = state.propagator.extract({"traceparent": record.traceparent})
+        traceparent = CALLER_TRACEPARENT.get()
+        if traceparent:
+            parent = state.propagator.extract({"traceparent": traceparent})
         self._span = state.tracer.start_span(
             f"{transport} {name} {resource}",
             context=parent,

@@ -1,0 +1,446 @@
+"""The gateway's runtime, built step by step on one ``AsyncExitStack``.
+
+The application's lifespan (:mod:`gateway.app`) is the list of these steps: observe the
+process, build one :class:`~gateway.core.cluster.Cluster` per upstream (its clients,
+adapter, watch hub, catalog and discovery), start the front ends on that same cluster, and
+end subscriptions in the right order.  Each builder registers its own teardown on the
+stack it is given, so whatever was built closes in reverse, also when a later step fails;
+nothing lives in module globals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+from collections.abc import Coroutine
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from ssl import SSLContext
+from typing import Any
+
+import grpc
+import httpx
+from grpc_health.v1 import health
+
+from gateway.core import config, kubeconfig, tracing
+from gateway.core.access import AccessReviews
+from gateway.core.adapter import KubeAdapter
+from gateway.core.budget import Budget
+from gateway.core.catalog import CatalogHolder
+from gateway.core.client import build_http_client
+from gateway.core.cluster import Cluster
+from gateway.core.discovery import Discovery, ResourcePatterns
+from gateway.core.drain import Drain
+from gateway.core.hub import SharedWatches, WatchHub
+from gateway.core.metrics import Metrics
+from gateway.core.reload import CatalogReloader
+from gateway.graphql.live import GroupEndpoint, LiveSchema
+from gateway.graphql.server import GraphQLApp
+from gateway.grpc.server import GrpcOptions, set_health, start_grpc
+from gateway.settings import Settings
+from gateway.tls import Certificates, TlsFiles
+
+__all__ = [
+    "Runtime",
+    "Upstream",
+    "build_cluster",
+    "discovery_upstream",
+    "end_subscriptions",
+    "grpc_options",
+    "observe",
+    "resolve_upstream",
+    "serve_graphql",
+    "serve_grpc",
+    "serve_tls",
+]
+
+log = logging.getLogger("gateway")
+
+#: Connections of the discovery client: its reads and two long watches, never a caller's.
+DISCOVERY_CONNECTIONS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """Which API server a cluster is, and how the gateway itself speaks to it."""
+
+    config: config.UpstreamConfig
+    #: The bearer token of the gateway's own identity (discovery, shared watches) when
+    #: ``config`` carries none of its own: the demo upstream's admin.
+    gateway_token: str | None = None
+    #: The gateway's own demo upstream, whose tokens are public.
+    demo: bool = False
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What the lifespan built: ``app.state.runtime``, read by ``/readyz``, ``/metrics``
+    and by tests; the front ends get :attr:`cluster` handed to them instead."""
+
+    settings: Settings
+    cluster: Cluster
+    metrics: Metrics
+    drain: Drain
+    grpc_server: grpc.aio.Server
+    grpc_port: int
+    #: Keeps the GraphQL schemas in step with the catalog (``None``: discovery is off).
+    live_schema: LiveSchema | None = None
+
+
+def resolve_upstream(settings: Settings) -> config.UpstreamConfig | None:
+    """The upstream the settings name (``None``: nothing configured at all, so the demo).
+
+    Raises:
+        ConfigError: anything half-configured or unsafe, with what was found and what to do.
+    """
+    upstream_cfg = kubeconfig.resolve_upstream(
+        server=settings.server,
+        token_file=settings.token_file,
+        ca_file=settings.ca_file,
+        client_cert=settings.client_cert,
+        client_key=settings.client_key,
+        insecure=settings.insecure_skip_tls_verify,
+        kubeconfig=settings.kubeconfig,
+        context=settings.context,
+        allow_insecure=settings.allow_insecure_upstream,
+    )
+    if (
+        settings.gateway_identity
+        and upstream_cfg is not None
+        and upstream_cfg.has_client_certificate
+    ):
+        raise config.ConfigError(
+            f"--gateway-identity with the client certificate of {upstream_cfg.source}: the "
+            "apiserver authenticates a client certificate before any bearer token, so every "
+            "caller would be served as the gateway; give the gateway a token instead"
+        )
+    return upstream_cfg
+
+
+def discovery_upstream(
+    settings: Settings, upstream: Upstream
+) -> tuple[config.UpstreamConfig | None, str]:
+    """The upstream record discovery and the CRD/APIService watches use, and whose identity.
+
+    Discovery is the gateway's, never a caller's: ``--discovery-token-file``, else the
+    gateway's own credential (``--token-file`` / ``KUBE_GATEWAY_TOKEN_FILE``, the
+    kubeconfig's user, the service account in a pod), in demo mode the demo's admin token.
+    ``None``: there is none (or ``--no-discovery``), so the seed resources only.
+    """
+    upstream_cfg = upstream.config
+    if not settings.discovery:
+        return None, "--no-discovery"
+    if settings.discovery_token_file:
+        path = Path(settings.discovery_token_file).absolute()
+        if not path.is_file():
+            raise config.ConfigError(f"--discovery-token-file {path}: no such file")
+        own = dataclasses.replace(
+            upstream_cfg,
+            token=None,
+            token_file=path,
+            client_cert_file=None,
+            client_key_file=None,
+            client_cert_data=None,
+            client_key_data=None,
+            exec=None,
+        )
+        return own, f"token file {path}"
+    if upstream.gateway_token is not None:
+        return _as_gateway(upstream), "the demo's admin" if upstream.demo else "the gateway token"
+    if upstream_cfg.has_gateway_credential:
+        return upstream_cfg, f"the gateway's own credential from {upstream_cfg.source}"
+    return None, "no gateway credential is configured (--discovery-token-file or --token-file)"
+
+
+def _as_gateway(upstream: Upstream) -> config.UpstreamConfig:
+    """The upstream record with the gateway's own identity."""
+    if upstream.gateway_token is None:
+        return upstream.config
+    return dataclasses.replace(upstream.config, token=upstream.gateway_token)
+
+
+def grpc_options(settings: Settings) -> GrpcOptions:
+    """The gRPC server options of ``kube-gateway serve``'s ``--grpc-*`` flags."""
+    return GrpcOptions(
+        max_message_bytes=settings.grpc_max_message_bytes,
+        max_request_bytes=settings.grpc_max_request_bytes,
+        max_concurrent_rpcs=settings.grpc_max_concurrent_rpcs,
+        gzip=settings.grpc_gzip,
+        keepalive_seconds=settings.grpc_keepalive_seconds,
+        keepalive_timeout_seconds=settings.grpc_keepalive_timeout_seconds,
+        min_client_ping_seconds=settings.grpc_min_client_ping_seconds,
+    )
+
+
+def background(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> None:
+    """Run ``work`` in a task of its own, cancelled (and awaited) when the stack closes."""
+    task = asyncio.create_task(work, name=name)
+    stack.push_async_callback(_cancelled, task)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def observe(stack: AsyncExitStack) -> Metrics:
+    """Tracing (when ``OTEL_*`` asks for it; closed last, so it flushes every span) and the
+    process's metrics, with the event loop's lag sampled in the background."""
+    if tracing.setup_from_env():
+        stack.push_async_callback(asyncio.to_thread, tracing.shutdown)
+    metrics = Metrics()
+    background(stack, metrics.watch_event_loop(), "event-loop-lag")
+    return metrics
+
+
+def _client(
+    stack: AsyncExitStack,
+    settings: Settings,
+    cfg: config.UpstreamConfig,
+    *,
+    identity: bool,
+    pool: int,
+    internal: str | None = None,
+) -> httpx.AsyncClient:
+    """An upstream client of ``pool`` connections, closed with the stack."""
+    built = build_http_client(
+        cfg,
+        gateway_identity=identity,
+        http2=settings.upstream_http2,
+        max_connections=pool,
+        internal=internal,
+    )
+    stack.push_async_callback(built.aclose)
+    return built
+
+
+async def build_cluster(
+    stack: AsyncExitStack, settings: Settings, upstream: Upstream, *, metrics: Metrics
+) -> Cluster:
+    """Build the runtime of one upstream cluster; its teardown goes on ``stack``.
+
+    Requests and streams (watches, log follows) use separate pools, so open streams can
+    never starve requests; the stream budget fits its pool.  With ``--shared-watches`` a
+    third client makes the shared watches with the gateway's own identity; with discovery
+    on, a fourth, small one reads discovery and follows CRDs and APIServices in the
+    background (the seed resources answer meanwhile; readiness waits for the first read).
+    """
+    identity = settings.gateway_identity
+    http = _client(
+        stack, settings, upstream.config, identity=identity, pool=settings.upstream_max_connections
+    )
+    stream_http = _client(
+        stack, settings, upstream.config, identity=identity, pool=settings.upstream_max_streams
+    )
+    adapter = KubeAdapter(
+        http,
+        metrics=metrics,
+        stream_http=stream_http,
+        requests=Budget("requests", 1 << 30, settings.max_requests_per_identity),
+        max_list_items=settings.max_list_items,
+        streams=Budget(
+            "upstream streams",
+            settings.upstream_max_streams,
+            settings.upstream_max_streams_per_identity,
+        ),
+    )
+    watches = WatchHub(
+        adapter,
+        shared=_shared_watches(stack, settings, upstream, adapter, metrics),
+        subscribers=Budget(
+            "subscriptions",
+            settings.max_subscriptions,
+            settings.max_subscriptions_per_identity,
+        ),
+        max_queue=settings.watch_max_queue,
+        linger=settings.watch_linger_seconds,
+    )
+    stack.push_async_callback(watches.aclose)
+    metrics.watch_hub(lambda: watches.stats)
+    catalog = CatalogHolder()
+    metrics.served_resources(lambda: len(catalog.current.registry.records))
+    reloader = _discovery(stack, settings, upstream, catalog, metrics)
+    return Cluster(adapter, watches, catalog, reloader, demo=upstream.demo)
+
+
+def _shared_watches(
+    stack: AsyncExitStack,
+    settings: Settings,
+    upstream: Upstream,
+    adapter: KubeAdapter,
+    metrics: Metrics,
+) -> SharedWatches | None:
+    """With ``--shared-watches``: the gateway's own identity makes the shared upstream
+    watches (and their lists); callers are admitted by reviews made with their own tokens."""
+    if not settings.shared_watches:
+        return None
+    own_http = _client(
+        stack, settings, _as_gateway(upstream), identity=True, pool=settings.upstream_max_streams
+    )
+    shared = SharedWatches(
+        KubeAdapter(own_http, stream_http=own_http, streams=adapter.streams, metrics=metrics),
+        AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
+        recheck=settings.access_recheck_seconds,
+    )
+    log.warning(
+        "shared watches: upstream watches are made with the gateway's own "
+        "credential and shared across identities; each subscriber is admitted "
+        "by access reviews with its own token, rechecked every %.0f s",
+        settings.access_recheck_seconds,
+    )
+    return shared
+
+
+def _discovery(
+    stack: AsyncExitStack,
+    settings: Settings,
+    upstream: Upstream,
+    catalog: CatalogHolder,
+    metrics: Metrics,
+) -> CatalogReloader | None:
+    """Keep ``catalog`` in step with the cluster (``None``: discovery is off, and why is
+    logged).  Started in the background: listing a thousand CRDs and reading discovery
+    takes seconds, and the seed kinds answer meanwhile."""
+    disc_cfg, whose = discovery_upstream(settings, upstream)
+    if disc_cfg is None:
+        log.warning(
+            "discovery off (%s): serving the %d built-in resources only",
+            whose,
+            len(catalog.current.registry),
+        )
+        return None
+    # Its own small client: discovery reads and two long watches (CRDs and APIServices),
+    # with the gateway's identity, never a caller's.
+    disc_http = _client(
+        stack,
+        settings,
+        disc_cfg,
+        identity=True,
+        pool=DISCOVERY_CONNECTIONS,
+        internal="discovery and the CRD/APIService watches",
+    )
+    patterns = ResourcePatterns.parse(settings.resources)
+    reloader = CatalogReloader(
+        Discovery(disc_http, patterns=patterns, metrics=metrics),
+        catalog,
+        KubeAdapter(disc_http, stream_http=disc_http, metrics=metrics),
+        metrics=metrics,
+    )
+
+    async def discover() -> None:
+        await reloader.start()
+        log.info(
+            "discovery with %s, serving %s: %d resources in %d group/versions, "
+            "reloaded when CRDs or APIServices change",
+            whose,
+            patterns,
+            len(catalog.current.registry.records),
+            len(catalog.current.groups),
+        )
+        await reloader.run()
+
+    background(stack, discover(), "catalog-reload")
+    return reloader
+
+
+def serve_graphql(
+    stack: AsyncExitStack, graphql: GraphQLApp, groups: GroupEndpoint, cluster: Cluster
+) -> LiveSchema | None:
+    """Bind the GraphQL endpoints to ``cluster``.  With discovery on, their schemas follow
+    its catalog: the first build runs in the background (the seed schema serves
+    meanwhile), later ones on every swap; returns what keeps them in step."""
+    graphql.bind(cluster)
+    if cluster.reloader is None:
+        return None
+    live = LiveSchema(graphql, cluster.catalog)
+    live.start(rebuild=True)
+    stack.push_async_callback(live.aclose)
+    groups.bind(live)
+    return live
+
+
+def serve_tls(
+    stack: AsyncExitStack, settings: Settings, http_tls: SSLContext | None
+) -> grpc.ServerCredentials | None:
+    """With ``--tls-cert-file``: the gRPC server's credentials, and the certificate loaded
+    into the HTTP listener's context (``http_tls``, when served) and reloaded into both
+    when its files change (``None``: plaintext)."""
+    if not (settings.tls_cert_file and settings.tls_key_file):
+        return None
+    certificates = Certificates(
+        TlsFiles(
+            Path(settings.tls_cert_file),
+            Path(settings.tls_key_file),
+            Path(settings.grpc_client_ca_file) if settings.grpc_client_ca_file else None,
+        )
+    )
+    if http_tls is not None:
+        certificates.serve_context(http_tls)
+    credentials = certificates.grpc_credentials()
+    background(stack, certificates.watch(settings.tls_reload_seconds), "tls-reload")
+    return credentials
+
+
+async def serve_grpc(
+    stack: AsyncExitStack,
+    settings: Settings,
+    cluster: Cluster,
+    *,
+    drain: Drain,
+    credentials: grpc.ServerCredentials | None,
+    live: LiveSchema | None,
+) -> tuple[grpc.aio.Server, int]:
+    """Start the gRPC server on ``cluster`` (stopped with the stack, with 5 s of grace).
+
+    Its health follows readiness (the ``/graphql`` schema of the current catalog) when
+    discovery is on (``live``); it serves from the start otherwise.
+    """
+    grpc_health = None
+    if live is not None:
+        grpc_health = health.aio.HealthServicer()
+        background(
+            stack, live.follow_ready(functools.partial(set_health, grpc_health)), "grpc-health"
+        )
+    server, port = await start_grpc(
+        cluster,
+        settings.host,
+        settings.grpc_port,
+        options=grpc_options(settings),
+        credentials=credentials,
+        drain=drain,
+        health_servicer=grpc_health,
+    )
+    stack.push_async_callback(server.stop, 5.0)
+    return server, port
+
+
+def end_subscriptions(
+    stack: AsyncExitStack,
+    drain: Drain,
+    graphql: GraphQLApp,
+    live: LiveSchema | None,
+    cluster: Cluster,
+) -> None:
+    """End every subscription before the servers stop, on a drain and at shutdown.
+
+    On SIGTERM (:mod:`gateway.shutdown`): GraphQL subscriptions, then the watch hub's
+    (gRPC ``Watch``), each ended with its resume point; the drain's task waits for a
+    request.  At shutdown, registered last so it runs first: the GraphQL feeds, then the
+    shared watches (every gRPC ``Watch`` ends with them), so the gRPC server stops without
+    waiting out its grace for streams that would never end.
+    """
+    stack.push_async_callback(cluster.watches.aclose)
+    stack.push_async_callback(graphql.subscriptions.aclose)
+
+    async def on_drain() -> None:
+        graphql.subscriptions.drain()
+        if live is not None:
+            live.drain()
+        cluster.watches.drain()
+
+    drain.bind()
+    drain.on_drain(on_drain)
+    background(stack, drain.serve(), "drain")
