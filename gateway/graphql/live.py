@@ -81,7 +81,7 @@ class LiveSchema:
 
     Args:
         app: the ``/graphql`` endpoint.
-        holder: the lifespan's catalog.
+        holder: the catalog of the cluster the app serves.
         make_app: makes the endpoint of a group schema (limits, origins, drain and cluster
             as ``app``'s); by default a :class:`GraphQLApp` with ``app``'s settings.
         max_groups: group schemas kept while nobody subscribes to them.
