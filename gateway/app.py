@@ -327,7 +327,11 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 own_http = client(own_cfg, True, settings.upstream_max_streams)
                 shared = SharedWatches(
                     KubeAdapter(
-                        own_http, stream_http=own_http, streams=adapter.streams, metrics=metrics
+                        own_http,
+                        stream_http=own_http,
+                        streams=adapter.streams,
+                        metrics=metrics,
+                        large_lists=adapter.large_lists,
                     ),
                     AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
                     recheck=settings.access_recheck_seconds,
@@ -369,7 +373,12 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 reloader = CatalogReloader(
                     Discovery(disc_http, patterns=patterns, metrics=metrics),
                     catalog,
-                    KubeAdapter(disc_http, stream_http=disc_http, metrics=metrics),
+                    KubeAdapter(
+                        disc_http,
+                        stream_http=disc_http,
+                        metrics=metrics,
+                        large_lists=adapter.large_lists,
+                    ),
                     metrics=metrics,
                 )
 
