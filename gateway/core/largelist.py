@@ -44,7 +44,6 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -79,6 +78,9 @@ _open_scope: ContextVar[ListScope | None] = ContextVar("largelist_scope", defaul
 
 
 class _Paused:
+    """The block of :func:`paused` (a small class rather than a generator: every body's
+    decode enters one)."""
+
     __slots__ = ("_paused",)
 
     def __init__(self, paused: bool) -> None:
@@ -88,12 +90,7 @@ class _Paused:
         if self._paused:
             gc.disable()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._paused:
             gc.enable()
 
@@ -178,12 +175,7 @@ class ListScope:
         self._token = _open_scope.set(self)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._token is not None:
             _open_scope.reset(self._token)
             self._token = None
@@ -191,11 +183,6 @@ class ListScope:
             self.end_after_turn()
         else:
             self.end()
-
-    @property
-    def held(self) -> bool:
-        """Whether this scope holds the collector off."""
-        return self._held
 
     def hold(self) -> None:
         """Hold the collector off until the scope ends (once however often called)."""

@@ -163,22 +163,22 @@ class _Item:
 
 
 class _LoopProbe:
-    """Another task on the loop, waking at every turn: what was freed, and how much CPU time
-    the loop's thread spent, between two of its turns.
+    """Another task on the loop, waking at every turn: how much CPU time the loop's thread
+    spent, what was freed, and whether the collector was on, at each of its turns.
 
     Thread CPU time, not wall time: another process taking this core (the machine is shared)
     must not count as our own work holding the loop.
     """
 
-    def __init__(self, freed: list[int]) -> None:
-        self.freed = freed
-        self.turns: list[tuple[float, int]] = []
+    def __init__(self, freed: list[int] | None = None) -> None:
+        self.freed = freed if freed is not None else [0]
+        self.turns: list[tuple[float, int, bool]] = []
         self._task: asyncio.Task[None] | None = None
         self._done = False
 
     async def _run(self) -> None:
         while True:
-            self.turns.append((time.thread_time(), self.freed[0]))
+            self.turns.append((time.thread_time(), self.freed[0], gc.isenabled()))
             if self._done:
                 return
             await asyncio.sleep(0)
@@ -195,7 +195,11 @@ class _LoopProbe:
 
     def gaps(self) -> list[tuple[float, int]]:
         """(CPU seconds, items freed) between consecutive turns."""
-        return [(t2 - t1, f2 - f1) for (t1, f1), (t2, f2) in itertools.pairwise(self.turns)]
+        return [(b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(self.turns)]
+
+    def collector(self) -> list[bool]:
+        """Whether the collector was on, at each turn."""
+        return [on for _, _, on in self.turns]
 
 
 async def test_a_release_frees_everything_and_holds_the_loop_one_slice_at_a_time(
@@ -305,30 +309,20 @@ async def test_a_list_answer_is_decoded_encoded_and_freed_with_the_collector_off
     data = orjson.dumps(body)
     assert len(data) >= 2 * largelist.LARGE_BODY_BYTES
     fetched: list[dict[str, Any]] = []
-    collector: list[bool] = []
-    done = False
 
     async def fetch() -> dict[str, Any]:
         decoded: dict[str, Any] = await lists.decode(data)
         fetched.append(decoded)
         return decoded
 
-    async def other_caller() -> None:
-        while not done:
-            collector.append(gc.isenabled())
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_caller())
-    await asyncio.sleep(0)
-    collector.clear()
-    written = await lists.answer(fetch, _encoding(10))
-    done = True
-    await other
+    async with _LoopProbe() as probe:
+        written = await lists.answer(fetch, _encoding(10))
     assert written == largelist.encode_now(body, _encoding(10))
     assert fetched == [{}]  # freed in place
     # decoded, encoded (3,000 / 10 slices) and freed (3,000 / 25) with the loop turning
+    collector = probe.collector()
     assert len(collector) >= 3000 // 10 + 3000 // FREE_ITEMS
-    assert not any(collector)
+    assert not any(collector[1:-1])  # from its first turn after the call to its last in it
     assert gc.isenabled()
 
 
