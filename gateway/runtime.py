@@ -35,6 +35,7 @@ from gateway.core.cluster import Cluster
 from gateway.core.discovery import Discovery, ResourcePatterns
 from gateway.core.drain import Drain
 from gateway.core.hub import SharedWatches, WatchHub
+from gateway.core.largelist import LargeLists
 from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
 from gateway.graphql.live import GroupEndpoint, LiveSchema
@@ -262,7 +263,9 @@ async def build_cluster(
     metrics.watch_hub(lambda: watches.stats)
     catalog = CatalogHolder()
     metrics.served_resources(lambda: len(catalog.current.registry.records))
-    reloader = _discovery(stack, settings, upstream, catalog, metrics)
+    reloader = _discovery(
+        stack, settings, upstream, catalog, metrics=metrics, large_lists=adapter.large_lists
+    )
     return Cluster(adapter, watches, catalog, reloader, demo=upstream.demo)
 
 
@@ -281,7 +284,13 @@ def _shared_watches(
         stack, settings, _as_gateway(upstream), identity=True, pool=settings.upstream_max_streams
     )
     shared = SharedWatches(
-        KubeAdapter(own_http, stream_http=own_http, streams=adapter.streams, metrics=metrics),
+        KubeAdapter(
+            own_http,
+            stream_http=own_http,
+            streams=adapter.streams,
+            metrics=metrics,
+            large_lists=adapter.large_lists,
+        ),
         AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
         recheck=settings.access_recheck_seconds,
     )
@@ -299,7 +308,9 @@ def _discovery(
     settings: Settings,
     upstream: Upstream,
     catalog: CatalogHolder,
+    *,
     metrics: Metrics,
+    large_lists: LargeLists,
 ) -> CatalogReloader | None:
     """Keep ``catalog`` in step with the cluster (``None``: discovery is off, and why is
     logged).  Started in the background: listing a thousand CRDs and reading discovery
@@ -326,7 +337,7 @@ def _discovery(
     reloader = CatalogReloader(
         Discovery(disc_http, patterns=patterns, metrics=metrics),
         catalog,
-        KubeAdapter(disc_http, stream_http=disc_http, metrics=metrics),
+        KubeAdapter(disc_http, stream_http=disc_http, metrics=metrics, large_lists=large_lists),
         metrics=metrics,
     )
 

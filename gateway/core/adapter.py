@@ -1,9 +1,10 @@
 """The one I/O seam: every upstream call goes through :class:`KubeAdapter`.
 
-Request building (:func:`build_request`) and response decoding (:func:`decode_json`,
-:class:`LineSplitter`) are pure; only ``_send`` and the two stream methods await.  Every
-call takes the caller's :class:`Credential` and uses it upstream, so the apiserver's RBAC
-decides what the caller may do.  "Watch rule N" refers to ``docs/watch-semantics.md``.
+Request building (:func:`build_request`) and line splitting (:class:`LineSplitter`) are
+pure (bodies are decoded by :mod:`gateway.core.largelist`); only ``_send`` and the two
+stream methods await.  Every call takes the caller's :class:`Credential` and uses it
+upstream, so the apiserver's RBAC decides what the caller may do.  "Watch rule N" refers
+to ``docs/watch-semantics.md``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from typing import Any, Literal
 import httpx
 import orjson
 
-from gateway.core import errors, gcpause, slicedjson, tracing
+from gateway.core import errors, tracing
 from gateway.core.budget import Budget, scope_of
 from gateway.core.client import UpstreamClient
 from gateway.core.config import ConfigError
 from gateway.core.credentials import ANONYMOUS, Credential
+from gateway.core.largelist import LargeLists
 from gateway.core.metrics import Metrics
 from gateway.core.options import (
     DeleteOptions,
@@ -161,41 +163,6 @@ def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -
     )
 
 
-def decode_json(data: bytes) -> Any:
-    """Decode a JSON body; a large one with the cyclic GC held off (:mod:`gateway.core.gcpause`).
-
-    Raises:
-        Internal: the upstream sent something that is not JSON.
-    """
-    with gcpause.paused(len(data) >= gcpause.LARGE_BODY_BYTES):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise errors.Internal("the upstream sent a response that is not valid JSON") from None
-
-
-async def decode_json_async(data: bytes) -> Any:
-    """:func:`decode_json` (the same value) that lets the event loop run while it decodes a
-    large body.
-
-    A body of :data:`~gateway.core.gcpause.LARGE_BODY_BYTES` or more is decoded a slice of
-    list items at a time (:mod:`gateway.core.slicedjson`; anything else in one piece), with
-    the cyclic GC held off, until the caller's :func:`gateway.core.gcpause.scope` ends if it
-    opened one.
-
-    Raises:
-        Internal: the upstream sent something that is not JSON.
-    """
-    if len(data) < gcpause.LARGE_BODY_BYTES:
-        return decode_json(data)
-    gcpause.hold_for_scope()
-    with gcpause.held():
-        try:
-            return await slicedjson.decode_async(data)
-        except orjson.JSONDecodeError:
-            raise errors.Internal("the upstream sent a response that is not valid JSON") from None
-
-
 class LineSplitter:
     """Frames a byte stream into whole lines (watch rule 20).
 
@@ -258,8 +225,12 @@ class KubeAdapter:
         max_log_bytes: int = MAX_LOG_BYTES,
         max_list_items: int = MAX_LIST_ITEMS,
         metrics: Metrics | None = None,
+        large_lists: LargeLists | None = None,
     ) -> None:
         self.http = http
+        #: Decodes every body; a large list's GC hold and sliced work are counted here
+        #: (shared by the adapters of one gateway, so that their holds count together).
+        self.large_lists = large_lists if large_lists is not None else LargeLists()
         #: Unary requests one identity may have in flight at once (past it: refused at once
         #: with ResourceExhausted, so one caller's burst never fills the pool for everyone).
         self.requests = requests if requests is not None else Budget("requests", 1 << 30, 64)
@@ -404,7 +375,7 @@ class KubeAdapter:
         self, req: Request, credential: Credential, timeout: float | None = None
     ) -> JSON:
         response = await self._send(req, credential, timeout=timeout)
-        decoded = await decode_json_async(response.content)
+        decoded = await self.large_lists.decode(response.content)
         if not isinstance(decoded, dict):
             raise errors.Internal("the upstream sent JSON that is not an object")
         return decoded

@@ -1,4 +1,4 @@
-"""Decoding a large list body a slice of items at a time, so the event loop runs in between.
+"""Decoding a large list body a slice of items at a time, so the event loop can run in between.
 
 A 5,000-pod list is ~27 MB of JSON; one ``orjson.loads`` of it takes ~200 ms holding the GIL
 (a worker thread would hold the loop just the same).  A list body has one shape::
@@ -6,7 +6,8 @@ A 5,000-pod list is ~27 MB of JSON; one ``orjson.loads`` of it takes ~200 ms hol
     {"kind":"PodList","apiVersion":"v1","metadata":{...},"items":[{...},{...},...]}
 
 so it is decoded in pieces: the *head* (everything but the items, with ``"items":[]``) and
-runs of whole items of about :data:`SLICE_BYTES` each, with a yield between two pieces.
+runs of whole items of about :data:`SLICE_BYTES` each, with a yield between two pieces
+(:meth:`gateway.core.largelist.LargeLists.decode` drives it, yielding to the event loop).
 
 Where one item ends and the next begins is found with ``bytes.find`` on ``},`` followed by
 the first item's opening (``{"metadata":`` for the built-in kinds, ``{"apiVersion":`` for
@@ -37,20 +38,16 @@ bodies.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Generator
 from typing import Any, Final
 
 import orjson
 
 __all__ = [
-    "RELEASE_ITEMS",
     "RETRIES",
     "SLICE_BYTES",
     "decode",
-    "decode_async",
     "decoder",
-    "release",
 ]
 
 #: The bytes of items decoded between two yields: ~0.5 ms of orjson on one core, about as
@@ -59,8 +56,6 @@ __all__ = [
 SLICE_BYTES: Final = 64 * 1024
 #: Candidates after a run that did not parse tried before the whole body is decoded at once.
 RETRIES: Final = 4
-#: Items freed between two yields by :func:`release` (~0.3 ms of realistic pods).
-RELEASE_ITEMS: Final = 25
 #: The longest first key of an item used to find item boundaries (with its quotes and colon).
 _MAX_KEY: Final = 64
 _ITEMS: Final = b'"items":['
@@ -73,8 +68,8 @@ Decoder = Generator[None, None, Any]
 def decoder(data: bytes, slice_bytes: int = SLICE_BYTES) -> Decoder:
     """A generator decoding ``data`` (``orjson.loads``' value), yielding between slices.
 
-    Drive it with :func:`decode_async` (yields to the event loop) or :func:`decode` (none);
-    the value is the ``StopIteration`` value.
+    Drive it with :meth:`gateway.core.largelist.LargeLists.decode` (yields to the event
+    loop) or :func:`decode` (none); the value is the ``StopIteration`` value.
 
     Raises:
         orjson.JSONDecodeError: ``data`` is not JSON (the error of a whole decode).
@@ -159,33 +154,3 @@ def decode(data: bytes, slice_bytes: int = SLICE_BYTES) -> Any:
             next(gen)
         except StopIteration as stop:
             return stop.value
-
-
-async def decode_async(data: bytes, slice_bytes: int = SLICE_BYTES) -> Any:
-    """:func:`decoder` run with a yield to the event loop between slices."""
-    gen = decoder(data, slice_bytes)
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
-        await asyncio.sleep(0)
-
-
-async def release(body: dict[str, Any]) -> None:
-    """Empty a decoded list body the caller owns, freeing its items a slice at a time.
-
-    Freeing 5,000 decoded pods at once takes ~60 ms (millions of objects, one by one), as
-    long a stall of the event loop as decoding a slice of them many times over.  The body
-    and its ``items`` list are emptied in place: nothing else may still use them.
-    """
-    items = body.get("items")
-    body.clear()
-    if items.__class__ is not list:
-        return
-    assert isinstance(items, list)
-    while True:
-        del items[-RELEASE_ITEMS:]
-        if not items:
-            return
-        await asyncio.sleep(0)

@@ -33,7 +33,7 @@ import yaml
 from strawberry import Info
 from strawberry.types.field import StrawberryField
 
-from gateway.core import errors, gcpause
+from gateway.core import errors
 from gateway.core.operations import Call, Operation, operations, perform
 from gateway.core.options import DeleteOptions, ListOptions, LogOptions, WriteOptions
 from gateway.core.registry import REGISTRY, Registry, Resource
@@ -371,13 +371,11 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
         with ctx.adapter.metrics.operation("graphql", op.name, op.resource.key):
             call = _call(op, a, body(op, a))
             if op.action == "list":
-                # Every object of a large decoded list is young, and the first allocation
-                # with the collector on would start a collection that traverses them all
-                # (100-250 ms for 5,000 pods): held off from the decode (the adapter holds
-                # it for the scope) to the end of this step, and from then on by the
-                # projection until it has freed the list (gateway.graphql.projection).
-                with gcpause.scope(linger=True):
-                    answer = await perform(ctx.adapter, op, call, credential=ctx.credential)
+                # Handed on to the projection, which completes it in this step (the core's
+                # large-list scope: gateway.core.largelist).
+                answer = await ctx.adapter.large_lists.handed_on(
+                    lambda: perform(ctx.adapter, op, call, credential=ctx.credential)
+                )
             else:
                 answer = await perform(ctx.adapter, op, call, credential=ctx.credential)
         return shape(answer) if shape is not None else answer

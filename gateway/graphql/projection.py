@@ -17,18 +17,18 @@ are the spec's.  ``tests/graphql/test_projection_differential.py`` holds the two
 data, errors and bytes on generated queries and damaged data.
 
 A large list (``LARGE_LIST`` items or more) is completed :data:`SLICE` items per event-loop
-step, so that other callers are served in between, and its decoded body is freed the same
-way once nothing else holds it; the cyclic collector stays off from the first slice until
-the body is gone (:mod:`gateway.core.gcpause`).  Like any asynchronous resolver, such a list
-lets the other fields of its operation complete meanwhile: the errors of fields completing
-concurrently may come in another order than a synchronous completion would give.
+step, so that other callers are served in between; the core's large-list scope
+(:mod:`gateway.core.largelist`, the operation's adapter's) holds the cyclic collector off
+from the first slice and frees the decoded body the same way once nothing else holds it.
+Like any asynchronous resolver, such a list lets the other fields of its operation complete
+meanwhile: the errors of fields completing concurrently may come in another order than a
+synchronous completion would give.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import sys
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -47,7 +47,7 @@ from graphql import (
     Undefined,
 )
 
-from gateway.core.gcpause import LARGE_LIST, held, pause_until_next_turn
+from gateway.core.largelist import LARGE_LIST, LargeLists, is_large
 from gateway.graphql._library import (
     NATIVE,
     NOT_COMPLETED,
@@ -56,6 +56,7 @@ from gateway.graphql._library import (
     strawberry_definition,
     subselection,
 )
+from gateway.graphql.context import Context
 from gateway.graphql.objects import dict_resolver, resolve_raw
 
 Project = Callable[[Any], Any]
@@ -227,17 +228,18 @@ class ProjectingExecutor(CompletingExecutor):
     #: :func:`executor_for` class, that is per engine and schema; bounded, least recent out).
     shared_plans: OrderedDict[tuple[int, tuple[int, ...]], tuple[Any, tuple[Any, ...]]]
     _varies: bool
+    _own_large_lists: LargeLists
 
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
         if type(return_type) is GraphQLScalarType:
             return NOT_COMPLETED
         plan = self._plan(return_type, fields)
-        if _large(result):
+        if is_large(result):
             if plan is not None:
                 return self._sliced(plan, result)
             # Completed the ordinary way in this step: the collector is held off until it
             # ends, when the decoded body is dropped (it need never traverse it).
-            pause_until_next_turn()
+            self._large_lists().hold_until_next_turn()
             return NOT_COMPLETED
         if plan is not None:
             try:
@@ -247,26 +249,29 @@ class ProjectingExecutor(CompletingExecutor):
         return NOT_COMPLETED
 
     async def _sliced(self, plan: Plan, value: Any) -> Any:
-        """Complete a large value in slices, the collector held off across the slices.
+        """Complete a large value in slices, then let the core free it in slices.
 
         Returns :data:`NOT_COMPLETED` when the value does not fit the plan: the executor
         then completes all of it the ordinary way.
         """
-        hold = held()
-        hold.__enter__()
-        loop = asyncio.get_running_loop()
         try:
-            done = await _in_slices(plan, value)
-        except BaseException as exc:
-            # Held until the current step ends, when the value is completed the ordinary
-            # way (or the error handled) and dropped: turned on before, the collector
-            # would traverse all of it.
-            loop.call_soon(hold.__exit__, None, None, None)
-            if isinstance(exc, _Fallback):
-                return NOT_COMPLETED
-            raise
-        _free_later(loop, value, hold)
-        return done
+            return await self._large_lists().complete(
+                value, lambda v: _in_slices(plan, v), per_turn=SLICE
+            )
+        except _Fallback:
+            return NOT_COMPLETED
+
+    def _large_lists(self) -> LargeLists:
+        """The large-list scope's owner: the operation's adapter's (one executor without a
+        gateway context, as in the differential tests, gets one of its own)."""
+        context = self.context_value
+        if isinstance(context, Context):
+            return context.adapter.large_lists
+        try:
+            return self._own_large_lists
+        except AttributeError:
+            self._own_large_lists = LargeLists()
+            return self._own_large_lists
 
     def _plan(self, return_type: GraphQLOutputType, fdl: Fields) -> Plan | None:
         try:
@@ -411,45 +416,6 @@ class ProjectingExecutor(CompletingExecutor):
 
         run = _generate(t.name, frozen, frozenset())
         return Plan("object", run, lists=tuple(lists), source=(t.name, source), steps=frozen)
-
-
-#: The tasks freeing large values (a task is only weakly referenced by the event loop).
-_freeing: set[asyncio.Task[None]] = set()
-
-
-def _free_later(loop: asyncio.AbstractEventLoop, value: Any, hold: Any) -> None:
-    """Take over ``value`` (a large decoded upstream list, or list object) once its
-    execution has dropped it, free it in slices, and end ``hold`` when it is gone."""
-    task = loop.create_task(_free(value, hold))
-    _freeing.add(task)
-    task.add_done_callback(_freeing.discard)
-
-
-async def _free(value: Any, hold: Any) -> None:
-    """Free ``value`` a slice of items per step when nothing else holds it.
-
-    Freeing 5,000 decoded pods is ~60 ms of reference counting: one stall if the last
-    reference went in one step.  This task starts in the step after the completion, when
-    the execution has written its response and dropped the value; if only this task holds
-    it then (the reference counts say so: nothing else can see it), its list is emptied
-    from the end, :data:`SLICE` items per step.  The collector stays off until then: the
-    value's objects are young, and a collection while they live would traverse them all.
-    """
-    try:
-        # References: ``value`` here and getrefcount's argument; for a list object's
-        # ``items``: the object's, the local and the argument.
-        owned = sys.getrefcount(value) <= 2
-        items = value.get("items") if type(value) is dict else value
-        if owned and items is not value:
-            owned = type(items) is list and sys.getrefcount(items) <= 3
-        del value
-        if owned and type(items) is list:
-            while len(items) > SLICE:
-                del items[-SLICE:]
-                await asyncio.sleep(0)
-        del items
-    finally:
-        hold.__exit__(None, None, None)
 
 
 async def _in_slices(plan: Plan, value: Any) -> Any:
@@ -621,13 +587,6 @@ def _then(how: int, fn: Project | None) -> Project:
         return None if value is None else fn(value)
 
     return leaf
-
-
-def _large(value: Any) -> bool:
-    """A large decoded upstream list (or a list object with a large ``items``)."""
-    if type(value) is dict:
-        value = value.get("items")
-    return type(value) is list and len(value) >= LARGE_LIST
 
 
 def _identity(value: Any) -> Any:

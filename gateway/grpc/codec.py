@@ -28,16 +28,16 @@ integers.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
-from gateway.core import gcpause, schema
+from gateway.core import schema
+from gateway.core.largelist import ListEncoding, encode_now
 from gateway.core.schema import ListOf, MapOf, Ref, Scalar, TypeRef
 from gateway.core.watch import WatchEvent
 from gateway.grpc import mask as masks
@@ -363,32 +363,21 @@ class Codec:
 
     def list_bytes(self, kind: str, obj: JSON, mask: masks.Tree | None = None) -> bytes:
         """A ``<Kind>List`` from a decoded list response; ``mask`` applies to each item."""
-        _, lst, _, _ = self._kinds[kind]
-        items = obj.get("items") or ()
-        with gcpause.paused(len(items) >= gcpause.LARGE_LIST):
-            parts = [self._encode({k: v for k, v in obj.items() if k != "items"}, lst)]
-            self._encode_items(kind, items, mask, parts)
-            return b"".join(parts)
+        return encode_now(obj, self.list_encoding(kind, mask))
 
-    async def list_bytes_async(self, kind: str, obj: JSON, mask: masks.Tree | None = None) -> bytes:
-        """:meth:`list_bytes` (the same bytes) that never holds the event loop for long.
-
-        A large list (:data:`~gateway.core.gcpause.LARGE_LIST` items or more) is encoded
-        :data:`LIST_SLICE` items at a time, yielding to the event loop between slices: the
-        encoding is Python and upb code under the GIL, so a worker thread would not let
-        the loop run any sooner (measured: ``tests/bench/bench_loop_hold.py``).  The cyclic
-        collector stays off for the whole list (:func:`gateway.core.gcpause.held`).
-        """
-        items = obj.get("items") or ()
-        if len(items) < gcpause.LARGE_LIST:
-            return self.list_bytes(kind, obj, mask)
+    def list_encoding(self, kind: str, mask: masks.Tree | None = None) -> ListEncoding:
+        """How a ``<Kind>List`` is written, for the large-list scope to write it in slices
+        (:meth:`gateway.core.largelist.LargeLists.encode`: the same bytes as
+        :meth:`list_bytes`)."""
         _, lst, _, _ = self._kinds[kind]
-        with gcpause.held():
-            parts = [self._encode({k: v for k, v in obj.items() if k != "items"}, lst)]
-            for start in range(0, len(items), LIST_SLICE):
-                await asyncio.sleep(0)
-                self._encode_items(kind, items[start : start + LIST_SLICE], mask, parts)
-            return b"".join(parts)
+
+        def head(obj: Mapping[str, Any]) -> bytes:
+            return self._encode({k: v for k, v in obj.items() if k != "items"}, lst)
+
+        def items(run: Sequence[Any], parts: list[bytes]) -> None:
+            self._encode_items(kind, run, mask, parts)
+
+        return ListEncoding(head, items, LIST_SLICE)
 
     def _encode_items(
         self, kind: str, items: Sequence[Any], mask: masks.Tree | None, parts: list[bytes]

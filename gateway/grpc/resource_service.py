@@ -20,20 +20,20 @@ orjson's, a ``Struct`` is encoded straight from the decoded JSON.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
 import orjson
 
-from gateway.core import errors, gcpause, slicedjson
+from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.changes import digest
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.hub import HubEvent, WatchHub
+from gateway.core.largelist import ListEncoding
 from gateway.core.operations import Action, Operation, perform
 from gateway.core.registry import Resource
 from gateway.grpc import mask as masks
@@ -186,48 +186,45 @@ class ResourceServiceServicer(ServicerBase):
         call = core_call(op, request, namespace=request.namespace, body=lambda: self._body(request))
         rep = request.representation
         if op.action == "list":
-            # As the typed lists: decoded, encoded and freed in slices, the GC off throughout.
-            with gcpause.scope():
-                answer = await perform(
-                    self.adapter, op, call, credential=credential, timeout=timeout
-                )
-                data = await self._list_bytes(answer, rep, mask)
-                await slicedjson.release(answer)
-                del answer
-            return data
+            # As the typed lists: by the core's large-list scope (gateway.core.largelist).
+            return await self.adapter.large_lists.answer(
+                lambda: perform(self.adapter, op, call, credential=credential, timeout=timeout),
+                self._list_encoding(rep, mask),
+            )
         answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
         if op.action in ("delete", "deletecollection"):
             if answer.get("kind") == "Status":
                 return length_prefixed(_STATUS, self.codec.encode("Status", answer))
             if op.action == "delete":
                 return length_prefixed(_RESULT, object_bytes(answer, rep))
-            return length_prefixed(_RESULT, await self._list_bytes(answer, rep, None))
+            listed = await self.adapter.large_lists.encode(answer, self._list_encoding(rep, None))
+            return length_prefixed(_RESULT, listed)
         if mask is not None:
             answer = masks.project(answer, mask, loose=True)
         return object_bytes(answer, rep)
 
-    async def _list_bytes(self, answer: JSON, rep: int, mask: masks.Tree | None) -> bytes:
-        """A ``ResourceList``; a large one yields to the event loop every
-        :data:`~gateway.grpc.codec.LIST_SLICE` items, as the typed lists do."""
-        parts = []
-        for tag, key in ((_LIST_API_VERSION, "apiVersion"), (_LIST_KIND, "kind")):
-            value = answer.get(key)
-            if isinstance(value, str) and value:
-                parts.append(length_prefixed(tag, value.encode()))
-        meta = answer.get("metadata")
-        if isinstance(meta, dict):
-            parts.append(length_prefixed(_LIST_METADATA, self.codec.encode("ListMeta", meta)))
-        items = answer.get("items") or ()
-        large = len(items) >= gcpause.LARGE_LIST
-        with gcpause.held(large):
-            for start in range(0, len(items), LIST_SLICE):
-                if large:
-                    await asyncio.sleep(0)
-                for item in items[start : start + LIST_SLICE]:
-                    if item.__class__ is dict:
-                        obj = masks.project(item, mask, loose=True) if mask is not None else item
-                        parts.append(length_prefixed(_LIST_ITEMS, object_bytes(obj, rep)))
-        return b"".join(parts)
+    def _list_encoding(self, rep: int, mask: masks.Tree | None) -> ListEncoding:
+        """How a ``ResourceList`` is written (in slices of
+        :data:`~gateway.grpc.codec.LIST_SLICE` items when large, as the typed lists are)."""
+
+        def head(answer: Mapping[str, Any]) -> bytes:
+            parts = []
+            for tag, key in ((_LIST_API_VERSION, "apiVersion"), (_LIST_KIND, "kind")):
+                value = answer.get(key)
+                if isinstance(value, str) and value:
+                    parts.append(length_prefixed(tag, value.encode()))
+            meta = answer.get("metadata")
+            if isinstance(meta, dict):
+                parts.append(length_prefixed(_LIST_METADATA, self.codec.encode("ListMeta", meta)))
+            return b"".join(parts)
+
+        def items(run: Sequence[Any], parts: list[bytes]) -> None:
+            for item in run:
+                if item.__class__ is dict:
+                    obj = masks.project(item, mask, loose=True) if mask is not None else item
+                    parts.append(length_prefixed(_LIST_ITEMS, object_bytes(obj, rep)))
+
+        return ListEncoding(head, items, LIST_SLICE)
 
     def stream(
         self, method: str, op: Operation, request: Any, credential: Credential

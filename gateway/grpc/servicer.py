@@ -20,7 +20,6 @@ from typing import Any, Final
 import grpc
 import orjson
 
-from gateway.core import gcpause, slicedjson
 from gateway.core.adapter import KubeAdapter
 from gateway.core.changes import digest
 from gateway.core.credentials import Credential
@@ -140,17 +139,11 @@ class ResourceServicer(ServicerBase):
             op, request, namespace=self._given_namespace(request), body=lambda: self._body(request)
         )
         if rpc.action == "list":
-            # A large list never holds the event loop for long: the adapter decodes it in
-            # slices, the codec encodes it in slices, and it is freed in slices; the cyclic
-            # GC stays off from its decode until it is freed (gcpause.scope).
-            with gcpause.scope():
-                answer = await perform(
-                    self.adapter, op, call, credential=credential, timeout=timeout
-                )
-                data = await self.codec.list_bytes_async(self.kind, answer, mask)
-                await slicedjson.release(answer)
-                del answer
-            return data
+            # Decoded, encoded and freed by the core's large-list scope (gateway.core.largelist).
+            return await self.adapter.large_lists.answer(
+                lambda: perform(self.adapter, op, call, credential=credential, timeout=timeout),
+                self.codec.list_encoding(self.kind, mask),
+            )
         answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
         if rpc.action == "delete":
             return self._object_or_status(

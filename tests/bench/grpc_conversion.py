@@ -32,12 +32,13 @@ import grpc
 import orjson
 from google.protobuf import json_format
 
-from gateway.core.adapter import KubeAdapter, decode_json
+from gateway.core.adapter import KubeAdapter
 from gateway.core.client import build_http_client
 from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.hub import WatchHub
+from gateway.core.largelist import decode_now
 from gateway.core.registry import POD
 from gateway.core.watch import WatchEvent
 from gateway.demo import DemoUpstream
@@ -116,16 +117,16 @@ def conversion(pods: int, rounds: int) -> dict[str, float]:
     conversions = codec()
     raw = orjson.dumps(pod_list(pods))
     print(f"{pods} realistic pods: {len(raw) / 1e6:.1f} MB of JSON")
-    decoded = decode_json(raw)
+    decoded = decode_now(raw)
     pair = interleaved(
         {
-            "decode": lambda: decode_json(raw),
+            "decode": lambda: decode_now(raw),
             "convert": lambda: conversions.list_bytes("Pod", decoded),
         },
         rounds,
     )
     (t_decode, _), (t_convert, wire) = pair["decode"], pair["convert"]
-    t_parse_dict, _ = best(lambda: _parse_dict(decode_json(raw)), max(1, rounds // 2))
+    t_parse_dict, _ = best(lambda: _parse_dict(decode_now(raw)), max(1, rounds // 2))
     t_parse_dict -= t_decode
     t_struct, _ = best(lambda: _struct_api(decoded), 1)
     lean = orjson.dumps(
@@ -136,10 +137,10 @@ def conversion(pods: int, rounds: int) -> dict[str, float]:
             ],
         }
     )
-    lean_decoded = decode_json(lean)
+    lean_decoded = decode_now(lean)
     lean_pair = interleaved(
         {
-            "decode": lambda: decode_json(lean),
+            "decode": lambda: decode_now(lean),
             "convert": lambda: conversions.list_bytes("Pod", lean_decoded),
         },
         rounds,

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.core import errors, gcpause, slicedjson
-from gateway.core.adapter import decode_json_async
+from gateway.core import errors, largelist, slicedjson
+from gateway.core.largelist import LargeLists
 
 TRICKY = [
     '},{"metadata":',
@@ -218,7 +218,7 @@ def _collector_on() -> Iterator[None]:
 
 async def test_the_adapter_decode_lets_the_loop_run_between_slices(_collector_on: None) -> None:
     data = _list_body(6000, seed=2)
-    assert len(data) >= 2 * gcpause.LARGE_BODY_BYTES
+    assert len(data) >= 2 * largelist.LARGE_BODY_BYTES
     turns = 0
     done = False
 
@@ -231,7 +231,7 @@ async def test_the_adapter_decode_lets_the_loop_run_between_slices(_collector_on
     other = asyncio.create_task(other_caller())
     await asyncio.sleep(0)
     before = turns
-    value = await decode_json_async(data)
+    value = await LargeLists().decode(data)
     during = turns - before
     done = True
     await other
@@ -244,8 +244,9 @@ async def test_the_collector_stays_off_for_the_scope_until_the_body_is_released(
     _collector_on: None,
 ) -> None:
     data = _list_body(6000, seed=3)
-    with gcpause.scope():
-        value = await decode_json_async(data)
+    lists = LargeLists()
+    with lists.scope() as scope:
+        value = await lists.decode(data)
         assert not gc.isenabled()
         count = len(value["items"])
         turns = 0
@@ -260,12 +261,12 @@ async def test_the_collector_stays_off_for_the_scope_until_the_body_is_released(
         other = asyncio.create_task(other_caller())
         await asyncio.sleep(0)
         before = turns
-        await slicedjson.release(value)
+        await scope.release(value)
         during = turns - before
         done = True
         await other
         assert value == {}
-        assert during >= count // slicedjson.RELEASE_ITEMS - 1
+        assert during >= count // largelist.FREE_ITEMS - 1
         assert not gc.isenabled()
     assert gc.isenabled()
 
@@ -273,8 +274,9 @@ async def test_the_collector_stays_off_for_the_scope_until_the_body_is_released(
 async def test_a_small_body_and_a_scope_without_a_large_one_leave_the_collector_alone(
     _collector_on: None,
 ) -> None:
-    with gcpause.scope():
-        assert await decode_json_async(b'{"items":[]}') == {"items": []}
+    lists = LargeLists()
+    with lists.scope():
+        assert await lists.decode(b'{"items":[]}') == {"items": []}
         assert gc.isenabled()
     assert gc.isenabled()
 
@@ -284,5 +286,5 @@ async def test_a_large_body_that_is_not_json_is_an_internal_error(_collector_on:
     middle = data.index(b'},{"metadata":{"name":"s-3000"')
     broken = data[:middle] + b"}" + data[middle:]  # an item closed twice
     with pytest.raises(errors.Internal, match="not valid JSON"):
-        await decode_json_async(broken)
+        await LargeLists().decode(broken)
     assert gc.isenabled()

@@ -9,7 +9,7 @@ import gc
 
 import httpx
 
-from gateway.core.gcpause import LARGE_LIST
+from gateway.core.largelist import LARGE_LIST
 from gateway.core.registry import POD
 from gateway.demo import DemoUpstream
 from gateway.graphql.projection import SLICE

@@ -54,7 +54,7 @@ from graphql import (
 )
 from strawberry.dataloader import DataLoader
 
-from gateway.core.gcpause import LARGE_LIST
+from gateway.core.largelist import LARGE_LIST
 from gateway.graphql import projection
 from gateway.graphql._library import NOT_COMPLETED, Fields, graphql_schema
 from gateway.graphql.execution import Engine, format_result
