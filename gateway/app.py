@@ -259,7 +259,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 upstream_cfg = resolve_upstream(settings)
             demo = upstream_cfg is None
             if upstream_cfg is None:
-                from gateway.demo import DemoUpstream
+                from kube_gateway_demo import DemoUpstream
 
                 reason = (
                     "--demo was given"

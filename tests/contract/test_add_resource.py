@@ -49,7 +49,7 @@ REGISTRY_LINE = "REGISTRY = Registry((POD, EVENT, ENDPOINTS, LEASE, IMAGE))"
 #: stubs and the SDL.  Nothing else changes for a new resource.
 GENERATED = (
     "gateway/core/schemas/",
-    "gateway/demo/schemas/",
+    "demo/kube_gateway_demo/schemas/",
     "protos/",
     "gateway/grpc/gen/",
     "graphql_schema/schema.graphql",
@@ -96,7 +96,8 @@ def served(
 ) -> Iterator[Served]:
     root = copy_with_deployment
     home = tmp_path_factory.mktemp("home")
-    with serve_process(home, "--demo", cwd=root, env={"PYTHONPATH": str(root)}) as s:
+    path = f"{root}:{root / 'demo'}"  # the copy's gateway and demo, not the installed ones
+    with serve_process(home, "--demo", cwd=root, env={"PYTHONPATH": path}) as s:
         yield s
 
 

@@ -22,9 +22,9 @@ from urllib.parse import urlencode
 import httpx
 from websockets.asyncio.client import connect
 
-from gateway.demo import DemoUpstream
 from gateway.graphql.graphiql import DEMO_TOKEN
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.support.chromium import DevTools, chromium
 from tests.support.graphql import (
     ADMIN,

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gateway.core.schema import Field, ListOf, MapOf, Ref, Scalar, TypeRef
-from gateway.demo import definitions as schema
-from gateway.demo import fielderrors as fe
-from gateway.demo.jsonutil import json_type
+from kube_gateway_demo import definitions as schema
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo.jsonutil import json_type
 
 Obj = dict[str, Any]
 

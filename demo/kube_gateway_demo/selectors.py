@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.demo.fielderrors import FieldError, aggregate, invalid
-from gateway.demo.status import bad_request
+from kube_gateway_demo.fielderrors import FieldError, aggregate, invalid
+from kube_gateway_demo.status import bad_request
 
 _LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")

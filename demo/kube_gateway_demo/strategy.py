@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
 from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
-from gateway.demo import fielderrors as fe
-from gateway.demo import validation as v
-from gateway.demo.catalog import CRD, DEPLOYMENT, NAMESPACE, NODE, REPLICASET, SERVICE, WIDGET
-from gateway.demo.fielderrors import FieldError
-from gateway.demo.selectors import meta_fields
-from gateway.demo.structure import validate_custom
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo import validation as v
+from kube_gateway_demo.catalog import CRD, DEPLOYMENT, NAMESPACE, NODE, REPLICASET, SERVICE, WIDGET
+from kube_gateway_demo.fielderrors import FieldError
+from kube_gateway_demo.selectors import meta_fields
+from kube_gateway_demo.structure import validate_custom
 
 Obj = dict[str, Any]
 

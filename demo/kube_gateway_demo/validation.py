@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from gateway.demo import fielderrors as fe
-from gateway.demo.fielderrors import FieldError
-from gateway.demo.selectors import (
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo.fielderrors import FieldError
+from kube_gateway_demo.selectors import (
     DNS1123_SUBDOMAIN_MSG,
     DNS1123_SUBDOMAIN_RE,
     label_value_errors,

@@ -1,10 +1,10 @@
 """Extract the demo upstream's definitions file (the kinds it serves beyond the gateway's).
 
-``gateway/demo/schemas/kubernetes-demo.json`` is generated, never edited by hand; the same
+``demo/kube_gateway_demo/schemas/kubernetes-demo.json`` is generated, never edited by hand; the same
 command that writes the gateway's file writes it (``scripts/extract_schemas.py [--check]``).
 It holds, in the OpenAPI v2 ``definitions`` form of :mod:`gateway.core._extract`:
 
-* every definition reachable from the kinds of :data:`~gateway.demo.catalog.DEMO_REGISTRY`
+* every definition reachable from the kinds of :data:`~kube_gateway_demo.catalog.DEMO_REGISTRY`
   that Kubernetes defines (Deployment, Service, CustomResourceDefinition, ...), minus those
   the gateway's own file already has (both files are loaded together, each id once);
 * the custom resources' kinds, translated from their CRDs' ``openAPIV3Schema`` (inline
@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from gateway.core import _extract as core
 from gateway.core.registry import REGISTRY
-from gateway.demo.catalog import (
+from kube_gateway_demo.catalog import (
     CRDS,
     CUSTOM,
     DEMO_REGISTRY,
@@ -161,7 +161,7 @@ def extract(source: Mapping[str, Any], supplements: Mapping[str, Any]) -> dict[s
             "version": core.KUBERNETES_VERSION,
             "x-generated-by": "scripts/extract_schemas.py (do not edit by hand)",
             "x-source": f"PyPI kubernetes-validate: {core.SOURCE_PATH}; "
-            "gateway/demo/catalog.py (CRDs)",
+            "demo/kube_gateway_demo/catalog.py (CRDs)",
         },
     }
 

@@ -30,8 +30,8 @@ import orjson
 
 from gateway.core import schema as product_schema
 from gateway.core.registry import Resource
-from gateway.demo import definitions
-from gateway.demo.catalog import DEMO_SCHEMA_FILE, SCHEMA_DIR, crd_definition_id
+from kube_gateway_demo import definitions
+from kube_gateway_demo.catalog import DEMO_SCHEMA_FILE, SCHEMA_DIR, crd_definition_id
 
 Obj = dict[str, Any]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.demo.fielderrors import FieldError, aggregate
+from kube_gateway_demo.fielderrors import FieldError, aggregate
 
 
 class DemoApiError(Exception):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
-from gateway.demo.status import DemoApiError, forbidden
+from kube_gateway_demo.status import DemoApiError, forbidden
 
 READ_VERBS: Final = frozenset(("get", "list", "watch"))
 
@@ -51,7 +51,7 @@ DEFAULT_TOKENS: Final[Mapping[str, TokenGrant]] = MappingProxyType(
         "alice-token": TokenGrant("alice", frozenset({"demo"})),
     }
 )
-"""The tokens a :class:`~gateway.demo.DemoUpstream` accepts when given ``tokens=None``:
+"""The tokens a :class:`~kube_gateway_demo.DemoUpstream` accepts when given ``tokens=None``:
 
 * ``admin-token`` - user ``admin``, everything;
 * ``viewer-token`` - user ``viewer``, read-only everywhere;

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD
-from gateway.demo.catalog import CONFIGMAP, DEPLOYMENT, NODE, REPLICASET, SERVICE, WIDGET
-from gateway.demo.inprocess import DemoStore
-from gateway.demo.times import micro_time
+from kube_gateway_demo.catalog import CONFIGMAP, DEPLOYMENT, NODE, REPLICASET, SERVICE, WIDGET
+from kube_gateway_demo.inprocess import DemoStore
+from kube_gateway_demo.times import micro_time
 
 Obj = dict[str, Any]
 
@@ -590,7 +590,7 @@ async def seed(store: DemoStore) -> None:
     """Populate ``store`` with the sample cluster (namespaces default, kube-system, demo).
 
     The objects of kinds beyond the gateway's five are created when the store serves them
-    (it does by default: :data:`~gateway.demo.catalog.DEMO_REGISTRY`).
+    (it does by default: :data:`~kube_gateway_demo.catalog.DEMO_REGISTRY`).
     """
     await store.ensure_namespace(DEMO_NAMESPACE)
     now_ts = store.clock()

@@ -12,12 +12,12 @@ from typing import Self
 import uvicorn
 
 from gateway.core.registry import Registry
-from gateway.demo.app import DemoApp
-from gateway.demo.auth import DEFAULT_TOKENS, TokenGrant
-from gateway.demo.catalog import DEMO_REGISTRY
-from gateway.demo.faults import Faults
-from gateway.demo.http import install_log_filter
-from gateway.demo.inprocess import DemoStore
+from kube_gateway_demo.app import DemoApp
+from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
+from kube_gateway_demo.catalog import DEMO_REGISTRY
+from kube_gateway_demo.faults import Faults
+from kube_gateway_demo.http import install_log_filter
+from kube_gateway_demo.inprocess import DemoStore
 
 
 class _Server(uvicorn.Server):
@@ -82,12 +82,12 @@ class DemoUpstream:
     port and stops it (ending open watches and log follows) on exit.
 
     Args:
-        registry: the served resources (:data:`~gateway.demo.catalog.DEMO_REGISTRY`, the
+        registry: the served resources (:data:`~kube_gateway_demo.catalog.DEMO_REGISTRY`, the
             gateway's seeds and more, by default); a resource without
             kind-specific behaviour in the demo is served generically from its schema.
         schema_types: schema definition ids by registry key, for resources whose kind is
             not the one :func:`gateway.core.schema.kind_type` finds (tests).
-        tokens: accepted bearer tokens; ``None`` means :data:`~gateway.demo.DEFAULT_TOKENS`
+        tokens: accepted bearer tokens; ``None`` means :data:`~kube_gateway_demo.DEFAULT_TOKENS`
             (``admin-token``, ``viewer-token``, ``alice-token``).  Requests without a known
             token get 401, as from an apiserver with anonymous auth disabled.
         seed: populate the sample cluster (namespaces ``default``, ``kube-system``, ``demo``;
@@ -169,7 +169,7 @@ class DemoUpstream:
             raise RuntimeError("already started")
         install_log_filter()
         if self._seed:
-            from gateway.demo.sample import seed
+            from kube_gateway_demo.sample import seed
 
             await seed(self.store)
         # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on sockets that say so, and

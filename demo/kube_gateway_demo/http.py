@@ -13,8 +13,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from gateway.demo import fielderrors as fe
-from gateway.demo.status import DemoApiError, bad_request, entity_too_large
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo.status import DemoApiError, bad_request, entity_too_large
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -5,7 +5,7 @@ the product's schema (:mod:`gateway.core.schema`), and the apiserver's semantics
 resourceVersions, watches with bookmarks and 410s, pagination, every patch type including
 server-side apply, dry runs, bearer-token auth and RBAC-style Forbidden errors.  What some
 resources do beyond that (graceful pod deletion and pod logs, Event and Lease rules, Image
-served as a custom resource) is kept per registry key in :mod:`gateway.demo.strategy`.  It
+served as a custom resource) is kept per registry key in :mod:`kube_gateway_demo.strategy`.  It
 backs ``kube-gateway serve --demo`` and the fast test suite::
 
     async with DemoUpstream() as demo:
@@ -21,12 +21,12 @@ they are never mistaken for the core's.
 
 from __future__ import annotations
 
-from gateway.demo.auth import DEFAULT_TOKENS, TokenGrant
-from gateway.demo.faults import Faults
-from gateway.demo.inprocess import DemoStore
-from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery
-from gateway.demo.status import DemoApiError
-from gateway.demo.upstream import DemoUpstream
+from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
+from kube_gateway_demo.faults import Faults
+from kube_gateway_demo.inprocess import DemoStore
+from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery
+from kube_gateway_demo.status import DemoApiError
+from kube_gateway_demo.upstream import DemoUpstream
 
 __all__ = [
     "DEFAULT_TOKENS",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from gateway.demo import definitions as schema
-from gateway.demo.jsonutil import clone, json_type
-from gateway.demo.status import DemoApiError, bad_request, internal, unprocessable
-from gateway.demo.structure import child
+from kube_gateway_demo import definitions as schema
+from kube_gateway_demo.jsonutil import clone, json_type
+from kube_gateway_demo.status import DemoApiError, bad_request, internal, unprocessable
+from kube_gateway_demo.structure import child
 
 Obj = dict[str, Any]
 
@@ -355,6 +355,6 @@ def _reorder(items: list[Any], order: list[Any], merge_key: str | None) -> list[
 
 
 def _go_map(value: Obj) -> str:
-    from gateway.demo.fielderrors import go_map
+    from kube_gateway_demo.fielderrors import go_map
 
     return go_map(value)

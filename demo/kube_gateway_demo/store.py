@@ -18,14 +18,14 @@ import orjson
 import yaml
 
 from gateway.core.registry import POD, Registry, Resource
-from gateway.demo import definitions as schema
-from gateway.demo import fielderrors as fe
-from gateway.demo import fieldmanager, listing, patching, structure
-from gateway.demo.catalog import CRD, DEMO_REGISTRY, NAMESPACE, crd_of
-from gateway.demo.jsonutil import clone, json_type, load_json, load_yaml
-from gateway.demo.logs import ContainerLog, LogStore
-from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery, WriteResult
-from gateway.demo.status import (
+from kube_gateway_demo import definitions as schema
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo import fieldmanager, listing, patching, structure
+from kube_gateway_demo.catalog import CRD, DEMO_REGISTRY, NAMESPACE, crd_of
+from kube_gateway_demo.jsonutil import clone, json_type, load_json, load_yaml
+from kube_gateway_demo.logs import ContainerLog, LogStore
+from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery, WriteResult
+from kube_gateway_demo.status import (
     OPTIMISTIC_LOCK,
     DemoApiError,
     already_exists,
@@ -39,7 +39,7 @@ from gateway.demo.status import (
     too_large_resource_version,
     unsupported_media_type,
 )
-from gateway.demo.storage import (
+from kube_gateway_demo.storage import (
     INITIAL_EVENTS_END,
     Change,
     DemoWatcher,
@@ -49,8 +49,8 @@ from gateway.demo.storage import (
     object_key,
     typed,
 )
-from gateway.demo.strategy import Strategy, strategy_for
-from gateway.demo.times import parse_rfc3339, rfc3339
+from kube_gateway_demo.strategy import Strategy, strategy_for
+from kube_gateway_demo.times import parse_rfc3339, rfc3339
 
 PatchType = Literal["json", "merge", "strategic", "apply"]
 
@@ -918,7 +918,7 @@ class Store:
         log = self.logs.get(uid, container)
         if log is not None:
             return log
-        from gateway.demo.sample import initial_log_lines
+        from kube_gateway_demo.sample import initial_log_lines
 
         log = self.logs.container(uid, container)
         spec = pod.get("spec") or {}

@@ -7,16 +7,16 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from gateway.core.registry import Resource
-from gateway.demo.faults import WatchCut
-from gateway.demo.http import (
+from kube_gateway_demo.faults import WatchCut
+from kube_gateway_demo.http import (
     DropConnection,
     Receive,
     Responder,
     wait_for_disconnect,
     warning_header,
 )
-from gateway.demo.logs import ContainerLog, LogLine, LogStore
-from gateway.demo.storage import DemoWatcher, Pending, Storage, encode_event
+from kube_gateway_demo.logs import ContainerLog, LogLine, LogStore
+from kube_gateway_demo.storage import DemoWatcher, Pending, Storage, encode_event
 
 _EXPIRY_LEAD = 2.0
 

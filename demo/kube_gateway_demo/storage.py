@@ -17,8 +17,8 @@ from typing import Any, Final, Literal
 import orjson
 
 from gateway.core.registry import Resource
-from gateway.demo.status import gone
-from gateway.demo.strategy import SPECIFIC
+from kube_gateway_demo.status import gone
+from kube_gateway_demo.strategy import SPECIFIC
 
 Obj = dict[str, Any]
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]

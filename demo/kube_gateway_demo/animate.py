@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gateway.core.registry import ENDPOINTS, EVENT, LEASE, POD
-from gateway.demo import sample
-from gateway.demo.inprocess import DemoStore
-from gateway.demo.jsonutil import clone
-from gateway.demo.status import DemoApiError
-from gateway.demo.times import micro_time
+from kube_gateway_demo import sample
+from kube_gateway_demo.inprocess import DemoStore
+from kube_gateway_demo.jsonutil import clone
+from kube_gateway_demo.status import DemoApiError
+from kube_gateway_demo.times import micro_time
 
-log = logging.getLogger("gateway.demo.animate")
+log = logging.getLogger("kube_gateway_demo.animate")
 
 Obj = dict[str, Any]
 

@@ -15,13 +15,13 @@ from typing import Any, Final
 import orjson
 
 from gateway.core.registry import ENDPOINTS, POD, Resource
-from gateway.demo import animate, openapi
-from gateway.demo import fielderrors as fe
-from gateway.demo.auth import Attributes, TokenGrant, bearer_token, denial
-from gateway.demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE, crd_of
-from gateway.demo.faults import Faults
-from gateway.demo.handlers import ResourceHandlers, Target
-from gateway.demo.http import (
+from kube_gateway_demo import animate, openapi
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo.auth import Attributes, TokenGrant, bearer_token, denial
+from kube_gateway_demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE, crd_of
+from kube_gateway_demo.faults import Faults
+from kube_gateway_demo.handlers import ResourceHandlers, Target
+from kube_gateway_demo.http import (
     DropConnection,
     Receive,
     Request,
@@ -30,8 +30,8 @@ from gateway.demo.http import (
     Send,
     mark_dropped,
 )
-from gateway.demo.inprocess import DemoStore
-from gateway.demo.status import (
+from kube_gateway_demo.inprocess import DemoStore
+from kube_gateway_demo.status import (
     DemoApiError,
     bad_request,
     internal,
@@ -44,7 +44,7 @@ from gateway.demo.status import (
     unauthorized,
 )
 
-log = logging.getLogger("gateway.demo")
+log = logging.getLogger("kube_gateway_demo")
 
 Groups = Mapping[tuple[str, str], tuple[Resource, ...]]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from gateway.demo.jsonutil import load_json
-from gateway.demo.selectors import FieldSelector, LabelSelector
-from gateway.demo.status import bad_request
+from kube_gateway_demo.jsonutil import load_json
+from kube_gateway_demo.selectors import FieldSelector, LabelSelector
+from kube_gateway_demo.status import bad_request
 
 Obj = dict[str, Any]
 _B64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")

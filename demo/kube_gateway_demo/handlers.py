@@ -13,12 +13,12 @@ from typing import Final
 import orjson
 
 from gateway.core.registry import Resource
-from gateway.demo import fielderrors as fe
-from gateway.demo import streams
-from gateway.demo.faults import Faults
-from gateway.demo.http import Request, Responder
-from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions, WriteResult
-from gateway.demo.status import (
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo import streams
+from kube_gateway_demo.faults import Faults
+from kube_gateway_demo.http import Request, Responder
+from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions, WriteResult
+from kube_gateway_demo.status import (
     DemoApiError,
     bad_request,
     gone,
@@ -28,8 +28,8 @@ from gateway.demo.status import (
     too_large_resource_version,
     unsupported_media_type,
 )
-from gateway.demo.storage import Obj
-from gateway.demo.store import PATCH_CONTENT_TYPES, Store
+from kube_gateway_demo.storage import Obj
+from kube_gateway_demo.store import PATCH_CONTENT_TYPES, Store
 
 BODY_TYPES: Final = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
 _MIN_REQUEST_TIMEOUT: Final = 1800

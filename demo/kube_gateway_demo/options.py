@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.demo import fielderrors as fe
-from gateway.demo.selectors import (
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo.selectors import (
     FieldSelector,
     LabelSelector,
     parse_field_selector,
     parse_label_selector,
 )
-from gateway.demo.status import options_invalid
+from kube_gateway_demo.status import options_invalid
 
 Obj = dict[str, Any]
 

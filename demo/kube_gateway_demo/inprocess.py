@@ -12,19 +12,19 @@ from typing import Any
 import orjson
 
 from gateway.core.registry import POD, Resource
-from gateway.demo import fieldmanager
-from gateway.demo.jsonutil import clone
-from gateway.demo.logs import LogLine
-from gateway.demo.options import DemoDeleteOptions, DemoWriteOptions
-from gateway.demo.status import not_found
-from gateway.demo.storage import Obj, object_key
-from gateway.demo.store import PatchType, Store
+from kube_gateway_demo import fieldmanager
+from kube_gateway_demo.jsonutil import clone
+from kube_gateway_demo.logs import LogLine
+from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions
+from kube_gateway_demo.status import not_found
+from kube_gateway_demo.storage import Obj, object_key
+from kube_gateway_demo.store import PatchType, Store
 
 
 class DemoStore(Store):
     """The demo cluster's state, with an async API for in-process reads and writes.
 
-    Takes the arguments of :class:`~gateway.demo.store.Store` (registry, schema types,
+    Takes the arguments of :class:`~kube_gateway_demo.store.Store` (registry, schema types,
     history, clock).
     """
 

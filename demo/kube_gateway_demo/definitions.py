@@ -1,6 +1,6 @@
 """The demo upstream's schema: the product's definitions plus the demo's own file.
 
-The demo serves more kinds than the gateway (:mod:`gateway.demo.catalog`), so it describes
+The demo serves more kinds than the gateway (:mod:`kube_gateway_demo.catalog`), so it describes
 them with a :class:`gateway.core.schema.Model` over both files, read once.  The
 functions here are the ones of :mod:`gateway.core.schema` the demo uses, over that set.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from gateway.core.schema import Model, ObjectType, model_of_files
-from gateway.demo.catalog import DEMO_SCHEMA_FILE, SCHEMA_DIR
+from kube_gateway_demo.catalog import DEMO_SCHEMA_FILE, SCHEMA_DIR
 
 
 @functools.cache

@@ -16,10 +16,10 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.demo.fielderrors import go_quote
-from gateway.demo.jsonutil import clone
-from gateway.demo.status import DemoApiError
-from gateway.demo.structure import child, is_atomic
+from kube_gateway_demo.fielderrors import go_quote
+from kube_gateway_demo.jsonutil import clone
+from kube_gateway_demo.status import DemoApiError
+from kube_gateway_demo.structure import child, is_atomic
 
 Obj = dict[str, Any]
 Path = tuple[str, ...]

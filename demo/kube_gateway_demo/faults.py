@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.demo.status import DemoApiError, generic
+from kube_gateway_demo.status import DemoApiError, generic
 
 ExpireMode = Literal["event", "http"]
 
