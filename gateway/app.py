@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gateway import tracing
+from gateway import demomode, tracing
 from gateway.core import config, kubeconfig
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
@@ -50,9 +50,6 @@ from gateway.shutdown import DrainGate
 from gateway.tls import Certificates, TlsFiles
 
 log = logging.getLogger("gateway")
-
-#: The demo upstream's admin token: the gateway's own identity in demo mode.
-DEMO_GATEWAY_TOKEN = "admin-token"
 
 
 class Readiness:
@@ -206,7 +203,7 @@ def discovery_upstream(
         )
         return own, f"token file {path}"
     if demo:
-        return dataclasses.replace(upstream_cfg, token=DEMO_GATEWAY_TOKEN), "the demo's admin"
+        return dataclasses.replace(upstream_cfg, token=demomode.admin_token()), "the demo's admin"
     if upstream_cfg.has_gateway_credential:
         return upstream_cfg, f"the gateway's own credential from {upstream_cfg.source}"
     return None, "no gateway credential is configured (--discovery-token-file or --token-file)"
@@ -259,21 +256,20 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 upstream_cfg = resolve_upstream(settings)
             demo = upstream_cfg is None
             if upstream_cfg is None:
-                from kube_gateway_demo import DemoUpstream
-
+                demo_upstream = demomode.upstream_class(asked=settings.demo)
                 reason = (
                     "--demo was given"
                     if settings.demo
                     else "no kubeconfig or in-cluster config found"
                 )
-                upstream = await stack.enter_async_context(DemoUpstream(animate=True))
+                upstream = await stack.enter_async_context(demo_upstream(animate=True))
                 upstream_cfg = config.UpstreamConfig(server=upstream.url, source="demo")
                 log.warning(
-                    "upstream: the built-in DEMO upstream at %s (%s); sample data keeps changing. "
+                    "upstream: the DEMO upstream at %s (%s); sample data keeps changing. "
                     "Call with 'Authorization: Bearer %s' (admin) or another demo token.",
                     upstream.url,
                     reason,
-                    "admin-token",
+                    upstream.admin_token,
                 )
             else:
                 log.info(
@@ -320,7 +316,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 # The gateway's own identity makes the shared upstream watches (and their
                 # lists); callers are admitted by reviews made with their own tokens.
                 own_cfg = (
-                    dataclasses.replace(upstream_cfg, token=DEMO_GATEWAY_TOKEN)
+                    dataclasses.replace(upstream_cfg, token=demomode.admin_token())
                     if demo
                     else upstream_cfg
                 )

@@ -21,7 +21,7 @@ they are never mistaken for the core's.
 
 from __future__ import annotations
 
-from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
+from kube_gateway_demo.auth import ADMIN_TOKEN, DEFAULT_TOKENS, TokenGrant
 from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.inprocess import DemoStore
 from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions, ListQuery
@@ -29,6 +29,7 @@ from kube_gateway_demo.status import DemoApiError
 from kube_gateway_demo.upstream import DemoUpstream
 
 __all__ = [
+    "ADMIN_TOKEN",
     "DEFAULT_TOKENS",
     "DemoApiError",
     "DemoDeleteOptions",

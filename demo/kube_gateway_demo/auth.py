@@ -44,9 +44,13 @@ class TokenGrant:
         return namespace is not None and namespace in self.namespaces
 
 
+ADMIN_TOKEN: Final = "admin-token"
+"""The default tokens' administrator: what a gateway serving the demo uses as its own
+identity (discovery, shared watches) and puts in GraphiQL's example tabs."""
+
 DEFAULT_TOKENS: Final[Mapping[str, TokenGrant]] = MappingProxyType(
     {
-        "admin-token": TokenGrant("admin", "*", cluster_scoped=True),
+        ADMIN_TOKEN: TokenGrant("admin", "*", cluster_scoped=True),
         "viewer-token": TokenGrant("viewer", "*", cluster_scoped=True, read_only=True),
         "alice-token": TokenGrant("alice", frozenset({"demo"})),
     }

@@ -7,13 +7,13 @@ import contextlib
 import socket
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Self
+from typing import ClassVar, Self
 
 import uvicorn
 
 from gateway.core.registry import Registry
 from kube_gateway_demo.app import DemoApp
-from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
+from kube_gateway_demo.auth import ADMIN_TOKEN, DEFAULT_TOKENS, TokenGrant
 from kube_gateway_demo.catalog import DEMO_REGISTRY
 from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.http import install_log_filter
@@ -100,10 +100,15 @@ class DemoUpstream:
         max_body_bytes: request bodies larger than this answer 413.
 
     Attributes:
+        admin_token: the administrator's token among the default ones
+            (:data:`~kube_gateway_demo.auth.ADMIN_TOKEN`): a gateway in demo mode takes it
+            for its own identity, so the gateway itself holds no demo token.
         store: the cluster state, for in-process reads and writes (:class:`DemoStore`).
         faults: the fault switchboard (:class:`Faults`).
         app: the ASGI application.
     """
+
+    admin_token: ClassVar[str] = ADMIN_TOKEN
 
     def __init__(
         self,
