@@ -471,7 +471,7 @@ class DemoApp:
                 continue
             res = custom[0]
             try:
-                crd = self.store.get_object(CRD, f"{res.plural}.{res.group}", namespace=None)
+                crd = self.store.reads.get(CRD, f"{res.plural}.{res.group}", namespace=None)
             except DemoApiError:
                 continue  # the definition is gone: nothing to describe
             rv = str(crd["metadata"]["resourceVersion"])

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from gateway.core.registry import REGISTRY, Registry, Resource, Subresource, Verb
+from gateway.core.registry import IMAGE, REGISTRY, Registry, Resource, Subresource, Verb
 
 SCHEMA_DIR: Final = Path(__file__).resolve().parent / "schemas"
 DEMO_SCHEMA_FILE: Final = "kubernetes-demo.json"
@@ -111,6 +111,11 @@ WIDGET = Resource(
 
 #: Resources served as custom resources (a CustomResourceDefinition object describes each).
 CUSTOM: Final = (WIDGET,)
+
+#: Resources served the way custom resources are (objects as maps, structural-schema
+#: validation): :data:`CUSTOM`, and OpenShift's Image, which the reference cluster serves
+#: from a CRD.
+SERVED_AS_CUSTOM: Final = frozenset({IMAGE.key, *(r.key for r in CUSTOM)})
 
 DEMO_REGISTRY: Final = Registry(
     (

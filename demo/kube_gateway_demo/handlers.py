@@ -15,9 +15,11 @@ import orjson
 from gateway.core.registry import Resource
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo import streams
+from kube_gateway_demo.decoding import PATCH_CONTENT_TYPES, decode_body
 from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.http import Request, Responder
 from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions, WriteResult
+from kube_gateway_demo.reads import read_rv
 from kube_gateway_demo.status import (
     DemoApiError,
     bad_request,
@@ -29,7 +31,7 @@ from kube_gateway_demo.status import (
     unsupported_media_type,
 )
 from kube_gateway_demo.storage import Obj
-from kube_gateway_demo.store import PATCH_CONTENT_TYPES, Store
+from kube_gateway_demo.store import Store
 
 BODY_TYPES: Final = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
 _MIN_REQUEST_TIMEOUT: Final = 1800
@@ -245,11 +247,11 @@ class ResourceHandlers:
 
     async def get(self, req: Request, resp: Responder, t: Target) -> None:
         assert t.name is not None
-        obj = self.store.get_object(t.res, t.name, namespace=t.namespace)
+        obj = self.store.reads.get(t.res, t.name, namespace=t.namespace)
         await resp.json(200, obj)
 
     async def _wait_for_rv(self, rv: str) -> None:
-        wanted = self.store.check_read_rv(rv)
+        wanted = read_rv(rv)
         storage = self.store.storage
         if (
             wanted is not None
@@ -264,7 +266,7 @@ class ResourceHandlers:
         opts.validate(watch_list_enabled=not self.faults.initial_events_rejected)
         if not opts.continue_token:
             await self._wait_for_rv(opts.resource_version)
-        result = self.store.list_objects(
+        result = self.store.reads.list(
             t.res,
             query,
             resource_version=opts.resource_version,
@@ -295,7 +297,7 @@ class ResourceHandlers:
         if opts.send_initial_events:
             await self._wait_for_rv(opts.resource_version)
         try:
-            watcher = self.store.open_watch(
+            watcher = self.store.watches.open(
                 t.res,
                 query,
                 resource_version=opts.resource_version,
@@ -320,7 +322,7 @@ class ResourceHandlers:
             timeout=float(timeout),
             bookmarks=opts.allow_bookmarks,
             bookmark_interval=self.bookmark_interval,
-            make_bookmark=lambda rv: self.store.bookmark(t.res, rv),
+            make_bookmark=lambda rv: self.store.watches.bookmark(t.res, rv),
             cut=self.faults.watch_cut,
             warnings=resp.warnings,
         )
@@ -346,11 +348,11 @@ class ResourceHandlers:
         ctype = self._check_body_type(req)
         body = await self._body(req)
         opts = _write_options(req, options_kind)
-        return self.store.decode_body(t.res, body, ctype), opts
+        return decode_body(t.res, self.store.strategy(t.res), body, ctype), opts
 
     async def create(self, req: Request, resp: Responder, t: Target) -> None:
         decoded, opts = await self._write_input(req, t, "CreateOptions")
-        result = self.store.create_object(
+        result = self.store.writes.create(
             t.res,
             decoded,
             namespace=t.namespace,
@@ -361,7 +363,7 @@ class ResourceHandlers:
     async def update(self, req: Request, resp: Responder, t: Target) -> None:
         assert t.name is not None
         decoded, opts = await self._write_input(req, t, "UpdateOptions")
-        result = self.store.update_object(
+        result = self.store.writes.update(
             t.res,
             t.name,
             decoded,
@@ -378,7 +380,7 @@ class ResourceHandlers:
             raise route_unsupported_media_type()
         body = await self._body(req)
         opts = _write_options(req, "PatchOptions", patch_type=patch_type)
-        result = self.store.patch_object(
+        result = self.store.writes.patch(
             t.res,
             t.name,
             patch_type,
@@ -432,7 +434,7 @@ class ResourceHandlers:
     async def delete(self, req: Request, resp: Responder, t: Target) -> None:
         assert t.name is not None
         opts = await self._delete_options(req, "DeleteOptions")
-        result = self.store.delete_object(t.res, t.name, namespace=t.namespace, opts=opts)
+        result = self.store.deletion.delete(t.res, t.name, namespace=t.namespace, opts=opts)
         await self._respond(resp, t, result)
 
     async def delete_collection(self, req: Request, resp: Responder, t: Target) -> None:
@@ -442,7 +444,7 @@ class ResourceHandlers:
         )
         list_opts.validate(watch_list_enabled=True)
         opts = await self._delete_options(req, "DeleteOptions")
-        result = self.store.delete_collection(t.res, query, opts)
+        result = self.store.deletion.delete_collection(t.res, query, opts)
         await resp.json(200, result)
 
     # --- pod log -----------------------------------------------------------------------------
@@ -473,7 +475,7 @@ class ResourceHandlers:
             errs.append(fe.invalid("sinceSeconds", since_seconds, "must be greater than 0"))
         if errs:
             raise invalid("PodLogOptions", "", t.name, errs)
-        pod = self.store.get_object(t.res, t.name, namespace=t.namespace)
+        pod = self.store.reads.get(t.res, t.name, namespace=t.namespace)
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         containers = spec.get("containers") or []
         all_names = [
@@ -499,7 +501,7 @@ class ResourceHandlers:
             await resp.start(204, [])
             await resp.finish()
             return
-        log = self.store.container_log(pod, container)
+        log = self.store.kubelet.container_log(pod, container)
         if previous:
             if log.previous is None:
                 raise bad_request(

@@ -13,12 +13,13 @@ import orjson
 
 from gateway.core.registry import POD, Resource
 from kube_gateway_demo import fieldmanager
+from kube_gateway_demo.decoding import PatchType
 from kube_gateway_demo.jsonutil import clone
 from kube_gateway_demo.logs import LogLine
 from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions
 from kube_gateway_demo.status import not_found
 from kube_gateway_demo.storage import Obj, object_key
-from kube_gateway_demo.store import PatchType, Store
+from kube_gateway_demo.store import Store
 
 
 class DemoStore(Store):
@@ -46,7 +47,7 @@ class DemoStore(Store):
         """
         res = self.resource(resource)
         ns = self._ns_of(res, obj, namespace)
-        return self.create_object(
+        return self.writes.create(
             res,
             dict(obj),
             namespace=ns,
@@ -57,7 +58,7 @@ class DemoStore(Store):
         self, resource: str | Resource, name: str, *, namespace: str | None = None
     ) -> Obj:
         """Read one object (raises :class:`DemoApiError` 404)."""
-        return self.get_object(self.resource(resource), name, namespace=namespace)
+        return self.reads.get(self.resource(resource), name, namespace=namespace)
 
     async def list(
         self,
@@ -70,7 +71,7 @@ class DemoStore(Store):
         """The current objects (bare, as list items are served), in storage order."""
         res = self.resource(resource)
         query = self.list_query(res, namespace, label_selector, field_selector)
-        items: list[Obj] = self.list_objects(res, query)["items"]
+        items: list[Obj] = self.reads.list(res, query)["items"]
         return items
 
     async def update(
@@ -90,7 +91,7 @@ class DemoStore(Store):
         res = self.resource(resource)
         ns = self._ns_of(res, obj, namespace)
         name = str((obj.get("metadata") or {}).get("name", ""))
-        return self.update_object(
+        return self.writes.update(
             res,
             name,
             dict(obj),
@@ -119,7 +120,7 @@ class DemoStore(Store):
             if isinstance(patch, bytes)
             else (patch.encode() if isinstance(patch, str) else orjson.dumps(patch))
         )
-        return self.patch_object(
+        return self.writes.patch(
             res,
             name,
             patch_type,
@@ -143,7 +144,7 @@ class DemoStore(Store):
         res = self.resource(resource)
         ns = self._ns_of(res, obj, namespace)
         name = str((obj.get("metadata") or {}).get("name", ""))
-        return self.patch_object(
+        return self.writes.patch(
             res,
             name,
             "apply",
@@ -163,7 +164,7 @@ class DemoStore(Store):
     ) -> Obj:
         """Delete an object; returns what the apiserver would (object or Status)."""
         res = self.resource(resource)
-        return self.delete_object(
+        return self.deletion.delete(
             res,
             name,
             namespace=namespace,
@@ -192,7 +193,7 @@ class DemoStore(Store):
             How many were created.
         """
         res = self.resource(resource)
-        strat = self._strategy(res)
+        strat = self.strategy(res)
         opts = DemoWriteOptions(field_manager=field_manager)
         count = 0
         cache: dict[tuple[Any, ...], list[Obj]] = {}
@@ -218,7 +219,7 @@ class DemoStore(Store):
                 ]
                 cache[shape] = managed
             obj.setdefault("metadata", {})["managedFields"] = managed
-            self.create_object(
+            self.writes.create(
                 res,
                 obj,
                 namespace=ns,
@@ -235,7 +236,7 @@ class DemoStore(Store):
     ) -> None:
         """Write lines to a container's log (wakes followers)."""
         obj = self._pod(namespace, pod)
-        self.container_log(obj, container)
+        self.kubelet.container_log(obj, container)
         self.logs.append(str(obj["metadata"]["uid"]), container, lines, self.clock())
 
     async def set_log(
@@ -250,7 +251,7 @@ class DemoStore(Store):
         """Replace a container's log (or, with ``previous=True``, its previous instance's)."""
         obj = self._pod(namespace, pod)
         uid = str(obj["metadata"]["uid"])
-        log = self.container_log(obj, container)
+        log = self.kubelet.container_log(obj, container)
         if previous:
             now = self.clock()
             log.previous = [LogLine(now, x.encode() if isinstance(x, str) else x) for x in lines]

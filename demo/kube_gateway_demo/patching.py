@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kube_gateway_demo import definitions as schema
+from kube_gateway_demo.fielderrors import go_map
 from kube_gateway_demo.jsonutil import clone, json_type
 from kube_gateway_demo.status import DemoApiError, bad_request, internal, unprocessable
 from kube_gateway_demo.structure import child
@@ -316,7 +317,7 @@ def _smp_list(
             raise bad_request("unable to find api field in struct for the list item")
         if merge_key not in entry:
             raise internal(
-                f"map: {_go_map(entry)} does not contain declared merge key: {merge_key}",
+                f"map: {go_map(entry)} does not contain declared merge key: {merge_key}",
                 reason="",
             )
         key = entry[merge_key]
@@ -352,9 +353,3 @@ def _reorder(items: list[Any], order: list[Any], merge_key: str | None) -> list[
     rest = [i for i in items if repr(ident(i)) not in ranked]
     listed.sort(key=lambda i: ranked[repr(ident(i))])
     return listed + rest
-
-
-def _go_map(value: Obj) -> str:
-    from kube_gateway_demo.fielderrors import go_map
-
-    return go_map(value)

@@ -29,27 +29,6 @@ def _hex(seed: str, length: int = 64) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:length]
 
 
-def initial_log_lines(pod: str, container: Obj) -> list[str]:
-    """The deterministic first lines a container "prints" when its pod is created."""
-    name = str(container.get("name", ""))
-    image = str(container.get("image", ""))
-    if "nginx" in image:
-        return [
-            "/docker-entrypoint.sh: Configuration complete; ready for start up",
-            f'{pod} nginx: using the "epoll" event method',
-            f"{pod} nginx: start worker processes",
-            f"{pod} nginx: start worker process 29",
-            '10.244.0.1 - - "GET /healthz HTTP/1.1" 200 2 "-" "kube-probe/1.34"',
-        ]
-    return [
-        f"[{name}] starting {image or 'container'}",
-        f"[{name}] loading configuration for pod {pod}",
-        f"[{name}] listening on :8080",
-        f"[{name}] ready",
-        f"[{name}] handled request id={_hex(pod + name, 8)} status=200",
-    ]
-
-
 def container(name: str, image: str, *, port: int | None = None, env: int = 0) -> Obj:
     """A container spec."""
     c: Obj = {"name": name, "image": image}

@@ -1,5 +1,7 @@
-"""The versioned object store: one global resourceVersion, a bounded history per resource, and
-watch fan-out modelled on the apiserver's watch cache (the "cacher").
+"""The versioned object store: one global resourceVersion and a bounded history per
+resource, from which past states (consistent pagination) and past changes (watch resumption)
+are answered, as etcd does.  Every commit is handed at once to the resource's subscribers
+(the watches of :mod:`kube_gateway_demo.watches`) and hooks (the demo's controllers).
 
 Objects are stored *bare* (without ``kind``/``apiVersion``, as list items are served) and are
 never mutated once stored: every write stores a new dict, so a list, a snapshot or a pending
@@ -12,20 +14,16 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from gateway.core.registry import Resource
+from kube_gateway_demo.catalog import SERVED_AS_CUSTOM
 from kube_gateway_demo.status import gone
-from kube_gateway_demo.strategy import SPECIFIC
 
 Obj = dict[str, Any]
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
-
-INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
-CUSTOM_RESOURCES: Final = frozenset(key for key, s in SPECIFIC.items() if s.custom_resource)
-"""Resources served as custom resources (the reference cluster has Image as a CRD)."""
 
 
 def object_key(namespace: str, name: str) -> str:
@@ -43,7 +41,7 @@ def with_rv(obj: Obj, rv: int) -> Obj:
 def typed(res: Resource, obj: Obj) -> Obj:
     """``obj`` with ``kind`` and ``apiVersion`` first, as single objects are served (custom
     resources, being maps, keep their keys sorted)."""
-    if res.key in CUSTOM_RESOURCES:
+    if res.key in SERVED_AS_CUSTOM:
         out = {**obj, "kind": res.kind, "apiVersion": res.api_version}
         return {k: out[k] for k in sorted(out)}
     return {"kind": res.kind, "apiVersion": res.api_version, **obj}
@@ -73,84 +71,18 @@ def encode_event(kind: str, obj: Obj) -> bytes:
     return orjson.dumps({"type": kind, "object": obj}) + b"\n"
 
 
-@dataclass(slots=True)
-class Pending:
-    """An event queued for one watcher (a change, a synthetic ADDED, a bookmark or an error)."""
-
-    type: str
-    obj: Obj
-    rv: int
-    change: Change | None = None
-
-    def line(self, res: Resource) -> bytes:
-        if self.change is not None and self.change.type == self.type:
-            return self.change.line()
-        if self.type in ("BOOKMARK", "ERROR"):
-            return encode_event(self.type, self.obj)
-        return encode_event(self.type, typed(res, self.obj))
-
-
-class DemoWatcher:
-    """One watch's queue, fed synchronously by every commit to its resource.
-
-    Filtering follows the cacher: an object that stops matching yields DELETED (previous
-    content, new resourceVersion) and one that starts matching yields ADDED.
-    """
-
-    def __init__(
-        self,
-        res: Resource,
-        matches: Callable[[Obj], bool],
-        start_rv: int,
-        *,
-        capacity: int = 100_000,
-    ) -> None:
-        self.res = res
-        self.matches = matches
-        self.start_rv = start_rv
-        self.capacity = capacity
-        self.pending: deque[Pending] = deque()
-        self.wake = asyncio.Event()
-        self.closed = False
-        self.overflowed = False
-
-    def push(self, item: Pending) -> None:
-        """Queue an item (used for synthetic ADDEDs, bookmarks and errors)."""
-        self.pending.append(item)
-        self.wake.set()
+class Subscriber(Protocol):
+    """What a commit is offered to: a watch (:class:`kube_gateway_demo.watches.DemoWatcher`)."""
 
     def offer(self, change: Change) -> None:
-        """Translate a committed change for this watcher's selectors and queue it."""
-        if self.closed or change.rv <= self.start_rv:
-            return
-        now = self.matches(change.obj) if change.type != "DELETED" else False
-        before = change.prev is not None and self.matches(change.prev)
-        if change.type == "ADDED":
-            if now:
-                self._queue(Pending("ADDED", change.obj, change.rv, change))
-        elif change.type == "MODIFIED":
-            if now and before:
-                self._queue(Pending("MODIFIED", change.obj, change.rv, change))
-            elif now:
-                self._queue(Pending("ADDED", change.obj, change.rv))
-            elif before and change.prev is not None:
-                self._queue(Pending("DELETED", with_rv(change.prev, change.rv), change.rv))
-        elif before:
-            self._queue(Pending("DELETED", change.obj, change.rv, change))
-
-    def _queue(self, item: Pending) -> None:
-        if len(self.pending) >= self.capacity:
-            # The cacher terminates a watcher whose buffer is full; the client resumes.
-            self.overflowed = True
-            self.close()
-            return
-        self.pending.append(item)
-        self.wake.set()
+        """Take a committed change (synchronously, in commit order)."""
 
     def close(self) -> None:
-        """End the watch: the stream drains what is queued and finishes."""
-        self.closed = True
-        self.wake.set()
+        """The store is closing: end."""
+
+
+#: A controller's reaction to a committed change of one resource (see :meth:`Storage.hook`).
+Hook = Callable[[Change], None]
 
 
 @dataclass(slots=True)
@@ -161,7 +93,8 @@ class Collection:
     objects: dict[str, Obj] = field(default_factory=dict)
     history: deque[Change] = field(default_factory=deque)
     floor: int = 0  # states (and watches) older than this resourceVersion are compacted
-    watchers: set[DemoWatcher] = field(default_factory=set)
+    watchers: set[Subscriber] = field(default_factory=set)
+    hooks: list[Hook] = field(default_factory=list)
     _sorted: list[str] | None = None
 
     def sorted_keys(self) -> list[str]:
@@ -226,6 +159,8 @@ class Storage:
             col.floor = max(col.floor, dropped.rv)
         for w in tuple(col.watchers):
             w.offer(change)
+        for hook in col.hooks:
+            hook(change)
         self._advanced.set()
         self._advanced = asyncio.Event()
         return change
@@ -277,13 +212,18 @@ class Storage:
             col.floor = max(col.floor, target)
         return target
 
-    def add_watcher(self, res: Resource, watcher: DemoWatcher) -> None:
+    def add_watcher(self, res: Resource, watcher: Subscriber) -> None:
         """Register a watcher: from now on every commit to ``res`` is offered to it."""
         self._collections[res.key].watchers.add(watcher)
 
-    def remove_watcher(self, res: Resource, watcher: DemoWatcher) -> None:
+    def remove_watcher(self, res: Resource, watcher: Subscriber) -> None:
         """Unregister a watcher."""
         self._collections[res.key].watchers.discard(watcher)
+
+    def hook(self, res: Resource, hook: Hook) -> None:
+        """Call ``hook`` with every change committed to ``res`` (after its watchers saw it):
+        what a controller of the demo cluster does about it."""
+        self._collections[res.key].hooks.append(hook)
 
     async def wait_for_rv(self, rv: int, timeout: float) -> bool:
         """Wait until the store reaches ``rv``; False on timeout or close."""

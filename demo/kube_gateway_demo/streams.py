@@ -16,7 +16,8 @@ from kube_gateway_demo.http import (
     warning_header,
 )
 from kube_gateway_demo.logs import ContainerLog, LogLine, LogStore
-from kube_gateway_demo.storage import DemoWatcher, Pending, Storage, encode_event
+from kube_gateway_demo.storage import Storage, encode_event
+from kube_gateway_demo.watches import DemoWatcher, Pending
 
 _EXPIRY_LEAD = 2.0
 

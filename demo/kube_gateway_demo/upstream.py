@@ -18,6 +18,7 @@ from kube_gateway_demo.catalog import DEMO_REGISTRY
 from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.http import install_log_filter
 from kube_gateway_demo.inprocess import DemoStore
+from kube_gateway_demo.sample import seed
 
 
 class _Server(uvicorn.Server):
@@ -174,8 +175,6 @@ class DemoUpstream:
             raise RuntimeError("already started")
         install_log_filter()
         if self._seed:
-            from kube_gateway_demo.sample import seed
-
             await seed(self.store)
         # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on sockets that say so, and
         # without it every small response waits ~40 ms for a delayed ACK.
