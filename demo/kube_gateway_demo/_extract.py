@@ -161,7 +161,7 @@ def extract(source: Mapping[str, Any], supplements: Mapping[str, Any]) -> dict[s
             "version": core.KUBERNETES_VERSION,
             "x-generated-by": "scripts/extract_schemas.py (do not edit by hand)",
             "x-source": f"PyPI kubernetes-validate: {core.SOURCE_PATH}; "
-            "demo/kube_gateway_demo/catalog.py (CRDs)",
+            "demo/kube_gateway_demo/crds/ (CRDs)",
         },
     }
 

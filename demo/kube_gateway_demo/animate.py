@@ -17,6 +17,7 @@ from gateway.core.registry import ENDPOINTS, EVENT, LEASE, POD
 from kube_gateway_demo import sample
 from kube_gateway_demo.inprocess import DemoStore
 from kube_gateway_demo.jsonutil import clone
+from kube_gateway_demo.kubelet import NODES, event_for, pod_ip, pod_status, started_events
 from kube_gateway_demo.status import DemoApiError
 from kube_gateway_demo.times import micro_time
 
@@ -57,7 +58,7 @@ class Animator:
 
     async def _spawn(self) -> None:
         self.serial += 1
-        node = sample.NODES[self.serial % len(sample.NODES)]
+        node = NODES[self.serial % len(NODES)]
         manifest = sample.pod(
             "",
             NAMESPACE,
@@ -70,12 +71,8 @@ class Animator:
         manifest["metadata"]["generateName"] = "ticker-"
         created = await self.store.create(POD, manifest, field_manager="ticker-controller")
         self.ages[created["metadata"]["uid"]] = 0
-        await self._event(
-            created,
-            "Scheduled",
-            f"Successfully assigned {NAMESPACE}/{created['metadata']['name']} to {node}",
-            "default-scheduler",
-        )
+        scheduled, *_ = started_events(created)
+        await self._event(created, *scheduled)
 
     async def _advance(self, p: Obj) -> None:
         meta = p["metadata"]
@@ -85,40 +82,35 @@ class Animator:
         phase = (p.get("status") or {}).get("phase")
         name = meta["name"]
         if phase == "Pending":
-            status = sample.pod_status(
-                p, "Running", now=self.store.now(), ip_index=100 + self.serial % 100
-            )
-            await self.store.update(
-                POD, {**p, "status": status}, subresource="status", field_manager="kubelet"
-            )
-            for reason, message in (
-                ("Pulled", 'Container image "quay.io/demo/ticker:1.0" already present on machine'),
-                ("Created", "Created container: ticker"),
-                ("Started", "Started container ticker"),
-            ):
-                await self._event(p, reason, message, "kubelet")
+            await self._report(p, "Running")
+            _, *started = started_events(p)
+            for event in started:
+                await self._event(p, *event)
             self.ages[uid] = 0
         elif phase == "Running":
             await self.store.append_log(
                 NAMESPACE, name, "ticker", f"[ticker] tick {age} at {self.store.now()}"
             )
             if age >= RUN_STEPS:
-                status = sample.pod_status(
-                    p, "Succeeded", now=self.store.now(), ip_index=100 + self.serial % 100
-                )
-                await self.store.update(
-                    POD, {**p, "status": status}, subresource="status", field_manager="kubelet"
-                )
+                await self._report(p, "Succeeded")
                 await self._event(p, "Completed", "Container ticker completed", "kubelet")
                 self.ages[uid] = 0
         elif age >= DONE_STEPS:
             await self.store.delete(POD, name, namespace=NAMESPACE)
             self.ages.pop(uid, None)
 
+    async def _report(self, p: Obj, phase: str) -> None:
+        """The kubelet reports the pod in ``phase``."""
+        ip = pod_ip(p["spec"].get("nodeName", ""), 100 + self.serial % 100)
+        status = pod_status(p, phase, now=self.store.now(), pod_ip=ip)
+        await self.store.update(
+            POD, {**p, "status": status}, subresource="status", field_manager="kubelet"
+        )
+
     async def _event(self, p: Obj, reason: str, message: str, component: str) -> None:
         await self.store.create(
             EVENT,
-            sample.event_for(
+            event_for(
                 p, reason, message, component=component, now=self.store.now(), count=self.serial
             ),
             field_manager=component,
