@@ -3,7 +3,8 @@ fields and deletion behaviour, after ``pkg/registry/*/strategy.go``.
 
 :class:`Strategy` is what every resource of the registry gets; :data:`SPECIFIC` adds the
 behaviour of particular resources, keyed by registry key.  A resource the registry gains
-(say apps/v1 Deployments) is served with the generic strategy and its schema, no edit here.
+(say networking.k8s.io/v1 Ingresses) is served with the generic strategy
+(:class:`StatusStrategy` when it has a status subresource) and its schema, no edit here.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
-from gateway.core.registry import ENDPOINTS, EVENT, IMAGE, LEASE, POD, Resource
+from gateway.core.registry import ENDPOINTS, EVENT, LEASE, POD, Resource
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo import validation as v
-from kube_gateway_demo.catalog import CRD, DEPLOYMENT, NAMESPACE, NODE, REPLICASET, SERVICE, WIDGET
+from kube_gateway_demo.catalog import (
+    CRD,
+    DEPLOYMENT,
+    NAMESPACE,
+    NODE,
+    REPLICASET,
+    SERVED_AS_CUSTOM,
+    SERVICE,
+)
 from kube_gateway_demo.fielderrors import FieldError
 from kube_gateway_demo.selectors import meta_fields
 from kube_gateway_demo.structure import validate_custom
@@ -819,18 +828,29 @@ SPECIFIC: Final[Mapping[str, type[Strategy]]] = {
     EVENT.key: EventStrategy,
     ENDPOINTS.key: EndpointsStrategy,
     LEASE.key: LeaseStrategy,
-    IMAGE.key: CustomResourceStrategy,
     DEPLOYMENT.key: DeploymentStrategy,
     REPLICASET.key: ReplicaSetStrategy,
     SERVICE.key: ServiceStrategy,
     NODE.key: NodeStrategy,
     NAMESPACE.key: NamespaceStrategy,
     CRD.key: CustomResourceDefinitionStrategy,
-    WIDGET.key: CustomResourceStrategy,
 }
-"""Kind-specific behaviour by registry key; any other resource gets :class:`Strategy`."""
+"""Kind-specific behaviour by registry key (any other resource: :func:`strategy_for`)."""
 
 
 def strategy_for(res: Resource, type_name: str) -> Strategy:
-    """The strategy of ``res``, whose objects are of schema type ``type_name``."""
-    return SPECIFIC.get(res.key, Strategy)(res, type_name)
+    """The strategy of ``res``, whose objects are of schema type ``type_name``.
+
+    A resource without behaviour of its own in :data:`SPECIFIC` is served from its registry
+    entry alone: as a custom resource when the catalog serves it as one
+    (:data:`~kube_gateway_demo.catalog.SERVED_AS_CUSTOM`), else as a built-in kind, with the
+    status split of the apiserver's status strategies when it has a ``status`` subresource.
+    """
+    specific = SPECIFIC.get(res.key)
+    if specific is not None:
+        return specific(res, type_name)
+    if res.key in SERVED_AS_CUSTOM:
+        return CustomResourceStrategy(res, type_name)
+    if "status" in res.subresources:
+        return StatusStrategy(res, type_name)
+    return Strategy(res, type_name)
