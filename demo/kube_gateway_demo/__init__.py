@@ -6,7 +6,9 @@ resourceVersions, watches with bookmarks and 410s, pagination, every patch type 
 server-side apply, dry runs, bearer-token auth and RBAC-style Forbidden errors.  What some
 resources do beyond that (graceful pod deletion and pod logs, Event and Lease rules, Image
 served as a custom resource) is kept per registry key in :mod:`kube_gateway_demo.strategy`.  It
-backs ``kube-gateway serve --demo`` and the fast test suite::
+backs ``kube-gateway serve --demo`` and the fast test suite, and ships apart from the gateway
+(the ``kube-gateway-demo`` distribution), so that a production install holds no fake API
+server and none of its tokens::
 
     async with DemoUpstream() as demo:
         async with httpx.AsyncClient(base_url=demo.url,

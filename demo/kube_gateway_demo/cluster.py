@@ -8,17 +8,15 @@ them, so a test that sets ``store.clock`` sets every part's clock.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
 from gateway.core.registry import Registry, Resource
-from kube_gateway_demo import definitions as schema
-from kube_gateway_demo.catalog import DEMO_REGISTRY, NAMESPACE
+from kube_gateway_demo.catalog import NAMESPACE
 from kube_gateway_demo.logs import LogStore
 from kube_gateway_demo.options import ListQuery
 from kube_gateway_demo.storage import Change, Storage, object_key
-from kube_gateway_demo.strategy import Strategy, strategy_for
+from kube_gateway_demo.strategy import Strategy
 from kube_gateway_demo.times import rfc3339
 
 SYSTEM_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -29,31 +27,22 @@ class Cluster:
 
     Args:
         registry: the served resources.
-        schema_types: the schema definition of a resource's objects, by registry key, where
-            it is not the one :func:`gateway.core.schema.kind_type` finds for its kind.
-        history: how many changes per resource are kept for watch resumption and
-            consistent pagination (older resourceVersions answer 410).
+        strategies: what each of them does beyond the generic, by registry key.
+        storage: their versioned objects.
         clock: the wall clock (seconds), for timestamps.
     """
 
     def __init__(
         self,
-        registry: Registry = DEMO_REGISTRY,
-        *,
-        schema_types: Mapping[str, str] | None = None,
-        history: int = 1000,
-        clock: Callable[[], float] = time.time,
+        registry: Registry,
+        strategies: Mapping[str, Strategy],
+        storage: Storage,
+        clock: Callable[[], float],
     ) -> None:
         self.registry = registry
         self.resources: tuple[Resource, ...] = tuple(registry.values())
-        types = dict(schema_types or {})
-        self.strategies: dict[str, Strategy] = {
-            r.key: strategy_for(
-                r, types.get(r.key) or schema.kind_type(r.group, r.version, r.kind).name
-            )
-            for r in self.resources
-        }
-        self.storage = Storage(self.resources, history=history)
+        self.strategies = dict(strategies)
+        self.storage = storage
         self.logs = LogStore()
         self.clock = clock
         self.too_large_wait = 3.0

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from gateway.core.registry import Registry
+from kube_gateway_demo import definitions as schema
 from kube_gateway_demo.catalog import CRD, DEMO_REGISTRY, NAMESPACE, crd_of
 from kube_gateway_demo.cluster import SYSTEM_NAMESPACES, Cluster
 from kube_gateway_demo.deletion import Deletion
@@ -26,6 +27,8 @@ from kube_gateway_demo.jsonutil import clone
 from kube_gateway_demo.kubelet import Kubelet
 from kube_gateway_demo.options import DemoWriteOptions
 from kube_gateway_demo.reads import Reads
+from kube_gateway_demo.storage import Storage
+from kube_gateway_demo.strategy import strategy_for
 from kube_gateway_demo.watches import Watches
 from kube_gateway_demo.writes import Writes
 
@@ -34,8 +37,16 @@ class Store(Cluster):
     """The state of the demo cluster and its parts (the synchronous API the HTTP layer
     calls; :class:`~.inprocess.DemoStore` adds the async in-process API on top).
 
-    Takes the arguments of :class:`~.cluster.Cluster`.  The system namespaces exist from the
-    start, and so does the CustomResourceDefinition of every custom resource served.
+    The system namespaces exist from the start, and so does the CustomResourceDefinition of
+    every custom resource served.
+
+    Args:
+        registry: the served resources.
+        schema_types: the schema definition of a resource's objects, by registry key, where
+            it is not the one :func:`gateway.core.schema.kind_type` finds for its kind.
+        history: how many changes per resource are kept for watch resumption and
+            consistent pagination (older resourceVersions answer 410).
+        clock: the wall clock (seconds), for timestamps.
     """
 
     def __init__(
@@ -46,7 +57,15 @@ class Store(Cluster):
         history: int = 1000,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(registry, schema_types=schema_types, history=history, clock=clock)
+        types = dict(schema_types or {})
+        strategies = {
+            r.key: strategy_for(
+                r, types.get(r.key) or schema.kind_type(r.group, r.version, r.kind).name
+            )
+            for r in registry.values()
+        }
+        storage = Storage(registry.values(), history=history)
+        super().__init__(registry, strategies, storage, clock)
         self.reads = Reads(self)
         self.writes = Writes(self)
         self.deletion = Deletion(self, self.reads)

@@ -38,24 +38,6 @@ NS_MISMATCH: Final = (
 )
 _NAME_CHARS: Final = "bcdfghjklmnpqrstvwxz2456789"
 
-_META_ORDER: Final = (
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-)
-
 
 class Writes:
     """Create, update, patch and apply objects of the cluster."""
@@ -339,6 +321,25 @@ class Writes:
             origin="apply",
             managed=True,
         )
+
+
+_META_ORDER: Final = (
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+)
 
 
 def reorder(strat: Strategy, obj: Obj, *, stored: bool) -> None:

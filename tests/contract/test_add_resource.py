@@ -58,9 +58,9 @@ class Added:
     """A resource added to the registry, and what the test does with it."""
 
     name: str  # the registry constant
-    entry: str  # the whole hand-written change
+    group: str
     kind: str
-    plural: str
+    short_name: str
     manifest: dict[str, Any]
     #: Where the pod spec (its containers) is in an object of the kind.
     pod_spec: tuple[str, ...]
@@ -68,74 +68,64 @@ class Added:
     status: dict[str, Any] | None = None
 
     @property
+    def plural(self) -> str:
+        return self.kind.lower() + "s"
+
+    @property
     def field(self) -> str:
         """The kind as GraphQL names it in fields (``cronJob``)."""
         return self.kind[0].lower() + self.kind[1:]
 
+    @property
+    def entry(self) -> str:
+        """The whole hand-written change: the resource's record."""
+        return ENTRY.format(
+            name=self.name,
+            group=self.group,
+            kind=self.kind,
+            plural=self.plural,
+            singular=self.kind.lower(),
+            short_name=self.short_name,
+        )
 
+
+ENTRY = """
+{name} = Resource(
+    group="{group}",
+    version="v1",
+    kind="{kind}",
+    plural="{plural}",
+    singular="{singular}",
+    namespaced=True,
+    short_names=("{short_name}",),
+    subresources=MappingProxyType({{"status": Subresource("status", _READ_WRITE)}}),
+)
+"""
+
+LABELS = {"app": "added"}
+POD_SPEC = ("spec", "template", "spec")
 CONTAINERS = [{"name": "web", "image": "nginx:1.27"}, {"name": "sidecar", "image": "busybox:1.36"}]
+TEMPLATE = {"metadata": {"labels": LABELS}, "spec": {"containers": CONTAINERS}}
+JOB_TEMPLATE = {
+    "spec": {"template": {**TEMPLATE, "spec": {**TEMPLATE["spec"], "restartPolicy": "OnFailure"}}}
+}
+
+META = {"name": "added", "labels": LABELS}
+DEPLOYMENT = {
+    "metadata": META,
+    "spec": {"replicas": 2, "selector": {"matchLabels": LABELS}, "template": TEMPLATE},
+}
+CRONJOB = {"metadata": META, "spec": {"schedule": "*/5 * * * *", "jobTemplate": JOB_TEMPLATE}}
 
 ADDED = {
-    "deployment": Added(
-        name="DEPLOYMENT",
-        entry="""
-DEPLOYMENT = Resource(
-    group="apps",
-    version="v1",
-    kind="Deployment",
-    plural="deployments",
-    singular="deployment",
-    namespaced=True,
-    short_names=("deploy",),
-    subresources=MappingProxyType({"status": Subresource("status", _READ_WRITE)}),
-)
-""",
-        kind="Deployment",
-        plural="deployments",
-        manifest={
-            "metadata": {"name": "added", "labels": {"app": "added"}},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "added"}},
-                "template": {
-                    "metadata": {"labels": {"app": "added"}},
-                    "spec": {"containers": CONTAINERS},
-                },
-            },
-        },
-        pod_spec=("spec", "template", "spec"),
-    ),
+    "deployment": Added("DEPLOYMENT", "apps", "Deployment", "deploy", DEPLOYMENT, POD_SPEC),
     "cronjob": Added(
-        name="CRONJOB",
-        entry="""
-CRONJOB = Resource(
-    group="batch",
-    version="v1",
-    kind="CronJob",
-    plural="cronjobs",
-    singular="cronjob",
-    namespaced=True,
-    short_names=("cj",),
-    subresources=MappingProxyType({"status": Subresource("status", _READ_WRITE)}),
-)
-""",
-        kind="CronJob",
-        plural="cronjobs",
-        manifest={
-            "metadata": {"name": "added", "labels": {"app": "added"}},
-            "spec": {
-                "schedule": "*/5 * * * *",
-                "jobTemplate": {
-                    "spec": {
-                        "template": {
-                            "metadata": {"labels": {"app": "added"}},
-                            "spec": {"restartPolicy": "OnFailure", "containers": CONTAINERS},
-                        }
-                    }
-                },
-            },
-        },
-        pod_spec=("spec", "jobTemplate", "spec", "template", "spec"),
+        "CRONJOB",
+        "batch",
+        "CronJob",
+        "cj",
+        CRONJOB,
+        ("spec", "jobTemplate", *POD_SPEC),
         status={"status": {"lastScheduleTime": "2026-01-02T03:04:05Z"}},
     ),
 }
