@@ -6,10 +6,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps generate schemas
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml demo/pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]' -e ./demo
 	touch $@
 
 ## run: serve GraphQL (:8080) and gRPC (:50051) against the current kubeconfig, or the demo upstream
@@ -18,14 +18,14 @@ run: $(STAMP)
 
 ## test: install everything, lint, type-check and run the whole suite (real kube-apiserver included)
 test: $(STAMP) e2e-bins chromium go-client audit-deps
-	$(BIN)/ruff check gateway tests
-	$(BIN)/ruff format --check gateway tests
+	$(BIN)/ruff check gateway demo tests
+	$(BIN)/ruff format --check gateway demo tests
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check gateway tests
-	$(BIN)/ruff format --check gateway tests
+	$(BIN)/ruff check gateway demo tests
+	$(BIN)/ruff format --check gateway demo tests
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -75,7 +75,7 @@ bench: $(STAMP) go-client e2e-bins
 ## lock: re-resolve pinned versions after changing dependencies
 lock:
 	rm -rf /tmp/kg-lock && $(PYTHON) -m venv /tmp/kg-lock
-	/tmp/kg-lock/bin/pip install --quiet '.[dev]'
+	/tmp/kg-lock/bin/pip install --quiet '.[dev]' ./demo
 	/tmp/kg-lock/bin/pip freeze --exclude-editable | grep -v '^kube-gateway' > requirements.lock
 
 clean:

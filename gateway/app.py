@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from gateway import demomode
 from gateway.core.config import UpstreamConfig, describe
 from gateway.core.drain import Drain
 from gateway.graphql.live import GroupEndpoint, group_routes
@@ -76,26 +77,21 @@ async def _upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
     return Upstream(configured)
 
 
-#: The demo upstream's admin token: the gateway's own identity in demo mode.
-DEMO_GATEWAY_TOKEN = "admin-token"
-
-
 async def _demo_upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
-    """The built-in demo upstream, served until the stack closes; the gateway's own
-    identity on it is the demo's admin."""
-    from gateway.demo import DemoUpstream
-
+    """The demo upstream (a distribution of its own, see :mod:`gateway.demomode`), served
+    until the stack closes; the gateway's own identity on it is the demo's admin."""
     reason = "--demo was given" if settings.demo else "no kubeconfig or in-cluster config found"
-    demo = await stack.enter_async_context(DemoUpstream(animate=True))
+    upstream_class = demomode.upstream_class(asked=settings.demo)
+    demo = await stack.enter_async_context(upstream_class(animate=True))
     log.warning(
-        "upstream: the built-in DEMO upstream at %s (%s); sample data keeps changing. "
+        "upstream: the DEMO upstream at %s (%s); sample data keeps changing. "
         "Call with 'Authorization: Bearer %s' (admin) or another demo token.",
         demo.url,
         reason,
-        DEMO_GATEWAY_TOKEN,
+        demo.admin_token,
     )
     return Upstream(
-        UpstreamConfig(server=demo.url, source="demo"), gateway_token=DEMO_GATEWAY_TOKEN, demo=True
+        UpstreamConfig(server=demo.url, source="demo"), gateway_token=demo.admin_token, demo=True
     )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from gateway import logs
+from gateway import demomode, logs
 from gateway import settings as settings_mod
 
 
@@ -32,12 +32,14 @@ def _serve(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    if not settings.demo:
-        try:
-            resolve_upstream(settings)  # fail before serving, with a message, not a traceback
-        except ConfigError as exc:
-            print(f"kube-gateway: cannot start: {exc}", file=sys.stderr)
-            return 2
+    try:
+        # fail before serving, with a message, not a traceback: a half-configured cluster,
+        # or the demo upstream wanted (--demo, or no cluster at all) but not installed
+        if settings.demo or resolve_upstream(settings) is None:
+            demomode.upstream_class(asked=settings.demo)
+    except ConfigError as exc:
+        print(f"kube-gateway: cannot start: {exc}", file=sys.stderr)
+        return 2
 
     app = create_app(settings, tune_gc=True)
     config = uvicorn.Config(

@@ -74,8 +74,9 @@ _HELP: dict[str, str] = {
     "host": "address both servers listen on",
     "http_port": "HTTP port: GraphQL at /graphql, /healthz, /readyz, /metrics",
     "grpc_port": "gRPC port (typed services, reflection, health)",
-    "demo": "serve the built-in demo upstream (live sample data) instead of a cluster; "
-    "chosen automatically when no kubeconfig or in-cluster config is found",
+    "demo": "serve the demo upstream (live sample data; the kube-gateway-demo package) "
+    "instead of a cluster; chosen automatically when no kubeconfig or in-cluster config "
+    "is found",
     "server": "upstream API server URL (overrides in-cluster config and kubeconfig)",
     "token_file": "file with the gateway's own bearer token (used only with --gateway-identity)",
     "ca_file": "CA bundle that signs the upstream's serving certificate",

@@ -1,5 +1,6 @@
 """Regenerate gateway/core/schemas/kubernetes-v1.36.json (see gateway/core/_extract.py) and
-the demo upstream's gateway/demo/schemas/kubernetes-demo.json (gateway/demo/_extract.py).
+the demo upstream's demo/kube_gateway_demo/schemas/kubernetes-demo.json
+(demo/kube_gateway_demo/_extract.py).
 
 Run with the project's venv, where the ``kubernetes-validate`` dev dependency is installed:
 
@@ -11,10 +12,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# This checkout's gateway and demo (a copy being regenerated is not the one installed).
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "demo")]
 
 from gateway.core._extract import main
-from gateway.demo._extract import main as demo_main
+from kube_gateway_demo._extract import main as demo_main
 
 if __name__ == "__main__":
     argv = sys.argv[1:]

@@ -305,7 +305,7 @@ def _kubeconfig_paths(
             raise ConfigError(
                 f"KUBECONFIG is set to {listed!r}, but none of the files it lists exists: "
                 "point it at a kubeconfig, unset it (the default is ~/.kube/config), or "
-                "pass --demo for the built-in demo upstream"
+                "pass --demo for the demo upstream"
             )
         return paths, False
     home = environ.get("HOME")
@@ -366,7 +366,7 @@ def _from_kubeconfig(
     if root is None:
         raise ConfigError(
             f"{where} is empty: give it a cluster, a user and a current context, or pass "
-            "--demo for the built-in demo upstream"
+            "--demo for the demo upstream"
         )
 
     # The merger names each entry after its whole dict, and the library's messages quote

@@ -25,14 +25,12 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
+from gateway import demomode
+
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 #: For every asset: never guess a content type.
 NOSNIFF = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
-
-#: The demo upstream's admin token (``gateway.demo.auth.DEFAULT_TOKENS``): GraphiQL's Headers
-#: pane holds it in demo mode, so every example runs as it is.
-DEMO_TOKEN = "admin-token"
 
 #: The localStorage namespace of GraphiQL's state in demo mode: tabs and headers saved
 #: while the demo was served are never shown by a gateway of a real cluster at the same
@@ -128,7 +126,8 @@ def settings(*, demo: bool, group: str | None = None) -> dict[str, Any]:
     """
     if not demo:
         return {}
-    headers = json.dumps({"Authorization": f"Bearer {DEMO_TOKEN}"}, indent=2)
+    # the demo upstream's own admin token, so every example runs as it is
+    headers = json.dumps({"Authorization": f"Bearer {demomode.admin_token()}"}, indent=2)
     variables = json.dumps(DEMO_MUTATION_VARIABLES, indent=2)
     last = DEMO_WIDGETS if group == DEMO_GROUP else DEMO_RELATIONS
     tabs = [

@@ -46,7 +46,7 @@ from typing import IO, Any
 import httpx
 import orjson
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.bench.report import Row, row
 
 TOKEN = "admin-token"

@@ -35,8 +35,8 @@ from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.registry import POD
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
+from kube_gateway_demo import DemoUpstream
 from tests.bench.bench_fanout import gateway
 from tests.bench.realistic import pod
 from tests.bench.report import Row, row

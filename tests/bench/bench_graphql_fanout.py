@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.demo import DemoUpstream
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.bench.report import Row, row
 from tests.support.graphql import serve_app
 

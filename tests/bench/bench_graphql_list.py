@@ -32,8 +32,8 @@ from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.registry import POD
-from gateway.demo import DemoUpstream
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod
 from tests.bench.report import Row, row
 from tests.support.graphql import serve_app

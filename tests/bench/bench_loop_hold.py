@@ -34,9 +34,9 @@ import orjson
 
 from gateway.app import tune_garbage_collector
 from gateway.core.registry import POD
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod
 from tests.bench.report import Row, row
 from tests.support.graphql import serve_app

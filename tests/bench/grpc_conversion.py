@@ -41,11 +41,11 @@ from gateway.core.hub import WatchHub
 from gateway.core.largelist import decode_now
 from gateway.core.registry import POD
 from gateway.core.watch import WatchEvent
-from gateway.demo import DemoUpstream
 from gateway.grpc.codec import codec
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.grpc.messages import message_class
 from gateway.grpc.server import start_grpc
+from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod, pod_list
 from tests.bench.report import Row, row
 

@@ -16,10 +16,10 @@ import pytest
 
 from gateway.core.operations import ACTIONS, Action, Operation, operations
 from gateway.core.registry import POD, REGISTRY
-from gateway.demo import DemoUpstream
 from gateway.graphql import gateway_schema
 from gateway.grpc.contract import contract, service_name
 from gateway.grpc.gen.kubegateway.v1 import events_pb2
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import error_of, gql, serve_gateway
 from tests.support.grpc import ADMIN, bearer, details, serve_grpc
 

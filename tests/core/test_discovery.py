@@ -35,8 +35,8 @@ from gateway.core.discovery import (
 )
 from gateway.core.errors import UnknownResource
 from gateway.core.registry import LEASE, POD, REGISTRY
-from gateway.demo import DemoUpstream
 from gateway.settings import Settings, load
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import _Server, serve_app
 
 # ---------------------------------------------------------------------------- patterns

@@ -17,7 +17,7 @@ from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.options import ListOptions
 from gateway.core.watch import RESYNC_ANNOTATION, Backoff, Watcher, WatchEvent
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 
 ADMIN = Credential("admin-token")
 NS = "demo"

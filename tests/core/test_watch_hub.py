@@ -30,8 +30,8 @@ from gateway.core.hub import (
 from gateway.core.options import ListOptions
 from gateway.core.registry import REGISTRY
 from gateway.core.watch import INITIAL_EVENTS_END, RESYNC_ANNOTATION, Backoff
-from gateway.demo import DemoUpstream
-from gateway.demo.auth import TokenGrant
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.auth import TokenGrant
 
 ADMIN = Credential("admin-token")
 ALICE = Credential("alice-token")

@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 
 ADMIN = {"Authorization": "Bearer admin-token"}
 _counter = itertools.count()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream, TokenGrant
+from kube_gateway_demo import DemoUpstream, TokenGrant
 
 PODS = "/api/v1/namespaces/default/pods"
 

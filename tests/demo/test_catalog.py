@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from gateway.core.registry import REGISTRY
-from gateway.demo import DemoUpstream
-from gateway.demo import _extract as demo_extract
-from gateway.demo.catalog import DEMO_REGISTRY, WIDGET_CRD
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo import _extract as demo_extract
+from kube_gateway_demo.catalog import DEMO_REGISTRY, WIDGET_CRD
 
 from .conftest import WatchReader
 

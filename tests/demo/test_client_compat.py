@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 
 
 def _exercise(url: str) -> dict[str, object]:

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream
-from gateway.demo.catalog import DEMO_REGISTRY
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.catalog import DEMO_REGISTRY
 
 PODS = "/api/v1/namespaces/demo/pods"
 EVENTS = "/api/v1/namespaces/demo/events"

@@ -9,7 +9,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 
 from .conftest import WatchReader
 

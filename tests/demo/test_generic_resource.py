@@ -16,7 +16,7 @@ import pytest
 
 from gateway.core import schema
 from gateway.core.registry import REGISTRY, Registry, Resource
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 
 from .conftest import ADMIN, WatchReader
 

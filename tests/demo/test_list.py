@@ -10,8 +10,8 @@ import httpx
 import orjson
 import pytest
 
-from gateway.demo import DemoUpstream
-from gateway.demo.sample import make_pods
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.sample import make_pods
 
 PODS = "/api/v1/namespaces/demo/pods"
 EVENTS = "/api/v1/namespaces/demo/events"

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 
 PODS = "/api/v1/namespaces/demo/pods"
 NGINX_LOG = "/api/v1/namespaces/default/pods/nginx-7c5ddbdf54-x2x9p/log"

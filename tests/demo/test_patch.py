@@ -10,7 +10,7 @@ import orjson
 import yaml
 
 from gateway.core import schema
-from gateway.demo.patching import strategic_merge_patch
+from kube_gateway_demo.patching import strategic_merge_patch
 
 PODS = "/api/v1/namespaces/demo/pods"
 POD_TYPE = schema.kind_type("", "v1", "Pod").name

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.demo import DemoApiError, DemoStore, DemoUpstream
-from gateway.demo.animate import LABEL, Animator
-from gateway.demo.sample import make_pods, seed
+from kube_gateway_demo import DemoApiError, DemoStore, DemoUpstream
+from kube_gateway_demo.animate import LABEL, Animator
+from kube_gateway_demo.sample import make_pods, seed
 
 from .conftest import ADMIN, WatchReader
 

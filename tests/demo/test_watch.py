@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 
 from .conftest import ADMIN, WatchReader
 

@@ -1,18 +1,22 @@
 """The container image (deploy/Dockerfile), checked as far as a machine without a
 container engine can: the wheel its builder stage builds, from exactly the files it copies
-in, carries every module and the package data the gateway reads at run time; every
-runtime dependency is pinned by requirements.lock; the runtime stage runs
-``kube-gateway serve`` as a numeric non-root user with both ports exposed.
+in, carries every module and the package data the gateway reads at run time, and nothing of
+the demo upstream (a distribution of its own: no module, no token); installed alone, its
+``serve`` refuses the demo with a one-line message; every runtime dependency is pinned by
+requirements.lock; the runtime stage runs ``kube-gateway serve`` as a numeric non-root user
+with both ports exposed.
 """
 
 from __future__ import annotations
 
 import email.parser
 import json
+import os
 import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -23,6 +27,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from gateway.settings import Settings
+from tests.support.serve_process import clean_env, command, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
@@ -166,6 +171,92 @@ def test_the_wheel_holds_every_module_and_the_package_data(wheel: Path) -> None:
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         scripts = zf.read(entry_points).decode()
     assert "[console_scripts]\nkube-gateway = gateway.cli:main" in scripts
+
+
+def test_the_wheel_carries_nothing_of_the_demo_upstream(wheel: Path) -> None:
+    """No fake API server and none of its tokens in what the image installs."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        assert not [n for n in names if n.startswith(("kube_gateway_demo/", "gateway/demo/"))]
+        holding = [n for n in names if b"admin-token" in zf.read(n)]
+    assert not holding, f"the demo's admin token is in {holding}"
+    # ... while the demo, which is built from its own directory, does hold it
+    assert b'"admin-token"' in (ROOT / "demo/kube_gateway_demo/auth.py").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def wheel_alone(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An environment where the gateway is the wheel's and the demo upstream is not
+    installed: the wheel unpacked into a directory of its own, then the installed
+    dependencies; ``python -S`` skips site-packages' ``.pth`` files, which is where the
+    development checkout's editable installs (the gateway's, the demo's) live."""
+    target = tmp_path_factory.mktemp("installed")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"),
+            *("--target", str(target), str(wheel)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    paths = sysconfig.get_paths()
+    return {
+        "PYTHONPATH": os.pathsep.join(
+            dict.fromkeys([str(target), paths["purelib"], paths["platlib"]])
+        )
+    }
+
+
+def _alone(wheel_alone: dict[str, str], home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    python, *rest = command(free_port(), free_port(), *args)
+    return subprocess.run(
+        [python, "-S", *rest],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=clean_env(home, wheel_alone),
+        cwd=home,
+        timeout=60,
+    )
+
+
+def test_without_the_demo_upstream_serve_refuses_it_in_one_line(
+    wheel_alone: dict[str, str], tmp_path: Path
+) -> None:
+    """The image's gateway without the demo upstream: ``serve --demo``, and a start that
+    finds no cluster at all, each end with one line saying why the demo was wanted and how
+    to get it (not a traceback, and nothing served)."""
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import importlib.util, gateway; "
+            "print(gateway.__file__, importlib.util.find_spec('kube_gateway_demo'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env(tmp_path, wheel_alone),
+        cwd=tmp_path,
+    ).stdout.split()
+    assert probe[0].startswith(wheel_alone["PYTHONPATH"].split(os.pathsep)[0]), probe
+    assert probe[1] == "None", "the demo upstream is importable here"
+
+    hint = "run `make run` from a checkout, or `pip install ./demo`"
+    for args, why in (
+        (["--demo"], "--demo was given but the demo upstream is not installed"),
+        (
+            [],
+            "no cluster was found (no kubeconfig or in-cluster config) and the demo upstream "
+            "is not installed",
+        ),
+    ):
+        done = _alone(wheel_alone, tmp_path, *args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines() == [f"kube-gateway: cannot start: {why}: {hint}"]
 
 
 def _pins() -> dict[str, str]:

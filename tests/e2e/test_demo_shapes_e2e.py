@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.e2e.apiserver import KubeAPIServer
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"

@@ -20,8 +20,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, pods_pb2, pods_pb2_grpc
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, TransportWS
 from tests.support.grpc import details
 from tests.support.serve_process import serve_process_async

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from websockets.asyncio.client import connect
 
-from gateway.demo import DemoUpstream
 from gateway.graphql.operations import YAML_MAX_NODES
 from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.support.calls import calls_to
 from tests.support.graphql import ADMIN, NAMESPACE, Gateway, serve_app, serve_gateway, ws_client
 from tests.support.tap import Tap

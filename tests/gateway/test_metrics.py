@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc, pods_pb2, pods_pb2_grpc
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway, gql, serve_gateway
 
 AUTH = (("authorization", f"Bearer {ADMIN}"),)

@@ -10,9 +10,9 @@ from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import credential_of_token
 from gateway.core.metrics import Metrics
 from gateway.core.registry import POD
-from gateway.demo import DemoUpstream
 from gateway.runtime import Upstream, build_cluster
 from gateway.settings import load
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway, serve_app
 
 

@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.core import tracing
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway, gql, serve_gateway
 from tests.support.serve_process import serve_process
 from tests.support.tap import Tap

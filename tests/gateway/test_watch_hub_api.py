@@ -12,7 +12,6 @@ import grpc
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
     common_pb2,
     leases_pb2,
@@ -21,6 +20,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
     pods_pb2_grpc,
 )
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, SSE, Gateway, gql, serve_app, ws_client
 
 AUTH = (("authorization", f"Bearer {ADMIN}"),)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.graphql.test_http_subscriptions import MULTIPART_ACCEPT, parts
 from tests.support.graphql import ADMIN, NAMESPACE, SSE, Gateway, unique, ws_client
 

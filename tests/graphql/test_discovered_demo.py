@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from gateway.core.documents import Documents
-from gateway.demo import DemoUpstream
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway, serve_app, ws_client
 
 

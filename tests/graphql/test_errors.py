@@ -12,12 +12,12 @@ from graphql import GraphQLError
 from gateway.core import errors as core
 from gateway.core.adapter import KubeAdapter
 from gateway.core.credentials import Credential
-from gateway.demo import DemoUpstream
 from gateway.graphql.context import Context
 from gateway.graphql.errors import CODES, format_exception
 from gateway.graphql.execution import Engine
 from gateway.graphql.limits import Limits
 from gateway.graphql.schema import gateway_schema
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, ALICE, VIEWER, Gateway, data, error_of, gql
 
 LEASES = '{ leases(namespace: "demo") { items { metadata { name } } } }'

@@ -22,9 +22,8 @@ from urllib.parse import urlencode
 import httpx
 from websockets.asyncio.client import connect
 
-from gateway.demo import DemoUpstream
-from gateway.graphql.graphiql import DEMO_TOKEN
 from gateway.settings import Settings
+from kube_gateway_demo import ADMIN_TOKEN, DemoUpstream
 from tests.support.chromium import DevTools, chromium
 from tests.support.graphql import (
     ADMIN,
@@ -132,7 +131,7 @@ async def test_demo_mode_examples_run_with_the_demo_token() -> None:
     async with serve_demo_mode() as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
         settings = (await client.get("/graphql/graphiql.json")).json()
         headers = json.loads(settings["headers"])
-        assert headers == {"Authorization": f"Bearer {DEMO_TOKEN}"}
+        assert headers == {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         query, subscription, mutation, relations = settings["tabs"]
         assert all(json.loads(tab["headers"]) == headers for tab in settings["tabs"])
         token = headers["Authorization"].removeprefix("Bearer ")
@@ -265,7 +264,7 @@ async def test_graphiql_runs_a_subscription_in_demo_mode(tmp_path: Path) -> None
             'mutation($p: JSON!) { patchPod(namespace: "demo", '
             'name: "web-6d4b9c7f5-x7k2p", patch: $p) { metadata { name } } }',
             {"p": patch},
-            token=DEMO_TOKEN,
+            token=ADMIN_TOKEN,
         )
         live = await wait_until(
             page, f"window.results.find(t => t.includes({json.dumps(value)}))", value
@@ -286,7 +285,7 @@ async def test_graphiql_runs_a_subscription_in_demo_mode(tmp_path: Path) -> None
         )
         events = list(page.events)
 
-    assert json.loads(headers) == {"Authorization": f"Bearer {DEMO_TOKEN}"}
+    assert json.loads(headers) == {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     assert titles == ["DemoPods", "WatchDemoPods", "LabelWebPod", "DemoRelations"]
     assert '"MODIFIED"' in live and "web-6d4b9c7f5-x7k2p" in live
     assert png.startswith(b"\x89PNG") and len(png) > 10_000

@@ -22,7 +22,7 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.graphql.test_http_subscriptions import WATCH, change, pod
 from tests.support.chromium import chromium
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, Gateway, serve_gateway, unique

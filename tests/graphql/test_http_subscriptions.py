@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, SSE, Gateway, serve_gateway, unique
 
 WATCH = """subscription($ns: String, $labels: String) {

@@ -11,8 +11,8 @@ import httpx
 
 from gateway.core.largelist import LARGE_LIST
 from gateway.core.registry import POD
-from gateway.demo import DemoUpstream
 from gateway.graphql.projection import SLICE
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway
 
 QUERY = """query($ns: String!) {

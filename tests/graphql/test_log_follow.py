@@ -28,7 +28,7 @@ from gateway.core.credentials import Credential
 from gateway.core.logfollow import LogFollower, parse_stamp, since_time
 from gateway.core.options import LogOptions
 from gateway.core.watch import Backoff
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, NAMESPACE, Gateway, TransportWS, _Server, ws_client
 
 FOLLOW = """subscription($n: String!, $c: String, $tail: Long, $ts: Boolean, $limit: Long) {

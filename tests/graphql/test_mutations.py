@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import NAMESPACE, data, error_of, gql, unique
 
 #: A minimal valid object of each kind, as typed input (kind -> (mutation suffix, object)).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import NAMESPACE, data, error_of, gql
 
 

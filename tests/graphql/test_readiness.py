@@ -15,8 +15,8 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.demo import DemoUpstream
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, serve_app
 
 DEPLOYMENTS = '{ deployments(namespace: "demo") { items { metadata { name } } } }'

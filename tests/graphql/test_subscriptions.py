@@ -12,8 +12,8 @@ import pytest
 
 from gateway.core.budget import scope_of
 from gateway.core.credentials import Credential
-from gateway.demo import DemoUpstream
 from gateway.graphql.context import Context
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, SSE, Gateway, unique, ws_client
 
 WATCH = """subscription($ns: String, $labels: String, $rv: String, $initial: Boolean) {

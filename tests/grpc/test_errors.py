@@ -19,7 +19,6 @@ from gateway.core.client import build_http_client
 from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
     common_pb2,
     core_pb2,
@@ -31,6 +30,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
 )
 from gateway.grpc.server import start_grpc
 from gateway.grpc.status import CODES, DOMAIN, code_for
+from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import sample
 from tests.support.grpc import (
     ADMIN,

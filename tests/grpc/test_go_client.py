@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gateway.core.registry import LEASE, POD
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import sample
 from tests.support.grpc import ADMIN, NAMESPACE, GrpcGateway, gw, unique, upstream
 

@@ -13,10 +13,10 @@ from google.protobuf import field_mask_pb2
 from gateway.core import largelist
 from gateway.core.credentials import Credential
 from gateway.core.registry import POD
-from gateway.demo import DemoUpstream
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import LIST_SLICE, codec
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2
+from kube_gateway_demo import DemoUpstream
 from tests.support.grpc import ADMIN, bearer, serve_grpc
 
 COUNT = 2000

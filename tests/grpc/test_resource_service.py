@@ -19,7 +19,6 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gateway.core.catalog import SEED_CATALOG, Catalog, CatalogHolder
 from gateway.core.registry import LEASE, POD, Registry
-from gateway.demo import DemoUpstream
 from gateway.grpc.codec import codec
 from gateway.grpc.gen.kubegateway.v1 import (
     common_pb2,
@@ -29,6 +28,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
     resource_pb2,
 )
 from gateway.grpc.server import GrpcOptions
+from kube_gateway_demo import DemoUpstream
 from tests.grpc import test_watch as watch_tests
 from tests.scenarios.backend import sample
 from tests.support.grpc import (

@@ -13,12 +13,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gateway.core.registry import POD
-from gateway.demo import DemoUpstream
 from gateway.grpc.contract import contract
 from gateway.grpc.gen.kubegateway.v1 import core_pb2, meta_pb2, pods_pb2, pods_pb2_grpc
 from gateway.grpc.handling import UNCOMPRESSED_BYTES
 from gateway.grpc.server import GrpcOptions, service_names
 from gateway.settings import load
+from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import serve_app
 from tests.support.grpc import (
     ADMIN,

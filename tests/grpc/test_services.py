@@ -11,9 +11,9 @@ import pytest
 from google.protobuf import field_mask_pb2, json_format
 
 from gateway.core.credentials import Credential
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, meta_pb2, pods_pb2
 from gateway.grpc.messages import message_class
+from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import sample
 from tests.scenarios.grpc_backend import KIND
 from tests.support.grpc import ADMIN, NAMESPACE, GrpcGateway, bearer, gw, unique, upstream

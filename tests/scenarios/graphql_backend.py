@@ -19,7 +19,7 @@ import httpx
 from starlette.applications import Starlette
 from websockets.asyncio.client import connect
 
-from gateway.demo import DemoUpstream
+from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import RESOURCES, sample
 from tests.support.graphql import TransportWS
 

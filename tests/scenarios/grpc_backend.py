@@ -27,9 +27,9 @@ from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.hub import WatchHub
 from gateway.core.registry import Resource
-from gateway.demo import DemoUpstream
 from gateway.grpc.messages import message_class
 from gateway.grpc.server import GrpcOptions, start_grpc
+from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import RESOURCES
 
 _counter = itertools.count()

@@ -10,7 +10,7 @@ from gateway.core.adapter import KubeAdapter
 from gateway.core.client import build_http_client
 from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
-from gateway.demo import DemoUpstream, TokenGrant
+from kube_gateway_demo import DemoUpstream, TokenGrant
 from tests.scenarios.backend import Backend
 from tests.scenarios.core import *  # noqa: F403  (the shared scenarios are collected here)
 

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from gateway.demo import DemoUpstream, TokenGrant
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream, TokenGrant
 from tests.scenarios.graphql_api import *  # noqa: F403  (the shared scenarios are collected here)
 from tests.scenarios.graphql_backend import GraphQLBackend
 from tests.support.graphql import serve_app

@@ -23,8 +23,8 @@ from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
 
 from gateway.app import create_app
-from gateway.demo import DemoUpstream
 from gateway.settings import Settings
+from kube_gateway_demo import DemoUpstream
 
 ADMIN = "admin-token"
 VIEWER = "viewer-token"

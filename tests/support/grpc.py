@@ -2,7 +2,7 @@
 
 The server is the real one (``start_grpc``) with a real :class:`KubeAdapter` on the same
 httpx client the application builds, talking over loopback to a seeded
-:class:`~gateway.demo.DemoUpstream`; the client is a real ``grpc.aio`` channel.  Test modules
+:class:`~kube_gateway_demo.DemoUpstream`; the client is a real ``grpc.aio`` channel.  Test modules
 import what they use from here (``from tests.support.grpc import ...``).
 """
 
@@ -25,7 +25,6 @@ from gateway.core.client import build_http_client
 from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
 from gateway.core.hub import WatchHub
-from gateway.demo import DemoUpstream
 from gateway.grpc.gen.kubegateway.v1 import (
     endpoints_pb2_grpc,
     events_pb2_grpc,
@@ -36,6 +35,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
     resource_pb2_grpc,
 )
 from gateway.grpc.server import GrpcOptions, start_grpc
+from kube_gateway_demo import DemoUpstream
 
 ADMIN = "admin-token"
 VIEWER = "viewer-token"

@@ -1,0 +1,104 @@
+"""Bearer-token authentication and a small RBAC-like authoriser.
+
+Anonymous requests are refused (401) as by an apiserver with ``--anonymous-auth=false``;
+denied requests get the apiserver's exact ``Forbidden`` wording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal
+
+from kube_gateway_demo.status import DemoApiError, forbidden
+
+READ_VERBS: Final = frozenset(("get", "list", "watch"))
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGrant:
+    """What one bearer token may do.
+
+    Attributes:
+        user: the user name shown in Forbidden messages.
+        namespaces: namespaces whose namespaced resources the user may access, or ``"*"``
+            for all of them (needed for lists and watches across all namespaces).
+        cluster_scoped: whether cluster-scoped resources (images, namespaces) are allowed.
+        read_only: only ``get``, ``list`` and ``watch``.
+    """
+
+    user: str
+    namespaces: frozenset[str] | Literal["*"]
+    cluster_scoped: bool = False
+    read_only: bool = False
+
+    def allows(self, verb: str, *, namespaced: bool, namespace: str | None) -> bool:
+        """Whether ``verb`` on a resource in ``namespace`` (None: cluster scope) is allowed."""
+        if self.read_only and verb not in READ_VERBS:
+            return False
+        if not namespaced:
+            return self.cluster_scoped
+        if self.namespaces == "*":
+            return True
+        return namespace is not None and namespace in self.namespaces
+
+
+ADMIN_TOKEN: Final = "admin-token"
+"""The default tokens' administrator: what a gateway serving the demo uses as its own
+identity (discovery, shared watches) and puts in GraphiQL's example tabs."""
+
+DEFAULT_TOKENS: Final[Mapping[str, TokenGrant]] = MappingProxyType(
+    {
+        ADMIN_TOKEN: TokenGrant("admin", "*", cluster_scoped=True),
+        "viewer-token": TokenGrant("viewer", "*", cluster_scoped=True, read_only=True),
+        "alice-token": TokenGrant("alice", frozenset({"demo"})),
+    }
+)
+"""The tokens a :class:`~kube_gateway_demo.DemoUpstream` accepts when given ``tokens=None``:
+
+* ``admin-token`` - user ``admin``, everything;
+* ``viewer-token`` - user ``viewer``, read-only everywhere;
+* ``alice-token`` - user ``alice``, everything in namespace ``demo`` only.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """The authorisation attributes of a resource request."""
+
+    verb: str
+    resource: str
+    group: str
+    namespace: str | None
+    name: str | None = None
+    subresource: str | None = None
+    namespaced: bool = True
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer ...`` header."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def denial(grant: TokenGrant, attrs: Attributes) -> DemoApiError:
+    """The apiserver's Forbidden error for ``attrs`` (``responsewriters.ForbiddenStatusError``)."""
+    resource = attrs.resource
+    if attrs.subresource:
+        resource = f"{resource}/{attrs.subresource}"
+    if attrs.namespace:
+        reason = (
+            f'User "{grant.user}" cannot {attrs.verb} resource "{resource}" in API group '
+            f'"{attrs.group}" in the namespace "{attrs.namespace}"'
+        )
+    else:
+        reason = (
+            f'User "{grant.user}" cannot {attrs.verb} resource "{resource}" in API group '
+            f'"{attrs.group}" at the cluster scope'
+        )
+    return forbidden(attrs.resource, attrs.group, attrs.name or "", reason)

@@ -1,0 +1,225 @@
+"""The raw-ASGI plumbing of the demo upstream: requests, responses, parameters, and the
+controlled ways a response can end (cleanly, or by dropping the connection)."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import parse_qs
+
+import orjson
+
+from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo.status import DemoApiError, bad_request, entity_too_large
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_dropping: contextvars.ContextVar[bool] = contextvars.ContextVar("demo_dropping", default=False)
+
+
+class DropConnection(Exception):
+    """Abandon the response without completing it: the server closes the connection."""
+
+
+class _QuietDrops(logging.Filter):
+    """Silence uvicorn's complaint about responses the demo abandons on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _dropping.get()
+
+
+_FILTER: Final = _QuietDrops()
+
+
+def install_log_filter() -> None:
+    """Attach the filter to uvicorn's error logger (idempotent)."""
+    logger = logging.getLogger("uvicorn.error")
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+
+
+def mark_dropped() -> None:
+    """Record, for this request's task, that the response is abandoned deliberately."""
+    _dropping.set(True)
+
+
+@dataclass(slots=True)
+class Request:
+    """One HTTP request."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    receive: Receive
+    audit_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @classmethod
+    def from_scope(cls, scope: Scope, receive: Receive) -> Request:
+        headers: dict[str, str] = {}
+        for k, v in scope.get("headers", []):
+            headers[k.decode("latin-1").lower()] = v.decode("latin-1")
+        raw = scope.get("query_string", b"").decode("latin-1")
+        return cls(
+            method=scope["method"],
+            path=scope.get("path", "/"),
+            query=parse_qs(raw, keep_blank_values=True),
+            headers=headers,
+            receive=receive,
+        )
+
+    def param(self, name: str) -> str | None:
+        """The first value of a query parameter (Go's ``url.Values.Get``)."""
+        values = self.query.get(name)
+        return values[0] if values else None
+
+    def params(self, name: str) -> list[str]:
+        """Every value of a repeated query parameter."""
+        return self.query.get(name, [])
+
+    def flag(self, name: str) -> bool | None:
+        """A boolean parameter (None when absent).
+
+        Like apimachinery's ``Convert_Slice_string_To_bool``: only ``0`` and ``false`` (any
+        case) are false; anything else, even an empty value, is true.
+        """
+        value = self.param(name)
+        if value is None:
+            return None
+        return not (value == "0" or value.lower() == "false")
+
+    def integer(self, name: str) -> int | None:
+        """An integer parameter, parsed like ``strconv.ParseInt`` (None when absent)."""
+        value = self.param(name)
+        if value is None or value == "":
+            return None
+        try:
+            return int(value, 10)
+        except ValueError:
+            raise bad_request(
+                f"strconv.ParseInt: parsing {fe.go_quote(value)}: invalid syntax"
+            ) from None
+
+    @property
+    def content_type(self) -> str:
+        """The media type of the body, without parameters."""
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+    async def body(self, limit: int) -> bytes:
+        """Read the whole body.
+
+        Raises:
+            DemoApiError: 413 when it exceeds ``limit`` bytes.
+        """
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                raise DropConnection
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise entity_too_large(limit)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+class Responder:
+    """Sends one response; optionally abandons it after a byte budget (a dropped connection).
+
+    Args:
+        send: the ASGI send callable.
+        audit_id: sent as ``Audit-Id`` like the apiserver does.
+        drop_after: body bytes to send before dropping the connection (-1: half of the first
+            chunk); None sends normally.
+    """
+
+    def __init__(self, send: Send, *, audit_id: str, drop_after: int | None = None) -> None:
+        self._send = send
+        self.audit_id = audit_id
+        self.drop_after = drop_after
+        self.started = False
+        self.finished = False
+        self.sent = 0
+        self.pretty = False
+        self.warnings: list[str] = []
+
+    async def start(self, status: int, headers: list[tuple[str, str]]) -> None:
+        """Send the status line and headers."""
+        raw = [(b"audit-id", self.audit_id.encode())]
+        if not any(k.lower() == "cache-control" for k, _ in headers):
+            raw.append((b"cache-control", b"no-cache, private"))
+        raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        await self._send({"type": "http.response.start", "status": status, "headers": raw})
+        self.started = True
+
+    async def write(self, data: bytes, *, more: bool = True) -> None:
+        """Send body bytes (``more=False`` ends the response)."""
+        if self.drop_after is not None:
+            budget = self.drop_after if self.drop_after >= 0 else max(1, len(data) // 2)
+            self.drop_after = budget
+            if self.sent + len(data) >= budget:
+                part = data[: max(0, budget - self.sent)]
+                if part:
+                    await self._send(
+                        {"type": "http.response.body", "body": part, "more_body": True}
+                    )
+                self.sent += len(part)
+                raise DropConnection
+        await self._send({"type": "http.response.body", "body": data, "more_body": more})
+        self.sent += len(data)
+        if not more:
+            self.finished = True
+
+    async def finish(self) -> None:
+        """End the body (the terminating chunk of a chunked response)."""
+        if not self.finished:
+            await self.write(b"", more=False)
+
+    async def json(
+        self,
+        status: int,
+        obj: Any,
+        *,
+        warnings: list[str] | None = None,
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """A complete JSON response."""
+        option = orjson.OPT_INDENT_2 if self.pretty else 0
+        body = orjson.dumps(obj, option=option)
+        if self.pretty:
+            body += b"\n"
+        all_headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+        all_headers += [("warning", warning_header(w)) for w in self.warnings + (warnings or [])]
+        all_headers += headers or []
+        await self.start(status, all_headers)
+        await self.write(body, more=False)
+
+    async def error(self, err: DemoApiError, *, warnings: list[str] | None = None) -> None:
+        """A Status response for ``err`` (with ``Retry-After`` when it carries one)."""
+        headers = []
+        if err.retry_after is not None:
+            headers.append(("retry-after", str(err.retry_after)))
+        await self.json(err.code, err.to_status(), warnings=warnings, headers=headers)
+
+
+def warning_header(text: str) -> str:
+    """An RFC 7234 warning as the apiserver formats it: ``299 - "text"``."""
+    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    """Return when the client goes away (the request body is consumed and discarded)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
