@@ -166,9 +166,15 @@ class HubEvent:
     resource_version: str
     resume: str | None
     _encoded: dict[Any, Any] | None = field(default=None, repr=False)
+    #: Subscribers that have it queued and not taken yet.
+    readers: int = field(default=0, repr=False)
 
     def encoded(self, key: Any, encode: Callable[[HubEvent], Any]) -> Any:
-        """``encode(self)``, computed once per key for every subscriber of this event."""
+        """``encode(self)``, computed once per key for every subscriber of this event.
+
+        Kept while a subscriber still has the event queued: once the last one has taken it
+        and moved on, the encodings go (the event itself may stay in the hub's history for
+        subscribers that resume, who encode it again)."""
         memo = self._encoded
         if memo is None:
             memo = self._encoded = {}
@@ -234,6 +240,7 @@ class WatchSubscription:
 
     __slots__ = (
         "_floor",
+        "_held",
         "_initial",
         "_queue",
         "_ticket",
@@ -263,6 +270,8 @@ class WatchSubscription:
         self._ticket = ticket
         self._initial = point.initial
         self._queue: deque[HubEvent] = deque()
+        #: The last event taken, and whether it came from the queue.
+        self._held: tuple[HubEvent, bool] | None = None
         self._wakeup = Wakeup()
         #: Live events at or below this decimal version are not for this subscriber.
         self._floor = point.floor
@@ -292,10 +301,10 @@ class WatchSubscription:
         if self._initial is not None:
             event = next(self._initial, None)
             if event is not None:
-                return self._took(event)
+                return self._took(event, False)
             self._initial = None
         if self._queue:
-            return self._took(self._queue.popleft())
+            return self._took(self._queue.popleft(), True)
         return None
 
     async def next(self) -> HubEvent | None:
@@ -315,7 +324,12 @@ class WatchSubscription:
             self._wakeup.clear()
             await self._wakeup.wait()
 
-    def _took(self, event: HubEvent) -> HubEvent:
+    def _took(self, event: HubEvent, queued: bool) -> HubEvent:
+        # The event before is done with: the subscriber has used it (encoded, sent).
+        held = self._held
+        if held is not None:
+            _release(*held)
+        self._held = (event, queued)
         if event.resume is not None:
             self.resume = event.resume
         self.delivered += 1
@@ -344,6 +358,7 @@ class WatchSubscription:
             )
             return
         self._queue.append(event)
+        event.readers += 1
         self._wakeup.set()
 
     def end(self, error: errors.GatewayError | None = None) -> None:
@@ -363,12 +378,26 @@ class WatchSubscription:
     def _shut(self) -> None:
         self.closed = True
         self._initial = None
+        held = self._held
+        if held is not None:
+            self._held = None
+            _release(*held)
+        for event in self._queue:
+            _release(event, True)
         self._queue.clear()
         self._wakeup.set()
 
     def _detach(self) -> None:
         self._ticket.release()
         self.upstream.leave(self)
+
+
+def _release(event: HubEvent, queued: bool) -> None:
+    """A subscriber is done with ``event``; the last one drops its encodings."""
+    if queued:
+        event.readers -= 1
+    if event.readers <= 0:
+        event._encoded = None
 
 
 class Upstream:

@@ -594,3 +594,24 @@ async def test_a_revoked_right_ends_that_subscriber_only() -> None:
         assert hub.stats.denied == 1
         staying.close()
         going.close()
+
+
+async def test_an_events_encodings_go_once_every_subscriber_has_moved_past_it(env: Env) -> None:
+    """Encodings made for subscribers (a gRPC message, a GraphQL payload) are kept on the
+    event while a subscriber still has it queued or in hand, and dropped once the last one
+    moved on, though the event stays in the history for subscribers that resume."""
+    fast = await env.hub.subscribe(target(), WatchStart("now"), ADMIN)
+    slow = await env.hub.subscribe(target(), WatchStart("now"), ADMIN)
+    for name in ("e1", "e2"):
+        await env.demo.store.create("leases", lease(name), namespace=NS)
+    first, _ = await take(fast, 2)
+    assert first.encoded("k", lambda e: b"payload") == b"payload"
+    assert first.readers == 1  # the fast one has moved past it; the slow one has it queued
+    assert first._encoded is not None
+    (again,) = await take(slow, 1)
+    assert again is first and again.encoded("k", lambda e: b"other") == b"payload"  # shared
+    await take(slow, 1)  # the slow one moved on too: nobody holds the first event
+    assert first._encoded is None
+    assert first in env.hub.upstreams[0].history  # still there for subscribers that resume
+    fast.close()
+    slow.close()
