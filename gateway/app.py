@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from gateway import demomode
@@ -66,6 +66,22 @@ async def _readyz(request: Request) -> Response:
     if await runtime.cluster.readiness.ready():
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "upstream not ready"}, status_code=503)
+
+
+async def _home(request: Request) -> Response:
+    """``/``: a browser lands on GraphiQL (the endpoint's own page), not on a 404."""
+    return RedirectResponse("/graphql", status_code=307)
+
+
+def serving_line(settings: Settings, grpc_port: int, tls: bool) -> str:
+    """Where to go once started: the GraphQL endpoint (GraphiQL in a browser) and gRPC, at
+    an address a browser on this machine can open (not ``0.0.0.0``)."""
+    host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "localhost"
+    scheme = "https" if tls else "http"
+    return (
+        f"serving GraphQL at {scheme}://{host}:{settings.http_port}/graphql (open it in a "
+        f"browser for GraphiQL) and gRPC at {host}:{grpc_port}"
+    )
 
 
 async def _upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
@@ -145,6 +161,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 stack, settings, cluster, drain=drain, credentials=tls, live=live
             )
             end_subscriptions(stack, drain, graphql, live, cluster)
+            if settings.http_port:  # 0: a test's free port, unknown here
+                log.info(serving_line(settings, grpc_port, tls is not None))
             app.state.runtime = Runtime(
                 settings, cluster, metrics, drain, grpc_server, grpc_port, live
             )
@@ -170,6 +188,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         )
     app = Starlette(
         routes=[
+            Route("/", _home, methods=["GET"]),
             Route("/healthz", _healthz),
             Route("/readyz", _readyz),
             Route("/metrics", _metrics),

@@ -346,6 +346,11 @@ class CatalogReloader:
             return False
         except _TRANSIENT:
             return False
+        except errors.NotFound:
+            # Not served by this cluster (no aggregation layer, as the demo): nothing there
+            # can change, so nothing is missed.
+            log.info("catalog reload: %s is not served here", watcher.resource.key)
+            return None
         except errors.GatewayError as exc:
             log.warning(
                 "catalog reload: not watching %s (%s: %s); a change there shows after a restart",

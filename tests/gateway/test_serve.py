@@ -34,10 +34,22 @@ def test_serve_without_kubeconfig_picks_the_demo_upstream_and_stops_on_sigterm(
 ) -> None:
     serve.wait_serving()
     assert "DEMO upstream" in serve.log and "no kubeconfig or in-cluster config found" in serve.log
+    # One line says where to go, at an address a browser opens.
+    grpc_at = serve.grpc.removeprefix("127.0.0.1:")
+    line = serve.wait_for_line("serving GraphQL at")
+    assert f"{serve.http}/graphql (open it in a browser for GraphiQL)" in line
+    assert f"gRPC at 127.0.0.1:{grpc_at}" in line
     with httpx.Client() as client:
         assert client.get(f"{serve.http}/healthz").text == "ok"
         ready = client.get(f"{serve.http}/readyz").json()
+        home = client.get(f"{serve.http}/")  # a browser at the root lands on GraphiQL
+        assert (home.status_code, home.headers["location"]) == (307, "/graphql")
+        page = client.get(f"{serve.http}/", headers={"Accept": "text/html"}, follow_redirects=True)
+        assert page.status_code == 200 and "graphiql" in page.text.lower()
     assert ready == {"status": "ok"}  # nothing about the upstream is shown
+    # The demo has no aggregation layer: that is said once, quietly, not warned about.
+    assert "apiservices.apiregistration.k8s.io is not served here" in serve.log
+    assert "not watching apiservices" not in serve.log
     with grpc.insecure_channel(serve.grpc) as channel:
         assert health_serving(channel)
     serve.proc.send_signal(signal.SIGTERM)

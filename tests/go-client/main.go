@@ -3,7 +3,7 @@
 // -resource group/version/resource it does the same for any served resource through the
 // generic ResourceService (objects as JSON), printing OBJECT lines instead of POD lines.
 //
-//	kg-client -addr 127.0.0.1:50051 -token demo-admin -namespace demo -events 3
+//	kg-client -addr 127.0.0.1:50051 -token admin-token -namespace demo -events 3
 //	kg-client -resource coordination.k8s.io/v1/leases -namespace demo
 //	kg-client -resource /v1/configmaps -namespace demo
 //
