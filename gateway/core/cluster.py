@@ -20,7 +20,10 @@ from gateway.core.catalog import CatalogHolder
 from gateway.core.hub import WatchHub
 from gateway.core.reload import CatalogReloader
 
-__all__ = ["Cluster", "Readiness"]
+__all__ = ["DEFAULT", "Cluster", "Readiness"]
+
+#: The name of the cluster a caller gets when it names none (the single-upstream mode's).
+DEFAULT = "default"
 
 log = logging.getLogger("gateway")
 
@@ -82,6 +85,10 @@ class Cluster:
     reloader: CatalogReloader | None = None
     #: The gateway's own demo upstream, whose tokens are public (GraphiQL offers them).
     demo: bool = False
+    #: The name callers address it by (``default`` unless the gateway serves a fleet).
+    name: str = DEFAULT
+    #: The API server's URL, for listings (never a credential).
+    server: str = ""
     #: The upstream's own ``/readyz``, asked on the adapter's request pool.
     readiness: Readiness = field(init=False)
 
