@@ -88,6 +88,7 @@ class ClusterEndpoints:
         as the fleet adds them."""
         self._stop_listening()
         self.fleet = fleet
+        self.root.fleet = fleet
         self.served[DEFAULT] = _Served(self.root, groups, live)
         for name, cluster in fleet:
             self._heard(name, cluster)
@@ -114,7 +115,12 @@ class ClusterEndpoints:
 
     def _serve(self, cluster: Cluster) -> _Served:
         root = self.root
-        app = GraphQLApp(limits=root.limits, allowed_origins=root.allowed_origins, drain=root.drain)
+        app = GraphQLApp(
+            limits=root.limits,
+            allowed_origins=root.allowed_origins,
+            drain=root.drain,
+            fleet=self.fleet,
+        )
         app.bind(cluster)
         groups = GroupEndpoint(app)
         live = None

@@ -103,6 +103,7 @@ class LiveSchema:
                 allowed_origins=app.allowed_origins,
                 drain=app.drain,
                 cluster=app.cluster,
+                fleet=app.fleet,
             )
         )
         self.max_groups = max_groups

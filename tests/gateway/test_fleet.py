@@ -206,3 +206,27 @@ async def test_a_broken_or_unreachable_cluster_delays_no_other(
         message = missing["errors"][0]["message"]
         assert message.startswith('cluster "broken" is not served by this gateway; served')
         assert set(message.split("served clusters: ")[1].split(", ")) == {"default", "down", "b"}
+
+
+CLUSTERS = "{ clusters { name server version ready servedResources } }"
+
+
+async def test_the_clusters_query_lists_the_served_clusters_on_every_endpoint(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    config = kubeconfig(tmp_path / "b.yaml", b.url)
+    async with gateway(a, "--cluster", f"b={config}") as (_, fleet, client):
+        await until(fleet, serves("b"))
+        for path in ("/graphql", "/clusters/b/graphql", "/clusters/default/graphql"):
+            listed = data(await gql(client, CLUSTERS, path=path))["clusters"]
+            assert [c["name"] for c in listed] == ["default", "b"]
+            default, other = listed
+            assert default["server"] == a.url and other["server"] == b.url
+            assert default["ready"] and other["ready"]
+            # b's kubeconfig carries the gateway's identity: its version is asked with it;
+            # the default's (no identity) without a credential, refused by the demo.
+            assert other["version"] == "v1.36.3"
+            assert default["version"] is None
+            assert default["servedResources"] == 5  # discovery off: the built-in ones
+            assert other["servedResources"] >= 5
