@@ -230,3 +230,25 @@ async def test_the_clusters_query_lists_the_served_clusters_on_every_endpoint(
             assert default["version"] is None
             assert default["servedResources"] == 5  # discovery off: the built-in ones
             assert other["servedResources"] >= 5
+
+
+async def test_demo_clusters_serve_each_its_own_demo_upstream() -> None:
+    flags = ["--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0", "--demo"]
+    settings = load([*flags, "--demo-clusters", "2", "--log-level", "warning"], {})
+    async with (
+        serve_app(settings) as (url, app),
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+    ):
+        fleet: Fleet = app.state.runtime.fleet
+        await until(fleet, serves("demo-2"))
+        assert fleet.names() == ["default", "demo-2"]
+        assert fleet.get("demo-2").demo and fleet.get("demo-2").server != fleet.get().server
+        endpoints = Gateway(url, app, None)._mounted("/clusters/{name}/graphql")  # type: ignore[arg-type]
+        live = endpoints.served["demo-2"].live
+        await live.wait_ready()
+        query = "{ namespaces { items { metadata { name } } } }"
+        listed = data(await gql(client, query, path="/clusters/demo-2/graphql"))
+        assert "demo-2" in {n["metadata"]["name"] for n in listed["namespaces"]["items"]}
+        await app.state.runtime.live_schema.wait_ready()
+        default = data(await gql(client, query))["namespaces"]["items"]
+        assert "demo-2" not in {n["metadata"]["name"] for n in default}
