@@ -1,9 +1,11 @@
 """The Starlette application and its lifespan, the composition root.
 
 The lifespan builds the runtime (:mod:`gateway.runtime`): the upstream (explicit flags,
-in-cluster, kubeconfig, else the demo upstream), one :class:`~gateway.core.cluster.Cluster`
-on it, both front ends started on that same cluster, and the drain wired; the exit stack
-tears it all down in reverse order.  Nothing lives in module globals.
+in-cluster, kubeconfig, else the demo upstream), the default
+:class:`~gateway.core.cluster.Cluster` on it, the :class:`~gateway.core.fleet.Fleet` of it
+and the named clusters (``--cluster``, ``--clusters-dir``, ``--demo-clusters``), both front
+ends started on that same fleet, and the drain wired; the exit stack tears it all down in
+reverse order.  Nothing lives in module globals.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from gateway import demomode
-from gateway.core.config import UpstreamConfig, describe
+from gateway.core.config import describe
 from gateway.core.drain import Drain
+from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.requestid import RequestContext
@@ -33,9 +36,11 @@ from gateway.runtime import (
     Runtime,
     Upstream,
     build_cluster,
+    demo_upstream,
     end_subscriptions,
     observe,
     resolve_upstream,
+    serve_fleet,
     serve_graphql,
     serve_grpc,
     serve_tls,
@@ -97,18 +102,16 @@ async def _demo_upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
     """The demo upstream (a distribution of its own, see :mod:`gateway.demomode`), served
     until the stack closes; the gateway's own identity on it is the demo's admin."""
     reason = "--demo was given" if settings.demo else "no kubeconfig or in-cluster config found"
-    upstream_class = demomode.upstream_class(asked=settings.demo)
-    demo = await stack.enter_async_context(upstream_class(animate=True))
+    demomode.upstream_class(asked=settings.demo)  # not installed: the error says why
+    upstream = await demo_upstream(stack)
     log.warning(
         "upstream: the DEMO upstream at %s (%s); sample data keeps changing. "
         "Call with 'Authorization: Bearer %s' (admin) or another demo token.",
-        demo.url,
+        upstream.config.server,
         reason,
-        demo.admin_token,
+        upstream.gateway_token,
     )
-    return Upstream(
-        UpstreamConfig(server=demo.url, source="demo"), gateway_token=demo.admin_token, demo=True
-    )
+    return upstream
 
 
 #: Young-generation thresholds of the cyclic GC while serving (Python's are 700, 10, 10).
@@ -147,6 +150,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     drain = Drain(settings.drain_seconds)
     graphql = GraphQLApp(allowed_origins=origins, drain=drain)
     groups = GroupEndpoint(graphql)
+    clusters = ClusterEndpoints(graphql, groups)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -154,17 +158,20 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             metrics = observe(stack)
             upstream = await _upstream(stack, settings)
             cluster = await build_cluster(stack, settings, upstream, metrics=metrics)
-            # Both front ends serve the same cluster, handed to each the same way.
             live = serve_graphql(stack, graphql, groups, cluster)
+            # The default cluster first; the named ones join in the background.
+            fleet = serve_fleet(stack, settings, cluster, metrics)
+            # Both front ends serve the same fleet, handed to each the same way.
+            clusters.bind(fleet, groups, live)
             tls = serve_tls(stack, settings, getattr(app.state, "http_tls", None))
             grpc_server, grpc_port = await serve_grpc(
-                stack, settings, cluster, drain=drain, credentials=tls, live=live
+                stack, settings, fleet, drain=drain, credentials=tls, live=live
             )
-            end_subscriptions(stack, drain, graphql, live, cluster)
+            end_subscriptions(stack, drain, graphql, live, fleet=fleet, clusters=clusters)
             if settings.http_port:  # 0: a test's free port, unknown here
                 log.info(serving_line(settings, grpc_port, tls is not None))
             app.state.runtime = Runtime(
-                settings, cluster, metrics, drain, grpc_server, grpc_port, live
+                settings, cluster, metrics, drain, grpc_server, grpc_port, live, fleet
             )
             if tune_gc:
                 tune_garbage_collector()
@@ -194,6 +201,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             Route("/metrics", _metrics),
             *graphql_routes(graphql),
             *group_routes(groups),
+            *cluster_routes(clusters),
         ],
         middleware=middleware,
         lifespan=lifespan,

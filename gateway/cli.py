@@ -6,6 +6,7 @@ import argparse
 import ssl
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import uvicorn
 
@@ -37,6 +38,10 @@ def _serve(argv: Sequence[str]) -> int:
         # or the demo upstream wanted (--demo, or no cluster at all) but not installed
         if settings.demo or resolve_upstream(settings) is None:
             demomode.upstream_class(asked=settings.demo)
+        if settings.demo_clusters > 1:
+            demomode.upstream_class(asked=True)
+        if settings.clusters_dir and not Path(settings.clusters_dir).is_dir():
+            raise ConfigError(f"--clusters-dir {settings.clusters_dir}: not a directory")
     except ConfigError as exc:
         print(f"kube-gateway: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -2,8 +2,10 @@
 
 The application's lifespan (:mod:`gateway.app`) is the list of these steps: observe the
 process, build one :class:`~gateway.core.cluster.Cluster` per upstream (its clients,
-adapter, watch hub, catalog and discovery), start the front ends on that same cluster, and
-end subscriptions in the right order.  Each builder registers its own teardown on the
+adapter, watch hub, catalog and discovery): the default one, then the named ones of the
+:class:`~gateway.core.fleet.Fleet` (each on an exit stack of its own, built in the
+background, :class:`FleetBuilder`); start the front ends on that fleet, and end
+subscriptions in the right order.  Each builder registers its own teardown on the
 stack it is given, so whatever was built closes in reverse, also when a later step fails;
 nothing lives in module globals.
 """
@@ -23,28 +25,35 @@ from typing import Any
 
 import grpc
 import httpx
+import watchfiles
 from grpc_health.v1 import health
 
+from gateway import demomode
 from gateway.core import config, kubeconfig, tracing
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
 from gateway.core.budget import Budget
 from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
-from gateway.core.cluster import Cluster
+from gateway.core.cluster import DEFAULT, Cluster
+from gateway.core.config import ConfigError
 from gateway.core.discovery import Discovery, ResourcePatterns
 from gateway.core.drain import Drain
+from gateway.core.fleet import Fleet
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.largelist import LargeLists
 from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
+from gateway.graphql.clusters import ClusterEndpoints
 from gateway.graphql.live import GroupEndpoint, LiveSchema
 from gateway.graphql.server import GraphQLApp
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
-from gateway.settings import Settings
+from gateway.settings import Settings, check_cluster_name, cluster_specs
 from gateway.tls import Certificates, TlsFiles
 
 __all__ = [
+    "ClusterSource",
+    "FleetBuilder",
     "Runtime",
     "Upstream",
     "build_cluster",
@@ -53,6 +62,7 @@ __all__ = [
     "grpc_options",
     "observe",
     "resolve_upstream",
+    "serve_fleet",
     "serve_graphql",
     "serve_grpc",
     "serve_tls",
@@ -89,6 +99,8 @@ class Runtime:
     grpc_port: int
     #: Keeps the GraphQL schemas in step with the catalog (``None``: discovery is off).
     live_schema: LiveSchema | None = None
+    #: Every served cluster, :attr:`cluster` (the default) first.
+    fleet: Fleet = dataclasses.field(default_factory=Fleet)
 
 
 def resolve_upstream(settings: Settings) -> config.UpstreamConfig | None:
@@ -219,7 +231,12 @@ def _client(
 
 
 async def build_cluster(
-    stack: AsyncExitStack, settings: Settings, upstream: Upstream, *, metrics: Metrics
+    stack: AsyncExitStack,
+    settings: Settings,
+    upstream: Upstream,
+    *,
+    metrics: Metrics,
+    name: str = DEFAULT,
 ) -> Cluster:
     """Build the runtime of one upstream cluster; its teardown goes on ``stack``.
 
@@ -228,6 +245,8 @@ async def build_cluster(
     third client makes the shared watches with the gateway's own identity; with discovery
     on, a fourth, small one reads discovery and follows CRDs and APIServices in the
     background (the seed resources answer meanwhile; readiness waits for the first read).
+    Nothing here calls the upstream: an unreachable cluster is built all the same (and is
+    not ready until it answers).
     """
     identity = settings.gateway_identity
     http = _client(
@@ -260,13 +279,21 @@ async def build_cluster(
         linger=settings.watch_linger_seconds,
     )
     stack.push_async_callback(watches.aclose)
-    metrics.watch_hub(lambda: watches.stats)
+    stack.callback(metrics.watch_hub(lambda: watches.stats, name))
     catalog = CatalogHolder()
-    metrics.served_resources(lambda: len(catalog.current.registry.records))
+    stack.callback(metrics.served_resources(lambda: len(catalog.current.registry.records), name))
     reloader = _discovery(
         stack, settings, upstream, catalog, metrics=metrics, large_lists=adapter.large_lists
     )
-    return Cluster(adapter, watches, catalog, reloader, demo=upstream.demo)
+    return Cluster(
+        adapter,
+        watches,
+        catalog,
+        reloader,
+        demo=upstream.demo,
+        name=name,
+        server=upstream.config.server,
+    )
 
 
 def _shared_watches(
@@ -398,13 +425,13 @@ def serve_tls(
 async def serve_grpc(
     stack: AsyncExitStack,
     settings: Settings,
-    cluster: Cluster,
+    fleet: Fleet,
     *,
     drain: Drain,
     credentials: grpc.ServerCredentials | None,
     live: LiveSchema | None,
 ) -> tuple[grpc.aio.Server, int]:
-    """Start the gRPC server on ``cluster`` (stopped with the stack, with 5 s of grace).
+    """Start the gRPC server on ``fleet`` (stopped with the stack, with 5 s of grace).
 
     Its health follows readiness (the ``/graphql`` schema of the current catalog) when
     discovery is on (``live``); it serves from the start otherwise.
@@ -416,7 +443,9 @@ async def serve_grpc(
             stack, live.follow_ready(functools.partial(set_health, grpc_health)), "grpc-health"
         )
     server, port = await start_grpc(
-        cluster,
+        # TEMPORARY (until the fleet-grpc branch lands `start_grpc(fleet, ...)`): gRPC
+        # serves the default cluster only.
+        fleet.get(DEFAULT),
         settings.host,
         settings.grpc_port,
         options=grpc_options(settings),
@@ -433,25 +462,278 @@ def end_subscriptions(
     drain: Drain,
     graphql: GraphQLApp,
     live: LiveSchema | None,
-    cluster: Cluster,
+    *,
+    fleet: Fleet,
+    clusters: ClusterEndpoints,
 ) -> None:
     """End every subscription before the servers stop, on a drain and at shutdown.
 
     On SIGTERM (:mod:`gateway.shutdown`): GraphQL subscriptions, then the watch hub's
     (gRPC ``Watch``), each ended with its resume point; the drain's task waits for a
-    request.  At shutdown, registered last so it runs first: the GraphQL feeds, then the
-    shared watches (every gRPC ``Watch`` ends with them), so the gRPC server stops without
-    waiting out its grace for streams that would never end.
+    request.  At shutdown, registered last so it runs first: the GraphQL feeds (the other
+    clusters' endpoints first, which then stop following the fleet, so its clusters closing
+    ends nothing twice), then the shared watches (every gRPC ``Watch`` ends with them), so
+    the gRPC server stops without waiting out its grace for streams that would never end.
+    The same for every cluster of the fleet.
     """
-    stack.push_async_callback(cluster.watches.aclose)
+
+    async def close_watches() -> None:
+        for _, cluster in fleet:
+            await cluster.watches.aclose()
+
+    stack.push_async_callback(close_watches)
     stack.push_async_callback(graphql.subscriptions.aclose)
+    stack.push_async_callback(clusters.aclose)
 
     async def on_drain() -> None:
         graphql.subscriptions.drain()
         if live is not None:
             live.drain()
-        cluster.watches.drain()
+        clusters.drain()
+        for _, cluster in fleet:
+            cluster.watches.drain()
 
     drain.bind()
     drain.on_drain(on_drain)
     background(stack, drain.serve(), "drain")
+
+
+# -- the fleet: clusters other than the default ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSource:
+    """Where a named cluster comes from: a kubeconfig file (``--cluster``, a file of
+    ``--clusters-dir``), or a demo upstream of its own (``--demo-clusters``)."""
+
+    name: str
+    kubeconfig: Path | None = None
+    context: str | None = None
+    #: The kubeconfig's bytes when read: a changed file is a changed source (rebuilt).
+    content: bytes = b""
+    demo: bool = False
+
+
+#: Seconds before a cluster that failed to build is tried again (doubling up to the most).
+RETRY_FIRST = 1.0
+RETRY_MOST = 60.0
+
+
+async def demo_upstream(stack: AsyncExitStack, *, cluster: str = DEFAULT) -> Upstream:
+    """A demo upstream (:mod:`gateway.demomode`) served until the stack closes, the gateway's
+    own identity on it the demo's admin; a cluster other than the default gets a namespace
+    named after it, so a newcomer sees which cluster answered."""
+    upstream_class = demomode.upstream_class(asked=True)
+    demo = await stack.enter_async_context(upstream_class(animate=True))
+    if cluster != DEFAULT:
+        await demo.store.ensure_namespace(cluster)
+    return Upstream(
+        config.UpstreamConfig(server=demo.url, source="demo"),
+        gateway_token=demo.admin_token,
+        demo=True,
+    )
+
+
+def read_clusters_dir(path: Path) -> list[ClusterSource]:
+    """One source per kubeconfig file in ``path``, named by the file.
+
+    Dotfiles are left out, and so are directories: a mounted Secret holds its files under
+    ``..data`` and ``..<timestamp>`` and links each key to them (the links are read).  A
+    file whose name cannot name a cluster is logged and left out.
+    """
+    sources = []
+    for entry in sorted(path.iterdir()):
+        if entry.name.startswith(".") or not entry.is_file():
+            continue
+        try:
+            name = check_cluster_name(entry.name, f"--clusters-dir {path}")
+            content = entry.read_bytes()
+        except (ConfigError, OSError) as exc:
+            log.error("cluster file %s left out: %s", entry, exc)
+            continue
+        sources.append(ClusterSource(name, entry, content=content))
+    return sources
+
+
+@dataclass(slots=True)
+class _Member:
+    source: ClusterSource
+    task: asyncio.Task[None]
+    #: Set once the cluster is in the fleet (a later source replaces it only then).
+    served: asyncio.Event
+
+
+class FleetBuilder:
+    """Builds the named clusters of ``fleet``, each on an exit stack of its own, in the
+    background, and keeps them as configured.
+
+    Each cluster is built in a task of its own: a slow, broken or unreachable cluster
+    never delays another or the gateway's start.  A build that fails (a broken kubeconfig,
+    a missing file) is logged and tried again with backoff, the cluster not served
+    meanwhile; a cluster whose source changes is rebuilt and replaces the old one, which
+    is closed (its clients, watches and reload task) once the new one serves; a removed
+    one leaves the fleet and is closed.
+
+    Args:
+        settings: the gateway's settings; each named cluster is built with them, less
+            what names the default cluster's own credential (``--token-file``,
+            ``--discovery-token-file``, ``--gateway-identity``): its kubeconfig's user is
+            the gateway's identity there.
+    """
+
+    def __init__(self, settings: Settings, fleet: Fleet, metrics: Metrics) -> None:
+        self.settings = dataclasses.replace(
+            settings, token_file=None, discovery_token_file=None, gateway_identity=False
+        )
+        self.fleet = fleet
+        self.metrics = metrics
+        self.members: dict[str, _Member] = {}
+        self._groups: dict[str, dict[str, ClusterSource]] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    def _retire(self, task: asyncio.Task[None]) -> None:
+        """Cancel ``task`` (its cluster leaves the fleet and closes), awaited at close."""
+        task.cancel()
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    def configure(self, group: str, sources: list[ClusterSource]) -> None:
+        """Serve ``sources`` as ``group``'s clusters from now on (``flags``: the fixed ones,
+        which win over a ``--clusters-dir`` file of the same name; ``dir``: the files)."""
+        self._groups[group] = {s.name: s for s in sources}
+        files = self._groups.get("dir", {})
+        wanted = dict(files)
+        for grp, fixed in self._groups.items():
+            if grp == "dir":
+                continue
+            for name in fixed.keys() & files.keys():
+                log.warning("cluster %s: the flag wins over its --clusters-dir file", name)
+            wanted.update(fixed)
+        for name in [n for n in self.members if n not in wanted]:
+            log.info("cluster %s: removed", name)
+            self._retire(self.members.pop(name).task)
+        for name, source in wanted.items():
+            member = self.members.get(name)
+            if member is not None and member.source == source:
+                continue
+            previous = None
+            if member is not None:
+                log.info("cluster %s: its configuration changed, rebuilding it", name)
+                if member.served.is_set():
+                    previous = member.task  # serves until its replacement does
+                else:
+                    self._retire(member.task)
+            served = asyncio.Event()
+            task = asyncio.create_task(self._keep(source, served, previous), name=f"cluster-{name}")
+            self.members[name] = _Member(source, task, served)
+
+    async def _keep(
+        self, source: ClusterSource, served: asyncio.Event, previous: asyncio.Task[None] | None
+    ) -> None:
+        """Build ``source``'s cluster (again after a failure), serve it until cancelled."""
+        delay = RETRY_FIRST
+        while True:
+            try:
+                async with AsyncExitStack() as stack:
+                    upstream = await self._upstream(stack, source)
+                    cluster = await build_cluster(
+                        stack, self.settings, upstream, metrics=self.metrics, name=source.name
+                    )
+                    self.fleet.add(source.name, cluster)
+                    served.set()
+                    log.info("cluster %s: served (%s)", source.name, upstream.config.server)
+                    if previous is not None:
+                        await _cancelled(previous)
+                        previous = None
+                    try:
+                        await asyncio.Future()  # served until cancelled
+                    finally:
+                        if source.name in self.fleet.names() and (
+                            self.fleet.get(source.name) is cluster
+                        ):
+                            self.fleet.remove(source.name)
+            except asyncio.CancelledError:
+                if previous is not None:
+                    await _cancelled(previous)
+                raise
+            except Exception as exc:
+                log.error(
+                    "cluster %s cannot be served: %s; trying again in %.0f s",
+                    source.name,
+                    exc if isinstance(exc, ConfigError) else repr(exc),
+                    delay,
+                )
+                await asyncio.sleep(delay)  # backoff before the next try, not a wait for state
+                delay = min(delay * 2, RETRY_MOST)
+
+    async def _upstream(self, stack: AsyncExitStack, source: ClusterSource) -> Upstream:
+        if source.demo:
+            return await demo_upstream(stack, cluster=source.name)
+        resolved = kubeconfig.resolve_upstream(
+            kubeconfig=source.kubeconfig,
+            context=source.context,
+            allow_insecure=self.settings.allow_insecure_upstream,
+        )
+        if resolved is None:
+            raise ConfigError(f"{source.kubeconfig}: no cluster in this kubeconfig")
+        return Upstream(resolved)
+
+    async def follow_dir(self, path: Path, *, rescan_seconds: float = 5.0) -> None:
+        """Serve ``path``'s files as clusters, following the directory until cancelled.
+
+        Every change re-reads the whole directory (a mounted Secret changes by swapping
+        its ``..data`` link, not by writing files); it is also re-read every
+        ``rescan_seconds``, so a change made before the watch began is not missed.
+        """
+        self.configure("dir", read_clusters_dir(path))
+        async for _ in watchfiles.awatch(
+            path,
+            watch_filter=None,
+            debounce=200,
+            rust_timeout=int(rescan_seconds * 1000),
+            yield_on_timeout=True,
+        ):
+            try:
+                self.configure("dir", read_clusters_dir(path))
+            except OSError as exc:
+                log.error("--clusters-dir %s cannot be read: %s", path, exc)
+
+    async def aclose(self) -> None:
+        """Stop serving every named cluster and close them."""
+        tasks = [m.task for m in self.members.values()]
+        self.members.clear()
+        for task in tasks:
+            self._retire(task)
+        await asyncio.gather(*tasks, *self._retiring, return_exceptions=True)
+
+
+def cluster_sources(settings: Settings) -> list[ClusterSource]:
+    """The fixed named clusters: ``--cluster`` flags and ``--demo-clusters`` beyond the first.
+
+    Raises:
+        ConfigError: a malformed ``--cluster``.
+    """
+    sources = [
+        ClusterSource(spec.name, Path(spec.kubeconfig), spec.context)
+        for spec in cluster_specs(settings)
+    ]
+    sources += [ClusterSource(f"demo-{n}", demo=True) for n in range(2, settings.demo_clusters + 1)]
+    return sources
+
+
+def serve_fleet(
+    stack: AsyncExitStack, settings: Settings, default: Cluster, metrics: Metrics
+) -> Fleet:
+    """The fleet: ``default`` first, then the named clusters built in the background (and
+    ``--clusters-dir`` followed) until the stack closes."""
+    fleet = Fleet()
+    fleet.add(DEFAULT, default)
+    builder = FleetBuilder(settings, fleet, metrics)
+    stack.push_async_callback(builder.aclose)
+    builder.configure("flags", cluster_sources(settings))
+    if settings.clusters_dir:
+        path = Path(settings.clusters_dir)
+        if not path.is_dir():
+            raise ConfigError(f"--clusters-dir {path}: not a directory")
+        background(stack, builder.follow_dir(path), "clusters-dir")
+    return fleet

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
+
+from gateway.core.cluster import DEFAULT as DEFAULT_CLUSTER
+from gateway.core.config import ConfigError
 
 ENV_PREFIX = "KUBE_GATEWAY_"
 
@@ -33,6 +37,9 @@ class Settings:
     allow_insecure_upstream: bool = False
     kubeconfig: str | None = None
     context: str | None = None
+    cluster: tuple[str, ...] = ()
+    clusters_dir: str | None = None
+    demo_clusters: int = 1
     gateway_identity: bool = False
     upstream_http2: bool = False
     upstream_max_connections: int = 512
@@ -88,6 +95,15 @@ _HELP: dict[str, str] = {
     "unprotected)",
     "kubeconfig": "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)",
     "context": "kubeconfig context (default: the current context)",
+    "cluster": "serve another cluster as NAME at /clusters/NAME/graphql (and gRPC metadata "
+    "x-kube-cluster: NAME), reached through the kubeconfig file KUBECONFIG (its CONTEXT, "
+    "else its current one); repeatable, the env var takes a comma-separated list; the "
+    "upstream above stays the cluster 'default'",
+    "clusters_dir": "serve one cluster per kubeconfig file in DIR (file name = cluster "
+    "name, e.g. a mounted Secret; dotfiles ignored), followed live: a file added, changed "
+    "or removed adds, rebuilds or removes its cluster without a restart",
+    "demo_clusters": "with the demo upstream: serve N demo clusters, 'default' and "
+    "demo-2..demo-N, each with a namespace named after it",
     "gateway_identity": "call the upstream with the gateway's own credential when a caller "
     "sends none (loudly logged; RBAC then sees the gateway, not the caller)",
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
@@ -171,6 +187,7 @@ _POSITIVE = frozenset(
         "access_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",
+        "demo_clusters",
         "grpc_max_message_bytes",
         "grpc_max_request_bytes",
         "grpc_max_concurrent_rpcs",
@@ -180,6 +197,65 @@ _POSITIVE = frozenset(
     }
 )
 _NUMBERS: dict[str, type[int] | type[float]] = {"int": int, "float": float}
+#: Repeatable flags: given once per value, or as one comma-separated env var.
+_LIST = "tuple[str, ...]"
+_LIST_METAVAR = {"cluster": "NAME=KUBECONFIG[#CONTEXT]"}
+
+#: A cluster name: a DNS label (it is a URL path segment and a gRPC metadata value).
+_CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """One ``--cluster NAME=KUBECONFIG[#CONTEXT]``."""
+
+    name: str
+    kubeconfig: str
+    context: str | None = None
+
+
+def check_cluster_name(name: str, where: str) -> str:
+    """``name`` when it can name a cluster, else a ConfigError saying why (``where`` says
+    where it was read: a flag, a file)."""
+    if name == DEFAULT_CLUSTER:
+        raise ConfigError(
+            f"{where}: the name {DEFAULT_CLUSTER!r} is the single upstream's (--server, "
+            "--kubeconfig, in-cluster or the demo); choose another name"
+        )
+    if not _CLUSTER_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{where}: {name!r} is not a valid cluster name: lower-case letters, digits and "
+            "'-', starting and ending with a letter or digit, at most 63 characters"
+        )
+    return name
+
+
+def parse_cluster(text: str) -> ClusterSpec:
+    """``NAME=KUBECONFIG[#CONTEXT]`` as a :class:`ClusterSpec`.
+
+    Raises:
+        ConfigError: not of that form, or an invalid name.
+    """
+    name, sep, rest = text.strip().partition("=")
+    path, _, context = rest.partition("#")
+    if not sep or not path:
+        raise ConfigError(f"--cluster {text!r}: expected NAME=KUBECONFIG[#CONTEXT]")
+    return ClusterSpec(check_cluster_name(name, f"--cluster {text!r}"), path, context or None)
+
+
+def cluster_specs(settings: Settings) -> list[ClusterSpec]:
+    """The ``--cluster`` flags, parsed (names unique).
+
+    Raises:
+        ConfigError: one is malformed, or two share a name.
+    """
+    specs: list[ClusterSpec] = []
+    for text in settings.cluster:
+        spec = parse_cluster(text)
+        if any(s.name == spec.name for s in specs):
+            raise ConfigError(f"--cluster {spec.name!r} is given twice")
+        specs.append(spec)
+    return specs
 
 
 def _env_bool(value: str) -> bool:
@@ -203,6 +279,10 @@ def parser_for(prog: str = "kube-gateway serve") -> argparse.ArgumentParser:
             )
         elif f.type == "bool":
             p.add_argument(flag, action="store_true", default=None, help=help_text)
+        elif f.type == _LIST:
+            p.add_argument(
+                flag, action="append", default=None, metavar=_LIST_METAVAR[f.name], help=help_text
+            )
         elif f.type in _NUMBERS:
             p.add_argument(
                 flag,
@@ -223,13 +303,15 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
     for f in fields(Settings):
         flag_value = getattr(args, f.name)
         if flag_value is not None:
-            values[f.name] = flag_value
+            values[f.name] = tuple(flag_value) if f.type == _LIST else flag_value
             continue
         raw = environ.get(ENV_PREFIX + f.name.upper())
         if raw is None or raw == "":
             continue
         if f.type == "bool":
             values[f.name] = _env_bool(raw)
+        elif f.type == _LIST:
+            values[f.name] = tuple(v.strip() for v in raw.split(",") if v.strip())
         elif f.type in _NUMBERS:
             try:
                 values[f.name] = _NUMBERS[str(f.type)](raw)
@@ -259,4 +341,9 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             ResourcePatterns.parse(values["resources"])
         except ValueError as exc:
             raise SystemExit(f"{exc} ({ENV_PREFIX}RESOURCES)") from None
-    return Settings(**values)
+    settings = Settings(**values)
+    try:
+        cluster_specs(settings)
+    except ConfigError as exc:
+        raise SystemExit(f"{exc} ({ENV_PREFIX}CLUSTER)") from None
+    return settings

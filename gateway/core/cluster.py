@@ -20,7 +20,10 @@ from gateway.core.catalog import CatalogHolder
 from gateway.core.hub import WatchHub
 from gateway.core.reload import CatalogReloader
 
-__all__ = ["Cluster", "Readiness"]
+__all__ = ["DEFAULT", "Cluster", "Readiness", "ServerVersion"]
+
+#: The name of the cluster a caller gets when it names none (the single-upstream mode's).
+DEFAULT = "default"
 
 log = logging.getLogger("gateway")
 
@@ -63,6 +66,33 @@ class Readiness:
         return True
 
 
+class ServerVersion:
+    """The API server's ``gitVersion`` (its ``/version``), asked until it answers once.
+
+    Asked on ``http``: the discovery client, with the gateway's own identity, where there
+    is one; else the request client without a caller's credential (``/version`` is granted
+    to everyone by default).  ``None`` while it has not answered.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, *, timeout: float = 2.0) -> None:
+        self.http = http
+        self.timeout = timeout
+        self._version: str | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> str | None:
+        async with self._lock:  # concurrent readers share one upstream question
+            if self._version is None:
+                try:
+                    response = await self.http.get("/version", timeout=self.timeout)
+                    if response.status_code == 200:
+                        version = response.json().get("gitVersion")
+                        self._version = version if isinstance(version, str) else None
+                except (httpx.HTTPError, ValueError):
+                    return None
+            return self._version
+
+
 @dataclass(slots=True)
 class Cluster:
     """One upstream API server, as both front ends use it.
@@ -82,8 +112,16 @@ class Cluster:
     reloader: CatalogReloader | None = None
     #: The gateway's own demo upstream, whose tokens are public (GraphiQL offers them).
     demo: bool = False
+    #: The name callers address it by (``default`` unless the gateway serves a fleet).
+    name: str = DEFAULT
+    #: The API server's URL, for listings (never a credential).
+    server: str = ""
     #: The upstream's own ``/readyz``, asked on the adapter's request pool.
     readiness: Readiness = field(init=False)
+    #: The API server's version, asked with the gateway's identity where it has one.
+    version: ServerVersion = field(init=False)
 
     def __post_init__(self) -> None:
         self.readiness = Readiness(self.adapter.http)
+        own = self.reloader.adapter.http if self.reloader is not None else self.adapter.http
+        self.version = ServerVersion(own)

@@ -11,6 +11,7 @@ single table each.  Messages never contain credentials.
     ├── Unauthorized (401)
     ├── Forbidden (403)
     ├── NotFound (404)
+    │   └── ClusterRemoved (the cluster a subscription reads was removed from the gateway)
     ├── MethodNotAllowed (405)
     ├── AlreadyExists (409, reason AlreadyExists)
     ├── Conflict (409)
@@ -134,6 +135,15 @@ class Forbidden(GatewayError):
 class NotFound(GatewayError):
     code = 404
     default_reason = "NotFound"
+
+
+class ClusterRemoved(NotFound):
+    """The cluster a subscription or stream reads was removed from the gateway's clusters
+    (its kubeconfig left ``--clusters-dir``); what it streamed from there is over."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f'cluster "{name}" was removed from this gateway')
+        self.cluster = name
 
 
 class MethodNotAllowed(GatewayError):

@@ -17,6 +17,9 @@ process, as in the tests, never mix their counts); ``/metrics`` serves it in the
 * the watch hub's state and counters, read when scraped: open subscriptions, upstream
   watches, events delivered, subscribers dropped for lag, relists, admission refusals and
   access denials.
+* a gateway serving several clusters: the families above are totals over them, and
+  ``kube_gateway_cluster_{subscriptions,upstream_watches,served_resources}{cluster}`` give
+  each cluster's gauges (a collector per figure, never one per cluster).
 
 Labels are bounded and never carry a token, a user name, a namespace or an object name.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Final, Literal, Protocol, TypeAlias
@@ -73,39 +77,71 @@ LAG_INTERVAL: Final = 0.05
 LAG_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-class _HubCollector(Collector):
-    def __init__(self, stats: Callable[[], HubCounts]) -> None:
-        self._stats = stats
+#: The watch hub's counters (name, help, attribute), summed over clusters.
+_HUB_COUNTERS: Final = (
+    ("watch_events_delivered", "Events taken by subscribers.", "events_delivered"),
+    ("subscribers_dropped", "Subscribers ended for falling behind.", "dropped_slow"),
+    ("relists", "Relists after an upstream watch expired (410).", "relists"),
+    ("subscriptions_refused", "Subscriptions refused by a budget.", "refused"),
+    ("subscriptions_denied", "Subscribers denied by an access review.", "denied"),
+)
+
+
+#: The single upstream's cluster name (``gateway.core.cluster.DEFAULT``, which imports the
+#: adapter, which imports this module).
+DEFAULT: Final = "default"
+
+
+class _ClustersCollector(Collector):
+    """The per-cluster figures read at each scrape: the watch hubs' and the catalogs'.
+
+    The unlabelled families are the gateway's totals over every served cluster (a gateway
+    of one cluster reads as it always did); the ``kube_gateway_cluster_*`` gauges carry a
+    ``cluster`` label.  A removed cluster's counters stay in the totals (counters never go
+    down), its gauges leave.
+    """
+
+    def __init__(self) -> None:
+        self.hubs: dict[str, Callable[[], HubCounts]] = {}
+        self.served: dict[str, Callable[[], int]] = {}
+        self.retired: dict[str, int] = {attr: 0 for _, _, attr in _HUB_COUNTERS}
+
+    def retire_hub(self, cluster: str) -> None:
+        stats = self.hubs.pop(cluster, None)
+        if stats is not None:
+            last = stats()
+            for attr in self.retired:
+                self.retired[attr] += getattr(last, attr)
 
     def collect(self) -> Iterable[Metric]:
-        s = self._stats()
+        hubs = {name: stats() for name, stats in list(self.hubs.items())}
         gauges = (
-            ("subscriptions", "Open watch subscriptions (GraphQL and gRPC).", s.subscribers),
-            ("upstream_watches", "Open upstream watches of the watch hub.", s.upstream_watches),
+            ("subscriptions", "Open watch subscriptions (GraphQL and gRPC).", "subscribers"),
+            ("upstream_watches", "Open upstream watches of the watch hub.", "upstream_watches"),
         )
-        for name, doc, value in gauges:
-            yield GaugeMetricFamily(f"kube_gateway_{name}", doc, value=value)
-        counters = (
-            ("watch_events_delivered", "Events taken by subscribers.", s.events_delivered),
-            ("subscribers_dropped", "Subscribers ended for falling behind.", s.dropped_slow),
-            ("relists", "Relists after an upstream watch expired (410).", s.relists),
-            ("subscriptions_refused", "Subscriptions refused by a budget.", s.refused),
-            ("subscriptions_denied", "Subscribers denied by an access review.", s.denied),
-        )
-        for name, doc, value in counters:
-            yield CounterMetricFamily(f"kube_gateway_{name}", doc, value=value)
+        for name, doc, attr in gauges:
+            total = sum(getattr(s, attr) for s in hubs.values())
+            yield GaugeMetricFamily(f"kube_gateway_{name}", doc, value=total)
+            yield _by_cluster(name, doc, {c: getattr(s, attr) for c, s in hubs.items()})
+        for name, doc, attr in _HUB_COUNTERS:
+            total = self.retired[attr] + sum(getattr(s, attr) for s in hubs.values())
+            yield CounterMetricFamily(f"kube_gateway_{name}", doc, value=total)
+        if self.served:
+            counts = {name: count() for name, count in list(self.served.items())}
+            doc = "Resources (group, version, plural) the current catalog serves."
+            yield GaugeMetricFamily(
+                "kube_gateway_served_resources", doc, value=sum(counts.values())
+            )
+            yield _by_cluster("served_resources", doc, counts)
 
 
-class _ServedCollector(Collector):
-    def __init__(self, count: Callable[[], int]) -> None:
-        self._count = count
-
-    def collect(self) -> Iterable[Metric]:
-        yield GaugeMetricFamily(
-            "kube_gateway_served_resources",
-            "Resources (group, version, plural) the current catalog serves.",
-            value=self._count(),
-        )
+def _by_cluster(name: str, doc: str, values: dict[str, int]) -> Metric:
+    family = GaugeMetricFamily(
+        f"kube_gateway_cluster_{name}", f"{doc} By cluster.", labels=("cluster",)
+    )
+    for cluster, value in values.items():
+        family.add_metric((cluster,), value)
+    return family
 
 
 class Metrics:
@@ -147,6 +183,8 @@ class Metrics:
             ("outcome",),
             registry=self.registry,
         )
+        self._clusters = _ClustersCollector()
+        self._clusters_registered = False
 
     @contextlib.contextmanager
     def operation(self, transport: Transport, name: str, resource: str) -> Iterator[None]:
@@ -187,10 +225,25 @@ class Metrics:
         """One discovery read of the catalog reload: ``swapped``, ``unchanged`` or ``failed``."""
         self.catalog_reloads.labels(outcome).inc()
 
-    def served_resources(self, count: Callable[[], int]) -> None:
-        """Serve how many resources the current catalog serves, ``count()`` at each scrape."""
-        self.registry.register(_ServedCollector(count))
+    def served_resources(
+        self, count: Callable[[], int], cluster: str = DEFAULT
+    ) -> Callable[[], None]:
+        """Serve how many resources ``cluster``'s current catalog serves, ``count()`` at each
+        scrape; returns what stops it (the cluster was removed)."""
+        self._register_clusters()
+        self._clusters.served[cluster] = count
+        return lambda: self._clusters.served.pop(cluster, None) and None
 
-    def watch_hub(self, stats: Callable[[], HubCounts]) -> None:
-        """Serve the watch hub's state and counters, read at each scrape."""
-        self.registry.register(_HubCollector(stats))
+    def watch_hub(
+        self, stats: Callable[[], HubCounts], cluster: str = DEFAULT
+    ) -> Callable[[], None]:
+        """Serve ``cluster``'s watch hub state and counters, read at each scrape; returns
+        what stops it (its counters stay in the totals)."""
+        self._register_clusters()
+        self._clusters.hubs[cluster] = stats
+        return functools.partial(self._clusters.retire_hub, cluster)
+
+    def _register_clusters(self) -> None:
+        if not self._clusters_registered:
+            self.registry.register(self._clusters)
+            self._clusters_registered = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from gateway.core.credentials import (
 from gateway.graphql.loaders import Loaders
 
 if TYPE_CHECKING:
+    from gateway.core.cluster import Cluster
     from gateway.core.hub import WatchHub
 
 _ids = itertools.count(1)
@@ -71,6 +72,8 @@ class Context:
     watches: WatchHub | None = None
     request_id: str = field(default_factory=lambda: f"gql-{next(_ids)}")
     resume_from: str | None = None
+    #: The clusters the gateway serves (the ``clusters`` query lists them).
+    clusters: Sequence[Cluster] = ()
     _loaders: Loaders | None = None
 
     @property

@@ -25,6 +25,7 @@ CODES: dict[type[core.GatewayError], str] = {
     core.BadRequest: "BAD_REQUEST",
     core.Unauthorized: "UNAUTHENTICATED",
     core.Forbidden: "FORBIDDEN",
+    core.ClusterRemoved: "CLUSTER_REMOVED",
     core.NotFound: "NOT_FOUND",
     core.MethodNotAllowed: "METHOD_NOT_ALLOWED",
     core.AlreadyExists: "ALREADY_EXISTS",

@@ -103,6 +103,7 @@ class LiveSchema:
                 allowed_origins=app.allowed_origins,
                 drain=app.drain,
                 cluster=app.cluster,
+                fleet=app.fleet,
             )
         )
         self.max_groups = max_groups
@@ -375,19 +376,21 @@ class GroupEndpoint:
                 )
             app = await live.group_app(group)
         except UnknownResource as exc:
-            await _refuse(scope, receive, send, exc, 404)
+            await refuse(scope, receive, send, exc, 404)
             return
         except Exception:
             log.exception("building the GraphQL schema of %s failed", group)
             failed = Internal(f"the GraphQL schema of API group {group!r} could not be built")
-            await _refuse(scope, receive, send, failed, 500)
+            await refuse(scope, receive, send, failed, 500)
             return
         await app(scope, receive, send)
 
 
-async def _refuse(
+async def refuse(
     scope: Scope, receive: Receive, send: Send, exc: GatewayError, status: int
 ) -> None:
+    """Answer with ``exc`` as a GraphQL error: ``status`` over HTTP, a close code over a
+    WebSocket (4404 or 4500, after accepting it so the client reads why)."""
     body = {"errors": [format_exception(exc)]}
     if scope["type"] == "websocket":
         socket = WebSocket(scope, receive, send)

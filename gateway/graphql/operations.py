@@ -39,6 +39,7 @@ from gateway.core.options import DeleteOptions, ListOptions, LogOptions, WriteOp
 from gateway.core.registry import REGISTRY, Registry, Resource
 from gateway.graphql import arguments as A
 from gateway.graphql.arguments import Arg, WatchEventType
+from gateway.graphql.clusterinfo import clusters_field
 from gateway.graphql.context import Context
 from gateway.graphql.objects import GeneratedTypes, python_name, to_json
 from gateway.graphql.scalars import JSON
@@ -545,6 +546,7 @@ class RootBuilder:
 
     def build(self) -> tuple[type, type, type]:
         """The ``Query``, ``Mutation`` and ``Subscription`` classes."""
+        self.query.setdefault("clusters", clusters_field())  # a resource's own name wins
         roots = []
         for name, fields, doc in (
             ("Query", self.query, "Reads."),

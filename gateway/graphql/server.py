@@ -17,6 +17,7 @@ from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.errors import UnknownResource
+from gateway.core.fleet import Fleet
 from gateway.graphql import http, websocket
 from gateway.graphql.context import Context
 from gateway.graphql.execution import Engine, Prepared
@@ -54,6 +55,7 @@ class GraphQLApp:
             refused while draining).
         cluster: the cluster its operations run against (its adapter and watch hub); the
             application binds it once built (:meth:`bind`).
+        fleet: every cluster the gateway serves, for the ``clusters`` query.
 
     Attributes:
         engine: parses, validates and executes operations.
@@ -67,8 +69,12 @@ class GraphQLApp:
         allowed_origins: frozenset[str] = frozenset(),
         drain: Drain | None = None,
         cluster: Cluster | None = None,
+        *,
+        fleet: Fleet | None = None,
     ) -> None:
         self.cluster = cluster
+        #: Every served cluster (the ``clusters`` query's); ``None``: the bound one alone.
+        self.fleet = fleet
         self.limits = limits or Limits()
         self.drain = drain or Drain()
         #: Foreign browser origins whose pages may open WebSockets (and CORS requests).
@@ -112,7 +118,8 @@ class GraphQLApp:
         cluster = self.cluster
         if cluster is None:
             raise RuntimeError("GraphQLApp serves no cluster yet: bind() one first")
-        return Context(cluster.adapter, credential, cluster.watches)
+        clusters = [c for _, c in self.fleet] if self.fleet is not None else [cluster]
+        return Context(cluster.adapter, credential, cluster.watches, clusters=clusters)
 
     async def graphiql_settings(self, request: Request) -> Response:
         """``GET <endpoint>/graphiql.json``: GraphiQL's start-up settings for the bound

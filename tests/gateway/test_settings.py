@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from gateway.graphql.limits import Limits
 from gateway.grpc.server import GrpcOptions
 from gateway.runtime import grpc_options
-from gateway.settings import Settings, load
+from gateway.settings import ClusterSpec, Settings, cluster_specs, load
 
 
 def test_flags_win_over_env_which_wins_over_defaults() -> None:
@@ -84,3 +85,24 @@ def test_the_watch_queue_is_a_setting_of_its_own() -> None:
     assert load([], {"KUBE_GATEWAY_WATCH_MAX_QUEUE": "16"}).watch_max_queue == 16
     with pytest.raises(SystemExit, match="--watch-max-queue"):
         load(["--watch-max-queue", "0"], {})
+
+
+def test_clusters_are_flags_repeated_or_one_comma_separated_env_var() -> None:
+    flags = load(["--cluster", "a=/k/a#ctx", "--cluster", "b=/k/b"], {})
+    env = load([], {"KUBE_GATEWAY_CLUSTER": "a=/k/a#ctx, b=/k/b"})
+    expected = [ClusterSpec("a", "/k/a", "ctx"), ClusterSpec("b", "/k/b")]
+    assert cluster_specs(flags) == cluster_specs(env) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("Prod=/k", "'Prod' is not a valid cluster name"),
+        ("default=/k", "the name 'default' is the single upstream's"),
+        ("a", "expected NAME=KUBECONFIG[#CONTEXT]"),
+        ("a=/k,a=/j", "--cluster 'a' is given twice"),
+    ],
+)
+def test_an_invalid_cluster_is_refused_with_why(value: str, message: str) -> None:
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        load([], {"KUBE_GATEWAY_CLUSTER": value})

@@ -1,0 +1,190 @@
+"""``/clusters/{name}/graphql``: every served cluster's GraphQL endpoints, by name.
+
+``/graphql`` (and ``/apis/{group}/graphql``) serve the default cluster; each cluster of the
+fleet (:class:`~gateway.core.fleet.Fleet`) gets endpoints of its own under
+``/clusters/{name}/``, with its own schemas (a :class:`~gateway.graphql.live.LiveSchema` on
+its catalog) and subscribers, made when the fleet adds the cluster and closed when it
+removes it.  ``/clusters/default/graphql`` is ``/graphql`` itself.
+
+A name the fleet does not serve answers 404 with the NOT_FOUND error naming the served
+clusters.  When a cluster is removed its subscribers get a final ``CLUSTER_REMOVED`` error
+(then complete); when it is replaced (its kubeconfig changed) they get ``UNAVAILABLE``
+and subscribe again, to the new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
+
+from gateway.core import errors
+from gateway.core.cluster import DEFAULT, Cluster
+from gateway.core.fleet import Fleet
+from gateway.graphql.errors import format_exception
+from gateway.graphql.live import GroupEndpoint, LiveSchema, refuse
+from gateway.graphql.server import GraphQLApp
+
+__all__ = ["ClusterEndpoints", "cluster_routes"]
+
+log = logging.getLogger("gateway.graphql")
+
+
+@dataclass(slots=True)
+class _Served:
+    """One cluster's endpoints: ``graphql`` and its group endpoints."""
+
+    graphql: GraphQLApp
+    groups: GroupEndpoint
+    live: LiveSchema | None
+
+    def end(self, error: Exception) -> None:
+        ending = functools.partial(_always, error)
+        self.graphql.subscriptions.end_where(ending)
+        if self.live is not None:
+            for entry in self.live.groups.values():
+                entry.app.subscriptions.end_where(ending)
+
+    def drain(self) -> None:
+        self.graphql.subscriptions.drain()
+        if self.live is not None:
+            self.live.drain()
+
+    async def aclose(self) -> None:
+        await self.graphql.subscriptions.aclose()
+        if self.live is not None:
+            await self.live.aclose()
+
+
+def _always(error: Exception, prepared: object) -> Exception:
+    return error
+
+
+class ClusterEndpoints:
+    """The GraphQL endpoints of every cluster of a fleet (see the module docstring).
+
+    Args:
+        root: ``/graphql``, the default cluster's endpoint; the others copy its limits,
+            allowed origins and drain.
+        groups: ``/apis/{group}/graphql``, the default cluster's group endpoints.
+    """
+
+    def __init__(self, root: GraphQLApp, groups: GroupEndpoint) -> None:
+        self.root = root
+        self.fleet = Fleet()
+        self.served: dict[str, _Served] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        self._stop_listening = self.fleet.listen(self._heard)
+
+    def bind(self, fleet: Fleet, groups: GroupEndpoint, live: LiveSchema | None) -> None:
+        """Serve ``fleet`` from now on; its default cluster is served by ``root`` and
+        ``groups`` (bound already, with ``live``), the others get endpoints of their own
+        as the fleet adds them."""
+        self._stop_listening()
+        self.fleet = fleet
+        self.root.fleet = fleet
+        self.served[DEFAULT] = _Served(self.root, groups, live)
+        for name, cluster in fleet:
+            self._heard(name, cluster)
+        self._stop_listening = fleet.listen(self._heard)
+
+    def _heard(self, name: str, cluster: Cluster | None) -> None:
+        if name == DEFAULT:
+            return  # the root's: bound by the composition root, never replaced
+        old = self.served.pop(name, None)
+        if cluster is not None:
+            self.served[name] = self._serve(cluster)
+        if old is not None:
+            if cluster is None:
+                old.end(errors.ClusterRemoved(name))
+            else:
+                old.end(
+                    errors.Unavailable(
+                        f'cluster "{name}" was reconfigured: subscribe again to follow it'
+                    )
+                )
+            task = asyncio.get_running_loop().create_task(old.aclose(), name=f"close-{name}")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    def _serve(self, cluster: Cluster) -> _Served:
+        root = self.root
+        app = GraphQLApp(
+            limits=root.limits,
+            allowed_origins=root.allowed_origins,
+            drain=root.drain,
+            fleet=self.fleet,
+        )
+        app.bind(cluster)
+        groups = GroupEndpoint(app)
+        live = None
+        if cluster.reloader is not None:
+            live = LiveSchema(app, cluster.catalog)
+            live.start(rebuild=True)
+            groups.bind(live)
+        return _Served(app, groups, live)
+
+    def drain(self) -> None:
+        """End every subscription of the clusters other than the default (whose endpoints
+        the composition root drains itself)."""
+        for name, served in list(self.served.items()):
+            if name != DEFAULT:
+                served.drain()
+
+    async def aclose(self) -> None:
+        self._stop_listening()
+        for name, served in list(self.served.items()):
+            if name != DEFAULT:
+                await served.aclose()
+        self.served.clear()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def _find(self, scope: Scope) -> _Served:
+        name = scope["path_params"]["name"]
+        served = self.served.get(name)
+        if served is None:
+            self.fleet.get(name)  # raises NotFound naming the served clusters
+            raise errors.NotFound(f'cluster "{name}" is not served yet')  # being added
+        return served
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            served = self._find(scope)
+        except errors.NotFound as exc:
+            await refuse(scope, receive, send, exc, 404)
+            return
+        if "group" in scope["path_params"]:
+            await served.groups(scope, receive, send)
+        else:
+            await served.graphql(scope, receive, send)
+
+    async def graphiql_settings(self, request: Request) -> Response:
+        try:
+            served = self._find(request.scope)
+        except errors.NotFound as exc:
+            return await _refused(request, exc)
+        return await served.graphql.graphiql_settings(request)
+
+
+async def _refused(request: Request, exc: errors.NotFound) -> Response:
+    return JSONResponse({"errors": [format_exception(exc)]}, status_code=404)
+
+
+def cluster_routes(
+    endpoints: ClusterEndpoints, prefix: str = "/clusters/{name}"
+) -> list[BaseRoute]:
+    """The routes of every cluster's endpoints (GraphiQL's assets are ``/graphql``'s)."""
+    routes: list[BaseRoute] = []
+    for path in (f"{prefix}/graphql", f"{prefix}/apis/{{group}}/graphql"):
+        routes += [
+            Route(path, endpoints, methods=["GET", "POST"]),
+            WebSocketRoute(path, endpoints),
+            Route(f"{path}/graphiql.json", endpoints.graphiql_settings, methods=["GET"]),
+        ]
+    return routes
