@@ -34,6 +34,7 @@ from gateway.core.client import build_http_client
 from gateway.core.cluster import Cluster
 from gateway.core.discovery import Discovery, ResourcePatterns
 from gateway.core.drain import Drain
+from gateway.core.fleet import DEFAULT, Fleet
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.largelist import LargeLists
 from gateway.core.metrics import Metrics
@@ -415,8 +416,10 @@ async def serve_grpc(
         background(
             stack, live.follow_ready(functools.partial(set_health, grpc_health)), "grpc-health"
         )
+    fleet = Fleet()
+    fleet.add(DEFAULT, cluster)  # the one served cluster (the composition root builds the fleet)
     server, port = await start_grpc(
-        cluster,
+        fleet,
         settings.host,
         settings.grpc_port,
         options=grpc_options(settings),

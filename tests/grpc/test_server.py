@@ -26,6 +26,7 @@ from tests.support.grpc import (
     GrpcGateway,
     bearer,
     gw,
+    one_cluster,
     serve_grpc,
     unique,
     upstream,
@@ -351,10 +352,10 @@ async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
         cluster = Cluster(adapter, hub)
-        first, port = await start_grpc(cluster, "127.0.0.1", 0)
+        first, port = await start_grpc(one_cluster(cluster), "127.0.0.1", 0)
         try:
             with pytest.raises(OSError, match=f"cannot bind the gRPC port 127.0.0.1:{port}"):
-                await start_grpc(cluster, "127.0.0.1", port)
+                await start_grpc(one_cluster(cluster), "127.0.0.1", port)
         finally:
             await first.stop(None)
             await hub.aclose()
