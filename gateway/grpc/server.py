@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from gateway.core.cluster import Cluster
 from gateway.core.drain import Drain
 from gateway.core.fleet import Fleet
+from gateway.grpc import clusters
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
 from gateway.grpc.handling import OpenStreams, ServicerBase
@@ -87,11 +88,12 @@ class GrpcOptions:
 
 def service_names(c: Contract | None = None) -> list[str]:
     """Every service the server answers: the resource services (the typed ones, then the
-    generic ``ResourceService``), health and reflection."""
+    generic ``ResourceService``), the ``ClusterService``, health and reflection."""
     resources = [s.full_name for s in (c or contract()).services]
     return [
         *resources,
         SERVICE.full_name,
+        clusters.SERVICE.full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME,
     ]
@@ -157,7 +159,7 @@ async def start_grpc(
         ]
 
     router = Router(fleet, servicers, routed_methods(c))
-    server.add_generic_rpc_handlers((router,))
+    server.add_generic_rpc_handlers((router, clusters.cluster_service_handler(fleet)))
     own_health = health_servicer is None
     if health_servicer is None:
         health_servicer = health.aio.HealthServicer()
@@ -185,11 +187,13 @@ async def start_grpc(
         # Every service NOT_SERVING at once, and it stays so.
         drain.on_drain(health_servicer.enter_graceful_shutdown)
     log.info(
-        "gRPC listening on %s:%d (%d typed resource services and %s)",
+        "gRPC listening on %s:%d (%d typed resource services, %s and %s; clusters: %s)",
         host,
         bound,
         len(c.services),
         SERVICE.full_name,
+        clusters.SERVICE.full_name,
+        ", ".join(fleet.names()) or "none yet",
     )
     return server, bound
 

@@ -19,8 +19,10 @@ import orjson
 import pytest
 
 from gateway.core.fleet import Fleet
-from gateway.core.registry import LEASE
+from gateway.core.registry import LEASE, REGISTRY
 from gateway.grpc.gen.kubegateway.v1 import (
+    cluster_pb2,
+    cluster_pb2_grpc,
     common_pb2,
     leases_pb2,
     leases_pb2_grpc,
@@ -30,6 +32,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
     resource_pb2_grpc,
 )
 from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.app import VERSION
 from tests.scenarios.backend import sample
 from tests.support.grpc import ADMIN, NAMESPACE, bearer, demo_cluster, grpc_channel, unique
 
@@ -79,8 +82,10 @@ async def two() -> AsyncIterator[Two]:
     async with contextlib.AsyncExitStack() as stack:
         demos = {n: await stack.enter_async_context(DemoUpstream()) for n in ("a", "b")}
         fleet = Fleet()
+        # b's upstream knows the gateway (its own token there), a's does not
+        own = {"a": None, "b": ADMIN}
         clusters = {
-            n: await stack.enter_async_context(demo_cluster(d.url, name=n))
+            n: await stack.enter_async_context(demo_cluster(d.url, name=n, token=own[n]))
             for n, d in demos.items()
         }
         fleet.add("default", clusters["a"])
@@ -276,3 +281,31 @@ async def test_a_cluster_added_while_serving_is_served(two: Two) -> None:
         names = await _names(two, "c")
         assert two.only["b"] in names and two.only["a"] not in names
         two.fleet.remove("c")
+
+
+async def _clusters(two: Two) -> list[tuple[str, str, str, bool, int]]:
+    listed = await cluster_pb2_grpc.ClusterServiceStub(two.channel).ListClusters(
+        cluster_pb2.ListClustersRequest(), timeout=STEP
+    )
+    return [(c.name, c.server, c.version, c.ready, c.served_resources) for c in listed.clusters]
+
+
+async def test_list_clusters_describes_each_served_cluster(two: Two) -> None:
+    version, seed = VERSION["gitVersion"], len(REGISTRY.records)
+    a, b = two.demos["a"].url, two.demos["b"].url
+    # the version is asked with the gateway's own credential, never the caller's: a's
+    # upstream refuses anonymous requests (ready all the same: it answered)
+    assert await _clusters(two) == [
+        ("default", a, "", True, seed),
+        ("a", a, "", True, seed),
+        ("b", b, version, True, seed),
+    ]
+    two.fleet.remove("b")
+    # a cluster that does not answer is listed, not ready and without a version
+    async with demo_cluster("http://127.0.0.1:1", name="down") as down:
+        two.fleet.add("down", down)
+        assert await _clusters(two) == [
+            ("default", a, "", True, seed),
+            ("a", a, "", True, seed),
+            ("down", "http://127.0.0.1:1", "", False, seed),
+        ]

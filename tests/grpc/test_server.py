@@ -60,6 +60,7 @@ async def test_reflection_lists_every_service(gw: GrpcGateway) -> None:
         "kubegateway.v1.LeaseService",
         "kubegateway.v1.ImageService",
         "kubegateway.v1.ResourceService",
+        "kubegateway.v1.ClusterService",
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
     } == names

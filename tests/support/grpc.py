@@ -102,17 +102,19 @@ class GrpcGateway:
 
 @contextlib.asynccontextmanager
 async def demo_cluster(
-    url: str, catalog: CatalogHolder | None = None, name: str = DEFAULT
+    url: str, catalog: CatalogHolder | None = None, name: str = DEFAULT, token: str | None = None
 ) -> AsyncIterator[Cluster]:
-    """A :class:`Cluster` over the upstream at ``url`` (its client and hub closed on exit)."""
-    http = build_http_client(UpstreamConfig(server=url, source="tests"))
+    """A :class:`Cluster` over the upstream at ``url`` (its client and hub closed on exit);
+    ``token``: the gateway's own credential there (none by default)."""
+    http = build_http_client(
+        UpstreamConfig(server=url, source="tests", token=token), gateway_identity=bool(token)
+    )
     try:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
         try:
-            yield Cluster(
-                adapter, hub, catalog if catalog is not None else CatalogHolder(), name=name
-            )
+            holder = catalog if catalog is not None else CatalogHolder()
+            yield Cluster(adapter, hub, holder, name=name, server=url)
         finally:
             await hub.aclose()
     finally:

@@ -1,0 +1,93 @@
+"""``kubegateway.v1.ClusterService``: the clusters this gateway serves, for a client to choose from.
+
+Its contract is the hand-written ``protos/kubegateway/v1/cluster.proto``.  ``ListClusters``
+answers, for every cluster of the :class:`~gateway.core.fleet.Fleet` (the default first):
+the name callers put in ``x-kube-cluster``, the API server's URL, its version, its readiness
+and how many resources the gateway serves from it.  Readiness and version are asked of every
+cluster at once, each bounded, so one slow or unreachable cluster is listed not ready
+without delaying the others; they are asked with the gateway's own credential (``/readyz``
+and ``/version`` are public in Kubernetes), never the caller's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+import grpc
+import httpx
+
+from gateway.core.cluster import Cluster
+from gateway.core.fleet import Fleet
+from gateway.grpc.gen.kubegateway.v1 import cluster_pb2
+
+__all__ = ["SERVICE", "ClusterServicer", "cluster_service_handler"]
+
+log = logging.getLogger(__name__)
+
+#: The service's descriptor (its full name: ``kubegateway.v1.ClusterService``).
+SERVICE: Final = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"]
+
+#: Seconds a cluster has to say its version.
+VERSION_TIMEOUT: Final = 2.0
+
+
+class ClusterServicer:
+    """Lists the clusters of ``fleet`` (read at each call: added and removed ones show)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The grpc.aio generic handler of the service."""
+        return grpc.method_handlers_generic_handler(
+            SERVICE.full_name,
+            {
+                "ListClusters": grpc.unary_unary_rpc_method_handler(
+                    self.list_clusters,
+                    request_deserializer=cluster_pb2.ListClustersRequest.FromString,
+                    response_serializer=cluster_pb2.ListClustersResponse.SerializeToString,
+                )
+            },
+        )
+
+    async def list_clusters(
+        self, request: cluster_pb2.ListClustersRequest, context: grpc.aio.ServicerContext
+    ) -> cluster_pb2.ListClustersResponse:
+        served = list(self.fleet)
+        described = await asyncio.gather(*(_describe(name, c) for name, c in served))
+        return cluster_pb2.ListClustersResponse(clusters=described)
+
+
+async def _describe(name: str, cluster: Cluster) -> cluster_pb2.ServedCluster:
+    ready, version = await asyncio.gather(cluster.readiness.ready(), _version(cluster))
+    return cluster_pb2.ServedCluster(
+        name=name,
+        server=cluster.server,
+        version=version,
+        ready=ready,
+        served_resources=len(cluster.catalog.current.registry.records),
+    )
+
+
+async def _version(cluster: Cluster) -> str:
+    """The API server's ``gitVersion`` (empty when it does not say, in time)."""
+    try:
+        response = await cluster.adapter.http.get("/version", timeout=VERSION_TIMEOUT)
+    except httpx.HTTPError as exc:
+        log.debug("cluster %s: no version: %s", cluster.name, type(exc).__name__)
+        return ""
+    if response.status_code != 200:
+        return ""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return ""
+    version = body.get("gitVersion") if isinstance(body, dict) else None
+    return version if isinstance(version, str) else ""
+
+
+def cluster_service_handler(fleet: Fleet) -> grpc.GenericRpcHandler:
+    """The grpc.aio generic handler of ``kubegateway.v1.ClusterService`` over ``fleet``."""
+    return ClusterServicer(fleet).handler()
