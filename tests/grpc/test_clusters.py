@@ -283,9 +283,9 @@ async def test_a_cluster_added_while_serving_is_served(two: Two) -> None:
         two.fleet.remove("c")
 
 
-async def _clusters(two: Two) -> list[tuple[str, str, str, bool, int]]:
+async def _clusters(two: Two, cluster: str | None = None) -> list[tuple[str, str, str, bool, int]]:
     listed = await cluster_pb2_grpc.ClusterServiceStub(two.channel).ListClusters(
-        cluster_pb2.ListClustersRequest(), timeout=STEP
+        cluster_pb2.ListClustersRequest(), metadata=on(cluster), timeout=STEP
     )
     return [(c.name, c.server, c.version, c.ready, c.served_resources) for c in listed.clusters]
 
@@ -300,6 +300,8 @@ async def test_list_clusters_describes_each_served_cluster(two: Two) -> None:
         ("a", a, "", True, seed),
         ("b", b, version, True, seed),
     ]
+    # the service is the gateway's own: the cluster metadata, even an unknown name, is ignored
+    assert await _clusters(two, "nope") == await _clusters(two)
     two.fleet.remove("b")
     # a cluster that does not answer is listed, not ready and without a version
     async with demo_cluster("http://127.0.0.1:1", name="down") as down:
