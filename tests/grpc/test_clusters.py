@@ -311,3 +311,18 @@ async def test_list_clusters_describes_each_served_cluster(two: Two) -> None:
             ("a", a, "", True, seed),
             ("down", "http://127.0.0.1:1", "", False, seed),
         ]
+
+
+async def test_a_replaced_cluster_ends_its_streams_to_be_called_again(two: Two) -> None:
+    watch = _watch(two, "b")
+    assert await watch.added() == two.only["b"]
+    async with demo_cluster(two.demos["b"].url, name="b") as again:
+        two.fleet.add("b", again)  # new configuration, same name
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await watch.next()
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert ended.value.details() == 'cluster "b" was reconfigured: call again to continue'
+        # called again, on the new configuration
+        resumed = _watch(two, "b")
+        assert await resumed.added() == two.only["b"]
+        resumed.call.cancel()
