@@ -443,9 +443,7 @@ async def serve_grpc(
             stack, live.follow_ready(functools.partial(set_health, grpc_health)), "grpc-health"
         )
     server, port = await start_grpc(
-        # TEMPORARY (until the fleet-grpc branch lands `start_grpc(fleet, ...)`): gRPC
-        # serves the default cluster only.
-        fleet.get(DEFAULT),
+        fleet,
         settings.host,
         settings.grpc_port,
         options=grpc_options(settings),

@@ -11,5 +11,8 @@ Modules, by noun:
 * :mod:`~gateway.grpc.servicer`, :mod:`~gateway.grpc.calls`: one generic servicer per
   resource (``Watch`` joins the core's shared watch hub), credential and deadline of a call;
 * :mod:`~gateway.grpc.status`: the one error table with ``google.rpc`` details;
+* :mod:`~gateway.grpc.routing`: the cluster of a call (``x-kube-cluster``) on the fleet, the
+  end of a removed cluster's streams;
+* :mod:`~gateway.grpc.clusters`: the ``ClusterService`` (the served clusters);
 * :mod:`~gateway.grpc.server`: ``start_grpc`` (health, reflection, keepalive, gzip, limits).
 """

@@ -55,6 +55,7 @@ from gateway.grpc.status import internal_status, to_status
 
 __all__ = [
     "Handler",
+    "OpenStreams",
     "ServicerBase",
     "core_call",
     "delete_options",
@@ -77,6 +78,47 @@ _PATCH_TYPES: Final = {
 }
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+
+
+class OpenStreams:
+    """The core streams (watches, followed logs) one cluster's gRPC calls hold open.
+
+    A cluster removed from the gateway's fleet (or replaced by a new configuration) ends
+    them: :meth:`end` records why and ends each stream, and every call still reading or
+    about to open one of this cluster's streams fails with that error (the cluster's
+    ``ServicerBase._streaming`` raises it when its stream ran out), so a caller never
+    mistakes the end for a clean completion.
+    """
+
+    __slots__ = ("_enders", "ended")
+
+    def __init__(self) -> None:
+        self._enders: set[Callable[[errors.GatewayError], None]] = set()
+        #: Why this cluster's streams are over (``None``: they are served).
+        self.ended: errors.GatewayError | None = None
+
+    def hold(self, end: Callable[[errors.GatewayError], None]) -> None:
+        """Keep ``end`` (which ends one open stream) until :meth:`release`.
+
+        Raises:
+            GatewayError: the cluster's streams were already ended.
+        """
+        if self.ended is not None:
+            raise self.ended
+        self._enders.add(end)
+
+    def release(self, end: Callable[[errors.GatewayError], None]) -> None:
+        """The stream ``end`` ends is over."""
+        self._enders.discard(end)
+
+    def end(self, error: errors.GatewayError) -> None:
+        """End every open stream with ``error``, and every one opened from now on."""
+        self.ended = error
+        for end in list(self._enders):
+            end(error)
+
+    def __len__(self) -> int:
+        return len(self._enders)
 
 
 class _Undecodable:
@@ -223,6 +265,7 @@ async def watch_stream(
     key: Hashable,
     encode: Callable[[HubEvent], bytes],
     digest_of: Callable[[JSON], Digest],
+    opened: OpenStreams,
 ) -> AsyncGenerator[bytes, None]:
     """A ``Watch`` request's events, through the core's stream entry point, each encoded by
     ``encode``.
@@ -236,7 +279,8 @@ async def watch_stream(
     of one upstream watch with the same key shares one encoding of each event.  The start
     (snapshot, now, resume, streaming list) is :meth:`WatchStart.from_options`; the stream
     survives upstream closes and relists (watch rules of docs/watch-semantics.md, all in the
-    hub) and ends cleanly after ``timeout_seconds``.
+    hub) and ends cleanly after ``timeout_seconds``; ``opened`` ends it with the error the
+    cluster's streams end with (the cluster left the gateway).
     """
     options = ListOptions(
         label_selector=request.label_selector or None,
@@ -264,7 +308,9 @@ async def watch_stream(
     def digested(event: HubEvent) -> Digest:
         return digest_of(event.object)
 
+    end = sub.end
     try:
+        opened.hold(end)
         while True:
             # Events already queued go out without a timer; only waiting is timed.
             event = sub.next_nowait()
@@ -286,6 +332,7 @@ async def watch_stream(
             # Encoded once per event and key for every subscriber.
             yield event.encoded(key, encode)
     finally:
+        opened.release(end)
         sub.close()
 
 
@@ -305,15 +352,23 @@ class ServicerBase(abc.ABC):
         adapter: the shared upstream adapter (its metrics count every call).
         watches: the core's watch hub (``Watch`` joins it).
         drain: ends followed streams when the gateway drains (watches end through the hub).
+        opened: the open streams of the cluster served (ended when it leaves the fleet).
     """
 
     #: The service's full name (``kubegateway.v1.PodService``).
     full_name: str
 
-    def __init__(self, adapter: KubeAdapter, watches: WatchHub, drain: Drain | None = None) -> None:
+    def __init__(
+        self,
+        adapter: KubeAdapter,
+        watches: WatchHub,
+        drain: Drain | None = None,
+        opened: OpenStreams | None = None,
+    ) -> None:
         self.adapter = adapter
         self.watches = watches
         self.drain = drain or Drain()
+        self.opened = opened if opened is not None else OpenStreams()
 
     @abc.abstractmethod
     def methods(self) -> Iterable[tuple[str, Any, bool]]:
@@ -357,8 +412,8 @@ class ServicerBase(abc.ABC):
     ) -> AsyncGenerator[bytes, None]:
         """The response messages of a server-streaming call."""
 
-    def handler(self) -> grpc.GenericRpcHandler:
-        """The generic handler serving every method of the service."""
+    def method_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        """The handler of every method of the service, by method name."""
         handlers: dict[str, grpc.RpcMethodHandler] = {}
         for name, request_cls, streaming in self.methods():
             make = (
@@ -371,7 +426,11 @@ class ServicerBase(abc.ABC):
                 request_deserializer=_deserializer(request_cls),
                 response_serializer=_serialize,
             )
-        return grpc.method_handlers_generic_handler(self.full_name, handlers)
+        return handlers
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The generic handler serving every method of the service."""
+        return grpc.method_handlers_generic_handler(self.full_name, self.method_handlers())
 
     @contextlib.contextmanager
     def _served(
@@ -418,6 +477,9 @@ class ServicerBase(abc.ABC):
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
                             yield message
+                    if self.opened.ended is not None:
+                        # a followed log ended by the cluster's removal ends cleanly
+                        raise self.opened.ended
             except Exception as exc:  # CancelledError is not an Exception: it propagates
                 failure = exc
             if failure is not None:

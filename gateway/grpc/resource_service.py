@@ -39,7 +39,7 @@ from gateway.core.registry import Resource
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import LIST_SLICE, Codec, codec, struct_json
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
-from gateway.grpc.handling import ServicerBase, core_call, invalid, watch_stream
+from gateway.grpc.handling import OpenStreams, ServicerBase, core_call, invalid, watch_stream
 from gateway.grpc.wire import encode_struct, field_tag, length_prefixed, varint
 
 __all__ = ["SERVICE", "ResourceServiceServicer", "resource_service_handler"]
@@ -103,6 +103,7 @@ class ResourceServiceServicer(ServicerBase):
         catalog: what is served; its current catalog is read once per call.
         conversions: the typed contract's codec (for ``ListMeta`` and ``Status``).
         drain: the application's drain.
+        opened: the open streams of the cluster served (ended when it leaves the fleet).
     """
 
     full_name = SERVICE.full_name
@@ -114,8 +115,10 @@ class ResourceServiceServicer(ServicerBase):
         catalog: CatalogHolder,
         conversions: Codec,
         drain: Drain | None = None,
+        *,
+        opened: OpenStreams | None = None,
     ) -> None:
-        super().__init__(adapter, watches, drain)
+        super().__init__(adapter, watches, drain, opened)
         self.catalog = catalog
         self.codec = conversions
 
@@ -260,6 +263,7 @@ class ResourceServiceServicer(ServicerBase):
             digest_of=lambda obj: digest(
                 orjson.dumps(masks.project(obj, mask, loose=True) if mask is not None else obj)
             ),
+            opened=self.opened,
         )
 
 

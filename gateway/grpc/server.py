@@ -1,8 +1,9 @@
 """The grpc.aio server: one service per seed resource, the generic ResourceService, health and
 reflection.
 
-Started by the application lifespan with the :class:`~gateway.core.cluster.Cluster` it
-built (the same one GraphQL is bound to: same process, same core) on its own port.
+Started by the application lifespan with the :class:`~gateway.core.fleet.Fleet` it built
+(the same clusters GraphQL serves: same process, same core) on its own port; the
+``x-kube-cluster`` metadata picks a call's cluster (:mod:`gateway.grpc.routing`).
 Keepalive pings keep long watches alive through idle proxies and detect dead peers;
 responses are gzip-compressed for clients that accept it; the message size limit is
 configurable.
@@ -19,12 +20,16 @@ from grpc_reflection.v1alpha import reflection
 
 from gateway.core.cluster import Cluster
 from gateway.core.drain import Drain
+from gateway.core.fleet import Fleet
+from gateway.grpc import clusters
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
+from gateway.grpc.handling import OpenStreams, ServicerBase
 from gateway.grpc.messages import file_descriptors
 from gateway.grpc.requestid import CallInterceptor
-from gateway.grpc.resource_service import SERVICE, resource_service_handler
-from gateway.grpc.servicer import resource_handler
+from gateway.grpc.resource_service import SERVICE, ResourceServiceServicer
+from gateway.grpc.routing import Router
+from gateway.grpc.servicer import ResourceServicer
 
 __all__ = ["GrpcOptions", "service_names", "start_grpc"]
 
@@ -83,18 +88,26 @@ class GrpcOptions:
 
 def service_names(c: Contract | None = None) -> list[str]:
     """Every service the server answers: the resource services (the typed ones, then the
-    generic ``ResourceService``), health and reflection."""
+    generic ``ResourceService``), the ``ClusterService``, health and reflection."""
     resources = [s.full_name for s in (c or contract()).services]
     return [
         *resources,
         SERVICE.full_name,
+        clusters.SERVICE.full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME,
     ]
 
 
+def routed_methods(c: Contract) -> list[tuple[str, bool]]:
+    """Every method served per cluster, ``(full path, server streaming)``."""
+    typed = [(f"/{s.full_name}/{r.name}", r.streaming) for s in c.services for r in s.rpcs]
+    generic = [(f"/{SERVICE.full_name}/{m.name}", m.server_streaming) for m in SERVICE.methods]
+    return [*typed, *generic]
+
+
 async def start_grpc(
-    cluster: Cluster,
+    fleet: Fleet,
     host: str,
     port: int,
     *,
@@ -106,9 +119,10 @@ async def start_grpc(
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
     Args:
-        cluster: what the services serve (owned by the caller): its adapter, its shared
-            watches (``Watch`` calls join them) and its catalog, which the generic
-            ``ResourceService`` reads once per call.
+        fleet: the clusters the services serve (owned by the caller, followed while the
+            server runs): per call, the one the ``x-kube-cluster`` metadata names (missing:
+            ``default``): its adapter, its shared watches (``Watch`` calls join them) and its
+            catalog, which the generic ``ResourceService`` reads once per call.
         host: the address to listen on.
         port: the port, or 0 for any free one.
         options: server settings (defaults: :class:`GrpcOptions`).
@@ -133,17 +147,19 @@ async def start_grpc(
         # interceptor: a streamed message passes through no wrapper of its own.
         interceptors=(CallInterceptor(drain),),
     )
-    server.add_generic_rpc_handlers(
-        (
+
+    def servicers(cluster: Cluster, opened: OpenStreams) -> list[ServicerBase]:
+        a, hub = cluster.adapter, cluster.watches
+        return [
             *(
-                resource_handler(cluster.adapter, cluster.watches, svc, conversions, drain)
+                ResourceServicer(a, hub, svc, conversions, drain, opened=opened)
                 for svc in c.services
             ),
-            resource_service_handler(
-                cluster.adapter, cluster.watches, cluster.catalog, conversions, drain
-            ),
-        )
-    )
+            ResourceServiceServicer(a, hub, cluster.catalog, conversions, drain, opened=opened),
+        ]
+
+    router = Router(fleet, servicers, routed_methods(c))
+    server.add_generic_rpc_handlers((router, clusters.cluster_service_handler(fleet)))
     own_health = health_servicer is None
     if health_servicer is None:
         health_servicer = health.aio.HealthServicer()
@@ -159,6 +175,7 @@ async def start_grpc(
     except RuntimeError:  # grpc's way of saying the bind failed
         bound = 0
     if bound == 0:
+        router.close()
         raise OSError(
             f"cannot bind the gRPC port {host}:{port}: in use by another process, or not an "
             "address of this host (--grpc-port, --host)"
@@ -170,11 +187,13 @@ async def start_grpc(
         # Every service NOT_SERVING at once, and it stays so.
         drain.on_drain(health_servicer.enter_graceful_shutdown)
     log.info(
-        "gRPC listening on %s:%d (%d typed resource services and %s)",
+        "gRPC listening on %s:%d (%d typed resource services, %s and %s; clusters: %s)",
         host,
         bound,
         len(c.services),
         SERVICE.full_name,
+        clusters.SERVICE.full_name,
+        ", ".join(fleet.names()) or "none yet",
     )
     return server, bound
 

@@ -20,6 +20,7 @@ from typing import Any, Final
 import grpc
 import orjson
 
+from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
 from gateway.core.changes import digest
 from gateway.core.credentials import Credential
@@ -33,7 +34,14 @@ from gateway.core.streams import ReadAhead, Stream, open_stream
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import Codec, codec
 from gateway.grpc.contract import Rpc, Service
-from gateway.grpc.handling import ServicerBase, core_call, invalid, opt, watch_stream
+from gateway.grpc.handling import (
+    OpenStreams,
+    ServicerBase,
+    core_call,
+    invalid,
+    opt,
+    watch_stream,
+)
 from gateway.grpc.messages import message_class
 from gateway.grpc.wire import field_tag, length_prefixed
 
@@ -54,6 +62,7 @@ class ResourceServicer(ServicerBase):
         service: the contract service (its resource and RPCs).
         conversions: the dict <-> message codec.
         drain: ends followed logs when the gateway drains (watches end through the hub).
+        opened: the open streams of the cluster served (ended when it leaves the fleet).
     """
 
     def __init__(
@@ -63,8 +72,10 @@ class ResourceServicer(ServicerBase):
         service: Service,
         conversions: Codec,
         drain: Drain | None = None,
+        *,
+        opened: OpenStreams | None = None,
     ) -> None:
-        super().__init__(adapter, watches, drain)
+        super().__init__(adapter, watches, drain, opened)
         self.service = service
         self.full_name = service.full_name
         self.resource: Resource = service.resource
@@ -185,6 +196,7 @@ class ResourceServicer(ServicerBase):
             key=tuple(request.read_mask.paths) if mask is not None else None,
             encode=encode,
             digest_of=lambda obj: digest(self.codec.object_bytes(kind, obj, mask)),
+            opened=self.opened,
         )
 
     async def _log(
@@ -212,7 +224,12 @@ class ResourceServicer(ServicerBase):
                 self.adapter, self.watches, rpc.operation, call, credential=credential
             )
             assert isinstance(lines, ReadAhead)
+
+            def end(error: errors.GatewayError) -> None:
+                lines.close()  # the servicer then fails the call with ``error``
+
             try:
+                self.opened.hold(end)
                 # A drain ends it with UNAVAILABLE (no resume point: the caller follows again).
                 async for line in self.drain.until_draining(_lines(lines)):
                     data = line.data + b"\n"
@@ -220,6 +237,7 @@ class ResourceServicer(ServicerBase):
                         data = line.timestamp + b" " + data
                     yield chunk(data=data).SerializeToString()
             finally:
+                self.opened.release(end)
                 lines.close()
             return
         data = await perform(self.adapter, rpc.operation, call, credential=credential)

@@ -48,6 +48,7 @@ from gateway.grpc.server import start_grpc
 from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod, pod_list
 from tests.bench.report import Row, row
+from tests.support.grpc import one_cluster
 
 ADMIN = "admin-token"
 
@@ -200,7 +201,9 @@ async def end_to_end(pods: int, rounds: int) -> dict[str, float]:
         await demo.store.bulk_create(POD, (_manifest(i) for i in range(pods)), namespace="bench")
         http = build_http_client(UpstreamConfig(server=demo.url, source="bench"))
         adapter = KubeAdapter(http)
-        server, port = await start_grpc(Cluster(adapter, WatchHub(adapter)), "127.0.0.1", 0)
+        server, port = await start_grpc(
+            one_cluster(Cluster(adapter, WatchHub(adapter))), "127.0.0.1", 0
+        )
         limit = 256 * 1024 * 1024
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}",

@@ -41,6 +41,7 @@ from tests.support.grpc import (
     bearer,
     details,
     gw,
+    one_cluster,
     unique,
     upstream,
 )
@@ -286,7 +287,7 @@ async def _serve_against(
     http = build_http_client(UpstreamConfig(server=url, source="tests"), transport=transport)
     adapter = KubeAdapter(http)
     hub = WatchHub(adapter)
-    server, port = await start_grpc(Cluster(adapter, hub), "127.0.0.1", 0)
+    server, port = await start_grpc(one_cluster(Cluster(adapter, hub)), "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
         yield channel

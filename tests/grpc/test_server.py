@@ -26,6 +26,7 @@ from tests.support.grpc import (
     GrpcGateway,
     bearer,
     gw,
+    one_cluster,
     serve_grpc,
     unique,
     upstream,
@@ -59,6 +60,7 @@ async def test_reflection_lists_every_service(gw: GrpcGateway) -> None:
         "kubegateway.v1.LeaseService",
         "kubegateway.v1.ImageService",
         "kubegateway.v1.ResourceService",
+        "kubegateway.v1.ClusterService",
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
     } == names
@@ -351,10 +353,10 @@ async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
         cluster = Cluster(adapter, hub)
-        first, port = await start_grpc(cluster, "127.0.0.1", 0)
+        first, port = await start_grpc(one_cluster(cluster), "127.0.0.1", 0)
         try:
             with pytest.raises(OSError, match=f"cannot bind the gRPC port 127.0.0.1:{port}"):
-                await start_grpc(cluster, "127.0.0.1", port)
+                await start_grpc(one_cluster(cluster), "127.0.0.1", port)
         finally:
             await first.stop(None)
             await hub.aclose()

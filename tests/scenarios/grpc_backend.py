@@ -31,6 +31,7 @@ from gateway.grpc.messages import message_class
 from gateway.grpc.server import GrpcOptions, start_grpc
 from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import RESOURCES
+from tests.support.grpc import one_cluster
 
 _counter = itertools.count()
 
@@ -153,7 +154,7 @@ async def serve_backend(
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
         cluster = Cluster(adapter, hub, catalog if catalog is not None else CatalogHolder())
-        server, port = await start_grpc(cluster, "127.0.0.1", 0, options=options)
+        server, port = await start_grpc(one_cluster(cluster), "127.0.0.1", 0, options=options)
         target = f"127.0.0.1:{port}"
         channel = grpc.aio.insecure_channel(
             target,

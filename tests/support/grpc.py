@@ -24,6 +24,7 @@ from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
 from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
+from gateway.core.fleet import DEFAULT, Fleet
 from gateway.core.hub import WatchHub
 from gateway.grpc.gen.kubegateway.v1 import (
     endpoints_pb2_grpc,
@@ -51,6 +52,13 @@ STUBS: dict[str, Callable[[grpc.aio.Channel], Any]] = {
     "leases": leases_pb2_grpc.LeaseServiceStub,
     "images": images_pb2_grpc.ImageServiceStub,
 }
+
+
+def one_cluster(cluster: Cluster, name: str = DEFAULT) -> Fleet:
+    """A fleet serving ``cluster`` alone, as ``name`` (the single-upstream gateway's)."""
+    fleet = Fleet()
+    fleet.add(name, cluster)
+    return fleet
 
 
 def unique(prefix: str) -> str:
@@ -93,6 +101,51 @@ class GrpcGateway:
 
 
 @contextlib.asynccontextmanager
+async def demo_cluster(
+    url: str, catalog: CatalogHolder | None = None, name: str = DEFAULT, token: str | None = None
+) -> AsyncIterator[Cluster]:
+    """A :class:`Cluster` over the upstream at ``url`` (its client and hub closed on exit);
+    ``token``: the gateway's own credential there (none by default)."""
+    http = build_http_client(
+        UpstreamConfig(server=url, source="tests", token=token), gateway_identity=bool(token)
+    )
+    try:
+        adapter = KubeAdapter(http)
+        hub = WatchHub(adapter)
+        try:
+            holder = catalog if catalog is not None else CatalogHolder()
+            yield Cluster(adapter, hub, holder, name=name, server=url)
+        finally:
+            await hub.aclose()
+    finally:
+        await http.aclose()
+
+
+@contextlib.asynccontextmanager
+async def grpc_channel(
+    fleet: Fleet,
+    *,
+    options: GrpcOptions | None = None,
+    channel_options: Sequence[tuple[str, Any]] = (),
+) -> AsyncIterator[tuple[grpc.aio.Server, int, grpc.aio.Channel]]:
+    """The gateway's gRPC server over ``fleet`` on a free port, and a channel to it."""
+    server, port = await start_grpc(fleet, "127.0.0.1", 0, options=options)
+    channel = grpc.aio.insecure_channel(
+        f"127.0.0.1:{port}",
+        options=[
+            ("grpc.max_receive_message_length", CLIENT_LIMIT),
+            ("grpc.max_send_message_length", CLIENT_LIMIT),
+            *channel_options,
+        ],
+    )
+    try:
+        yield server, port, channel
+    finally:
+        await channel.close()
+        await server.stop(None)
+
+
+@contextlib.asynccontextmanager
 async def serve_grpc(
     demo: DemoUpstream,
     *,
@@ -107,28 +160,15 @@ async def serve_grpc(
     :class:`~tests.support.tap.Tap` in front of it); ``catalog`` what the generic
     ``ResourceService`` serves (default: the seed resources).
     """
-    http = build_http_client(UpstreamConfig(server=server or demo.url, source="tests"))
-    try:
-        adapter = KubeAdapter(http)
-        hub = WatchHub(adapter)
-        cluster = Cluster(adapter, hub, catalog if catalog is not None else CatalogHolder())
-        server, port = await start_grpc(cluster, "127.0.0.1", 0, options=options)
-        channel = grpc.aio.insecure_channel(
-            f"127.0.0.1:{port}",
-            options=[
-                ("grpc.max_receive_message_length", CLIENT_LIMIT),
-                ("grpc.max_send_message_length", CLIENT_LIMIT),
-                *channel_options,
-            ],
-        )
-        try:
-            yield GrpcGateway(demo, adapter, hub, server, port, channel)
-        finally:
-            await channel.close()
-            await hub.aclose()
-            await server.stop(None)
-    finally:
-        await http.aclose()
+    async with (
+        demo_cluster(server or demo.url, catalog) as cluster,
+        grpc_channel(one_cluster(cluster), options=options, channel_options=channel_options) as (
+            grpc_server,
+            port,
+            channel,
+        ),
+    ):
+        yield GrpcGateway(demo, cluster.adapter, cluster.watches, grpc_server, port, channel)
 
 
 @pytest.fixture

@@ -1,0 +1,72 @@
+"""``kubegateway.v1.ClusterService``: the clusters this gateway serves, for a client to choose from.
+
+Its contract is the hand-written ``protos/kubegateway/v1/cluster.proto``.  ``ListClusters``
+answers, for every cluster of the :class:`~gateway.core.fleet.Fleet` (the default first):
+the name callers put in ``x-kube-cluster``, the API server's URL, its version, its readiness
+and how many resources the gateway serves from it.  Readiness and version are asked of every
+cluster at once, each bounded, so one slow or unreachable cluster is listed not ready
+without delaying the others; they are asked with the gateway's own credential (``/readyz``
+and ``/version`` are public in Kubernetes), never the caller's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Final
+
+import grpc
+
+from gateway.core.cluster import Cluster
+from gateway.core.fleet import Fleet
+from gateway.grpc.gen.kubegateway.v1 import cluster_pb2
+
+__all__ = ["SERVICE", "ClusterServicer", "cluster_service_handler"]
+
+log = logging.getLogger(__name__)
+
+#: The service's descriptor (its full name: ``kubegateway.v1.ClusterService``).
+SERVICE: Final = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"]
+
+
+class ClusterServicer:
+    """Lists the clusters of ``fleet`` (read at each call: added and removed ones show)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The grpc.aio generic handler of the service."""
+        return grpc.method_handlers_generic_handler(
+            SERVICE.full_name,
+            {
+                "ListClusters": grpc.unary_unary_rpc_method_handler(
+                    self.list_clusters,
+                    request_deserializer=cluster_pb2.ListClustersRequest.FromString,
+                    response_serializer=cluster_pb2.ListClustersResponse.SerializeToString,
+                )
+            },
+        )
+
+    async def list_clusters(
+        self, request: cluster_pb2.ListClustersRequest, context: grpc.aio.ServicerContext
+    ) -> cluster_pb2.ListClustersResponse:
+        served = list(self.fleet)
+        described = await asyncio.gather(*(_describe(name, c) for name, c in served))
+        return cluster_pb2.ListClustersResponse(clusters=described)
+
+
+async def _describe(name: str, cluster: Cluster) -> cluster_pb2.ServedCluster:
+    ready, version = await asyncio.gather(cluster.readiness.ready(), cluster.version.get())
+    return cluster_pb2.ServedCluster(
+        name=name,
+        server=cluster.server,
+        version=version or "",
+        ready=ready,
+        served_resources=len(cluster.catalog.current.registry.records),
+    )
+
+
+def cluster_service_handler(fleet: Fleet) -> grpc.GenericRpcHandler:
+    """The grpc.aio generic handler of ``kubegateway.v1.ClusterService`` over ``fleet``."""
+    return ClusterServicer(fleet).handler()
