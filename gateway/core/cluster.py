@@ -1,10 +1,11 @@
 """One upstream cluster as the gateway serves it: what a front end reaches the cluster through.
 
-The composition root (:mod:`gateway.runtime`) builds one :class:`Cluster` per API server and
-hands that same object to both front ends (``GraphQLApp.bind(cluster)``,
-``start_grpc(cluster, ...)``).  It lives in the core, below both front ends, so each can
-name its type without importing the other or anything above it; and it holds nothing a
-front end owns, so a gateway in front of several clusters is one of these per cluster.
+The composition root (:mod:`gateway.runtime`) builds one :class:`Cluster` per API server,
+registers each in the :class:`~gateway.core.fleet.Fleet` it hands to both front ends
+(``/clusters/{name}/graphql``; gRPC's ``x-kube-cluster``).  It lives in the core, below
+both front ends, so each can name its type without importing the other or anything above
+it; and it holds nothing a front end owns, so a gateway in front of several clusters is one
+of these per cluster.
 """
 
 from __future__ import annotations
