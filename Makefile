@@ -64,7 +64,7 @@ chromium:
 protos: $(STAMP)
 	$(BIN)/python -m gateway.grpc.protogen
 
-## go-client: build (or reuse) the Go example client of the gRPC API (tests/go-client)
+## go-client: build (or reuse) the Go example client of the gRPC API and grpcurl (tests/go-client/.bin)
 go-client: $(STAMP)
 	bash tests/go-client/build.sh
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build (or reuse) the Go example client of the gRPC API, tests/go-client/.bin/kg-client, and the
-# fan-out benchmark's load client, tests/go-client/.bin/kg-fanout (cmd/kg-fanout).
+# Build (or reuse) the Go example client of the gRPC API, tests/go-client/.bin/kg-client, the
+# fan-out benchmark's load client, tests/go-client/.bin/kg-fanout (cmd/kg-fanout), and grpcurl
+# (tests/go-client/.bin/grpcurl, pinned below), the tool the README's gRPC examples use: the
+# README test runs every example with it, so the examples are checked by the real tool.
 #
 #   bash tests/go-client/build.sh            # what `make go-client` (and `make test`) runs
 #   GO_CLIENT_FORCE=1 bash tests/go-client/build.sh
@@ -59,9 +61,23 @@ exec 9>"$bin_dir/.lock"
 if command -v flock >/dev/null; then
     flock 9
 fi
+
+# grpcurl has its own stamp (its version and the toolchain), so a proto change does not
+# rebuild it and a new grpcurl version does not rebuild the client.
+grpcurl_version=v1.9.3
+grpcurl_stamp="$bin_dir/.grpcurl-stamp"
+want_grpcurl="grpcurl $grpcurl_version $("$go_bin" env GOVERSION GOOS GOARCH | tr '\n' ' ')"
+if [[ -n "${GO_CLIENT_FORCE:-}" || ! -x "$bin_dir/grpcurl" || ! -f "$grpcurl_stamp" \
+      || "$(cat "$grpcurl_stamp")" != "$want_grpcurl" ]]; then
+    log "building grpcurl $grpcurl_version (go install from the module proxy)"
+    rm -f "$grpcurl_stamp"
+    GOBIN="$bin_dir" GOFLAGS="-trimpath -buildvcs=false" \
+        "$go_bin" install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$grpcurl_version"
+    echo "$want_grpcurl" > "$grpcurl_stamp"
+fi
 if [[ -z "${GO_CLIENT_FORCE:-}" && -x "$bin_dir/kg-client" && -x "$bin_dir/kg-fanout" \
       && -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]]; then
-    log "up to date: $bin_dir/kg-client, $bin_dir/kg-fanout ($((SECONDS - start))s)"
+    log "up to date: $bin_dir/kg-client, $bin_dir/kg-fanout, $bin_dir/grpcurl ($((SECONDS - start))s)"
     exit 0
 fi
 rm -f "$stamp"

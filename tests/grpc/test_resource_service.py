@@ -6,7 +6,6 @@ and the same object as the typed services for the same get."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 from typing import Any
 
@@ -719,77 +718,3 @@ async def test_reflection_describes_the_resource_service(gw: GrpcGateway) -> Non
         health_pb2.HealthCheckRequest(service="kubegateway.v1.ResourceService")
     )
     assert health.status == health_pb2.HealthCheckResponse.SERVING
-
-
-async def test_the_readme_grpcurl_requests(gw: GrpcGateway) -> None:
-    """The README's grpcurl examples, parsed from the same JSON as grpcurl parses them."""
-    name = unique("hello")
-    lease = {"group": "coordination.k8s.io", "version": "v1", "resource": "leases"}
-
-    def parse(cls: Any, doc: dict[str, Any]) -> Any:
-        return json_format.ParseDict(doc, cls())
-
-    created = await gw.resources.Create(
-        parse(
-            R.CreateResourceRequest,
-            {
-                **lease,
-                "namespace": NAMESPACE,
-                "representation": "REPRESENTATION_STRUCT",
-                "object": {
-                    "struct": {"metadata": {"name": name}, "spec": {"holderIdentity": "me"}}
-                },
-            },
-        ),
-        metadata=AUTH,
-    )
-    assert json_format.MessageToDict(created)["struct"]["spec"] == {"holderIdentity": "me"}
-    got = await gw.resources.Get(
-        parse(
-            R.GetResourceRequest,
-            {
-                **lease,
-                "namespace": NAMESPACE,
-                "name": name,
-                "representation": "REPRESENTATION_STRUCT",
-                "read_mask": "metadata.name,metadata.resourceVersion,spec.holderIdentity",
-            },
-        ),
-        metadata=AUTH,
-    )
-    assert set(obj(got)["metadata"]) == {"name", "resourceVersion"}
-    patched = await gw.resources.Patch(
-        parse(
-            R.PatchResourceRequest,
-            {
-                **lease,
-                "namespace": NAMESPACE,
-                "name": name,
-                "patch_type": "PATCH_TYPE_MERGE",
-                "patch": base64.b64encode(b'{"spec":{"holderIdentity":"you"}}').decode(),
-            },
-        ),
-        metadata=AUTH,
-    )
-    assert obj(patched)["spec"]["holderIdentity"] == "you"
-    listed = await gw.resources.List(
-        parse(
-            R.ListResourcesRequest,
-            {
-                "version": "v1",
-                "resource": "pods",
-                "namespace": NAMESPACE,
-                "limit": 2,
-                "representation": "REPRESENTATION_STRUCT",
-                "read_mask": "metadata.name,status.phase",
-            },
-        ),
-        metadata=AUTH,
-    )
-    assert len(listed.items) == 2
-    assert all(set(obj(i)) <= {"metadata", "status"} for i in listed.items)
-    deleted = await gw.resources.Delete(
-        parse(R.DeleteResourceRequest, {**lease, "namespace": NAMESPACE, "name": name}),
-        metadata=AUTH,
-    )
-    assert deleted.WhichOneof("result") in ("object", "status")
