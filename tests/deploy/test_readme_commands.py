@@ -317,8 +317,11 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
     assert shutil.which("curl"), "curl is not installed"
     build_grpcurl()
     env = tool_env(tmp_path)
-    with serve_process(tmp_path, "--demo") as served:
+    # Two demo clusters, so the "Many clusters" examples run as written (demo-2 joins in the
+    # background: its "served" line says when).
+    with serve_process(tmp_path, "--demo", "--demo-clusters", "2") as served:
         served.wait_serving()
+        served.wait_for_line("cluster demo-2: served")
         for example in examples():
             if example.kind == "sh":
                 run_command(example, served, env)
