@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Mapping
 from types import TracebackType
@@ -19,6 +20,10 @@ from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.http import install_log_filter
 from kube_gateway_demo.inprocess import DemoStore
 from kube_gateway_demo.sample import seed
+
+#: The demo server's lifespan messages: warnings and errors only.
+_QUIET = logging.getLogger("kube_gateway_demo.lifespan")
+_QUIET.setLevel(logging.WARNING)
 
 
 class _Server(uvicorn.Server):
@@ -36,6 +41,9 @@ class _Server(uvicorn.Server):
         if not config.loaded:
             config.load()
         self.lifespan = config.lifespan_class(config)
+        # Its lifespan's "Waiting for application startup" / "startup complete" lines would
+        # read as the gateway's own, twice: only its warnings and errors are said.
+        self.lifespan.logger = _QUIET
         await self.startup(sockets=sockets)
         if self.should_exit:
             return

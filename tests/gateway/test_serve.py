@@ -49,6 +49,8 @@ def test_serve_without_kubeconfig_picks_the_demo_upstream_and_stops_on_sigterm(
     assert ready == {"status": "ok"}  # nothing about the upstream is shown
     # The demo has no aggregation layer: that is said once, quietly, not warned about.
     assert "apiservices.apiregistration.k8s.io is not served here" in serve.log
+    # Said once: the demo upstream's own server does not repeat the gateway's start lines.
+    assert serve.log.count("Application startup complete") == 1
     assert "not watching apiservices" not in serve.log
     with grpc.insecure_channel(serve.grpc) as channel:
         assert health_serving(channel)
