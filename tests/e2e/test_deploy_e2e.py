@@ -549,8 +549,7 @@ def service_account_token(admin: httpx.Client, objects: list[Obj]) -> Iterator[s
         yield token
     finally:
         for binding in [o for o in rbac if o["kind"] == "ClusterRoleBinding"]:
-            r = admin.delete(discovery.url(binding))
-            assert r.status_code == 200, r.text
+            deleted(admin, discovery.url(binding))
 
 
 def graphql(client: httpx.Client, query: str, headers: dict[str, str], status: int = 200) -> Obj:
@@ -581,6 +580,11 @@ def first_event(client: httpx.Client, subscription: str, headers: dict[str, str]
     assert event == "event: next", data
     payload: Obj = json.loads(data.removeprefix("data:"))
     return payload
+
+
+def deleted(admin: httpx.Client, url: str) -> None:
+    r = admin.delete(url)
+    assert r.status_code == 200, r.text
 
 
 DEPLOYMENT = {
@@ -618,8 +622,10 @@ def test_the_pods_environment_serves_on_the_real_apiserver(
     env = {e["name"]: e["value"] for e in container(objects)["env"]}
     projected = projected_token_path(objects)
     r = admin.post("/apis/apps/v1/namespaces/team-a/deployments", json=DEPLOYMENT)
-    assert r.status_code in (201, 409), r.text  # 409: made by the other overlay's run
-    with service_account_token(admin, objects) as token:
+    assert r.status_code == 201, r.text
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(deleted, admin, Discovery(admin).url(DEPLOYMENT))
+        token = cleanup.enter_context(service_account_token(admin, objects))
         token_file = tmp_path / "token"
         token_file.write_text(token)
         env.update({name: str(token_file) for name, value in env.items() if value == projected})
