@@ -10,15 +10,21 @@ its Pod Security labels, so the apiserver also checks the pod template against t
 "restricted" profile: every object must be accepted without a single warning.
 
 The policy each mode promises is asserted on the rendered objects: the security context,
-probes, resources, both Service ports with their appProtocol, no token and no RBAC in
-passthrough, and in shared-watches exactly list and watch on what the gateway serves.
+probes, resources, both Service ports with their appProtocol; in both modes a projected
+service account token used only as the gateway's discovery identity, with exactly list and
+watch on CRDs and APIServices; in shared-watches, besides, exactly list and watch on what
+the gateway serves.  Then each overlay's ServiceAccount and RBAC are applied for real, and
+`kube-gateway serve` runs with the container's environment and that ServiceAccount's
+token: discovered kinds are served, and a caller gets only what its own RBAC allows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,9 @@ import httpx
 import pytest
 import yaml
 
+from gateway.core.discovery import ResourcePatterns
 from gateway.core.registry import REGISTRY
+from gateway.core.reload import APISERVICES, CRDS
 from gateway.settings import Settings, load
 from tests.deploy.test_image import DOCKERFILE, parse_dockerfile
 from tests.e2e.apiserver import BIN_DIR, KubeAPIServer
@@ -66,6 +74,27 @@ def one(objects: list[Obj], kind: str) -> Obj:
 
 def kinds(objects: list[Obj]) -> list[str]:
     return sorted(o["kind"] for o in objects)
+
+
+def named(objects: list[Obj], kind: str, name: str) -> Obj:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+#: What discovery does with the gateway's identity beyond reading the discovery documents
+#: (which every authenticated identity may read): list and watch CRDs and APIServices.
+DISCOVERY_RULES = [
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": ["list", "watch"],
+    },
+    {
+        "apiGroups": ["apiregistration.k8s.io"],
+        "resources": ["apiservices"],
+        "verbs": ["list", "watch"],
+    },
+]
 
 
 # --- the apiserver accepts every object -------------------------------------------------
@@ -189,9 +218,9 @@ def test_each_mode_renders_the_objects_it_needs_and_no_more(
         "Service",
         "ServiceAccount",
     ]
-    assert kinds(rendered["passthrough"]) == common
+    assert kinds(rendered["passthrough"]) == sorted([*common, "ClusterRole", "ClusterRoleBinding"])
     assert kinds(rendered["shared-watches"]) == sorted(
-        [*common, "ClusterRole", "ClusterRoleBinding"]
+        [*common, "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding"]
     )
     for objects in rendered.values():
         ns = one(objects, "Namespace")["metadata"]["name"]
@@ -317,19 +346,83 @@ def test_availability_scaling_and_network_policy(
     }
 
 
-def test_passthrough_holds_no_credential_and_no_rights(rendered: dict[str, list[Obj]]) -> None:
-    objects = rendered["passthrough"]
-    assert not [o for o in objects if o["apiVersion"].startswith("rbac.authorization.k8s.io/")]
-    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is False
+def granted(role: Obj) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) for every right the role's rules give, none by name."""
+    assert all(set(rule) == {"apiGroups", "resources", "verbs"} for rule in role["rules"])
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def cluster_roles(objects: list[Obj]) -> dict[str, Obj]:
+    """The rendered ClusterRoles by name, each bound to the gateway's ServiceAccount and to
+    nothing else; no namespaced Role or RoleBinding."""
+    assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding")]
+    roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"}
+    bindings = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
+    sa = one(objects, "ServiceAccount")
+    assert sorted(b["roleRef"]["name"] for b in bindings) == sorted(roles)
+    for binding in bindings:
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": binding["metadata"]["name"],
+        }
+        assert binding["subjects"] == [
+            {
+                "kind": "ServiceAccount",
+                "name": sa["metadata"]["name"],
+                "namespace": sa["metadata"]["namespace"],
+            }
+        ]
+    return roles
+
+
+def projected_token_path(objects: list[Obj]) -> str:
+    """Where the pod's one service account token is: projected explicitly, short-lived and
+    for the apiserver's own audience, the automatic mount off, used by the gateway as its
+    discovery identity and never to serve a caller."""
+    sa = one(objects, "ServiceAccount")
+    assert sa["automountServiceAccountToken"] is False
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
-    assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
-    assert "serviceAccountToken" not in yaml.safe_dump(pod)  # no projected token either
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    (token_volume,) = [v for v in pod["volumes"] if "projected" in v]
+    # no audience: the apiserver's own; an hour at most, renewed by the kubelet
+    assert token_volume["projected"]["sources"] == [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
+    ]
+    (mount,) = [m for m in container(objects)["volumeMounts"] if m["name"] == token_volume["name"]]
+    assert mount["readOnly"] is True
+    path = f"{mount['mountPath']}/token"
     settings = gateway_settings(objects)
-    assert settings.shared_watches is False and settings.gateway_identity is False
-    assert settings.token_file is None
+    assert settings.discovery is True and settings.discovery_token_file == path
+    assert settings.gateway_identity is False  # a caller without a token is refused
+    return path
+
+
+def test_passthrough_uses_its_own_token_for_discovery_only(
+    rendered: dict[str, list[Obj]],
+) -> None:
+    objects = rendered["passthrough"]
+    roles = cluster_roles(objects)
+    assert list(roles) == ["kube-gateway-discovery"]
+    assert roles["kube-gateway-discovery"]["rules"] == DISCOVERY_RULES
+    # exactly what the reloader lists and watches
+    assert granted(roles["kube-gateway-discovery"]) == {
+        (r.group, r.plural, verb) for r in (CRDS, APISERVICES) for verb in ("list", "watch")
+    }
+    projected_token_path(objects)
+    settings = gateway_settings(objects)
+    assert settings.shared_watches is False and settings.token_file is None
+    assert settings.resources is None  # everything discovered: each call is the caller's
     # the upstream is named explicitly and verified with the cluster's root CA
     assert settings.server == "https://kubernetes.default.svc"
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     ca = {v["name"]: v for v in pod["volumes"]}
     (mount,) = [m for m in container(objects)["volumeMounts"] if m["name"] == "upstream-ca"]
     assert settings.ca_file == f"{mount['mountPath']}/ca.crt"
@@ -339,58 +432,47 @@ def test_passthrough_holds_no_credential_and_no_rights(rendered: dict[str, list[
     }
 
 
+#: The discovered resources the shared-watches overlay serves (KUBE_GATEWAY_RESOURCES).
+SHARED_DISCOVERED = {
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("apps", "replicasets"),
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
+    ("", "services"),
+}
+
+
 def test_shared_watches_may_list_and_watch_what_the_gateway_serves_and_nothing_else(
     rendered: dict[str, list[Obj]],
 ) -> None:
     objects = rendered["shared-watches"]
-    role = one(objects, "ClusterRole")
-    granted = {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-    assert all(set(rule) == {"apiGroups", "resources", "verbs"} for rule in role["rules"])
-    served = {(r.group, r.plural) for r in REGISTRY.values() if "watch" in r.verbs}
-    assert served == {
+    roles = cluster_roles(objects)
+    assert sorted(roles) == ["kube-gateway-discovery", "kube-gateway-shared-watches"]
+    assert roles["kube-gateway-discovery"]["rules"] == DISCOVERY_RULES
+    settings = gateway_settings(objects)
+    # what it serves beside the seeds: exact names, no glob, no deny, any version
+    patterns = ResourcePatterns.parse(settings.resources).entries
+    assert all(not p.deny and p.version == "*" for p in patterns)
+    assert all(not set("*?[") & set(p.group + p.resource) for p in patterns)
+    discovered = {(p.group, p.resource) for p in patterns}
+    assert discovered == SHARED_DISCOVERED
+    seeds = {(r.group, r.plural) for r in REGISTRY.values() if "watch" in r.verbs}
+    assert seeds == {
         ("", "pods"),
         ("", "events"),
         ("", "endpoints"),
         ("coordination.k8s.io", "leases"),
         ("image.openshift.io", "images"),
     }
-    assert granted == {(g, r, v) for g, r in served for v in ("list", "watch")}
+    shared = roles["kube-gateway-shared-watches"]
+    assert granted(shared) == {(g, r, v) for g, r in seeds | discovered for v in ("list", "watch")}
+    assert "secrets" not in json.dumps(shared) and "*" not in json.dumps(shared)
 
-    binding = one(objects, "ClusterRoleBinding")
-    sa = one(objects, "ServiceAccount")
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": role["metadata"]["name"],
-    }
-    assert binding["subjects"] == [
-        {
-            "kind": "ServiceAccount",
-            "name": sa["metadata"]["name"],
-            "namespace": sa["metadata"]["namespace"],
-        }
-    ]
-
-    # the gateway's own token: projected explicitly, the automatic mount stays off
-    assert sa["automountServiceAccountToken"] is False
-    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is False
-    settings = gateway_settings(objects)
-    assert settings.shared_watches is True and settings.gateway_identity is False
-    assert settings.token_file is not None
-    (token_volume,) = [v for v in pod["volumes"] if "projected" in v]
-    ((source,),) = [token_volume["projected"]["sources"]]
-    assert source["serviceAccountToken"]["expirationSeconds"] <= 3600
-    assert "audience" not in source["serviceAccountToken"]  # the apiserver's own
-    (mount,) = [m for m in container(objects)["volumeMounts"] if m["name"] == token_volume["name"]]
-    assert mount["readOnly"] is True
-    assert settings.token_file == f"{mount['mountPath']}/{source['serviceAccountToken']['path']}"
+    # the gateway's own token: the one the base projects for discovery
+    path = projected_token_path(objects)
+    assert settings.shared_watches is True and settings.token_file == path
     # otherwise the same deployment as passthrough's
     assert settings.server == gateway_settings(rendered["passthrough"]).server
     assert settings.ca_file == gateway_settings(rendered["passthrough"]).ca_file
@@ -399,57 +481,202 @@ def test_shared_watches_may_list_and_watch_what_the_gateway_serves_and_nothing_e
 # --- the pod's configuration starts the gateway ------------------------------------------
 
 
+def until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Poll ``check`` until it holds: the apiserver evaluates RBAC from an informer cache,
+    so a binding just written (or deleted) counts a moment later."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+def collection(group: str, resource: str) -> str:
+    """The list URL of a resource in all namespaces (every group here serves v1)."""
+    return f"/api/v1/{resource}" if group == "" else f"/apis/{group}/v1/{resource}"
+
+
+#: Rights the gateway's own identity must not have unless a rendered role grants them.
+PROBES = {
+    ("", "secrets"),
+    ("", "configmaps"),
+    ("", "pods"),
+    ("apps", "deployments"),
+    ("image.openshift.io", "images"),
+}
+
+
+@contextlib.contextmanager
+def service_account_token(admin: httpx.Client, objects: list[Obj]) -> Iterator[str]:
+    """The overlay's ServiceAccount, ClusterRoles and bindings applied for real, once they
+    count, and a token of that ServiceAccount from the TokenRequest API (what the kubelet
+    projects into the pod).  The bindings are deleted afterwards, so each overlay's test
+    runs with its own rights only."""
+    discovery = Discovery(admin)
+    rbac = [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    for obj in [one(objects, "Namespace"), one(objects, "ServiceAccount"), *rbac]:
+        r = apply(admin, discovery.url(obj), obj, dry_run=False)
+        assert r.status_code in (200, 201), r.text
+    sa = one(objects, "ServiceAccount")["metadata"]
+    r = admin.post(
+        f"/api/v1/namespaces/{sa['namespace']}/serviceaccounts/{sa['name']}/token",
+        json={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    assert r.status_code == 201, r.text
+    token: str = r.json()["status"]["token"]
+    rights = set().union(*(granted(o) for o in rbac if o["kind"] == "ClusterRole"))
+    listable = {(g, res) for g, res, verb in rights if verb == "list"}
+    own = {"Authorization": f"Bearer {token}"}
+
+    def counts() -> bool:
+        """Exactly the rendered rights: every granted list answers, every probe not granted
+        is refused, a single CRD read too (no get), and discovery is readable."""
+        allowed = ["/api", "/apis", "/openapi/v3"]
+        allowed += [collection(g, res) for g, res in listable]
+        denied = [collection(g, res) for g, res in PROBES - listable]
+        denied.append(collection(CRDS.group, CRDS.plural) + "/images.image.openshift.io")
+        return all(admin.get(path, headers=own).status_code == 200 for path in allowed) and all(
+            admin.get(path, headers=own).status_code == 403 for path in denied
+        )
+
+    try:
+        until("the gateway's RBAC to count", counts)
+        yield token
+    finally:
+        for binding in [o for o in rbac if o["kind"] == "ClusterRoleBinding"]:
+            deleted(admin, discovery.url(binding))
+
+
+def graphql(client: httpx.Client, query: str, headers: dict[str, str], status: int = 200) -> Obj:
+    r = client.post("/graphql", json={"query": query}, headers=headers)
+    assert r.status_code == status, r.text
+    answer: Obj = r.json()
+    return answer
+
+
+def error_code(answer: Obj) -> str:
+    (error,) = answer["errors"]
+    code: str = error["extensions"]["code"]
+    return code
+
+
+def first_event(client: httpx.Client, subscription: str, headers: dict[str, str]) -> Obj:
+    """The first event of a subscription over SSE."""
+    with client.stream(
+        "POST",
+        "/graphql",
+        json={"query": subscription},
+        headers={"Accept": "text/event-stream", **headers},
+    ) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        event = next(line for line in lines if line.startswith("event:"))
+        data = next(line for line in lines if line.startswith("data:"))
+    assert event == "event: next", data
+    payload: Obj = json.loads(data.removeprefix("data:"))
+    return payload
+
+
+def deleted(admin: httpx.Client, url: str) -> None:
+    r = admin.delete(url)
+    assert r.status_code == 200, r.text
+
+
+DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "deploy-e2e-web", "namespace": "team-a"},
+    "spec": {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app": "deploy-e2e-web"}},
+        "template": {
+            "metadata": {"labels": {"app": "deploy-e2e-web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1"}]},
+        },
+    },
+}
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_pods_environment_serves_on_the_real_apiserver(
     overlay: str,
     rendered: dict[str, list[Obj]],
     kube_apiserver: KubeAPIServer,
+    admin: httpx.Client,
     tmp_path: Path,
 ) -> None:
     """`kube-gateway serve` with the container's environment, as in the pod (the service
     variables set, no service account mounted), only the in-cluster paths pointed at the
-    e2e apiserver: its URL and CA, and alice's token as the projected token. It starts,
-    answers a query with the caller's token and, in shared-watches, a subscription through
-    a shared watch made with the token file."""
+    e2e apiserver: its URL and CA, and, as the projected token, a real token of the
+    overlay's ServiceAccount with the overlay's RBAC applied.  Discovery works with it
+    (deployments are served), and each caller gets what its own RBAC allows and no more:
+    alice is refused what the gateway's own identity could read, a caller without a token
+    is refused, and, in shared-watches, subscriptions go through shared watches made with
+    the ServiceAccount's token."""
     objects = rendered[overlay]
     env = {e["name"]: e["value"] for e in container(objects)["env"]}
-    pod_paths = {"KUBE_GATEWAY_CA_FILE": kube_apiserver.ca_file}
-    if "KUBE_GATEWAY_TOKEN_FILE" in env:
-        pod_paths["KUBE_GATEWAY_TOKEN_FILE"] = kube_apiserver.token_files["alice"]
-    env.update(pod_paths, KUBE_GATEWAY_SERVER=kube_apiserver.url)
-    env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT="443")
-    with (
-        serve_process(tmp_path, env=env) as served,
-        httpx.Client(base_url=served.http, timeout=30.0, trust_env=False) as client,
-    ):
-        assert served.wait_for_line("upstream: ")
-        if "KUBE_GATEWAY_TOKEN_FILE" in env:  # discovery on: ready once /graphql serves it
+    projected = projected_token_path(objects)
+    r = admin.post("/apis/apps/v1/namespaces/team-a/deployments", json=DEPLOYMENT)
+    assert r.status_code == 201, r.text
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(deleted, admin, Discovery(admin).url(DEPLOYMENT))
+        token = cleanup.enter_context(service_account_token(admin, objects))
+        token_file = tmp_path / "token"
+        token_file.write_text(token)
+        env.update({name: str(token_file) for name, value in env.items() if value == projected})
+        env.update(
+            KUBE_GATEWAY_CA_FILE=kube_apiserver.ca_file, KUBE_GATEWAY_SERVER=kube_apiserver.url
+        )
+        env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT="443")
+        with (
+            serve_process(tmp_path, env=env) as served,
+            httpx.Client(base_url=served.http, timeout=30.0, trust_env=False) as client,
+        ):
+            assert served.wait_for_line("upstream: ")
+            assert served.wait_for_line(f"discovery with token file {token_file}")
             served.wait_for_line("GraphQL schema /graphql rebuilt")
-        r = client.get("/readyz")
-        assert r.status_code == 200, r.text
-        alice = kube_apiserver.headers("alice")
-        r = client.post(
-            "/graphql",
-            json={"query": '{ pods(namespace: "team-a") { items { metadata { name } } } }'},
-            headers=alice,
-        )
-        assert r.status_code == 200 and "errors" not in r.json(), r.text
-        subscription = (
-            'subscription { watchPods(namespace: "team-a", sendInitialEvents: true) { type } }'
-        )
-        with client.stream(
-            "POST",
-            "/graphql",
-            json={"query": subscription},
-            headers={"Accept": "text/event-stream", **alice},
-        ) as response:
-            assert response.status_code == 200
-            lines = response.iter_lines()
-            event = next(line for line in lines if line.startswith("event:"))
-            data = next(line for line in lines if line.startswith("data:"))
-        assert event == "event: next", data
-        payload = json.loads(data.removeprefix("data:"))
-        assert "errors" not in payload, payload
-        assert payload["data"]["watchPods"]["type"] in ("ADDED", "BOOKMARK")
+            r = client.get("/readyz")
+            assert r.status_code == 200, r.text
+            alice = kube_apiserver.headers("alice")
+            pods = '{ pods(namespace: "team-a") { items { metadata { name } } } }'
+            assert "errors" not in graphql(client, pods, alice)
+            # no token: refused, never served as the gateway
+            assert error_code(graphql(client, pods, {})) == "UNAUTHENTICATED"
+
+            # a discovered kind, read with the caller's own token
+            deployments = '{ deployments(namespace: "team-a") { items { metadata { name } } } }'
+            answer = graphql(client, deployments, kube_apiserver.headers("admin"))
+            assert "errors" not in answer, answer
+            names = [d["metadata"]["name"] for d in answer["data"]["deployments"]["items"]]
+            assert "deploy-e2e-web" in names
+            assert error_code(graphql(client, deployments, alice)) == "FORBIDDEN"
+
+            # what the gateway's own identity may list, alice may not
+            crds = "{ customResourceDefinitions { items { metadata { name } } } }"
+            if overlay == "passthrough":
+                assert error_code(graphql(client, crds, alice)) == "FORBIDDEN"
+            else:  # not among the resources it serves
+                answer = graphql(client, crds, alice, status=400)
+                assert error_code(answer) == "GRAPHQL_VALIDATION_FAILED"
+                assert "Cannot query field 'customResourceDefinitions'" in json.dumps(answer)
+
+            payload = first_event(
+                client,
+                'subscription { watchPods(namespace: "team-a", sendInitialEvents: true) { type } }',
+                alice,
+            )
+            assert "errors" not in payload, payload
+            assert payload["data"]["watchPods"]["type"] in ("ADDED", "BOOKMARK")
+            watch_deployments = (
+                'subscription { watchDeployments(namespace: "team-a", sendInitialEvents: true) '
+                "{ type } }"
+            )
+            payload = first_event(client, watch_deployments, alice)
+            assert error_code(payload) == "FORBIDDEN", payload
     shared = "shared watches: upstream watches are made with the gateway's own credential"
     assert (shared in served.log) is (overlay == "shared-watches")
