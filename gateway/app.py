@@ -30,6 +30,7 @@ from gateway.core.config import describe
 from gateway.core.drain import Drain
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes
+from gateway.graphql.origins import PreflightRefusal
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.requestid import RequestContext
 from gateway.runtime import (
@@ -181,7 +182,12 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     # Outermost: the request id and the access line cover everything below, refusals
     # included; then the drain gate refuses new work while draining and counts what is
     # in flight.
-    middleware = [Middleware(RequestContext), Middleware(DrainGate, drain=drain)]
+    middleware = [
+        Middleware(RequestContext),
+        Middleware(DrainGate, drain=drain),
+        # A preflight from a foreign origin is told which flag lets it in.
+        Middleware(PreflightRefusal, allowed=origins),
+    ]
     if origins:
         # Bearer tokens travel in headers, never cookies: no credentials mode is needed.
         middleware.append(

@@ -24,7 +24,7 @@ from gateway.core import errors, tracing
 from gateway.core.budget import Budget, scope_of
 from gateway.core.client import UpstreamClient
 from gateway.core.config import ConfigError
-from gateway.core.credentials import ANONYMOUS, Credential
+from gateway.core.credentials import ANONYMOUS, Credential, refused_without_credential
 from gateway.core.largelist import LargeLists
 from gateway.core.metrics import Metrics
 from gateway.core.options import (
@@ -368,7 +368,11 @@ class KubeAdapter:
             finally:
                 if stream:
                     await response.aclose()
-            raise errors.from_response(response.status_code, body, response.headers)
+            error = errors.from_response(response.status_code, body, response.headers)
+            # No caller token and no gateway identity on this client: nothing was sent.
+            if credential.token is None and http.auth is None:
+                error = refused_without_credential(error)
+            raise error
         return response
 
     async def _json(

@@ -79,8 +79,32 @@ class Catalog:
         found = self.registry.by_resource(group, version, plural)
         if found is None:
             gv = f"{group}/{version}" if group else version
-            raise UnknownResource(f"the gateway does not serve {plural!r} in {gv!r}")
+            raise UnknownResource(
+                f"the gateway does not serve {plural!r} in {gv!r}"
+                + self._plural_hint(group, version, plural)
+            )
         return found
+
+    def _plural_hint(self, group: str, version: str, name: str) -> str:
+        """``; did you mean "leases"?`` when ``name`` is the singular name or the kind of a
+        served resource (or its plural in another group/version): callers used to kubectl
+        write ``lease`` or ``Lease``, and only the plural names a resource here.  Prefers
+        one in the group/version asked; elsewhere, names where it is served.  Empty when
+        nothing matches."""
+        wanted = name.lower()
+        matches = [
+            r
+            for r in self.registry.records
+            if wanted in (r.singular, r.kind.lower())
+            or (r.plural == name and (r.group, r.version) != (group, version))
+        ]
+        if not matches:
+            return ""
+        here = [r for r in matches if (r.group, r.version) == (group, version)]
+        if here:
+            return f'; resources are named by their plural: did you mean "{here[0].plural}"?'
+        r = matches[0]
+        return f'; did you mean "{r.plural}" (group "{r.group}", version "{r.version}")?'
 
     def is_seed(self, resource: Resource) -> bool:
         """Is this one of the curated seed resources (typed services and types)?"""

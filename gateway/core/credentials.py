@@ -28,6 +28,31 @@ class Credential:
 
 ANONYMOUS = Credential()
 
+#: What a caller who sent no credential is told when the upstream refuses it (401): which
+#: header to send on each transport and where a token comes from, so a first call that
+#: fails says how to make the second one work.
+NO_CREDENTIAL_HINT = (
+    "no credential was sent: send the header 'Authorization: Bearer <token>' "
+    "(gRPC: 'authorization' metadata); a token comes from "
+    "'kubectl create token <serviceaccount>', an OIDC id-token or a service account token"
+)
+
+
+def refused_without_credential(error: errors.GatewayError) -> errors.GatewayError:
+    """``error`` with :data:`NO_CREDENTIAL_HINT` as its message when it is the upstream's
+    refusal (401) of a request that carried no credential; the caller decides that the
+    request carried none.  Any other error keeps the upstream's message, so nothing but the
+    hint is ever added; reason and code stay the upstream's."""
+    if not isinstance(error, errors.Unauthorized):
+        return error
+    return errors.Unauthorized(
+        f"Unauthorized: {NO_CREDENTIAL_HINT}",
+        reason=error.reason,
+        details=error.details,
+        code=error.status_code,
+    )
+
+
 #: What a bearer token may contain: visible ASCII (it travels in an HTTP header).
 _TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
 

@@ -29,7 +29,7 @@ from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
-from gateway.graphql.origins import origin_allowed
+from gateway.graphql.origins import REFUSAL, origin_allowed
 from gateway.requestid import note_event, note_subscription_end, operation_log
 
 if TYPE_CHECKING:
@@ -289,16 +289,21 @@ async def serve(app: GraphQLApp, websocket: WebSocket, send: Send | None = None)
     """Accept a WebSocket with one of the two protocols and serve it until it closes.
 
     A browser page of a foreign origin (not the gateway's own, not allowed by
-    ``--allowed-origins``) is refused before the upgrade: otherwise any web site could
-    subscribe with whatever credential the browser attaches.
+    ``--allowed-origins``) is refused: otherwise any web site could subscribe with whatever
+    credential the browser attaches.  It is accepted and closed at once with 4403 and a
+    reason naming the flag, before any message is read: a refusal before the upgrade is a
+    bare HTTP 403 that a browser's script never sees (its ``close`` event says 1006), and
+    the close code is what the page's client can show.  The upgrade names the subprotocol
+    the page offered, as browsers fail a handshake that names none.
     """
+    offered = websocket.scope.get("subprotocols") or []
+    protocol = next((p for p in (TRANSPORT_WS, LEGACY_WS) if p in offered), None)
     if not origin_allowed(
         websocket.headers.get("origin"), websocket.headers.get("host"), app.allowed_origins
     ):
-        await websocket.close(4403, "Origin not allowed")
+        await websocket.accept(subprotocol=protocol)
+        await websocket.close(4403, REFUSAL)
         return
-    offered = websocket.scope.get("subprotocols") or []
-    protocol = next((p for p in (TRANSPORT_WS, LEGACY_WS) if p in offered), None)
     if protocol is None:
         await websocket.close(4406, "Subprotocol not acceptable")
         return

@@ -301,7 +301,10 @@ def test_the_examples_are_found() -> None:
     assert any("base64 -w0" in e.text for e in sh)
     assert sum(bool(STREAMS.search(e.text.splitlines()[-1])) for e in sh) == 2
     fails = [FAILS.search(e.text.splitlines()[-1]) for e in sh if "# fails:" in e.text]
-    assert [m.group(1) if m else None for m in fails] == ["Code: NotFound"]
+    assert [m.group(1) if m else None for m in fails] == [
+        "Authorization: Bearer <token>",
+        "Code: NotFound",
+    ]
     kinds = {
         parse(e.text).definitions[0].operation  # type: ignore[attr-defined]
         for e in found

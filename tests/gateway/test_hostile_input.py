@@ -292,6 +292,8 @@ async def _ws_close_code(url: str, origin: str | None) -> int | None:
             additional_headers=headers,
             origin=None,
         ) as ws:
+            # the offered subprotocol is named even on a refusal: browsers require it
+            assert ws.subprotocol == "graphql-transport-ws"
             await ws.send(orjson.dumps({"type": "connection_init", "payload": {}}).decode())
             async with asyncio.timeout(10):
                 ack = orjson.loads(await ws.recv())
@@ -302,6 +304,11 @@ async def _ws_close_code(url: str, origin: str | None) -> int | None:
         if response is not None:
             return int(response.status_code)
         rcvd = getattr(exc, "rcvd", None)
+        if rcvd is not None and rcvd.code == 4403:
+            # what a browser's close event shows: the flag that lets the page in
+            assert rcvd.reason == (
+                "Origin not allowed: start the gateway with --allowed-origins <origin>"
+            )
         return int(rcvd.code) if rcvd is not None else -1
 
 
@@ -309,7 +316,7 @@ async def test_a_foreign_origin_websocket_is_refused_and_others_are_served(
     gateway: Gateway,
 ) -> None:
     own = gateway.url  # GraphiQL's origin: the gateway itself
-    assert await _ws_close_code(gateway.ws_url, "https://evil.example") in (403, 4403)
+    assert await _ws_close_code(gateway.ws_url, "https://evil.example") == 4403
     assert await _ws_close_code(gateway.ws_url, own) is None
     assert await _ws_close_code(gateway.ws_url, None) is None  # not a browser
 
@@ -328,7 +335,7 @@ async def test_allowed_origins_open_websockets_and_cors_to_those_sites_only(
     async with serve_app(settings) as (url, _app):
         ws_url = url.replace("http://", "ws://") + "/graphql"
         assert await _ws_close_code(ws_url, "https://app.example") is None
-        assert await _ws_close_code(ws_url, "https://evil.example") in (403, 4403)
+        assert await _ws_close_code(ws_url, "https://evil.example") == 4403
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             preflight = {
                 "Access-Control-Request-Method": "POST",
@@ -342,6 +349,35 @@ async def test_allowed_origins_open_websockets_and_cors_to_those_sites_only(
                 "/graphql", headers={"Origin": "https://evil.example", **preflight}
             )
             assert "access-control-allow-origin" not in bad.headers
+            _assert_preflight_refusal(bad, "https://evil.example")
+
+
+def _assert_preflight_refusal(response: httpx.Response, origin: str) -> None:
+    """A refused preflight: 403, no CORS grant, a body naming the flag and the origin."""
+    assert response.status_code == 403
+    assert not any(h.startswith("access-control-allow-") for h in response.headers)
+    assert response.headers["content-type"].startswith("text/plain")
+    assert "--allowed-origins" in response.text and origin in response.text
+
+
+async def test_a_foreign_preflight_without_allowed_origins_names_the_flag(
+    gateway: Gateway,
+) -> None:
+    """No ``--allowed-origins``: a page of another site is told which flag lets it in
+    (403), not a bare 405; an OPTIONS that is no preflight is routed as before."""
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        for path in ("/graphql", "/healthz"):
+            refused = await client.options(
+                path,
+                headers={
+                    "Origin": "https://app.example",
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": "authorization, content-type",
+                },
+            )
+            _assert_preflight_refusal(refused, "https://app.example")
+        plain = await client.options("/graphql")
+        assert plain.status_code == 405
 
 
 async def test_graphiql_is_served_with_a_content_security_policy(gateway: Gateway) -> None:

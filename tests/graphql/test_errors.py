@@ -52,6 +52,21 @@ async def test_upstream_status_errors(
         assert ext["retryAfter"] == 3
 
 
+async def test_no_credential_says_what_to_send(client: httpx.AsyncClient) -> None:
+    """A caller who sent no Authorization is told which header to send and where a token
+    comes from; a caller whose token is refused keeps the upstream's own message."""
+    err = error_of(await gql(client, LEASES, token=None))
+    assert err["extensions"]["code"] == "UNAUTHENTICATED"
+    assert (err["extensions"]["httpStatus"], err["extensions"]["reason"]) == (401, "Unauthorized")
+    assert "Authorization: Bearer <token>" in err["message"]
+    assert "kubectl create token <serviceaccount>" in err["message"]
+    assert "OIDC id-token" in err["message"]
+    err = error_of(await gql(client, LEASES, token="not-a-token"))
+    assert err["extensions"]["code"] == "UNAUTHENTICATED"
+    assert "Bearer <token>" not in err["message"]
+    assert "not-a-token" not in err["message"]
+
+
 async def test_identity_errors_and_causes(client: httpx.AsyncClient) -> None:
     err = error_of(await gql(client, LEASES, token="not-a-token"))
     assert err["extensions"]["code"] == "UNAUTHENTICATED"

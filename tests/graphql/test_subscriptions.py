@@ -76,6 +76,29 @@ async def test_auth_token_payload_and_unauthenticated(gateway: Gateway) -> None:
         op = await ws.subscribe("subscription { watchLeases { type } }")
         payload = await ws.next(op)
         assert payload["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+        assert "Authorization: Bearer <token>" in payload["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"Authorization": f"Bearer {ALICE}"},
+        {"authorization": f"Bearer {ALICE}"},
+        {"headers": {"Authorization": f"Bearer {ALICE}"}},
+        {"headers": {"authorization": f"Bearer {ALICE}"}},
+        {"authToken": ALICE},
+    ],
+)
+async def test_each_documented_connection_init_spelling_is_the_callers_identity(
+    gateway: Gateway, payload: dict[str, Any]
+) -> None:
+    """Every ``connection_init`` payload spelling the README documents carries the token:
+    alice is refused by name where she may not read (not as an anonymous caller)."""
+    async with ws_client(gateway, payload=payload) as ws:
+        op = await ws.subscribe("subscription { watchPods { type } }")
+        error = (await ws.next(op))["errors"][0]
+        assert error["extensions"]["code"] == "FORBIDDEN"
+        assert "alice" in error["message"]
 
 
 async def test_watch_over_sse_with_heartbeat(gateway: Gateway, demo: DemoUpstream) -> None:

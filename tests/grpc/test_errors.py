@@ -235,6 +235,25 @@ async def test_forbidden_and_unauthenticated(gw: GrpcGateway) -> None:
         assert _info(error).reason == "Unauthorized"
 
 
+async def test_no_credential_says_what_to_send(gw: GrpcGateway) -> None:
+    """A call without ``authorization`` metadata is told what to send and where a token
+    comes from; a refused token keeps the upstream's message (nothing else is added)."""
+    pods = gw.stub("pods")
+    error = await _fails(pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE)))
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert _info(error).reason == "Unauthorized"
+    message = error.details() or ""
+    assert "'authorization' metadata" in message
+    assert "Bearer <token>" in message
+    assert "kubectl create token <serviceaccount>" in message
+    error = await _fails(
+        pods.List(pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=bearer("not-a-token"))
+    )
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "Bearer <token>" not in (error.details() or "")
+    assert "not-a-token" not in (error.details() or "")
+
+
 async def test_gone_is_out_of_range(gw: GrpcGateway, upstream: DemoUpstream) -> None:
     images = gw.stub("images")
     first = await images.List(images_pb2.ListImagesRequest(limit=1), metadata=AUTH)

@@ -450,6 +450,27 @@ async def test_errors_are_those_of_the_typed_services(upstream: DemoUpstream) ->
         )
         assert unknown.details() == "the gateway does not serve 'deployments' in 'apps/v1'"
         assert details(unknown)["ErrorInfo"].reason == "NotFound"
+        # a singular name or a kind is answered with the plural to use
+        lease = {"group": "coordination.k8s.io", "version": "v1", "name": "x"}
+        for name in ("lease", "Lease"):
+            wrong = await _fails(
+                svc.Get(R.GetResourceRequest(**lease, resource=name), metadata=AUTH)
+            )
+            assert wrong.code() == grpc.StatusCode.NOT_FOUND
+            assert details(wrong)["ErrorInfo"].reason == "NotFound"
+            assert wrong.details() == (
+                f"the gateway does not serve {name!r} in 'coordination.k8s.io/v1'; "
+                'resources are named by their plural: did you mean "leases"?'
+            )
+        # the plural in a group/version that does not serve it names where it is served
+        elsewhere = await _fails(
+            svc.Get(R.GetResourceRequest(version="v1", resource="leases", name="x"), metadata=AUTH)
+        )
+        assert elsewhere.code() == grpc.StatusCode.NOT_FOUND
+        assert elsewhere.details() == (
+            "the gateway does not serve 'leases' in 'v1'; "
+            'did you mean "leases" (group "coordination.k8s.io", version "v1")?'
+        )
         assert tap.from_client == b""  # the upstream was never asked
 
         # oversized: refused by grpc's own limit, unread
