@@ -241,8 +241,10 @@ class WatchSubscription:
     __slots__ = (
         "_floor",
         "_held",
+        "_held_queued",
         "_initial",
         "_queue",
+        "_stats",
         "_ticket",
         "_wakeup",
         "bookmarks",
@@ -271,7 +273,9 @@ class WatchSubscription:
         self._initial = point.initial
         self._queue: deque[HubEvent] = deque()
         #: The last event taken, and whether it came from the queue.
-        self._held: tuple[HubEvent, bool] | None = None
+        self._held: HubEvent | None = None
+        self._held_queued = False
+        self._stats = upstream.hub.stats
         self._wakeup = Wakeup()
         #: Live events at or below this decimal version are not for this subscriber.
         self._floor = point.floor
@@ -328,12 +332,13 @@ class WatchSubscription:
         # The event before is done with: the subscriber has used it (encoded, sent).
         held = self._held
         if held is not None:
-            _release(*held)
-        self._held = (event, queued)
+            _release(held, self._held_queued)
+        self._held = event
+        self._held_queued = queued
         if event.resume is not None:
             self.resume = event.resume
         self.delivered += 1
-        self.upstream.hub.stats.events_delivered += 1
+        self._stats.events_delivered += 1
         return event
 
     # -- fed by the upstream -------------------------------------------------------------
@@ -381,7 +386,7 @@ class WatchSubscription:
         held = self._held
         if held is not None:
             self._held = None
-            _release(*held)
+            _release(held, self._held_queued)
         for event in self._queue:
             _release(event, True)
         self._queue.clear()

@@ -244,6 +244,11 @@ class Subscriber:
         event = source.next_nowait()
         if event is None:
             return None
+        memo = getattr(event, "_encoded", None)
+        if memo is not None:  # the usual case: another subscriber of it rendered it
+            item = memo.get(self.execution)
+            if item.__class__ is Item:
+                return item
         rendered = self._render(event)
         if isinstance(rendered, Item):
             return rendered
