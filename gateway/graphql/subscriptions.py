@@ -189,7 +189,8 @@ class Subscriber:
     def __init__(self, owner: Subscriptions, execution: Execution, context: Context) -> None:
         self.owner = owner
         self.execution = execution
-        self.context = context
+        #: Until the source opens (its resolver reads it); then only the executor holds it.
+        self.context: Context | None = context
         self.source: Stream[Any] | None = None
         self.finished = False
         #: Ended by a drain (the gateway is shutting down): ``final`` is the completion.
@@ -332,7 +333,9 @@ class Subscriber:
     async def _start(self) -> bool:
         """Open the source (the field's resolver, with this subscriber's context)."""
         owner, execution = self.owner, self.execution
-        executor = owner.engine.subscriber(execution.prepared, execution.variables, self.context)
+        context, self.context = self.context, None  # only the source needs it
+        assert context is not None
+        executor = owner.engine.subscriber(execution.prepared, execution.variables, context)
         if isinstance(executor, dict):
             self._finish(final=_dumps(executor))
             return False

@@ -14,7 +14,7 @@ generic ``ResourceService``.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any, Final
 
 import grpc
@@ -26,11 +26,10 @@ from gateway.core.changes import digest
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub
-from gateway.core.logfollow import RawLine
 from gateway.core.operations import Call, Operation, perform
 from gateway.core.options import LogOptions
 from gateway.core.registry import Resource
-from gateway.core.streams import ReadAhead, Stream, open_stream
+from gateway.core.streams import ReadAhead, open_stream
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import Codec, codec
 from gateway.grpc.contract import Rpc, Service
@@ -231,7 +230,7 @@ class ResourceServicer(ServicerBase):
             try:
                 self.opened.hold(end)
                 # A drain ends it with UNAVAILABLE (no resume point: the caller follows again).
-                async for line in self.drain.until_draining(_lines(lines)):
+                async for line in self.drain.until_draining(lines):
                     data = line.data + b"\n"
                     if line.timestamp is not None:
                         data = line.timestamp + b" " + data
@@ -243,11 +242,6 @@ class ResourceServicer(ServicerBase):
         data = await perform(self.adapter, rpc.operation, call, credential=credential)
         for start in range(0, len(data), LOG_CHUNK_BYTES):
             yield chunk(data=data[start : start + LOG_CHUNK_BYTES]).SerializeToString()
-
-
-async def _lines(stream: Stream[RawLine]) -> AsyncIterator[RawLine]:
-    while (line := stream.next_nowait() or await stream.next()) is not None:
-        yield line
 
 
 def resource_handler(
