@@ -64,6 +64,8 @@ class GatewayError(Exception):
 
     code: ClassVar[int] = 500
     default_reason: ClassVar[str] = "InternalError"
+    #: The cluster whose answer this is, in a fleet operation's per-cluster results.
+    cluster: str | None = None
 
     def __init__(
         self,

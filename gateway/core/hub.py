@@ -341,6 +341,12 @@ class WatchSubscription:
         self._stats.events_delivered += 1
         return event
 
+    def share_wakeup(self, wakeup: Wakeup) -> None:
+        """Wake ``wakeup`` instead of this subscription's own when an event comes or it
+        ends: a reader of several subscriptions (a fleet watch) waits on one flag."""
+        self._wakeup = wakeup
+        wakeup.set()  # whatever is queued already is ready
+
     # -- fed by the upstream -------------------------------------------------------------
 
     def offer(self, event: HubEvent) -> None:

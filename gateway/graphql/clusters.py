@@ -28,8 +28,9 @@ from gateway.core import errors
 from gateway.core.cluster import DEFAULT, Cluster
 from gateway.core.fleet import Fleet
 from gateway.graphql.errors import format_exception
+from gateway.graphql.fleet import FleetEndpoint
 from gateway.graphql.live import GroupEndpoint, LiveSchema, refuse
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.server import GraphQLApp, graphql_routes
 
 __all__ = ["ClusterEndpoints", "cluster_routes"]
 
@@ -79,6 +80,8 @@ class ClusterEndpoints:
         self.root = root
         self.fleet = Fleet()
         self.served: dict[str, _Served] = {}
+        #: ``/fleet/graphql``: every cluster at once.
+        self.everywhere = FleetEndpoint(root)
         self._closing: set[asyncio.Task[None]] = set()
         self._stop_listening = self.fleet.listen(self._heard)
 
@@ -90,6 +93,7 @@ class ClusterEndpoints:
         self.fleet = fleet
         self.root.fleet = fleet
         self.served[DEFAULT] = _Served(self.root, groups, live)
+        self.everywhere.bind_fleet(fleet)
         for name, cluster in fleet:
             self._heard(name, cluster)
         self._stop_listening = fleet.listen(self._heard)
@@ -132,13 +136,16 @@ class ClusterEndpoints:
 
     def drain(self) -> None:
         """End every subscription of the clusters other than the default (whose endpoints
-        the composition root drains itself)."""
+        the composition root drains itself) and the fleet endpoint's."""
+        self.everywhere.subscriptions.drain()
         for name, served in list(self.served.items()):
             if name != DEFAULT:
                 served.drain()
 
     async def aclose(self) -> None:
         self._stop_listening()
+        self.everywhere.close()
+        await self.everywhere.subscriptions.aclose()
         for name, served in list(self.served.items()):
             if name != DEFAULT:
                 await served.aclose()
@@ -179,8 +186,9 @@ async def _refused(request: Request, exc: errors.NotFound) -> Response:
 def cluster_routes(
     endpoints: ClusterEndpoints, prefix: str = "/clusters/{name}"
 ) -> list[BaseRoute]:
-    """The routes of every cluster's endpoints (GraphiQL's assets are ``/graphql``'s)."""
-    routes: list[BaseRoute] = []
+    """The routes of every cluster's endpoints (GraphiQL's assets are ``/graphql``'s) and
+    of the fleet endpoint."""
+    routes: list[BaseRoute] = graphql_routes(endpoints.everywhere, "/fleet/graphql")
     for path in (f"{prefix}/graphql", f"{prefix}/apis/{{group}}/graphql"):
         routes += [
             Route(path, endpoints, methods=["GET", "POST"]),

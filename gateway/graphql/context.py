@@ -83,6 +83,11 @@ class Context:
             self._loaders = Loaders(self.adapter, self.credential)
         return self._loaders
 
+    def at(self, info: Any) -> Context:
+        """The context of the cluster a field's data comes from: this one (a fleet
+        operation's context answers per cluster: :class:`~gateway.graphql.fleet.FleetContext`)."""
+        return self
+
     def reset_loaders(self) -> None:
         """Forget cached loads: a shared subscription calls this between events."""
         self._loaders = None

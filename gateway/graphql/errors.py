@@ -97,6 +97,8 @@ def gateway_extensions(exc: core.GatewayError) -> dict[str, Any]:
     }
     if isinstance(exc, core.SlowSubscriber | core.Draining):
         out["resourceVersion"] = exc.resource_version
+    if exc.cluster is not None:
+        out["cluster"] = exc.cluster
     return out
 
 

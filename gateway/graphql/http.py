@@ -316,6 +316,8 @@ def _sse(
             async for item in _items(sub, app.limits.heartbeat_seconds):
                 if item is None:
                     yield ":\n\n"
+                elif sub.merged:
+                    yield _sse_frame(sub.resume)(item.payload)
                 else:
                     yield item.framed("sse", _sse_frame(item.resume))
             if sub.final is not None:

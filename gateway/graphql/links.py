@@ -30,7 +30,8 @@ async def _pod_events(root: Any, info: Info[Context, None]) -> Any:
     namespace, name = meta.get("namespace"), meta.get("name")
     if not namespace or not name:
         return None
-    return await info.context.loaders.pod_events.load((namespace, name, meta.get("uid") or ""))
+    loaders = info.context.at(info).loaders
+    return await loaders.pod_events.load((namespace, name, meta.get("uid") or ""))
 
 
 async def _referenced_pod(root: Any, info: Info[Context, None]) -> Any:
@@ -39,7 +40,7 @@ async def _referenced_pod(root: Any, info: Info[Context, None]) -> Any:
     namespace, name = root.get("namespace"), root.get("name")
     if not namespace or not name:
         return None
-    pod = await info.context.loaders.pods.load((namespace, name))
+    pod = await info.context.at(info).loaders.pods.load((namespace, name))
     if (
         pod is not None
         and root.get("uid")
@@ -78,8 +79,10 @@ def relation_resolver(rel: Relation, source: Resource, target: Resource) -> Reso
     async def owner(root: Any, info: Info[Context, None]) -> Any:
         for ref in _owner_refs(root):
             if ref.get("kind") == target.kind and _group_of(ref.get("apiVersion")) == target.group:
-                found = await info.context.loaders.named(target).load(
-                    (namespace_of(root), str(ref.get("name") or ""))
+                found = (
+                    await info.context.at(info)
+                    .loaders.named(target)
+                    .load((namespace_of(root), str(ref.get("name") or "")))
                 )
                 if found is not None and _meta(found).get("uid") == ref.get("uid"):
                     return found
@@ -89,28 +92,29 @@ def relation_resolver(rel: Relation, source: Resource, target: Resource) -> Reso
         uid = _meta(root).get("uid")
         if not uid:
             return []
-        items = await info.context.loaders.listing(target, _meta(root).get("namespace"))
+        items = await info.context.at(info).loaders.listing(target, _meta(root).get("namespace"))
         return [i for i in items if any(r.get("uid") == uid for r in _owner_refs(i))]
 
     async def by_name(root: Any, info: Info[Context, None]) -> Any:
         name = _dig(root, rel.path)
         if not isinstance(name, str) or not name:
             return None
-        return await info.context.loaders.named(target).load((namespace_of(root), name))
+        return await info.context.at(info).loaders.named(target).load((namespace_of(root), name))
 
     async def names_me(root: Any, info: Info[Context, None]) -> Any:
         name = _meta(root).get("name")
         if not name:
             return []
         namespace = _meta(root).get("namespace") if source.namespaced else None
-        items = await info.context.loaders.listing(target, namespace)
+        items = await info.context.at(info).loaders.listing(target, namespace)
         return [i for i in items if _dig(i, rel.path) == name]
 
     async def same_name(root: Any, info: Info[Context, None]) -> Any:
         name = _meta(root).get("name")
         if not name:
             return None
-        return await info.context.loaders.named(target).load((namespace_of(root), str(name)))
+        loaders = info.context.at(info).loaders
+        return await loaders.named(target).load((namespace_of(root), str(name)))
 
     async def involved(root: Any, info: Info[Context, None]) -> Any:
         meta = _meta(root)
@@ -119,7 +123,7 @@ def relation_resolver(rel: Relation, source: Resource, target: Resource) -> Reso
             return []
         # Events about a cluster-scoped object are recorded in `default` (client-go's rule).
         namespace = meta.get("namespace") or "default"
-        items = await info.context.loaders.listing(target, namespace)
+        items = await info.context.at(info).loaders.listing(target, namespace)
         out = []
         for event in items:
             ref = event.get("involvedObject") or event.get("regarding") or {}

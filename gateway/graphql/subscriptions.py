@@ -44,6 +44,7 @@ from graphql import (
 from gateway.core import errors
 from gateway.core.budget import scope_of
 from gateway.core.changes import Digest, StreamChanges, digest
+from gateway.core.fleetstream import FleetEvent, FleetStream
 from gateway.core.hub import HubEvent, WatchSubscription
 from gateway.core.streams import ReadAhead, Stream
 from gateway.core.wire import JSON
@@ -215,6 +216,13 @@ class Subscriber:
         return self.source.resume if self.source is not None else None
 
     @property
+    def merged(self) -> bool:
+        """Whether it reads several clusters (a fleet watch): its resume point is its own
+        reading's, not its items' (an item is shared by readers that interleave the
+        clusters differently)."""
+        return isinstance(self.source, FleetStream)
+
+    @property
     def failed(self) -> bool:
         """Whether the subscription was cut by an error (a slow subscriber, a source that
         broke) rather than completed with a response of its own."""
@@ -349,7 +357,7 @@ class Subscriber:
             return False
         source: Stream[Any] = (
             started
-            if isinstance(started, (WatchSubscription, ReadAhead))
+            if isinstance(started, (WatchSubscription, ReadAhead, FleetStream))
             else ReadAhead(_iterate(started))
         )
         if self.finished:  # ended while the source opened
@@ -369,7 +377,7 @@ class Subscriber:
     def _render(self, event: Any) -> Item | Awaitable[Item]:
         """The item of an event: the execution's, made by whichever subscriber read it
         first (a hub event), else made for this subscriber."""
-        if isinstance(event, HubEvent):
+        if isinstance(event, (HubEvent, FleetEvent)):
             return event.encoded(self.execution, self._execute)  # type: ignore[no-any-return]
         return self._execute(event)
 
@@ -388,7 +396,9 @@ class Subscriber:
         an object (the first change of an object after it joined)."""
         executor = self.execution.executor
         assert executor is not None
-        response = self.owner.engine.render(executor, HubEvent("MODIFIED", obj, "", None))
+        again = getattr(self.source, "again", None)
+        earlier = again(obj) if again is not None else HubEvent("MODIFIED", obj, "", None)
+        response = self.owner.engine.render(executor, earlier)
         if inspect.isawaitable(response):
             response = await response
         return _digest_of(response, self._keys())

@@ -1,0 +1,261 @@
+"""One watch over several clusters: their hub subscriptions merged, each event tagged.
+
+A fleet subscription (GraphQL's ``/fleet/graphql`` ``watchX(clusters: ...)``, gRPC's
+``ResourceService.Watch`` with a cluster list) opens one
+:class:`~gateway.core.hub.WatchSubscription` per cluster, each on that cluster's own hub
+with its own start, resume and exactness across upstream breaks, and reads them through one
+:class:`FleetStream`:
+
+- events come out tagged with their cluster (:class:`FleetEvent`), in each cluster's order;
+  no task and no second queue: the members share one wakeup and are read in turn;
+- :attr:`FleetStream.resume` is a resume point per cluster (:func:`encode_resume`), so a
+  client that resumes after a disconnect loses nothing in any cluster;
+- a member that ends with an error (the cluster refuses the caller, is removed, or the
+  subscriber fell behind there) yields one error event for that cluster and the others go
+  on: a fleet subscription is never all-or-nothing.  The stream ends when every member has.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from gateway.core import errors
+from gateway.core.changes import Digest
+from gateway.core.hub import HubEvent, WatchSubscription
+from gateway.core.wakeup import Wakeup
+from gateway.core.wire import JSON
+
+__all__ = ["FleetEvent", "FleetStream", "decode_resume", "encode_resume"]
+
+
+_RESUME_SHAPE = 'a fleet resume point is an object of cluster names to resourceVersions: {"a": "1"}'
+
+
+def encode_resume(points: Mapping[str, str]) -> str:
+    """A fleet resume point: ``{"cluster": "resourceVersion", ...}`` as compact JSON (an SSE
+    ``id`` and a drain's ``resumeFrom`` carry it as text)."""
+    return orjson.dumps(dict(sorted(points.items()))).decode()
+
+
+def decode_resume(value: Any) -> dict[str, str]:
+    """The per-cluster resume points of a fleet resume point (its JSON text or the object).
+
+    Raises:
+        BadRequest: not an object of cluster names to versions.
+    """
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str | bytes):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            raise errors.BadRequest(_RESUME_SHAPE) from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
+    ):
+        raise errors.BadRequest(_RESUME_SHAPE)
+    return dict(value)
+
+
+class FleetEvent:
+    """One cluster's event (or the error that ended its part of the stream).
+
+    Reads like the :class:`~gateway.core.hub.HubEvent` it wraps (``type``, ``object``,
+    ``resource_version``), plus :attr:`cluster`; an error event has ``error`` set instead.
+    Its encodings are kept on the hub event (:meth:`encoded`), so subscribers of one fleet
+    execution share one payload per event, as they do on one cluster.
+    """
+
+    __slots__ = ("cluster", "error", "event")
+
+    def __init__(
+        self, cluster: str, event: HubEvent | None, error: errors.GatewayError | None = None
+    ) -> None:
+        self.cluster = cluster
+        self.event = event
+        self.error = error
+
+    @property
+    def type(self) -> str | None:
+        return self.event.type if self.event is not None else None
+
+    @property
+    def object(self) -> JSON | None:
+        return self.event.object if self.event is not None else None
+
+    @property
+    def resource_version(self) -> str | None:
+        return self.event.resource_version if self.event is not None else None
+
+    @property
+    def resume(self) -> str | None:
+        return self.event.resume if self.event is not None else None
+
+    @property
+    def _encoded(self) -> dict[Any, Any] | None:
+        return self.event._encoded if self.event is not None else None
+
+    def encoded(self, key: Any, encode: Callable[[FleetEvent], Any]) -> Any:
+        """``encode(self)``, once per key for every reader of the same hub event."""
+        if self.event is None:
+            return encode(self)
+        return self.event.encoded(key, lambda _: encode(self))
+
+    def again(self, obj: JSON) -> FleetEvent:
+        """An earlier state of an object of this cluster, as an event (watch rule 31's
+        comparison renders it)."""
+        return FleetEvent(self.cluster, HubEvent("MODIFIED", obj, "", None))
+
+
+class _Changes:
+    """Watch rule 31 per cluster: each member's own comparison decides for its events."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: FleetStream) -> None:
+        self.stream = stream
+
+    async def admit(
+        self,
+        event: FleetEvent,
+        now: Callable[[], Digest],
+        earlier: Callable[[JSON], Any],
+    ) -> bool:
+        member = self.stream.members.get(event.cluster)
+        changes = member.changes if member is not None else None
+        if changes is None or event.event is None:
+            return True
+        return await changes.admit(event.event, now, earlier)
+
+
+class FleetStream:
+    """The merged watch of several clusters (see the module docstring).
+
+    Args:
+        members: each cluster's hub subscription, already open.
+        failed: clusters whose subscription could not open, with why (an error event each).
+        resume: resume points known before any event (what the caller resumed from).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_errors",
+        "_last",
+        "_order",
+        "_points",
+        "_turn",
+        "_wakeup",
+        "changes",
+        "closed",
+        "members",
+    )
+
+    def __init__(
+        self,
+        members: Mapping[str, WatchSubscription],
+        failed: Mapping[str, errors.GatewayError] = {},
+        resume: Mapping[str, str] = {},
+    ) -> None:
+        self.members: dict[str, WatchSubscription] = dict(members)
+        self._order = list(self.members)
+        self._turn = 0
+        self._wakeup = Wakeup()
+        for member in self.members.values():
+            member.share_wakeup(self._wakeup)
+        self._errors: deque[FleetEvent] = deque(
+            FleetEvent(name, None, _tagged(err, name)) for name, err in failed.items()
+        )
+        self._points: dict[str, str] = dict(resume)
+        self._last: str | None = None
+        self.closed = False
+        self.changes: _Changes | None = (
+            _Changes(self) if any(m.changes is not None for m in self.members.values()) else None
+        )
+
+    def __aiter__(self) -> FleetStream:
+        return self
+
+    async def __anext__(self) -> FleetEvent:
+        event = await self.next()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    @property
+    def resume(self) -> str | None:
+        """The per-cluster resume point after the last events taken (``None``: none yet)."""
+        points = self._points
+        for name, member in self.members.items():
+            if member.resume is not None:
+                points[name] = member.resume
+        return encode_resume(points) if points else None
+
+    def again(self, obj: JSON) -> FleetEvent:
+        """An earlier state of an object of the cluster of the last event taken."""
+        return FleetEvent(self._last or "", HubEvent("MODIFIED", obj, "", None))
+
+    def next_nowait(self) -> FleetEvent | None:
+        """The next event of any cluster if one is ready (clusters taken in turn)."""
+        if self._errors:
+            return self._errors.popleft()
+        order = self._order
+        count = len(order)
+        for step in range(count):
+            index = (self._turn + step) % count
+            name = order[index]
+            member = self.members[name]
+            event = member.next_nowait()
+            if event is not None:
+                self._turn = index + 1
+                self._last = name
+                return FleetEvent(name, event)
+            if member.closed:
+                self._drop(name)
+                if member.error is not None:
+                    return FleetEvent(name, None, _tagged(member.error, name))
+                return self.next_nowait()
+        return None
+
+    async def next(self) -> FleetEvent | None:
+        """The next event, waiting for one; ``None`` once every cluster's part ended."""
+        while True:
+            event = self.next_nowait()
+            if event is not None:
+                return event
+            if self.closed or not self.members:
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def end_member(self, name: str, error: errors.GatewayError) -> None:
+        """End one cluster's part with ``error`` (the cluster left the gateway)."""
+        member = self.members.get(name)
+        if member is not None:
+            member.end(error)
+
+    def _drop(self, name: str) -> None:
+        member = self.members.pop(name)
+        if member.resume is not None:
+            self._points[name] = member.resume
+        self._order.remove(name)
+        self._turn = 0
+        member.close()
+
+    def close(self) -> None:
+        """The reader is done (idempotent): every member subscription closes."""
+        if self.closed:
+            return
+        self.closed = True
+        for name in list(self.members):
+            self._drop(name)
+        self._errors.clear()
+        self._wakeup.set()
+
+
+def _tagged(error: errors.GatewayError, cluster: str) -> errors.GatewayError:
+    error.cluster = cluster
+    return error

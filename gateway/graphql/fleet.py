@@ -1,0 +1,427 @@
+"""``/fleet/graphql``: one query or subscription over many clusters, per-cluster answers.
+
+The fleet endpoint serves the default cluster's schema (``/graphql``'s, discovered kinds
+included) reshaped for many clusters; it follows that schema as it is rebuilt:
+
+- ``fleet(clusters: [String!])`` (default: every served cluster) lists one ``ClusterQuery``
+  per cluster, which has every query field of ``/graphql`` answered by that cluster, with
+  the caller's credential, all clusters concurrently.  A cluster that refuses, fails or is
+  not served gives that cluster's error for that field only (``errors[].path`` names the
+  member, ``extensions.cluster`` the cluster) and the others answer: partial results, never
+  all-or-nothing.  A member's relations (a pod's events...) are loaded from its own cluster.
+- ``watchX(clusters: [String!], resumeFrom: JSON, ...)`` merges the watch of every named
+  cluster (:class:`~gateway.core.fleetstream.FleetStream`); each event carries its
+  ``cluster`` and that cluster's ``resourceVersion``.  ``resumeFrom`` is an object of
+  cluster names to resourceVersions (what the client gathered from events, or a drain's
+  ``resumeFrom``, or the SSE ``Last-Event-ID``): each cluster resumes from its own point.
+  A cluster whose part ends (it refuses the caller, the cluster is removed) sends one
+  payload with its error (``extensions.cluster``) and the subscription goes on with the
+  others; it completes when every cluster's part has ended.
+
+A kind the default cluster serves and another does not answers NOT_FOUND for that cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphql import (
+    GraphQLArgument,
+    GraphQLField,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLResolveInfo,
+    GraphQLScalarType,
+    GraphQLSchema,
+    GraphQLString,
+    default_field_resolver,
+)
+from starlette.types import Receive, Scope, Send
+
+from gateway.core import errors
+from gateway.core.cluster import Cluster
+from gateway.core.credentials import Credential
+from gateway.core.fleet import Fleet
+from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
+from gateway.core.hub import WatchSubscription
+from gateway.graphql.context import Context
+from gateway.graphql.server import GraphQLApp
+
+__all__ = ["FleetContext", "FleetEndpoint", "fleet_schema"]
+
+log = logging.getLogger("gateway.graphql")
+
+Info = GraphQLResolveInfo[Any]
+
+
+@dataclass(slots=True)
+class Member:
+    """One cluster of a ``fleet`` field: its context, or why it has none."""
+
+    name: str
+    context: Context | None
+    error: errors.GatewayError | None = None
+
+
+@dataclass(slots=True)
+class FleetContext(Context):
+    """An operation's context on the fleet endpoint: a context per cluster, made on use.
+
+    Resolvers below a ``fleet`` member or inside a fleet event find their cluster's
+    context with :meth:`at`.
+    """
+
+    fleet: Fleet = field(default_factory=Fleet)
+    #: The member contexts, by cluster (one per operation: its loaders are shared).
+    by_cluster: dict[str, Context] = field(default_factory=dict)
+    #: The members placed by each ``fleet`` field: (response key, index) -> member.
+    placed: dict[tuple[Any, Any], Member] = field(default_factory=dict)
+    #: The open fleet watches of the endpoint (a removed cluster's parts end).
+    streams: weakref.WeakSet[FleetStream] | None = None
+
+    def member(self, name: str) -> Context:
+        """The context of cluster ``name`` for this operation.
+
+        Raises:
+            NotFound: the cluster is not served (the message names those that are).
+        """
+        context = self.by_cluster.get(name)
+        if context is None:
+            cluster: Cluster = self.fleet.get(name)
+            context = Context(
+                cluster.adapter,
+                self.credential,
+                cluster.watches,
+                request_id=self.request_id,
+                clusters=self.clusters,
+            )
+            self.by_cluster[name] = context
+        return context
+
+    def names(self, asked: Sequence[str] | None) -> list[str]:
+        """The clusters an operation names (``None``: every served cluster), each once."""
+        if asked is None:
+            return self.fleet.names()
+        return list(dict.fromkeys(asked))
+
+    def at(self, info: Info) -> Context:
+        """The context of the cluster whose data ``info``'s field is part of."""
+        root = info.root_value
+        if isinstance(root, FleetEvent):
+            return self.member(root.cluster)
+        path, prev = info.path, info.path.prev
+        while prev is not None and prev.prev is not None:
+            path, prev = prev, prev.prev
+        if prev is None:
+            return self
+        placed = self.placed.get((prev.key, path.key))
+        if placed is None:
+            return self
+        if placed.context is None:
+            assert placed.error is not None
+            raise placed.error
+        return placed.context
+
+    def reset_loaders(self) -> None:
+        self._loaders = None
+        for context in self.by_cluster.values():
+            context.reset_loaders()
+
+
+# -- the schema --------------------------------------------------------------------------
+
+
+def _members(root: Any, info: Info, clusters: list[str] | None = None) -> list[Member]:
+    ctx = info.context
+    assert isinstance(ctx, FleetContext)
+    members = []
+    for index, name in enumerate(ctx.names(clusters)):
+        try:
+            member = Member(name, ctx.member(name))
+        except errors.GatewayError as exc:
+            exc.cluster = name
+            member = Member(name, None, exc)
+        ctx.placed[(info.path.key, index)] = member
+        members.append(member)
+    return members
+
+
+def _member_name(member: Member, info: Info) -> str:
+    return member.name
+
+
+def _member_error(member: Member, info: Info) -> dict[str, Any] | None:
+    error = member.error
+    if error is None:
+        return None
+    return {"code": type(error).__name__, "message": error.message}
+
+
+def _in_member(base: GraphQLField) -> GraphQLField:
+    """``base``, answered by the member's cluster (its errors tagged with the cluster)."""
+    resolve = base.resolve or default_field_resolver
+
+    async def resolve_in(member: Member, info: Info, **args: Any) -> Any:
+        if member.context is None:
+            assert member.error is not None
+            raise member.error
+        try:
+            result = resolve(None, info._replace(context=member.context), **args)
+            if inspect.isawaitable(result):
+                result = await result
+        except errors.GatewayError as exc:
+            exc.cluster = member.name
+            raise
+        return result
+
+    return GraphQLField(
+        base.type,
+        args=base.args,
+        resolve=resolve_in,
+        description=base.description,
+        deprecation_reason=base.deprecation_reason,
+        extensions=base.extensions,
+    )
+
+
+_CLUSTERS_ARG = GraphQLArgument(
+    GraphQLList(GraphQLNonNull(GraphQLString)),
+    description="The clusters to ask, by name (default: every cluster the gateway serves).",
+)
+
+
+def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
+    """The fleet form of a ``watchX`` field: every named cluster's watch, merged."""
+    event = base.type.of_type if isinstance(base.type, GraphQLNonNull) else base.type
+    assert isinstance(event, GraphQLObjectType)
+    fleet_event = GraphQLObjectType(
+        f"Fleet{event.name}",
+        lambda: {
+            "cluster": GraphQLField(
+                GraphQLNonNull(GraphQLString),
+                resolve=_event_cluster,
+                description="The cluster this change happened in.",
+            ),
+            **event.fields,
+        },
+        description=f"{event.description} In one cluster of the fleet.",
+    )
+    version = base.args.get("resourceVersion")
+    version_key = (version.out_name or "resourceVersion") if version is not None else None
+    args = {k: v for k, v in base.args.items() if k != "resourceVersion"}
+    args["clusters"] = _CLUSTERS_ARG
+    args["resumeFrom"] = GraphQLArgument(
+        json,
+        description='Resume each cluster after its own resourceVersion: {"east": "123", '
+        '"west": "456"} (the last `resourceVersion` seen of each `cluster`, or a drain\'s '
+        "`resumeFrom`); a cluster not named starts as the other arguments say.",
+    )
+    subscribe_base = base.subscribe
+    assert subscribe_base is not None
+
+    async def subscribe(
+        root: Any,
+        info: Info,
+        clusters: list[str] | None = None,
+        resumeFrom: Any = None,
+        **kwargs: Any,
+    ) -> FleetStream:
+        ctx = info.context
+        assert isinstance(ctx, FleetContext)
+        points = decode_resume(resumeFrom if resumeFrom is not None else ctx.resume_from)
+        names = ctx.names(clusters)
+
+        async def open_one(name: str) -> WatchSubscription:
+            member = ctx.member(name)
+            asked = dict(kwargs)
+            if version_key is not None and name in points:
+                asked[version_key] = points[name]
+            opened = subscribe_base(None, info._replace(context=member), **asked)
+            while inspect.isawaitable(opened):
+                opened = await opened
+            assert isinstance(opened, WatchSubscription)
+            return opened
+
+        results = await asyncio.gather(*(open_one(n) for n in names), return_exceptions=True)
+        members: dict[str, WatchSubscription] = {}
+        failed: dict[str, errors.GatewayError] = {}
+        unexpected: BaseException | None = None
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, WatchSubscription):
+                members[name] = result
+            elif isinstance(result, errors.GatewayError):
+                failed[name] = result
+            else:
+                unexpected = result
+        if unexpected is not None:
+            for opened in members.values():
+                opened.close()
+            raise unexpected
+        stream = FleetStream(members, failed, points)
+        if ctx.streams is not None:
+            ctx.streams.add(stream)
+        return stream
+
+    return GraphQLField(
+        GraphQLNonNull(fleet_event),
+        args=args,
+        subscribe=subscribe,
+        resolve=_event,
+        description=f"{base.description} Merged over the named clusters; each event says its "
+        "cluster.",
+    )
+
+
+def _event(root: FleetEvent, info: Info, **args: Any) -> FleetEvent:
+    if root.error is not None:
+        raise root.error
+    return root
+
+
+def _event_cluster(root: FleetEvent, info: Info) -> str:
+    return root.cluster
+
+
+_MEMBER_ERROR = GraphQLObjectType(
+    "ClusterError",
+    {
+        "code": GraphQLField(GraphQLNonNull(GraphQLString), description="The error's kind."),
+        "message": GraphQLField(GraphQLNonNull(GraphQLString)),
+    },
+    description="Why a cluster of the fleet cannot be asked at all (it is not served).",
+)
+
+
+def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
+    """The fleet endpoint's schema for ``base`` (a cluster endpoint's schema)."""
+    query = base.query_type
+    assert query is not None
+    member_fields: dict[str, GraphQLField] = {
+        "cluster": GraphQLField(
+            GraphQLNonNull(GraphQLString), resolve=_member_name, description="The cluster's name."
+        ),
+        "error": GraphQLField(
+            _MEMBER_ERROR,
+            resolve=_member_error,
+            description="Set when the cluster cannot be asked at all; then every field of "
+            "this member fails with it.",
+        ),
+    }
+    member_fields.update(
+        (name, _in_member(f)) for name, f in query.fields.items() if name != "clusters"
+    )
+    member = GraphQLObjectType(
+        "ClusterQuery",
+        member_fields,
+        description="What one cluster of the fleet answers: every query of /graphql.",
+    )
+    root_fields = {
+        "fleet": GraphQLField(
+            GraphQLNonNull(GraphQLList(GraphQLNonNull(member))),
+            args={"clusters": _CLUSTERS_ARG},
+            resolve=_members,
+            description="Ask several clusters at once, concurrently: one entry per cluster, "
+            "in the order named.  A cluster's errors stay its own (errors[].path names its "
+            "entry, extensions.cluster the cluster); the others answer.",
+        ),
+    }
+    if "clusters" in query.fields:
+        root_fields = {"clusters": query.fields["clusters"], **root_fields}
+    subscription = None
+    json = base.type_map.get("JSON")
+    if base.subscription_type is not None and isinstance(json, GraphQLScalarType):
+        watches = {
+            name: _fleet_watch(f, json)
+            for name, f in base.subscription_type.fields.items()
+            if name.startswith("watch")
+        }
+        if watches:
+            subscription = GraphQLObjectType("Subscription", watches)
+    return GraphQLSchema(
+        query=GraphQLObjectType("Query", root_fields, description="The fleet's queries."),
+        subscription=subscription,
+        directives=base.directives,
+    )
+
+
+# -- the endpoint ------------------------------------------------------------------------
+
+
+class FleetEndpoint(GraphQLApp):
+    """``/fleet/graphql``: the fleet schema of ``root``'s current schema, for every cluster.
+
+    The schema follows ``root``'s: the first request after ``root`` swapped derives the new
+    one in a worker thread (the event loop keeps serving; concurrent requests share it).
+    """
+
+    def __init__(self, root: GraphQLApp) -> None:
+        self.root = root
+        self._base = root.engine
+        super().__init__(
+            fleet_schema(root.engine.graphql_schema),
+            root.limits,
+            allowed_origins=root.allowed_origins,
+            drain=root.drain,
+        )
+        self.streams: weakref.WeakSet[FleetStream] = weakref.WeakSet()
+        self._deriving: asyncio.Lock | None = None
+        self._stop_listening: Callable[[], None] = lambda: None
+
+    def bind_fleet(self, fleet: Fleet) -> None:
+        """Serve ``fleet`` (its default cluster answers GraphiQL's settings)."""
+        self._stop_listening()
+        self.fleet = fleet
+        self.cluster = fleet.get() if fleet.names() else None
+        self._stop_listening = fleet.listen(self._heard)
+
+    def _heard(self, name: str, cluster: Cluster | None) -> None:
+        """A removed (or reconfigured) cluster's part of every fleet watch ends."""
+        error: errors.GatewayError = (
+            errors.ClusterRemoved(name)
+            if cluster is None
+            else errors.Unavailable(
+                f'cluster "{name}" was reconfigured: subscribe again to follow it'
+            )
+        )
+        for stream in list(self.streams):
+            stream.end_member(name, error)
+
+    def context(self, credential: Credential) -> Context:
+        fleet = self.fleet
+        if fleet is None or not fleet.names():
+            raise RuntimeError("FleetEndpoint serves no fleet yet: bind_fleet() one first")
+        default = fleet.get()
+        return FleetContext(
+            default.adapter,
+            credential,
+            default.watches,
+            clusters=[c for _, c in fleet],
+            fleet=fleet,
+            streams=self.streams,
+        )
+
+    async def _follow_root(self) -> None:
+        if self._deriving is None:
+            self._deriving = asyncio.Lock()
+        async with self._deriving:
+            base = self.root.engine
+            if base is self._base:
+                return
+            schema = await asyncio.to_thread(fleet_schema, base.graphql_schema)
+            self._base = base
+            self.use_schema(schema)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.root.engine is not self._base:
+            await self._follow_root()
+        await super().__call__(scope, receive, send)
+
+    def close(self) -> None:
+        self._stop_listening()
