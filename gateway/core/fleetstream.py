@@ -12,13 +12,16 @@ with its own start, resume and exactness across upstream breaks, and reads them 
   client that resumes after a disconnect loses nothing in any cluster;
 - a member that ends with an error (the cluster refuses the caller, is removed, or the
   subscriber fell behind there) yields one error event for that cluster and the others go
-  on: a fleet subscription is never all-or-nothing.  The stream ends when every member has.
+  on: a fleet subscription is never all-or-nothing.  The stream ends when every member has;
+- a stream opened for every cluster (no list named) takes in a cluster that joins the
+  gateway later (:meth:`FleetStream.join`), from the start the caller asked for.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -29,7 +32,10 @@ from gateway.core.hub import HubEvent, WatchSubscription
 from gateway.core.wakeup import Wakeup
 from gateway.core.wire import JSON
 
-__all__ = ["FleetEvent", "FleetStream", "decode_resume", "encode_resume"]
+__all__ = ["FleetEvent", "FleetStream", "Opener", "decode_resume", "encode_resume"]
+
+#: Opens one cluster's part of a fleet watch: ``(cluster, resume point or None)``.
+Opener = Callable[[str, str | None], Awaitable[WatchSubscription]]
 
 
 _RESUME_SHAPE = 'a fleet resume point is an object of cluster names to resourceVersions: {"a": "1"}'
@@ -144,6 +150,7 @@ class FleetStream:
     __slots__ = (
         "__weakref__",
         "_errors",
+        "_joining",
         "_last",
         "_order",
         "_points",
@@ -151,7 +158,9 @@ class FleetStream:
         "_wakeup",
         "changes",
         "closed",
+        "follows_all",
         "members",
+        "opener",
     )
 
     def __init__(
@@ -159,8 +168,17 @@ class FleetStream:
         members: Mapping[str, WatchSubscription],
         failed: Mapping[str, errors.GatewayError] = {},
         resume: Mapping[str, str] = {},
+        *,
+        opener: Opener | None = None,
+        follows_all: bool = False,
     ) -> None:
         self.members: dict[str, WatchSubscription] = dict(members)
+        #: Opens a cluster's part again (its cluster was reconfigured) or for a cluster that
+        #: joins later (``None``: neither happens).
+        self.opener = opener
+        #: Opened for every cluster: a cluster that joins the gateway joins the stream.
+        self.follows_all = follows_all
+        self._joining: dict[str, asyncio.Task[None]] = {}
         self._order = list(self.members)
         self._turn = 0
         self._wakeup = Wakeup()
@@ -226,16 +244,56 @@ class FleetStream:
             event = self.next_nowait()
             if event is not None:
                 return event
-            if self.closed or not self.members:
+            if self.closed or not (self.members or self._joining or self._errors):
                 return None
             self._wakeup.clear()
             await self._wakeup.wait()
 
-    def end_member(self, name: str, error: errors.GatewayError) -> None:
-        """End one cluster's part with ``error`` (the cluster left the gateway)."""
-        member = self.members.get(name)
-        if member is not None:
-            member.end(error)
+    def heard(self, name: str, served: bool) -> None:
+        """Cluster ``name`` was added or reconfigured (``served``) or removed: a part of it
+        opens again on the new cluster from its resume point, without a gap; a new cluster
+        joins a stream that follows them all; a removed one's part ends with
+        :class:`~gateway.core.errors.ClusterRemoved`."""
+        if not served:
+            member = self.members.get(name)
+            if member is not None:
+                member.end(errors.ClusterRemoved(name))
+            return
+        if name in self.members:
+            self._drop(name)  # quietly: its resume point is kept for the new one
+            self.join(name)
+        elif self.follows_all:
+            self.join(name)
+
+    def join(self, name: str) -> None:
+        """Open cluster ``name``'s part: from the resume point the stream holds for it,
+        else as first asked."""
+        if self.opener is None or self.closed or name in self.members:
+            return
+        running = self._joining.pop(name, None)
+        if running is not None:
+            running.cancel()
+        self._joining[name] = asyncio.get_running_loop().create_task(
+            self._join(name, self.opener), name=f"fleet-join-{name}"
+        )
+
+    async def _join(self, name: str, opener: Opener) -> None:
+        try:
+            member = await opener(name, self._points.get(name))
+        except errors.GatewayError as exc:
+            self._errors.append(FleetEvent(name, None, _tagged(exc, name)))
+            self._wakeup.set()
+            return
+        finally:
+            self._joining.pop(name, None)
+        if self.closed or name in self.members:
+            member.close()
+            return
+        self.members[name] = member
+        self._order.append(name)
+        if member.changes is not None and self.changes is None:
+            self.changes = _Changes(self)
+        member.share_wakeup(self._wakeup)
 
     def _drop(self, name: str) -> None:
         member = self.members.pop(name)
@@ -250,6 +308,9 @@ class FleetStream:
         if self.closed:
             return
         self.closed = True
+        for task in self._joining.values():
+            task.cancel()
+        self._joining.clear()
         for name in list(self.members):
             self._drop(name)
         self._errors.clear()

@@ -92,9 +92,9 @@ class FleetContext(Context):
         Raises:
             NotFound: the cluster is not served (the message names those that are).
         """
+        cluster: Cluster = self.fleet.get(name)
         context = self.by_cluster.get(name)
-        if context is None:
-            cluster: Cluster = self.fleet.get(name)
+        if context is None or context.adapter is not cluster.adapter:  # new, or replaced
             context = Context(
                 cluster.adapter,
                 self.credential,
@@ -238,18 +238,20 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
         points = decode_resume(resumeFrom if resumeFrom is not None else ctx.resume_from)
         names = ctx.names(clusters)
 
-        async def open_one(name: str) -> WatchSubscription:
+        async def open_one(name: str, point: str | None = None) -> WatchSubscription:
             member = ctx.member(name)
             asked = dict(kwargs)
-            if version_key is not None and name in points:
-                asked[version_key] = points[name]
+            if version_key is not None and point is not None:
+                asked[version_key] = point
             opened = subscribe_base(None, info._replace(context=member), **asked)
             while inspect.isawaitable(opened):
                 opened = await opened
             assert isinstance(opened, WatchSubscription)
             return opened
 
-        results = await asyncio.gather(*(open_one(n) for n in names), return_exceptions=True)
+        results = await asyncio.gather(
+            *(open_one(n, points.get(n)) for n in names), return_exceptions=True
+        )
         members: dict[str, WatchSubscription] = {}
         failed: dict[str, errors.GatewayError] = {}
         unexpected: BaseException | None = None
@@ -264,7 +266,7 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
             for opened in members.values():
                 opened.close()
             raise unexpected
-        stream = FleetStream(members, failed, points)
+        stream = FleetStream(members, failed, points, opener=open_one, follows_all=clusters is None)
         if ctx.streams is not None:
             ctx.streams.add(stream)
         return stream
@@ -382,16 +384,10 @@ class FleetEndpoint(GraphQLApp):
         self._stop_listening = fleet.listen(self._heard)
 
     def _heard(self, name: str, cluster: Cluster | None) -> None:
-        """A removed (or reconfigured) cluster's part of every fleet watch ends."""
-        error: errors.GatewayError = (
-            errors.ClusterRemoved(name)
-            if cluster is None
-            else errors.Unavailable(
-                f'cluster "{name}" was reconfigured: subscribe again to follow it'
-            )
-        )
+        """Every fleet watch hears it: a removed cluster's part ends, a reconfigured one's
+        goes on on the new cluster, a new cluster joins the watches of every cluster."""
         for stream in list(self.streams):
-            stream.end_member(name, error)
+            stream.heard(name, cluster is not None)
 
     def context(self, credential: Credential) -> Context:
         fleet = self.fleet

@@ -6,18 +6,22 @@ where a test says so, its own RBAC; a third name may be asked for and is not ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 from gateway.core.registry import EVENT, POD
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import gateway, kubeconfig, lease, serves, until
-from tests.support.graphql import NAMESPACE, TransportWS, data, gql, unique, ws_client
+from tests.support.graphql import ADMIN, NAMESPACE, TransportWS, data, gql, unique, ws_client
 
 FLEET = "/fleet/graphql"
 ALICE = "alice-token"
@@ -203,29 +207,61 @@ async def test_a_fleet_watch_merges_clusters_and_resumes_each_without_loss(
             assert {event["type"], second["type"]} == {"ADDED"}
 
 
-async def test_a_removed_cluster_ends_its_part_only(
+async def test_clusters_join_change_and_leave_a_watch_of_every_cluster(
     two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
 ) -> None:
     a, b = two
     clusters = tmp_path / "clusters"
     clusters.mkdir()
-    kubeconfig(clusters / "b", b.url)
     async with gateway(a, "--clusters-dir", str(clusters)) as (served, fleet, _client):
-        await until(fleet, serves("b"))
         seen: dict[str, str] = {}
         async with ws_client(served, path=FLEET) as ws:
-            op = await ws.subscribe(WATCH, {"clusters": ["b", "default"]})
+            op = await ws.subscribe(WATCH)  # no list: every cluster, now and later
+            await _until_lease(ws, op, "default", "only-in-a", seen)
+            # b joins the gateway, and the watch, with its initial events.
+            kubeconfig(tmp_path / "staged", b.url).rename(clusters / "b")
             await _until_lease(ws, op, "b", "only-in-b", seen)
+            # b is reconfigured: its part goes on from where it was, nothing lost or repeated.
+            before = fleet.get("b")
+            kubeconfig(tmp_path / "staged", b.url, token="viewer-token").rename(clusters / "b")
+            await until(fleet, lambda f: "b" in f.names() and f.get("b") is not before)
+            await lease(b, "after-reconfigured")
+            read = await _until_lease(ws, op, "b", "after-reconfigured", seen)
+            assert ("b", "only-in-b") not in read
+            # b leaves: its part ends with its error; the default's goes on.
             (clusters / "b").unlink()
-            while True:  # b's part ends with its error; default's events may come first
+            while True:  # the default's events may come first
                 payload = await ws.next(op)
                 if "errors" in payload:
                     break
+            assert payload["data"] is None
             error = payload["errors"][0]
             assert error["extensions"]["code"] == "CLUSTER_REMOVED"
             assert error["extensions"]["cluster"] == "b"
             await lease(a, "after-b-left")
             await _until_lease(ws, op, "default", "after-b-left", seen)
+
+
+async def test_a_watch_of_named_clusters_reports_one_it_cannot_open_and_goes_on(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    async with fleet_of(a, b, tmp_path) as (served, _fleet, _client):
+        payload = {"Authorization": f"Bearer {ALICE}"}
+        async with ws_client(served, path=FLEET, payload=payload) as ws:
+            op = await ws.subscribe(WATCH, {"clusters": ["b", "nope", "default"]})
+            refused: dict[str, str] = {}
+            seen: dict[str, str] = {}
+            while len(refused) < 2:  # b refuses alice; nope is not served
+                got = await ws.next(op)
+                if "errors" in got:
+                    ext = got["errors"][0]["extensions"]
+                    refused[ext["cluster"]] = ext["code"]
+                else:
+                    assert got["data"]["watchLeases"]["cluster"] == "default"
+            assert refused == {"b": "FORBIDDEN", "nope": "NOT_FOUND"}
+            await lease(a, "alice-sees-this")
+            await _until_lease(ws, op, "default", "alice-sees-this", seen)
 
 
 async def test_a_cluster_cut_upstream_stays_exact_while_the_other_changes(
@@ -256,3 +292,52 @@ async def test_a_cluster_cut_upstream_stays_exact_while_the_other_changes(
                 assert [n for c, n in got if c == cluster] == [
                     n for c, n in expected if c == cluster
                 ]
+
+
+async def _sse_events(response: httpx.Response) -> AsyncIterator[tuple[str | None, Any]]:
+    """(id, payload) of each ``next`` event of a graphql-sse response."""
+    event_id, name, lines = None, "", []
+    async for line in response.aiter_lines():
+        if line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            lines.append(line[5:].strip())
+        elif line == "" and name:
+            if name == "next":
+                yield event_id, orjson.loads("\n".join(lines))
+            event_id, name, lines = None, "", []
+
+
+async def test_over_sse_the_event_id_resumes_every_cluster(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    body = {"query": WATCH, "variables": {"clusters": ["default", "b"]}}
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {ADMIN}"}
+    async with fleet_of(a, b, tmp_path) as (_, _fleet, client):
+        last: str | None = None
+        async with client.stream("POST", FLEET, json=body, headers=headers) as response:
+            got: set[tuple[str, str]] = set()
+            async with asyncio.timeout(10):
+                async for event_id, payload in _sse_events(response):
+                    event = payload["data"]["watchLeases"]
+                    got.add((event["cluster"], event["object"]["metadata"]["name"]))
+                    last = event_id
+                    if {("default", "only-in-a"), ("b", "only-in-b")} <= got:
+                        break
+        assert last is not None
+        assert json.loads(last).keys() == {"default", "b"}  # a point per cluster
+        await lease(a, "away-a")
+        await lease(b, "away-b")
+        again = {**headers, "Last-Event-ID": last}
+        async with client.stream("POST", FLEET, json=body, headers=again) as response:
+            got = set()
+            async with asyncio.timeout(10):
+                async for _, payload in _sse_events(response):
+                    event = payload["data"]["watchLeases"]
+                    got.add((event["cluster"], event["object"]["metadata"]["name"]))
+                    if len(got) == 2:
+                        break
+        assert got == {("default", "away-a"), ("b", "away-b")}
