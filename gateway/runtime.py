@@ -237,6 +237,7 @@ async def build_cluster(
     *,
     metrics: Metrics,
     name: str = DEFAULT,
+    large_lists: LargeLists | None = None,
 ) -> Cluster:
     """Build the runtime of one upstream cluster; its teardown goes on ``stack``.
 
@@ -247,6 +248,9 @@ async def build_cluster(
     background (the seed resources answer meanwhile; readiness waits for the first read).
     Nothing here calls the upstream: an unreachable cluster is built all the same (and is
     not ready until it answers).
+
+    ``large_lists``: the process's large-list scope, shared by every cluster (the cyclic
+    collector they hold off is the process's); a new one by default.
     """
     identity = settings.gateway_identity
     http = _client(
@@ -261,6 +265,7 @@ async def build_cluster(
         stream_http=stream_http,
         requests=Budget("requests", 1 << 30, settings.max_requests_per_identity),
         max_list_items=settings.max_list_items,
+        large_lists=large_lists,
         streams=Budget(
             "upstream streams",
             settings.upstream_max_streams,
@@ -579,7 +584,14 @@ class FleetBuilder:
             the gateway's identity there.
     """
 
-    def __init__(self, settings: Settings, fleet: Fleet, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        fleet: Fleet,
+        metrics: Metrics,
+        large_lists: LargeLists | None = None,
+    ) -> None:
+        self.large_lists = large_lists
         self.settings = dataclasses.replace(
             settings, token_file=None, discovery_token_file=None, gateway_identity=False
         )
@@ -635,7 +647,12 @@ class FleetBuilder:
                 async with AsyncExitStack() as stack:
                     upstream = await self._upstream(stack, source)
                     cluster = await build_cluster(
-                        stack, self.settings, upstream, metrics=self.metrics, name=source.name
+                        stack,
+                        self.settings,
+                        upstream,
+                        metrics=self.metrics,
+                        name=source.name,
+                        large_lists=self.large_lists,
                     )
                     self.fleet.add(source.name, cluster)
                     served.set()
@@ -726,7 +743,7 @@ def serve_fleet(
     ``--clusters-dir`` followed) until the stack closes."""
     fleet = Fleet()
     fleet.add(DEFAULT, default)
-    builder = FleetBuilder(settings, fleet, metrics)
+    builder = FleetBuilder(settings, fleet, metrics, default.adapter.large_lists)
     stack.push_async_callback(builder.aclose)
     builder.configure("flags", cluster_sources(settings))
     if settings.clusters_dir:

@@ -75,6 +75,9 @@ async def test_a_fleet_query_answers_per_cluster_concurrently(
         body = data(await gql(client, LEASES, {"clusters": ["b", "default", "b"]}, path=FLEET))
         assert [m["cluster"] for m in body["fleet"]] == ["b", "default"]
 
+        # The clusters' lists are decoded concurrently under one hold of the collector.
+        assert fleet.get("b").adapter.large_lists is fleet.get().adapter.large_lists
+
         # The listing of the served clusters is there too.
         listed = data(await gql(client, "{ clusters { name ready } }", path=FLEET))
         assert [c["name"] for c in listed["clusters"]] == fleet.names()
