@@ -338,8 +338,14 @@ class BinariesMissing(RuntimeError):
 
 
 @contextlib.contextmanager
-def running_apiserver(bin_dir: Path = BIN_DIR) -> Iterator[KubeAPIServer]:
-    """Start etcd + kube-apiserver with CRDs, namespaces and RBAC; stop both on exit."""
+def running_apiserver(
+    bin_dir: Path = BIN_DIR, *, tokens: Mapping[str, str] | None = None
+) -> Iterator[KubeAPIServer]:
+    """Start etcd + kube-apiserver with CRDs, namespaces and RBAC; stop both on exit.
+
+    ``tokens``: identities whose token is given (another apiserver's, so that one identity
+    provider's token is valid on both); the others get fresh random ones.
+    """
     apiserver_bin = bin_dir / "kube-apiserver"
     etcd_bin = bin_dir / "etcd"
     missing = [str(p) for p in (apiserver_bin, etcd_bin) if not os.access(p, os.X_OK)]
@@ -358,7 +364,7 @@ def running_apiserver(bin_dir: Path = BIN_DIR) -> Iterator[KubeAPIServer]:
         for attempt in range(1, PORT_ATTEMPTS + 1):
             work = Path(tempfile.mkdtemp(prefix="kg-e2e-"))
             try:
-                server = _start(work, procs, apiserver_bin, etcd_bin)
+                server = _start(work, procs, apiserver_bin, etcd_bin, tokens or {})
                 break
             except ProcessExited as e:
                 # A free port picked here can be taken by someone else before the
@@ -383,7 +389,13 @@ def running_apiserver(bin_dir: Path = BIN_DIR) -> Iterator[KubeAPIServer]:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _start(work: Path, procs: _Processes, apiserver_bin: Path, etcd_bin: Path) -> KubeAPIServer:
+def _start(
+    work: Path,
+    procs: _Processes,
+    apiserver_bin: Path,
+    etcd_bin: Path,
+    given: Mapping[str, str],
+) -> KubeAPIServer:
     cert_dir = work / "pki"
     log_dir = work / "logs"
     for d in (cert_dir, log_dir, work / "tokens", work / "kubeconfigs"):
@@ -391,7 +403,7 @@ def _start(work: Path, procs: _Processes, apiserver_bin: Path, etcd_bin: Path) -
     ca_file, cert_file, key_file = _make_certs(cert_dir)
     sa_key, sa_pub = _make_service_account_keys(cert_dir)
 
-    tokens = {name: secrets.token_urlsafe(24) for name in IDENTITIES}
+    tokens = {name: given.get(name) or secrets.token_urlsafe(24) for name in IDENTITIES}
     token_csv = cert_dir / "tokens.csv"
     token_csv.write_text(
         "".join(
