@@ -344,3 +344,35 @@ async def test_over_sse_the_event_id_resumes_every_cluster(
                     if len(got) == 2:
                         break
         assert got == {("default", "away-a"), ("b", "away-b")}
+
+
+async def test_shared_watches_review_each_caller_on_each_cluster(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    """With --shared-watches each cluster's upstream watches are the gateway's own there, and
+    a caller is admitted by that cluster's access review: alice joins a's, not b's."""
+    a, b = two
+    config = kubeconfig(tmp_path / "b.yaml", b.url)
+    own = tmp_path / "token"
+    own.write_text(ADMIN)  # the default cluster's gateway identity; b's is its kubeconfig's
+    flags = ("--cluster", f"b={config}", "--shared-watches", "--token-file", str(own))
+    async with gateway(a, *flags) as (served, fleet, _client):
+        await until(fleet, serves("b"))
+        payload = {"Authorization": f"Bearer {ALICE}"}
+        async with ws_client(served, path=FLEET, payload=payload) as ws:
+            op = await ws.subscribe(WATCH)
+            refused: dict[str, str] = {}
+            seen: dict[str, str] = {}
+            while not refused:
+                got = await ws.next(op)
+                if "errors" in got:
+                    ext = got["errors"][0]["extensions"]
+                    refused[ext["cluster"]] = ext["code"]
+                else:
+                    assert got["data"]["watchLeases"]["cluster"] == "default"
+            assert refused == {"b": "FORBIDDEN"}
+            await lease(a, "shared-a")
+            await _until_lease(ws, op, "default", "shared-a", seen)
+        assert fleet.get("b").watches.shared is not None
+        assert fleet.get("b").watches.stats.denied >= 1
+        assert fleet.get().watches.stats.denied == 0
