@@ -43,6 +43,8 @@ from graphql import (
     GraphQLString,
     default_field_resolver,
 )
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.core import errors
@@ -52,6 +54,7 @@ from gateway.core.fleet import Fleet
 from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
 from gateway.core.hub import WatchSubscription
 from gateway.graphql.context import Context
+from gateway.graphql.graphiql import settings_response
 from gateway.graphql.server import GraphQLApp
 
 __all__ = ["FleetContext", "FleetEndpoint", "fleet_schema"]
@@ -402,6 +405,11 @@ class FleetEndpoint(GraphQLApp):
             fleet=fleet,
             streams=self.streams,
         )
+
+    async def graphiql_settings(self, request: Request) -> Response:
+        """GraphiQL's settings: on the demo, tabs that ask every cluster."""
+        demo = self.cluster is not None and self.cluster.demo
+        return settings_response(demo=demo, group=None, fleet=True)
 
     async def _follow_root(self) -> None:
         if self._deriving is None:

@@ -113,21 +113,50 @@ query DemoWidgets {
 }
 """
 
+#: The fleet endpoint's tabs (``/fleet/graphql``): every cluster at once.
+DEMO_FLEET_QUERY = """# Every cluster at once (`make run ARGS=--demo-clusters=2`
+# serves two): one entry per cluster, asked concurrently;
+# a cluster's errors stay its own (errors[].path, extensions.cluster).
+query FleetPods {
+  fleet {
+    cluster
+    error { code message }
+    pods(namespace: "demo") { items { metadata { name } status { phase } } }
+  }
+}
+"""
+DEMO_FLEET_WATCH = """# Changes in every cluster, each tagged with its cluster.
+# To resume after a disconnect, pass each cluster's last
+# resourceVersion: resumeFrom: {"default": "123", "demo-2": "456"}
+subscription FleetWatchPods {
+  watchPods(namespace: "demo") {
+    cluster
+    type
+    resourceVersion
+    object { metadata { name } status { phase } }
+  }
+}
+"""
+
 DEMO_MUTATION_VARIABLES = {"patch": {"metadata": {"labels": {"tried": "graphiql"}}}}
 
 
-def settings(*, demo: bool, group: str | None = None) -> dict[str, Any]:
+def settings(*, demo: bool, group: str | None = None, fleet: bool = False) -> dict[str, Any]:
     """The page's start-up settings: empty unless the gateway serves its demo upstream.
 
     In demo mode: ``headers`` (the Headers pane of every tab, new ones included),
     ``storage`` (the localStorage namespace) and ``tabs`` (an example query, subscription
     and mutation on the demo data, and a query across discovered kinds' relations at
-    ``/graphql``, or the demo's custom resource at its group's endpoint).
+    ``/graphql``, or the demo's custom resource at its group's endpoint); ``fleet``: the
+    fleet endpoint's (a query and a watch of every cluster).
     """
     if not demo:
         return {}
     # the demo upstream's own admin token, so every example runs as it is
     headers = json.dumps({"Authorization": f"Bearer {demomode.admin_token()}"}, indent=2)
+    if fleet:
+        tabs = [{"query": q, "headers": headers} for q in (DEMO_FLEET_QUERY, DEMO_FLEET_WATCH)]
+        return {"headers": headers, "storage": DEMO_STORAGE, "tabs": tabs}
     variables = json.dumps(DEMO_MUTATION_VARIABLES, indent=2)
     last = DEMO_WIDGETS if group == DEMO_GROUP else DEMO_RELATIONS
     tabs = [
@@ -140,7 +169,7 @@ def settings(*, demo: bool, group: str | None = None) -> dict[str, Any]:
     return {"headers": headers, "storage": DEMO_STORAGE, "tabs": tabs}
 
 
-def settings_response(*, demo: bool, group: str | None) -> Response:
+def settings_response(*, demo: bool, group: str | None, fleet: bool = False) -> Response:
     """``GET <endpoint>/graphiql.json``: :func:`settings` for the serving gateway.
 
     ``demo``: the endpoint serves the gateway's own demo upstream, whose tokens it knows.
@@ -148,7 +177,8 @@ def settings_response(*, demo: bool, group: str | None) -> Response:
     gateway at the same address.
     """
     return JSONResponse(
-        settings(demo=demo, group=group), headers={**NOSNIFF, "Cache-Control": "no-store"}
+        settings(demo=demo, group=group, fleet=fleet),
+        headers={**NOSNIFF, "Cache-Control": "no-store"},
     )
 
 

@@ -24,6 +24,7 @@ from websockets.asyncio.client import connect
 
 from gateway.settings import Settings
 from kube_gateway_demo import ADMIN_TOKEN, DemoUpstream
+from tests.gateway.test_fleet import serves, until
 from tests.support.chromium import DevTools, chromium
 from tests.support.graphql import (
     ADMIN,
@@ -165,6 +166,33 @@ async def test_demo_mode_examples_run_with_the_demo_token() -> None:
             event = (await socket.next(op))["data"]["watchPods"]
             assert event["type"] == "ADDED"
             assert event["object"]["metadata"]["name"]
+
+
+async def test_the_fleet_endpoint_tabs_run_on_every_cluster() -> None:
+    settings = Settings(
+        host="127.0.0.1", http_port=0, grpc_port=0, demo=True, demo_clusters=2, log_level="warning"
+    )
+    async with serve_app(settings) as (url, app), httpx.AsyncClient(base_url=url) as client:
+        await until(app.state.runtime.fleet, serves("demo-2"))
+        fleet = "/fleet/graphql"
+        tabs = (await client.get(f"{fleet}/graphiql.json")).json()["tabs"]
+        query, watch = tabs
+        headers = json.loads(query["headers"])
+        token = headers["Authorization"].removeprefix("Bearer ")
+        members = data(await gql(client, query["query"], token=token, path=fleet))["fleet"]
+        assert [m["cluster"] for m in members] == ["default", "demo-2"]
+        assert all(m["pods"]["items"] and m["error"] is None for m in members)
+        ws_url = url.replace("http://", "ws://") + fleet
+        async with connect(ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            socket = TransportWS(ws)
+            await socket.send({"type": "connection_init", "payload": headers})
+            assert (await socket.recv())["type"] == "connection_ack"
+            op = await socket.subscribe(watch["query"])
+            clusters = set()
+            while clusters != {"default", "demo-2"}:
+                event = (await socket.next(op))["data"]["watchPods"]
+                assert event["type"] == "ADDED"
+                clusters.add(event["cluster"])
 
 
 async def wait_until(page: DevTools, condition: str, what: str) -> Any:
