@@ -376,3 +376,77 @@ async def test_shared_watches_review_each_caller_on_each_cluster(
         assert fleet.get("b").watches.shared is not None
         assert fleet.get("b").watches.stats.denied >= 1
         assert fleet.get().watches.stats.denied == 0
+
+
+async def test_changed_fields_only_is_decided_per_cluster(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    query = """subscription { watchLeases(namespace: "demo", changedFieldsOnly: true) {
+      cluster type object { metadata { name } spec { holderIdentity } } } }"""
+
+    async def holder(demo: DemoUpstream, name: str, value: str) -> None:
+        await demo.store.patch(
+            "leases", name, {"spec": {"holderIdentity": value}}, namespace=NAMESPACE
+        )
+
+    async def annotate(demo: DemoUpstream, name: str, value: str) -> None:
+        patch = {"metadata": {"annotations": {"note": value}}}
+        await demo.store.patch("leases", name, patch, namespace=NAMESPACE)
+
+    async with (
+        fleet_of(a, b, tmp_path) as (served, _fleet, _client),
+        ws_client(served, path=FLEET) as ws,
+    ):
+        op = await ws.subscribe(query)
+        initial = set()
+        while not {("default", "only-in-a"), ("b", "only-in-b")} <= initial:
+            event = (await ws.next(op))["data"]["watchLeases"]
+            initial.add((event["cluster"], event["object"]["metadata"]["name"]))
+        # Unselected changes in both clusters are left out; selected ones come, in order.
+        await annotate(b, "only-in-b", "one")
+        await annotate(a, "only-in-a", "one")
+        await holder(b, "only-in-b", "b-holder")
+        await annotate(b, "only-in-b", "two")
+        await holder(a, "only-in-a", "a-holder")
+        got = set()
+        for _ in range(2):
+            event = (await ws.next(op))["data"]["watchLeases"]
+            assert event["type"] == "MODIFIED"
+            got.add((event["cluster"], event["object"]["spec"]["holderIdentity"]))
+        assert got == {("b", "b-holder"), ("default", "a-holder")}
+        # A fence in each cluster: nothing else of that cluster came before it.
+        await lease(a, "fence-a")
+        await lease(b, "fence-b")
+        fences = set()
+        for _ in range(2):
+            event = (await ws.next(op))["data"]["watchLeases"]
+            fences.add((event["cluster"], event["type"], event["object"]["metadata"]["name"]))
+        assert fences == {("default", "ADDED", "fence-a"), ("b", "ADDED", "fence-b")}
+
+
+async def test_a_drain_completes_a_fleet_watch_with_a_point_per_cluster(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    async with (
+        fleet_of(a, b, tmp_path) as (served, _fleet, _client),
+        ws_client(served, path=FLEET) as ws,
+    ):
+        op = await ws.subscribe(WATCH, {"clusters": ["default", "b"]})
+        seen: dict[str, str] = {}
+        await _until_lease(ws, op, "b", "only-in-b", seen)
+        if "default" not in seen:
+            await _until_lease(ws, op, "default", "only-in-a", seen)
+        assert served.app.state.runtime.drain.request()
+        while True:  # events sent before the drain, then its completion
+            final = (await ws.recv())["payload"]
+            if "extensions" in final:
+                break
+            event = final["data"]["watchLeases"]
+            seen[event["cluster"]] = event["resourceVersion"]
+        assert final["extensions"]["reason"] == "DRAINING"
+        resume = json.loads(final["extensions"]["resumeFrom"])
+        # A point per cluster, at or after the last event of it the client read.
+        assert resume.keys() == {"default", "b"}
+        assert all(int(resume[c]) >= int(seen[c]) for c in resume)
