@@ -1,7 +1,9 @@
 """Bearer-token authentication and a small RBAC-like authoriser.
 
-Anonymous requests are refused (401) as by an apiserver with ``--anonymous-auth=false``;
-denied requests get the apiserver's exact ``Forbidden`` wording.
+Anonymous requests are refused (401) as by an apiserver with ``--anonymous-auth=false``,
+unless the tokens grant the empty token (:data:`ANONYMOUS`): then they are that grant's, as
+``system:anonymous`` is on a cluster that lets anonymous requests in.  Denied requests get
+the apiserver's exact ``Forbidden`` wording.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class TokenGrant:
             return True
         return namespace is not None and namespace in self.namespaces
 
+
+#: The key of the grant of requests without a token (none by default: they get 401).
+ANONYMOUS: Final = ""
 
 ADMIN_TOKEN: Final = "admin-token"
 """The default tokens' administrator: what a gateway serving the demo uses as its own

@@ -39,15 +39,21 @@ NO_CREDENTIAL_HINT = (
 
 
 def refused_without_credential(error: errors.GatewayError) -> errors.GatewayError:
-    """``error`` with :data:`NO_CREDENTIAL_HINT` as its message when it is the upstream's
-    refusal (401) of a request that carried no credential; the caller decides that the
-    request carried none.  Any other error keeps the upstream's message, so nothing but the
-    hint is ever added; reason and code stay the upstream's."""
-    if not isinstance(error, errors.Unauthorized):
+    """``error`` with :data:`NO_CREDENTIAL_HINT` when it is the upstream's refusal of a
+    request that carried no credential (the caller decides that it carried none): a 401
+    becomes the hint; a 403 (a cluster that lets anonymous requests in, then refuses
+    ``system:anonymous``) keeps the upstream's message, the hint appended.  Any other error
+    is left as it is; reason and code stay the upstream's."""
+    if isinstance(error, errors.Unauthorized):
+        message = f"Unauthorized: {NO_CREDENTIAL_HINT}"
+    elif isinstance(error, errors.Forbidden):
+        message = f"{error.message}; {NO_CREDENTIAL_HINT}"
+    else:
         return error
-    return errors.Unauthorized(
-        f"Unauthorized: {NO_CREDENTIAL_HINT}",
+    return type(error)(
+        message,
         reason=error.reason,
+        causes=error.causes,
         details=error.details,
         code=error.status_code,
     )

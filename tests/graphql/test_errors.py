@@ -18,7 +18,17 @@ from gateway.graphql.execution import Engine
 from gateway.graphql.limits import Limits
 from gateway.graphql.schema import gateway_schema
 from kube_gateway_demo import DemoUpstream
-from tests.support.graphql import ADMIN, ALICE, VIEWER, Gateway, data, error_of, gql
+from kube_gateway_demo.auth import ANONYMOUS, DEFAULT_TOKENS, TokenGrant
+from tests.support.graphql import (
+    ADMIN,
+    ALICE,
+    VIEWER,
+    Gateway,
+    data,
+    error_of,
+    gql,
+    serve_gateway,
+)
 
 LEASES = '{ leases(namespace: "demo") { items { metadata { name } } } }'
 
@@ -65,6 +75,28 @@ async def test_no_credential_says_what_to_send(client: httpx.AsyncClient) -> Non
     assert err["extensions"]["code"] == "UNAUTHENTICATED"
     assert "Bearer <token>" not in err["message"]
     assert "not-a-token" not in err["message"]
+
+
+async def test_no_credential_on_a_cluster_open_to_anonymous_says_what_to_send() -> None:
+    """A cluster that lets anonymous requests in refuses ``system:anonymous`` with a 403: its
+    message stays, the hint is added; a caller with a token refused so gets no hint."""
+    tokens = {**DEFAULT_TOKENS, ANONYMOUS: TokenGrant("system:anonymous", frozenset())}
+    async with (
+        DemoUpstream(tokens=tokens) as demo,
+        serve_gateway(demo) as served,
+        httpx.AsyncClient(base_url=served.url, timeout=10) as client,
+    ):
+        err = error_of(await gql(client, LEASES, token=None))
+        assert (err["extensions"]["code"], err["extensions"]["httpStatus"]) == ("FORBIDDEN", 403)
+        upstream, _, hint = err["message"].partition("; no credential was sent")
+        assert upstream.startswith(
+            'leases.coordination.k8s.io is forbidden: User "system:anonymous"'
+        )
+        assert "Authorization: Bearer <token>" in hint
+        elsewhere = '{ leases(namespace: "kube-system") { items { metadata { name } } } }'
+        err = error_of(await gql(client, elsewhere, token=ALICE))
+        assert err["extensions"]["code"] == "FORBIDDEN"
+        assert "Bearer <token>" not in err["message"]
 
 
 async def test_identity_errors_and_causes(client: httpx.AsyncClient) -> None:
