@@ -84,9 +84,12 @@ class DrainGate:
         if scope["type"] == "websocket":
             # Accepted, then closed with 1013 "Try Again Later" (retryable for WebSocket
             # clients, graphql-ws's included).  A 503 denial response would do, but uvicorn's
-            # WebSocket implementation logs it as an error.
+            # WebSocket implementation logs it as an error.  The upgrade names the
+            # subprotocol offered: browsers fail a handshake that names none, and their
+            # script would see 1006 instead of 1013.
             await receive()  # websocket.connect
-            await send({"type": "websocket.accept"})
+            offered = scope.get("subprotocols") or []
+            await send({"type": "websocket.accept", "subprotocol": offered[0] if offered else None})
             await send({"type": "websocket.close", "code": 1013, "reason": "draining"})
             return
         headers, body = refusal()

@@ -193,6 +193,7 @@ async def test_sigterm_drains_every_transport_and_exits_0(tmp_path: Path) -> Non
                 with pytest.raises(ConnectionClosed):
                     await refused_ws.recv()
             assert refused_ws.close_code == 1013  # Try Again Later
+            assert refused_ws.subprotocol == "graphql-transport-ws"  # as browsers require
             # A new operation on a connection still open is refused too.
             late = await ws.subscribe(WATCH, {"ns": NS})
             error = await ws.recv(60)
