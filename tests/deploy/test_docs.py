@@ -1,6 +1,7 @@
 """The README is a path (quick start, a first query early, reference in docs/), it tells how
-to build the image and apply each overlay that exists, docs/configuration.md documents
-every flag the real parser has, and no document names a deploy/ file that is gone."""
+to build the image and apply each overlay that exists, docs/deploy.md names every
+component and example, docs/configuration.md documents every flag the real parser has,
+and no document names a deploy/ file that is gone."""
 
 from __future__ import annotations
 
@@ -65,6 +66,20 @@ def test_the_readme_builds_the_image_and_applies_every_overlay() -> None:
     assert overlays == ["passthrough", "shared-watches"]
     for overlay in overlays:
         assert f"kubectl apply -k deploy/kustomize/overlays/{overlay}" in readme
+
+
+def test_the_deploy_guide_names_every_component_and_example() -> None:
+    """What deploy/kustomize offers beside the two modes (TLS as a component, examples to
+    copy) is where a reader of docs/deploy.md finds it."""
+    guide = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    kustomize = ROOT / "deploy" / "kustomize"
+    components = sorted(p.name for p in (kustomize / "components").iterdir())
+    examples = sorted(p.name for p in (kustomize / "examples").iterdir())
+    assert components == ["tls"] and examples == ["tls-ingress"]
+    for component in components:
+        assert f"deploy/kustomize/components/{component}" in guide
+    for example in examples:
+        assert f"kubectl apply -k deploy/kustomize/examples/{example}" in guide
 
 
 def test_documents_name_only_deploy_files_that_exist() -> None:
