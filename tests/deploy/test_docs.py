@@ -82,6 +82,30 @@ def test_the_deploy_guide_names_every_component_and_example() -> None:
         assert f"kubectl apply -k deploy/kustomize/examples/{example}" in guide
 
 
+def headings(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (outside fenced blocks)."""
+    anchors: set[str] = set()
+    fenced = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_links_to_a_heading_name_one_that_exists() -> None:
+    """The README and docs/ link into each other's sections (``configuration.md#identity``);
+    a heading renamed or moved breaks such a link silently, so each is checked."""
+    for doc in [*documents(), ROOT / "protos" / "README.md"]:
+        text = doc.read_text(encoding="utf-8")
+        for target, anchor in re.findall(r"\]\(([^)#:]*)#([^)]+)\)", text):
+            linked = (doc.parent / target).resolve() if target else doc
+            if linked.exists():
+                assert anchor in headings(linked), f"{doc.name} links to {target}#{anchor}"
+
+
 def test_documents_name_only_deploy_files_that_exist() -> None:
     for doc in documents():
         text = doc.read_text(encoding="utf-8")
