@@ -2,7 +2,7 @@
 
 A stock GraphQL execution calls a resolver and a completion step for every field of every
 object: for a list of 5,000 pods selecting 15 fields that is most of a second of Python
-(README, "Architecture").  The generated Kubernetes types are plain data (every field is its
+(docs/performance.md).  The generated Kubernetes types are plain data (every field is its
 JSON key), so when a selection below a field touches only such fields, the result is a
 projection of the upstream dict, computed here by a plan compiled once per selection: one
 generated function per object type and selection, which reads each key, passes a

@@ -1,11 +1,13 @@
-"""Every example a reader copies from README.md and protos/README.md runs as written.
+"""Every example a reader copies from README.md, protos/README.md and the reference pages
+of docs/ that hold examples runs as written.
 
 A real ``kube-gateway serve --demo`` process serves them; each ``curl`` and ``grpcurl``
 command of a ```` ```sh ```` block runs with the real tool (grpcurl from ``make go-client``)
 through bash, as a reader's shell runs it, with only ``localhost:8080`` and
-``localhost:50051`` pointed at the test's ports; each operation of README.md's
-```` ```graphql ```` blocks is sent as it is written. Document order is kept, because the
-examples build on each other (a lease created, then read, patched, watched and deleted).
+``localhost:50051`` pointed at the test's ports; each operation of the ```` ```graphql ````
+blocks (of every document but protos/README.md, which has none) is sent as it is written.
+Document order is kept, documents in the order listed, because the examples build on each
+other (a lease created, then read, patched, watched and deleted).
 
 Two trailing comments change what is expected of a command, and the test reads them:
 ``# streams until Ctrl-C`` (it runs until its first event arrives, then gets the SIGINT a
@@ -36,7 +38,14 @@ from graphql import OperationDefinitionNode, OperationType, parse
 from tests.support.serve_process import Served, serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = (ROOT / "README.md", ROOT / "protos" / "README.md")
+DOCUMENTS = (
+    ROOT / "README.md",
+    ROOT / "protos" / "README.md",
+    ROOT / "docs" / "configuration.md",
+    ROOT / "docs" / "graphql.md",
+)
+#: Documents whose graphql blocks are sent; protos/README.md shows gRPC only.
+GRAPHQL_DOCUMENTS = {"README.md", "docs/configuration.md", "docs/graphql.md"}
 GO_CLIENT = ROOT / "tests" / "go-client"
 TOOLS = GO_CLIENT / ".bin"
 ERROR_MARKS = ('"errors"', "ERROR:", "Code:")
@@ -124,8 +133,8 @@ def operations(source: str) -> Iterator[tuple[int, str]]:
 
 
 def examples() -> list[Example]:
-    """Every curl and grpcurl command of both documents' sh blocks, and every operation of
-    README.md's graphql blocks, in document order."""
+    """Every curl and grpcurl command of the documents' sh blocks, and every operation of
+    their graphql blocks, in document order."""
     found: list[Example] = []
     for path in DOCUMENTS:
         doc = str(path.relative_to(ROOT))
@@ -139,7 +148,7 @@ def examples() -> list[Example]:
                     elif word in ("curl", "grpcurl"):
                         text = "\n".join([*assignments, command])
                         found.append(Example(doc, start + offset, "sh", text))
-            elif lang == "graphql" and doc == "README.md":
+            elif lang == "graphql" and doc in GRAPHQL_DOCUMENTS:
                 for offset, operation in operations("\n".join(body)):
                     found.append(Example(doc, start + offset, "graphql", operation))
     return found
@@ -295,7 +304,13 @@ def test_the_examples_are_found() -> None:
     multi-line quotes, assignments carried), the streaming ones, and the GraphQL operations."""
     found = examples()
     sh = [e for e in found if e.kind == "sh"]
-    assert {e.doc for e in sh} == {"README.md", "protos/README.md"}
+    assert {e.doc for e in sh} == {
+        "README.md",
+        "protos/README.md",
+        "docs/configuration.md",
+        "docs/graphql.md",
+    }
+    assert {e.doc for e in found if e.kind == "graphql"} == {"README.md", "docs/graphql.md"}
     assert sum(e.text.lstrip().startswith("grpcurl") for e in sh) >= 2
     assert any(e.text.startswith("AUTH=") and "grpcurl" in e.text for e in sh)
     assert any("base64 -w0" in e.text for e in sh)
@@ -320,8 +335,8 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
     assert shutil.which("curl"), "curl is not installed"
     build_grpcurl()
     env = tool_env(tmp_path)
-    # Two demo clusters, so the "Many clusters" examples run as written (demo-2 joins in the
-    # background: its "served" line says when).
+    # Two demo clusters, so the "Many clusters" examples of docs/configuration.md run as
+    # written (demo-2 joins in the background: its "served" line says when).
     with serve_process(tmp_path, "--demo", "--demo-clusters", "2") as served:
         served.wait_serving()
         served.wait_for_line("cluster demo-2: served")

@@ -1,6 +1,7 @@
 """deploy/kustomize, rendered and shown to a real kube-apiserver.
 
-Each overlay is rendered with the pinned kustomize that ``make e2e-bins`` builds, and every
+Each overlay, and the example that adds TLS and Ingresses (examples/tls-ingress), is
+rendered with the pinned kustomize that ``make e2e-bins`` builds, and every
 object it renders is applied the way ``kubectl apply --server-side --dry-run=server
 --force-conflicts --field-manager=kube-gateway-test`` applies it: a PATCH with
 ``application/apply-patch+yaml``, ``dryRun=All``, ``force=true`` and strict field
@@ -13,15 +14,19 @@ The policy each mode promises is asserted on the rendered objects: the security 
 probes, resources, both Service ports with their appProtocol; in both modes a projected
 service account token used only as the gateway's discovery identity, with exactly list and
 watch on CRDs and APIServices; in shared-watches, besides, exactly list and watch on what
-the gateway serves.  Then each overlay's ServiceAccount and RBAC are applied for real, and
-`kube-gateway serve` runs with the container's environment and that ServiceAccount's
-token: discovered kinds are served, and a caller gets only what its own RBAC allows.
+the gateway serves; in the TLS example, passthrough's objects changed only to serve TLS
+from the mounted Secret, and Ingresses that speak TLS to the pods on both ports.  Then each
+one's ServiceAccount and RBAC are applied for real, and `kube-gateway serve` runs with the
+container's environment and that ServiceAccount's token (and, for the TLS example, a
+certificate where the Secret is mounted): discovered kinds are served, and a caller gets
+only what its own RBAC allows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -38,22 +43,27 @@ from gateway.core.reload import APISERVICES, CRDS
 from gateway.settings import Settings, load
 from tests.deploy.test_image import DOCKERFILE, parse_dockerfile
 from tests.e2e.apiserver import BIN_DIR, KubeAPIServer
+from tests.support.pki import make_ca, make_leaf, pem_cert
 from tests.support.serve_process import serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
 KUSTOMIZE_DIR = ROOT / "deploy" / "kustomize"
 OVERLAYS = ("passthrough", "shared-watches")
+#: Examples to copy, rendered and applied like the overlays.
+EXAMPLES = ("tls-ingress",)
 KUSTOMIZE = BIN_DIR / "kustomize"
 FIELD_MANAGER = "kube-gateway-test"
 
 Obj = dict[str, Any]
 
 
-def render(overlay: str) -> list[Obj]:
+def render(name: str) -> list[Obj]:
+    """An overlay, or an example, rendered by kustomize."""
     if not KUSTOMIZE.is_file():
         pytest.fail(f"{KUSTOMIZE} is missing: run `make e2e-bins`")
+    folder = "examples" if name in EXAMPLES else "overlays"
     done = subprocess.run(
-        [str(KUSTOMIZE), "build", str(KUSTOMIZE_DIR / "overlays" / overlay)],
+        [str(KUSTOMIZE), "build", str(KUSTOMIZE_DIR / folder / name)],
         capture_output=True,
         text=True,
         check=False,
@@ -64,7 +74,7 @@ def render(overlay: str) -> list[Obj]:
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[Obj]]:
-    return {overlay: render(overlay) for overlay in OVERLAYS}
+    return {name: render(name) for name in (*OVERLAYS, *EXAMPLES)}
 
 
 def one(objects: list[Obj], kind: str) -> Obj:
@@ -151,7 +161,7 @@ def apply(client: httpx.Client, url: str, obj: Obj, *, dry_run: bool) -> httpx.R
     )
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", [*OVERLAYS, *EXAMPLES])
 def test_every_rendered_object_is_accepted_by_a_server_side_dry_run_apply(
     overlay: str, rendered: dict[str, list[Obj]], admin: httpx.Client
 ) -> None:
@@ -240,7 +250,7 @@ def gateway_settings(objects: list[Obj]) -> Settings:
     return load([], env)
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", [*OVERLAYS, *EXAMPLES])
 def test_the_pod_runs_restricted(overlay: str, rendered: dict[str, list[Obj]]) -> None:
     objects = rendered[overlay]
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
@@ -478,6 +488,90 @@ def test_shared_watches_may_list_and_watch_what_the_gateway_serves_and_nothing_e
     assert settings.ca_file == gateway_settings(rendered["passthrough"]).ca_file
 
 
+#: What the TLS component adds to the gateway's container, by env var: where the Secret's
+#: files are mounted.
+TLS_ENV = ("KUBE_GATEWAY_TLS_CERT_FILE", "KUBE_GATEWAY_TLS_KEY_FILE")
+
+
+def without_tls(deployment: Obj) -> Obj:
+    """The Deployment as it was before the TLS component: its env vars, its mount and
+    volume, and the probes' HTTPS scheme taken out again."""
+    copy: Obj = json.loads(json.dumps(deployment))
+    pod = copy["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    c["env"] = [e for e in c["env"] if e["name"] not in TLS_ENV]
+    c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] != "tls"]
+    pod["volumes"] = [v for v in pod["volumes"] if v["name"] != "tls"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"].pop("scheme") == "HTTPS", probe
+    return copy
+
+
+def test_the_tls_example_is_passthrough_with_tls_on_every_hop(
+    rendered: dict[str, list[Obj]],
+) -> None:
+    """examples/tls-ingress is the passthrough overlay, changed only to serve TLS on both
+    listeners from the Secret kube-gateway-tls, plus two Ingresses that terminate the
+    callers' TLS and speak TLS again to the pods: HTTPS for GraphQL, gRPC over TLS (HTTP/2)
+    for gRPC, with the long timeouts subscriptions need."""
+    objects = rendered["tls-ingress"]
+    base = rendered["passthrough"]
+    changed = ("Deployment", "Service", "Ingress")
+    assert [o for o in objects if o["kind"] not in changed] == [
+        o for o in base if o["kind"] not in changed
+    ]
+    assert without_tls(one(objects, "Deployment")) == one(base, "Deployment")
+
+    # the certificate: the Secret's two files, mounted read-only, named to the gateway
+    settings = gateway_settings(objects)
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    (mount,) = [m for m in container(objects)["volumeMounts"] if m["name"] == "tls"]
+    assert mount["readOnly"] is True
+    assert settings.tls_cert_file == f"{mount['mountPath']}/tls.crt"
+    assert settings.tls_key_file == f"{mount['mountPath']}/tls.key"
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "tls"]
+    assert volume["secret"] == {
+        "secretName": "kube-gateway-tls",
+        "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}],
+    }
+
+    # both Service ports say TLS; nothing else about the Service changed
+    service = one(objects, "Service")
+    assert {p["name"]: p["appProtocol"] for p in service["spec"]["ports"]} == {
+        "http": "https",
+        "grpc": "https",
+    }
+    plain = json.loads(json.dumps(service))
+    for port, was in zip(
+        plain["spec"]["ports"], one(base, "Service")["spec"]["ports"], strict=True
+    ):
+        port["appProtocol"] = was["appProtocol"]
+    assert plain == one(base, "Service")
+
+    # an Ingress per port, each terminating TLS and speaking TLS to the pods
+    ingresses = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Ingress"}
+    backend_protocol = {"http": "HTTPS", "grpc": "GRPCS"}
+    ports: set[str] = set()
+    for ingress in ingresses.values():
+        spec = ingress["spec"]
+        (rule,) = spec["rules"]
+        (path,) = rule["http"]["paths"]
+        target = path["backend"]["service"]
+        assert target["name"] == service["metadata"]["name"]
+        port = target["port"]["name"]
+        ports.add(port)
+        notes = ingress["metadata"]["annotations"]
+        prefix = "nginx.ingress.kubernetes.io/"
+        assert notes[prefix + "backend-protocol"] == backend_protocol[port]
+        assert int(notes[prefix + "proxy-read-timeout"]) >= 3600
+        assert int(notes[prefix + "proxy-send-timeout"]) >= 3600
+        if port == "http":  # SSE and multipart events pass as they are written
+            assert notes[prefix + "proxy-buffering"] == "off"
+        (tls,) = spec["tls"]
+        assert rule["host"] in tls["hosts"] and tls["secretName"]
+    assert ports == {"http", "grpc"}
+
+
 # --- the pod's configuration starts the gateway ------------------------------------------
 
 
@@ -602,7 +696,7 @@ DEPLOYMENT = {
 }
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", [*OVERLAYS, *EXAMPLES])
 def test_the_pods_environment_serves_on_the_real_apiserver(
     overlay: str,
     rendered: dict[str, list[Obj]],
@@ -617,7 +711,8 @@ def test_the_pods_environment_serves_on_the_real_apiserver(
     (deployments are served), and each caller gets what its own RBAC allows and no more:
     alice is refused what the gateway's own identity could read, a caller without a token
     is refused, and, in shared-watches, subscriptions go through shared watches made with
-    the ServiceAccount's token."""
+    the ServiceAccount's token.  With TLS (the example), a certificate of a test CA where
+    the Secret is mounted: the gateway serves HTTPS with it, and nothing in clear."""
     objects = rendered[overlay]
     env = {e["name"]: e["value"] for e in container(objects)["env"]}
     projected = projected_token_path(objects)
@@ -633,10 +728,28 @@ def test_the_pods_environment_serves_on_the_real_apiserver(
             KUBE_GATEWAY_CA_FILE=kube_apiserver.ca_file, KUBE_GATEWAY_SERVER=kube_apiserver.url
         )
         env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT="443")
+        tls = TLS_ENV[0] in env
+        verify: ssl.SSLContext | bool = True
+        if tls:
+            ca_key, ca_cert = make_ca("deploy e2e CA")
+            crt, key = make_leaf(ca_key, ca_cert, "kube-gateway", server=True)
+            (tmp_path / "tls.crt").write_bytes(crt)
+            (tmp_path / "tls.key").write_bytes(key)
+            files = (str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+            env.update(zip(TLS_ENV, files, strict=True))
+            verify = ssl.create_default_context(cadata=pem_cert(ca_cert).decode())
         with (
             serve_process(tmp_path, env=env) as served,
-            httpx.Client(base_url=served.http, timeout=30.0, trust_env=False) as client,
+            httpx.Client(
+                base_url=served.http.replace("http://", "https://") if tls else served.http,
+                verify=verify,
+                timeout=30.0,
+                trust_env=False,
+            ) as client,
         ):
+            if tls:
+                with pytest.raises(httpx.HTTPError):  # nothing served in clear
+                    httpx.get(f"{served.http}/healthz", timeout=5.0, trust_env=False)
             assert served.wait_for_line("upstream: ")
             assert served.wait_for_line(f"discovery with token file {token_file}")
             served.wait_for_line("GraphQL schema /graphql rebuilt")
@@ -658,7 +771,7 @@ def test_the_pods_environment_serves_on_the_real_apiserver(
 
             # what the gateway's own identity may list, alice may not
             crds = "{ customResourceDefinitions { items { metadata { name } } } }"
-            if overlay == "passthrough":
+            if overlay != "shared-watches":
                 assert error_code(graphql(client, crds, alice)) == "FORBIDDEN"
             else:  # not among the resources it serves
                 answer = graphql(client, crds, alice, status=400)
