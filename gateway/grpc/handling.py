@@ -38,6 +38,7 @@ from gateway.core.adapter import KubeAdapter
 from gateway.core.changes import Digest
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
+from gateway.core.fleetstream import FleetStream
 from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.operations import Call, Operation
 from gateway.core.options import (
@@ -64,6 +65,9 @@ __all__ = [
     "opt",
     "patch_document",
     "patch_options",
+    "pump",
+    "watch_call",
+    "watch_deadline",
     "watch_stream",
     "write_options",
 ]
@@ -254,6 +258,31 @@ def core_call(
 # -- Watch ------------------------------------------------------------------------------------
 
 
+def watch_call(request: Any, *, namespace: str | None, resource_version: str | None) -> Call:
+    """The core :class:`Call` of a ``Watch`` request, starting after ``resource_version``
+    (a fleet watch's is each cluster's own)."""
+    return Call(
+        namespace=namespace,
+        list=ListOptions(
+            label_selector=request.label_selector or None,
+            field_selector=request.field_selector or None,
+            resource_version=resource_version or None,
+            resource_version_match=request.resource_version_match or None,
+            send_initial_events=opt(request, "send_initial_events"),
+            allow_watch_bookmarks=request.allow_watch_bookmarks or None,
+            timeout_seconds=request.timeout_seconds or None,
+        ),
+        changed_only=bool(getattr(request, "changed_fields_only", False)),
+    )
+
+
+def watch_deadline(request: Any) -> float | None:
+    """When a ``Watch`` ends cleanly (its ``timeout_seconds``), on the loop's clock."""
+    if request.timeout_seconds > 0:
+        return float(asyncio.get_running_loop().time() + request.timeout_seconds)
+    return None
+
+
 async def watch_stream(
     adapter: KubeAdapter,
     watches: WatchHub,
@@ -270,70 +299,72 @@ async def watch_stream(
     """A ``Watch`` request's events, through the core's stream entry point, each encoded by
     ``encode``.
 
-    With the request's ``changed_fields_only``, a MODIFIED event whose object digests
-    (``digest_of``: what this stream sends of it) as the previous one of that object is
-    withheld (watch rule 31, compared by the hub's :class:`StreamChanges` of this
-    subscriber); the digest is computed once per event and key.
-
-    ``key`` names the encoding (message type, read mask, representation): every subscriber
-    of one upstream watch with the same key shares one encoding of each event.  The start
-    (snapshot, now, resume, streaming list) is :meth:`WatchStart.from_options`; the stream
-    survives upstream closes and relists (watch rules of docs/watch-semantics.md, all in the
-    hub) and ends cleanly after ``timeout_seconds``; ``opened`` ends it with the error the
-    cluster's streams end with (the cluster left the gateway).
+    The start (snapshot, now, resume, streaming list) is :meth:`WatchStart.from_options`;
+    the stream survives upstream closes and relists (watch rules of
+    docs/watch-semantics.md, all in the hub) and ends cleanly after ``timeout_seconds``;
+    ``opened`` ends it with the error the cluster's streams end with (the cluster left the
+    gateway).  ``key``, ``encode`` and ``digest_of``: see :func:`pump`.
     """
-    options = ListOptions(
-        label_selector=request.label_selector or None,
-        field_selector=request.field_selector or None,
-        resource_version=request.resource_version or None,
-        resource_version_match=request.resource_version_match or None,
-        send_initial_events=opt(request, "send_initial_events"),
-        allow_watch_bookmarks=request.allow_watch_bookmarks or None,
-        timeout_seconds=request.timeout_seconds or None,
-    )
-    call = Call(
-        namespace=namespace,
-        list=options,
-        changed_only=bool(getattr(request, "changed_fields_only", False)),
-    )
-    if options.timeout_seconds is not None and options.timeout_seconds > 0:
-        deadline: float | None = asyncio.get_running_loop().time() + options.timeout_seconds
-    else:
-        deadline = None
+    deadline = watch_deadline(request)
+    call = watch_call(request, namespace=namespace, resource_version=request.resource_version)
     sub = await open_stream(adapter, watches, op, call, credential=credential)
     assert isinstance(sub, WatchSubscription)
-    changes = sub.changes
-    digest_key = ("digest", key)
-
-    def digested(event: HubEvent) -> Digest:
-        return digest_of(event.object)
-
     end = sub.end
     try:
         opened.hold(end)
-        while True:
-            # Events already queued go out without a timer; only waiting is timed.
-            event = sub.next_nowait()
-            if event is None:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        event = await sub.next()
-                except TimeoutError:
-                    return  # timeout_seconds: the stream ends cleanly, as upstream's do
-                if event is None:
-                    return
-            if changes is not None and not await changes.admit(
-                event,
-                # Digested once per event and key for every stream that asks.
-                functools.partial(event.encoded, digest_key, digested),
-                digest_of,
-            ):
-                continue  # nothing this stream sends of the object changed (watch rule 31)
-            # Encoded once per event and key for every subscriber.
-            yield event.encoded(key, encode)
+        async for message in pump(sub, deadline, key, encode, digest_of):
+            yield message
     finally:
         opened.release(end)
         sub.close()
+
+
+async def pump(
+    source: WatchSubscription | FleetStream,
+    deadline: float | None,
+    key: Hashable,
+    encode: Callable[[Any], bytes],
+    digest_of: Callable[[JSON], Digest],
+    *,
+    message: Callable[[Any], bytes] | None = None,
+) -> AsyncGenerator[bytes, None]:
+    """The messages of a watch's events (one cluster's subscription or a fleet's merged
+    stream) until it ends or ``deadline`` passes (then cleanly, as upstream's do).
+
+    With the request's ``changed_fields_only``, a MODIFIED event whose object digests
+    (``digest_of``: what this stream sends of it) as the previous one of that object is
+    withheld (watch rule 31, compared by the subscription's :class:`StreamChanges`); the
+    digest is computed once per event and key.  ``key`` names the encoding (message type,
+    read mask, representation): every subscriber of one upstream watch with the same key
+    shares one encoding of each event.  ``message`` (a fleet's: the cluster's encoding plus
+    the event's cluster) makes each message instead, when given.
+    """
+    changes = source.changes
+    digest_key = ("digest", key)
+
+    def digested(event: Any) -> Digest:
+        return digest_of(event.object)
+
+    while True:
+        # Events already queued go out without a timer; only waiting is timed.
+        event: Any = source.next_nowait()
+        if event is None:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    event = await source.next()
+            except TimeoutError:
+                return  # timeout_seconds: the stream ends cleanly, as upstream's do
+            if event is None:
+                return
+        if changes is not None and not await changes.admit(
+            event,
+            # Digested once per event and key for every stream that asks.
+            functools.partial(event.encoded, digest_key, digested),
+            digest_of,
+        ):
+            continue  # nothing this stream sends of the object changed (watch rule 31)
+        # Encoded once per event and key for every subscriber.
+        yield event.encoded(key, encode) if message is None else message(event)
 
 
 #: A unary response this large is sent uncompressed even to a client that accepts gzip:

@@ -16,11 +16,25 @@ Objects travel as a ``ResourceObject``: JSON bytes (the default), or a
 either form.  ``read_mask`` paths are JSON field names (:func:`gateway.grpc.mask.parse_json`).
 Answers are written as wire bytes directly (:mod:`gateway.grpc.wire`): the JSON text is
 orjson's, a ``Struct`` is encoded straight from the decoded JSON.
+
+Fleet calls: ``List`` and ``Watch`` take ``clusters`` (names, ``*`` for every served
+cluster).  Then the call asks each named cluster concurrently with the caller's credential
+(:mod:`gateway.core.fleetops`), each resolving the resource on its own catalog and refusing
+on its own (an unknown resource, a verb it does not serve, RBAC): ``List`` answers one
+``ClusterResourceList`` per cluster, its list (the same large-list path as a single List)
+or its ``ClusterStatus`` (a ``google.rpc.Status`` on the wire, with the details a unary
+error carries); ``Watch`` merges the clusters' watches
+(:class:`~gateway.core.fleetstream.FleetStream`), each event tagged with its ``cluster``, a
+cluster whose part ends sending one event with its ``error`` while the others go on, and a
+drain ending the call with the per-cluster resume point (``ErrorInfo`` metadata
+``resumeFrom``, what ``resume_from`` takes).  Only a malformed request fails the call.
+Without ``clusters`` nothing changes: the ``x-kube-cluster`` metadata's cluster answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -30,16 +44,30 @@ from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.changes import digest
+from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
-from gateway.core.hub import HubEvent, WatchHub
+from gateway.core.fleetops import FleetStreams, cluster_names, each_cluster, open_fleet_stream
+from gateway.core.fleetstream import FleetEvent
+from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.largelist import ListEncoding
 from gateway.core.operations import Action, Operation, perform
 from gateway.core.registry import Resource
+from gateway.core.streams import open_stream
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import LIST_SLICE, Codec, codec, struct_json
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
-from gateway.grpc.handling import OpenStreams, ServicerBase, core_call, invalid, watch_stream
+from gateway.grpc.handling import (
+    OpenStreams,
+    ServicerBase,
+    core_call,
+    invalid,
+    pump,
+    watch_call,
+    watch_deadline,
+    watch_stream,
+)
+from gateway.grpc.status import FleetDraining, status_message
 from gateway.grpc.wire import encode_struct, field_tag, length_prefixed, varint
 
 __all__ = ["SERVICE", "ResourceServiceServicer", "resource_service_handler"]
@@ -76,6 +104,12 @@ _LIST_KIND: Final = field_tag(resource_pb2.ResourceList.KIND_FIELD_NUMBER)
 _LIST_METADATA: Final = field_tag(resource_pb2.ResourceList.METADATA_FIELD_NUMBER)
 _LIST_ITEMS: Final = field_tag(resource_pb2.ResourceList.ITEMS_FIELD_NUMBER)
 _EVENT_OBJECT: Final = field_tag(resource_pb2.ResourceWatchEvent.OBJECT_FIELD_NUMBER)
+_EVENT_CLUSTER: Final = field_tag(resource_pb2.ResourceWatchEvent.CLUSTER_FIELD_NUMBER)
+_EVENT_ERROR: Final = field_tag(resource_pb2.ResourceWatchEvent.ERROR_FIELD_NUMBER)
+_LIST_CLUSTERS: Final = field_tag(resource_pb2.ResourceList.CLUSTERS_FIELD_NUMBER)
+_MEMBER_CLUSTER: Final = field_tag(resource_pb2.ClusterResourceList.CLUSTER_FIELD_NUMBER)
+_MEMBER_LIST: Final = field_tag(resource_pb2.ClusterResourceList.LIST_FIELD_NUMBER)
+_MEMBER_ERROR: Final = field_tag(resource_pb2.ClusterResourceList.ERROR_FIELD_NUMBER)
 # DeleteResourceResponse and DeleteCollectionResourcesResponse: the answer 1, a Status 2.
 _RESULT: Final = field_tag(1)
 _STATUS: Final = field_tag(2)
@@ -104,6 +138,8 @@ class ResourceServiceServicer(ServicerBase):
         conversions: the typed contract's codec (for ``ListMeta`` and ``Status``).
         drain: the application's drain.
         opened: the open streams of the cluster served (ended when it leaves the fleet).
+        fleet: every served cluster and the open fleet watches (fleet calls: ``clusters``);
+            ``None`` refuses fleet calls.
     """
 
     full_name = SERVICE.full_name
@@ -117,10 +153,12 @@ class ResourceServiceServicer(ServicerBase):
         drain: Drain | None = None,
         *,
         opened: OpenStreams | None = None,
+        fleet: FleetStreams | None = None,
     ) -> None:
         super().__init__(adapter, watches, drain, opened)
         self.catalog = catalog
         self.codec = conversions
+        self.fleet = fleet
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -134,10 +172,29 @@ class ResourceServiceServicer(ServicerBase):
         for field in ("version", "resource"):
             if not getattr(request, field):
                 raise invalid(field, f"{field} is required", "FieldValueRequired")
+        if _fleet_call(request):
+            _check_fleet_request(request)
+            try:  # counted as this cluster's resource; each cluster resolves its own
+                resource = self.catalog.current.resource(
+                    request.group, request.version, request.resource
+                )
+            except errors.UnknownResource:
+                resource = UNRESOLVED
+            return Operation(resource, action)
+        if getattr(request, "resume_from", None):
+            raise invalid("resume_from", "resume_from needs clusters (the clusters to watch)")
         resource = self.catalog.current.resource(request.group, request.version, request.resource)
         return Operation(resource, action, getattr(request, "subresource", "") or None)
 
     def admit(self, op: Operation, request: Any) -> None:
+        if _fleet_call(request):
+            if self.fleet is None:
+                raise invalid("clusters", "this server serves no fleet: leave clusters empty")
+            return  # each cluster admits its own operation (_member)
+        self._admit(op, request)
+
+    @staticmethod
+    def _admit(op: Operation, request: Any) -> None:
         resource, sub = op.resource, op.subresource
         resource.check(op.verb, sub)
         if sub is not None and resource.subresources[sub].content != "json":
@@ -151,6 +208,19 @@ class ResourceServiceServicer(ServicerBase):
 
     def unresolved(self, method: str) -> Operation:
         return Operation(UNRESOLVED, _ACTIONS[method])
+
+    def _member(self, action: Action, request: Any, cluster: Cluster) -> Operation:
+        """One cluster's operation of a fleet call, on that cluster's catalog, admitted.
+
+        Raises:
+            GatewayError: that cluster's refusal (the others are asked all the same).
+        """
+        resource = cluster.catalog.current.resource(
+            request.group, request.version, request.resource
+        )
+        op = Operation(resource, action)
+        self._admit(op, request)
+        return op
 
     # -- request -> core ---------------------------------------------------------------------
 
@@ -185,6 +255,8 @@ class ResourceServiceServicer(ServicerBase):
         credential: Credential,
         timeout: float | None,
     ) -> bytes:
+        if op.action == "list" and request.clusters:
+            return await self._fleet_list(request, credential, timeout)
         mask = self._mask(request) if op.action in ("get", "list") else None
         call = core_call(op, request, namespace=request.namespace, body=lambda: self._body(request))
         rep = request.representation
@@ -229,6 +301,43 @@ class ResourceServiceServicer(ServicerBase):
 
         return ListEncoding(head, items, LIST_SLICE)
 
+    async def _fleet_list(
+        self, request: Any, credential: Credential, timeout: float | None
+    ) -> bytes:
+        """A fleet ``List``: every named cluster's list (or error) at once, in the order
+        named.  Each cluster stops at the call's deadline less a margin, so a slow cluster
+        is its own ``DEADLINE_EXCEEDED`` and the others' lists still go out."""
+        assert self.fleet is not None
+        encoding = self._list_encoding(request.representation, self._mask(request))
+        within = None if timeout is None else timeout - min(timeout * 0.1, 1.0)
+
+        async def one(name: str, cluster: Cluster) -> bytes:
+            op = self._member("list", request, cluster)
+            call = core_call(op, request, namespace=request.namespace, body=dict)
+            adapter = cluster.adapter
+            try:
+                async with asyncio.timeout(within):
+                    return await adapter.large_lists.answer(
+                        lambda: perform(adapter, op, call, credential=credential, timeout=within),
+                        encoding,
+                    )
+            except TimeoutError:
+                raise errors.Timeout(
+                    f'cluster "{name}" did not answer within the call\'s deadline'
+                ) from None
+
+        parts: list[bytes] = []
+        names = cluster_names(self.fleet.fleet, request.clusters)
+        for name, result in await each_cluster(self.fleet.fleet, names, one):
+            member = length_prefixed(_MEMBER_CLUSTER, name.encode())
+            if isinstance(result, bytes):
+                head = member + _MEMBER_LIST + varint(len(result))
+                parts += (_LIST_CLUSTERS, varint(len(head) + len(result)), head, result)
+            else:
+                member += length_prefixed(_MEMBER_ERROR, _status_bytes(result))
+                parts.append(length_prefixed(_LIST_CLUSTERS, member))
+        return b"".join(parts)
+
     def stream(
         self, method: str, op: Operation, request: Any, credential: Credential
     ) -> AsyncGenerator[bytes, None]:
@@ -250,6 +359,16 @@ class ResourceServiceServicer(ServicerBase):
             return head + length_prefixed(_EVENT_OBJECT, object_bytes(obj, rep))
 
         paths = tuple(request.read_mask.paths) if mask is not None else None
+        # Not a typed service's key (those are a mask's paths or None).
+        key = (SERVICE.full_name, rep == STRUCT, paths)
+
+        def digest_of(obj: JSON) -> Any:
+            return digest(
+                orjson.dumps(masks.project(obj, mask, loose=True) if mask is not None else obj)
+            )
+
+        if request.clusters:
+            return self._fleet_watch(request, credential, key, encode, digest_of)
         return watch_stream(
             self.adapter,
             self.watches,
@@ -257,14 +376,95 @@ class ResourceServiceServicer(ServicerBase):
             request,
             namespace=request.namespace,
             credential=credential,
-            # Not a typed service's key (those are a mask's paths or None).
-            key=(SERVICE.full_name, rep == STRUCT, paths),
+            key=key,
             encode=encode,
-            digest_of=lambda obj: digest(
-                orjson.dumps(masks.project(obj, mask, loose=True) if mask is not None else obj)
-            ),
+            digest_of=digest_of,
             opened=self.opened,
         )
+
+    async def _fleet_watch(
+        self,
+        request: Any,
+        credential: Credential,
+        key: Any,
+        encode: Callable[[HubEvent], bytes],
+        digest_of: Callable[[JSON], Any],
+    ) -> AsyncGenerator[bytes, None]:
+        """A fleet ``Watch``: every named cluster's watch, each from its own resume point,
+        merged; each event is the cluster's own encoding (shared with that cluster's other
+        subscribers) plus its ``cluster``."""
+        assert self.fleet is not None
+        fleet = self.fleet.fleet
+        points = dict(request.resume_from)
+
+        async def open_one(name: str, cluster: Cluster) -> WatchSubscription:
+            op = self._member("watch", request, cluster)
+            call = watch_call(
+                request, namespace=request.namespace, resource_version=points.get(name)
+            )
+            sub = await open_stream(
+                cluster.adapter, cluster.watches, op, call, credential=credential
+            )
+            assert isinstance(sub, WatchSubscription)
+            return sub
+
+        deadline = watch_deadline(request)
+        names = cluster_names(fleet, request.clusters)
+        stream = await open_fleet_stream(fleet, names, open_one, points)
+        self.fleet.add(stream)
+        tags = {name: length_prefixed(_EVENT_CLUSTER, name.encode()) for name in names}
+
+        def message(event: FleetEvent) -> bytes:
+            if event.event is not None:
+                own: bytes = event.event.encoded(key, encode)
+                return own + tags[event.cluster]
+            assert event.error is not None
+            if isinstance(event.error, errors.Draining):
+                # the gateway is going: the whole call ends, resumable in every cluster
+                raise FleetDraining(stream.resume)
+            return tags[event.cluster] + length_prefixed(_EVENT_ERROR, _status_bytes(event.error))
+
+        try:
+            async for data in pump(stream, deadline, key, encode, digest_of, message=message):
+                yield data
+        finally:
+            stream.close()
+
+
+def _fleet_call(request: Any) -> bool:
+    """Whether a request names clusters (a fleet List or Watch)."""
+    return bool(getattr(request, "clusters", None))
+
+
+def _check_fleet_request(request: Any) -> None:
+    """Refuse what a fleet call cannot mean (before any cluster is asked).
+
+    Raises:
+        InvalidParameter: an empty cluster name; a ``continue`` token (one cluster's list
+            only); a ``resource_version`` to watch from (each cluster has its own:
+            ``resume_from``).
+    """
+    if any(not name for name in request.clusters):
+        raise invalid("clusters", 'a cluster name is empty (name clusters, or "*" for all)')
+    if getattr(request, "continue", ""):
+        raise invalid(
+            "continue",
+            "a continue token is one cluster's: page on with that cluster alone "
+            "(x-kube-cluster, no clusters)",
+        )
+    if isinstance(request, resource_pb2.WatchResourcesRequest):
+        if request.resource_version:
+            raise invalid(
+                "resource_version",
+                "with clusters, each cluster resumes from its own version: use resume_from",
+            )
+        if any(not k or not v for k, v in request.resume_from.items()):
+            raise invalid("resume_from", "resume_from maps cluster names to resourceVersions")
+
+
+def _status_bytes(error: errors.GatewayError) -> bytes:
+    """A cluster's error as ``ClusterStatus`` bytes (the wire form of ``google.rpc.Status``)."""
+    return bytes(status_message(error).SerializeToString())
 
 
 def resource_service_handler(

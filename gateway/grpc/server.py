@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from gateway.core.cluster import Cluster
 from gateway.core.drain import Drain
 from gateway.core.fleet import Fleet
+from gateway.core.fleetops import FleetStreams
 from gateway.grpc import clusters
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
@@ -148,6 +149,9 @@ async def start_grpc(
         interceptors=(CallInterceptor(drain),),
     )
 
+    # Fleet calls (ResourceService List/Watch with clusters) reach every cluster.
+    fleet_streams = FleetStreams(fleet, again="call again to continue")
+
     def servicers(cluster: Cluster, opened: OpenStreams) -> list[ServicerBase]:
         a, hub = cluster.adapter, cluster.watches
         return [
@@ -155,7 +159,9 @@ async def start_grpc(
                 ResourceServicer(a, hub, svc, conversions, drain, opened=opened)
                 for svc in c.services
             ),
-            ResourceServiceServicer(a, hub, cluster.catalog, conversions, drain, opened=opened),
+            ResourceServiceServicer(
+                a, hub, cluster.catalog, conversions, drain, opened=opened, fleet=fleet_streams
+            ),
         ]
 
     router = Router(fleet, servicers, routed_methods(c))
@@ -176,6 +182,7 @@ async def start_grpc(
         bound = 0
     if bound == 0:
         router.close()
+        fleet_streams.close()
         raise OSError(
             f"cannot bind the gRPC port {host}:{port}: in use by another process, or not an "
             "address of this host (--grpc-port, --host)"

@@ -35,7 +35,15 @@ from grpc_status import rpc_status
 from gateway.core import errors
 from gateway.grpc.codec import codec
 
-__all__ = ["CODES", "DOMAIN", "code_for", "internal_status", "to_status"]
+__all__ = [
+    "CODES",
+    "DOMAIN",
+    "FleetDraining",
+    "code_for",
+    "internal_status",
+    "status_message",
+    "to_status",
+]
 
 #: ``ErrorInfo.domain`` of every error the gateway reports.
 DOMAIN: Final = "kube-gateway.io"
@@ -77,8 +85,24 @@ def _pack(message: Message) -> any_pb2.Any:
     return packed
 
 
+class FleetDraining(errors.Draining):
+    """A fleet ``Watch`` ended by a drain: it resumes from one point per cluster, the
+    ``ErrorInfo`` metadata ``resumeFrom`` (``{"cluster": "resourceVersion", ...}`` as JSON:
+    what ``WatchResourcesRequest.resume_from`` takes)."""
+
+    def __init__(self, resume_from: str | None) -> None:
+        super().__init__()
+        self.resume_from = resume_from
+
+
 def to_status(error: errors.GatewayError) -> grpc.Status:
     """The ``grpc.Status`` (code, message, rich details) for a core error."""
+    return rpc_status.to_status(status_message(error))
+
+
+def status_message(error: errors.GatewayError) -> status_pb2.Status:
+    """The ``google.rpc.Status`` of a core error: its code, message and rich details (what
+    a fleet call's per-cluster error carries too)."""
     code = code_for(error)
     metadata = {"httpStatus": str(error.status_code)}
     for key in ("kind", "name", "group", "uid"):
@@ -87,6 +111,8 @@ def to_status(error: errors.GatewayError) -> grpc.Status:
             metadata[key] = value
     if isinstance(error, errors.SlowSubscriber | errors.Draining) and error.resource_version:
         metadata["resourceVersion"] = error.resource_version
+    if isinstance(error, FleetDraining) and error.resume_from:
+        metadata["resumeFrom"] = error.resume_from
     details = [
         _pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata))
     ]
@@ -109,9 +135,7 @@ def to_status(error: errors.GatewayError) -> grpc.Status:
             _pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=seconds)))
         )
     details.append(_pack(codec().message("Status", error.to_status())))
-    return rpc_status.to_status(
-        status_pb2.Status(code=code.value[0], message=error.message, details=details)
-    )
+    return status_pb2.Status(code=code.value[0], message=error.message, details=details)
 
 
 def internal_status() -> grpc.Status:

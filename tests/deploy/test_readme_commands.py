@@ -70,6 +70,12 @@ ANSWERS: dict[str, Callable[[dict[str, Any]], bool]] = {
         len(a["items"]) == 2 and all(set(i["struct"]) <= {"metadata", "status"} for i in a["items"])
     ),
     "ResourceService/Delete": lambda a: "object" in a or "status" in a,
+    # "Many clusters": one entry per demo cluster, each its own list (its own namespace in it)
+    '"clusters": ["*"]': lambda a: (
+        [m["cluster"] for m in a["clusters"]] == ["default", "demo-2"]
+        and {i["struct"]["metadata"]["name"] for i in a["clusters"][1]["list"]["items"]}
+        >= {"demo-2"}
+    ),
 }
 
 

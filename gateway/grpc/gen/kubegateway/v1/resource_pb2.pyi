@@ -1,3 +1,4 @@
+from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from gateway.grpc.gen.kubegateway.v1 import common_pb2 as _common_pb2
@@ -29,16 +30,38 @@ class ResourceObject(_message.Message):
     def __init__(self, json: _Optional[bytes] = ..., struct: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ResourceList(_message.Message):
-    __slots__ = ("api_version", "kind", "metadata", "items")
+    __slots__ = ("api_version", "kind", "metadata", "items", "clusters")
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     api_version: str
     kind: str
     metadata: _meta_pb2.ListMeta
     items: _containers.RepeatedCompositeFieldContainer[ResourceObject]
-    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[ResourceObject, _Mapping]]] = ...) -> None: ...
+    clusters: _containers.RepeatedCompositeFieldContainer[ClusterResourceList]
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[_meta_pb2.ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[ResourceObject, _Mapping]]] = ..., clusters: _Optional[_Iterable[_Union[ClusterResourceList, _Mapping]]] = ...) -> None: ...
+
+class ClusterStatus(_message.Message):
+    __slots__ = ("code", "message", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    details: _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
+
+class ClusterResourceList(_message.Message):
+    __slots__ = ("cluster", "list", "error")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    LIST_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    list: ResourceList
+    error: ClusterStatus
+    def __init__(self, cluster: _Optional[str] = ..., list: _Optional[_Union[ResourceList, _Mapping]] = ..., error: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...
 
 class GetResourceRequest(_message.Message):
     __slots__ = ("group", "version", "resource", "namespace", "name", "subresource", "read_mask", "representation")
@@ -61,7 +84,7 @@ class GetResourceRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., subresource: _Optional[str] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
 
 class ListResourcesRequest(_message.Message):
-    __slots__ = ("group", "version", "resource", "namespace", "label_selector", "field_selector", "limit", "resource_version", "resource_version_match", "timeout_seconds", "read_mask", "representation")
+    __slots__ = ("group", "version", "resource", "namespace", "label_selector", "field_selector", "limit", "resource_version", "resource_version_match", "timeout_seconds", "read_mask", "representation", "clusters")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +98,7 @@ class ListResourcesRequest(_message.Message):
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     READ_MASK_FIELD_NUMBER: _ClassVar[int]
     REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     group: str
     version: str
     resource: str
@@ -87,10 +111,18 @@ class ListResourcesRequest(_message.Message):
     timeout_seconds: int
     read_mask: _field_mask_pb2.FieldMask
     representation: Representation
-    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., limit: _Optional[int] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., **kwargs) -> None: ...
+    clusters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., limit: _Optional[int] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., clusters: _Optional[_Iterable[str]] = ..., **kwargs) -> None: ...
 
 class WatchResourcesRequest(_message.Message):
-    __slots__ = ("group", "version", "resource", "namespace", "label_selector", "field_selector", "resource_version", "resource_version_match", "send_initial_events", "allow_watch_bookmarks", "timeout_seconds", "read_mask", "representation", "changed_fields_only")
+    __slots__ = ("group", "version", "resource", "namespace", "label_selector", "field_selector", "resource_version", "resource_version_match", "send_initial_events", "allow_watch_bookmarks", "timeout_seconds", "read_mask", "representation", "changed_fields_only", "clusters", "resume_from")
+    class ResumeFromEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     GROUP_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +137,8 @@ class WatchResourcesRequest(_message.Message):
     READ_MASK_FIELD_NUMBER: _ClassVar[int]
     REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELDS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FROM_FIELD_NUMBER: _ClassVar[int]
     group: str
     version: str
     resource: str
@@ -119,17 +153,23 @@ class WatchResourcesRequest(_message.Message):
     read_mask: _field_mask_pb2.FieldMask
     representation: Representation
     changed_fields_only: bool
-    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., send_initial_events: _Optional[bool] = ..., allow_watch_bookmarks: _Optional[bool] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., changed_fields_only: _Optional[bool] = ...) -> None: ...
+    clusters: _containers.RepeatedScalarFieldContainer[str]
+    resume_from: _containers.ScalarMap[str, str]
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., resource_version: _Optional[str] = ..., resource_version_match: _Optional[str] = ..., send_initial_events: _Optional[bool] = ..., allow_watch_bookmarks: _Optional[bool] = ..., timeout_seconds: _Optional[int] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., changed_fields_only: _Optional[bool] = ..., clusters: _Optional[_Iterable[str]] = ..., resume_from: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ResourceWatchEvent(_message.Message):
-    __slots__ = ("type", "resource_version", "object")
+    __slots__ = ("type", "resource_version", "object", "cluster", "error")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     type: _common_pb2.WatchEvent.Type
     resource_version: str
     object: ResourceObject
-    def __init__(self, type: _Optional[_Union[_common_pb2.WatchEvent.Type, str]] = ..., resource_version: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ...) -> None: ...
+    cluster: str
+    error: ClusterStatus
+    def __init__(self, type: _Optional[_Union[_common_pb2.WatchEvent.Type, str]] = ..., resource_version: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ..., cluster: _Optional[str] = ..., error: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...
 
 class CreateResourceRequest(_message.Message):
     __slots__ = ("group", "version", "resource", "namespace", "object", "dry_run", "field_manager", "field_validation", "representation")
