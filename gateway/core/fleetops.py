@@ -1,7 +1,7 @@
 """Fleet operations shared by the front ends: ask several clusters at once, keep each answer.
 
 A fleet call (gRPC's ``ResourceService.List``/``Watch`` with a cluster list; GraphQL's
-``/fleet/graphql`` could use the same) names its clusters, asks them all concurrently with
+``/fleet/graphql``) names its clusters, asks them all concurrently with
 the caller's credential and keeps, per cluster, the answer or the error: one cluster that
 refuses, fails or is not served never costs the others theirs.
 
@@ -11,8 +11,9 @@ refuses, fails or is not served never costs the others theirs.
 - :func:`open_fleet_stream`: every named cluster's watch opened at once and merged into a
   :class:`~gateway.core.fleetstream.FleetStream` (a cluster that cannot open starts it
   with its error event);
-- :class:`FleetStreams`: the open fleet streams of a front end; a cluster removed from (or
-  replaced in) the fleet ends its part of each of them, and only that part.
+- :class:`FleetStreams`: the open fleet streams of a front end, following the fleet: a
+  cluster removed ends its part of each of them, and only that part; one replaced goes
+  on on its new configuration; a new one joins the streams of every cluster.
 
 Anything that is not a ``GatewayError`` is a bug, not a cluster's answer: it propagates
 (after the subscriptions opened beside it are closed).
@@ -31,7 +32,14 @@ from gateway.core.fleet import Fleet
 from gateway.core.fleetstream import FleetStream
 from gateway.core.hub import WatchSubscription
 
-__all__ = ["ALL", "FleetStreams", "cluster_names", "each_cluster", "open_fleet_stream"]
+__all__ = [
+    "ALL",
+    "FleetStreams",
+    "OpenOne",
+    "cluster_names",
+    "each_cluster",
+    "open_fleet_stream",
+]
 
 #: The cluster name that stands for every cluster the gateway serves.
 ALL: Final = "*"
@@ -72,20 +80,32 @@ async def each_cluster(
     return out
 
 
+#: Opens one cluster's watch for a fleet stream: ``(name, cluster, resume point or None)``.
+OpenOne = Callable[[str, Cluster, str | None], Awaitable[WatchSubscription]]
+
+
 async def open_fleet_stream(
     fleet: Fleet,
     names: Sequence[str],
-    open_one: Callable[[str, Cluster], Awaitable[WatchSubscription]],
+    open_one: OpenOne,
     resume: Mapping[str, str] = {},
+    *,
+    follows_all: bool = False,
 ) -> FleetStream:
     """Every named cluster's watch (``open_one``), opened concurrently, as one stream.
 
-    A cluster that refuses or is not served is part of the stream as its first error
-    event; ``resume`` holds the resume points the caller came with (kept for the clusters
-    whose subscription could not open, so a drain's resume point still names them).
+    Each cluster starts from its point in ``resume`` (else as the call asks).  A cluster
+    that refuses or is not served is part of the stream as its first error event;
+    ``resume`` is kept for the clusters whose subscription could not open, so a drain's
+    resume point still names them.  The stream reopens a cluster's part on the cluster
+    that replaces it, and (``follows_all``) takes in clusters that join the fleet later.
     """
+
+    async def opener(name: str, point: str | None) -> WatchSubscription:
+        return await open_one(name, fleet.get(name), point)
+
     results = await asyncio.gather(
-        *(_open(fleet, n, open_one) for n in names), return_exceptions=True
+        *(opener(n, resume.get(n)) for n in names), return_exceptions=True
     )
     members: dict[str, WatchSubscription] = {}
     failed: dict[str, errors.GatewayError] = {}
@@ -101,27 +121,22 @@ async def open_fleet_stream(
         for opened in members.values():
             opened.close()
         raise unexpected
-    return FleetStream(members, failed, resume)
-
-
-async def _open(
-    fleet: Fleet, name: str, open_one: Callable[[str, Cluster], Awaitable[WatchSubscription]]
-) -> WatchSubscription:
-    return await open_one(name, fleet.get(name))
+    return FleetStream(members, failed, resume, opener=opener, follows_all=follows_all)
 
 
 class FleetStreams:
     """The open fleet streams of one front end, each of whose parts follows its cluster.
 
-    While it listens to ``fleet``, a cluster removed from it ends its part of every stream
-    with :class:`~gateway.core.errors.ClusterRemoved`, and a cluster replaced by a new
-    configuration with ``Unavailable`` (subscribe again to follow it there); the other
-    clusters' parts go on.  Streams are held weakly: a stream its reader dropped is gone.
+    While it listens to ``fleet``, every stream hears each change
+    (:meth:`FleetStream.heard`): a cluster removed ends its part with
+    :class:`~gateway.core.errors.ClusterRemoved`, a cluster replaced by a new configuration
+    goes on there from its resume point, a new one joins the streams of every cluster; the
+    other clusters' parts go on.  Streams are held weakly: a stream its reader dropped is
+    gone.
     """
 
-    def __init__(self, fleet: Fleet, again: str = "call again to follow it") -> None:
+    def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self._again = again
         self._streams: weakref.WeakSet[FleetStream] = weakref.WeakSet()
         self._stop = fleet.listen(self._heard)
 
@@ -133,13 +148,8 @@ class FleetStreams:
         return len(self._streams)
 
     def _heard(self, name: str, cluster: Cluster | None) -> None:
-        error: errors.GatewayError = (
-            errors.ClusterRemoved(name)
-            if cluster is None
-            else errors.Unavailable(f'cluster "{name}" was reconfigured: {self._again}')
-        )
         for stream in list(self._streams):
-            stream.end_member(name, error)
+            stream.heard(name, cluster is not None)
 
     def close(self) -> None:
         """Stop following the fleet."""

@@ -26,8 +26,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +50,7 @@ from gateway.core import errors
 from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.fleet import Fleet
+from gateway.core.fleetops import FleetStreams, open_fleet_stream
 from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
 from gateway.core.hub import WatchSubscription
 from gateway.graphql.context import Context
@@ -86,8 +86,8 @@ class FleetContext(Context):
     by_cluster: dict[str, Context] = field(default_factory=dict)
     #: The members placed by each ``fleet`` field: (response key, index) -> member.
     placed: dict[tuple[Any, Any], Member] = field(default_factory=dict)
-    #: The open fleet watches of the endpoint (a removed cluster's parts end).
-    streams: weakref.WeakSet[FleetStream] | None = None
+    #: The open fleet watches of the endpoint, which follow the fleet's changes.
+    streams: FleetStreams | None = None
 
     def member(self, name: str) -> Context:
         """The context of cluster ``name`` for this operation.
@@ -241,7 +241,7 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
         points = decode_resume(resumeFrom if resumeFrom is not None else ctx.resume_from)
         names = ctx.names(clusters)
 
-        async def open_one(name: str, point: str | None = None) -> WatchSubscription:
+        async def open_one(name: str, cluster: Cluster, point: str | None) -> WatchSubscription:
             member = ctx.member(name)
             asked = dict(kwargs)
             if version_key is not None and point is not None:
@@ -252,24 +252,9 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
             assert isinstance(opened, WatchSubscription)
             return opened
 
-        results = await asyncio.gather(
-            *(open_one(n, points.get(n)) for n in names), return_exceptions=True
+        stream = await open_fleet_stream(
+            ctx.fleet, names, open_one, points, follows_all=clusters is None
         )
-        members: dict[str, WatchSubscription] = {}
-        failed: dict[str, errors.GatewayError] = {}
-        unexpected: BaseException | None = None
-        for name, result in zip(names, results, strict=True):
-            if isinstance(result, WatchSubscription):
-                members[name] = result
-            elif isinstance(result, errors.GatewayError):
-                failed[name] = result
-            else:
-                unexpected = result
-        if unexpected is not None:
-            for opened in members.values():
-                opened.close()
-            raise unexpected
-        stream = FleetStream(members, failed, points, opener=open_one, follows_all=clusters is None)
         if ctx.streams is not None:
             ctx.streams.add(stream)
         return stream
@@ -375,22 +360,17 @@ class FleetEndpoint(GraphQLApp):
             allowed_origins=root.allowed_origins,
             drain=root.drain,
         )
-        self.streams: weakref.WeakSet[FleetStream] = weakref.WeakSet()
+        #: The open fleet watches: a removed cluster's part ends, a reconfigured one's
+        #: goes on on the new cluster, a new cluster joins the watches of every cluster.
+        self.streams: FleetStreams | None = None
         self._deriving: asyncio.Lock | None = None
-        self._stop_listening: Callable[[], None] = lambda: None
 
     def bind_fleet(self, fleet: Fleet) -> None:
         """Serve ``fleet`` (its default cluster answers GraphiQL's settings)."""
-        self._stop_listening()
+        self.close()
         self.fleet = fleet
         self.cluster = fleet.get() if fleet.names() else None
-        self._stop_listening = fleet.listen(self._heard)
-
-    def _heard(self, name: str, cluster: Cluster | None) -> None:
-        """Every fleet watch hears it: a removed cluster's part ends, a reconfigured one's
-        goes on on the new cluster, a new cluster joins the watches of every cluster."""
-        for stream in list(self.streams):
-            stream.heard(name, cluster is not None)
+        self.streams = FleetStreams(fleet)
 
     def context(self, credential: Credential) -> Context:
         fleet = self.fleet
@@ -428,4 +408,6 @@ class FleetEndpoint(GraphQLApp):
         await super().__call__(scope, receive, send)
 
     def close(self) -> None:
-        self._stop_listening()
+        """Stop following the fleet."""
+        if self.streams is not None:
+            self.streams.close()

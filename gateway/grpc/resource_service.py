@@ -47,7 +47,13 @@ from gateway.core.changes import digest
 from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
-from gateway.core.fleetops import FleetStreams, cluster_names, each_cluster, open_fleet_stream
+from gateway.core.fleetops import (
+    ALL,
+    FleetStreams,
+    cluster_names,
+    each_cluster,
+    open_fleet_stream,
+)
 from gateway.core.fleetstream import FleetEvent
 from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.largelist import ListEncoding
@@ -397,11 +403,9 @@ class ResourceServiceServicer(ServicerBase):
         fleet = self.fleet.fleet
         points = dict(request.resume_from)
 
-        async def open_one(name: str, cluster: Cluster) -> WatchSubscription:
+        async def open_one(name: str, cluster: Cluster, point: str | None) -> WatchSubscription:
             op = self._member("watch", request, cluster)
-            call = watch_call(
-                request, namespace=request.namespace, resource_version=points.get(name)
-            )
+            call = watch_call(request, namespace=request.namespace, resource_version=point)
             sub = await open_stream(
                 cluster.adapter, cluster.watches, op, call, credential=credential
             )
@@ -410,19 +414,26 @@ class ResourceServiceServicer(ServicerBase):
 
         deadline = watch_deadline(request)
         names = cluster_names(fleet, request.clusters)
-        stream = await open_fleet_stream(fleet, names, open_one, points)
+        follows_all = ALL in request.clusters
+        stream = await open_fleet_stream(fleet, names, open_one, points, follows_all=follows_all)
         self.fleet.add(stream)
-        tags = {name: length_prefixed(_EVENT_CLUSTER, name.encode()) for name in names}
+        tags: dict[str, bytes] = {}
+
+        def tag(name: str) -> bytes:
+            found = tags.get(name)
+            if found is None:
+                found = tags[name] = length_prefixed(_EVENT_CLUSTER, name.encode())
+            return found
 
         def message(event: FleetEvent) -> bytes:
             if event.event is not None:
                 own: bytes = event.event.encoded(key, encode)
-                return own + tags[event.cluster]
+                return own + tag(event.cluster)
             assert event.error is not None
             if isinstance(event.error, errors.Draining):
                 # the gateway is going: the whole call ends, resumable in every cluster
                 raise FleetDraining(stream.resume)
-            return tags[event.cluster] + length_prefixed(_EVENT_ERROR, _status_bytes(event.error))
+            return tag(event.cluster) + length_prefixed(_EVENT_ERROR, _status_bytes(event.error))
 
         try:
             async for data in pump(stream, deadline, key, encode, digest_of, message=message):

@@ -150,7 +150,7 @@ async def start_grpc(
     )
 
     # Fleet calls (ResourceService List/Watch with clusters) reach every cluster.
-    fleet_streams = FleetStreams(fleet, again="call again to continue")
+    fleet_streams = FleetStreams(fleet)
 
     def servicers(cluster: Cluster, opened: OpenStreams) -> list[ServicerBase]:
         a, hub = cluster.adapter, cluster.watches
