@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import re
 
@@ -129,3 +130,17 @@ def test_the_lock_records_every_field_of_every_message() -> None:
     for name in contract().messages:
         descriptor = message_class(name).DESCRIPTOR
         assert {f.name: f.number for f in descriptor.fields} == recorded[name]["fields"], name
+
+
+def test_every_contract_file_names_its_go_and_java_package() -> None:
+    # Clients in Go and Java generate from protos/ as it is: every file, generated or written
+    # by hand, must put its code in the same Go package and the same Java package.
+    gen = protogen.GEN_DIR / "kubegateway" / "v1"
+    modules = sorted(p.stem for p in gen.glob("*_pb2.py"))
+    assert len(modules) == len(list(protogen.PROTO_ROOT.rglob("*.proto")))
+    for name in modules:
+        module = importlib.import_module(f"{protogen.GEN_PACKAGE}.kubegateway.v1.{name}")
+        options = module.DESCRIPTOR.GetOptions()
+        assert options.go_package == "kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1"
+        assert options.java_package == "local.kubegateway.v1"
+        assert options.java_multiple_files, name

@@ -27,13 +27,14 @@ from gateway.grpc.gen.kubegateway.v1 import core_pb2 as kubegateway_dot_v1_dot_c
 from gateway.grpc.gen.kubegateway.v1 import image_pb2 as kubegateway_dot_v1_dot_image__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bkubegateway/v1/common.proto\x12\x0ekubegateway.v1\x1a!kubegateway/v1/coordination.proto\x1a\x19kubegateway/v1/core.proto\x1a\x1akubegateway/v1/image.proto\"\x89\x03\n\nWatchEvent\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.kubegateway.v1.WatchEvent.Type\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\"\n\x03pod\x18\x03 \x01(\x0b\x32\x13.kubegateway.v1.PodH\x00\x12&\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x15.kubegateway.v1.EventH\x00\x12.\n\tendpoints\x18\x05 \x01(\x0b\x32\x19.kubegateway.v1.EndpointsH\x00\x12&\n\x05lease\x18\x06 \x01(\x0b\x32\x15.kubegateway.v1.LeaseH\x00\x12&\n\x05image\x18\x07 \x01(\x0b\x32\x15.kubegateway.v1.ImageH\x00\"\\\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0c\n\x08MODIFIED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\x12\x0c\n\x08\x42OOKMARK\x10\x04\x12\n\n\x06RESYNC\x10\x05\x42\x08\n\x06object\"\x18\n\x08LogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c*\x88\x01\n\tPatchType\x12\x1a\n\x16PATCH_TYPE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPATCH_TYPE_JSON\x10\x01\x12\x14\n\x10PATCH_TYPE_MERGE\x10\x02\x12\x1e\n\x1aPATCH_TYPE_STRATEGIC_MERGE\x10\x03\x12\x14\n\x10PATCH_TYPE_APPLY\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bkubegateway/v1/common.proto\x12\x0ekubegateway.v1\x1a!kubegateway/v1/coordination.proto\x1a\x19kubegateway/v1/core.proto\x1a\x1akubegateway/v1/image.proto\"\x89\x03\n\nWatchEvent\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.kubegateway.v1.WatchEvent.Type\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\"\n\x03pod\x18\x03 \x01(\x0b\x32\x13.kubegateway.v1.PodH\x00\x12&\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x15.kubegateway.v1.EventH\x00\x12.\n\tendpoints\x18\x05 \x01(\x0b\x32\x19.kubegateway.v1.EndpointsH\x00\x12&\n\x05lease\x18\x06 \x01(\x0b\x32\x15.kubegateway.v1.LeaseH\x00\x12&\n\x05image\x18\x07 \x01(\x0b\x32\x15.kubegateway.v1.ImageH\x00\"\\\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0c\n\x08MODIFIED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\x12\x0c\n\x08\x42OOKMARK\x10\x04\x12\n\n\x06RESYNC\x10\x05\x42\x08\n\x06object\"\x18\n\x08LogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c*\x88\x01\n\tPatchType\x12\x1a\n\x16PATCH_TYPE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPATCH_TYPE_JSON\x10\x01\x12\x14\n\x10PATCH_TYPE_MERGE\x10\x02\x12\x1e\n\x1aPATCH_TYPE_STRATEGIC_MERGE\x10\x03\x12\x14\n\x10PATCH_TYPE_APPLY\x10\x04\x42P\n\x14local.kubegateway.v1P\x01Z6kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kubegateway.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\024local.kubegateway.v1P\001Z6kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1'
   _globals['_PATCHTYPE']._serialized_start=560
   _globals['_PATCHTYPE']._serialized_end=696
   _globals['_WATCHEVENT']._serialized_start=138
