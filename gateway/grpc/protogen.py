@@ -35,6 +35,7 @@ __all__ = [
     "HAND_WRITTEN",
     "PROTO_ROOT",
     "check",
+    "file_options",
     "generate",
     "main",
     "render",
@@ -54,13 +55,25 @@ HAND_WRITTEN: Final = frozenset({"kubegateway/v1/resource.proto", "kubegateway/v
 #: generated for other languages lands in one package per language whatever the file: one Go
 #: package (its import path under the project's placeholder domain ``kube-gateway.local``;
 #: a client module maps it with a ``replace`` or protoc's ``M`` flag) and one Java package
-#: whose messages and services are top-level classes.  :func:`check` reports a hand-written
-#: file without them.
+#: whose messages and services are top-level classes.  :func:`file_options` adds the Java
+#: outer class; :func:`check` reports a hand-written file without them.
 FILE_OPTIONS: Final = (
     'option go_package = "kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1";',
     "option java_multiple_files = true;",
     'option java_package = "local.kubegateway.v1";',
 )
+
+
+def file_options(path: str) -> tuple[str, ...]:
+    """The option lines of the contract file at ``path`` (under ``protos/``).
+
+    The Java outer class is named ``<File>Proto`` (``EndpointsProto``): protoc's default, the
+    file name alone, would give ``endpoints.proto`` the class ``Endpoints``, which the message
+    ``Endpoints`` (of ``core.proto``) also is in the same Java package.
+    """
+    stem = Path(path).stem
+    outer = "".join(part[:1].upper() + part[1:] for part in re.split(r"[_.-]", stem)) + "Proto"
+    return tuple(sorted((*FILE_OPTIONS, f'option java_outer_classname = "{outer}";')))
 
 
 def _comment(text: str, indent: str) -> list[str]:
@@ -138,7 +151,7 @@ def render(c: Contract, numbers: FieldNumbers) -> dict[str, str]:
             lines.append("")
             lines.extend(f'import "{i}";' for i in f.imports)
         lines.append("")
-        lines.extend(FILE_OPTIONS)
+        lines.extend(file_options(f.path))
         blocks: list[list[str]] = [_enum(e, "") for e in f.enums]
         blocks.extend(_message(m, numbers) for m in f.messages)
         for svc in f.services:
@@ -252,7 +265,7 @@ def check(proto_root: Path = PROTO_ROOT, gen_dir: Path = GEN_DIR) -> list[str]:
             problems.append(f"{rel}: missing")
             continue
         have = set(p.read_text("utf-8").splitlines())
-        problems.extend(f"{rel}: lacks `{o}`" for o in FILE_OPTIONS if o not in have)
+        problems.extend(f"{rel}: lacks `{o}`" for o in file_options(rel) if o not in have)
     lock_path = proto_root / LOCK_FILE
     if lock_path.exists() and lock_path.read_text("utf-8") != files[LOCK_FILE]:
         problems.append(f"{LOCK_FILE}: new field numbers were assigned")
