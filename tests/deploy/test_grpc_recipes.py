@@ -16,6 +16,7 @@ finds it up to date (or builds it, a few minutes once, when the test runs alone)
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,18 @@ def test_buf_breaking_finds_no_break_since_the_release(built: None) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_make_buf_check_runs_both_as_documented(built: None) -> None:
+    done = subprocess.run(
+        ["make", "-s", "buf-check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def copy_of_protos(tmp_path: Path) -> Path:
     copy = tmp_path / "protos"
     shutil.copytree(PROTOS, copy)
@@ -169,3 +182,26 @@ def test_buf_breaking_fails_on_a_renumbered_field(built: None, tmp_path: Path) -
     done = buf("breaking", "--against", str(PROTOS / "released.binpb"), cwd=protos)
     assert done.returncode != 0
     assert 'Previously present field "4" with name "ready"' in done.stdout, done.stdout
+
+
+def test_the_documented_excerpts_are_in_the_real_files() -> None:
+    """Every line of a code excerpt in docs/grpc-clients.md stands in a recipe file or in the
+    buf module, so the page cannot drift from the code it shows."""
+    sources = [
+        *(p for p in RECIPES.rglob("*") if p.is_file() and p.name in ("go.mod", "pom.xml")),
+        *(
+            p
+            for p in RECIPES.rglob("*")
+            if p.suffix in (".go", ".py", ".java", ".yaml")
+            and not {"gen", "target", ".bin"} & set(p.relative_to(RECIPES).parts)
+        ),
+        *PROTOS.rglob("*.proto"),
+        PROTOS / "buf.yaml",
+    ]
+    known = {line.rstrip() for p in sources for line in p.read_text("utf-8").splitlines()}
+    doc = (ROOT / "docs" / "grpc-clients.md").read_text("utf-8")
+    excerpts = re.findall(r"```(?:go|python|java|xml|yaml|proto)\n(.*?)```", doc, re.DOTALL)
+    assert len(excerpts) >= 10
+    for excerpt in excerpts:
+        for line in excerpt.splitlines():
+            assert not line.strip() or line.rstrip() in known, line
