@@ -24,7 +24,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	kubegatewayv1 "kube-gateway.local/gen/go/kubegateway/v1"
@@ -38,21 +37,34 @@ func main() {
 	timeout := flag.Duration("timeout", 30*time.Second, "deadline of the whole run")
 	flag.Parse()
 
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	// The caller's own credential: the gateway forwards it to the Kubernetes API.
+	options := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if *token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
+		options = append(options, grpc.WithPerRPCCredentials(bearer(*token)))
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(*addr, options...)
 	if err != nil {
 		exit(err)
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
 	if err := run(ctx, kubegatewayv1.NewPodServiceClient(conn), *namespace, *selector); err != nil {
 		exit(err)
 	}
 }
+
+// bearer is the caller's own credential, sent as the authorization metadata of every call on
+// the connection: the gateway forwards it to the Kubernetes API as the caller's identity.
+type bearer string
+
+func (t bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+// RequireTransportSecurity is false so that the recipe reaches a plaintext gateway on this
+// machine; across a network, dial with TLS credentials and answer true (a token must not
+// travel in clear).
+func (bearer) RequireTransportSecurity() bool { return false }
 
 func run(ctx context.Context, pods kubegatewayv1.PodServiceClient, namespace, selector string) error {
 	listed, err := pods.List(ctx, &kubegatewayv1.ListPodsRequest{Namespace: namespace, LabelSelector: selector})
