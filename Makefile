@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps generate schemas
+.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps generate schemas grpc-recipes buf-check buf-release
 
 $(STAMP): pyproject.toml demo/pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/kube-gateway serve $(ARGS)
 
 ## test: install everything, lint, type-check and run the whole suite (real kube-apiserver included)
-test: $(STAMP) e2e-bins chromium go-client audit-deps
+test: $(STAMP) e2e-bins chromium go-client audit-deps grpc-recipes
 	$(BIN)/ruff check gateway demo tests
 	$(BIN)/ruff format --check gateway demo tests
 	$(BIN)/mypy
@@ -67,6 +67,22 @@ protos: $(STAMP)
 ## go-client: build (or reuse) the Go example client of the gRPC API and grpcurl (tests/go-client/.bin)
 go-client: $(STAMP)
 	bash tests/go-client/build.sh
+
+## grpc-recipes: build (or reuse) buf and the gRPC client recipes of examples/grpc (Go, Python,
+## Java); Maven and Debian's grpc-java protoc plugin are installed when missing
+grpc-recipes: $(STAMP)
+	test -x /usr/bin/mvn -a -x /usr/bin/grpc_java_plugin || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven protobuf-compiler-grpc-java-plugin)
+	bash examples/grpc/build.sh
+
+## buf-check: `buf lint` and `buf breaking` against the last release (protos/released.binpb), as `make test` runs them
+buf-check:
+	bash examples/grpc/build.sh buf
+	cd protos && ../examples/grpc/.bin/buf lint && ../examples/grpc/.bin/buf breaking --against released.binpb
+
+## buf-release: at a release, freeze today's contract as the baseline `buf breaking` compares with (commit it)
+buf-release:
+	bash examples/grpc/build.sh buf
+	cd protos && ../examples/grpc/.bin/buf build --exclude-source-info -o released.binpb
 
 ## bench: one table of the benchmarks (ratios against a direct upstream call in the same run; not tests), written to BENCHMARKS.md
 bench: $(STAMP) go-client e2e-bins

@@ -29,7 +29,18 @@ from typing import Final
 from gateway.grpc.contract import PACKAGE, Contract, ProtoEnum, ProtoField, ProtoMessage, contract
 from gateway.grpc.numbering import LOCK_FILE, FieldNumbers
 
-__all__ = ["GEN_DIR", "HAND_WRITTEN", "PROTO_ROOT", "check", "generate", "main", "render", "stubs"]
+__all__ = [
+    "FILE_OPTIONS",
+    "GEN_DIR",
+    "HAND_WRITTEN",
+    "PROTO_ROOT",
+    "check",
+    "file_options",
+    "generate",
+    "main",
+    "render",
+    "stubs",
+]
 
 REPO: Final = Path(__file__).resolve().parents[2]
 PROTO_ROOT: Final = REPO / "protos"
@@ -40,6 +51,29 @@ _WIDTH: Final = 96
 _STUB_SUFFIXES: Final = (".py", ".pyi")
 #: Contract files written by hand (paths under ``protos/``): fixed, whatever the registry holds.
 HAND_WRITTEN: Final = frozenset({"kubegateway/v1/resource.proto", "kubegateway/v1/cluster.proto"})
+#: The file options of every contract file, generated and hand-written alike, so that code
+#: generated for other languages lands in one package per language whatever the file: one Go
+#: package (its import path under the project's placeholder domain ``kube-gateway.local``;
+#: a client module maps it with a ``replace`` or protoc's ``M`` flag) and one Java package
+#: whose messages and services are top-level classes.  :func:`file_options` adds the Java
+#: outer class; :func:`check` reports a hand-written file without them.
+FILE_OPTIONS: Final = (
+    'option go_package = "kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1";',
+    "option java_multiple_files = true;",
+    'option java_package = "local.kubegateway.v1";',
+)
+
+
+def file_options(path: str) -> tuple[str, ...]:
+    """The option lines of the contract file at ``path`` (under ``protos/``).
+
+    The Java outer class is named ``<File>Proto`` (``EndpointsProto``): protoc's default, the
+    file name alone, would give ``endpoints.proto`` the class ``Endpoints``, which the message
+    ``Endpoints`` (of ``core.proto``) also is in the same Java package.
+    """
+    stem = Path(path).stem
+    outer = "".join(part[:1].upper() + part[1:] for part in re.split(r"[_.-]", stem)) + "Proto"
+    return tuple(sorted((*FILE_OPTIONS, f'option java_outer_classname = "{outer}";')))
 
 
 def _comment(text: str, indent: str) -> list[str]:
@@ -116,6 +150,8 @@ def render(c: Contract, numbers: FieldNumbers) -> dict[str, str]:
         if f.imports:
             lines.append("")
             lines.extend(f'import "{i}";' for i in f.imports)
+        lines.append("")
+        lines.extend(file_options(f.path))
         blocks: list[list[str]] = [_enum(e, "") for e in f.enums]
         blocks.extend(_message(m, numbers) for m in f.messages)
         for svc in f.services:
@@ -223,9 +259,13 @@ def check(proto_root: Path = PROTO_ROOT, gen_dir: Path = GEN_DIR) -> list[str]:
     """What differs between the committed contract/stubs and freshly generated ones."""
     files = generate(proto_root)
     problems = _compare(files, proto_root, (".proto",), HAND_WRITTEN)
-    problems.extend(
-        f"{rel}: missing" for rel in sorted(HAND_WRITTEN) if not (proto_root / rel).exists()
-    )
+    for rel in sorted(HAND_WRITTEN):
+        p = proto_root / rel
+        if not p.exists():
+            problems.append(f"{rel}: missing")
+            continue
+        have = set(p.read_text("utf-8").splitlines())
+        problems.extend(f"{rel}: lacks `{o}`" for o in file_options(rel) if o not in have)
     lock_path = proto_root / LOCK_FILE
     if lock_path.exists() and lock_path.read_text("utf-8") != files[LOCK_FILE]:
         problems.append(f"{LOCK_FILE}: new field numbers were assigned")

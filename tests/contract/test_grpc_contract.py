@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import re
 
@@ -129,3 +130,26 @@ def test_the_lock_records_every_field_of_every_message() -> None:
     for name in contract().messages:
         descriptor = message_class(name).DESCRIPTOR
         assert {f.name: f.number for f in descriptor.fields} == recorded[name]["fields"], name
+
+
+def test_every_contract_file_names_its_go_and_java_package() -> None:
+    # Clients in Go and Java generate from protos/ as it is: every file, generated or written
+    # by hand, must put its code in the same Go package and the same Java package.
+    gen = protogen.GEN_DIR / "kubegateway" / "v1"
+    modules = sorted(p.stem for p in gen.glob("*_pb2.py"))
+    assert len(modules) == len(list(protogen.PROTO_ROOT.rglob("*.proto")))
+    outer_classes, messages = set(), set()
+    for name in modules:
+        module = importlib.import_module(f"{protogen.GEN_PACKAGE}.kubegateway.v1.{name}")
+        options = module.DESCRIPTOR.GetOptions()
+        assert options.go_package == "kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1"
+        assert options.java_package == "local.kubegateway.v1"
+        assert options.java_multiple_files, name
+        outer_classes.add(options.java_outer_classname)
+        messages |= set(module.DESCRIPTOR.message_types_by_name)
+        messages |= set(module.DESCRIPTOR.enum_types_by_name)
+        messages |= set(module.DESCRIPTOR.services_by_name)
+    # One Java class per file and per message in one package: no name may be taken twice
+    # (protoc's default outer class of endpoints.proto, Endpoints, is a message's name).
+    assert len(outer_classes) == len(modules)
+    assert outer_classes.isdisjoint(messages), outer_classes & messages

@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ckubegateway/v1/cluster.proto\x12\x0ekubegateway.v1\"\x15\n\x13ListClustersRequest\"g\n\rServedCluster\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06server\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\r\n\x05ready\x18\x04 \x01(\x08\x12\x18\n\x10served_resources\x18\x05 \x01(\x05\"G\n\x14ListClustersResponse\x12/\n\x08\x63lusters\x18\x01 \x03(\x0b\x32\x1d.kubegateway.v1.ServedCluster2k\n\x0e\x43lusterService\x12Y\n\x0cListClusters\x12#.kubegateway.v1.ListClustersRequest\x1a$.kubegateway.v1.ListClustersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ckubegateway/v1/cluster.proto\x12\x0ekubegateway.v1\"\x15\n\x13ListClustersRequest\"g\n\rServedCluster\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06server\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\r\n\x05ready\x18\x04 \x01(\x08\x12\x18\n\x10served_resources\x18\x05 \x01(\x05\"G\n\x14ListClustersResponse\x12/\n\x08\x63lusters\x18\x01 \x03(\x0b\x32\x1d.kubegateway.v1.ServedCluster2k\n\x0e\x43lusterService\x12Y\n\x0cListClusters\x12#.kubegateway.v1.ListClustersRequest\x1a$.kubegateway.v1.ListClustersResponseB^\n\x14local.kubegateway.v1B\x0c\x43lusterProtoP\x01Z6kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kubegateway.v1.cluster_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\024local.kubegateway.v1B\014ClusterProtoP\001Z6kube-gateway.local/gen/go/kubegateway/v1;kubegatewayv1'
   _globals['_LISTCLUSTERSREQUEST']._serialized_start=48
   _globals['_LISTCLUSTERSREQUEST']._serialized_end=69
   _globals['_SERVEDCLUSTER']._serialized_start=71
