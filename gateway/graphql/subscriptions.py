@@ -178,6 +178,7 @@ class Subscriber:
         "_changes_keys",
         "_final",
         "_pending",
+        "_starting",
         "context",
         "drained",
         "error",
@@ -200,6 +201,9 @@ class Subscriber:
         self._final: str | None = None
         #: An event ``next_nowait`` took whose rendering has to wait.
         self._pending: Any = None
+        #: Opening the source: a task of its own, so that a reader's timeout (a transport's
+        #: heartbeat) cannot cut the opening short; the next read waits for the same one.
+        self._starting: asyncio.Future[bool] | None = None
         self._changes_keys: tuple[str, ...] | None = None
 
     # -- state -------------------------------------------------------------------------
@@ -266,8 +270,11 @@ class Subscriber:
 
     async def next_item(self) -> Item | None:
         """The next item, waiting for one; ``None`` when the subscription is over."""
-        if self.source is None and not self.finished and not await self._start():
-            return None
+        if self.source is None and not self.finished:
+            if self._starting is None:
+                self._starting = asyncio.ensure_future(self._start())
+            if not await asyncio.shield(self._starting):
+                return None
         source = self.source
         assert source is not None
         while not self.finished:

@@ -101,6 +101,36 @@ async def test_each_documented_connection_init_spelling_is_the_callers_identity(
         assert "alice" in error["message"]
 
 
+async def test_heartbeats_while_a_watch_opens_do_not_cut_its_opening(
+    gateway: Gateway, demo: DemoUpstream
+) -> None:
+    """The first subscriber of a watch waits for the upstream to answer; the heartbeats
+    sent meanwhile must not cut that opening short (it goes on, and its events come)."""
+    label = unique("sse-slow-open")
+    await demo.store.create("pods", _pod(f"{label}-a", label), namespace=NAMESPACE)
+    gateway.graphql.limits = replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    demo.faults.hold(verb="list")
+    try:
+        async with (
+            httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,
+            client.stream(
+                "POST",
+                "/graphql",
+                json={"query": WATCH, "variables": {"ns": NAMESPACE, "labels": f"suite={label}"}},
+                headers={"Accept": "text/event-stream", "Authorization": f"Bearer {ADMIN}"},
+            ) as response,
+        ):
+            sse = SSE(response)
+            await demo.faults.wait_held()
+            for _ in range(3):  # heartbeats while the upstream list is held
+                await sse.heartbeat()
+            demo.faults.release()
+            name, payload = await sse.event()
+            assert (name, _event(payload)) == ("next", ("ADDED", f"{label}-a"))
+    finally:
+        demo.faults.release()
+
+
 async def test_watch_over_sse_with_heartbeat(gateway: Gateway, demo: DemoUpstream) -> None:
     label = unique("sse")
     await demo.store.create("pods", _pod(f"{label}-a", label), namespace=NAMESPACE)
