@@ -37,10 +37,13 @@ from graphql import (
 )
 
 from gateway.graphql.server import GraphQLApp
+from tests.deploy.test_readme_commands import blocks
 from tests.support.serve_process import Served, clean_env, serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "examples" / "graphql"
+DOC = ROOT / "docs" / "clients.md"
+CODE = (".mjs", ".ts")
 ADMIN = "admin-token"
 TIMEOUT = 300
 #: The access line's mark of a multipart HTTP stream.
@@ -180,6 +183,17 @@ def test_the_schema_command_writes_a_file_and_fails_clearly(tmp_path: Path) -> N
     )
     assert failed.returncode == 1 and failed.stdout == ""
     assert "did not finish in 2 s" in failed.stderr
+
+
+def test_the_documented_excerpts_are_the_recipes_code() -> None:
+    """docs/clients.md quotes the recipes: each js/ts block is a run of lines of one of
+    their files, as it stands there."""
+    sources = [p.read_text(encoding="utf-8") for p in RECIPES.iterdir() if p.suffix in CODE]
+    excerpts = [body for lang, _, body in blocks(DOC) if lang in ("js", "ts")]
+    assert len(excerpts) >= 6
+    for body in excerpts:
+        text = "\n".join(body) + "\n"
+        assert any(text in source for source in sources), text
 
 
 def build_dir(tmp_path: Path) -> Path:
