@@ -116,8 +116,9 @@ async def _served_sdl(settings: settings_mod.Settings) -> str:
 
     The upstream is chosen as ``serve`` chooses it (the demo upstream started when asked
     for), its cluster built with discovery, and the live schema left to take the
-    discovered catalog in until it is ready, exactly what ``/readyz`` waits for; the SDL
-    is then printed from the schema the endpoint serves.  No gRPC or HTTP server starts.
+    discovered catalog in until it is ready (the schema half of what ``/readyz`` waits
+    for); the SDL is then printed from the schema the endpoint would serve.  No gRPC or
+    HTTP server starts: a second code path would drift from what clients are served.
     """
     from graphql import print_schema
 
