@@ -8,7 +8,6 @@ import asyncio
 import ssl
 import sys
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
 from pathlib import Path
 
 import uvicorn
@@ -111,33 +110,6 @@ def _schema_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _served_sdl(settings: settings_mod.Settings) -> str:
-    """The SDL of the schema ``serve`` builds for /graphql, built by the same steps.
-
-    The upstream is chosen as ``serve`` chooses it (the demo upstream started when asked
-    for), its cluster built with discovery, and the live schema left to take the
-    discovered catalog in until it is ready (the schema half of what ``/readyz`` waits
-    for); the SDL is then printed from the schema the endpoint would serve.  No gRPC or
-    HTTP server starts: a second code path would drift from what clients are served.
-    """
-    from graphql import print_schema
-
-    from gateway.app import _upstream as upstream_for  # serve's choice of upstream
-    from gateway.core.metrics import Metrics
-    from gateway.graphql.live import GroupEndpoint
-    from gateway.graphql.server import GraphQLApp
-    from gateway.runtime import build_cluster, serve_graphql
-
-    async with AsyncExitStack() as stack:
-        upstream = await upstream_for(stack, settings)
-        cluster = await build_cluster(stack, settings, upstream, metrics=Metrics())
-        graphql = GraphQLApp()
-        live = serve_graphql(stack, graphql, GroupEndpoint(graphql), cluster)
-        if live is not None:  # else discovery is off: the seed schema is what is served
-            await live.wait_ready()
-        return print_schema(graphql.engine.graphql_schema) + "\n"
-
-
 def _schema(argv: Sequence[str]) -> int:
     own, rest = _schema_parser().parse_known_args(list(argv))
     settings = settings_mod.load(rest)
@@ -145,11 +117,12 @@ def _schema(argv: Sequence[str]) -> int:
     # left out unless a finer level is asked for.
     level = "warning" if settings.log_level == "info" else settings.log_level
     logs.configure(level, settings.log_format)
+    from gateway.app import served_sdl
     from gateway.core.config import ConfigError
 
     async def build() -> str:
         async with asyncio.timeout(own.timeout):
-            return await _served_sdl(settings)
+            return await served_sdl(settings)
 
     try:
         text = asyncio.run(build())
