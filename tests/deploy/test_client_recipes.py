@@ -6,7 +6,7 @@ of its own (Apollo Client over HTTP and graphql-ws, Apollo Client with multipart
 subscriptions, urql, graphql-ws, graphql-sse) that creates a ConfigMap, receives its ADDED
 event through a subscription, reads it back, deletes it and receives its DELETED event; it
 exits 0 only when every answer is right.  The typed client is built the way
-docs/clients.md says: ``kube-gateway schema --demo -o schema.graphql``, graphql-codegen's
+docs/clients.md says: ``kube-gateway schema --demo > schema.graphql``, graphql-codegen's
 client preset, ``tsc``; then run.  ConfigMaps are a kind discovery finds on the demo (the
 seed registry lacks it), so the typed build also fails when the schema lacks discovered
 kinds.
