@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps generate schemas grpc-recipes buf-check buf-release
+.PHONY: bench run test lint typecheck unit e2e-bins lock clean protos go-client graphql-schema chromium audit-deps generate schemas grpc-recipes buf-check buf-release client-recipes
 
 $(STAMP): pyproject.toml demo/pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/kube-gateway serve $(ARGS)
 
 ## test: install everything, lint, type-check and run the whole suite (real kube-apiserver included)
-test: $(STAMP) e2e-bins chromium go-client audit-deps grpc-recipes
+test: $(STAMP) e2e-bins chromium go-client audit-deps grpc-recipes client-recipes
 	$(BIN)/ruff check gateway demo tests
 	$(BIN)/ruff format --check gateway demo tests
 	$(BIN)/mypy
@@ -55,6 +55,12 @@ graphql-schema: $(STAMP)
 AUDIT_DEPS_OK = const p = require("./package.json"); for (const [n, v] of Object.entries(p.dependencies)) if (require("./node_modules/" + n + "/package.json").version !== v) process.exit(1)
 audit-deps:
 	cd tests/graphql-http && (node -e '$(AUDIT_DEPS_OK)' 2>/dev/null || npm ci --no-audit --no-fund --loglevel=error)
+
+## client-recipes: the pinned npm packages of the GraphQL client recipes (examples/graphql:
+## Apollo Client, urql, graphql-ws, graphql-sse, graphql-codegen and TypeScript), installed
+## when one is missing or another version
+client-recipes:
+	cd examples/graphql && (node -e '$(AUDIT_DEPS_OK)' 2>/dev/null || npm ci --no-audit --no-fund --loglevel=error)
 
 ## chromium: Debian's headless browser for the GraphiQL test (installed only when missing)
 chromium:

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
+from graphql import print_schema
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -28,6 +29,7 @@ from starlette.routing import Route
 from gateway import demomode
 from gateway.core.config import describe
 from gateway.core.drain import Drain
+from gateway.core.metrics import Metrics
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes
 from gateway.graphql.origins import PreflightRefusal
@@ -214,3 +216,23 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     )
     app.state.drain = drain  # the command's signal handling asks it to drain
     return app
+
+
+async def served_sdl(settings: Settings) -> str:
+    """The SDL of the schema ``serve`` would answer ``/graphql`` with (``kube-gateway
+    schema``), built by the lifespan's own steps, so it cannot drift from what clients get.
+
+    The upstream is chosen as the lifespan chooses it (the demo upstream started when asked
+    for), its cluster built with discovery, and the live schema left to take the
+    discovered catalog in until it is ready (the schema half of what ``/readyz`` waits
+    for); the SDL is printed from the schema the endpoint would serve.  No gRPC or HTTP
+    server starts.
+    """
+    async with AsyncExitStack() as stack:
+        upstream = await _upstream(stack, settings)
+        cluster = await build_cluster(stack, settings, upstream, metrics=Metrics())
+        graphql = GraphQLApp()
+        live = serve_graphql(stack, graphql, GroupEndpoint(graphql), cluster)
+        if live is not None:  # else discovery is off: the seed schema is what is served
+            await live.wait_ready()
+        return print_schema(graphql.engine.graphql_schema) + "\n"

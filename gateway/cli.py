@@ -1,8 +1,10 @@
-"""``kube-gateway``: the command line."""
+"""``kube-gateway``: the command line (``serve``, and ``schema``, which prints the SDL that
+``serve`` would answer at ``/graphql``)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ssl
 import sys
 from collections.abc import Sequence
@@ -77,21 +79,93 @@ def _serve(argv: Sequence[str]) -> int:
     return 0 if server.started else 1
 
 
+#: Seconds ``kube-gateway schema`` waits for discovery and the schema build by default.
+SCHEMA_TIMEOUT = 120.0
+
+
+def _schema_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kube-gateway schema",
+        description="Print the GraphQL SDL that 'kube-gateway serve' would answer at /graphql "
+        "for the same upstream: the cluster's discovered kinds included (graphql-codegen and "
+        "other tools read it as a schema file). Every 'serve' flag that chooses the upstream "
+        "and what it serves is accepted (--demo, --kubeconfig, --context, --server, "
+        "--token-file, --discovery-token-file, --resources, --no-discovery, ...); see "
+        "'kube-gateway serve --help'.",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the SDL to FILE instead of stdout",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=SCHEMA_TIMEOUT,
+        metavar="SECONDS",
+        help="give up when discovery and the schema build take longer "
+        f"[default {SCHEMA_TIMEOUT:g}]",
+    )
+    return parser
+
+
+def _schema(argv: Sequence[str]) -> int:
+    own, rest = _schema_parser().parse_known_args(list(argv))
+    settings = settings_mod.load(rest)
+    # stdout is the SDL; the log goes to stderr, its info lines (serve's start-up story)
+    # left out unless a finer level is asked for.
+    level = "warning" if settings.log_level == "info" else settings.log_level
+    logs.configure(level, settings.log_format)
+    from gateway.app import served_sdl
+    from gateway.core.config import ConfigError
+
+    async def build() -> str:
+        async with asyncio.timeout(own.timeout):
+            return await served_sdl(settings)
+
+    try:
+        text = asyncio.run(build())
+    except ConfigError as exc:
+        print(f"kube-gateway schema: {exc}", file=sys.stderr)
+        return 2
+    except TimeoutError:
+        print(
+            f"kube-gateway schema: the cluster's discovery and the schema build did not "
+            f"finish in {own.timeout:g} s (is the API server reachable? --timeout waits longer)",
+            file=sys.stderr,
+        )
+        return 1
+    if own.output:
+        Path(own.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+COMMANDS = {"serve": _serve, "schema": _schema}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kube-gateway`` script."""
     args = list(sys.argv[1:] if argv is None else argv)
     top = argparse.ArgumentParser(
         prog="kube-gateway",
         description="GraphQL and gRPC in front of the Kubernetes API.",
-        epilog="Run 'kube-gateway serve --help' for the serve flags.",
+        epilog="Run 'kube-gateway serve --help' for the serve flags, "
+        "'kube-gateway schema --help' for the schema command.",
     )
-    top.add_argument("command", choices=["serve"], help="serve: run the HTTP and gRPC servers")
+    top.add_argument(
+        "command",
+        choices=sorted(COMMANDS),
+        help="serve: run the HTTP and gRPC servers; schema: print the SDL /graphql would serve",
+    )
     if not args or args[0] in ("-h", "--help"):
         top.print_help()
         return 0 if args else 2
-    if args[0] != "serve":
+    if args[0] not in COMMANDS:
         top.parse_args(args[:1])
-    return _serve(args[1:])
+    return COMMANDS[args[0]](args[1:])
 
 
 if __name__ == "__main__":

@@ -150,6 +150,20 @@ def variables_of(params: dict[str, Any]) -> dict[str, Any] | None:
     return variables
 
 
+def json_before_sse(accept: str) -> bool:
+    """Whether ``Accept`` lists a JSON type before ``text/event-stream``: urql sends
+    ``application/graphql-response+json, ..., text/event-stream, multipart/mixed`` for every
+    operation and wants a query's answer as JSON (it can read a stream, but tears it down
+    while reading)."""
+    for media_range in accept.split(","):
+        media = media_range.split(";", 1)[0].strip().lower()
+        if media in (GRAPHQL_RESPONSE, "application/json"):
+            return True
+        if media == "text/event-stream":
+            return False
+    return False
+
+
 def wants_multipart(accept: str) -> bool:
     """Whether ``Accept`` asks for multipart subscriptions (``subscriptionSpec=1.0``, the
     parameter quoted or not, as Apollo Client and the router's docs write it)."""
@@ -224,6 +238,8 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         return json_response(exc.response(), status, media)
 
     note_operation(prepared.kind, operation_name(prepared))
+    if sse and prepared.kind != "subscription" and json_before_sse(accept):
+        sse = False  # a query or mutation of a client that prefers JSON
     if sse:
         return _sse(app, request, prepared, variables, credential, resume=resume)
     if prepared.kind == "subscription":
