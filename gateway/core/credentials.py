@@ -62,13 +62,13 @@ class Credential:
     #: ``token`` is ``None``: the caller's token travels to no cluster).
     user: UserInfo | None = field(default=None, repr=False)
 
-    def headers(self) -> list[tuple[bytes, bytes]]:
+    def headers(self) -> dict[str, str] | list[tuple[bytes, bytes]]:
         """What the caller's requests carry upstream: its token, or (impersonate mode) the
         impersonation headers of its user (the cluster's client adds the gateway's own
         credential to those)."""
         if self.user is not None:
             return self.user.headers()
-        return [(b"Authorization", f"Bearer {self.token}".encode())] if self.token else []
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     @property
     def subject(self) -> str | None:
