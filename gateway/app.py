@@ -96,7 +96,14 @@ async def _upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
     configured = None if settings.demo else resolve_upstream(settings)
     if configured is None:
         return await _demo_upstream(stack, settings)
-    log.info("upstream: %s", describe(configured, gateway_identity=settings.gateway_identity))
+    log.info(
+        "upstream: %s",
+        describe(
+            configured,
+            gateway_identity=settings.gateway_identity,
+            impersonate=settings.identity == "impersonate",
+        ),
+    )
     return Upstream(configured)
 
 

@@ -448,3 +448,32 @@ async def test_reviews_are_kept_coalesced_bounded_and_expire() -> None:
             assert reviews.reviews == asked + 6
             # Bounded: at most two answers kept.
             assert len(reviews) <= 2
+
+
+async def test_the_demo_clusters_serve_impersonate_mode() -> None:
+    """``--demo-clusters=2 --identity impersonate`` (what docs/identity.md shows) works:
+    the demo answers TokenReviews and honours its administrator's impersonation."""
+    settings = load(
+        [
+            *("--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0", "--demo"),
+            *("--demo-clusters", "2", "--identity", "impersonate", "--log-level", "warning"),
+        ],
+        {},
+    )
+    async with (
+        serve_app(settings) as (url, app),
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+    ):
+        await until(app.state.runtime.fleet, serves("demo-2"))
+        for path in ("/graphql", "/clusters/demo-2/graphql"):
+            assert data(await gql(client, LEASES, token="alice-token", path=path))
+            pods = error_of(
+                await gql(
+                    client,
+                    '{ pods(namespace: "kube-system") { items { metadata { name } } } }',
+                    token="alice-token",
+                    path=path,
+                )
+            )
+            assert pods["extensions"]["code"] == "FORBIDDEN"
+            assert 'User "alice"' in pods["message"]
