@@ -47,6 +47,7 @@ from gateway.runtime import (
     serve_graphql,
     serve_grpc,
     serve_tls,
+    token_reviews,
 )
 from gateway.settings import Settings
 from gateway.shutdown import DrainGate
@@ -97,7 +98,14 @@ async def _upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
     configured = None if settings.demo else resolve_upstream(settings)
     if configured is None:
         return await _demo_upstream(stack, settings)
-    log.info("upstream: %s", describe(configured, gateway_identity=settings.gateway_identity))
+    log.info(
+        "upstream: %s",
+        describe(
+            configured,
+            gateway_identity=settings.gateway_identity,
+            impersonate=settings.identity == "impersonate",
+        ),
+    )
     return Upstream(configured)
 
 
@@ -160,10 +168,13 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         async with AsyncExitStack() as stack:
             metrics = observe(stack)
             upstream = await _upstream(stack, settings)
-            cluster = await build_cluster(stack, settings, upstream, metrics=metrics)
+            reviews = token_reviews(settings)  # impersonate mode only
+            cluster = await build_cluster(
+                stack, settings, upstream, metrics=metrics, reviews=reviews
+            )
             live = serve_graphql(stack, graphql, groups, cluster)
             # The default cluster first; the named ones join in the background.
-            fleet = serve_fleet(stack, settings, cluster, metrics)
+            fleet = serve_fleet(stack, settings, cluster, metrics, reviews=reviews)
             # Both front ends serve the same fleet, handed to each the same way.
             clusters.bind(fleet, groups, live)
             tls = serve_tls(stack, settings, getattr(app.state, "http_tls", None))

@@ -41,6 +41,7 @@ from gateway.core.discovery import Discovery, ResourcePatterns
 from gateway.core.drain import Drain
 from gateway.core.fleet import Fleet
 from gateway.core.hub import SharedWatches, WatchHub
+from gateway.core.identity import IMPERSONATE, TokenReviews
 from gateway.core.largelist import LargeLists
 from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
@@ -66,6 +67,7 @@ __all__ = [
     "serve_graphql",
     "serve_grpc",
     "serve_tls",
+    "token_reviews",
 ]
 
 log = logging.getLogger("gateway")
@@ -217,6 +219,7 @@ def _client(
     identity: bool,
     pool: int,
     internal: str | None = None,
+    impersonate: TokenReviews | None = None,
 ) -> httpx.AsyncClient:
     """An upstream client of ``pool`` connections, closed with the stack."""
     built = build_http_client(
@@ -225,6 +228,7 @@ def _client(
         http2=settings.upstream_http2,
         max_connections=pool,
         internal=internal,
+        impersonate=impersonate,
     )
     stack.push_async_callback(built.aclose)
     return built
@@ -238,6 +242,7 @@ async def build_cluster(
     metrics: Metrics,
     name: str = DEFAULT,
     large_lists: LargeLists | None = None,
+    reviews: TokenReviews | None = None,
 ) -> Cluster:
     """Build the runtime of one upstream cluster; its teardown goes on ``stack``.
 
@@ -247,17 +252,30 @@ async def build_cluster(
     on, a fourth, small one reads discovery and follows CRDs and APIServices in the
     background (the seed resources answer meanwhile; readiness waits for the first read).
     Nothing here calls the upstream: an unreachable cluster is built all the same (and is
-    not ready until it answers).
+    not ready until it answers).  With ``reviews`` (``--identity impersonate``) the request
+    and stream clients carry the cluster's own gateway credential and impersonate each
+    caller the home cluster authenticated (:mod:`gateway.core.identity`).
 
     ``large_lists``: the process's large-list scope, shared by every cluster (the cyclic
     collector they hold off is the process's); a new one by default.
     """
     identity = settings.gateway_identity
+    cfg = upstream.config if reviews is None else _as_gateway(upstream)
     http = _client(
-        stack, settings, upstream.config, identity=identity, pool=settings.upstream_max_connections
+        stack,
+        settings,
+        cfg,
+        identity=identity,
+        pool=settings.upstream_max_connections,
+        impersonate=reviews,
     )
     stream_http = _client(
-        stack, settings, upstream.config, identity=identity, pool=settings.upstream_max_streams
+        stack,
+        settings,
+        cfg,
+        identity=identity,
+        pool=settings.upstream_max_streams,
+        impersonate=reviews,
     )
     adapter = KubeAdapter(
         http,
@@ -590,6 +608,8 @@ class FleetBuilder:
         fleet: Fleet,
         metrics: Metrics,
         large_lists: LargeLists | None = None,
+        *,
+        reviews: TokenReviews | None = None,
     ) -> None:
         self.large_lists = large_lists
         self.settings = dataclasses.replace(
@@ -597,6 +617,8 @@ class FleetBuilder:
         )
         self.fleet = fleet
         self.metrics = metrics
+        #: Impersonate mode: each named cluster impersonates the callers these authenticate.
+        self.reviews = reviews
         self.members: dict[str, _Member] = {}
         self._groups: dict[str, dict[str, ClusterSource]] = {}
         self._retiring: set[asyncio.Task[None]] = set()
@@ -653,6 +675,7 @@ class FleetBuilder:
                         metrics=self.metrics,
                         name=source.name,
                         large_lists=self.large_lists,
+                        reviews=self.reviews,
                     )
                     self.fleet.add(source.name, cluster)
                     served.set()
@@ -736,14 +759,35 @@ def cluster_sources(settings: Settings) -> list[ClusterSource]:
     return sources
 
 
+def token_reviews(settings: Settings) -> TokenReviews | None:
+    """Impersonate mode's TokenReviews on the home cluster (``None``: forward mode); the
+    fleet is bound to them by :func:`serve_fleet`."""
+    if settings.identity != IMPERSONATE:
+        return None
+    log.warning(
+        "IMPERSONATE MODE: callers are authenticated by TokenReviews on cluster %s; every "
+        "cluster is called with its own gateway credential impersonating the caller",
+        settings.home_cluster,
+    )
+    return TokenReviews(settings.home_cluster)
+
+
 def serve_fleet(
-    stack: AsyncExitStack, settings: Settings, default: Cluster, metrics: Metrics
+    stack: AsyncExitStack,
+    settings: Settings,
+    default: Cluster,
+    metrics: Metrics,
+    *,
+    reviews: TokenReviews | None = None,
 ) -> Fleet:
     """The fleet: ``default`` first, then the named clusters built in the background (and
-    ``--clusters-dir`` followed) until the stack closes."""
+    ``--clusters-dir`` followed) until the stack closes; ``reviews`` find their home
+    cluster in it."""
     fleet = Fleet()
     fleet.add(DEFAULT, default)
-    builder = FleetBuilder(settings, fleet, metrics, default.adapter.large_lists)
+    if reviews is not None:
+        reviews.bind(fleet)
+    builder = FleetBuilder(settings, fleet, metrics, default.adapter.large_lists, reviews=reviews)
     stack.push_async_callback(builder.aclose)
     builder.configure("flags", cluster_sources(settings))
     if settings.clusters_dir:

@@ -41,6 +41,8 @@ class Settings:
     clusters_dir: str | None = None
     demo_clusters: int = 1
     gateway_identity: bool = False
+    identity: str = "forward"
+    home_cluster: str = DEFAULT_CLUSTER
     upstream_http2: bool = False
     upstream_max_connections: int = 512
     upstream_max_streams: int = 256
@@ -106,6 +108,12 @@ _HELP: dict[str, str] = {
     "demo-2..demo-N, each with a namespace named after it",
     "gateway_identity": "call the upstream with the gateway's own credential when a caller "
     "sends none (loudly logged; RBAC then sees the gateway, not the caller)",
+    "identity": "how callers reach each cluster: 'forward' sends the caller's bearer token "
+    "to it; 'impersonate' authenticates the token once (a TokenReview on --home-cluster) "
+    "and calls each cluster with that cluster's own kubeconfig user plus Impersonate-User/"
+    "-Group/-Uid/-Extra headers, the caller's token sent to no cluster (see docs/identity.md)",
+    "home_cluster": "with --identity impersonate: the cluster whose TokenReview says who a "
+    "caller's token is (the gateway's identity there needs create on tokenreviews)",
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
     "default because the apiserver closes a shared HTTP/2 connection after any caller's "
     "rejected token, and requests queue silently past its 100 streams per connection",
@@ -341,6 +349,16 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             ResourcePatterns.parse(values["resources"])
         except ValueError as exc:
             raise SystemExit(f"{exc} ({ENV_PREFIX}RESOURCES)") from None
+    identity = values.get("identity", "forward")
+    if identity not in ("forward", "impersonate"):
+        raise SystemExit(
+            f"--identity ({ENV_PREFIX}IDENTITY) must be forward or impersonate, got {identity!r}"
+        )
+    if identity == "impersonate" and values.get("gateway_identity"):
+        raise SystemExit(
+            "--gateway-identity serves a caller without a token as the gateway; "
+            "--identity impersonate never serves anyone as the gateway: choose one"
+        )
     settings = Settings(**values)
     try:
         cluster_specs(settings)

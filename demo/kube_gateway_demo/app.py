@@ -17,7 +17,14 @@ import orjson
 from gateway.core.registry import ENDPOINTS, POD, Resource
 from kube_gateway_demo import animate, openapi
 from kube_gateway_demo import fielderrors as fe
-from kube_gateway_demo.auth import Attributes, TokenGrant, bearer_token, denial
+from kube_gateway_demo.auth import (
+    Attributes,
+    TokenGrant,
+    bearer_token,
+    denial,
+    impersonated,
+    token_review,
+)
 from kube_gateway_demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE, crd_of
 from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.handlers import ResourceHandlers, Target
@@ -222,6 +229,10 @@ class DemoApp:
         grant = self.tokens.get(token or "")
         if grant is None:
             raise unauthorized()
+        if segments == _TOKEN_REVIEW:
+            await self._token_review(req, resp, grant)
+            return
+        grant = impersonated(grant, req.headers, self.tokens)
         if segments == _ACCESS_REVIEW:
             await self._access_review(req, resp, grant)
             return
@@ -541,6 +552,16 @@ class DemoApp:
         )
         await resp.write(doc, more=False)
 
+    async def _token_review(self, req: Request, resp: Responder, grant: TokenGrant) -> None:
+        """``tokenreviews``: who is this token?  (The administrator may ask.)"""
+        if req.method != "POST":
+            raise method_not_allowed()
+        try:
+            review = orjson.loads(await req.body(64 * 1024) or b"{}")
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(str(exc)) from None
+        await resp.json(201, token_review(grant, review, self.tokens))
+
     async def _access_review(self, req: Request, resp: Responder, grant: TokenGrant) -> None:
         """``selfsubjectaccessreviews``: may the caller do this? (Answered from its grant.)"""
         if req.method != "POST":
@@ -554,6 +575,7 @@ class DemoApp:
 
 
 _ACCESS_REVIEW: Final = ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]
+_TOKEN_REVIEW: Final = ["apis", "authentication.k8s.io", "v1", "tokenreviews"]
 
 
 def _access_review_answer(grant: TokenGrant, review: Any, groups: Groups) -> dict[str, Any]:

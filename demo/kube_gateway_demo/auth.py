@@ -107,3 +107,69 @@ def denial(grant: TokenGrant, attrs: Attributes) -> DemoApiError:
             f'"{attrs.group}" at the cluster scope'
         )
     return forbidden(attrs.resource, attrs.group, attrs.name or "", reason)
+
+
+def may_impersonate(grant: TokenGrant) -> bool:
+    """Whether a token may impersonate (``impersonate`` on users, groups...): the
+    administrator's only, as a gateway's identity in impersonate mode would be granted."""
+    return grant.namespaces == "*" and grant.cluster_scoped and not grant.read_only
+
+
+def impersonated(
+    grant: TokenGrant, headers: Mapping[str, str], tokens: Mapping[str, TokenGrant]
+) -> TokenGrant:
+    """The grant a request is served with: its token's, or the user's it impersonates.
+
+    ``Impersonate-User`` names a user; the request is then served with that user's grant
+    (the first token of that name), or with no rights at all for a user no token has.
+    Groups, uid and extras are accepted and not otherwise used (the demo's rights are per
+    user).  Only a token that :func:`may_impersonate` may; others get the apiserver's 403.
+    """
+    user = headers.get("impersonate-user")
+    if user is None:
+        if any(name.startswith("impersonate-") for name in headers):
+            raise forbidden("", "", "", "requested impersonation without Impersonate-User")
+        return grant
+    if not may_impersonate(grant):
+        raise forbidden(
+            "users",
+            "",
+            user,
+            f'User "{grant.user}" cannot impersonate resource "users" in API group "" at the '
+            "cluster scope",
+        )
+    return next((g for g in tokens.values() if g.user == user), TokenGrant(user, frozenset()))
+
+
+def token_review(
+    grant: TokenGrant, review: object, tokens: Mapping[str, TokenGrant]
+) -> dict[str, object]:
+    """The apiserver's answer to a TokenReview: who ``spec.token`` is (only a token that
+    :func:`may_impersonate` may ask, as ``create tokenreviews`` is the administrator's)."""
+    if not may_impersonate(grant):
+        raise forbidden(
+            "tokenreviews",
+            "authentication.k8s.io",
+            "",
+            f'User "{grant.user}" cannot create resource "tokenreviews" in API group '
+            '"authentication.k8s.io" at the cluster scope',
+        )
+    spec = review.get("spec") if isinstance(review, dict) else None
+    token = spec.get("token") if isinstance(spec, dict) else None
+    found = tokens.get(token) if isinstance(token, str) else None
+    status: dict[str, object] = {"authenticated": found is not None}
+    if found is not None:
+        status["user"] = {
+            "username": found.user,
+            "uid": f"demo-{found.user}",
+            "groups": ["demo:users", "system:authenticated"],
+        }
+    else:
+        status["error"] = "invalid bearer token"
+    return {
+        "kind": "TokenReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": {"token": ""},
+        "status": status,
+    }

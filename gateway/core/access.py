@@ -2,24 +2,32 @@
 
 With shared watches (``--shared-watches``) one upstream watch, made with the gateway's own
 credential, serves subscribers of many identities.  Each subscriber is admitted only after
-SelfSubjectAccessReviews made with its *own* token say it may ``list`` and ``watch`` the
-resource in that namespace (or in every namespace): exactly what the apiserver would check
-for the watch the subscriber asked for.  Selectors do not matter to RBAC, so they do not
-matter here.
+SelfSubjectAccessReviews made as *itself* say it may ``list`` and ``watch`` the resource in
+that namespace (or in every namespace): exactly what the apiserver would check for the
+watch the subscriber asked for.  Selectors do not matter to RBAC, so they do not matter
+here.
 
-Answers are cached under a hash of the token (never the token) for at most ``ttl``
-seconds, in a bounded table; concurrent questions about the same key share one review.
+"As itself" is the caller's credential as every other call of that caller carries it: its
+token in forward mode; in impersonate mode the cluster's own gateway credential with the
+caller's ``Impersonate-*`` headers, so the review asks about the impersonated user on the
+cluster the watch is on (a SelfSubjectAccessReview under impersonation is answered for the
+impersonated user; it needs no right beyond ``impersonate``, where a SubjectAccessReview
+by the gateway would need ``create subjectaccessreviews`` and could be asked about anyone).
+
+Answers are cached under :func:`~gateway.core.budget.scope_of` the credential (a hash of the
+token or of the impersonated user, never the token) for at most ``ttl`` seconds, in a
+bounded table; concurrent questions about the same key share one review.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
 from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
+from gateway.core.answers import Answers
 from gateway.core.budget import scope_of
 from gateway.core.credentials import Credential
 from gateway.core.registry import Resource
@@ -46,12 +54,12 @@ class AccessReviews:
     ) -> None:
         self.adapter = adapter
         self.ttl = ttl
-        self.max_entries = max_entries
-        self._clock = clock
-        self._answers: OrderedDict[Key, tuple[bool, float]] = OrderedDict()
-        self._asking: dict[Key, asyncio.Future[bool]] = {}
-        #: Reviews actually sent upstream (each is a list and a watch question).
-        self.reviews = 0
+        self._answers: Answers[Key, bool] = Answers(max_entries=max_entries, clock=clock)
+
+    @property
+    def reviews(self) -> int:
+        """Reviews actually sent upstream (each is a list and a watch question)."""
+        return self._answers.asked
 
     async def may_watch(
         self,
@@ -69,22 +77,8 @@ class AccessReviews:
         Raises:
             GatewayError: the review failed (401 for a rejected token, 503...).
         """
-        key = (scope_of(credential), resource.key, namespace)
-        if not fresh:
-            cached = self._answers.get(key)
-            if cached is not None and cached[1] > self._clock():
-                return cached[0]
-        while (asking := self._asking.get(key)) is not None:
-            try:
-                return await asyncio.shield(asking)
-            except asyncio.CancelledError:
-                if not asking.cancelled():
-                    raise  # we were cancelled
-                # the one asking went away: ask again
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._asking[key] = future
-        try:
-            self.reviews += 1
+
+        async def ask() -> tuple[bool, float]:
             verbs = await asyncio.gather(
                 self.adapter.access_review(
                     resource, "list", namespace=namespace, credential=credential
@@ -93,25 +87,10 @@ class AccessReviews:
                     resource, "watch", namespace=namespace, credential=credential
                 ),
             )
-            allowed = all(verbs)
-            self._remember(key, allowed)
-            future.set_result(allowed)
-            return allowed
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        except Exception as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: nobody else may be waiting
-            raise
-        finally:
-            del self._asking[key]
+            return all(verbs), self.ttl
 
-    def _remember(self, key: Key, allowed: bool) -> None:
-        self._answers[key] = (allowed, self._clock() + self.ttl)
-        self._answers.move_to_end(key)
-        while len(self._answers) > self.max_entries:
-            self._answers.popitem(last=False)
+        key = (scope_of(credential), resource.key, namespace)
+        return await self._answers.get(key, ask, fresh=fresh)
 
 
 def forbidden(resource: Resource, namespace: str | None) -> errors.Forbidden:

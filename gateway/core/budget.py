@@ -22,22 +22,23 @@ ANONYMOUS_SCOPE = "anonymous"
 
 
 class Bearer(Protocol):
-    """What a scope is made of: a caller's bearer token, or none (``credentials.Credential``).
+    """What a scope is made of: a caller's bearer token, or the user the gateway
+    impersonates for it, or none (``credentials.Credential.subject``).
 
     Structural, so that budgets need not import the adapter that imports them.
     """
 
     @property
-    def token(self) -> str | None: ...
+    def subject(self) -> str | None: ...
 
 
 def scope_of(credential: Bearer) -> str:
-    """The key of an identity: a hash of its token (never the token), or ``anonymous``."""
-    if not credential.token:
+    """The key of an identity: a hash of its token or impersonated user (never the token
+    itself), or ``anonymous``."""
+    subject = credential.subject
+    if not subject:
         return ANONYMOUS_SCOPE
-    return hashlib.blake2b(
-        credential.token.encode("utf-8", "surrogatepass"), digest_size=16
-    ).hexdigest()
+    return hashlib.blake2b(subject.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 @dataclass(eq=False, slots=True)

@@ -26,6 +26,7 @@ import httpx
 
 from gateway.core.auth import gateway_auth
 from gateway.core.config import ConfigError, UpstreamConfig
+from gateway.core.identity import ImpersonatingAuth, TokenReviews
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -136,6 +137,7 @@ def build_http_client(
     max_connections: int = 512,
     transport: httpx.AsyncBaseTransport | None = None,
     internal: str | None = None,
+    impersonate: TokenReviews | None = None,
 ) -> UpstreamClient:
     """Build the core's one ``httpx.AsyncClient`` for the upstream.
 
@@ -163,6 +165,10 @@ def build_http_client(
             settings are then its own).
         internal: with ``gateway_identity``: the client carries only the gateway's own
             requests (discovery...), named here for the log, instead of the warning.
+        impersonate: impersonate mode (``--identity impersonate``): every request carries
+            the gateway's own credential plus the caller's ``Impersonate-*`` headers, the
+            callers authenticated by these TokenReviews (:class:`~gateway.core.identity.
+            ImpersonatingAuth`); no caller's token ever leaves on this client.
 
     Returns:
         The client; the caller owns it and must close it (``aclose``).
@@ -173,7 +179,10 @@ def build_http_client(
     """
     ssl_context = build_ssl_context(cfg)
     auth: httpx.Auth | None = None
-    if gateway_identity:
+    if impersonate is not None:
+        own = gateway_auth(cfg, ssl_context, internal="callers' requests, each impersonated")
+        auth = ImpersonatingAuth(impersonate, own)
+    elif gateway_identity:
         auth = gateway_auth(cfg, ssl_context, internal=internal)
     if cfg.insecure_skip_tls_verify and cfg.is_tls:
         logger.warning("TLS verification of the upstream %s is OFF", cfg.server)

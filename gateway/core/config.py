@@ -166,12 +166,15 @@ def _credential_summary(cfg: UpstreamConfig) -> str:
     return " + ".join(parts) or "none"
 
 
-def describe(cfg: UpstreamConfig, *, gateway_identity: bool = False) -> str:
+def describe(
+    cfg: UpstreamConfig, *, gateway_identity: bool = False, impersonate: bool = False
+) -> str:
     """Describe the upstream for the startup log line, without any secret.
 
     Args:
         cfg: the resolved upstream configuration.
         gateway_identity: whether the client was built in gateway-identity mode.
+        impersonate: whether callers are impersonated (``--identity impersonate``).
 
     Returns:
         One line: server, source, namespace, TLS verification and identity mode.
@@ -189,7 +192,9 @@ def describe(cfg: UpstreamConfig, *, gateway_identity: bool = False) -> str:
     if cfg.is_tls and cfg.tls_server_name:
         tls += f" (server name {cfg.tls_server_name})"
     credential = _credential_summary(cfg)
-    if gateway_identity:
+    if impersonate:
+        identity = f"the gateway's own credential ({credential}) impersonating each caller"
+    elif gateway_identity:
         identity = f"GATEWAY'S OWN identity for requests without a caller credential ({credential})"
     else:
         identity = f"caller's own credential (gateway credential unused: {credential})"

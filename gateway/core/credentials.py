@@ -9,20 +9,78 @@ credential never prints its token.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from gateway.core import errors
 
 
 @dataclass(frozen=True, slots=True)
+class UserInfo:
+    """Who a caller is, as the home cluster's TokenReview said (``status.user``).
+
+    In impersonate mode (``--identity impersonate``) this, not the caller's token, travels
+    to every cluster, as ``Impersonate-*`` headers next to that cluster's own gateway
+    credential, so each cluster's RBAC decides for this user.
+    """
+
+    username: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    #: ``(key, values)`` pairs, sorted by key (a stable identity key).
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The impersonation headers of this user: one ``Impersonate-Group`` per group
+        (the apiserver does not split a comma-joined one), each extra key percent-encoded
+        as the Kubernetes docs ask (a header name cannot carry every character a key may);
+        values as UTF-8 bytes, as the apiserver reads them."""
+        out = [("Impersonate-User", self.username)]
+        out += [("Impersonate-Group", group) for group in self.groups]
+        if self.uid:
+            out.append(("Impersonate-Uid", self.uid))
+        for key, values in self.extra:
+            name = "Impersonate-Extra-" + quote(key, safe="")
+            out += [(name, value) for value in values]
+        return [(name.encode("ascii"), value.encode("utf-8")) for name, value in out]
+
+    def key(self) -> str:
+        """Everything that makes this identity, in one unambiguous string: what budgets,
+        shared subscriptions and access reviews key on (hashed, see ``budget.scope_of``)."""
+        parts = [self.username, self.uid, *self.groups]
+        for name, values in self.extra:
+            parts += [name, *values]
+        return "impersonate\0" + "\0".join(f"{len(p)}:{p}" for p in parts)
+
+
+@dataclass(frozen=True, slots=True)
 class Credential:
-    """The caller's identity as it travels upstream: a bearer token, or none (anonymous)."""
+    """The caller's identity as it travels upstream: a bearer token, or none (anonymous);
+    in impersonate mode, once authenticated, the user it was found to be (and no token)."""
 
     token: str | None = field(default=None, repr=False)
+    #: Set in impersonate mode once the home cluster authenticated the token (then
+    #: ``token`` is ``None``: the caller's token travels to no cluster).
+    user: UserInfo | None = field(default=None, repr=False)
 
-    def headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str] | list[tuple[bytes, bytes]]:
+        """What the caller's requests carry upstream: its token, or (impersonate mode) the
+        impersonation headers of its user (the cluster's client adds the gateway's own
+        credential to those)."""
+        if self.user is not None:
+            return self.user.headers()
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    @property
+    def subject(self) -> str | None:
+        """What identifies the caller (the token, or the impersonated user's key); ``None``:
+        anonymous.  Only ever used hashed."""
+        if self.user is not None:
+            return self.user.key()
+        return self.token
+
     def __repr__(self) -> str:
+        if self.user is not None:
+            return "Credential(<impersonated user>)"
         return "Credential(<token>)" if self.token else "Credential(anonymous)"
 
 

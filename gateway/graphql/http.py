@@ -37,6 +37,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 
 from gateway.core import errors
 from gateway.core.credentials import Credential
+from gateway.core.identity import identified, refuse_impersonation
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
@@ -206,6 +207,10 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     media, legacy = negotiate(accept)
     sse = "text/event-stream" in accept
     try:
+        refuse_impersonation(request.headers.keys(), "header")
+    except errors.Forbidden as exc:
+        return json_response({"errors": [format_exception(exc)]}, 403, media)
+    try:
         credential = credential_from_header(request.headers.get("authorization"))
     except errors.Unauthorized as exc:
         return json_response({"errors": [format_exception(exc)]}, 401, media)
@@ -240,6 +245,8 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     note_operation(prepared.kind, operation_name(prepared))
     if sse and prepared.kind != "subscription" and json_before_sse(accept):
         sse = False  # a query or mutation of a client that prefers JSON
+    if app.cluster is not None:
+        credential = await identified(app.cluster.adapter, credential)
     if sse:
         return _sse(app, request, prepared, variables, credential, resume=resume)
     if prepared.kind == "subscription":

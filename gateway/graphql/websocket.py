@@ -26,6 +26,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.core import errors
 from gateway.core.credentials import ANONYMOUS, Credential
+from gateway.core.identity import identified, refuse_impersonation
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
@@ -39,6 +40,14 @@ log = logging.getLogger(__name__)
 
 TRANSPORT_WS = "graphql-transport-ws"
 LEGACY_WS = "graphql-ws"
+
+
+def _payload_keys(payload: Any) -> list[Any]:
+    """The keys of a ``connection_init`` payload and of its ``headers`` object."""
+    if not isinstance(payload, dict):
+        return []
+    headers = payload.get("headers")
+    return [*payload, *(headers if isinstance(headers, dict) else ())]
 
 
 class _Close(Exception):
@@ -110,6 +119,10 @@ class Connection:
         )
         try:
             try:
+                refuse_impersonation(self.ws.headers.keys(), "header")
+            except errors.Forbidden as exc:
+                raise _Close(4403, exc.message[:120]) from None
+            try:
                 self.credential = credential_from_header(self.ws.headers.get("authorization"))
             except errors.Unauthorized:
                 raise _Close(4401, "Unauthorized: malformed Authorization") from None
@@ -156,6 +169,10 @@ class Connection:
             payload = message.get("payload")
             if payload is not None and not isinstance(payload, dict):
                 raise _Close(4400, "Invalid connection_init payload")
+            try:
+                refuse_impersonation(_payload_keys(payload), "connection_init key")
+            except errors.Forbidden as exc:
+                raise _Close(4403, exc.message[:120]) from None
             try:
                 from_payload = credential_from_payload(payload)
             except errors.Unauthorized:
@@ -258,8 +275,12 @@ class Connection:
             await self._operation(op_id, prepared, variables)
 
     async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
+        credential = self.credential
+        if self.app.cluster is not None:  # impersonate mode: authenticated per operation
+            credential = await identified(self.app.cluster.adapter, credential)
+
         def context_of() -> Context:
-            return self.app.context(self.credential)
+            return self.app.context(credential)
 
         if prepared.kind != "subscription":
             result = await self.app.engine.execute(prepared, variables, context_of())

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from gateway.core import errors
 from gateway.core.credentials import ANONYMOUS, Credential, credential_of_authorization
+from gateway.core.identity import refuse_impersonation
 
 __all__ = ["credential_of", "timeout_of"]
 
@@ -24,9 +25,12 @@ def credential_of(metadata: Iterable[tuple[str, Any]] | None) -> Credential:
     """The caller's credential from call metadata (no ``authorization``: anonymous).
 
     Raises:
+        Forbidden: a metadata key names an impersonation header (``impersonate-*``):
+            callers cannot choose whom the gateway impersonates.
         Unauthorized: ``authorization`` is present but not ``Bearer <token>`` with a
             well-formed token.
     """
+    refuse_impersonation((key for key, _ in metadata or ()), "gRPC metadata key")
     for key, value in metadata or ():
         if key.lower() == "authorization":
             return credential_of_authorization(value if isinstance(value, bytes) else str(value))

@@ -40,6 +40,7 @@ from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.fleetstream import FleetStream
 from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
+from gateway.core.identity import identified
 from gateway.core.operations import Call, Operation
 from gateway.core.options import (
     DeleteOptions,
@@ -484,7 +485,8 @@ class ServicerBase(abc.ABC):
     def _unary(self, method: str) -> Handler:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
             try:
-                with self._served(method, request, context) as (op, credential):
+                with self._served(method, request, context) as (op, caller):
+                    credential = await identified(self.adapter, caller)
                     timeout = timeout_of(context.time_remaining())
                     try:
                         async with asyncio.timeout(timeout):
@@ -504,7 +506,8 @@ class ServicerBase(abc.ABC):
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
             failure: Exception | None = None
             try:
-                with self._served(method, request, context) as (op, credential):
+                with self._served(method, request, context) as (op, caller):
+                    credential = await identified(self.adapter, caller)
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
                             yield message

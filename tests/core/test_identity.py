@@ -1,0 +1,479 @@
+"""Impersonate mode against two demo clusters, with a tap in front of each.
+
+Cluster ``default`` (A, the home cluster) knows alice (namespace ``demo``); cluster ``b``
+has an administrator of its own and no alice at all.  In impersonate mode the gateway asks
+A who a token is (a TokenReview with A's gateway credential), then calls each cluster with
+that cluster's own credential plus ``Impersonate-*`` headers: alice reads A and is
+refused by B, and the taps show on the wire that no caller token reached a cluster outside
+A's TokenReview bodies, and that A's credential never reached B.  Callers' own
+``Impersonate-*`` headers are refused in both modes, on every transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from gateway.core import errors
+from gateway.core.budget import scope_of
+from gateway.core.credentials import Credential, UserInfo
+from gateway.core.fleet import Fleet
+from gateway.core.identity import (
+    ImpersonatingAuth,
+    TokenReviews,
+    identified,
+    refuse_impersonation,
+    user_of_review,
+)
+from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc
+from gateway.settings import load
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
+from tests.gateway.test_fleet import kubeconfig, lease, serves, until
+from tests.support.graphql import Gateway, data, error_of, gql, serve_app
+from tests.support.tap import Tap
+
+LEASES = '{ leases(namespace: "demo") { items { metadata { name } } } }'
+WATCH = 'subscription { watchLeases(namespace: "demo") { type } }'
+B_ADMIN = "bee-token"
+#: A second token of alice's on A: the same user, so the same identity once reviewed.
+ALICE_2 = "alice-second-token"
+REVIEW_PATH = b"/apis/authentication.k8s.io/v1/tokenreviews"
+
+
+@dataclass
+class Fleet2:
+    url: str
+    app: Any
+    fleet: Fleet
+    client: httpx.AsyncClient
+    tap_a: Tap
+    tap_b: Tap
+
+    @property
+    def reviews(self) -> TokenReviews:
+        auth = self.fleet.get().adapter.http.auth
+        assert isinstance(auth, ImpersonatingAuth)
+        return auth.reviews
+
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.app.state.runtime.grpc_port}"
+
+
+@contextlib.asynccontextmanager
+async def impersonating(tmp_path: Path, *flags: str) -> AsyncIterator[Fleet2]:
+    """Clusters A (default, home) and b, each behind a tap, served in impersonate mode."""
+    tokens_a = {**DEFAULT_TOKENS, ALICE_2: DEFAULT_TOKENS["alice-token"]}
+    tokens_b = {B_ADMIN: TokenGrant("admin", "*", cluster_scoped=True)}
+    async with (
+        DemoUpstream(tokens_a) as a,
+        DemoUpstream(tokens_b) as b,
+        Tap.before(a.url) as tap_a,
+        Tap.before(b.url) as tap_b,
+    ):
+        await lease(a, "only-in-a")
+        await lease(b, "only-in-b")
+        token_file = tmp_path / "a-token"
+        token_file.write_text("admin-token")
+        config_b = kubeconfig(tmp_path / "b.yaml", tap_b.url, token=B_ADMIN)
+        settings = load(
+            [
+                *("--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0"),
+                *("--server", tap_a.url, "--token-file", str(token_file)),
+                *("--cluster", f"b={config_b}", "--identity", "impersonate"),
+                *("--log-level", "warning", *flags),
+            ],
+            {},
+        )
+        async with (
+            serve_app(settings) as (url, app),
+            httpx.AsyncClient(base_url=url, timeout=10) as client,
+        ):
+            fleet = app.state.runtime.fleet
+            await until(fleet, serves("b"))
+            yield Fleet2(url, app, fleet, client, tap_a, tap_b)
+
+
+def names(body: dict[str, Any]) -> set[str]:
+    return {item["metadata"]["name"] for item in data(body)["leases"]["items"]}
+
+
+def requests_carrying(wire: bytes, secret: bytes) -> list[bytes]:
+    """The request line of each HTTP request on ``wire`` whose bytes contain ``secret``."""
+    starts = [m.start() for m in re.finditer(rb"(?m)^(?:GET|POST|PUT|PATCH|DELETE) /", wire)]
+    found = []
+    for i, start in enumerate(starts):
+        request = wire[start : starts[i + 1] if i + 1 < len(starts) else len(wire)]
+        if secret in request:
+            found.append(request.split(b"\r\n", 1)[0])
+    return found
+
+
+async def test_a_user_reads_where_its_rbac_allows_and_only_there(tmp_path: Path) -> None:
+    async with impersonating(tmp_path) as gw:
+        mine = names(await gql(gw.client, LEASES, token="alice-token"))
+        assert mine == {"only-in-a"} or "only-in-a" in mine
+        refused = error_of(
+            await gql(gw.client, LEASES, token="alice-token", path="/clusters/b/graphql")
+        )
+        assert refused["extensions"]["code"] == "FORBIDDEN"
+        assert 'User "alice" cannot list resource "leases"' in refused["message"]
+        # The administrator of A is an administrator of b only because b says so: b's
+        # RBAC is asked about the user "admin", and b grants that user everything.
+        theirs = names(
+            await gql(gw.client, LEASES, token="admin-token", path="/clusters/b/graphql")
+        )
+        assert "only-in-b" in theirs and "only-in-a" not in theirs
+
+        # gRPC: x-kube-cluster picks the cluster, the same user is asked about on each.
+        async with grpc.aio.insecure_channel(gw.grpc_target()) as channel:
+            stub = leases_pb2_grpc.LeaseServiceStub(channel)
+            auth = (("authorization", "Bearer alice-token"),)
+            listed = await stub.List(leases_pb2.ListLeasesRequest(namespace="demo"), metadata=auth)
+            assert "only-in-a" in {item.metadata.name for item in listed.items}
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await stub.List(
+                    leases_pb2.ListLeasesRequest(namespace="demo"),
+                    metadata=(*auth, ("x-kube-cluster", "b")),
+                )
+            assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+        # On the wire: b saw alice impersonated by b's own administrator, never a token of
+        # A's; A saw alice's token only inside its TokenReview bodies.
+        wire_a, wire_b = bytes(gw.tap_a.from_client), bytes(gw.tap_b.from_client)
+        assert b"impersonate-user: alice\r\n" in wire_b.lower()
+        assert b"impersonate-group: demo:users\r\n" in wire_b.lower()
+        assert b"impersonate-uid: demo-alice\r\n" in wire_b.lower()
+        for secret in (b"alice-token", b"admin-token"):
+            assert secret not in wire_b
+        assert B_ADMIN.encode() not in wire_a
+        assert b"bearer alice-token" not in wire_a.lower()
+        carrying = requests_carrying(wire_a, b"alice-token")
+        assert carrying and all(REVIEW_PATH in line for line in carrying)
+        # Each request to b carries b's credential, plus the impersonated user.
+        assert f"bearer {B_ADMIN}".encode() in wire_b.lower()
+
+
+async def test_an_unauthenticated_caller_reaches_no_cluster(tmp_path: Path) -> None:
+    async with impersonating(tmp_path) as gw:
+        before_b = bytes(gw.tap_b.from_client).count(b"/leases")
+        bad = error_of(
+            await gql(gw.client, LEASES, token="no-such-token", path="/clusters/b/graphql")
+        )
+        assert bad["extensions"]["code"] == "UNAUTHENTICATED"
+        assert bad["message"] == "Unauthorized"
+        nobody = error_of(await gql(gw.client, LEASES, token=None, path="/clusters/b/graphql"))
+        assert nobody["extensions"]["code"] == "UNAUTHENTICATED"
+        assert "Authorization: Bearer <token>" in nobody["message"]
+        assert bytes(gw.tap_b.from_client).count(b"/leases") == before_b
+        assert b"no-such-token" not in bytes(gw.tap_b.from_client)
+        # Asked once, then refused from the negative cache (no second review).
+        reviews = gw.reviews.reviews
+        await gql(gw.client, LEASES, token="no-such-token")
+        assert gw.reviews.reviews == reviews
+
+        async with grpc.aio.insecure_channel(gw.grpc_target()) as channel:
+            stub = leases_pb2_grpc.LeaseServiceStub(channel)
+            for metadata in ((("authorization", "Bearer no-such-token"),), ()):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await stub.List(
+                        leases_pb2.ListLeasesRequest(namespace="demo"),
+                        metadata=(*metadata, ("x-kube-cluster", "b")),
+                    )
+                assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert bytes(gw.tap_b.from_client).count(b"/leases") == before_b
+
+
+async def test_one_user_is_one_identity_whatever_its_token(tmp_path: Path) -> None:
+    async with impersonating(tmp_path) as gw:
+        adapter = gw.fleet.get("b").adapter
+        first = await identified(adapter, Credential("alice-token"))
+        second = await identified(adapter, Credential(ALICE_2))
+        assert first.token is None and first.user is not None
+        assert first.user.username == "alice" and first.user.uid == "demo-alice"
+        assert scope_of(first) == scope_of(second) != scope_of(Credential("alice-token"))
+        viewer = await identified(adapter, Credential("viewer-token"))
+        assert scope_of(viewer) != scope_of(first)
+        # A refused token stays what it was: the first upstream call refuses it.
+        assert await identified(adapter, Credential("nope")) == Credential("nope")
+
+        # Two subscribers with two tokens of alice share one execution on A.
+        graphql = Gateway(gw.url, gw.app, None).graphql  # type: ignore[arg-type]
+        ws_url = gw.url.replace("http", "ws") + "/graphql"
+        async with (
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as one,  # type: ignore[list-item]
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as two,  # type: ignore[list-item]
+        ):
+            for ws, token in ((one, "alice-token"), (two, ALICE_2)):
+                await subscribed(ws, token)
+            keys = {key[0] for key in graphql.subscriptions.executions}
+            assert keys == {scope_of(first)}
+
+
+async def subscribed(ws: Any, token: str) -> dict[str, Any]:
+    """Initialise ``ws`` with ``token``, subscribe to :data:`WATCH`, return its first message."""
+    await ws.send(json.dumps({"type": "connection_init", "payload": {"authToken": token}}))
+    assert json.loads(await ws.recv())["type"] == "connection_ack"
+    await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": WATCH}}))
+    event: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    return event
+
+
+async def test_shared_watches_admit_the_impersonated_user_per_cluster(tmp_path: Path) -> None:
+    async with impersonating(tmp_path, "--shared-watches") as gw:
+        url = gw.url.replace("http", "ws")
+        for path, allowed in (("/graphql", True), ("/clusters/b/graphql", False)):
+            async with connect(url + path, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+                event = await subscribed(ws, "alice-token")
+                if allowed:
+                    assert event["type"] == "next", event
+                else:
+                    payload = event["payload"]
+                    errors_ = payload if isinstance(payload, list) else payload["errors"]
+                    assert errors_[0]["extensions"]["code"] == "FORBIDDEN", event
+        # b's review asked about alice, with b's administrator's credential.
+        wire_b = bytes(gw.tap_b.from_client)
+        reviews = requests_carrying(wire_b, b"selfsubjectaccessreviews")
+        assert reviews
+        assert b"impersonate-user: alice" in wire_b.lower()
+
+
+# -- callers can never choose the identity: refused in both modes, on every transport ------
+
+
+@contextlib.asynccontextmanager
+async def forward_gateway() -> AsyncIterator[tuple[str, Any, Tap]]:
+    async with DemoUpstream() as demo, Tap.before(demo.url) as tap:
+        settings = load(
+            [
+                *("--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0"),
+                *("--server", tap.url, "--log-level", "warning"),
+            ],
+            {},
+        )
+        async with serve_app(settings) as (url, app):
+            yield url, app, tap
+
+
+@contextlib.asynccontextmanager
+async def either_mode(mode: str, tmp_path: Path) -> AsyncIterator[tuple[str, Any, list[Tap]]]:
+    if mode == "forward":
+        async with forward_gateway() as (url, app, tap):
+            yield url, app, [tap]
+    else:
+        async with impersonating(tmp_path) as gw:
+            yield gw.url, gw.app, [gw.tap_a, gw.tap_b]
+
+
+@pytest.mark.parametrize("mode", ["forward", "impersonate"])
+async def test_callers_impersonation_headers_are_refused(mode: str, tmp_path: Path) -> None:
+    async with either_mode(mode, tmp_path) as (url, app, taps):
+        auth = {"Authorization": "Bearer admin-token"}
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            for header in ("Impersonate-User", "impersonate-group", "IMPERSONATE-EXTRA-scopes"):
+                response = await client.post(
+                    "/graphql", json={"query": LEASES}, headers={**auth, header: "system:admin"}
+                )
+                assert response.status_code == 403, response.text
+                error = response.json()["errors"][0]
+                assert error["extensions"]["code"] == "FORBIDDEN"
+                assert "callers cannot choose the identity" in error["message"]
+                assert f"'{header.lower()}'" in error["message"]
+
+        ws_url = url.replace("http", "ws") + "/graphql"
+        with pytest.raises(ConnectionClosed) as closed:
+            async with connect(
+                ws_url,
+                subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+                additional_headers={"Impersonate-User": "system:admin"},
+            ) as ws:
+                await ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403
+        for payload in (
+            {"authToken": "admin-token", "Impersonate-User": "system:admin"},
+            {"headers": {"Authorization": "Bearer admin-token", "impersonate-group": "x"}},
+        ):
+            async with connect(ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+                await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+                with pytest.raises(ConnectionClosed) as closed:
+                    await ws.recv()
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403
+                assert "callers cannot choose" in closed.value.rcvd.reason
+
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.state.runtime.grpc_port}") as ch:
+            stub = leases_pb2_grpc.LeaseServiceStub(ch)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.List(
+                    leases_pb2.ListLeasesRequest(namespace="demo"),
+                    metadata=(
+                        ("authorization", "Bearer admin-token"),
+                        ("impersonate-user", "system:admin"),
+                    ),
+                )
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "callers cannot choose the identity" in (refused.value.details() or "")
+        # Nothing of any of these reached a cluster.
+        for tap in taps:
+            assert b"system:admin" not in tap.from_client
+
+
+# -- the pieces ----------------------------------------------------------------------------
+
+
+def test_impersonation_headers_of_a_user() -> None:
+    user = UserInfo(
+        "jane",
+        uid="42",
+        groups=("dev", "system:authenticated"),
+        extra=(("example.com/team name", ("a", "b")), ("scopes", ("view",))),
+    )
+    assert user.headers() == [
+        (b"Impersonate-User", b"jane"),
+        (b"Impersonate-Group", b"dev"),
+        (b"Impersonate-Group", b"system:authenticated"),
+        (b"Impersonate-Uid", b"42"),
+        (b"Impersonate-Extra-example.com%2Fteam%20name", b"a"),
+        (b"Impersonate-Extra-example.com%2Fteam%20name", b"b"),
+        (b"Impersonate-Extra-scopes", b"view"),
+    ]
+    assert Credential(user=user).headers() == user.headers()
+    assert "jane" not in repr(Credential(user=user))
+    # Keys cannot run into each other: a group named like a user and its uid differ.
+    assert UserInfo("a", groups=("b",)).key() != UserInfo("a", uid="b").key()
+    assert UserInfo("a,b").key() != UserInfo("a", groups=("b",)).key()
+
+
+def test_a_review_status_becomes_a_user() -> None:
+    status = {
+        "authenticated": True,
+        "user": {
+            "username": "system:serviceaccount:team:app",
+            "uid": "u-1",
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "extra": {"z": ["1"], "authentication.kubernetes.io/pod-name": ["p"]},
+        },
+    }
+    user = user_of_review(status)
+    assert user is not None
+    assert user.extra == (("authentication.kubernetes.io/pod-name", ("p",)), ("z", ("1",)))
+    assert user_of_review({"authenticated": False, "error": "x"}) is None
+    assert user_of_review({"authenticated": True, "user": {"username": ""}}) is None
+
+
+def test_refusal_names_the_header_and_ignores_others() -> None:
+    refuse_impersonation(["authorization", "x-impersonate-user", "accept"], "header")
+    with pytest.raises(errors.Forbidden) as refused:
+        refuse_impersonation(["accept", "Impersonate-Uid"], "header")
+    assert "'Impersonate-Uid'" in refused.value.message
+
+
+def _jwt(exp: float) -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part({'exp': exp})}.sig"
+
+
+async def test_reviews_are_kept_coalesced_bounded_and_expire() -> None:
+    now = [1000.0]
+    tokens = {
+        **DEFAULT_TOKENS,
+        _jwt(1000.0 + 10): DEFAULT_TOKENS["viewer-token"],
+    }
+    async with DemoUpstream(tokens) as home, Tap.before(home.url) as tap:
+        from gateway.core.adapter import KubeAdapter
+        from gateway.core.client import build_http_client
+        from gateway.core.cluster import Cluster
+        from gateway.core.config import UpstreamConfig
+        from gateway.core.hub import WatchHub
+
+        reviews = TokenReviews("home", max_entries=2, clock=lambda: now[0], wall=lambda: now[0])
+        http = build_http_client(
+            UpstreamConfig(server=tap.url, source="test", token="admin-token"),
+            impersonate=reviews,
+        )
+        async with http:
+            adapter = KubeAdapter(http)
+            fleet = Fleet()
+            with pytest.raises(errors.Unavailable, match='home cluster "home"'):
+                await reviews.user_of("alice-token")
+            reviews.bind(fleet)
+            fleet.add("home", Cluster(adapter, WatchHub(adapter)))
+            asked = reviews.reviews  # the refused one counts as asked
+
+            users = await asyncio.gather(*(reviews.user_of("alice-token") for _ in range(20)))
+            assert {u.username for u in users} == {"alice"} and reviews.reviews == asked + 1
+            assert tap.from_client.count(REVIEW_PATH) == 1
+            # The review went as the gateway (A's admin), the token only in its body.
+            assert b"bearer admin-token" in bytes(tap.from_client).lower()
+            assert b"bearer alice-token" not in bytes(tap.from_client).lower()
+
+            now[0] += 59
+            await reviews.user_of("alice-token")
+            assert reviews.reviews == asked + 1
+            now[0] += 2  # past the 60 s cap: asked again
+            await reviews.user_of("alice-token")
+            assert reviews.reviews == asked + 2
+
+            # A JWT that expires in 10 s is kept for no longer than that.
+            jwt = _jwt(now[0] + 10)
+            tokens_jwt = {**tokens, jwt: DEFAULT_TOKENS["viewer-token"]}
+            home.app.tokens = tokens_jwt
+            assert (await reviews.user_of(jwt)).username == "viewer"
+            now[0] += 11
+            await reviews.user_of(jwt)
+            assert reviews.reviews == asked + 4
+
+            # Refused tokens: kept 5 s, then asked again.
+            for _ in range(2):
+                with pytest.raises(errors.Unauthorized):
+                    await reviews.user_of("wrong")
+            assert reviews.reviews == asked + 5
+            now[0] += 6
+            with pytest.raises(errors.Unauthorized):
+                await reviews.user_of("wrong")
+            assert reviews.reviews == asked + 6
+            # Bounded: at most two answers kept.
+            assert len(reviews) <= 2
+
+
+async def test_the_demo_clusters_serve_impersonate_mode() -> None:
+    """``--demo-clusters=2 --identity impersonate`` (what docs/identity.md shows) works:
+    the demo answers TokenReviews and honours its administrator's impersonation."""
+    settings = load(
+        [
+            *("--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0", "--demo"),
+            *("--demo-clusters", "2", "--identity", "impersonate", "--log-level", "warning"),
+        ],
+        {},
+    )
+    async with (
+        serve_app(settings) as (url, app),
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+    ):
+        await until(app.state.runtime.fleet, serves("demo-2"))
+        for path in ("/graphql", "/clusters/demo-2/graphql"):
+            assert data(await gql(client, LEASES, token="alice-token", path=path))
+            pods = error_of(
+                await gql(
+                    client,
+                    '{ pods(namespace: "kube-system") { items { metadata { name } } } }',
+                    token="alice-token",
+                    path=path,
+                )
+            )
+            assert pods["extensions"]["code"] == "FORBIDDEN"
+            assert 'User "alice"' in pods["message"]
