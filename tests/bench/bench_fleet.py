@@ -1,41 +1,44 @@
-"""Benchmark: many clusters from one gateway, on two real kube-apiservers.
+"""Benchmark: many clusters from one gateway: the fleet list's speed, each cluster's memory.
 
     .venv/bin/python -m tests.bench.bench_fleet [--pods 5000] [--rounds 7] \
-        [--extra 1,2,4,8] [--crds 100] [--no-memory] [--no-speed]
+        [--extra 1,2,4,8] [--crds 100] [--breakdown 12] [--no-memory] [--no-speed] \
+        [--out BENCHMARKS.md]
 
-Needs the e2e binaries (``make e2e-bins``; ``E2E_BIN_DIR`` points elsewhere) and, for the
-CRD step, the CRD corpus (``tests/support/crdcorpus.py``, cached in ``tests/bench/.crds/``).
-Not a timed test: it prints what it measures and returns the rows of the benchmark table.
+``--out`` puts the "Many clusters" section into an existing ``BENCHMARKS.md`` (replacing the
+one there), without running the other benches.  Needs the e2e binaries (``make e2e-bins``;
+``E2E_BIN_DIR`` points elsewhere) and, for the CRD step, the CRD corpus
+(``tests/support/crdcorpus.py``, cached in ``tests/bench/.crds/``).  Not a timed test: it
+prints what it measures and returns the rows of the benchmark table.
 
-Two etcd + kube-apiserver pairs (``tests/e2e/apiserver.py``), ``a`` and ``b``, each holding
-``--pods`` realistic pods (``tests/bench/realistic.py``: created through the API, then their
-status written through ``/status``, so a list is what a real cluster answers).
+**Speed.** Two demo upstreams, each in a process of its own (``bench_loop_hold``'s upstream)
+holding ``--pods`` realistic pods (``tests/bench/realistic.py``), are served by one
+``kube-gateway serve`` process as clusters ``a`` and ``b`` (``--cluster NAME=KUBECONFIG``).
+Demo upstreams, not kube-apiservers: creating 2 x 5,000 pods through a real apiserver's API
+took minutes on the shared machine this was written on (~12 pods a second each).  Once the
+gateway has built the three clusters' schemas, each round, in turn: the direct list of each
+upstream (``KubeAdapter.list``: HTTP + orjson decode, what the gateway itself does first),
+both direct lists at once, each cluster's own list through the gateway
+(``/clusters/{name}/graphql``, the 15 fields of ``bench_graphql_list``) and the fleet list of
+both (``/fleet/graphql``, ``fleet(clusters: ["a", "b"])``, the same 15 fields).  A gateway
+call is timed until the last byte of its answer has arrived; the answer is decoded and
+checked after the clock stops, so the bench client's decode (twice as much for the fleet) is
+not in the figures.  Figures: medians over ``--rounds``; the goal is the fleet list ≤ 1.2x
+the slower cluster's own list (median over median; the note gives the median and worst of
+the per-round ratios).  Around every gateway call: the gateway process's CPU time
+(``/proc/PID/stat``), its event-loop lag histogram and its count of upstream pod lists
+(``/metrics``; the lag is sampled every 50 ms, so the longest stall is known to its bucket).
 
-**Speed.** One ``kube-gateway serve`` process serves both as clusters ``a`` and ``b``
-(``--cluster NAME=KUBECONFIG``).  Each round, in turn: the direct list of each apiserver
-(``KubeAdapter.list``: HTTP + orjson decode, what the gateway itself does first), both direct
-lists at once, each cluster's own list through the gateway (``/clusters/{name}/graphql``, the
-15 fields of ``bench_graphql_list``) and the fleet list of both (``/fleet/graphql``,
-``fleet(clusters: ["a", "b"])``, the same 15 fields).  A gateway call is timed until the last
-byte of its answer has arrived; the answer is decoded and checked after the clock stops, so
-the bench client's decode (twice as much for the fleet) is not in the figures and the client
-is never what is measured.  Figures: medians over ``--rounds``; the goal is the fleet list
-≤ 1.2x the slower cluster's own list (median over median; the note gives the median and
-worst of the per-round ratios).  Around every gateway call the gateway's own event-loop lag
-histogram (``/metrics``, sampled every 50 ms) is read, so the longest stall seen during
-fleet lists is known to its bucket; and around one own and one fleet list each apiserver's
-``apiserver_request_total`` for pod LISTs is read, so the upstream requests a call costs are
-counted, not assumed.
-
-**Memory.** A ``kube-gateway serve`` process with ``--clusters-dir`` serves one apiserver as
-its default cluster; files are then added to the directory, each a cluster on the same
-apiserver, up to each of ``--extra`` clusters.  RSS (``/proc/PID/status``) is read once the
-default cluster's schema is built and a query answered, then after each step: once every
-added cluster is served and its ``/graphql`` schema rebuilt for its discovered catalog, and
-again after a first query on every added cluster's endpoint.  Done twice: against apiserver
-``a`` (built-in kinds only) and against apiserver ``b`` after ``--crds`` CRDs of the corpus
-are installed on it.  The per-cluster figure is the growth over the default cluster alone
-divided by the number of added clusters, at the largest step.
+**Memory.** A ``kube-gateway serve`` process with ``--clusters-dir`` serves a real
+kube-apiserver as its default cluster; kubeconfig files of the same apiserver are then added
+to the directory, up to each of ``--extra`` added clusters.  RSS (``/proc/PID/status``) is
+read once the default cluster's schema is built and a query answered, then at each step once
+every added cluster is served and its ``/graphql`` schema rebuilt for its discovered catalog,
+and again after a first query on every added cluster's endpoint (each 2 s after, as in
+``bench_scale``).  Done with the apiserver's built-in kinds, then again after ``--crds`` CRDs
+of the corpus are installed on it.  The per-cluster figure is the growth over the default
+cluster alone divided by the number of added clusters, at the largest step.  With
+``--breakdown``, a gateway in this process adds one cluster under ``tracemalloc``: what the
+cluster's Python memory is, by package or gateway module.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.registry import POD
 from gateway.settings import load
-from tests.bench.report import Row, row, text_table
+from tests.bench.report import Row, row, splice, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 from tests.support import crdcorpus
 from tests.support.graphql import serve_app
@@ -145,6 +148,12 @@ def list_requests(metrics_text: str, resource: str = "pods") -> int:
         ):
             total += int(float(line.rsplit(" ", 1)[1]))
     return total
+
+
+def cpu_ms(pid: int) -> float:
+    """The CPU time (user + system, every thread) process ``pid`` has used, in ms."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -267,6 +276,8 @@ class Speed:
     #: Upstream pod lists the gateway made for the last call of each kind.
     upstream: dict[str, int] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    #: The gateway process's CPU time (ms) during each call of each kind.
+    cpu: dict[str, list[float]] = field(default_factory=dict)
 
     def median(self, name: str) -> float:
         return statistics.median(self.times[name])
@@ -320,9 +331,11 @@ async def measure_speed(urls: Mapping[str, str], served: Served, pods: int, roun
         ) -> Callable[[], Awaitable[float]]:
             async def call() -> float:
                 before = await metrics()
+                cpu = cpu_ms(served.proc.pid)
                 start = time.perf_counter()
                 response = await client.post(path, json={"query": query, "variables": variables})
                 took = (time.perf_counter() - start) * 1000
+                out.cpu.setdefault(kind, []).append(cpu_ms(served.proc.pid) - cpu)
                 after = await metrics()
                 lag = longest_lag(lag_buckets(before), lag_buckets(after))
                 out.lag[kind] = max(out.lag.get(kind, 0.0), lag)
@@ -351,6 +364,7 @@ async def measure_speed(urls: Mapping[str, str], served: Served, pods: int, roun
         for warm in ("own a", "own b", "fleet"):  # schemas, parse caches, connections
             await calls[warm]()
         out.lag.clear()
+        out.cpu.clear()
         out.times = {name: [] for name in calls}
         for _ in range(rounds):
             for name, call in calls.items():
@@ -380,6 +394,8 @@ def speed_rows(s: Speed, pods: int, rounds: int) -> list[Row]:
         f"{s.lag.get('own', 0) * 1000:.0f} ms, fleet {s.lag.get('fleet', 0) * 1000:.0f} ms"
     )
     log(f"  upstream pod LISTs per call: {s.upstream}")
+    for kind, cpu in s.cpu.items():
+        log(f"  gateway CPU per {kind} list: median {statistics.median(cpu):.0f} ms ({cpu})")
     tag = f"fleet: list of 2 x {pods:,} pods, 15 fields"
     return [
         row(
@@ -404,6 +420,13 @@ def speed_rows(s: Speed, pods: int, rounds: int) -> list[Row]:
             fleet,
             "ms",
             s.median("direct both at once"),
+        ),
+        row(
+            f"{tag}: the gateway's CPU time, median (direct column: an own list's)",
+            statistics.median(s.cpu["fleet"]),
+            "ms",
+            statistics.median(s.cpu["own"]),
+            note="from /proc/PID/stat around each call",
         ),
         row(
             "fleet: longest event-loop stall during the fleet lists (direct column: during "
@@ -562,7 +585,10 @@ async def breakdown(kube: KubeAPIServer, timeout: float, top: int = 12) -> list[
     after its schema is built and a first query answered."""
     config = kube.kubeconfigs["admin"]
     rebuilt = _Rebuilds()
-    logging.getLogger("gateway").addHandler(rebuilt)
+    gateway_log = logging.getLogger("gateway")
+    level = gateway_log.level
+    gateway_log.addHandler(rebuilt)
+    gateway_log.setLevel(logging.INFO)  # in this process nobody configured the gateway's log
     with tempfile.TemporaryDirectory(prefix="kg-bench-fleet-dir-") as directory:
         flags = ["--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0"]
         settings = load([*flags, "--kubeconfig", config, "--clusters-dir", directory], {})
@@ -586,7 +612,8 @@ async def breakdown(kube: KubeAPIServer, timeout: float, top: int = 12) -> list[
                 after = tracemalloc.take_snapshot()
                 tracemalloc.stop()
         finally:
-            logging.getLogger("gateway").removeHandler(rebuilt)
+            gateway_log.removeHandler(rebuilt)
+            gateway_log.setLevel(level)
     sizes: dict[str, float] = {}
     for stat in after.compare_to(before, "filename"):
         key = _package(stat.traceback[0].filename)
@@ -639,6 +666,7 @@ def rows(
     crds: int = 100,
     speed: bool = True,
     memory: bool = True,
+    breakdown_top: int = 12,
     timeout: float = 600,
 ) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
@@ -650,6 +678,16 @@ def rows(
     with running_apiserver() as kube:
         log(f"kube-apiserver ready in {kube.startup_seconds}s")
         out += memory_rows(measure_memory(kube, "built-in kinds", extras, timeout))
+        if breakdown_top:
+            parts = asyncio.run(breakdown(kube, timeout, breakdown_top))
+            out.append(
+                row(
+                    "fleet: Python memory one added cluster holds, built-in kinds (tracemalloc)",
+                    parts[0][1],
+                    "MB",
+                    note="; ".join(f"{k} {mb:.1f} MB" for k, mb in parts[1:6]),
+                )
+            )
         if crds:
             corpus = crdcorpus.multiply(crdcorpus.load(), crds)
             token = kube.tokens["admin"]
@@ -666,8 +704,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--extra", default="1,2,4,8", help="added clusters per memory step")
     parser.add_argument("--crds", type=int, default=100)
+    parser.add_argument(
+        "--out", type=Path, default=None, help="put the section into this BENCHMARKS.md"
+    )
     parser.add_argument("--no-speed", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument(
+        "--breakdown", type=int, default=12, help="tracemalloc's top N (0: no breakdown)"
+    )
     args = parser.parse_args()
     table = rows(
         args.pods,
@@ -676,9 +720,13 @@ def main() -> None:
         crds=args.crds,
         speed=not args.no_speed,
         memory=not args.no_memory,
+        breakdown_top=args.breakdown,
     )
     print()
     print(text_table(table))
+    if args.out is not None:
+        args.out.write_text(splice(args.out.read_text(), table))
+        print(f"\nits section written into {args.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

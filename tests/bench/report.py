@@ -210,6 +210,15 @@ CAUSES: dict[str, str] = {
     "small gRPC Get during GraphQL lists": "as for GraphQL gets during GraphQL lists: the "
     "loop stalls at most 24-40 ms; the tail is two cores shared with the upstream and the "
     "list client, and grpc's own I/O threads competing with uvicorn's writes of the lists.",
+    "fleet: list of 2 x": "the two clusters' lists are CPU work on one event loop and one "
+    "GIL: the gateway's CPU time per fleet list is 2.3x an own list's (1,050 vs 460 ms, "
+    "measured from /proc), so the fleet cannot take less than about twice an own list "
+    "whatever overlaps.  Where an own list's CPU goes (py-spy): decoding the 27 MB upstream "
+    "body ~50 % (sliced orjson), freeing the decoded pods ~17 %, the projection ~9 %, "
+    "writing the answer ~3 %; the extra 0.3x is the first cluster's free, which a fleet runs "
+    "before its answer (an own list frees after it).  Levers: each cluster's decode and "
+    "projection in a worker process (only the projected items cross back), or a free "
+    "deferred until no other list is in progress (~0.1-0.15x).",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
@@ -273,6 +282,31 @@ def sections(rows: Sequence[Row]) -> str:
         if mine:
             out.append(f"## {title}\n\n{markdown_table(mine)}\n\n{how}\n\n")
     return "".join(out)
+
+
+def splice(text: str, rows: Sequence[Row]) -> str:
+    """``text`` (a ``BENCHMARKS.md``) with the sections of ``rows`` put in, replacing those
+    of the same title, before the list of goals not met (where the causes of ``rows``' unmet
+    goals are added): one bench's section refreshed without running every bench."""
+    for title in SECTIONS:
+        start = text.find(f"## {title}\n")
+        if start != -1:
+            end = text.find("\n## ", start + 1)
+            end = text.find("How to read it:", start) if end == -1 else end + 1
+            text = text[:start] + text[end:]
+    new = sections(rows)
+    unmet = causes(rows).removeprefix("## Goals not met, and why\n\n").rstrip("\n")
+    marker = "## Goals not met, and why\n\n"
+    at = text.find(marker)
+    if at == -1:
+        at = text.find("How to read it:")
+        return text[:at] + new + (f"{marker}{unmet}\n\n" if unmet else "") + text[at:]
+    listed = at + len(marker)
+    end = text.find("\n\n", listed)
+    starts = tuple(f"- **{start}" for prefixes, _ in SECTIONS.values() for start in prefixes)
+    kept = [line for line in text[listed:end].splitlines() if not line.startswith(starts)]
+    lines = "\n".join([*kept, *([unmet] if unmet else [])])
+    return text[:at] + new + marker + lines + text[end:]
 
 
 def causes(rows: Sequence[Row]) -> str:

@@ -3,6 +3,7 @@ what its stall, upstream-request and cluster-served figures are made of."""
 
 from __future__ import annotations
 
+import datetime
 import math
 
 from tests.bench.bench_fleet import (
@@ -13,6 +14,7 @@ from tests.bench.bench_fleet import (
     rebuilds,
     served_names,
 )
+from tests.bench.report import document, row, splice
 
 METRICS = """\
 # HELP kube_gateway_event_loop_lag_seconds How late the event loop ran a due callback.
@@ -60,3 +62,21 @@ def test_clusters_are_built_once_served_and_each_schema_rebuilt() -> None:
     assert _all_built({"x1"}, lines)
     assert not _all_built({"x1", "x2"}, lines)  # x2's schema is not rebuilt yet
     assert not _all_built({"x3"}, lines)
+
+
+def test_splice_puts_the_section_in_and_replaces_it_the_next_time() -> None:
+    when = datetime.datetime(2026, 1, 1)
+    main = [row("get one pod, gRPC, p50, concurrency 1", 3, "ms", 1.0, max_ratio=2)]
+    text = document(main, when=when, info={})
+    fleet = [
+        row("fleet: list of 2 x 5 pods", 30, "ms", 10, max_ratio=1.2),
+        row("fleet: RSS per added cluster", 50, "MB"),
+    ]
+    once = splice(text, fleet)
+    assert once == document(main + fleet, when=when, info={})
+    again = splice(once, [row("fleet: list of 2 x 5 pods", 11, "ms", 10, max_ratio=1.2)])
+    assert "| fleet: list of 2 x 5 pods | 11.0 ms |" in again
+    assert "RSS per added cluster" not in again
+    assert "- **fleet: " not in again  # the goal is met now: its cause is gone
+    assert again.count("## Many clusters") == 1
+    assert "- **get one pod, gRPC, p50, concurrency 1**" in again
