@@ -17,7 +17,7 @@ Demo upstreams, not kube-apiservers: creating 2 x 5,000 pods through a real apis
 took minutes on the shared machine this was written on (~12 pods a second each).  Once the
 gateway has built the three clusters' schemas, each round, in turn: the direct list of each
 upstream (``KubeAdapter.list``: HTTP + orjson decode, what the gateway itself does first),
-both direct lists at once, each cluster's own list through the gateway
+each cluster's own list through the gateway
 (``/clusters/{name}/graphql``, the 15 fields of ``bench_graphql_list``) and the fleet list of
 both (``/fleet/graphql``, ``fleet(clusters: ["a", "b"])``, the same 15 fields).  A gateway
 call is timed until the last byte of its answer has arrived; the answer is decoded and
@@ -306,9 +306,6 @@ async def measure_speed(urls: Mapping[str, str], served: Served, pods: int, roun
             listed = await adapters[name].list(POD, namespace=NAMESPACE, credential=me)
             assert len(listed["items"]) == pods
 
-        async def direct_both() -> None:
-            await asyncio.gather(direct("a"), direct("b"))
-
         def check_own(content: bytes) -> None:
             body = orjson.loads(content)
             assert "errors" not in body, body["errors"]
@@ -356,7 +353,6 @@ async def measure_speed(urls: Mapping[str, str], served: Served, pods: int, roun
         calls: dict[str, Callable[[], Awaitable[float]]] = {
             "direct a": lambda: timed(lambda: direct("a")),
             "direct b": lambda: timed(lambda: direct("b")),
-            "direct both at once": lambda: timed(direct_both),
             "own a": gateway_call("own", "/clusters/a/graphql", OWN_QUERY, own_vars, check_own),
             "own b": gateway_call("own", "/clusters/b/graphql", OWN_QUERY, own_vars, check_own),
             "fleet": gateway_call("fleet", "/fleet/graphql", FLEET_QUERY, fleet_vars, check_fleet),
@@ -413,13 +409,7 @@ def speed_rows(s: Speed, pods: int, rounds: int) -> list[Row]:
             own[slower],
             "ms",
             s.median(f"direct {slower}"),
-            note="direct: KubeAdapter list of the same apiserver, HTTP + decode",
-        ),
-        row(
-            f"{tag}, median (direct column: both direct lists at once)",
-            fleet,
-            "ms",
-            s.median("direct both at once"),
+            note="direct: KubeAdapter list of the same upstream, HTTP + decode",
         ),
         row(
             f"{tag}: the gateway's CPU time, median (direct column: an own list's)",

@@ -245,23 +245,37 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "Many clusters": (
         ("fleet: ",),
         """\
-How measured (`tests/bench/bench_fleet.py`): one `kube-gateway serve` process serves two
-clusters, `a` and `b` (`--cluster NAME=KUBECONFIG`), each a demo upstream in a process of its
-own holding 5,000 realistic pods (those of `bench_graphql_list`).  Rounds in turns: each
-upstream's list straight (`KubeAdapter`, HTTP + orjson decode), both at once, each cluster's
-own list through the gateway (`/clusters/{name}/graphql`, 15 fields) and the fleet list of
-both (`/fleet/graphql`, `fleet(clusters: ["a", "b"])`, the same 15 fields).  A gateway call is
+How measured (`tests/bench/bench_fleet.py`, its docstring says more): one `kube-gateway
+serve` process serves two clusters, `a` and `b` (`--cluster NAME=KUBECONFIG`), each a demo
+upstream in a process of its own holding 5,000 realistic pods (those of
+`bench_graphql_list`; demo upstreams because creating 2 x 5,000 pods through a real
+apiserver's API took minutes on the shared machine).  Rounds in turns: each upstream's list
+straight (`KubeAdapter`, HTTP + orjson decode), each cluster's own list
+through the gateway (`/clusters/{name}/graphql`, 15 fields) and the fleet list of both
+(`/fleet/graphql`, `fleet(clusters: ["a", "b"])`, the same 15 fields).  A gateway call is
 timed to the last byte of its answer (the client decodes and checks it afterwards).  The
-stall is the highest bucket of the gateway's own event-loop lag histogram (sampled every
-50 ms) that gained a sample during a fleet list; the upstream lists are the gateway's own
-count around one call.  Memory: a `kube-gateway serve` with `--clusters-dir` serves a real
-kube-apiserver as its default cluster, then kubeconfig files of the same apiserver are added
-to the directory (1, 2, 4, 8 added clusters); RSS is read once every added cluster is served
-and its discovered `/graphql` schema built (and 2 s later), and again after a first query on
-each added cluster's endpoint; the figure is the growth over the default cluster alone
-divided by the clusters added, at the largest step.  Done with the apiserver's built-in kinds,
-then again after 100 CRDs of the corpus are installed on it.  The load row is the machine's
-1-minute load average around the speed rounds (2 CPUs shared with other work).""",
+gateway's CPU time is read from `/proc` around each call; the stall is the highest bucket of
+the gateway's own event-loop lag histogram (sampled every 50 ms) that gained a sample during
+a call, which on a loaded machine includes the time the process waited for a CPU; the
+upstream lists are the gateway's own count around one call.  The load row is the machine's
+1-minute load average around the speed rounds: with 2 CPUs, a load of 8-13 makes every
+absolute time several times what it is on an idle machine (an own list took 383 ms in the
+main table's run); read the ratios and the CPU times.
+
+Memory: a `kube-gateway serve` with `--clusters-dir` serves a real kube-apiserver as its
+default cluster, then kubeconfig files of the same apiserver are added to the directory (1,
+2, 4, 8 added clusters); RSS is read 2 s after every added cluster is served and its
+discovered `/graphql` schema built, and again after a first query on each added cluster's
+endpoint; the figure is the growth over the default cluster alone divided by the clusters
+added, at the largest step.  Done with the apiserver's built-in kinds, then again after 100
+CRDs of the corpus are installed on it: `/graphql` serves the built-in kinds and a CRD's
+group is served at `/apis/{group}/graphql`, built on first use, so the CRDs add only their
+discovery to a cluster until their groups are asked for (not measured here).  The tracemalloc
+row is one added cluster's Python memory by where it was allocated: its GraphQL schema
+(strawberry, graphql-core, dataclasses, the gateway's generated types) is about two thirds,
+the discovery documents it keeps (`gateway/core/discovery.py`) about a quarter.  Every
+cluster builds its own schema, even when its kinds are the same as another's: sharing one
+schema between clusters of the same catalog is the lever for memory.""",
     ),
 }
 
