@@ -211,14 +211,15 @@ CAUSES: dict[str, str] = {
     "loop stalls at most 24-40 ms; the tail is two cores shared with the upstream and the "
     "list client, and grpc's own I/O threads competing with uvicorn's writes of the lists.",
     "fleet: list of 2 x": "the two clusters' lists are CPU work on one event loop and one "
-    "GIL: the gateway's CPU time per fleet list is 2.3x an own list's (1,050 vs 460 ms, "
-    "measured from /proc), so the fleet cannot take less than about twice an own list "
-    "whatever overlaps.  Where an own list's CPU goes (py-spy): decoding the 27 MB upstream "
-    "body ~50 % (sliced orjson), freeing the decoded pods ~17 %, the projection ~9 %, "
-    "writing the answer ~3 %; the extra 0.3x is the first cluster's free, which a fleet runs "
-    "before its answer (an own list frees after it).  Levers: each cluster's decode and "
-    "projection in a worker process (only the projected items cross back), or a free "
-    "deferred until no other list is in progress (~0.1-0.15x).",
+    "GIL: the gateway's CPU time per fleet list is 2.25x an own list's (910 vs 405 ms, from "
+    "/proc; 2.1x with the frees of both counted, 1,000 vs 475 ms), so the fleet cannot take "
+    "much less than twice an own list whatever overlaps.  Where an own list's CPU goes "
+    "(py-spy): decoding the 27 MB upstream body ~50 % (sliced orjson), freeing the decoded "
+    "pods ~17 %, the projection ~9 %, writing the answer ~3 %.  Beyond 2x: the first "
+    "cluster's free, which a fleet runs before its answer (an own list frees after it), and "
+    "~5 % of fleet machinery.  Levers: each cluster's decode and projection in a worker "
+    "process (only the projected items, 2.5 MB instead of 27, cross back), or frees deferred "
+    "while another list is in progress (~0.1x; not built).",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
