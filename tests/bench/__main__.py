@@ -6,7 +6,10 @@ Order: the CPU-bound conversion and list figures first (before the fan-out runs 
 processes and sockets behind), then small gets while large lists convert, then gets, then
 the in-process GraphQL fan-out, then the fan-out of the gateway as a subprocess with the Go
 load client (``make go-client`` builds it), then the CRD scale steps on a real kube-apiserver
-(``make e2e-bins`` builds it; 0, 235 and 1,000 published CRDs, 0 only with ``--quick``).  Each bench
+(``make e2e-bins`` builds it; 0, 235 and 1,000 published CRDs, 0 only with ``--quick``), then
+many clusters from one gateway: the fleet list of two upstreams against each cluster's own
+list, and the memory each added cluster costs on a real kube-apiserver (1, 2, 4 and 8 added
+clusters, built-in kinds and 100 CRDs; ``--quick``: 1 added cluster, 10 CRDs).  Each bench
 prints its own details as it goes; a bench that fails is reported in the table and the others
 still run.  ``--quick`` is for trying the driver: small sizes, and nothing written unless
 ``--out`` is given.
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from tests.bench import (
     bench_fanout,
+    bench_fleet,
     bench_get,
     bench_graphql_fanout,
     bench_graphql_list,
@@ -72,6 +76,15 @@ def main(argv: list[str] | None = None) -> None:
     rows += _run(
         "bench_scale",
         lambda: bench_scale.rows((0,) if args.quick else (0, 235, 1000), churn_rounds=3),
+    )
+    rows += _run(
+        "bench_fleet",
+        lambda: bench_fleet.rows(
+            pods,
+            rounds,
+            extras=(1,) if args.quick else (1, 2, 4, 8),
+            crds=10 if args.quick else 100,
+        ),
     )
     rows += NOT_MEASURED
 

@@ -210,6 +210,16 @@ CAUSES: dict[str, str] = {
     "small gRPC Get during GraphQL lists": "as for GraphQL gets during GraphQL lists: the "
     "loop stalls at most 24-40 ms; the tail is two cores shared with the upstream and the "
     "list client, and grpc's own I/O threads competing with uvicorn's writes of the lists.",
+    "fleet: list of 2 x": "the two clusters' lists are CPU work on one event loop and one "
+    "GIL: the gateway's CPU time per fleet list is 2.25x an own list's (910 vs 405 ms, from "
+    "/proc; 2.1x with the frees of both counted, 1,000 vs 475 ms), so the fleet cannot take "
+    "much less than twice an own list whatever overlaps.  Where an own list's CPU goes "
+    "(py-spy): decoding the 27 MB upstream body ~50 % (sliced orjson), freeing the decoded "
+    "pods ~17 %, the projection ~9 %, writing the answer ~3 %.  Beyond 2x: the first "
+    "cluster's free, which a fleet runs before its answer (an own list frees after it), and "
+    "~5 % of fleet machinery.  Levers: each cluster's decode and projection in a worker "
+    "process (only the projected items, 2.5 MB instead of 27, cross back), or frees deferred "
+    "while another list is in progress (~0.1x; not built).",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
@@ -228,6 +238,90 @@ CAUSES: dict[str, str] = {
     "fan-out gRPC Watch, 1,000 subscribers x 20/s: RSS": "per stream: grpc's C core call state "
     "(~17 KB of the ~30 KB; Python's part is ~12.6 KB).",
 }
+
+
+#: Sections of their own after the main table: title -> (the start of their rows' scenario
+#: names, how they were measured).
+SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "Many clusters": (
+        ("fleet: ",),
+        """\
+How measured (`tests/bench/bench_fleet.py`, its docstring says more): one `kube-gateway
+serve` process serves two clusters, `a` and `b` (`--cluster NAME=KUBECONFIG`), each a demo
+upstream in a process of its own holding 5,000 realistic pods (those of
+`bench_graphql_list`; demo upstreams because creating 2 x 5,000 pods through a real
+apiserver's API took minutes on the shared machine).  Rounds in turns: each upstream's list
+straight (`KubeAdapter`, HTTP + orjson decode), each cluster's own list
+through the gateway (`/clusters/{name}/graphql`, 15 fields) and the fleet list of both
+(`/fleet/graphql`, `fleet(clusters: ["a", "b"])`, the same 15 fields).  A gateway call is
+timed to the last byte of its answer (the client decodes and checks it afterwards).  The
+gateway's CPU time is read from `/proc` around each call; the stall is the highest bucket of
+the gateway's own event-loop lag histogram (sampled every 50 ms) that gained a sample during
+a call, which on a loaded machine includes the time the process waited for a CPU; the
+upstream lists are the gateway's own count around one call.  The load row is the machine's
+1-minute load average around the speed rounds: with 2 CPUs, a load of 8-13 makes every
+absolute time several times what it is on an idle machine (an own list took 383 ms in the
+main table's run); read the ratios and the CPU times.
+
+Memory: a `kube-gateway serve` with `--clusters-dir` serves a real kube-apiserver as its
+default cluster, then kubeconfig files of the same apiserver are added to the directory (1,
+2, 4, 8 added clusters); RSS is read 2 s after every added cluster is served and its
+discovered `/graphql` schema built, and again after a first query on each added cluster's
+endpoint; the figure is the growth over the default cluster alone divided by the clusters
+added, at the largest step.  Done with the apiserver's built-in kinds, then again after 100
+CRDs of the corpus are installed on it: `/graphql` serves the built-in kinds and a CRD's
+group is served at `/apis/{group}/graphql`, built on first use, so the CRDs add only their
+discovery to a cluster until their groups are asked for (not measured here).  The tracemalloc
+row is one added cluster's Python memory by where it was allocated: its GraphQL schema
+(strawberry, graphql-core, dataclasses, the gateway's generated types) is about two thirds,
+the discovery documents it keeps (`gateway/core/discovery.py`) about a quarter.  Every
+cluster builds its own schema, even when its kinds are the same as another's: sharing one
+schema between clusters of the same catalog is the lever for memory.""",
+    ),
+}
+
+
+def _section_of(r: Row) -> str | None:
+    return next(
+        (title for title, (starts, _) in SECTIONS.items() if r.scenario.startswith(starts)),
+        None,
+    )
+
+
+def sections(rows: Sequence[Row]) -> str:
+    """Every section of :data:`SECTIONS` with rows in this run: its table and how it was
+    measured ('' when none has)."""
+    out = []
+    for title, (_, how) in SECTIONS.items():
+        mine = [r for r in rows if _section_of(r) == title]
+        if mine:
+            out.append(f"## {title}\n\n{markdown_table(mine)}\n\n{how}\n\n")
+    return "".join(out)
+
+
+def splice(text: str, rows: Sequence[Row]) -> str:
+    """``text`` (a ``BENCHMARKS.md``) with the sections of ``rows`` put in, replacing those
+    of the same title, before the list of goals not met (where the causes of ``rows``' unmet
+    goals are added): one bench's section refreshed without running every bench."""
+    for title in SECTIONS:
+        start = text.find(f"## {title}\n")
+        if start != -1:
+            end = text.find("\n## ", start + 1)
+            end = text.find("How to read it:", start) if end == -1 else end + 1
+            text = text[:start] + text[end:]
+    new = sections(rows)
+    unmet = causes(rows).removeprefix("## Goals not met, and why\n\n").rstrip("\n")
+    marker = "## Goals not met, and why\n\n"
+    at = text.find(marker)
+    if at == -1:
+        at = text.find("How to read it:")
+        return text[:at] + new + (f"{marker}{unmet}\n\n" if unmet else "") + text[at:]
+    listed = at + len(marker)
+    end = text.find("\n\n", listed)
+    starts = tuple(f"- **{start}" for prefixes, _ in SECTIONS.values() for start in prefixes)
+    kept = [line for line in text[listed:end].splitlines() if not line.startswith(starts)]
+    lines = "\n".join([*kept, *([unmet] if unmet else [])])
+    return text[:at] + new + marker + lines + text[end:]
 
 
 def causes(rows: Sequence[Row]) -> str:
@@ -253,5 +347,6 @@ def document(rows: Sequence[Row], *, when: datetime.datetime, info: dict[str, st
         "# Benchmarks\n\n"
         "Generated by `make bench` (`python -m tests.bench`); do not edit by hand.\n\n"
         f"Measured {when:%Y-%m-%d %H:%M} UTC on:\n\n{details}\n\n"
-        f"{markdown_table(rows)}\n\n{causes(rows)}{HOW_TO_READ}\n"
+        f"{markdown_table([r for r in rows if _section_of(r) is None])}\n\n"
+        f"{sections(rows)}{causes(rows)}{HOW_TO_READ}\n"
     )
