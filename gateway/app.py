@@ -31,6 +31,7 @@ from gateway.core.drain import Drain
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes
 from gateway.graphql.origins import PreflightRefusal
+from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.requestid import RequestContext
 from gateway.runtime import (
@@ -149,7 +150,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         o.strip().rstrip("/") for o in (settings.allowed_origins or "").split(",") if o.strip()
     )
     drain = Drain(settings.drain_seconds)
-    graphql = GraphQLApp(allowed_origins=origins, drain=drain)
+    persisted = Persisted.configured(settings)
+    graphql = GraphQLApp(allowed_origins=origins, drain=drain, persisted=persisted)
     groups = GroupEndpoint(graphql)
     clusters = ClusterEndpoints(graphql, groups)
 

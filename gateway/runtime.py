@@ -389,8 +389,10 @@ def serve_graphql(
 ) -> LiveSchema | None:
     """Bind the GraphQL endpoints to ``cluster``.  With discovery on, their schemas follow
     its catalog: the first build runs in the background (the seed schema serves
-    meanwhile), later ones on every swap; returns what keeps them in step."""
+    meanwhile), later ones on every swap; returns what keeps them in step.  The trusted
+    documents' manifest is followed meanwhile."""
     graphql.bind(cluster)
+    background(stack, graphql.persisted.follow(), "trusted-documents")
     if cluster.reloader is None:
         return None
     live = LiveSchema(graphql, cluster.catalog)
