@@ -204,8 +204,8 @@ class Registered:
 
 @dataclass(frozen=True, slots=True)
 class _Asked:
-    """What a request names: an id (normalised) and whether it is a SHA-256, the hash it
-    wants its text checked against, and its text."""
+    """What a request names: a document id (a SHA-256 as lower-case hex, without its
+    ``sha256:``), the SHA-256 its text must have (when it names one), and its text."""
 
     id: str | None
     hash: str | None
@@ -223,7 +223,7 @@ def _asked(params: Mapping[str, Any]) -> _Asked:
     if persisted is not None:
         if not isinstance(persisted, dict) or persisted.get("version", 1) != 1:
             raise _refusal(
-                "unsupported `extensions.persistedQuery`: version 1 with a sha256Hash is",
+                "`extensions.persistedQuery` must be version 1, with a sha256Hash",
                 "BAD_REQUEST",
                 400,
             )
@@ -235,7 +235,7 @@ def _asked(params: Mapping[str, Any]) -> _Asked:
         digest = value.lower()
     named = next((params[k] for k in DOCUMENT_IDS if params.get(k) is not None), None)
     if named is not None and not isinstance(named, str | int):
-        raise _refusal("a document id must be a string", "BAD_REQUEST", 400)
+        raise _refusal("a document id must be a string or a number", "BAD_REQUEST", 400)
     ident = str(named) if named is not None else digest
     if ident is not None:
         bare = ident.removeprefix(_PREFIX)

@@ -22,7 +22,7 @@ import pytest
 from gateway.cli import main
 from gateway.core.config import ConfigError
 from gateway.graphql.persisted import Persisted, parse_manifest, sha256_hex
-from gateway.settings import Settings
+from gateway.settings import Settings, load
 from kube_gateway_demo import DemoUpstream
 from tests.graphql.test_http_subscriptions import MULTIPART_ACCEPT, parts
 from tests.support.calls import calls_to
@@ -336,3 +336,32 @@ async def test_a_changed_manifest_serves_at_once(
     assert trusted.graphql.persisted.generation == generation
     served = await http.post("/graphql", json={"documentId": sha256(TYPENAME)})
     assert served.json() == {"data": {"__typename": "Query"}}
+
+
+def test_the_settings_are_flags_and_env_vars(manifest: Path) -> None:
+    assert load([], {}).trusted_documents is None
+    assert load([], {}).persisted_queries is True
+    assert load(["--trusted-documents", str(manifest)], {}).trusted_documents == str(manifest)
+    env = {"KUBE_GATEWAY_TRUSTED_DOCUMENTS": str(manifest)}
+    assert load([], env).trusted_documents == str(manifest)
+    assert load(["--no-persisted-queries"], {}).persisted_queries is False
+    assert load([], {"KUBE_GATEWAY_PERSISTED_QUERIES": "false"}).persisted_queries is False
+    with pytest.raises(SystemExit, match="No such file"):
+        load([], {"KUBE_GATEWAY_TRUSTED_DOCUMENTS": str(manifest.with_name("none.json"))})
+
+
+async def test_every_endpoint_serves_the_same_trusted_documents(
+    manifest: Path, demo: DemoUpstream, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    await asyncio.to_thread(token.write_text, ADMIN)
+    async with (
+        trusted_gateway(manifest, demo, discovery_token_file=str(token)) as gw,
+        httpx.AsyncClient(base_url=gw.url, headers=AUTH, timeout=30) as http,
+    ):
+        await gw.app.state.runtime.live_schema.wait_ready()
+        group = "/apis/demo.kube-gateway.dev/graphql"
+        refused = await http.post(group, json={"query": NOT_TRUSTED})
+        refusal(refused, 403, "PERSISTED_QUERY_NOT_ALLOWED")
+        served = await http.post(group, json={"documentId": sha256(TYPENAME)})
+        assert served.json() == {"data": {"__typename": "Query"}}
