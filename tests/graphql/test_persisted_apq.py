@@ -18,10 +18,9 @@ import orjson
 import pytest
 
 from gateway.graphql.persisted import APQ_CHARS, APQ_ENTRIES, Persisted, Registered
-from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
 from tests.support.calls import calls_to
-from tests.support.graphql import ADMIN, NAMESPACE, Gateway, serve_app, ws_client
+from tests.support.graphql import ADMIN, NAMESPACE, Gateway, serve_gateway, ws_client
 
 PODS = "query Pods($ns: String!) { pods(namespace: $ns) { items { metadata { name } } } }"
 #: Apollo Client's HttpLink (3.8+ and 4) sends these.
@@ -147,16 +146,8 @@ async def test_over_graphql_transport_ws(gateway: Gateway) -> None:
 
 @pytest.fixture
 async def without_apq(demo: DemoUpstream) -> AsyncIterator[Gateway]:
-    settings = Settings(
-        host="127.0.0.1",
-        http_port=0,
-        grpc_port=0,
-        server=demo.url,
-        log_level="warning",
-        persisted_queries=False,
-    )
-    async with serve_app(settings) as (url, app):
-        yield Gateway(url, app, demo)
+    async with serve_gateway(demo, persisted_queries=False) as gw:
+        yield gw
 
 
 async def test_no_persisted_queries(without_apq: Gateway) -> None:

@@ -22,7 +22,7 @@ import pytest
 from gateway.cli import main
 from gateway.core.config import ConfigError
 from gateway.graphql.persisted import Persisted, parse_manifest, sha256_hex
-from gateway.settings import Settings, load
+from gateway.settings import load
 from kube_gateway_demo import DemoUpstream
 from tests.graphql.test_http_subscriptions import MULTIPART_ACCEPT, parts
 from tests.support.calls import calls_to
@@ -32,7 +32,7 @@ from tests.support.graphql import (
     SSE,
     Gateway,
     TransportWS,
-    serve_app,
+    serve_gateway,
     ws_client,
 )
 
@@ -52,21 +52,10 @@ def codegen_manifest(*documents: str) -> dict[str, str]:
     return {sha256(d): d for d in documents}
 
 
-@contextlib.asynccontextmanager
-async def trusted_gateway(
+def trusted_gateway(
     manifest: Path, demo: DemoUpstream, **settings: Any
-) -> AsyncIterator[Gateway]:
-    config = Settings(
-        host="127.0.0.1",
-        http_port=0,
-        grpc_port=0,
-        server=demo.url,
-        log_level="warning",
-        trusted_documents=str(manifest),
-        **settings,
-    )
-    async with serve_app(config) as (url, app):
-        yield Gateway(url, app, demo)
+) -> contextlib.AbstractAsyncContextManager[Gateway]:
+    return serve_gateway(demo, trusted_documents=str(manifest), **settings)
 
 
 @pytest.fixture
