@@ -31,7 +31,6 @@ from gateway.core.drain import Drain
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes
 from gateway.graphql.origins import PreflightRefusal
-from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.requestid import RequestContext
 from gateway.runtime import (
@@ -41,6 +40,7 @@ from gateway.runtime import (
     demo_upstream,
     end_subscriptions,
     observe,
+    persisted_documents,
     resolve_upstream,
     serve_fleet,
     serve_graphql,
@@ -150,7 +150,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         o.strip().rstrip("/") for o in (settings.allowed_origins or "").split(",") if o.strip()
     )
     drain = Drain(settings.drain_seconds)
-    persisted = Persisted.configured(settings)
+    persisted = persisted_documents(settings)  # a wrong manifest stops here
     graphql = GraphQLApp(allowed_origins=origins, drain=drain, persisted=persisted)
     groups = GroupEndpoint(graphql)
     clusters = ClusterEndpoints(graphql, groups)

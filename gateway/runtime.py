@@ -46,6 +46,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
 from gateway.graphql.clusters import ClusterEndpoints
 from gateway.graphql.live import GroupEndpoint, LiveSchema
+from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
 from gateway.settings import Settings, check_cluster_name, cluster_specs
@@ -400,6 +401,13 @@ def serve_graphql(
     stack.push_async_callback(live.aclose)
     groups.bind(live)
     return live
+
+
+def persisted_documents(settings: Settings) -> Persisted:
+    """What ``--trusted-documents`` and ``--[no-]persisted-queries`` ask (ConfigError: a
+    manifest that cannot be served)."""
+    manifest = Path(settings.trusted_documents) if settings.trusted_documents else None
+    return Persisted(manifest, apq=settings.persisted_queries)
 
 
 def serve_tls(

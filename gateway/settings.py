@@ -350,15 +350,6 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             ResourcePatterns.parse(values["resources"])
         except ValueError as exc:
             raise SystemExit(f"{exc} ({ENV_PREFIX}RESOURCES)") from None
-    if values.get("trusted_documents"):
-        from pathlib import Path
-
-        from gateway.graphql.persisted import read_manifest
-
-        try:
-            read_manifest(Path(values["trusted_documents"]))
-        except ConfigError as exc:
-            raise SystemExit(f"kube-gateway: cannot start: {exc}") from None
     settings = Settings(**values)
     try:
         cluster_specs(settings)

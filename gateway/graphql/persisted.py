@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import watchfiles
@@ -44,9 +44,6 @@ import watchfiles
 from gateway.core.config import ConfigError
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Engine, Prepared, RequestError
-
-if TYPE_CHECKING:
-    from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -278,12 +275,6 @@ class Persisted:
         self._changed = asyncio.Event()
         if self.trusted is not None:
             log.info("serving %d trusted documents from %s only", len(self.trusted), manifest)
-
-    @classmethod
-    def configured(cls, settings: Settings) -> Persisted:
-        """As ``--trusted-documents`` and ``--[no-]persisted-queries`` say."""
-        manifest = settings.trusted_documents
-        return cls(Path(manifest) if manifest else None, apq=settings.persisted_queries)
 
     # -- serving ---------------------------------------------------------------------------
 
