@@ -42,6 +42,7 @@ from gateway.runtime import (
     demo_upstream,
     end_subscriptions,
     observe,
+    persisted_documents,
     resolve_upstream,
     serve_fleet,
     serve_graphql,
@@ -159,7 +160,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         o.strip().rstrip("/") for o in (settings.allowed_origins or "").split(",") if o.strip()
     )
     drain = Drain(settings.drain_seconds)
-    graphql = GraphQLApp(allowed_origins=origins, drain=drain)
+    persisted = persisted_documents(settings)  # a wrong manifest stops here
+    graphql = GraphQLApp(allowed_origins=origins, drain=drain, persisted=persisted)
     groups = GroupEndpoint(graphql)
     clusters = ClusterEndpoints(graphql, groups)
 

@@ -44,11 +44,11 @@ def _serve(argv: Sequence[str]) -> int:
             demomode.upstream_class(asked=True)
         if settings.clusters_dir and not Path(settings.clusters_dir).is_dir():
             raise ConfigError(f"--clusters-dir {settings.clusters_dir}: not a directory")
+        # It refuses a --trusted-documents manifest it cannot serve.
+        app = create_app(settings, tune_gc=True)
     except ConfigError as exc:
         print(f"kube-gateway: cannot start: {exc}", file=sys.stderr)
         return 2
-
-    app = create_app(settings, tune_gc=True)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -47,6 +47,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
 from gateway.graphql.clusters import ClusterEndpoints
 from gateway.graphql.live import GroupEndpoint, LiveSchema
+from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
 from gateway.settings import Settings, check_cluster_name, cluster_specs
@@ -412,8 +413,10 @@ def serve_graphql(
 ) -> LiveSchema | None:
     """Bind the GraphQL endpoints to ``cluster``.  With discovery on, their schemas follow
     its catalog: the first build runs in the background (the seed schema serves
-    meanwhile), later ones on every swap; returns what keeps them in step."""
+    meanwhile), later ones on every swap; returns what keeps them in step.  The trusted
+    documents' manifest is followed meanwhile."""
     graphql.bind(cluster)
+    background(stack, graphql.persisted.follow(), "trusted-documents")
     if cluster.reloader is None:
         return None
     live = LiveSchema(graphql, cluster.catalog)
@@ -421,6 +424,13 @@ def serve_graphql(
     stack.push_async_callback(live.aclose)
     groups.bind(live)
     return live
+
+
+def persisted_documents(settings: Settings) -> Persisted:
+    """What ``--trusted-documents`` and ``--[no-]persisted-queries`` ask (ConfigError: a
+    manifest that cannot be served)."""
+    manifest = Path(settings.trusted_documents) if settings.trusted_documents else None
+    return Persisted(manifest, apq=settings.persisted_queries)
 
 
 def serve_tls(

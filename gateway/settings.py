@@ -66,6 +66,8 @@ class Settings:
     grpc_keepalive_timeout_seconds: float = 10.0
     grpc_min_client_ping_seconds: float = 10.0
     allowed_origins: str | None = None
+    trusted_documents: str | None = None
+    persisted_queries: bool = True
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     grpc_client_ca_file: str | None = None
@@ -166,6 +168,13 @@ _HELP: dict[str, str] = {
     "allowed_origins": "comma-separated origins (https://app.example.com, or *) whose "
     "browser pages may call the gateway: CORS and WebSocket upgrades; the gateway's own "
     "pages (GraphiQL) always may, other sites may not by default",
+    "trusted_documents": "serve only the GraphQL documents of this manifest, by id or by "
+    "text (graphql-codegen's persisted-documents.json, Relay's persisted_queries.json or "
+    "Apollo's persisted query manifest); other documents are refused before they are "
+    "parsed; reloaded when the file changes or on SIGHUP",
+    "persisted_queries": "Automatic Persisted Queries (Apollo's protocol: a document sent "
+    "once with its SHA-256, then by hash alone, GET included) when no --trusted-documents "
+    "is given (--no-persisted-queries: off)",
     "tls_cert_file": "certificate (PEM, chain first) both listeners serve TLS with; "
     "reloaded when the file changes",
     "tls_key_file": "private key of --tls-cert-file",

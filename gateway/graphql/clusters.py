@@ -124,6 +124,7 @@ class ClusterEndpoints:
             allowed_origins=root.allowed_origins,
             drain=root.drain,
             fleet=self.fleet,
+            persisted=root.persisted,
         )
         app.bind(cluster)
         groups = GroupEndpoint(app)

@@ -49,10 +49,17 @@ Response = dict[str, Any]
 class RequestError(Exception):
     """A request that cannot execute (bad syntax, invalid, over a limit): errors, no data."""
 
-    def __init__(self, errors: list[dict[str, Any]], status: int = 400) -> None:
+    def __init__(
+        self,
+        errors: list[dict[str, Any]],
+        status: int = 400,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(errors[0]["message"] if errors else "bad request")
         self.errors = errors
         self.status = status
+        #: HTTP headers of the refusal (a persisted query's miss is not to be cached).
+        self.headers = dict(headers or {})
 
     def response(self) -> Response:
         return {"errors": self.errors}

@@ -42,6 +42,7 @@ from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
 from gateway.graphql.graphiql import page, page_headers
+from gateway.graphql.persisted import DOCUMENT_IDS
 from gateway.graphql.subscriptions import Item, Subscriber
 from gateway.requestid import (
     note_event,
@@ -114,6 +115,9 @@ def _decode(raw: bytes) -> Any:
 def _params(request: Request) -> dict[str, Any]:
     q = request.query_params
     params: dict[str, Any] = {"query": q.get("query"), "operationName": q.get("operationName")}
+    for name in DOCUMENT_IDS:  # persisted documents (gateway/graphql/persisted.py)
+        if q.get(name):
+            params[name] = q[name]
     for name in ("variables", "extensions"):
         if q.get(name):
             params[name] = _decode(q[name].encode())
@@ -229,7 +233,7 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         extensions_of(params)
         if sse:
             resume = resume_of(request)
-        prepared = app.engine.prepare(params.get("query"), params.get("operationName"))
+        prepared = app.persisted.prepare(app.engine, params)
     except ApiError as exc:
         if sse and exc.http_status == 400:
             return _sse_errors({"errors": [format_exception(exc)]})
@@ -240,7 +244,7 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
             # of an accepted stream (an EventSource cannot read the body of a 400).
             return _sse_errors(exc.response())
         status = 200 if legacy and exc.status == 400 else exc.status
-        return json_response(exc.response(), status, media)
+        return json_response(exc.response(), status, media, **exc.headers)
 
     note_operation(prepared.kind, operation_name(prepared))
     if sse and prepared.kind != "subscription" and json_before_sse(accept):

@@ -104,6 +104,7 @@ class LiveSchema:
                 drain=app.drain,
                 cluster=app.cluster,
                 fleet=app.fleet,
+                persisted=app.persisted,
             )
         )
         self.max_groups = max_groups

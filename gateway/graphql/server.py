@@ -23,6 +23,7 @@ from gateway.graphql.context import Context
 from gateway.graphql.execution import Engine, Prepared
 from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_response
 from gateway.graphql.limits import Limits
+from gateway.graphql.persisted import Persisted
 from gateway.graphql.seed import gateway_schema
 from gateway.graphql.subscriptions import Subscriptions
 
@@ -56,6 +57,8 @@ class GraphQLApp:
         cluster: the cluster its operations run against (its adapter and watch hub); the
             application binds it once built (:meth:`bind`).
         fleet: every cluster the gateway serves, for the ``clusters`` query.
+        persisted: the trusted documents (``--trusted-documents``) or Automatic Persisted
+            Queries (the default).
 
     Attributes:
         engine: parses, validates and executes operations.
@@ -71,6 +74,7 @@ class GraphQLApp:
         cluster: Cluster | None = None,
         *,
         fleet: Fleet | None = None,
+        persisted: Persisted | None = None,
     ) -> None:
         self.cluster = cluster
         #: Every served cluster (the ``clusters`` query's); ``None``: the bound one alone.
@@ -81,6 +85,9 @@ class GraphQLApp:
         self.allowed_origins = allowed_origins
         self.engine = Engine(schema or gateway_schema(), self.limits)
         self.subscriptions = Subscriptions(self.engine)
+        #: Which documents it serves and how they are named (trusted documents, APQ):
+        #: shared by every endpoint of the gateway, so none serves others.
+        self.persisted = persisted or Persisted()
 
     def use_schema(self, schema: strawberry.Schema | GraphQLSchema) -> int:
         """Serve ``schema`` from now on.

@@ -246,7 +246,7 @@ class Connection:
             variables = payload.get("variables")
             if variables is not None and not isinstance(variables, dict):
                 raise ApiError("`variables` must be a JSON object", code="BAD_REQUEST")
-            prepared = self.app.engine.prepare(payload.get("query"), payload.get("operationName"))
+            prepared = self.app.persisted.prepare(self.app.engine, payload)
         except ApiError as exc:
             await self.send_error(op_id, [format_exception(exc)])
             return

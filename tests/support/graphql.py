@@ -118,12 +118,13 @@ async def serve_app(settings: Settings, port: int = 0) -> AsyncIterator[tuple[st
 
 @contextlib.asynccontextmanager
 async def serve_gateway(
-    demo: DemoUpstream, server: str | None = None, *, port: int = 0
+    demo: DemoUpstream, server: str | None = None, *, port: int = 0, **more: Any
 ) -> AsyncIterator[Gateway]:
     """Serve the gateway app against ``demo`` until the block exits.
 
     ``server`` is the upstream URL the gateway calls, when not ``demo.url`` itself (a
-    :class:`~tests.support.tap.Tap` in front of it); ``port``: see :func:`serve_app`.
+    :class:`~tests.support.tap.Tap` in front of it); ``port``: see :func:`serve_app`;
+    ``more``: further settings.
     """
     settings = Settings(
         host="127.0.0.1",
@@ -131,6 +132,7 @@ async def serve_gateway(
         grpc_port=0,
         server=server or demo.url,
         log_level="warning",
+        **more,
     )
     async with serve_app(settings, port) as (url, app):
         yield Gateway(url, app, demo)
