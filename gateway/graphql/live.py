@@ -23,6 +23,7 @@ import asyncio
 import functools
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -74,6 +75,89 @@ class _Group:
     app: GraphQLApp
     built: CatalogSchema
     inputs: tuple[Any, ...]
+
+
+@dataclass(slots=True, eq=False)
+class _Shared:
+    """A schema built (or being built) for some inputs on top of some previous schema."""
+
+    loop: asyncio.AbstractEventLoop
+    scope: str
+    inputs: tuple[Any, ...]
+    previous: weakref.ref[CatalogSchema] | None
+    building: asyncio.Future[CatalogSchema] | None
+    built: weakref.ref[CatalogSchema] | None = None
+
+    def alive(self) -> bool:
+        return not self.loop.is_closed() and (
+            self.building is not None or (self.built is not None and self.built() is not None)
+        )
+
+
+class SharedSchemas:
+    """The schemas of the process, shared by every cluster whose catalog gives equal inputs.
+
+    A fleet's clusters usually serve the same Kubernetes version and CRDs: their schemas
+    are the same value (resolvers reach the cluster through the operation's context, never
+    through the schema), so the second cluster takes the first one's instead of building
+    it again, and the process holds one copy.  Equal inputs built on the same previous
+    schema give the same schema (names stay as the previous one had them), so clusters that
+    shared a schema share its rebuilds too.  Concurrent builds of one schema are one build.
+    Entries hold schemas weakly: a schema no cluster serves any more is freed.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[_Shared] = []
+        #: Builds run, and schemas taken from another cluster (for tests and metrics).
+        self.builds = 0
+        self.shared = 0
+
+    async def get(
+        self,
+        scope: str,
+        inputs: tuple[Any, ...],
+        previous: CatalogSchema | None,
+        build: Callable[[], Awaitable[CatalogSchema]],
+    ) -> CatalogSchema:
+        loop = asyncio.get_running_loop()
+        self._entries = [e for e in self._entries if e.alive()]
+        for entry in self._entries:
+            if (
+                entry.loop is loop
+                and entry.scope == scope
+                and (entry.previous() if entry.previous is not None else None) is previous
+                and entry.inputs == inputs
+            ):
+                if entry.building is not None:
+                    self.shared += 1
+                    return await asyncio.shield(entry.building)
+                found = entry.built() if entry.built is not None else None
+                if found is not None:
+                    self.shared += 1
+                    return found
+        future: asyncio.Future[CatalogSchema] = loop.create_future()
+        entry = _Shared(
+            loop, scope, inputs, weakref.ref(previous) if previous is not None else None, future
+        )
+        self._entries.append(entry)
+        self.builds += 1
+        try:
+            built = await build()
+        except BaseException as exc:
+            self._entries.remove(entry)
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+                future.exception()  # retrieved: waiters get it; none is fine too
+            else:
+                future.cancel()
+            raise
+        entry.built, entry.building = weakref.ref(built), None
+        future.set_result(built)
+        return built
+
+
+#: The process's shared schemas (every cluster's :class:`LiveSchema` builds through it).
+SHARED = SharedSchemas()
 
 
 class LiveSchema:
@@ -224,11 +308,15 @@ class LiveSchema:
     async def _build(
         self, catalog: Catalog, scope: str, previous: CatalogSchema | None
     ) -> CatalogSchema:
-        async with self._builds:  # one build at a time: each holds the GIL in slices
-            docs = await documents.load(catalog, scope_documents(catalog, scope))
-            return await asyncio.to_thread(
-                schema_for_catalog, catalog, previous, scope=scope, documents=docs
-            )
+        async def build() -> CatalogSchema:
+            async with self._builds:  # one build at a time: each holds the GIL in slices
+                docs = await documents.load(catalog, scope_documents(catalog, scope))
+                return await asyncio.to_thread(
+                    schema_for_catalog, catalog, previous, scope=scope, documents=docs
+                )
+
+        inputs = await asyncio.to_thread(scope_inputs, catalog, scope)
+        return await SHARED.get(scope, inputs, previous, build)
 
     # -- group schemas ---------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from gateway.graphql.seed import build_with_classes, gateway_schema, seed_build
 log = logging.getLogger("gateway.graphql")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class CatalogSchema:
     """The GraphQL schema of one catalog and what it was built from."""
 

@@ -18,6 +18,8 @@ import orjson
 import pytest
 
 from gateway.core.registry import EVENT, POD
+from gateway.graphql.clusters import ClusterEndpoints
+from gateway.graphql.live import SHARED
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import gateway, kubeconfig, lease, serves, until
@@ -450,3 +452,34 @@ async def test_a_drain_completes_a_fleet_watch_with_a_point_per_cluster(
         # A point per cluster, at or after the last event of it the client read.
         assert resume.keys() == {"default", "b"}
         assert all(int(resume[c]) >= int(seen[c]) for c in resume)
+
+
+async def test_clusters_with_the_same_kinds_share_one_schema(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    """Two clusters whose discovery gives the same kinds and OpenAPI serve one schema object
+    (built once in the process), and each still answers with its own data through it."""
+    a, b = two
+    own = tmp_path / "token"
+    own.write_text(ADMIN)  # the default cluster's discovery identity
+    config = kubeconfig(tmp_path / "b.yaml", b.url)
+    builds = SHARED.builds
+    async with gateway(a, "--cluster", f"b={config}", "--token-file", str(own)) as (
+        served,
+        fleet,
+        client,
+    ):
+        await until(fleet, serves("b"))
+        routes = [getattr(r, "endpoint", None) for r in served.app.routes]
+        (endpoints,) = {e for e in routes if isinstance(e, ClusterEndpoints)}
+        lives = [endpoints.served["default"].live, endpoints.served["b"].live]
+        for live in lives:
+            assert live is not None
+            await live.wait_ready()
+        assert lives[0].current is lives[1].current  # one object, built once
+        assert SHARED.builds - builds == 1
+        query = '{ configMaps(namespace: "demo") { items { metadata { name } } } }'
+        for path in ("/graphql", "/clusters/b/graphql"):
+            assert data(await gql(client, query, path=path))["configMaps"]["items"] is not None
+        mine = data(await gql(client, LEASES, path=FLEET))["fleet"]
+        assert "only-in-b" in names(mine[1]) and "only-in-b" not in names(mine[0])
