@@ -54,6 +54,7 @@ from gateway.core.fleetops import FleetStreams, open_fleet_stream
 from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
 from gateway.core.hub import WatchSubscription
 from gateway.graphql.context import Context
+from gateway.graphql.errors import code_of
 from gateway.graphql.graphiql import settings_response
 from gateway.graphql.server import GraphQLApp
 
@@ -164,7 +165,7 @@ def _member_error(member: Member, info: Info) -> dict[str, Any] | None:
     error = member.error
     if error is None:
         return None
-    return {"code": type(error).__name__, "message": error.message}
+    return {"code": code_of(error), "message": error.message}
 
 
 def _in_member(base: GraphQLField) -> GraphQLField:
@@ -282,7 +283,10 @@ def _event_cluster(root: FleetEvent, info: Info) -> str:
 _MEMBER_ERROR = GraphQLObjectType(
     "ClusterError",
     {
-        "code": GraphQLField(GraphQLNonNull(GraphQLString), description="The error's kind."),
+        "code": GraphQLField(
+            GraphQLNonNull(GraphQLString),
+            description="The error's code, as in errors[].extensions.code (NOT_FOUND...).",
+        ),
         "message": GraphQLField(GraphQLNonNull(GraphQLString)),
     },
     description="Why a cluster of the fleet cannot be asked at all (it is not served).",

@@ -102,7 +102,7 @@ async def test_a_cluster_that_refuses_the_caller_fails_alone(
         assert "only-in-a" in names(members[0])  # alice may read demo in a
         assert members[1]["leases"] is None and members[1]["podCount"] is None
         assert members[1]["error"] is None  # b answers; it refuses these fields
-        assert members[2]["error"]["code"] == "NotFound"
+        assert members[2]["error"]["code"] == "NOT_FOUND"
         assert 'cluster "nope" is not served' in members[2]["error"]["message"]
         by_path = {tuple(e["path"]): e for e in body["errors"]}
         for field in ("leases", "podCount"):
