@@ -173,6 +173,20 @@ async def _until_lease(
             return read
 
 
+async def _refusals(ws: TransportWS, op: str, count: int) -> dict[str, str]:
+    """Read ``op`` until ``count`` clusters' parts ended with an error; their codes by
+    cluster (every event read on the way is cluster default's)."""
+    refused: dict[str, str] = {}
+    while len(refused) < count:
+        got = await ws.next(op)
+        if "errors" in got:
+            ext = got["errors"][0]["extensions"]
+            refused[ext["cluster"]] = ext["code"]
+        else:
+            assert got["data"]["watchLeases"]["cluster"] == "default"
+    return refused
+
+
 async def test_a_fleet_watch_merges_clusters_and_resumes_each_without_loss(
     two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
 ) -> None:
@@ -255,16 +269,9 @@ async def test_a_watch_of_named_clusters_reports_one_it_cannot_open_and_goes_on(
         payload = {"Authorization": f"Bearer {ALICE}"}
         async with ws_client(served, path=FLEET, payload=payload) as ws:
             op = await ws.subscribe(WATCH, {"clusters": ["b", "nope", "default"]})
-            refused: dict[str, str] = {}
             seen: dict[str, str] = {}
-            while len(refused) < 2:  # b refuses alice; nope is not served
-                got = await ws.next(op)
-                if "errors" in got:
-                    ext = got["errors"][0]["extensions"]
-                    refused[ext["cluster"]] = ext["code"]
-                else:
-                    assert got["data"]["watchLeases"]["cluster"] == "default"
-            assert refused == {"b": "FORBIDDEN", "nope": "NOT_FOUND"}
+            # b refuses alice; nope is not served
+            assert await _refusals(ws, op, 2) == {"b": "FORBIDDEN", "nope": "NOT_FOUND"}
             await lease(a, "alice-sees-this")
             await _until_lease(ws, op, "default", "alice-sees-this", seen)
 
@@ -363,16 +370,8 @@ async def test_shared_watches_review_each_caller_on_each_cluster(
         payload = {"Authorization": f"Bearer {ALICE}"}
         async with ws_client(served, path=FLEET, payload=payload) as ws:
             op = await ws.subscribe(WATCH)
-            refused: dict[str, str] = {}
             seen: dict[str, str] = {}
-            while not refused:
-                got = await ws.next(op)
-                if "errors" in got:
-                    ext = got["errors"][0]["extensions"]
-                    refused[ext["cluster"]] = ext["code"]
-                else:
-                    assert got["data"]["watchLeases"]["cluster"] == "default"
-            assert refused == {"b": "FORBIDDEN"}
+            assert await _refusals(ws, op, 1) == {"b": "FORBIDDEN"}
             await lease(a, "shared-a")
             await _until_lease(ws, op, "default", "shared-a", seen)
         assert fleet.get("b").watches.shared is not None

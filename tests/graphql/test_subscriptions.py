@@ -3,6 +3,8 @@ watches that survive upstream closes and 410s, shared feeds, slow subscribers, l
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -101,6 +103,21 @@ async def test_each_documented_connection_init_spelling_is_the_callers_identity(
         assert "alice" in error["message"]
 
 
+@contextlib.asynccontextmanager
+async def _watch_over_sse(gateway: Gateway, label: str) -> AsyncIterator[httpx.Response]:
+    """``WATCH`` of the suite's pods labelled ``label``, as a graphql-sse stream."""
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,
+        client.stream(
+            "POST",
+            "/graphql",
+            json={"query": WATCH, "variables": {"ns": NAMESPACE, "labels": f"suite={label}"}},
+            headers={"Accept": "text/event-stream", "Authorization": f"Bearer {ADMIN}"},
+        ) as response,
+    ):
+        yield response
+
+
 async def test_heartbeats_while_a_watch_opens_do_not_cut_its_opening(
     gateway: Gateway, demo: DemoUpstream
 ) -> None:
@@ -111,15 +128,7 @@ async def test_heartbeats_while_a_watch_opens_do_not_cut_its_opening(
     gateway.graphql.limits = replace(gateway.graphql.limits, heartbeat_seconds=0.05)
     demo.faults.hold(verb="list")
     try:
-        async with (
-            httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,
-            client.stream(
-                "POST",
-                "/graphql",
-                json={"query": WATCH, "variables": {"ns": NAMESPACE, "labels": f"suite={label}"}},
-                headers={"Accept": "text/event-stream", "Authorization": f"Bearer {ADMIN}"},
-            ) as response,
-        ):
+        async with _watch_over_sse(gateway, label) as response:
             sse = SSE(response)
             await demo.faults.wait_held()
             for _ in range(3):  # heartbeats while the upstream list is held
@@ -135,15 +144,7 @@ async def test_watch_over_sse_with_heartbeat(gateway: Gateway, demo: DemoUpstrea
     label = unique("sse")
     await demo.store.create("pods", _pod(f"{label}-a", label), namespace=NAMESPACE)
     gateway.graphql.limits = replace(gateway.graphql.limits, heartbeat_seconds=0.05)
-    async with (
-        httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,
-        client.stream(
-            "POST",
-            "/graphql",
-            json={"query": WATCH, "variables": {"ns": NAMESPACE, "labels": f"suite={label}"}},
-            headers={"Accept": "text/event-stream", "Authorization": f"Bearer {ADMIN}"},
-        ) as response,
-    ):
+    async with _watch_over_sse(gateway, label) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         sse = SSE(response)
