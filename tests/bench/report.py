@@ -279,7 +279,11 @@ these rows were measured, clusters whose catalogs give the same schema inputs sh
 schema object (`gateway/graphql/live.py`, `SharedSchemas`): on `serve --demo
 --demo-clusters N` (each demo cluster's upstream in the same process) two added clusters
 grew RSS by 34 MB before and 11 MB after (103 MB with one cluster; 137 MB, then 114 MB,
-with three); a run of this bench will give the real-apiserver figure.""",
+with three).  This bench's memory part after it (`--no-speed`, real kube-apiserver, +4
+clusters): 3.8 MB per added cluster built, 6.1 MB after a first query on each, with the
+built-in kinds (51.8 / 53.4 MB before); 20.1 MB with 100 CRDs (54.4 / 55.6 MB before), the
+rest mostly each cluster's discovery documents; an added cluster is served in 0.3 s (2.5 s
+with 100 CRDs).""",
     ),
 }
 
