@@ -50,9 +50,7 @@ class Two:
 
     async def create(self, cluster: str, name: str) -> None:
         """A lease of this test in ``cluster``'s upstream (written there directly)."""
-        body = sample("leases", name, NAMESPACE)
-        body["metadata"]["labels"] = {"t": self.label}
-        await self.demos[cluster].store.create(LEASE, body, namespace=NAMESPACE)
+        await self.demos[cluster].store.create(LEASE, _labelled(self, name), namespace=NAMESPACE)
 
     @property
     def resources(self) -> Any:
@@ -320,6 +318,43 @@ async def test_a_removed_cluster_ends_its_part_and_the_others_go_on(two: Two) ->
     await two.create("default", name)
     assert await watch.pairs(1) == [("default", name)]
     watch.call.cancel()
+
+
+async def test_a_reconfigured_cluster_goes_on_and_a_new_one_joins_every_cluster_watch(
+    two: Two,
+) -> None:
+    """A cluster replaced by a new configuration (its kubeconfig changed) goes on from its
+    resume point on the new one, with nothing lost or repeated; a cluster added later
+    joins a watch of every cluster (``*``), with its current state, and not one of named
+    clusters."""
+    every = two.watch(clusters=["*"])
+    named = two.watch(clusters=["default", "b"])
+    for watch in (every, named):
+        await watch.pairs(2)
+    async with contextlib.AsyncExitStack() as stack:
+        replaced = await stack.enter_async_context(demo_cluster(two.demos["b"].url, name="b"))
+        two.fleet.add("b", replaced)  # as the FleetBuilder does once the new one serves
+        name = unique("after-reconfigured")
+        await two.create("b", name)
+        for watch in (every, named):
+            assert await watch.pairs(1) == [("b", name)]  # no error, no replay
+        demo = await stack.enter_async_context(DemoUpstream())
+        joined = unique("in-c")
+        await demo.store.create(LEASE, _labelled(two, joined), namespace=NAMESPACE)
+        two.fleet.add("c", await stack.enter_async_context(demo_cluster(demo.url, name="c")))
+        assert await every.pairs(1) == [("c", joined)]
+        fence = unique("fence")
+        await two.create("default", fence)
+        assert await named.pairs(1) == [("default", fence)]  # c never joined this one
+        assert await every.pairs(1) == [("default", fence)]
+        for watch in (every, named):
+            watch.call.cancel()
+
+
+def _labelled(two: Two, name: str) -> dict[str, Any]:
+    body = sample("leases", name, NAMESPACE)
+    body["metadata"]["labels"] = {"t": two.label}
+    return body
 
 
 async def test_one_clusters_upstream_cut_stays_exact_while_the_other_changes(two: Two) -> None:
