@@ -162,14 +162,16 @@ class TlsTap:
         )
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, keep: bool) -> None:
-            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-                while chunk := await src.read(65536):
-                    if keep:
-                        self.from_client += chunk
-                    dst.write(chunk)
-                    await dst.drain()
-            with contextlib.suppress(Exception):
-                dst.close()
+            try:
+                with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+                    while chunk := await src.read(65536):
+                        if keep:
+                            self.from_client += chunk
+                        dst.write(chunk)
+                        await dst.drain()
+            finally:  # cancelled at the tap's exit too: its sockets never wait for the GC
+                with contextlib.suppress(Exception):
+                    dst.close()
 
         for task in (
             asyncio.create_task(pipe(reader, up_writer, True)),
