@@ -15,7 +15,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import kubeconfig, lease, serves, until
 from tests.support.graphql import Gateway, data, error_of, gql, serve_app
-from tests.support.tap import Tap
+from tests.support.tap import Tap, requests_carrying
 
 LEASES = '{ leases(namespace: "demo") { items { metadata { name } } } }'
 WATCH = 'subscription { watchLeases(namespace: "demo") { type } }'
@@ -109,17 +108,6 @@ async def impersonating(tmp_path: Path, *flags: str) -> AsyncIterator[Fleet2]:
 
 def names(body: dict[str, Any]) -> set[str]:
     return {item["metadata"]["name"] for item in data(body)["leases"]["items"]}
-
-
-def requests_carrying(wire: bytes, secret: bytes) -> list[bytes]:
-    """The request line of each HTTP request on ``wire`` whose bytes contain ``secret``."""
-    starts = [m.start() for m in re.finditer(rb"(?m)^(?:GET|POST|PUT|PATCH|DELETE) /", wire)]
-    found = []
-    for i, start in enumerate(starts):
-        request = wire[start : starts[i + 1] if i + 1 < len(starts) else len(wire)]
-        if secret in request:
-            found.append(request.split(b"\r\n", 1)[0])
-    return found
 
 
 async def test_a_user_reads_where_its_rbac_allows_and_only_there(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -33,6 +32,7 @@ from tests.e2e.apiserver import KubeAPIServer, _apply, running_apiserver
 from tests.gateway.test_fleet import serves, until
 from tests.support.graphql import data, error_of, gql, serve_app
 from tests.support.pki import make_ca, make_leaf, pem_cert
+from tests.support.tap import requests_carrying
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "deploy" / "identity" / "impersonate-rbac.yaml"
@@ -202,17 +202,6 @@ def _kubeconfig(path: Path, tap: TlsTap, token: str) -> Path:
     return path
 
 
-def _requests_carrying(wire: bytes, secret: bytes) -> list[bytes]:
-    """The request line of every HTTP request on ``wire`` whose bytes contain ``secret``."""
-    starts = [m.start() for m in re.finditer(rb"(?m)^(?:GET|POST|PUT|PATCH|DELETE) /", wire)]
-    found = []
-    for i, start in enumerate(starts):
-        request = wire[start : starts[i + 1] if i + 1 < len(starts) else len(wire)]
-        if secret in request:
-            found.append(request.split(b"\r\n", 1)[0])
-    return found
-
-
 @contextlib.asynccontextmanager
 async def impersonating(
     a: KubeAPIServer, b: KubeAPIServer, workdir: Path
@@ -296,7 +285,7 @@ async def test_alice_reads_a_only_and_no_token_crosses_clusters(
         assert alice.encode() not in wire_b
         assert b"impersonate-user: admin" not in wire_b.lower()
         # ... and reached a only inside TokenReview bodies, never as a credential.
-        carrying = _requests_carrying(wire_a, alice.encode())
+        carrying = requests_carrying(wire_a, alice.encode())
         assert carrying and all(REVIEWS in line for line in carrying), carrying
         assert f"Bearer {alice}".encode() not in wire_a
         assert f"Bearer {b.tokens['alice']}".encode() not in wire_a + wire_b

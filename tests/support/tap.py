@@ -10,6 +10,7 @@ server received is already here when its answer comes back.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
@@ -134,3 +135,14 @@ class Tap:
         ):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+
+def requests_carrying(wire: bytes, secret: bytes) -> list[bytes]:
+    """The request line of each HTTP request on ``wire`` whose bytes contain ``secret``."""
+    starts = [m.start() for m in re.finditer(rb"(?m)^(?:GET|POST|PUT|PATCH|DELETE) /", wire)]
+    found = []
+    for i, start in enumerate(starts):
+        request = wire[start : starts[i + 1] if i + 1 < len(starts) else len(wire)]
+        if secret in request:
+            found.append(request.split(b"\r\n", 1)[0])
+    return found
