@@ -349,10 +349,21 @@ async def _message_of(ws: TransportWS, op_id: str) -> dict[str, Any]:
 
 
 async def _next_of(ws: TransportWS, op_id: str) -> dict[str, Any]:
-    message = await _message_of(ws, op_id)
-    assert message["type"] == "next", message
-    data: dict[str, Any] = message["payload"]["data"]
-    return data
+    """The next change of a watch subscription; ``RESYNC`` markers are passed over.
+
+    A kind whose CRD was just established can have its first upstream watch refused
+    with 410 (the apiserver's cache for it starts after the list's version) or closed
+    when the CRD's storage is replaced: the gateway then relists and frames the
+    difference with ``RESYNC`` begin/end.  The changes inside the frame are the ones a
+    client applies, so they are returned like any other.
+    """
+    while True:
+        message = await _message_of(ws, op_id)
+        assert message["type"] == "next", message
+        data: dict[str, Any] = message["payload"]["data"]
+        (event,) = data.values()
+        if event["type"] != "RESYNC":
+            return data
 
 
 REPLICASETS = Resource("apps", "v1", "ReplicaSet", "replicasets", "replicaset", True)
