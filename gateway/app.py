@@ -47,6 +47,7 @@ from gateway.runtime import (
     serve_fleet,
     serve_graphql,
     serve_grpc,
+    serve_list_work,
     serve_tls,
     token_reviews,
 )
@@ -171,8 +172,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             metrics = observe(stack)
             upstream = await _upstream(stack, settings)
             reviews = token_reviews(settings)  # impersonate mode only
+            lists = serve_list_work(stack, settings)  # every cluster's, started on use
             cluster = await build_cluster(
-                stack, settings, upstream, metrics=metrics, reviews=reviews
+                stack, settings, upstream, metrics=metrics, large_lists=lists, reviews=reviews
             )
             live = serve_graphql(stack, graphql, groups, cluster)
             # The default cluster first; the named ones join in the background.

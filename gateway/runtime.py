@@ -43,6 +43,7 @@ from gateway.core.fleet import Fleet
 from gateway.core.hub import SharedWatches, WatchHub
 from gateway.core.identity import IMPERSONATE, TokenReviews
 from gateway.core.largelist import LargeLists
+from gateway.core.listwork import ListWorkers, workers_for
 from gateway.core.metrics import Metrics
 from gateway.core.reload import CatalogReloader
 from gateway.graphql.clusters import ClusterEndpoints
@@ -233,6 +234,14 @@ def _client(
     )
     stack.push_async_callback(built.aclose)
     return built
+
+
+def serve_list_work(stack: AsyncExitStack, settings: Settings) -> LargeLists:
+    """The process's large-list scope, with its list workers (``--list-workers``), shared
+    by every cluster; the workers stop with ``stack``."""
+    workers = ListWorkers(workers_for(settings.list_workers))
+    stack.push_async_callback(workers.aclose)
+    return LargeLists(workers)
 
 
 async def build_cluster(

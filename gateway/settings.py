@@ -49,6 +49,7 @@ class Settings:
     upstream_max_streams_per_identity: int = 32
     max_requests_per_identity: int = 64
     max_list_items: int = 10_000
+    list_workers: str = "auto"
     max_subscriptions: int = 10_000
     max_subscriptions_per_identity: int = 1_000
     watch_linger_seconds: float = 10.0
@@ -128,6 +129,10 @@ _HELP: dict[str, str] = {
     "may hold at once (subscribers of the same watch share one)",
     "max_list_items": "objects one list without `limit` may return; more are refused with "
     "a clear error pointing to limit/continue (never buffered whole)",
+    "list_workers": "processes that decode and project large list answers (1 MiB or more) "
+    "for GraphQL, so lists of several clusters, or several callers, run on several cores "
+    "and never hold the gateway's own: a number, 0 for none, or auto (the CPUs the process "
+    "may use, at most 4); started on the first large list",
     "max_requests_per_identity": "upstream requests one identity may have in flight at once "
     "(more are refused at once with RESOURCE_EXHAUSTED)",
     "max_subscriptions": "subscriptions (GraphQL and gRPC Watch) open at once, for everyone",
@@ -358,6 +363,12 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             ResourcePatterns.parse(values["resources"])
         except ValueError as exc:
             raise SystemExit(f"{exc} ({ENV_PREFIX}RESOURCES)") from None
+    workers = values.get("list_workers", "auto")
+    if workers != "auto" and not (workers.isdigit() and int(workers) <= 64):
+        raise SystemExit(
+            f"--list-workers ({ENV_PREFIX}LIST_WORKERS) must be auto or a number from 0 to 64, "
+            f"got {workers!r}"
+        )
     identity = values.get("identity", "forward")
     if identity not in ("forward", "impersonate"):
         raise SystemExit(

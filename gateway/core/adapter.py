@@ -26,6 +26,7 @@ from gateway.core.client import UpstreamClient
 from gateway.core.config import ConfigError
 from gateway.core.credentials import ANONYMOUS, Credential, refused_without_credential
 from gateway.core.largelist import LargeLists
+from gateway.core.listwork import Undecoded, over_cap, too_many
 from gateway.core.metrics import Metrics
 from gateway.core.options import (
     DeleteOptions,
@@ -426,15 +427,17 @@ class KubeAdapter:
         if capped:
             options = replace(options, limit=cap + 1)
         req = build_request(res, "list", namespace=namespace, params=options.to_query())
-        answer = await self._json(req, credential, timeout)
-        if capped:
-            meta = answer.get("metadata") or {}
-            items = answer.get("items") or []
-            if meta.get("continue") or len(items) > cap:
-                raise errors.RequestEntityTooLarge(
-                    f"more than {cap} {res.plural} match: ask for pages with `limit` and "
-                    "`continue`, or narrow the list with selectors"
-                )
+        response = await self._send(req, credential, timeout=timeout)
+        answer = await self.large_lists.decode(response.content)
+        if isinstance(answer, Undecoded):
+            # Completed by a list worker, which checks the cap (gateway.core.listwork).
+            if capped:
+                answer.cap, answer.plural = cap, res.plural
+            return answer  # type: ignore[return-value]
+        if not isinstance(answer, dict):
+            raise errors.Internal("the upstream sent JSON that is not an object")
+        if capped and over_cap(answer, cap):
+            raise too_many(cap, res.plural)
         return answer
 
     async def list_all(

@@ -49,6 +49,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from gateway.core import errors, slicedjson
+from gateway.core.listwork import ListWorkers, Undecoded
 
 __all__ = [
     "FREE_ITEMS",
@@ -163,11 +164,15 @@ class ListScope:
     traverse only if the body is gone by then.
     """
 
-    __slots__ = ("_held", "_linger", "_lists", "_token")
+    __slots__ = ("_held", "_linger", "_lists", "_token", "deferrable")
 
-    def __init__(self, lists: LargeLists, *, linger: bool = False) -> None:
+    def __init__(
+        self, lists: LargeLists, *, linger: bool = False, deferrable: bool = False
+    ) -> None:
         self._lists = lists
         self._linger = linger
+        #: A large body decoded in this scope may be handed on undecoded.
+        self.deferrable = deferrable
         self._held = False
         self._token: Token[ListScope | None] | None = None
 
@@ -264,9 +269,11 @@ class LargeLists:
     One event loop thread uses it: no lock is needed.
     """
 
-    __slots__ = ("_freeing", "_holders", "_ours")
+    __slots__ = ("_freeing", "_holders", "_ours", "workers")
 
-    def __init__(self) -> None:
+    def __init__(self, workers: ListWorkers | None = None) -> None:
+        #: The process's list workers (``None``: none; :mod:`gateway.core.listwork`).
+        self.workers = workers
         #: Holds open now (scopes that hold).
         self._holders = 0
         #: Whether the first open hold turned the collector off (the last turns it back on).
@@ -288,9 +295,9 @@ class LargeLists:
             self._ours = False
             gc.enable()
 
-    def scope(self, *, linger: bool = False) -> ListScope:
+    def scope(self, *, linger: bool = False, deferrable: bool = False) -> ListScope:
         """A new scope (see :class:`ListScope`); it holds nothing until asked to."""
-        return ListScope(self, linger=linger)
+        return ListScope(self, linger=linger, deferrable=deferrable)
 
     def hold_until_next_turn(self) -> None:
         """Hold the collector off until the running event loop's current step ends: for a
@@ -322,6 +329,8 @@ class LargeLists:
         if len(data) < LARGE_BODY_BYTES:
             return decode_now(data)
         scope = _open_scope.get()
+        if scope is not None and scope.deferrable and self.workers and self.workers.enabled:
+            return Undecoded(data, self)
         if scope is not None:
             scope.hold()
             return await _decode_in_slices(data)
@@ -365,12 +374,17 @@ class LargeLists:
             del body
         return data
 
-    async def handed_on(self, fetch: Callable[[], Awaitable[T]]) -> T:
+    async def handed_on(self, fetch: Callable[[], Awaitable[T]], *, deferrable: bool = False) -> T:
         """A list answer whose decoded value the caller hands on, to be completed later in
         the same event-loop step (a GraphQL list field's value): the collector stays off
         from its decode to the end of that step, and from then on by whoever completes it
-        (:meth:`complete`, :meth:`hold_until_next_turn`) until it is freed."""
-        with self.scope(linger=True):
+        (:meth:`complete`, :meth:`hold_until_next_turn`) until it is freed.
+
+        ``deferrable``: whoever completes it takes an :class:`~gateway.core.listwork.Undecoded`
+        large body too (a GraphQL list field), which list workers, when there are any, then
+        decode and project instead of this process.
+        """
+        with self.scope(linger=True, deferrable=deferrable):
             return await fetch()
 
     async def complete(

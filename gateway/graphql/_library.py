@@ -58,6 +58,7 @@ __all__ = [
     "NOT_COMPLETED",
     "CompletingExecutor",
     "Fields",
+    "Substitute",
     "graphql_schema",
     "strawberry_definition",
     "subselection",
@@ -71,6 +72,18 @@ Fields = FieldDetailsList
 
 #: What :meth:`CompletingExecutor.complete_directly` returns to let graphql-core complete.
 NOT_COMPLETED: Final = object()
+
+
+class Substitute:
+    """What :meth:`CompletingExecutor.complete_directly`'s coroutine resolves to for
+    graphql-core to complete ``value`` in place of the resolver's result (a body the
+    completion had to decode first)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
 
 _DEFINITION_KEY: Final = GraphQLCoreConverter.DEFINITION_BACKREF
 
@@ -147,9 +160,12 @@ class CompletingExecutor(Executor[Any]):
         position_context: Any,
     ) -> Any:
         """Await what :meth:`complete_directly` completes over several steps; when that is
-        :data:`NOT_COMPLETED`, let graphql-core complete ``result``.  graphql-core awaits an
-        awaitable ``complete_value`` wherever it completes a value (a field, a list item)."""
+        :data:`NOT_COMPLETED`, let graphql-core complete ``result`` (a :class:`Substitute`'s
+        value).  graphql-core awaits an awaitable ``complete_value`` wherever it completes a
+        value (a field, a list item)."""
         done = await later
+        if type(done) is Substitute:
+            result, done = done.value, NOT_COMPLETED
         if done is NOT_COMPLETED:
             done = super().complete_value(
                 return_type, field_details_list, info, path, result, position_context

@@ -29,7 +29,6 @@ from gateway.graphql.scalars import JSON, SCALAR_TYPES
 #: Definition ids generated besides the served kinds (results of deletes).
 EXTRA_ROOTS = ("io.k8s.apimachinery.pkg.apis.meta.v1.Status",)
 
-_MISSING = object()
 
 #: Extra output fields per type short name: ``{field name: strawberry field}``; built by a
 #: hook that sees every generated class (links such as ``Pod.events`` refer to them).
@@ -39,19 +38,6 @@ ExtraFields = Callable[["GeneratedTypes"], Mapping[str, Mapping[str, StrawberryF
 def python_name(json_name: str) -> str:
     """The Python attribute for a JSON name (``continue`` is a keyword: ``continue_``)."""
     return json_name + "_" if keyword.iskeyword(json_name) else json_name
-
-
-def dict_resolver(obj: Any, name: str) -> Any:
-    """The schema's default resolver: a field of an upstream dict, by its JSON name.
-
-    Non-dict sources (the event and log-line records of subscriptions) use attributes.
-    """
-    if type(obj) is dict:
-        value = obj.get(name, _MISSING)
-        if value is _MISSING:
-            return obj.get(name[:-1]) if name.endswith("_") else None
-        return value
-    return getattr(obj, name, None)
 
 
 def resolve_raw(root: Any) -> Any:

@@ -375,7 +375,8 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
                 # Handed on to the projection, which completes it in this step (the core's
                 # large-list scope: gateway.core.largelist).
                 answer = await ctx.adapter.large_lists.handed_on(
-                    lambda: perform(ctx.adapter, op, call, credential=ctx.credential)
+                    lambda: perform(ctx.adapter, op, call, credential=ctx.credential),
+                    deferrable=shape is None,  # completed by the projection, undecoded
                 )
             else:
                 answer = await perform(ctx.adapter, op, call, credential=ctx.credential)

@@ -23,16 +23,23 @@ from the first slice and frees the decoded body the same way once nothing else h
 Like any asynchronous resolver, such a list lets the other fields of its operation complete
 meanwhile: the errors of fields completing concurrently may come in another order than a
 synchronous completion would give.
+
+With list workers (:mod:`gateway.core.listwork`), a large list body reaches its field's
+completion undecoded: a plan's plain-data form (:attr:`Plan.spec`) goes with it to a worker
+process, whose projected JSON is embedded in the answer as it is; a body a worker gives back
+is decoded here and completed as above.  The generated code is
+:mod:`gateway.core.projectcode`'s, the same in both places.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from types import CoroutineType
 from typing import Any, cast
 
+import orjson
 from graphql import (
     FragmentSpreadNode,
     GraphQLEnumType,
@@ -48,44 +55,41 @@ from graphql import (
 )
 
 from gateway.core.largelist import LARGE_LIST, LargeLists, is_large
+from gateway.core.listwork import Undecoded
+from gateway.core.projectcode import (
+    ALWAYS,
+    CHECKS,
+    CONST,
+    COPY,
+    LEAF,
+    PASSTHROUGH,
+    READ,
+    SELF,
+    Fallback,
+    Project,
+    Spec,
+    Step,
+    dict_resolver,
+    generate,
+    identity,
+    leaf_of,
+    list_of,
+    nonnull_of,
+    then,
+)
 from gateway.graphql._library import (
     NATIVE,
     NOT_COMPLETED,
     CompletingExecutor,
     Fields,
+    Substitute,
     strawberry_definition,
     subselection,
 )
 from gateway.graphql.context import Context
-from gateway.graphql.objects import dict_resolver, resolve_raw
+from gateway.graphql.objects import resolve_raw
 
-Project = Callable[[Any], Any]
-
-#: Scalars whose serialisation is the identity for values of these Python types (``None``:
-#: any value).
-_PASSTHROUGH: dict[str, tuple[type, ...] | None] = {
-    "String": (str,),
-    "ID": (str,),
-    "Boolean": (bool,),
-    "Int": (int,),  # and range-checked
-    "Float": (float,),
-    "JSON": None,
-    "Quantity": (str,),
-    "IntOrString": (int, str),
-    "Time": (str,),
-    "MicroTime": (str,),
-    "Long": (int,),  # and range-checked
-}
-#: The range of the integer scalars (GraphQL's ``Int`` is 32-bit, the gateway's ``Long`` 64).
-_INT_RANGES: dict[str, tuple[int, int]] = {
-    "Int": (-(2**31), 2**31 - 1),
-    "Long": (-(2**63), 2**63 - 1),
-}
 _NO_PLAN = object()
-
-
-class _Fallback(Exception):
-    """A value does not fit the plan: complete it the ordinary way."""
 
 
 def _native(field: GraphQLField) -> Any:
@@ -110,36 +114,9 @@ def _is_raw(field: GraphQLField) -> bool:
 
 
 def _leaf(scalar: GraphQLScalarType) -> Project | None:
-    if scalar.name not in _PASSTHROUGH:
+    if scalar.name not in PASSTHROUGH:
         return None
-    ok = _PASSTHROUGH[scalar.name]
-    if ok is None:
-        return None  # identity: the caller copies the value
-    serialize = _serializer(scalar)
-    if scalar.name in _INT_RANGES:
-        low, high = _INT_RANGES[scalar.name]
-
-        def int_(value: Any) -> Any:
-            if type(value) is int and low <= value <= high:
-                return value
-            return serialize(value)
-
-        return int_
-    if scalar.name == "Float":
-
-        def float_(value: Any) -> Any:
-            if type(value) is float and math.isfinite(value):
-                return value
-            return serialize(value)
-
-        return float_
-
-    def leaf(value: Any) -> Any:
-        if type(value) in ok:
-            return value
-        return serialize(value)
-
-    return leaf
+    return leaf_of(scalar.name, _serializer(scalar))
 
 
 def _serializer(scalar: GraphQLScalarType) -> Project:
@@ -151,9 +128,9 @@ def _serializer(scalar: GraphQLScalarType) -> Project:
         try:
             out = serialize(value)
         except Exception:
-            raise _Fallback from None
+            raise Fallback from None
         if out is None or out is Undefined:
-            raise _Fallback
+            raise Fallback
         return out
 
     return run
@@ -169,7 +146,7 @@ class Plan:
     """The compiled completion of one type under one selection.
 
     Attributes:
-        run: completes a non-null value, or raises :class:`_Fallback`.
+        run: completes a non-null value, or raises :class:`Fallback`.
         kind: ``"nonnull"``, ``"list"``, ``"leaf"`` or ``"object"``.
         inner: the plan of the wrapped type (non-null) or of the items (list).
         nullable_items: a list whose items may be null.
@@ -177,7 +154,17 @@ class Plan:
             large list may be completed in slices for (:meth:`ProjectingExecutor._sliced`).
     """
 
-    __slots__ = ("_done", "_source", "inner", "kind", "lists", "nullable_items", "run", "steps")
+    __slots__ = (
+        "_done",
+        "_source",
+        "inner",
+        "kind",
+        "lists",
+        "nullable_items",
+        "run",
+        "spec",
+        "steps",
+    )
 
     def __init__(
         self,
@@ -188,9 +175,12 @@ class Plan:
         nullable_items: bool = False,
         lists: tuple[tuple[str, str, Plan], ...] = (),
         source: tuple[str, Callable[[frozenset[str]], Callable[[Any, Any], Any]]] | None = None,
-        steps: tuple[_Step, ...] | None = None,
+        steps: tuple[Step, ...] | None = None,
+        spec: Spec = (),
     ) -> None:
         self.kind = kind
+        #: The plan as plain data (:mod:`gateway.core.projectcode`), for a list worker.
+        self.spec = spec
         self.run = run
         self.inner = inner
         self.nullable_items = nullable_items
@@ -233,6 +223,8 @@ class ProjectingExecutor(CompletingExecutor):
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
         if type(return_type) is GraphQLScalarType:
             return NOT_COMPLETED
+        if type(result) is Undecoded:
+            return self._undecoded(return_type, fields, result)
         plan = self._plan(return_type, fields)
         if is_large(result):
             if plan is not None:
@@ -244,9 +236,28 @@ class ProjectingExecutor(CompletingExecutor):
         if plan is not None:
             try:
                 return plan.run(result)
-            except _Fallback:
+            except Fallback:
                 pass
         return NOT_COMPLETED
+
+    async def _undecoded(
+        self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded
+    ) -> Any:
+        """A large list body the adapter handed on undecoded: projected by a list worker
+        (:mod:`gateway.core.listwork`) into JSON embedded as it is, or, when no worker can
+        (no plan for this selection, a value only a serialiser here can complete, no
+        worker), decoded here and completed as any decoded list is."""
+        plan = self._plan(return_type, fields)
+        workers = body.lists.workers
+        if plan is not None and workers is not None:
+            projected = await workers.project(body, plan.spec)
+            if projected is not None:
+                return orjson.Fragment(projected)
+        value = await body.decoded()
+        done = self.complete_directly(return_type, fields, value)
+        if type(done) is CoroutineType:
+            done = await done
+        return Substitute(value) if done is NOT_COMPLETED else done
 
     async def _sliced(self, plan: Plan, value: Any) -> Any:
         """Complete a large value in slices, then let the core free it in slices.
@@ -258,7 +269,7 @@ class ProjectingExecutor(CompletingExecutor):
             return await self._large_lists().complete(
                 value, lambda v: _in_slices(plan, v), per_turn=SLICE
             )
-        except _Fallback:
+        except Fallback:
             return NOT_COMPLETED
 
     def _large_lists(self) -> LargeLists:
@@ -312,43 +323,23 @@ class ProjectingExecutor(CompletingExecutor):
             inner = self._compile(t.of_type, fdl)
             if inner is None:
                 return None
-            run_inner = inner.run
-
-            def non_null(value: Any) -> Any:
-                if value is None:
-                    raise _Fallback
-                out = run_inner(value)
-                if out is None:
-                    raise _Fallback
-                return out
-
-            return Plan("nonnull", non_null, inner)
+            return Plan("nonnull", nonnull_of(inner.run), inner, spec=("nonnull", inner.spec))
         if isinstance(t, GraphQLList):
             item = self._compile(t.of_type, fdl)
             if item is None:
                 return None
             nullable_items = not isinstance(t.of_type, GraphQLNonNull)
-            run_item = item.run
-
-            if nullable_items:
-
-                def list_(value: Any) -> Any:
-                    if type(value) is not list:
-                        raise _Fallback
-                    return [None if v is None else run_item(v) for v in value]
-
-            else:
-
-                def list_(value: Any) -> Any:
-                    if type(value) is not list:
-                        raise _Fallback
-                    return [run_item(v) for v in value]
-
-            return Plan("list", list_, item, nullable_items=nullable_items)
+            return Plan(
+                "list",
+                list_of(item.run, nullable_items),
+                item,
+                nullable_items=nullable_items,
+                spec=("list", nullable_items, item.spec),
+            )
         if isinstance(t, GraphQLScalarType):
-            if t.name not in _PASSTHROUGH:
+            if t.name not in PASSTHROUGH:
                 return None
-            return Plan("leaf", _leaf(t) or _identity)
+            return Plan("leaf", _leaf(t) or identity, spec=("leaf", t.name))
         if isinstance(t, GraphQLEnumType) or not isinstance(t, GraphQLObjectType):
             return None
         if t.name not in self.data_types:
@@ -363,18 +354,21 @@ class ProjectingExecutor(CompletingExecutor):
         selected = subselection(self, t, fdl)
         if selected is None:
             return None
-        steps: list[_Step] = []
+        steps: list[Step] = []
+        specs: list[Spec] = []
         lists: list[tuple[str, str, Plan]] = []
         for response_key, (node, sub) in selected.items():
             name = node.name.value
             if name == "__typename":
-                steps.append(_Step(response_key, _CONST, t.name))
+                steps.append(Step(response_key, CONST, t.name))
+                specs.append((response_key, CONST, t.name, None, None, False))
                 continue
             field = t.fields.get(name)
             if field is None:
                 return None
             if _is_raw(field):
-                steps.append(_Step(response_key, _SELF, ""))
+                steps.append(Step(response_key, SELF, ""))
+                specs.append((response_key, SELF, "", None, None, False))
                 continue
             if not _is_plain(field) or node.arguments:
                 return None
@@ -385,37 +379,48 @@ class ProjectingExecutor(CompletingExecutor):
             check: str | None = None
             plan = None
             if isinstance(ft, GraphQLScalarType):
-                if ft.name not in _PASSTHROUGH:
+                if ft.name not in PASSTHROUGH:
                     return None
                 fn = _leaf(ft)
-                how = _LEAF if fn else _COPY
-                check = _CHECKS.get(ft.name)
+                how = LEAF if fn else COPY
+                check = CHECKS.get(ft.name)
+                fn_spec: Spec | None = ("leaf", ft.name) if fn else None
             else:
                 plan = self._compile(ft, sub)
                 if plan is None:
                     return None
                 fn = plan.run
+                fn_spec = plan.spec
                 # A non-null field: its plan sees a null (and falls back on it).
-                how = _ALWAYS if isinstance(ft, GraphQLNonNull) else _LEAF
+                how = ALWAYS if isinstance(ft, GraphQLNonNull) else LEAF
                 if python_name == name and plan.kind in ("list", "nonnull"):
                     lists.append((response_key, name, plan))
             if python_name != name:
                 # The schema's resolver reads the Python name first (``continue_``).
-                steps.append(_Step(response_key, _READ, python_name, _then(how, fn)))
+                steps.append(Step(response_key, READ, python_name, then(how, fn)))
+                specs.append((response_key, READ, python_name, None, ("then", how, fn_spec), False))
             else:
                 inline = (
                     plan.steps
-                    if plan is not None and how == _LEAF and plan.kind == "object"
+                    if plan is not None and how == LEAF and plan.kind == "object"
                     else None
                 )
-                steps.append(_Step(response_key, how, name, fn, check, inline))
+                steps.append(Step(response_key, how, name, fn, check, inline))
+                specs.append((response_key, how, name, check, fn_spec, inline is not None))
         frozen = tuple(steps)
 
         def source(done: frozenset[str]) -> Callable[[Any, Any], Any]:
-            return cast("Callable[[Any, Any], Any]", _generate(t.name, frozen, done))
+            return cast("Callable[[Any, Any], Any]", generate(t.name, frozen, done))
 
-        run = _generate(t.name, frozen, frozenset())
-        return Plan("object", run, lists=tuple(lists), source=(t.name, source), steps=frozen)
+        run = generate(t.name, frozen, frozenset())
+        return Plan(
+            "object",
+            run,
+            lists=tuple(lists),
+            source=(t.name, source),
+            steps=frozen,
+            spec=("object", t.name, tuple(specs)),
+        )
 
 
 async def _in_slices(plan: Plan, value: Any) -> Any:
@@ -423,10 +428,10 @@ async def _in_slices(plan: Plan, value: Any) -> Any:
     if plan.kind == "nonnull":
         assert plan.inner is not None
         if value is None:
-            raise _Fallback
+            raise Fallback
         out = await _in_slices(plan.inner, value)
         if out is None:
-            raise _Fallback
+            raise Fallback
         return out
     if plan.kind == "list" and type(value) is list and len(value) > SLICE:
         assert plan.inner is not None
@@ -452,145 +457,14 @@ async def _in_slices(plan: Plan, value: Any) -> Any:
     return plan.run(value)
 
 
-_COPY, _LEAF, _SELF, _CONST, _ALWAYS, _READ = 0, 1, 2, 3, 4, 5
-
-#: For a leaf scalar, the test (on ``v``, not null) that sends a value to its serialiser:
-#: a value failing none is its own serialisation.
-_CHECKS: dict[str, str] = {
-    "String": "type({v}) is not str",
-    "ID": "type({v}) is not str",
-    "Boolean": "type({v}) is not bool",
-    **{
-        name: f"type({{v}}) is not int or not {low} <= {{v}} <= {high}"
-        for name, (low, high) in _INT_RANGES.items()
-    },
-    "Float": "type({v}) is not float or not isfinite({v})",
-    "Quantity": "type({v}) is not str",
-    "IntOrString": "type({v}) is not str and type({v}) is not int",
-    "Time": "type({v}) is not str",
-    "MicroTime": "type({v}) is not str",
-}
-
-
-class _Step:
-    """One response key of an object: how its value is computed."""
-
-    __slots__ = ("check", "fn", "how", "key", "name", "sub")
-
-    def __init__(  # noqa: PLR0917
-        self,
-        key: str,
-        how: int,
-        name: str,
-        fn: Project | None = None,
-        check: str | None = None,
-        sub: tuple[_Step, ...] | None = None,
-    ) -> None:
-        self.key, self.how, self.name, self.fn, self.check = key, how, name, fn, check
-        #: The steps of a nested object's projection, generated inline in its parent's.
-        self.sub = sub
-
-
-#: Nested objects generated inline in their parent's function, at most this deep.
-_INLINE_DEPTH = 3
-
-
-def _generate(type_name: str, steps: tuple[_Step, ...], done: frozenset[str]) -> Any:
-    """The projection of an object as one generated function: no loop over the steps, no
-    call for a well-formed leaf, nested objects inline.  With ``done``, it takes
-    ``(value, done)`` and reads those response keys from ``done``."""
-    env: dict[str, Any] = {
-        "_Fallback": _Fallback,
-        "isfinite": math.isfinite,
-        "dict_resolver": dict_resolver,
-    }
-    head = "value, done" if done else "value"
-    lines = [f"def project({head}):"]
-    result = _emit(steps, "value", "v", 1, env, lines, done)
-    lines.append(f"    return {result}")
-    code = "\n".join(lines) + "\n"
-    exec(compile(code, f"<projection of {type_name}>", "exec"), env)
-    return env["project"]
-
-
-def _emit(  # noqa: PLR0917
-    steps: tuple[_Step, ...],
-    src: str,
-    prefix: str,
-    depth: int,
-    env: dict[str, Any],
-    lines: list[str],
-    done: frozenset[str] = frozenset(),
-) -> str:
-    """Append the code projecting the dict in variable ``src``; return the expression of
-    the result (a dict display of the variables the code sets)."""
-    pad = "    " * depth
-    get = f"g_{prefix}"
-    lines += [
-        f"{pad}if type({src}) is not dict:",
-        f"{pad}    raise _Fallback",
-        f"{pad}{get} = {src}.get",
-    ]
-    values: list[str] = []
-    for i, step in enumerate(steps):
-        v = f"{prefix}_{i}"
-        fn = f"f_{v}"
-        env[fn] = step.fn
-        key, name = repr(step.key), repr(step.name)
-        if step.key in done:
-            lines.append(f"{pad}{v} = done[{key}]")
-        elif step.how == _COPY:
-            lines.append(f"{pad}{v} = {get}({name})")
-        elif step.how == _LEAF:
-            lines.append(f"{pad}{v} = {get}({name})")
-            if step.sub is not None and depth < _INLINE_DEPTH:
-                lines.append(f"{pad}if {v} is not None:")
-                inner = _emit(step.sub, v, v, depth + 1, env, lines)
-                lines.append(f"{pad}    {v} = {inner}")
-                values.append(f"{key}: {v}")
-                continue
-            if step.check is not None:
-                lines.append(f"{pad}if {v} is not None and ({step.check.format(v=v)}):")
-            else:
-                lines.append(f"{pad}if {v} is not None:")
-            lines.append(f"{pad}    {v} = {fn}({v})")
-        elif step.how == _ALWAYS:
-            lines.append(f"{pad}{v} = {fn}({get}({name}))")
-        elif step.how == _READ:
-            lines.append(f"{pad}{v} = {fn}(dict_resolver({src}, {name}))")
-        elif step.how == _SELF:
-            lines.append(f"{pad}{v} = {src}")
-        else:
-            lines.append(f"{pad}{v} = {name}")
-        values.append(f"{key}: {v}")
-    return "{" + ", ".join(values) + "}"
-
-
 def _python_name(field: GraphQLField) -> str | None:
     """The key the schema's default resolver reads for ``field``, or ``None`` when that is
-    not :func:`~gateway.graphql.objects.dict_resolver`."""
+    not :func:`~gateway.core.projectcode.dict_resolver`."""
     definition = strawberry_definition(field)
     if getattr(definition, "default_resolver", None) is not dict_resolver:
         return None
     name = getattr(definition, "python_name", None)
     return name if isinstance(name, str) else None
-
-
-def _then(how: int, fn: Project | None) -> Project:
-    """A step's completion of a value already read."""
-    if how == _COPY or fn is None:
-        return _identity
-    if how == _ALWAYS:
-        return fn
-
-    def leaf(value: Any) -> Any:
-        return None if value is None else fn(value)
-
-    return leaf
-
-
-def _identity(value: Any) -> Any:
-    return value
 
 
 def _directed(

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 import strawberry
 from strawberry.schema.config import StrawberryConfig
 
+from gateway.core.projectcode import dict_resolver
 from gateway.core.registry import REGISTRY, Registry
 from gateway.core.schema import Model
 from gateway.graphql.links import link_fields
-from gateway.graphql.objects import Built, dict_resolver, generate
+from gateway.graphql.objects import Built, generate
 from gateway.graphql.operations import RootBuilder
 from gateway.graphql.scalars import SCALAR_MAP
 

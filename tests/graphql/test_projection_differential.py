@@ -54,6 +54,7 @@ from graphql import (
 )
 from strawberry.dataloader import DataLoader
 
+from gateway.core import projectcode
 from gateway.core.largelist import LARGE_LIST
 from gateway.graphql import projection
 from gateway.graphql._library import NOT_COMPLETED, Fields, graphql_schema
@@ -402,6 +403,7 @@ class Generator:
 class _Counting:
     projected = 0
     sliced = 0
+    by_worker = 0
 
 
 @functools.cache
@@ -425,6 +427,34 @@ def _counting_executor() -> type[Any]:
     return Counting
 
 
+@functools.cache
+def _worker_executor() -> type[Any]:
+    """The gateway's executor completing every value it has a plan for as a list worker
+    would: the plan rebuilt from its plain-data form (:func:`projectcode.build`, with no
+    scalar serialiser), the value given back to the gateway's own completion only when that
+    raises ``Fallback``."""
+    _, engine = _setup()
+    base = engine.executor_class
+
+    class AsAWorker(base):  # type: ignore[misc, valid-type]
+        def complete_directly(
+            self, return_type: GraphQLOutputType, fields: Fields, result: Any
+        ) -> Any:
+            if type(return_type) is not GraphQLScalarType:
+                plan = self._plan(return_type, fields)
+                if plan is not None:
+                    try:
+                        done = projectcode.build(plan.spec)(result)
+                    except projectcode.Fallback:
+                        pass
+                    else:
+                        _Counting.by_worker += 1
+                        return done
+            return super().complete_directly(return_type, fields, result)
+
+    return AsAWorker
+
+
 async def _run(
     document: DocumentNode,
     variables: dict[str, Any],
@@ -433,15 +463,17 @@ async def _run(
     linked: Any,
     *,
     fast: bool,
+    worker: bool = False,
 ) -> ExecutionResult:
     schema, _ = _setup()
+    executor = _worker_executor() if worker else _counting_executor() if fast else None
     result = execute(
         schema,
         document,
         root_value=root,
         context_value=_Context(_Loaders(events, linked)),
         variable_values=variables,
-        executor_class=_counting_executor() if fast else None,
+        executor_class=executor,
     )
     if asyncio.iscoroutine(result) or asyncio.isfuture(result):
         result = await result
@@ -453,14 +485,14 @@ def _errors(result: ExecutionResult) -> list[tuple[str, Any, Any]]:
     return [(e.message, e.path, e.locations) for e in result.errors or []]
 
 
-async def _compare(seed: int, large: bool = False) -> None:
+async def _compare(seed: int, large: bool = False, *, worker: bool = False) -> None:
     text, variables, root, events, linked = Generator(seed).case(large)
     schema, _ = _setup()
     document = parse(text)
     assert validate(schema, document, RULES) == [], text
     before = copy.deepcopy((root, events, linked))
     standard = await _run(document, variables, root, events, linked, fast=False)
-    fast = await _run(document, variables, root, events, linked, fast=True)
+    fast = await _run(document, variables, root, events, linked, fast=True, worker=worker)
     where = f"seed {seed}:\n{text}"
     assert fast.data == standard.data, where
     assert _errors(fast) == _errors(standard), where
@@ -501,6 +533,17 @@ async def test_generated_queries_complete_as_the_standard_executor_does() -> Non
         await _compare(seed)
     # The cases exercise the fast path, not only its fallbacks.
     assert _Counting.projected > CASES
+
+
+async def test_generated_queries_projected_as_a_list_worker_would_complete_the_same() -> None:
+    """What a list worker answers (gateway.core.listwork) is the standard executor's answer
+    wherever it answers at all: the plans' plain-data form builds the same projection."""
+    _Counting.by_worker = 0
+    for seed in range(CASES):
+        await _compare(seed, worker=True)
+    for seed in range(4):
+        await _compare(10_000 + seed, large=True, worker=True)
+    assert _Counting.by_worker > CASES
 
 
 async def test_sliced_large_lists_complete_as_the_standard_executor_does() -> None:

@@ -1,0 +1,322 @@
+"""List work in worker processes: a large list body decoded and projected off the gateway's
+interpreter.
+
+Decoding a list of 5,000 pods (27 MB of JSON), projecting it to what a GraphQL query selects
+and freeing the decoded objects is about 90 % of the gateway's CPU for that answer, all of
+it Python under one interpreter lock.  Sliced, it does not stall the event loop for long
+(:mod:`gateway.core.largelist`), but it cannot run beside other work: a fleet list of two
+clusters costs two decodes one after the other, whatever the cores, and every small request
+waits for a core the list holds.
+
+With list workers (``--list-workers N``), a large list body (:data:`LARGE_BODY_BYTES` or
+more) that a GraphQL list field will complete is not decoded by the gateway: the adapter
+hands on an :class:`Undecoded` body, and the field's completion sends the body and the
+selection's projection plan (plain data, :mod:`gateway.core.projectcode`) to a worker
+process, which decodes it, projects it and returns the projected JSON.  The gateway embeds
+those bytes in its answer without decoding them (``orjson.Fragment``).  N lists are then
+decoded on N cores at once, and the gateway's own interpreter only moves bytes.
+
+Anything a worker cannot do exactly as the gateway would (a value the projection would give
+to a scalar's serialiser, a body that is not a JSON object, a broken worker) comes back as
+"not done", and the gateway decodes and completes that list itself, the ordinary way: the
+answer is the same bytes either way (``tests/graphql/test_list_workers.py``).
+
+Workers are started on the first large list, not before (a gateway that never lists much
+never starts one), and stopped with the gateway.  Each is a fresh interpreter running this
+module (``python -m gateway.core.listwork``), which imports :mod:`gateway.core.projectcode`
+and little else: nothing of the gateway is forked or re-imported there (not its threads,
+gRPC's among them, nor the script that started it), and it speaks a small framed protocol
+over its stdin and stdout, one list at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
+
+import orjson
+
+from gateway.core import errors
+from gateway.core.projectcode import Fallback, Project, Spec, build
+
+if TYPE_CHECKING:
+    from gateway.core.largelist import LargeLists
+
+log = logging.getLogger("gateway")
+
+__all__ = ["ListWorkers", "Undecoded", "over_cap", "project_list", "too_many", "workers_for"]
+
+#: What a worker answers when the caller must do the work itself.
+NOT_DONE: Final = "not-done"
+#: What a worker answers for a list with more items than the cap.
+OVER_CAP: Final = "over-cap"
+#: Plans a worker keeps built (a dict of specs; cleared when full).
+_PLANS_KEPT: Final = 256
+
+
+def too_many(cap: int, plural: str) -> errors.RequestEntityTooLarge:
+    """The refusal of a list without ``limit`` that holds more than ``cap`` items."""
+    return errors.RequestEntityTooLarge(
+        f"more than {cap} {plural} match: ask for pages with `limit` and `continue`, or "
+        "narrow the list with selectors"
+    )
+
+
+def over_cap(answer: Mapping[str, Any], cap: int) -> bool:
+    """Does a list answer asked for ``cap + 1`` items hold more than ``cap``, or promise
+    more (a ``continue`` token)?"""
+    meta = answer.get("metadata") or {}
+    items = answer.get("items") or []
+    return bool(meta.get("continue")) or len(items) > cap
+
+
+class Undecoded:
+    """A large list body not decoded yet, handed on to whoever completes it.
+
+    Attributes:
+        data: the upstream's JSON body.
+        cap: at most this many items may be answered (0: no cap); more are refused with
+            :meth:`refusal`.
+        plural: the resource's plural, for the refusal's message.
+        lists: the large-list scope's owner that would have decoded it
+            (:meth:`decoded` does, when no worker can).
+    """
+
+    __slots__ = ("cap", "data", "lists", "plural")
+
+    def __init__(self, data: bytes, lists: LargeLists) -> None:
+        self.data = data
+        self.cap = 0
+        self.plural = ""
+        self.lists = lists
+
+    def refusal(self) -> errors.RequestEntityTooLarge:
+        return too_many(self.cap, self.plural)
+
+    async def decoded(self) -> dict[str, Any]:
+        """The body decoded here, the ordinary way (the cap checked).
+
+        Raises:
+            Internal: the body is not a JSON object.
+            RequestEntityTooLarge: more items than the cap.
+        """
+        # Held as a GraphQL list field's value is (LargeLists.handed_on): completed next.
+        lists = self.lists
+        value = await lists.handed_on(lambda: lists.decode(self.data))
+        if not isinstance(value, dict):
+            raise errors.Internal("the upstream sent JSON that is not an object")
+        if self.cap and over_cap(value, self.cap):
+            raise self.refusal()
+        return value
+
+
+_built: dict[Spec, Project] = {}
+
+
+def project_list(data: bytes, spec: Spec, cap: int) -> bytes | str:
+    """Run in a worker: the JSON of ``data`` projected by ``spec``, or :data:`NOT_DONE`, or
+    :data:`OVER_CAP`."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return NOT_DONE
+    if type(value) is not dict:
+        return NOT_DONE
+    if cap and over_cap(value, cap):
+        return OVER_CAP
+    run = _built.get(spec)
+    if run is None:
+        if len(_built) >= _PLANS_KEPT:
+            _built.clear()
+        run = _built[spec] = build(spec)
+    try:
+        return orjson.dumps(run(value))
+    except (Fallback, TypeError):  # TypeError: a value orjson cannot write
+        return NOT_DONE
+
+
+# A request: ``<QQ`` (lengths), the pickled ``(spec, cap)``, the body.  An answer: ``<BQ``
+# (status, length), then the projected JSON (status 0) or nothing.
+_REQUEST = struct.Struct("<QQ")
+_ANSWER = struct.Struct("<BQ")
+_DONE, _NOT_DONE, _OVER_CAP = 0, 1, 2
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """A worker's loop: requests in on ``stdin``, answers out on ``stdout``, until EOF."""
+    while True:
+        head = stdin.read(_REQUEST.size)
+        if len(head) < _REQUEST.size:
+            return  # the gateway closed the pipe (or is gone): done
+        spec_size, body_size = _REQUEST.unpack(head)
+        spec, cap = pickle.loads(stdin.read(spec_size))  # the gateway's own plan
+        answer = project_list(stdin.read(body_size), spec, cap)
+        if isinstance(answer, bytes):
+            stdout.write(_ANSWER.pack(_DONE, len(answer)))
+            stdout.write(answer)
+        else:
+            stdout.write(_ANSWER.pack(_OVER_CAP if answer == OVER_CAP else _NOT_DONE, 0))
+        stdout.flush()
+
+
+class _Worker:
+    """One worker process and its two pipes; one request at a time."""
+
+    __slots__ = ("proc",)
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def call(self, spec: Spec, cap: int, data: bytes) -> bytes | str:
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        head = pickle.dumps((spec, cap), protocol=pickle.HIGHEST_PROTOCOL)
+        stdin.write(_REQUEST.pack(len(head), len(data)))
+        stdin.write(head)
+        stdin.write(data)
+        await stdin.drain()
+        status, size = _ANSWER.unpack(await stdout.readexactly(_ANSWER.size))
+        if status == _DONE:
+            return await stdout.readexactly(size)
+        return OVER_CAP if status == _OVER_CAP else NOT_DONE
+
+    def stop(self) -> None:
+        """End the process: EOF on its input, or a kill when it is mid-request."""
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+
+class ListWorkers:
+    """The gateway's list worker processes (one set per process, shared by every cluster).
+
+    ``count`` 0: none, every list is decoded by the gateway itself.  A worker is a child
+    process (``python -m gateway.core.listwork``) that serves one list at a time over its
+    stdin and stdout: nothing but this module and :mod:`gateway.core.projectcode` is
+    imported there, and the gateway's own modules and threads are never copied into it.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+        self._slots: asyncio.Semaphore | None = None
+        self._closed = False
+        #: Lists projected by a worker, and lists a worker gave back (not done, or died).
+        self.projected = 0
+        self.returned = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.count > 0 and not self._closed
+
+    async def _take(self) -> _Worker:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.proc.returncode is None:
+                return worker
+            self._drop(worker)  # died while idle
+        return await self._start()
+
+    async def _start(self) -> _Worker:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway.core.listwork",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        worker = _Worker(proc)
+        self._all.add(worker)
+        return worker
+
+    def _drop(self, worker: _Worker) -> None:
+        self._all.discard(worker)
+        worker.stop()
+
+    async def project(self, body: Undecoded, spec: Spec) -> bytes | None:
+        """``body`` projected by ``spec`` in a worker, as JSON; ``None`` when the caller must
+        decode and complete it itself.
+
+        Raises:
+            RequestEntityTooLarge: more items than the body's cap.
+        """
+        if not self.enabled:
+            return None
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.count)
+        async with self._slots:
+            worker = await self._take()
+            try:
+                done = await worker.call(spec, body.cap, body.data)
+            except (OSError, asyncio.IncompleteReadError):
+                # The worker died (killed, out of memory): this list is decoded here, and
+                # the next one starts a new worker.
+                log.warning("a list worker process ended unexpectedly; starting a new one")
+                self._drop(worker)
+                self.returned += 1
+                return None
+            except BaseException:
+                self._drop(worker)  # cancelled mid-request: its pipes are mid-frame
+                raise
+            if self._closed:
+                self._drop(worker)
+            else:
+                self._idle.append(worker)
+        if done == OVER_CAP:
+            raise body.refusal()
+        if isinstance(done, bytes):
+            self.projected += 1
+            return done
+        self.returned += 1
+        return None
+
+    async def ready(self) -> list[int]:
+        """Start every worker now (rather than on first use): their process ids."""
+        started = [await self._start() for _ in range(self.count - len(self._idle))]
+        self._idle.extend(started)
+        return [w.proc.pid for w in self._idle]
+
+    async def aclose(self) -> None:
+        """Stop the workers: idle ones see EOF and exit; one mid-request is killed (its
+        caller is gone too)."""
+        self._closed = True
+        workers, self._all = list(self._all), set()
+        idle = set(self._idle)
+        self._idle.clear()
+        for worker in workers:
+            if worker in idle and worker.proc.stdin is not None:
+                worker.proc.stdin.close()
+            else:
+                worker.stop()
+        for worker in workers:
+            try:
+                async with asyncio.timeout(5):
+                    await worker.proc.wait()
+            except TimeoutError:
+                worker.stop()
+                await worker.proc.wait()
+
+
+def workers_for(setting: str) -> int:
+    """The worker count a ``--list-workers`` setting means: ``auto`` is the CPUs this
+    process may use, at most 4; ``0`` is none."""
+    if setting != "auto":
+        return int(setting)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+if __name__ == "__main__":
+    # A worker: Ctrl-C reaches the whole process group, but the gateway ends its workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    serve(sys.stdin.buffer, sys.stdout.buffer)

@@ -1,0 +1,226 @@
+"""List workers: a large list decoded and projected in worker processes answers the same
+bytes as the gateway's own decode and projection, in every case the projection knows
+(planned fields, values only a serialiser completes, a list over the cap, a worker killed
+mid-life, several clusters at once)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from gateway.core.largelist import LARGE_BODY_BYTES
+from gateway.core.listwork import ListWorkers
+from gateway.core.projectcode import build
+from gateway.core.registry import POD
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.sample import make_pods
+from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
+from tests.support.graphql import ADMIN, Gateway, serve_gateway
+
+COUNT = 600
+NS = "big"
+
+WIDE = """query($ns: String!) {
+  pods(namespace: $ns) {
+    __typename
+    metadata { resourceVersion continue remainingItemCount }
+    items {
+      kind
+      metadata { name namespace uid resourceVersion creationTimestamp labels }
+      spec { nodeName priority containers { name image ports { containerPort protocol } } }
+      status { phase podIP conditions { type status } }
+      ...More
+    }
+  }
+}
+fragment More on Pod { status { startTime } renamed: metadata { name } }"""
+
+NARROW = '{ pods(namespace: "big") { items { metadata { name } } } }'
+RAW = '{ pods(namespace: "big") { items { raw } } }'
+FLEET = """{
+  fleet(clusters: ["default", "b"]) {
+    cluster pods(namespace: "big") { items { metadata { name } } }
+  }
+}"""
+#: A selection that depends on a variable (the plan is compiled per execution).
+DIRECTED = """query($ns: String!, $ip: Boolean!) {
+  pods(namespace: $ns) { items { metadata { name } status { podIP @include(if: $ip) } } }
+}"""
+
+
+@pytest.fixture
+async def demo() -> AsyncIterator[DemoUpstream]:
+    async with DemoUpstream() as upstream:
+        await upstream.store.bulk_create(POD, make_pods(COUNT, NS), namespace=NS)
+        yield upstream
+
+
+@pytest.fixture
+async def pair(demo: DemoUpstream) -> AsyncIterator[tuple[Gateway, Gateway]]:
+    """The same upstream through a gateway with two list workers and one with none."""
+    async with (
+        serve_gateway(demo, list_workers="2") as workers,
+        serve_gateway(demo, list_workers="0") as plain,
+    ):
+        yield workers, plain
+
+
+def _workers(gateway: Gateway) -> ListWorkers:
+    lists = gateway.app.state.runtime.cluster.adapter.large_lists
+    assert lists.workers is not None
+    return lists.workers  # type: ignore[no-any-return]
+
+
+async def _post(gateway: Gateway, query: str, **variables: Any) -> bytes:
+    async with httpx.AsyncClient(
+        base_url=gateway.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60
+    ) as client:
+        response = await client.post("/graphql", json={"query": query, "variables": variables})
+    assert response.status_code == 200, response.text[:500]
+    return response.content
+
+
+async def test_the_body_is_large_enough_to_go_to_a_worker(demo: DemoUpstream) -> None:
+    async with httpx.AsyncClient(
+        base_url=demo.url, headers={"Authorization": f"Bearer {ADMIN}"}
+    ) as c:
+        body = (await c.get(f"/api/v1/namespaces/{NS}/pods")).content
+    assert len(body) >= LARGE_BODY_BYTES
+
+
+@pytest.mark.parametrize(
+    ("query", "variables"),
+    [
+        (WIDE, {"ns": NS}),
+        (NARROW, {}),
+        (RAW, {}),
+        (DIRECTED, {"ns": NS, "ip": True}),
+        (DIRECTED, {"ns": NS, "ip": False}),
+    ],
+    ids=["wide", "narrow", "raw", "directed-on", "directed-off"],
+)
+async def test_a_worker_answers_the_same_bytes_as_the_gateway(
+    pair: tuple[Gateway, Gateway], query: str, variables: dict[str, Any]
+) -> None:
+    with_workers, without = pair
+    before = _workers(with_workers).projected
+    got = await _post(with_workers, query, **variables)
+    assert _workers(with_workers).projected == before + 1  # a worker did it
+    want = await _post(without, query, **variables)
+    assert got == want
+    assert _workers(without).projected == 0
+
+
+async def test_a_value_only_a_serialiser_completes_is_completed_by_the_gateway(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway]
+) -> None:
+    """An ``Int`` out of range: the worker gives the list back, the gateway completes it,
+    the field error and the partial data are the spec's, the same with or without."""
+    with_workers, without = pair
+    odd = next(iter(make_pods(1, "odd", prefix="odd")))
+    odd["spec"]["priority"] = 2**40
+    await demo.store.bulk_create(POD, [*make_pods(COUNT, "odd"), odd], namespace="odd")
+    workers = _workers(with_workers)
+    projected, returned = workers.projected, workers.returned
+    got = await _post(with_workers, WIDE, ns="odd")
+    assert (workers.projected, workers.returned) == (projected, returned + 1)
+    want = await _post(without, WIDE, ns="odd")
+    assert got == want
+    assert b"Int cannot represent non 32-bit signed integer value" in got
+
+
+async def test_a_list_over_the_cap_is_refused_the_same_way(demo: DemoUpstream) -> None:
+    async with (
+        serve_gateway(demo, list_workers="1", max_list_items=COUNT - 1) as with_workers,
+        serve_gateway(demo, list_workers="0", max_list_items=COUNT - 1) as without,
+    ):
+        got = await _post(with_workers, NARROW)
+        want = await _post(without, NARROW)
+    assert got == want
+    assert f"more than {COUNT - 1} pods match".encode() in got
+
+
+async def test_a_killed_worker_costs_no_answer_and_is_replaced(demo: DemoUpstream) -> None:
+    async with serve_gateway(demo, list_workers="1") as gateway:
+        workers = _workers(gateway)
+        (pid,) = await workers.ready()
+        want = await _post(gateway, NARROW)
+        assert workers.projected == 1
+        os.kill(pid, signal.SIGKILL)
+        # The death is noticed before the next list (a new worker takes it) or by it (the
+        # gateway decodes that list itself): the same bytes either way, then a new worker.
+        assert await _post(gateway, NARROW) == want
+        assert await _post(gateway, NARROW) == want
+        assert workers.projected >= 2
+        (new,) = await workers.ready()
+        assert new != pid
+
+
+async def test_lists_of_two_clusters_go_to_two_workers(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway], tmp_path: Path
+) -> None:
+    """A fleet list of two clusters: both lists go to workers, and each member is the
+    same bytes as that cluster's own list through a gateway without workers."""
+    _, without = pair
+    async with DemoUpstream() as second:
+        await second.store.bulk_create(POD, make_pods(COUNT, NS, prefix="b"), namespace=NS)
+        config = kubeconfig(tmp_path / "b.yaml", second.url)
+        flags = ("--list-workers", "2", "--cluster", f"b={config}")
+        async with (
+            gateway(demo, *flags) as (served, fleet, client),
+            serve_gateway(second, list_workers="0") as own_b,
+        ):
+            await until(fleet, serves("b"))
+            workers = _workers(served)
+            before = workers.projected
+            response = await client.post(
+                "/fleet/graphql",
+                json={"query": FLEET},
+                headers={"Authorization": f"Bearer {ADMIN}"},
+            )
+            assert workers.projected == before + 2
+            members = {
+                m["cluster"]: m["pods"] for m in orjson.loads(response.content)["data"]["fleet"]
+            }
+            for name, own in (("default", without), ("b", own_b)):
+                alone = orjson.loads(await _post(own, NARROW))["data"]["pods"]
+                assert members[name] == alone
+            assert len(members["b"]["items"]) == COUNT
+
+
+def test_a_spec_builds_the_projection_a_worker_runs() -> None:
+    spec = (
+        "object",
+        "PodList",
+        (
+            ("kind", 0, "kind", None, None, False),
+            (
+                "items",
+                1,
+                "items",
+                None,
+                (
+                    "list",
+                    False,
+                    (
+                        "object",
+                        "Pod",
+                        (("name", 1, "name", "type({v}) is not str", ("leaf", "String"), False),),
+                    ),
+                ),
+                False,
+            ),
+        ),
+    )
+    run = build(spec)
+    assert run({"kind": "PodList", "items": [{"name": "a"}, {"name": "b"}]}) == {
+        "kind": "PodList",
+        "items": [{"name": "a"}, {"name": "b"}],
+    }
