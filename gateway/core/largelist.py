@@ -49,7 +49,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from gateway.core import errors, slicedjson
-from gateway.core.listwork import ListWorkers, Undecoded
+from gateway.core.listwork import ListWorkers, Undecoded, split_wire
 
 __all__ = [
     "FREE_ITEMS",
@@ -142,6 +142,9 @@ class ListEncoding:
     items: Callable[[Sequence[Any], list[bytes]], None]
     #: Items encoded between two yields (a fraction of a millisecond of work).
     slice_items: int
+    #: The same encoding as a list worker's job (:func:`gateway.core.listwork.wire`), when
+    #: a worker can do it: a large body is then encoded there, never decoded here.
+    job: tuple[Any, ...] | None = None
 
 
 def encode_now(body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
@@ -315,7 +318,7 @@ class LargeLists:
 
     # -- the steps of a list answer ------------------------------------------------------
 
-    async def decode(self, data: bytes) -> Any:
+    async def decode(self, data: bytes, *, defer: bool = True) -> Any:
         """Decode a JSON body (``orjson.loads``' value) without holding the event loop long.
 
         A body of :data:`LARGE_BODY_BYTES` or more is decoded a run of list items at a time
@@ -329,7 +332,8 @@ class LargeLists:
         if len(data) < LARGE_BODY_BYTES:
             return decode_now(data)
         scope = _open_scope.get()
-        if scope is not None and scope.deferrable and self.workers and self.workers.enabled:
+        workers = self.workers
+        if defer and scope is not None and scope.deferrable and workers and workers.enabled:
             return Undecoded(data, self)
         if scope is not None:
             scope.hold()
@@ -366,9 +370,19 @@ class LargeLists:
     ) -> bytes:
         """A list answer written out here: fetched (the adapter decodes it in slices),
         encoded in slices and freed in slices, the collector off from its decode until it
-        is freed."""
-        with self.scope() as scope:
-            body = await fetch()
+        is freed.  With list workers and an encoding they can do (``encoding.job``), a large
+        body is encoded by a worker and never decoded here (:mod:`gateway.core.listwork`)."""
+        workers = self.workers if encoding.job is not None else None
+        with self.scope(deferrable=workers is not None) as scope:
+            body: Any = await fetch()
+            if type(body) is Undecoded:
+                assert workers is not None and encoding.job is not None
+                done = await workers.run(body, encoding.job)
+                if done is not None:
+                    rest, items = split_wire(done)
+                    return encoding.head(rest) + items
+                scope.hold()
+                body = await body.decoded()
             data = await self.encode(body, encoding)
             await scope.release(body)
             del body

@@ -19,7 +19,7 @@ decoded on N cores at once, and the gateway's own interpreter only moves bytes.
 Anything a worker cannot do exactly as the gateway would (a value the projection would give
 to a scalar's serialiser, a body that is not a JSON object, a broken worker) comes back as
 "not done", and the gateway decodes and completes that list itself, the ordinary way: the
-answer is the same bytes either way (``tests/graphql/test_list_workers.py``).
+answer is the same bytes either way (``tests/gateway/test_list_workers.py``).
 
 Workers are started on the first large list, not before (a gateway that never lists much
 never starts one), and stopped with the gateway.  Each is a fresh interpreter running this
@@ -45,14 +45,27 @@ import orjson
 
 from gateway.core import errors
 from gateway.core.projectcode import Fallback, Project, Spec, build
+from gateway.core.protowire import encode_struct, length_prefixed
 
 if TYPE_CHECKING:
     from gateway.core.largelist import LargeLists
 
 log = logging.getLogger("gateway")
 
-__all__ = ["ListWorkers", "Undecoded", "over_cap", "project_list", "too_many", "workers_for"]
+__all__ = [
+    "ListWorkers",
+    "Undecoded",
+    "over_cap",
+    "project",
+    "split_wire",
+    "too_many",
+    "wire",
+    "work",
+    "workers_for",
+]
 
+#: A worker's job, plain data: :func:`project` or :func:`wire`.
+Job = tuple[Any, ...]
 #: What a worker answers when the caller must do the work itself.
 NOT_DONE: Final = "not-done"
 #: What a worker answers for a list with more items than the cap.
@@ -109,7 +122,7 @@ class Undecoded:
         """
         # Held as a GraphQL list field's value is (LargeLists.handed_on): completed next.
         lists = self.lists
-        value = await lists.handed_on(lambda: lists.decode(self.data))
+        value = await lists.handed_on(lambda: lists.decode(self.data, defer=False))
         if not isinstance(value, dict):
             raise errors.Internal("the upstream sent JSON that is not an object")
         if self.cap and over_cap(value, self.cap):
@@ -120,8 +133,21 @@ class Undecoded:
 _built: dict[Spec, Project] = {}
 
 
-def project_list(data: bytes, spec: Spec, cap: int) -> bytes | str:
-    """Run in a worker: the JSON of ``data`` projected by ``spec``, or :data:`NOT_DONE`, or
+def project(spec: Spec) -> Job:
+    """The job of a GraphQL list field: the list projected by ``spec``, as JSON."""
+    return ("project", spec)
+
+
+def wire(item_tag: bytes, object_tag: bytes, *, as_struct: bool) -> Job:
+    """The job of a gRPC ``ResourceList``: each item written as ``item_tag`` holding a
+    ``ResourceObject`` whose ``object_tag`` field is the item's JSON (or, ``as_struct``,
+    its ``google.protobuf.Struct``); everything but the items comes back as JSON, for the
+    front end to write its head."""
+    return ("wire", item_tag, object_tag, as_struct)
+
+
+def work(data: bytes, job: Job, cap: int) -> bytes | str:
+    """Run in a worker: ``job`` done on the JSON of ``data``, or :data:`NOT_DONE`, or
     :data:`OVER_CAP`."""
     try:
         value = orjson.loads(data)
@@ -131,15 +157,41 @@ def project_list(data: bytes, spec: Spec, cap: int) -> bytes | str:
         return NOT_DONE
     if cap and over_cap(value, cap):
         return OVER_CAP
+    try:
+        if job[0] == "project":
+            return _projected(value, job[1])
+        return _written(value, *job[1:])
+    except (Fallback, TypeError):  # TypeError: a value orjson cannot write
+        return NOT_DONE
+
+
+def _projected(value: dict[str, Any], spec: Spec) -> bytes:
     run = _built.get(spec)
     if run is None:
         if len(_built) >= _PLANS_KEPT:
             _built.clear()
         run = _built[spec] = build(spec)
-    try:
-        return orjson.dumps(run(value))
-    except (Fallback, TypeError):  # TypeError: a value orjson cannot write
-        return NOT_DONE
+    return orjson.dumps(run(value))
+
+
+def _written(value: dict[str, Any], item_tag: bytes, object_tag: bytes, as_struct: bool) -> bytes:
+    items = value.pop("items", None) or []
+    if type(items) is not list:
+        raise Fallback
+    parts: list[bytes] = []
+    for item in items:
+        if item.__class__ is dict:
+            obj = encode_struct(item) if as_struct else orjson.dumps(item)
+            parts.append(length_prefixed(item_tag, length_prefixed(object_tag, obj)))
+    rest = orjson.dumps(value)
+    return _REST.pack(len(rest)) + rest + b"".join(parts)
+
+
+def split_wire(done: bytes) -> tuple[dict[str, Any], bytes]:
+    """A ``wire`` job's answer: the list without its items (decoded), the items' bytes."""
+    (size,) = _REST.unpack_from(done)
+    start = _REST.size
+    return orjson.loads(done[start : start + size]), done[start + size :]
 
 
 # A request: ``<QQ`` (lengths), the pickled ``(spec, cap)``, the body.  An answer: ``<BQ``
@@ -147,6 +199,8 @@ def project_list(data: bytes, spec: Spec, cap: int) -> bytes | str:
 _REQUEST = struct.Struct("<QQ")
 _ANSWER = struct.Struct("<BQ")
 _DONE, _NOT_DONE, _OVER_CAP = 0, 1, 2
+# A ``wire`` answer: the length of the JSON of everything but the items, that JSON, the items.
+_REST = struct.Struct("<Q")
 
 
 def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
@@ -156,8 +210,8 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         if len(head) < _REQUEST.size:
             return  # the gateway closed the pipe (or is gone): done
         spec_size, body_size = _REQUEST.unpack(head)
-        spec, cap = pickle.loads(stdin.read(spec_size))  # the gateway's own plan
-        answer = project_list(stdin.read(body_size), spec, cap)
+        job, cap = pickle.loads(stdin.read(spec_size))  # the gateway's own job
+        answer = work(stdin.read(body_size), job, cap)
         if isinstance(answer, bytes):
             stdout.write(_ANSWER.pack(_DONE, len(answer)))
             stdout.write(answer)
@@ -174,10 +228,10 @@ class _Worker:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
 
-    async def call(self, spec: Spec, cap: int, data: bytes) -> bytes | str:
+    async def call(self, job: Job, cap: int, data: bytes) -> bytes | str:
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
-        head = pickle.dumps((spec, cap), protocol=pickle.HIGHEST_PROTOCOL)
+        head = pickle.dumps((job, cap), protocol=pickle.HIGHEST_PROTOCOL)
         stdin.write(_REQUEST.pack(len(head), len(data)))
         stdin.write(head)
         stdin.write(data)
@@ -240,9 +294,9 @@ class ListWorkers:
         self._all.discard(worker)
         worker.stop()
 
-    async def project(self, body: Undecoded, spec: Spec) -> bytes | None:
-        """``body`` projected by ``spec`` in a worker, as JSON; ``None`` when the caller must
-        decode and complete it itself.
+    async def run(self, body: Undecoded, job: Job) -> bytes | None:
+        """``job`` done on ``body`` in a worker (:func:`project`: JSON; :func:`wire`: see
+        :func:`split_wire`); ``None`` when the caller must decode it and do it itself.
 
         Raises:
             RequestEntityTooLarge: more items than the body's cap.
@@ -254,7 +308,7 @@ class ListWorkers:
         async with self._slots:
             worker = await self._take()
             try:
-                done = await worker.call(spec, body.cap, body.data)
+                done = await worker.call(job, body.cap, body.data)
             except (OSError, asyncio.IncompleteReadError):
                 # The worker died (killed, out of memory): this list is decoded here, and
                 # the next one starts a new worker.

@@ -55,7 +55,7 @@ from graphql import (
 )
 
 from gateway.core.largelist import LARGE_LIST, LargeLists, is_large
-from gateway.core.listwork import Undecoded
+from gateway.core.listwork import Undecoded, project
 from gateway.core.projectcode import (
     ALWAYS,
     CHECKS,
@@ -250,7 +250,7 @@ class ProjectingExecutor(CompletingExecutor):
         plan = self._plan(return_type, fields)
         workers = body.lists.workers
         if plan is not None and workers is not None:
-            projected = await workers.project(body, plan.spec)
+            projected = await workers.run(body, project(plan.spec))
             if projected is not None:
                 return orjson.Fragment(projected)
         value = await body.decoded()

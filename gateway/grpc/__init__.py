@@ -6,8 +6,8 @@ Modules, by noun:
   source and the registry (the one place the contract is defined);
 * :mod:`~gateway.grpc.protogen` and :mod:`~gateway.grpc.numbering`: ``protos/`` rendered from
   the contract, field numbers locked; ``make protos`` also writes the stubs in ``gen/``;
-* :mod:`~gateway.grpc.codec`, :mod:`~gateway.grpc.wire`, :mod:`~gateway.grpc.mask`: upstream
-  JSON to wire bytes (and back), ``read_mask``;
+* :mod:`~gateway.grpc.codec` (over :mod:`~gateway.core.protowire`) and
+  :mod:`~gateway.grpc.mask`: upstream JSON to wire bytes (and back), ``read_mask``;
 * :mod:`~gateway.grpc.servicer`, :mod:`~gateway.grpc.calls`: one generic servicer per
   resource (``Watch`` joins the core's shared watch hub), credential and deadline of a call;
 * :mod:`~gateway.grpc.status`: the one error table with ``google.rpc`` details;

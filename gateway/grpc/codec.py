@@ -10,7 +10,7 @@ main output is the *wire bytes* of the answer (what the server sends), built in 
    ``metadata.managedFields[].fieldsV1``) are taken out of the dict.  Dicts are copied only
    where they change; the input is never mutated.
 2. The message constructor builds the rest in C, and ``SerializeToString`` writes it.
-3. The taken-out JSON is appended as wire bytes (:mod:`gateway.grpc.wire`): a ``Struct`` built
+3. The taken-out JSON is appended as wire bytes (:mod:`gateway.core.protowire`): a ``Struct`` built
    through the Python API costs more than decoding the whole pod, its encoding costs little
    and is cached.  Protobuf merges a repeated occurrence of a message field, so the appended
    bytes land inside the right sub-message; a list that holds JSON somewhere below is
@@ -38,17 +38,17 @@ from google.protobuf.message import Message
 
 from gateway.core import schema
 from gateway.core.largelist import ListEncoding, encode_now
-from gateway.core.schema import ListOf, MapOf, Ref, Scalar, TypeRef
-from gateway.core.watch import WatchEvent
-from gateway.grpc import mask as masks
-from gateway.grpc.contract import STRUCT, Contract, contract
-from gateway.grpc.messages import message_class
-from gateway.grpc.wire import (
+from gateway.core.protowire import (
     StructCache,
     field_tag,
     length_prefixed,
     varint,
 )
+from gateway.core.schema import ListOf, MapOf, Ref, Scalar, TypeRef
+from gateway.core.watch import WatchEvent
+from gateway.grpc import mask as masks
+from gateway.grpc.contract import STRUCT, Contract, contract
+from gateway.grpc.messages import message_class
 
 __all__ = ["Codec", "codec", "struct_json"]
 

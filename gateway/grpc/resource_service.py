@@ -14,7 +14,7 @@ and Watch loop through the hub).
 Objects travel as a ``ResourceObject``: JSON bytes (the default), or a
 ``google.protobuf.Struct`` when the request's ``representation`` asks for it.  Requests take
 either form.  ``read_mask`` paths are JSON field names (:func:`gateway.grpc.mask.parse_json`).
-Answers are written as wire bytes directly (:mod:`gateway.grpc.wire`): the JSON text is
+Answers are written as wire bytes directly (:mod:`gateway.core.protowire`): the JSON text is
 orjson's, a ``Struct`` is encoded straight from the decoded JSON.
 
 Fleet calls: ``List`` and ``Watch`` take ``clusters`` (names, ``*`` for every served
@@ -57,7 +57,9 @@ from gateway.core.fleetops import (
 from gateway.core.fleetstream import FleetEvent
 from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.largelist import ListEncoding
+from gateway.core.listwork import wire
 from gateway.core.operations import Action, Operation, perform
+from gateway.core.protowire import encode_struct, field_tag, length_prefixed, varint
 from gateway.core.registry import Resource
 from gateway.core.streams import open_stream
 from gateway.grpc import mask as masks
@@ -74,7 +76,6 @@ from gateway.grpc.handling import (
     watch_stream,
 )
 from gateway.grpc.status import FleetDraining, status_message
-from gateway.grpc.wire import encode_struct, field_tag, length_prefixed, varint
 
 __all__ = ["SERVICE", "ResourceServiceServicer", "resource_service_handler"]
 
@@ -125,6 +126,10 @@ _EVENT_TYPES: Final[Mapping[str, int]] = MappingProxyType(
 )
 
 JSON = dict[str, Any]
+
+
+def _object_tag(representation: int) -> bytes:
+    return _OBJECT_STRUCT if representation == STRUCT else _OBJECT_JSON
 
 
 def object_bytes(obj: JSON, representation: int) -> bytes:
@@ -305,7 +310,10 @@ class ResourceServiceServicer(ServicerBase):
                     obj = masks.project(item, mask, loose=True) if mask is not None else item
                     parts.append(length_prefixed(_LIST_ITEMS, object_bytes(obj, rep)))
 
-        return ListEncoding(head, items, LIST_SLICE)
+        # Without a read mask a list worker writes the same items (gateway.core.listwork).
+        as_struct = rep == STRUCT
+        job = None if mask is not None else wire(_LIST_ITEMS, _object_tag(rep), as_struct=as_struct)
+        return ListEncoding(head, items, LIST_SLICE, job)
 
     async def _fleet_list(
         self, request: Any, credential: Credential, timeout: float | None

@@ -28,6 +28,7 @@ from gateway.core.drain import Drain
 from gateway.core.hub import WatchHub
 from gateway.core.operations import Call, Operation, perform
 from gateway.core.options import LogOptions
+from gateway.core.protowire import field_tag, length_prefixed
 from gateway.core.registry import Resource
 from gateway.core.streams import ReadAhead, open_stream
 from gateway.grpc import mask as masks
@@ -42,7 +43,6 @@ from gateway.grpc.handling import (
     watch_stream,
 )
 from gateway.grpc.messages import message_class
-from gateway.grpc.wire import field_tag, length_prefixed
 
 __all__ = ["ResourceServicer", "resource_handler"]
 

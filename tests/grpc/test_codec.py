@@ -15,7 +15,7 @@ from gateway.grpc import mask as masks
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import contract
 from gateway.grpc.messages import message_class
-from gateway.grpc.wire import StructCache, encode_struct
+from gateway.core.protowire import StructCache, encode_struct
 from tests.bench.realistic import pod, pod_list
 
 

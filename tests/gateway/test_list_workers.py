@@ -1,7 +1,7 @@
-"""List workers: a large list decoded and projected in worker processes answers the same
-bytes as the gateway's own decode and projection, in every case the projection knows
-(planned fields, values only a serialiser completes, a list over the cap, a worker killed
-mid-life, several clusters at once)."""
+"""List workers: a large list decoded and projected (GraphQL) or written (gRPC's
+``ResourceService``) in worker processes answers the same as the gateway's own decode, in
+every case the projection knows (planned fields, values only a serialiser completes, a list
+over the cap, a worker killed mid-life, several clusters at once)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import orjson
 import pytest
@@ -19,10 +20,12 @@ from gateway.core.largelist import LARGE_BODY_BYTES
 from gateway.core.listwork import ListWorkers
 from gateway.core.projectcode import build
 from gateway.core.registry import POD
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
 from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
 from tests.support.graphql import ADMIN, Gateway, serve_gateway
+from tests.support.grpc import bearer
 
 COUNT = 600
 NS = "big"
@@ -224,3 +227,63 @@ def test_a_spec_builds_the_projection_a_worker_runs() -> None:
         "kind": "PodList",
         "items": [{"name": "a"}, {"name": "b"}],
     }
+
+
+PODS = {"group": "", "version": "v1", "resource": "pods"}
+
+
+async def _grpc_list(gateway: Gateway, **request: Any) -> resource_pb2.ResourceList:
+    port = gateway.app.state.runtime.grpc_port
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = resource_pb2_grpc.ResourceServiceStub(channel)
+        answer: resource_pb2.ResourceList = await stub.List(
+            resource_pb2.ListResourcesRequest(**request), metadata=bearer(ADMIN)
+        )
+    return answer
+
+
+@pytest.mark.parametrize(
+    "representation",
+    [resource_pb2.REPRESENTATION_JSON, resource_pb2.REPRESENTATION_STRUCT],
+    ids=["json", "struct"],
+)
+async def test_a_grpc_resource_list_written_by_a_worker_is_the_same_message(
+    pair: tuple[Gateway, Gateway], representation: int
+) -> None:
+    with_workers, without = pair
+    workers = _workers(with_workers)
+    before = workers.projected
+    request = {**PODS, "namespace": NS, "representation": representation}
+    got = await _grpc_list(with_workers, **request)
+    assert workers.projected == before + 1
+    want = await _grpc_list(without, **request)
+    assert got == want
+    assert len(got.items) == COUNT and got.metadata.resourceVersion
+    # A read mask is applied by the gateway itself: no worker, the same message.
+    masked = {**request, "read_mask": {"paths": ["metadata.name"]}}
+    got = await _grpc_list(with_workers, **masked)
+    assert workers.projected == before + 1
+    assert got == await _grpc_list(without, **masked)
+
+
+async def test_a_grpc_fleet_list_goes_to_two_workers(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway], tmp_path: Path
+) -> None:
+    _, without = pair
+    async with DemoUpstream() as second:
+        await second.store.bulk_create(POD, make_pods(COUNT, NS, prefix="b"), namespace=NS)
+        config = kubeconfig(tmp_path / "b.yaml", second.url)
+        flags = ("--list-workers", "2", "--cluster", f"b={config}")
+        async with (
+            gateway(demo, *flags) as (served, fleet, _),
+            serve_gateway(second, list_workers="0") as own_b,
+        ):
+            await until(fleet, serves("b"))
+            workers = _workers(served)
+            before = workers.projected
+            listed = await _grpc_list(served, **PODS, namespace=NS, clusters=["default", "b"])
+            assert workers.projected == before + 2
+            members = {m.cluster: m.list for m in listed.clusters}
+            assert members["default"] == await _grpc_list(without, **PODS, namespace=NS)
+            assert members["b"] == await _grpc_list(own_b, **PODS, namespace=NS)
+            assert len(members["b"].items) == COUNT
