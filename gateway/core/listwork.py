@@ -32,6 +32,7 @@ over its stdin and stdout, one list at a time.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import pickle
@@ -146,13 +147,16 @@ def wire(item_tag: bytes, object_tag: bytes, *, as_struct: bool) -> Job:
     return ("wire", item_tag, object_tag, as_struct)
 
 
-def work(data: bytes, job: Job, cap: int) -> bytes | str:
+def work(data: bytes, job: Job, cap: int, keep: list[Any] | None = None) -> bytes | str:
     """Run in a worker: ``job`` done on the JSON of ``data``, or :data:`NOT_DONE`, or
-    :data:`OVER_CAP`."""
+    :data:`OVER_CAP`.  ``keep``: the decoded value is appended to it, for the caller to free
+    after it has answered."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return NOT_DONE
+    if keep is not None:
+        keep.append(value)
     if type(value) is not dict:
         return NOT_DONE
     if cap and over_cap(value, cap):
@@ -204,20 +208,29 @@ _REST = struct.Struct("<Q")
 
 
 def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """A worker's loop: requests in on ``stdin``, answers out on ``stdout``, until EOF."""
+    """A worker's loop: requests in on ``stdin``, answers out on ``stdout``, until EOF.
+
+    The cyclic collector is off: a decoded body is millions of young objects and no cycle,
+    and a collection would traverse them again and again during the decode (the gateway
+    holds it off the same way, :mod:`gateway.core.largelist`).  Each decoded body is freed
+    after its answer is written, not before: its caller need not wait for the free.
+    """
+    gc.disable()
+    decoded: list[Any] = []
     while True:
         head = stdin.read(_REQUEST.size)
         if len(head) < _REQUEST.size:
             return  # the gateway closed the pipe (or is gone): done
         spec_size, body_size = _REQUEST.unpack(head)
         job, cap = pickle.loads(stdin.read(spec_size))  # the gateway's own job
-        answer = work(stdin.read(body_size), job, cap)
+        answer = work(stdin.read(body_size), job, cap, decoded)
         if isinstance(answer, bytes):
             stdout.write(_ANSWER.pack(_DONE, len(answer)))
             stdout.write(answer)
         else:
             stdout.write(_ANSWER.pack(_OVER_CAP if answer == OVER_CAP else _NOT_DONE, 0))
         stdout.flush()
+        decoded.clear()
 
 
 class _Worker:
