@@ -172,7 +172,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             metrics = observe(stack)
             upstream = await _upstream(stack, settings)
             reviews = token_reviews(settings)  # impersonate mode only
-            lists = serve_list_work(stack, settings)  # every cluster's, started on use
+            lists = serve_list_work(stack, settings, metrics)  # every cluster's, started on use
             cluster = await build_cluster(
                 stack, settings, upstream, metrics=metrics, large_lists=lists, reviews=reviews
             )

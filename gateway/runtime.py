@@ -236,10 +236,10 @@ def _client(
     return built
 
 
-def serve_list_work(stack: AsyncExitStack, settings: Settings) -> LargeLists:
+def serve_list_work(stack: AsyncExitStack, settings: Settings, metrics: Metrics) -> LargeLists:
     """The process's large-list scope, with its list workers (``--list-workers``), shared
     by every cluster; the workers stop with ``stack``."""
-    workers = ListWorkers(workers_for(settings.list_workers))
+    workers = ListWorkers(workers_for(settings.list_workers), metrics.list_worker)
     stack.push_async_callback(workers.aclose)
     return LargeLists(workers)
 

@@ -39,7 +39,7 @@ import pickle
 import signal
 import struct
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import orjson
@@ -269,8 +269,10 @@ class ListWorkers:
     imported there, and the gateway's own modules and threads are never copied into it.
     """
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, counted: Callable[[str], None] | None = None) -> None:
         self.count = count
+        #: Hears each list's outcome: ``done``, ``returned``, ``died`` (the metrics').
+        self._counted = counted or (lambda outcome: None)
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._slots: asyncio.Semaphore | None = None
@@ -328,6 +330,7 @@ class ListWorkers:
                 log.warning("a list worker process ended unexpectedly; starting a new one")
                 self._drop(worker)
                 self.returned += 1
+                self._counted("died")
                 return None
             except BaseException:
                 self._drop(worker)  # cancelled mid-request: its pipes are mid-frame
@@ -337,11 +340,14 @@ class ListWorkers:
             else:
                 self._idle.append(worker)
         if done == OVER_CAP:
+            self._counted("done")
             raise body.refusal()
         if isinstance(done, bytes):
             self.projected += 1
+            self._counted("done")
             return done
         self.returned += 1
+        self._counted("returned")
         return None
 
     async def ready(self) -> list[int]:

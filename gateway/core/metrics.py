@@ -183,6 +183,13 @@ class Metrics:
             ("outcome",),
             registry=self.registry,
         )
+        self.list_worker_lists = Counter(
+            "kube_gateway_list_worker_lists",
+            "Large lists sent to a list worker, by outcome: done (the worker answered), "
+            "returned (given back: the gateway completed it), died (the worker ended).",
+            ("outcome",),
+            registry=self.registry,
+        )
         self._clusters = _ClustersCollector()
         self._clusters_registered = False
 
@@ -220,6 +227,10 @@ class Metrics:
         """One upstream request (``code`` ``None``: no response came back)."""
         label = str(code) if code is not None else "error"
         self.upstream_seconds.labels(verb, resource, label).observe(seconds)
+
+    def list_worker(self, outcome: str) -> None:
+        """One large list sent to a list worker: ``done``, ``returned`` or ``died``."""
+        self.list_worker_lists.labels(outcome).inc()
 
     def catalog_reload(self, outcome: str) -> None:
         """One discovery read of the catalog reload: ``swapped``, ``unchanged`` or ``failed``."""

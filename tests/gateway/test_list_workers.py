@@ -90,6 +90,14 @@ async def _post(gateway: Gateway, query: str, **variables: Any) -> bytes:
     return response.content
 
 
+async def _listed(gateway: Gateway, outcome: str) -> float:
+    """``kube_gateway_list_worker_lists_total{outcome}`` as ``/metrics`` serves it."""
+    async with httpx.AsyncClient(base_url=gateway.url) as client:
+        text = (await client.get("/metrics")).text
+    line = f'kube_gateway_list_worker_lists_total{{outcome="{outcome}"}} '
+    return sum(float(row.removeprefix(line)) for row in text.splitlines() if row.startswith(line))
+
+
 async def test_the_body_is_large_enough_to_go_to_a_worker(demo: DemoUpstream) -> None:
     async with httpx.AsyncClient(
         base_url=demo.url, headers={"Authorization": f"Bearer {ADMIN}"}
@@ -116,6 +124,7 @@ async def test_a_worker_answers_the_same_bytes_as_the_gateway(
     before = _workers(with_workers).projected
     got = await _post(with_workers, query, **variables)
     assert _workers(with_workers).projected == before + 1  # a worker did it
+    assert await _listed(with_workers, "done") == before + 1
     want = await _post(without, query, **variables)
     assert got == want
     assert _workers(without).projected == 0
@@ -134,6 +143,7 @@ async def test_a_value_only_a_serialiser_completes_is_completed_by_the_gateway(
     projected, returned = workers.projected, workers.returned
     got = await _post(with_workers, WIDE, ns="odd")
     assert (workers.projected, workers.returned) == (projected, returned + 1)
+    assert await _listed(with_workers, "returned") == returned + 1  # the operators' count
     want = await _post(without, WIDE, ns="odd")
     assert got == want
     assert b"Int cannot represent non 32-bit signed integer value" in got
