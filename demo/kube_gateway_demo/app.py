@@ -237,6 +237,11 @@ class DemoApp:
         if segments == _SELF_SUBJECT_REVIEW:
             if req.method != "POST":
                 raise method_not_allowed()
+            # fail_requests(verb="create", resource="selfsubjectreviews", status=404) plays
+            # a cluster older than 1.28, which has no such API
+            failure = self.faults.take_failure("create", "selfsubjectreviews")
+            if failure is not None:
+                raise failure
             await resp.json(201, self_subject_review(grant, anonymous=not token))
             return
         if segments == _ACCESS_REVIEW:

@@ -39,6 +39,7 @@ from tests.support.grpc import (
 
 STEP = 10.0  # seconds any single expected message may take (bounded waits, never sleeps)
 Event = common_pb2.WatchEvent
+BOB = "bob-token"
 LEASES = {"group": "coordination.k8s.io", "version": "v1", "resource": "leases"}
 
 
@@ -364,3 +365,30 @@ async def test_a_drain_ends_the_call_with_every_clusters_resume_point(two: Two) 
     assert orjson.loads(info.metadata["resumeFrom"]) == watch.seen
     assert info.metadata["resumeFrom"] == encode_resume(watch.seen)
     assert set(watch.seen) == {"default", "b"}
+
+
+async def test_a_watch_of_every_cluster_takes_in_the_joining_clusters_the_caller_may_see() -> None:
+    """Bob is known on clusters b and d only: his watch of every cluster (``*``) is b's
+    alone (no UNAUTHENTICATED part for default), and of the clusters that join later, d
+    joins it and c (which does not know him) does not."""
+    known = {**DEFAULT_TOKENS, BOB: TokenGrant("bob", "*", cluster_scoped=True)}
+    async with contextlib.AsyncExitStack() as stack:
+        demos = {
+            "default": await stack.enter_async_context(DemoUpstream()),
+            "b": await stack.enter_async_context(DemoUpstream(tokens=known)),
+        }
+        two = await serve_two(stack, demos)
+        watch = _watch(two, BOB, clusters=["*"])
+        assert await watch.pairs(1) == [("b", two.only["b"])]
+        joining = {
+            "c": await stack.enter_async_context(DemoUpstream()),
+            "d": await stack.enter_async_context(DemoUpstream(tokens=known)),
+        }
+        for name, demo in joining.items():
+            await demo.store.create(LEASE, two.labelled(f"in-{name}"), namespace=NAMESPACE)
+            two.fleet.add(name, await stack.enter_async_context(demo_cluster(demo.url, name=name)))
+        assert await watch.pairs(1) == [("d", "in-d")]
+        fence = unique("fence")
+        await two.create("b", fence)
+        assert await watch.pairs(1) == [("b", fence)]
+        watch.call.cancel()
