@@ -32,17 +32,11 @@ from gateway.grpc.gen.kubegateway.v1 import (
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import gateway, kubeconfig, lease, serves, until
+from tests.gateway.test_fleet_graphql import LEASES as FLEET
 from tests.support.graphql import ADMIN, NAMESPACE, data, gql
 
 BOB = "bob-token"
 CLUSTERS = "{ clusters { name server } }"
-FLEET = """query($clusters: [String!]) {
-  fleet(clusters: $clusters) {
-    cluster
-    error { code message }
-    leases(namespace: "demo") { items { metadata { name } } }
-  }
-}"""
 REVIEWS = re.compile(
     r'kube_gateway_upstream_request_duration_seconds_count\{code="(\d+)",'
     r'resource="selfsubjectreviews.authentication.k8s.io",verb="create"\} ([0-9.]+)'
