@@ -110,7 +110,8 @@ class Visibility:
 
     @property
     def reviews(self) -> int:
-        """Reviews actually sent (each one question to one cluster, fallbacks included)."""
+        """Questions actually asked of clusters (one per cluster and credential until it
+        expires; a fallback's ``GET /apis`` is part of its question)."""
         return self._retired + sum(table.asked for _, table in self._tables.values())
 
     def __len__(self) -> int:
