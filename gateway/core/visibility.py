@@ -196,8 +196,8 @@ class Visibility:
             return False, self.negative_ttl
         except errors.TooManyRequests:
             return False, 0.0  # a burst (the caller's, or the cluster's): not worth keeping
-        except errors.GatewayError as exc:
-            log.info(
+        except errors.GatewayError as exc:  # readiness logs an unreachable cluster already
+            log.debug(
                 "cluster %s not listed for a caller: it could not be asked who the caller is (%s)",
                 name,
                 type(exc).__name__,
