@@ -802,7 +802,7 @@ def serve_fleet(
     """The fleet: ``default`` first, then the named clusters built in the background (and
     ``--clusters-dir`` followed) until the stack closes; ``reviews`` find their home
     cluster in it."""
-    fleet = Fleet()
+    fleet = Fleet(visibility=settings.cluster_visibility)
     fleet.add(DEFAULT, default)
     if reviews is not None:
         reviews.bind(fleet)

@@ -43,6 +43,7 @@ class Settings:
     gateway_identity: bool = False
     identity: str = "forward"
     home_cluster: str = DEFAULT_CLUSTER
+    cluster_visibility: str = "authenticated"
     upstream_http2: bool = False
     upstream_max_connections: int = 512
     upstream_max_streams: int = 256
@@ -117,6 +118,10 @@ _HELP: dict[str, str] = {
     "-Group/-Uid/-Extra headers, the caller's token sent to no cluster (see docs/identity.md)",
     "home_cluster": "with --identity impersonate: the cluster whose TokenReview says who a "
     "caller's token is (the gateway's identity there needs create on tokenreviews)",
+    "cluster_visibility": "which clusters a caller is shown (ListClusters, the clusters "
+    "query, NOT_FOUND messages, a fleet call's default set): 'authenticated' shows those "
+    "whose SelfSubjectReview authenticates the caller (kept 60 s, a no 10 s; none sent with "
+    "one cluster), 'all' shows every cluster to everyone (see docs/fleet.md)",
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
     "default because the apiserver closes a shared HTTP/2 connection after any caller's "
     "rejected token, and requests queue silently past its 100 streams per connection",
@@ -378,6 +383,12 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
         raise SystemExit(
             "--gateway-identity serves a caller without a token as the gateway; "
             "--identity impersonate never serves anyone as the gateway: choose one"
+        )
+    visibility = values.get("cluster_visibility", "authenticated")
+    if visibility not in ("authenticated", "all"):
+        raise SystemExit(
+            f"--cluster-visibility ({ENV_PREFIX}CLUSTER_VISIBILITY) must be authenticated or "
+            f"all, got {visibility!r}"
         )
     settings = Settings(**values)
     try:

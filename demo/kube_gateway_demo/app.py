@@ -23,6 +23,7 @@ from kube_gateway_demo.auth import (
     bearer_token,
     denial,
     impersonated,
+    self_subject_review,
     token_review,
 )
 from kube_gateway_demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE, crd_of
@@ -233,6 +234,16 @@ class DemoApp:
             await self._token_review(req, resp, grant)
             return
         grant = impersonated(grant, req.headers, self.tokens)
+        if segments == _SELF_SUBJECT_REVIEW:
+            if req.method != "POST":
+                raise method_not_allowed()
+            # fail_requests(verb="create", resource="selfsubjectreviews", status=404) plays
+            # a cluster older than 1.28, which has no such API
+            failure = self.faults.take_failure("create", "selfsubjectreviews")
+            if failure is not None:
+                raise failure
+            await resp.json(201, self_subject_review(grant, anonymous=not token))
+            return
         if segments == _ACCESS_REVIEW:
             await self._access_review(req, resp, grant)
             return
@@ -576,6 +587,7 @@ class DemoApp:
 
 _ACCESS_REVIEW: Final = ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]
 _TOKEN_REVIEW: Final = ["apis", "authentication.k8s.io", "v1", "tokenreviews"]
+_SELF_SUBJECT_REVIEW: Final = ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]
 
 
 def _access_review_answer(grant: TokenGrant, review: Any, groups: Groups) -> dict[str, Any]:

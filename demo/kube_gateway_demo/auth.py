@@ -141,6 +141,32 @@ def impersonated(
     return next((g for g in tokens.values() if g.user == user), TokenGrant(user, frozenset()))
 
 
+def self_subject_review(grant: TokenGrant, *, anonymous: bool) -> dict[str, object]:
+    """The apiserver's answer to a SelfSubjectReview: who the caller is (or, impersonating,
+    whom it impersonates).  An anonymous caller is refused as ``system:anonymous`` is on a
+    cluster (only ``system:authenticated`` may create selfsubjectreviews)."""
+    if anonymous:
+        raise forbidden(
+            "selfsubjectreviews",
+            "authentication.k8s.io",
+            "",
+            f'User "{grant.user}" cannot create resource "selfsubjectreviews" in API group '
+            '"authentication.k8s.io" at the cluster scope',
+        )
+    return {
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "status": {
+            "userInfo": {
+                "username": grant.user,
+                "uid": f"demo-{grant.user}",
+                "groups": ["demo:users", "system:authenticated"],
+            }
+        },
+    }
+
+
 def token_review(
     grant: TokenGrant, review: object, tokens: Mapping[str, TokenGrant]
 ) -> dict[str, object]:

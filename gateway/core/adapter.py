@@ -138,6 +138,19 @@ def build_request(
 #: Where a caller asks the apiserver what it may do (SelfSubjectAccessReview).
 ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
+#: Who the cluster takes the caller for (authentication.k8s.io/v1, GA since 1.28).
+SELF_SUBJECT_REVIEW = Request(
+    "POST",
+    "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+    [],
+    b'{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}',
+    "application/json",
+    verb="create",
+    resource="selfsubjectreviews.authentication.k8s.io",
+)
+#: The API groups, readable by authenticated users only (the fallback of the review).
+DISCOVERY_PROBE = Request("GET", "/apis", [], verb="get", resource="apis")
+
 
 def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -> Request:
     """A SelfSubjectAccessReview asking whether the caller may ``verb`` the resource in
@@ -797,6 +810,32 @@ class KubeAdapter:
             yield _events(response, idle)
         finally:
             await response.aclose()
+
+    # -- who the caller is (which clusters a caller may see: gateway.core.visibility) ----
+
+    async def review_self(
+        self, *, credential: Credential = ANONYMOUS, timeout: float | None = 10.0
+    ) -> JSON:
+        """The cluster's SelfSubjectReview of the caller (who it takes the credential for),
+        sent the way every call of the caller goes.
+
+        Raises:
+            GatewayError: 401 (the cluster does not know the caller), 403 (anonymous
+                refused), 404 (a cluster older than 1.28, without the API)...
+        """
+        return await self._json(SELF_SUBJECT_REVIEW, credential, timeout)
+
+    async def read_discovery(
+        self, *, credential: Credential = ANONYMOUS, timeout: float | None = 10.0
+    ) -> None:
+        """Read the cluster's ``/apis`` as the caller: granted to authenticated users only
+        (``system:discovery``), so it says whether a cluster without SelfSubjectReview
+        knows the caller.
+
+        Raises:
+            GatewayError: 401, 403... as the cluster answers.
+        """
+        await self._send(DISCOVERY_PROBE, credential, timeout=timeout)
 
 
 async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:

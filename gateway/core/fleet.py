@@ -9,9 +9,11 @@ registers them here; the front ends only look them up:
 - GraphQL: ``/graphql`` is the default cluster's, ``/clusters/{name}/graphql`` another's;
 - gRPC: the ``x-kube-cluster`` metadata names the cluster (missing: ``default``).
 
-A name that is not served is refused with :class:`~gateway.core.errors.NotFound` naming the
-served clusters.  Listeners hear every change (a front end ends a removed cluster's
-subscriptions with :class:`~gateway.core.errors.ClusterRemoved`).
+A name that is not served is refused with :class:`~gateway.core.errors.NotFound`; the front
+ends word it with :attr:`Fleet.visibility` (:mod:`gateway.core.visibility`), which names the
+clusters *that caller* may see, so this message names none.  Listeners hear every change (a
+front end ends a removed cluster's subscriptions with
+:class:`~gateway.core.errors.ClusterRemoved`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 from gateway.core import errors
 from gateway.core.cluster import DEFAULT, Cluster
+from gateway.core.visibility import AUTHENTICATED, Visibility
 
 __all__ = ["DEFAULT", "Fleet", "Listener"]
 
@@ -33,11 +36,17 @@ Listener = Callable[[str, Cluster | None], None]
 
 
 class Fleet:
-    """The served clusters, by name (insertion order; the default first when it exists)."""
+    """The served clusters, by name (insertion order; the default first when it exists).
 
-    def __init__(self) -> None:
+    Args:
+        visibility: which clusters a caller is shown (``--cluster-visibility``).
+    """
+
+    def __init__(self, *, visibility: str = AUTHENTICATED) -> None:
         self._clusters: dict[str, Cluster] = {}
         self._listeners: list[Listener] = []
+        #: Which clusters each caller may see (listings, NOT_FOUND, a fleet call's default).
+        self.visibility = Visibility(self, visibility)
 
     def __len__(self) -> int:
         return len(self._clusters)
@@ -52,15 +61,13 @@ class Fleet:
         """The cluster a caller named (``None`` or ``""``: the default).
 
         Raises:
-            NotFound: no served cluster has that name (the message names the served ones).
+            NotFound: no served cluster has that name (naming no other: what a caller is
+                told is :meth:`Visibility.unknown <gateway.core.visibility.Visibility.unknown>`).
         """
         wanted = name or DEFAULT
         cluster = self._clusters.get(wanted)
         if cluster is None:
-            served = ", ".join(self._clusters) or "none"
-            raise errors.NotFound(
-                f'cluster "{wanted}" is not served by this gateway; served clusters: {served}'
-            )
+            raise errors.NotFound(f'cluster "{wanted}" is not served by this gateway')
         return cluster
 
     def add(self, name: str, cluster: Cluster) -> None:

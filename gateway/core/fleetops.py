@@ -5,12 +5,14 @@ A fleet call (gRPC's ``ResourceService.List``/``Watch`` with a cluster list; Gra
 the caller's credential and keeps, per cluster, the answer or the error: one cluster that
 refuses, fails or is not served never costs the others theirs.
 
-- :func:`cluster_names`: the clusters a call names (``*``: every served one), each once;
+- :func:`cluster_names`: the clusters a call names (``*``, or no list: every cluster the
+  caller may see, :mod:`gateway.core.visibility`), each once;
 - :func:`each_cluster`: one piece of work per named cluster, concurrently, each result or
   :class:`~gateway.core.errors.GatewayError` tagged with its cluster;
 - :func:`open_fleet_stream`: every named cluster's watch opened at once and merged into a
   :class:`~gateway.core.fleetstream.FleetStream` (a cluster that cannot open starts it
-  with its error event);
+  with its error event; a stream of every cluster takes in joining ones the caller may
+  see);
 - :class:`FleetStreams`: the open fleet streams of a front end, following the fleet: a
   cluster removed ends its part of each of them, and only that part; one replaced goes
   on on its new configuration; a new one joins the streams of every cluster.
@@ -28,6 +30,7 @@ from typing import Final, TypeVar
 
 from gateway.core import errors
 from gateway.core.cluster import Cluster
+from gateway.core.credentials import Credential
 from gateway.core.fleet import Fleet
 from gateway.core.fleetstream import FleetStream
 from gateway.core.hub import WatchSubscription
@@ -41,33 +44,40 @@ __all__ = [
     "open_fleet_stream",
 ]
 
-#: The cluster name that stands for every cluster the gateway serves.
+#: The cluster name that stands for every cluster the caller may see.
 ALL: Final = "*"
 
 T = TypeVar("T")
 
 
-def cluster_names(fleet: Fleet, asked: Iterable[str]) -> list[str]:
-    """The clusters a call names, in the order named, each once (:data:`ALL`: every served
-    cluster, in the fleet's order, where it stands)."""
+async def cluster_names(
+    fleet: Fleet, asked: Iterable[str] | None, credential: Credential
+) -> list[str]:
+    """The clusters a call names, in the order named, each once.  :data:`ALL` stands for
+    every cluster the caller may see (in the fleet's order, where it stands), and so does
+    no list at all (``None``); a cluster named explicitly is kept whether the caller may
+    see it or not (it is asked, and its own answer shows)."""
     names: dict[str, None] = {}
-    for name in asked:
+    for name in [ALL] if asked is None else asked:
         if name == ALL:
-            names.update(dict.fromkeys(fleet.names()))
+            names.update(dict.fromkeys(await fleet.visibility.names(credential)))
         else:
             names[name] = None
     return list(names)
 
 
 async def each_cluster(
-    fleet: Fleet, names: Sequence[str], work: Callable[[str, Cluster], Awaitable[T]]
+    fleet: Fleet,
+    names: Sequence[str],
+    work: Callable[[str, Cluster], Awaitable[T]],
+    credential: Credential,
 ) -> list[tuple[str, T | errors.GatewayError]]:
     """``work(name, cluster)`` for every named cluster at once; per cluster, in the order
     named, its result or its error (a name the fleet does not serve: its ``NotFound``,
-    naming the served clusters), the error's ``cluster`` set."""
+    naming the clusters the caller may see), the error's ``cluster`` set."""
 
     async def one(name: str) -> T:
-        return await work(name, fleet.get(name))
+        return await work(name, await fleet.visibility.get(name, credential))
 
     results = await asyncio.gather(*(one(n) for n in names), return_exceptions=True)
     out: list[tuple[str, T | errors.GatewayError]] = []
@@ -88,6 +98,7 @@ async def open_fleet_stream(
     fleet: Fleet,
     names: Sequence[str],
     open_one: OpenOne,
+    credential: Credential,
     resume: Mapping[str, str] = {},
     *,
     follows_all: bool = False,
@@ -98,11 +109,15 @@ async def open_fleet_stream(
     that refuses or is not served is part of the stream as its first error event;
     ``resume`` is kept for the clusters whose subscription could not open, so a drain's
     resume point still names them.  The stream reopens a cluster's part on the cluster
-    that replaces it, and (``follows_all``) takes in clusters that join the fleet later.
+    that replaces it, and (``follows_all``) takes in clusters that join the fleet later,
+    those the caller may see (``credential``).
     """
 
     async def opener(name: str, point: str | None) -> WatchSubscription:
-        return await open_one(name, fleet.get(name), point)
+        return await open_one(name, await fleet.visibility.get(name, credential), point)
+
+    async def admits(name: str) -> bool:
+        return await fleet.visibility.sees(name, credential)
 
     results = await asyncio.gather(
         *(opener(n, resume.get(n)) for n in names), return_exceptions=True
@@ -121,7 +136,9 @@ async def open_fleet_stream(
         for opened in members.values():
             opened.close()
         raise unexpected
-    return FleetStream(members, failed, resume, opener=opener, follows_all=follows_all)
+    return FleetStream(
+        members, failed, resume, opener=opener, follows_all=follows_all, admits=admits
+    )
 
 
 class FleetStreams:

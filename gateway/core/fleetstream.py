@@ -14,7 +14,8 @@ with its own start, resume and exactness across upstream breaks, and reads them 
   subscriber fell behind there) yields one error event for that cluster and the others go
   on: a fleet subscription is never all-or-nothing.  The stream ends when every member has;
 - a stream opened for every cluster (no list named) takes in a cluster that joins the
-  gateway later (:meth:`FleetStream.join`), from the start the caller asked for.
+  gateway later (:meth:`FleetStream.join`), from the start the caller asked for, when
+  the caller may see it (``admits``: :mod:`gateway.core.visibility`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ __all__ = ["FleetEvent", "FleetStream", "Opener", "decode_resume", "encode_resum
 
 #: Opens one cluster's part of a fleet watch: ``(cluster, resume point or None)``.
 Opener = Callable[[str, str | None], Awaitable[WatchSubscription]]
+#: Whether a cluster that joins the gateway joins a stream of every cluster (the caller
+#: may see it).
+Admits = Callable[[str], Awaitable[bool]]
 
 
 _RESUME_SHAPE = 'a fleet resume point is an object of cluster names to resourceVersions: {"a": "1"}'
@@ -145,10 +149,12 @@ class FleetStream:
         members: each cluster's hub subscription, already open.
         failed: clusters whose subscription could not open, with why (an error event each).
         resume: resume points known before any event (what the caller resumed from).
+        admits: whether a cluster that joins the gateway joins this stream (``None``: yes).
     """
 
     __slots__ = (
         "__weakref__",
+        "_admits",
         "_errors",
         "_joining",
         "_last",
@@ -171,8 +177,10 @@ class FleetStream:
         *,
         opener: Opener | None = None,
         follows_all: bool = False,
+        admits: Admits | None = None,
     ) -> None:
         self.members: dict[str, WatchSubscription] = dict(members)
+        self._admits = admits
         #: Opens a cluster's part again (its cluster was reconfigured) or for a cluster that
         #: joins later (``None``: neither happens).
         self.opener = opener
@@ -263,22 +271,25 @@ class FleetStream:
             self._drop(name)  # quietly: its resume point is kept for the new one
             self.join(name)
         elif self.follows_all:
-            self.join(name)
+            self.join(name, admits=self._admits)
 
-    def join(self, name: str) -> None:
+    def join(self, name: str, *, admits: Admits | None = None) -> None:
         """Open cluster ``name``'s part: from the resume point the stream holds for it,
-        else as first asked."""
+        else as first asked (when ``admits`` it, if given)."""
         if self.opener is None or self.closed or name in self.members:
             return
         running = self._joining.pop(name, None)
         if running is not None:
             running.cancel()
         self._joining[name] = asyncio.get_running_loop().create_task(
-            self._join(name, self.opener), name=f"fleet-join-{name}"
+            self._join(name, self.opener, admits), name=f"fleet-join-{name}"
         )
 
-    async def _join(self, name: str, opener: Opener) -> None:
+    async def _join(self, name: str, opener: Opener, admits: Admits | None) -> None:
         try:
+            if admits is not None and not await admits(name):
+                self._wakeup.set()  # a reader waiting on this join only: it ends
+                return  # the caller may not see it: not part of this stream
             member = await opener(name, self._points.get(name))
         except errors.GatewayError as exc:
             self._errors.append(FleetEvent(name, None, _tagged(exc, name)))

@@ -1,10 +1,12 @@
-"""The ``clusters`` query every endpoint's ``Query`` type has: the clusters the gateway serves.
+"""The ``clusters`` query every endpoint's ``Query`` type has: the clusters the caller may see.
 
 A front end reaching many clusters through one gateway needs to know which it may address
 (``/clusters/{name}/graphql``) and whether each answers, without asking each one.  The
 listing shows what the gateway knows of each cluster, never a credential: its name, API
 server URL, version (its ``/version``, asked with the gateway's identity where it has one;
-null until it answers), readiness and how many resources its catalog serves.
+null until it answers), readiness and how many resources its catalog serves.  It lists the
+clusters that authenticate the caller (:mod:`gateway.core.visibility`), not the whole
+fleet: a caller of one cluster does not learn the others' names and servers.
 
 The type is ``GatewayCluster``, not ``Cluster``: Cluster API's ``Cluster`` kind would take
 that name in a group schema.
@@ -50,13 +52,18 @@ async def _describe(cluster: Cluster) -> GatewayCluster:
 
 
 async def _clusters(info: Info[Context, None]) -> list[GatewayCluster]:
-    return list(await asyncio.gather(*(_describe(c) for c in info.context.clusters)))
+    ctx = info.context
+    clusters = ctx.clusters
+    if ctx.visibility is not None:
+        clusters = [c for _, c in await ctx.visibility.visible(ctx.credential)]
+    return list(await asyncio.gather(*(_describe(c) for c in clusters)))
 
 
 def clusters_field() -> StrawberryField:
     """The ``clusters`` root field (a fresh field per schema build)."""
     field: Any = strawberry.field(
         resolver=_clusters,
-        description="The clusters this gateway serves, the default first.",
+        description="The clusters this gateway serves that the caller may see (by default "
+        "those that authenticate it), the default first.",
     )
     return cast(StrawberryField, field)

@@ -6,10 +6,12 @@ fleet (:class:`~gateway.core.fleet.Fleet`) gets endpoints of its own under
 its catalog) and subscribers, made when the fleet adds the cluster and closed when it
 removes it.  ``/clusters/default/graphql`` is ``/graphql`` itself.
 
-A name the fleet does not serve answers 404 with the NOT_FOUND error naming the served
-clusters.  When a cluster is removed its subscribers get a final ``CLUSTER_REMOVED`` error
-(then complete); when it is replaced (its kubeconfig changed) they get ``UNAVAILABLE``
-and subscribe again, to the new one.
+A name the fleet does not serve answers 404 with the NOT_FOUND error naming the clusters the
+caller may see (:mod:`gateway.core.visibility`; the caller is the request's
+``Authorization`` header, so a WebSocket upgrade without one is told of none).  When a
+cluster is removed its subscribers get a final ``CLUSTER_REMOVED`` error (then complete);
+when it is replaced (its kubeconfig changed) they get ``UNAVAILABLE`` and subscribe again,
+to the new one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import functools
 import logging
 from dataclasses import dataclass
 
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
@@ -26,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.core import errors
 from gateway.core.cluster import DEFAULT, Cluster
+from gateway.core.credentials import ANONYMOUS, Credential, credential_of_authorization
 from gateway.core.fleet import Fleet
 from gateway.graphql.errors import format_exception
 from gateway.graphql.fleet import FleetEndpoint
@@ -153,17 +157,18 @@ class ClusterEndpoints:
         self.served.clear()
         await asyncio.gather(*self._closing, return_exceptions=True)
 
-    def _find(self, scope: Scope) -> _Served:
+    async def _find(self, scope: Scope) -> _Served:
         name = scope["path_params"]["name"]
         served = self.served.get(name)
         if served is None:
-            self.fleet.get(name)  # raises NotFound naming the served clusters
+            if name not in self.fleet.names():
+                raise await self.fleet.visibility.unknown(name, _caller(scope))
             raise errors.NotFound(f'cluster "{name}" is not served yet')  # being added
         return served
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            served = self._find(scope)
+            served = await self._find(scope)
         except errors.NotFound as exc:
             await refuse(scope, receive, send, exc, 404)
             return
@@ -174,10 +179,20 @@ class ClusterEndpoints:
 
     async def graphiql_settings(self, request: Request) -> Response:
         try:
-            served = self._find(request.scope)
+            served = await self._find(request.scope)
         except errors.NotFound as exc:
             return await _refused(request, exc)
         return await served.graphql.graphiql_settings(request)
+
+
+def _caller(scope: Scope) -> Credential:
+    """The caller of a request naming a cluster, by its ``Authorization`` header: only to
+    word the refusal of a name that is not served (a malformed header is told of no
+    cluster; the endpoint it would reach refuses it properly)."""
+    try:
+        return credential_of_authorization(Headers(scope=scope).get("authorization"))
+    except errors.GatewayError:
+        return ANONYMOUS
 
 
 async def _refused(request: Request, exc: errors.NotFound) -> Response:

@@ -19,6 +19,7 @@ from gateway.graphql.loaders import Loaders
 if TYPE_CHECKING:
     from gateway.core.cluster import Cluster
     from gateway.core.hub import WatchHub
+    from gateway.core.visibility import Visibility
 
 _ids = itertools.count(1)
 
@@ -74,6 +75,9 @@ class Context:
     resume_from: str | None = None
     #: The clusters the gateway serves (the ``clusters`` query lists them).
     clusters: Sequence[Cluster] = ()
+    #: Which of :attr:`clusters` the caller may see (``None``: all of them; a gateway
+    #: without a fleet).
+    visibility: Visibility | None = None
     _loaders: Loaders | None = None
 
     @property

@@ -3,9 +3,10 @@
 The fleet endpoint serves the default cluster's schema (``/graphql``'s, discovered kinds
 included) reshaped for many clusters; it follows that schema as it is rebuilt:
 
-- ``fleet(clusters: [String!])`` (default: every served cluster) lists one ``ClusterQuery``
-  per cluster, which has every query field of ``/graphql`` answered by that cluster, with
-  the caller's credential, all clusters concurrently.  A cluster that refuses, fails or is
+- ``fleet(clusters: [String!])`` (default, or ``"*"`` where it stands: every cluster the
+  caller may see, :mod:`gateway.core.visibility`) lists one ``ClusterQuery`` per cluster,
+  which has every query field of ``/graphql`` answered by that cluster, with the caller's
+  credential, all clusters concurrently.  A cluster that refuses, fails or is
   not served gives that cluster's error for that field only (``errors[].path`` names the
   member, ``extensions.cluster`` the cluster) and the others answer: partial results, never
   all-or-nothing.  A member's relations (a pod's events...) are loaded from its own cluster.
@@ -50,7 +51,7 @@ from gateway.core import errors
 from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.fleet import Fleet
-from gateway.core.fleetops import FleetStreams, open_fleet_stream
+from gateway.core.fleetops import ALL, FleetStreams, cluster_names, open_fleet_stream
 from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
 from gateway.core.hub import WatchSubscription
 from gateway.graphql.context import Context
@@ -94,7 +95,8 @@ class FleetContext(Context):
         """The context of cluster ``name`` for this operation.
 
         Raises:
-            NotFound: the cluster is not served (the message names those that are).
+            NotFound: the cluster is not served (the message names no other cluster:
+                the resolvers ask :attr:`Fleet.visibility` for the caller's message).
         """
         cluster: Cluster = self.fleet.get(name)
         context = self.by_cluster.get(name)
@@ -105,15 +107,15 @@ class FleetContext(Context):
                 cluster.watches,
                 request_id=self.request_id,
                 clusters=self.clusters,
+                visibility=self.visibility,
             )
             self.by_cluster[name] = context
         return context
 
-    def names(self, asked: Sequence[str] | None) -> list[str]:
-        """The clusters an operation names (``None``: every served cluster), each once."""
-        if asked is None:
-            return self.fleet.names()
-        return list(dict.fromkeys(asked))
+    async def names(self, asked: Sequence[str] | None) -> list[str]:
+        """The clusters an operation names, each once (``None``, or ``"*"`` where it
+        stands: every cluster the caller may see), as gRPC's fleet calls name them."""
+        return await cluster_names(self.fleet, asked, self.credential)
 
     def at(self, info: Info) -> Context:
         """The context of the cluster whose data ``info``'s field is part of."""
@@ -142,12 +144,14 @@ class FleetContext(Context):
 # -- the schema --------------------------------------------------------------------------
 
 
-def _members(root: Any, info: Info, clusters: list[str] | None = None) -> list[Member]:
+async def _members(root: Any, info: Info, clusters: list[str] | None = None) -> list[Member]:
     ctx = info.context
     assert isinstance(ctx, FleetContext)
     members = []
-    for index, name in enumerate(ctx.names(clusters)):
+    for index, name in enumerate(await ctx.names(clusters)):
         try:
+            if name not in ctx.fleet.names():
+                raise await ctx.fleet.visibility.unknown(name, ctx.credential)
             member = Member(name, ctx.member(name))
         except errors.GatewayError as exc:
             exc.cluster = name
@@ -197,7 +201,8 @@ def _in_member(base: GraphQLField) -> GraphQLField:
 
 _CLUSTERS_ARG = GraphQLArgument(
     GraphQLList(GraphQLNonNull(GraphQLString)),
-    description="The clusters to ask, by name (default: every cluster the gateway serves).",
+    description='The clusters to ask, by name; "*" (or no list) stands for every cluster '
+    "that authenticates the caller.",
 )
 
 
@@ -240,7 +245,7 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
         ctx = info.context
         assert isinstance(ctx, FleetContext)
         points = decode_resume(resumeFrom if resumeFrom is not None else ctx.resume_from)
-        names = ctx.names(clusters)
+        names = await ctx.names(clusters)
 
         async def open_one(name: str, cluster: Cluster, point: str | None) -> WatchSubscription:
             member = ctx.member(name)
@@ -254,7 +259,12 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
             return opened
 
         stream = await open_fleet_stream(
-            ctx.fleet, names, open_one, points, follows_all=clusters is None
+            ctx.fleet,
+            names,
+            open_one,
+            ctx.credential,
+            points,
+            follows_all=clusters is None or ALL in clusters,
         )
         if ctx.streams is not None:
             ctx.streams.add(stream)
@@ -386,6 +396,7 @@ class FleetEndpoint(GraphQLApp):
             credential,
             default.watches,
             clusters=[c for _, c in fleet],
+            visibility=fleet.visibility,
             fleet=fleet,
             streams=self.streams,
         )

@@ -125,8 +125,14 @@ class GraphQLApp:
         cluster = self.cluster
         if cluster is None:
             raise RuntimeError("GraphQLApp serves no cluster yet: bind() one first")
-        clusters = [c for _, c in self.fleet] if self.fleet is not None else [cluster]
-        return Context(cluster.adapter, credential, cluster.watches, clusters=clusters)
+        fleet = self.fleet
+        return Context(
+            cluster.adapter,
+            credential,
+            cluster.watches,
+            clusters=[c for _, c in fleet] if fleet is not None else [cluster],
+            visibility=fleet.visibility if fleet is not None else None,
+        )
 
     async def graphiql_settings(self, request: Request) -> Response:
         """``GET <endpoint>/graphiql.json``: GraphiQL's start-up settings for the bound

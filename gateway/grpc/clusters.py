@@ -1,9 +1,12 @@
 """``kubegateway.v1.ClusterService``: the clusters this gateway serves, for a client to choose from.
 
 Its contract is the hand-written ``protos/kubegateway/v1/cluster.proto``.  ``ListClusters``
-answers, for every cluster of the :class:`~gateway.core.fleet.Fleet` (the default first):
-the name callers put in ``x-kube-cluster``, the API server's URL, its version, its readiness
-and how many resources the gateway serves from it.  Readiness and version are asked of every
+answers, for every cluster of the :class:`~gateway.core.fleet.Fleet` the caller may see (by
+default those that authenticate its credential, :mod:`gateway.core.visibility`; the default
+first): the name callers put in ``x-kube-cluster``, the API server's URL, its version, its
+readiness and how many resources the gateway serves from it.  A caller whose
+``authorization`` is malformed, or who sends ``impersonate-*`` metadata, is refused as on
+every other service.  Readiness and version are asked of every
 cluster at once, each bounded, so one slow or unreachable cluster is listed not ready
 without delaying the others; they are asked with the gateway's own credential (``/readyz``
 and ``/version`` are public in Kubernetes), never the caller's.
@@ -17,9 +20,12 @@ from typing import Final
 
 import grpc
 
+from gateway.core import errors
 from gateway.core.cluster import Cluster
 from gateway.core.fleet import Fleet
+from gateway.grpc.calls import credential_of
 from gateway.grpc.gen.kubegateway.v1 import cluster_pb2
+from gateway.grpc.status import to_status
 
 __all__ = ["SERVICE", "ClusterServicer", "cluster_service_handler"]
 
@@ -51,7 +57,12 @@ class ClusterServicer:
     async def list_clusters(
         self, request: cluster_pb2.ListClustersRequest, context: grpc.aio.ServicerContext
     ) -> cluster_pb2.ListClustersResponse:
-        served = list(self.fleet)
+        try:
+            credential = credential_of(context.invocation_metadata())
+        except errors.GatewayError as exc:
+            await context.abort_with_status(to_status(exc))
+            raise  # not reached: abort_with_status raises
+        served = await self.fleet.visibility.visible(credential)
         described = await asyncio.gather(*(_describe(name, c) for name, c in served))
         return cluster_pb2.ListClustersResponse(clusters=described)
 

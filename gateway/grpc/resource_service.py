@@ -17,10 +17,11 @@ either form.  ``read_mask`` paths are JSON field names (:func:`gateway.grpc.mask
 Answers are written as wire bytes directly (:mod:`gateway.core.protowire`): the JSON text is
 orjson's, a ``Struct`` is encoded straight from the decoded JSON.
 
-Fleet calls: ``List`` and ``Watch`` take ``clusters`` (names, ``*`` for every served
-cluster).  Then the call asks each named cluster concurrently with the caller's credential
-(:mod:`gateway.core.fleetops`), each resolving the resource on its own catalog and refusing
-on its own (an unknown resource, a verb it does not serve, RBAC): ``List`` answers one
+Fleet calls: ``List`` and ``Watch`` take ``clusters`` (names, ``*`` for every cluster the
+caller may see: :mod:`gateway.core.visibility`).  Then the call asks each named cluster
+concurrently with the caller's credential (:mod:`gateway.core.fleetops`), each resolving
+the resource on its own catalog and refusing on its own (an unknown resource, a verb it
+does not serve, RBAC): ``List`` answers one
 ``ClusterResourceList`` per cluster, its list (the same large-list path as a single List)
 or its ``ClusterStatus`` (a ``google.rpc.Status`` on the wire, with the details a unary
 error carries); ``Watch`` merges the clusters' watches
@@ -341,8 +342,9 @@ class ResourceServiceServicer(ServicerBase):
                 ) from None
 
         parts: list[bytes] = []
-        names = cluster_names(self.fleet.fleet, request.clusters)
-        for name, result in await each_cluster(self.fleet.fleet, names, one):
+        fleet = self.fleet.fleet
+        names = await cluster_names(fleet, request.clusters, credential)
+        for name, result in await each_cluster(fleet, names, one, credential):
             member = length_prefixed(_MEMBER_CLUSTER, name.encode())
             if isinstance(result, bytes):
                 head = member + _MEMBER_LIST + varint(len(result))
@@ -421,9 +423,11 @@ class ResourceServiceServicer(ServicerBase):
             return sub
 
         deadline = watch_deadline(request)
-        names = cluster_names(fleet, request.clusters)
+        names = await cluster_names(fleet, request.clusters, credential)
         follows_all = ALL in request.clusters
-        stream = await open_fleet_stream(fleet, names, open_one, points, follows_all=follows_all)
+        stream = await open_fleet_stream(
+            fleet, names, open_one, credential, points, follows_all=follows_all
+        )
         self.fleet.add(stream)
         tags: dict[str, bytes] = {}
 

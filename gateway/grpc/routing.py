@@ -13,13 +13,14 @@ The router follows the fleet (:meth:`~gateway.core.fleet.Fleet.listen`): a clust
 while the server runs is served from its next call; a removed one's open streams (``Watch``,
 followed ``GetLog``) end with :class:`~gateway.core.errors.ClusterRemoved` (``NOT_FOUND``,
 saying the cluster was removed) and new calls naming it are refused with ``NOT_FOUND``
-naming the served clusters, as any unknown name is.
+naming the clusters the caller may see (:mod:`gateway.core.visibility`), as any unknown
+name is.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,7 +28,9 @@ import grpc
 
 from gateway.core import errors
 from gateway.core.cluster import DEFAULT, Cluster
+from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.fleet import Fleet
+from gateway.grpc.calls import credential_of
 from gateway.grpc.handling import OpenStreams, ServicerBase
 from gateway.grpc.status import to_status
 
@@ -125,24 +128,33 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
                 errors.Unavailable(f'cluster "{name}" was reconfigured: call again to continue')
             )
 
-    def _refuse(self, metadata: Iterable[tuple[str, Any]] | None) -> errors.GatewayError:
-        """The refusal of a call naming a cluster that is not served (the fleet's words)."""
-        try:
-            self._fleet.get(cluster_name(metadata))
-        except errors.GatewayError as exc:
-            return exc
+    async def _refuse(self, metadata: Iterable[tuple[str, Any]] | None) -> errors.GatewayError:
+        """The refusal of a call naming a cluster that is not served, naming the clusters
+        the caller may see."""
+        name = cluster_name(metadata)
+        if name not in self._fleet.names():
+            return await self._fleet.visibility.unknown(name, _caller(metadata))
         # served by the fleet but not (yet) routed: cannot happen, listeners are synchronous
         return errors.Unavailable("the cluster is not served yet")
 
 
+def _caller(metadata: Iterable[tuple[str, Any]] | None) -> Credential:
+    """The caller of a refused call, only to word its refusal (malformed: told of none)."""
+    try:
+        return credential_of(metadata)
+    except errors.GatewayError:
+        return ANONYMOUS
+
+
 def _refusal(
-    refuse: Callable[[Any], errors.GatewayError], streaming: bool
+    refuse: Callable[[Any], Awaitable[errors.GatewayError]], streaming: bool
 ) -> grpc.RpcMethodHandler:
     """A handler refusing every call with the error ``refuse`` makes of its metadata (one
     coroutine serves both kinds: grpc awaits a streaming handler that is a coroutine)."""
 
     async def refused(request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort_with_status(to_status(refuse(context.invocation_metadata())))
+        error = await refuse(context.invocation_metadata())
+        await context.abort_with_status(to_status(error))
 
     if streaming:
         return grpc.unary_stream_rpc_method_handler(refused)

@@ -185,6 +185,27 @@ async def test_an_unauthenticated_caller_reaches_no_cluster(tmp_path: Path) -> N
         assert bytes(gw.tap_b.from_client).count(b"/leases") == before_b
 
 
+async def test_an_impersonated_caller_is_shown_the_clusters_its_impersonation_reaches(
+    tmp_path: Path,
+) -> None:
+    """A cluster is shown to a caller when a SelfSubjectReview sent there as every call is
+    (the cluster's gateway credential plus the caller's ``Impersonate-*`` headers)
+    succeeds: alice, whom the home cluster authenticates, is shown both clusters; a token
+    the home cluster refuses is shown none, and nothing of it reaches b."""
+    clusters = "{ clusters { name } }"
+    review = b"POST /apis/authentication.k8s.io/v1/selfsubjectreviews"
+    async with impersonating(tmp_path) as gw:
+        shown = data(await gql(gw.client, clusters, token="alice-token"))["clusters"]
+        assert [c["name"] for c in shown] == ["default", "b"]
+        wire_b = bytes(gw.tap_b.from_client)
+        assert wire_b.count(review) == 1
+        assert b"impersonate-user: alice" in wire_b.lower()
+        assert b"alice-token" not in wire_b
+        shown = data(await gql(gw.client, clusters, token="no-such-token"))["clusters"]
+        assert shown == []
+        assert bytes(gw.tap_b.from_client).count(review) == 1
+
+
 async def test_one_user_is_one_identity_whatever_its_token(tmp_path: Path) -> None:
     async with impersonating(tmp_path) as gw:
         adapter = gw.fleet.get("b").adapter

@@ -122,8 +122,9 @@ async def test_two_apiservers_answer_each_at_its_own_endpoint(
         # One cluster's token means nothing to the other (each apiserver has its own).
         refused = await gql(client, LEASES, token=a.tokens["admin"], path="/clusters/b/graphql")
         assert refused["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+        # alice (known on both) is shown every cluster...
         listed = data(
-            await gql(client, "{ clusters { name server version ready } }", token=a.tokens["admin"])
+            await gql(client, "{ clusters { name server version ready } }", token=a.tokens["alice"])
         )["clusters"]
         assert [(c["name"], c["server"], c["ready"]) for c in listed] == [
             ("default", a.url, True),
@@ -131,6 +132,18 @@ async def test_two_apiservers_answer_each_at_its_own_endpoint(
             ("b", b.url, True),
         ]
         assert all(c["version"].startswith("v1.") for c in listed)
+        # ...each admin only the clusters whose apiserver authenticates it (their own
+        # SelfSubjectReview answers), in listings and in a NOT_FOUND alike
+        for token, shown in ((a.tokens["admin"], ["default", "a"]), (b.tokens["admin"], ["b"])):
+            body = await gql(client, "{ clusters { name } }", token=token)
+            assert [c["name"] for c in data(body)["clusters"]] == shown
+            missing = await gql(
+                client, LEASES, token=token, path="/clusters/nope/graphql", expect=404
+            )
+            assert missing["errors"][0]["message"] == (
+                'cluster "nope" is not served by this gateway; clusters you may see: '
+                + ", ".join(shown)
+            )
 
 
 @contextlib.asynccontextmanager
@@ -146,7 +159,7 @@ async def _both(a: KubeAPIServer, b: KubeAPIServer) -> AsyncIterator[tuple[Gatew
         yield Gateway(url, app, None), client  # type: ignore[arg-type]
 
 
-FLEET_READ = """{ fleet {
+FLEET_READ = """query($clusters: [String!]) { fleet(clusters: $clusters) {
   cluster
   pods(namespace: "team-a") { items { metadata { name } } }
   leases(namespace: "team-a") { items { metadata { name } } }
@@ -174,8 +187,17 @@ async def test_a_fleet_query_answers_each_cluster_by_its_own_rbac(
         assert error["extensions"]["cluster"] == "b"
         assert 'User "alice" cannot list resource "pods"' in error["message"]
 
-        # a's admin token means nothing to b: b's part is UNAUTHENTICATED, a's answers.
+        # a's admin token means nothing to b: b is not in its default set...
         body = await gql(client, FLEET_READ, token=a.tokens["admin"], path="/fleet/graphql")
+        assert [m["cluster"] for m in data(body)["fleet"]] == ["default"]
+        # ...and named, b's part is UNAUTHENTICATED, a's answers.
+        body = await gql(
+            client,
+            FLEET_READ,
+            {"clusters": ["default", "b"]},
+            token=a.tokens["admin"],
+            path="/fleet/graphql",
+        )
         assert body["data"]["fleet"][0]["leases"] is not None
         codes = {(tuple(e["path"]), e["extensions"]["code"]) for e in body["errors"]}
         assert codes == {

@@ -76,6 +76,9 @@ async def test_a_fleet_query_answers_per_cluster_concurrently(
         # Named clusters, in the order named, each once.
         body = data(await gql(client, LEASES, {"clusters": ["b", "default", "b"]}, path=FLEET))
         assert [m["cluster"] for m in body["fleet"]] == ["b", "default"]
+        # "*" stands for every cluster (the caller may see) where it stands, as in gRPC.
+        body = data(await gql(client, LEASES, {"clusters": ["b", "*"]}, path=FLEET))
+        assert [m["cluster"] for m in body["fleet"]] == ["b", "default"]
 
         # The clusters' lists are decoded concurrently under one hold of the collector.
         assert fleet.get("b").adapter.large_lists is fleet.get().adapter.large_lists

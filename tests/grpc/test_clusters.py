@@ -11,30 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import orjson
 import pytest
 
-from gateway.core.fleet import Fleet
-from gateway.core.registry import LEASE, REGISTRY
+from gateway.core.registry import REGISTRY
+from gateway.core.visibility import ALL_CLUSTERS
 from gateway.grpc.gen.kubegateway.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,
     common_pb2,
     leases_pb2,
-    leases_pb2_grpc,
     pods_pb2,
-    pods_pb2_grpc,
     resource_pb2,
-    resource_pb2_grpc,
 )
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.app import VERSION
 from tests.scenarios.backend import sample
-from tests.support.grpc import ADMIN, NAMESPACE, bearer, demo_cluster, grpc_channel, unique
+from tests.support.grpc import ADMIN, NAMESPACE, Two, bearer, demo_cluster, serve_two, unique
 
 AUTH = bearer(ADMIN)
 STEP = 10.0  # seconds any single expected message may take (bounded waits, never sleeps)
@@ -46,56 +42,12 @@ def on(cluster: str | None) -> tuple[tuple[str, str], ...]:
     return AUTH if cluster is None else (*AUTH, ("x-kube-cluster", cluster))
 
 
-@dataclass
-class Two:
-    """Clusters ``a`` (also ``default``) and ``b`` over two demo upstreams, one server."""
-
-    demos: dict[str, DemoUpstream]
-    fleet: Fleet
-    channel: grpc.aio.Channel
-    #: The lease only cluster a's upstream has, and the one only b's has.
-    only: dict[str, str]
-    #: The label of this test's leases (``t=<label>``) in both upstreams.
-    label: str
-
-    async def create(self, cluster: str, name: str) -> None:
-        """A lease of this test in ``cluster``'s upstream (written there directly)."""
-        body = sample("leases", name, NAMESPACE)
-        body["metadata"]["labels"] = {"t": self.label}
-        await self.demos[cluster].store.create(LEASE, body, namespace=NAMESPACE)
-
-    @property
-    def leases(self) -> Any:
-        return leases_pb2_grpc.LeaseServiceStub(self.channel)
-
-    @property
-    def pods(self) -> Any:
-        return pods_pb2_grpc.PodServiceStub(self.channel)
-
-    @property
-    def resources(self) -> Any:
-        return resource_pb2_grpc.ResourceServiceStub(self.channel)
-
-
 @pytest.fixture
 async def two() -> AsyncIterator[Two]:
     async with contextlib.AsyncExitStack() as stack:
         demos = {n: await stack.enter_async_context(DemoUpstream()) for n in ("a", "b")}
-        fleet = Fleet()
         # b's upstream knows the gateway (its own token there), a's does not
-        own = {"a": None, "b": ADMIN}
-        clusters = {
-            n: await stack.enter_async_context(demo_cluster(d.url, name=n, token=own[n]))
-            for n, d in demos.items()
-        }
-        fleet.add("default", clusters["a"])
-        fleet.add("a", clusters["a"])
-        fleet.add("b", clusters["b"])
-        _, _, channel = await stack.enter_async_context(grpc_channel(fleet))
-        two = Two(demos, fleet, channel, {n: unique(f"only-{n}") for n in demos}, unique("t"))
-        for n in demos:
-            await two.create(n, two.only[n])
-        yield two
+        yield await serve_two(stack, demos, default="a", own={"b": ADMIN})
 
 
 async def _names(two: Two, cluster: str | None) -> set[str]:
@@ -156,7 +108,7 @@ async def test_no_cluster_or_an_empty_one_is_the_default(two: Two) -> None:
 
 
 async def test_an_unknown_cluster_is_not_found_naming_the_served_ones(two: Two) -> None:
-    served = 'cluster "nope" is not served by this gateway; served clusters: default, a, b'
+    served = 'cluster "nope" is not served by this gateway; clusters you may see: default, a, b'
     with pytest.raises(grpc.aio.AioRpcError) as unary:
         await two.leases.List(
             leases_pb2.ListLeasesRequest(namespace=NAMESPACE), metadata=on("nope")
@@ -245,7 +197,7 @@ async def test_a_removed_cluster_ends_its_streams_and_the_other_keeps_streaming(
         await _names(two, "b")
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
     assert refused.value.details() == (
-        'cluster "b" is not served by this gateway; served clusters: default, a'
+        'cluster "b" is not served by this gateway; clusters you may see: default, a'
     )
     kept.call.cancel()
 
@@ -303,9 +255,13 @@ async def test_list_clusters_describes_each_served_cluster(two: Two) -> None:
     # the service is the gateway's own: the cluster metadata, even an unknown name, is ignored
     assert await _clusters(two, "nope") == await _clusters(two)
     two.fleet.remove("b")
-    # a cluster that does not answer is listed, not ready and without a version
     async with demo_cluster("http://127.0.0.1:1", name="down") as down:
         two.fleet.add("down", down)
+        # a cluster that does not answer cannot say it knows the caller: not listed
+        assert await _clusters(two) == [("default", a, "", True, seed), ("a", a, "", True, seed)]
+        # shown to everyone (--cluster-visibility all), it is listed, not ready and without
+        # a version
+        two.fleet.visibility.mode = ALL_CLUSTERS
         assert await _clusters(two) == [
             ("default", a, "", True, seed),
             ("a", a, "", True, seed),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -22,45 +21,33 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from gateway.core.fleet import Fleet
 from gateway.core.fleetstream import encode_resume
 from gateway.core.registry import LEASE
-from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2, resource_pb2_grpc
+from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
-from tests.scenarios.backend import sample
-from tests.support.grpc import ADMIN, ALICE, NAMESPACE, bearer, demo_cluster, grpc_channel, unique
+from tests.support.grpc import (
+    ADMIN,
+    ALICE,
+    NAMESPACE,
+    Two,
+    bearer,
+    demo_cluster,
+    serve_two,
+    unique,
+)
 
 STEP = 10.0  # seconds any single expected message may take (bounded waits, never sleeps)
 Event = common_pb2.WatchEvent
+BOB = "bob-token"
 LEASES = {"group": "coordination.k8s.io", "version": "v1", "resource": "leases"}
 
 
-@dataclass
-class Two:
-    """Clusters ``default`` and ``b`` over two demo upstreams, one gRPC server."""
-
-    demos: dict[str, DemoUpstream]
-    fleet: Fleet
-    channel: grpc.aio.Channel
-    #: The lease only each cluster's upstream has.
-    only: dict[str, str]
-    #: The label of this test's leases (``t=<label>``) in both upstreams.
-    label: str
-
-    async def create(self, cluster: str, name: str) -> None:
-        """A lease of this test in ``cluster``'s upstream (written there directly)."""
-        await self.demos[cluster].store.create(LEASE, _labelled(self, name), namespace=NAMESPACE)
-
-    @property
-    def resources(self) -> Any:
-        return resource_pb2_grpc.ResourceServiceStub(self.channel)
-
-    def watch(self, token: str = ADMIN, **fields: Any) -> Watch:
-        request = resource_pb2.WatchResourcesRequest(
-            **LEASES, namespace=NAMESPACE, label_selector=f"t={self.label}", **fields
-        )
-        return Watch(self.resources.Watch(request, metadata=bearer(token)))
+def _watch(two: Two, token: str = ADMIN, **fields: Any) -> Watch:
+    request = resource_pb2.WatchResourcesRequest(
+        **LEASES, namespace=NAMESPACE, label_selector=f"t={two.label}", **fields
+    )
+    return Watch(two.resources.Watch(request, metadata=bearer(token)))
 
 
 @pytest.fixture
@@ -71,14 +58,7 @@ async def two() -> AsyncIterator[Two]:
             "default": await stack.enter_async_context(DemoUpstream()),
             "b": await stack.enter_async_context(DemoUpstream(tokens=tokens)),
         }
-        fleet = Fleet()
-        for name, demo in demos.items():
-            fleet.add(name, await stack.enter_async_context(demo_cluster(demo.url, name=name)))
-        _, _, channel = await stack.enter_async_context(grpc_channel(fleet))
-        two = Two(demos, fleet, channel, {n: unique(f"only-{n}") for n in demos}, unique("t"))
-        for name in demos:
-            await two.create(name, two.only[name])
-        yield two
+        yield await serve_two(stack, demos)
 
 
 def _names(listed: resource_pb2.ResourceList) -> set[str]:
@@ -163,7 +143,7 @@ async def test_a_cluster_that_refuses_the_caller_fails_alone_with_its_own_status
     # a cluster that is not served: NOT_FOUND naming the served ones
     assert nope.error.code == grpc.StatusCode.NOT_FOUND.value[0]
     assert nope.error.message == (
-        'cluster "nope" is not served by this gateway; served clusters: default, b'
+        'cluster "nope" is not served by this gateway; clusters you may see: default, b'
     )
 
 
@@ -266,7 +246,7 @@ def _each_in_order(got: list[tuple[str, str]], expected: list[tuple[str, str]]) 
 
 
 async def test_a_fleet_watch_merges_tags_and_resumes_each_cluster_exactly(two: Two) -> None:
-    watch = two.watch(clusters=["*"])
+    watch = _watch(two, clusters=["*"])
     initial = await watch.pairs(2)
     assert sorted(initial) == [("b", two.only["b"]), ("default", two.only["default"])]
     live = [("default", unique("live")), ("b", unique("live"))]
@@ -279,13 +259,13 @@ async def test_a_fleet_watch_merges_tags_and_resumes_each_cluster_exactly(two: T
     missed = [(c, unique(f"missed-{c}")) for c in ("default", "b", "default", "b")]
     for cluster, name in missed:
         await two.create(cluster, name)
-    resumed = two.watch(clusters=["default", "b"], resume_from=watch.seen)
+    resumed = _watch(two, clusters=["default", "b"], resume_from=watch.seen)
     _each_in_order(await resumed.pairs(4), missed)
     resumed.call.cancel()
 
 
 async def test_a_cluster_that_refuses_the_watcher_ends_its_part_only(two: Two) -> None:
-    watch = two.watch(ALICE, clusters=["b", "default"])
+    watch = _watch(two, ALICE, clusters=["b", "default"])
     got, refusal = [], None
     while len(got) < 1 or refusal is None:
         event = await watch.next()
@@ -307,7 +287,7 @@ async def test_a_cluster_that_refuses_the_watcher_ends_its_part_only(two: Two) -
 
 
 async def test_a_removed_cluster_ends_its_part_and_the_others_go_on(two: Two) -> None:
-    watch = two.watch(clusters=["*"])
+    watch = _watch(two, clusters=["*"])
     await watch.pairs(2)
     two.fleet.remove("b")
     ended = await watch.next()
@@ -327,8 +307,8 @@ async def test_a_reconfigured_cluster_goes_on_and_a_new_one_joins_every_cluster_
     resume point on the new one, with nothing lost or repeated; a cluster added later
     joins a watch of every cluster (``*``), with its current state, and not one of named
     clusters."""
-    every = two.watch(clusters=["*"])
-    named = two.watch(clusters=["default", "b"])
+    every = _watch(two, clusters=["*"])
+    named = _watch(two, clusters=["default", "b"])
     for watch in (every, named):
         await watch.pairs(2)
     async with contextlib.AsyncExitStack() as stack:
@@ -340,7 +320,7 @@ async def test_a_reconfigured_cluster_goes_on_and_a_new_one_joins_every_cluster_
             assert await watch.pairs(1) == [("b", name)]  # no error, no replay
         demo = await stack.enter_async_context(DemoUpstream())
         joined = unique("in-c")
-        await demo.store.create(LEASE, _labelled(two, joined), namespace=NAMESPACE)
+        await demo.store.create(LEASE, two.labelled(joined), namespace=NAMESPACE)
         two.fleet.add("c", await stack.enter_async_context(demo_cluster(demo.url, name="c")))
         assert await every.pairs(1) == [("c", joined)]
         fence = unique("fence")
@@ -351,14 +331,8 @@ async def test_a_reconfigured_cluster_goes_on_and_a_new_one_joins_every_cluster_
             watch.call.cancel()
 
 
-def _labelled(two: Two, name: str) -> dict[str, Any]:
-    body = sample("leases", name, NAMESPACE)
-    body["metadata"]["labels"] = {"t": two.label}
-    return body
-
-
 async def test_one_clusters_upstream_cut_stays_exact_while_the_other_changes(two: Two) -> None:
-    watch = two.watch(clusters=["default", "b"])
+    watch = _watch(two, clusters=["default", "b"])
     await watch.pairs(2)
     # Every upstream watch of b ends after each event from now on: its hub resumes it.
     two.demos["b"].faults.close_watches_after(1)
@@ -373,7 +347,7 @@ async def test_one_clusters_upstream_cut_stays_exact_while_the_other_changes(two
 
 
 async def test_a_drain_ends_the_call_with_every_clusters_resume_point(two: Two) -> None:
-    watch = two.watch(clusters=["*"])
+    watch = _watch(two, clusters=["*"])
     await watch.pairs(2)
     live = [("b", unique("live")), ("default", unique("live"))]
     for cluster, name in live:
@@ -391,3 +365,30 @@ async def test_a_drain_ends_the_call_with_every_clusters_resume_point(two: Two) 
     assert orjson.loads(info.metadata["resumeFrom"]) == watch.seen
     assert info.metadata["resumeFrom"] == encode_resume(watch.seen)
     assert set(watch.seen) == {"default", "b"}
+
+
+async def test_a_watch_of_every_cluster_takes_in_the_joining_clusters_the_caller_may_see() -> None:
+    """Bob is known on clusters b and d only: his watch of every cluster (``*``) is b's
+    alone (no UNAUTHENTICATED part for default), and of the clusters that join later, d
+    joins it and c (which does not know him) does not."""
+    known = {**DEFAULT_TOKENS, BOB: TokenGrant("bob", "*", cluster_scoped=True)}
+    async with contextlib.AsyncExitStack() as stack:
+        demos = {
+            "default": await stack.enter_async_context(DemoUpstream()),
+            "b": await stack.enter_async_context(DemoUpstream(tokens=known)),
+        }
+        two = await serve_two(stack, demos)
+        watch = _watch(two, BOB, clusters=["*"])
+        assert await watch.pairs(1) == [("b", two.only["b"])]
+        joining = {
+            "c": await stack.enter_async_context(DemoUpstream()),
+            "d": await stack.enter_async_context(DemoUpstream(tokens=known)),
+        }
+        for name, demo in joining.items():
+            await demo.store.create(LEASE, two.labelled(f"in-{name}"), namespace=NAMESPACE)
+            two.fleet.add(name, await stack.enter_async_context(demo_cluster(demo.url, name=name)))
+        assert await watch.pairs(1) == [("d", "in-d")]
+        fence = unique("fence")
+        await two.create("b", fence)
+        assert await watch.pairs(1) == [("b", fence)]
+        watch.call.cancel()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from gateway.core.cluster import Cluster
 from gateway.core.config import UpstreamConfig
 from gateway.core.fleet import DEFAULT, Fleet
 from gateway.core.hub import WatchHub
+from gateway.core.registry import LEASE
 from gateway.grpc.gen.kubegateway.v1 import (
     endpoints_pb2_grpc,
     events_pb2_grpc,
@@ -37,6 +38,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
 )
 from gateway.grpc.server import GrpcOptions, start_grpc
 from kube_gateway_demo import DemoUpstream
+from tests.scenarios.backend import sample
 
 ADMIN = "admin-token"
 VIEWER = "viewer-token"
@@ -209,3 +211,68 @@ def status_message(error: grpc.aio.AioRpcError) -> status_pb2.Status:
     status = rpc_status.from_call(error)
     assert status is not None
     return status
+
+
+@dataclass
+class Two:
+    """Two demo upstreams served as clusters of one gRPC server, each holding a lease of
+    the test the other lacks (so an answer from the wrong cluster cannot pass)."""
+
+    demos: dict[str, DemoUpstream]
+    fleet: Fleet
+    channel: grpc.aio.Channel
+    #: The lease only each cluster's upstream has.
+    only: dict[str, str]
+    #: The label of this test's leases (``t=<label>``) in both upstreams.
+    label: str
+
+    def labelled(self, name: str) -> dict[str, Any]:
+        """A lease named ``name`` with this test's label."""
+        body = sample("leases", name, NAMESPACE)
+        body["metadata"]["labels"] = {"t": self.label}
+        return body
+
+    async def create(self, cluster: str, name: str) -> None:
+        """A lease of this test in ``cluster``'s upstream (written there directly)."""
+        await self.demos[cluster].store.create(LEASE, self.labelled(name), namespace=NAMESPACE)
+
+    @property
+    def leases(self) -> Any:
+        return leases_pb2_grpc.LeaseServiceStub(self.channel)
+
+    @property
+    def pods(self) -> Any:
+        return pods_pb2_grpc.PodServiceStub(self.channel)
+
+    @property
+    def resources(self) -> Any:
+        return resource_pb2_grpc.ResourceServiceStub(self.channel)
+
+
+async def serve_two(
+    stack: contextlib.AsyncExitStack,
+    demos: dict[str, DemoUpstream],
+    *,
+    default: str | None = None,
+    own: Mapping[str, str] = {},
+    fleet: Fleet | None = None,
+) -> Two:
+    """``demos`` served by one gRPC server as clusters of their names (``default``: that
+    one's upstream is also the cluster ``default``, listed first; ``own``: the gateway's
+    credential on a cluster), each given its own lease; everything closes with ``stack``."""
+    fleet = fleet if fleet is not None else Fleet()
+    clusters = {
+        name: await stack.enter_async_context(
+            demo_cluster(demo.url, name=name, token=own.get(name))
+        )
+        for name, demo in demos.items()
+    }
+    if default is not None:
+        fleet.add(DEFAULT, clusters[default])
+    for name, cluster in clusters.items():
+        fleet.add(name, cluster)
+    _, _, channel = await stack.enter_async_context(grpc_channel(fleet))
+    two = Two(demos, fleet, channel, {n: unique(f"only-{n}") for n in demos}, unique("t"))
+    for name in demos:
+        await two.create(name, two.only[name])
+    return two
