@@ -10,12 +10,12 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from gateway.core import errors
+from gateway.core.protowire import StructCache, encode_struct
 from gateway.core.watch import WatchEvent
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import contract
 from gateway.grpc.messages import message_class
-from gateway.core.protowire import StructCache, encode_struct
 from tests.bench.realistic import pod, pod_list
 
 
