@@ -40,7 +40,7 @@ import pickle
 import signal
 import struct
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import orjson
@@ -66,6 +66,10 @@ __all__ = [
     "workers_for",
 ]
 
+#: The command that starts a worker.
+WORKER: Final = (sys.executable, "-m", "gateway.core.listwork")
+#: Workers ending in a row without an answer after which none are started again.
+GIVE_UP: Final = 3
 #: A worker's job, plain data: :func:`project` or :func:`wire`.
 Job = tuple[Any, ...]
 #: What a worker answers when the caller must do the work itself.
@@ -304,10 +308,20 @@ class ListWorkers:
     imported there, and the gateway's own modules and threads are never copied into it.
     """
 
-    def __init__(self, count: int, counted: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        count: int,
+        counted: Callable[[str], None] | None = None,
+        *,
+        command: Sequence[str] = WORKER,
+    ) -> None:
         self.count = count
         #: Hears each list's outcome: ``done``, ``returned``, ``died`` (the metrics').
         self._counted = counted or (lambda outcome: None)
+        #: What starts a worker (its memory file's descriptor is appended, when there is one).
+        self._command = tuple(command)
+        #: Workers that ended in a row without answering; at :data:`GIVE_UP`, none are used.
+        self._deaths = 0
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._slots: asyncio.Semaphore | None = None
@@ -333,9 +347,7 @@ class ListWorkers:
         shared = None if memfd is None else memfd("kube-gateway-list", os.MFD_CLOEXEC)
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "gateway.core.listwork",
+                *self._command,
                 *([] if shared is None else [str(shared)]),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -365,20 +377,29 @@ class ListWorkers:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.count)
         async with self._slots:
-            worker = await self._take()
+            try:
+                worker = await self._take()
+            except OSError as exc:
+                self._give_up(f"a list worker cannot start ({exc})")
+                return None
             try:
                 done = await worker.call(job, body.cap, body.data)
             except (OSError, asyncio.IncompleteReadError):
                 # The worker died (killed, out of memory): this list is decoded here, and
-                # the next one starts a new worker.
-                log.warning("a list worker process ended unexpectedly; starting a new one")
+                # the next one starts a new worker, unless they all die at once.
                 self._drop(worker)
                 self.returned += 1
                 self._counted("died")
+                self._deaths += 1
+                if self._deaths >= GIVE_UP:
+                    self._give_up(f"{self._deaths} list workers in a row ended without answering")
+                else:
+                    log.warning("a list worker process ended unexpectedly; starting a new one")
                 return None
             except BaseException:
                 self._drop(worker)  # cancelled mid-request: its pipes are mid-frame
                 raise
+            self._deaths = 0
             if self._closed:
                 self._drop(worker)
             else:
@@ -393,6 +414,13 @@ class ListWorkers:
         self.returned += 1
         self._counted("returned")
         return None
+
+    def _give_up(self, why: str) -> None:
+        """Use no worker from now on: every list is decoded by the gateway, as with
+        ``--list-workers 0`` (said once, as an error: the operator should look)."""
+        if not self._closed:
+            log.error("%s: large lists are decoded by the gateway itself from now on", why)
+        self._closed = True
 
     async def ready(self) -> list[int]:
         """Start every worker now (rather than on first use): their process ids."""
