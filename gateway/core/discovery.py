@@ -50,7 +50,7 @@ import orjson
 from gateway.core import errors
 from gateway.core.catalog import Catalog, GroupVersion, GroupVersionKey
 from gateway.core.config import ConfigError
-from gateway.core.documents import DEFAULT_CACHED_DOCUMENTS, Documents
+from gateway.core.documents import DEFAULT_CACHED_DOCUMENTS, Documents, shared_document
 from gateway.core.metrics import Metrics
 from gateway.core.registry import ALL_VERBS, REGISTRY, Registry, Resource, Subresource, Verb
 
@@ -591,12 +591,18 @@ class Discovery:
         return out
 
     async def _document(self, url: str) -> Any:
-        """One OpenAPI document, for :attr:`documents` (the reads' limits and gate apply)."""
-        return await self._get(url, "application/json", self.limits.max_openapi_bytes, "openapi")
+        """One OpenAPI document, for :attr:`documents` (the reads' limits and gate apply);
+        a document another cluster's discovery already holds, byte for byte, is that one
+        (:func:`~gateway.core.documents.shared_document`)."""
+        return await self._get(
+            url, "application/json", self.limits.max_openapi_bytes, "openapi", shared=True
+        )
 
     # -- transport ---------------------------------------------------------------------
 
-    async def _get(self, path: str, accept: str, limit: int, what: str) -> Any:
+    async def _get(
+        self, path: str, accept: str, limit: int, what: str, *, shared: bool = False
+    ) -> Any:
         """GET ``path`` with the gateway's identity, at most ``limit`` bytes, decoded.
 
         Raises:
@@ -622,7 +628,7 @@ class Discovery:
         if fetched.status >= 400:
             raise errors.from_response(fetched.status, fetched.body, fetched.headers)
         try:
-            return orjson.loads(fetched.body)
+            return shared_document(fetched.body) if shared else orjson.loads(fetched.body)
         except orjson.JSONDecodeError:
             raise errors.Internal(f"{path}: the upstream sent something that is not JSON") from None
 

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, Protocol
+
+import orjson
 
 from gateway.core import errors
 from gateway.core.catalog import Catalog, GroupVersion, GroupVersionKey
@@ -60,6 +64,34 @@ async def load(
     if missing and catalog.documents is not None:
         out.update(await catalog.documents.documents(missing))
     return out
+
+
+class _Parsed(dict[str, Any]):
+    """A parsed document (a dict that can be referred to weakly)."""
+
+
+#: Parsed documents by the SHA-256 of their bytes, for as long as a cluster holds them.
+_PARSED: weakref.WeakValueDictionary[bytes, _Parsed] = weakref.WeakValueDictionary()
+
+
+def shared_document(body: bytes) -> Any:
+    """``orjson.loads(body)``, or the parse of the same bytes another cluster's discovery
+    holds now: clusters of one Kubernetes version serve the same documents (``api/v1``
+    parsed is ~10 MB of objects), so a fleet keeps one of each, not one per cluster.
+    Keyed by the bytes' own digest, never by the hash a cluster advertises: a cluster can
+    only ever share what it sent itself.
+
+    Raises:
+        orjson.JSONDecodeError: not JSON.
+    """
+    key = hashlib.sha256(body).digest()
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        value = orjson.loads(body)
+        if not isinstance(value, dict):
+            return value
+        parsed = _PARSED[key] = _Parsed(value)
+    return parsed
 
 
 #: Parsed documents a :class:`Documents` keeps (``api/v1`` parsed is ~10 MB of objects).

@@ -9,6 +9,8 @@ counting every request).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import weakref
 
 import pytest
 
@@ -152,3 +154,33 @@ async def test_a_new_group_versions_document_is_awaited_until_discovery_lists_it
         gone = Expectations(openapi={new})  # nothing says discovery will list it
         await gone.settle(discovery, catalog)
         assert not gone.openapi
+
+
+async def test_two_clusters_serving_the_same_document_hold_one_parse_of_it() -> None:
+    """Each cluster reads its own documents (with its own identity), but a document whose
+    bytes another cluster's discovery holds is that one object: a fleet of one Kubernetes
+    version keeps one ``api/v1``, not one per cluster.  Different bytes, different
+    objects, whatever hash a cluster advertises."""
+    one, other = scripted(), scripted()
+    async with serving(one) as http_one, serving(other) as http_other:
+        first = await documents.load(await Discovery(http_one).read(SEED_CATALOG), [APPS, V1])
+        second = await documents.load(await Discovery(http_other).read(SEED_CATALOG), [APPS, V1])
+        assert _reads(one, "apis/apps/v1") == _reads(other, "apis/apps/v1") == 1
+        assert dict(first[APPS]) == dict(second[APPS])
+        inner = [k for k, v in first[APPS].items() if isinstance(v, dict)]
+        assert inner  # a nested part to compare by identity
+        for key in inner:
+            assert first[APPS][key] is second[APPS][key]  # one parse, shared
+        assert all(first[APPS][k] is not first[V1].get(k) for k in inner)
+
+
+def test_a_shared_parse_lives_as_long_as_a_holder() -> None:
+    body = b'{"openapi": "3.0.0", "paths": {"/x": {}}}'
+    held = documents.shared_document(body)
+    assert documents.shared_document(body) is held
+    assert documents.shared_document(body.replace(b"/x", b"/y")) is not held
+    assert documents.shared_document(b"[1]") == [1]  # not an object: not shared
+    gone = weakref.ref(held)
+    del held
+    assert gone() is None  # nothing keeps a parse no cluster holds
+    assert hashlib.sha256(body).digest() not in documents._PARSED
