@@ -10,6 +10,9 @@ included) reshaped for many clusters; it follows that schema as it is rebuilt:
   not served gives that cluster's error for that field only (``errors[].path`` names the
   member, ``extensions.cluster`` the cluster) and the others answer: partial results, never
   all-or-nothing.  A member's relations (a pod's events...) are loaded from its own cluster.
+- ``mutation { fleet(clusters: [String!]!) }`` lists one ``ClusterMutation`` per named
+  cluster (naming them is required: ``"*"`` for every cluster the caller may see), which
+  has every mutation of ``/graphql`` done in that cluster, partial in the same way.
 - ``watchX(clusters: [String!], resumeFrom: JSON, ...)`` merges the watch of every named
   cluster (:class:`~gateway.core.fleetstream.FleetStream`); each event carries its
   ``cluster`` and that cluster's ``resourceVersion``.  ``resumeFrom`` is an object of
@@ -338,6 +341,9 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
     }
     if "clusters" in query.fields:
         root_fields = {"clusters": query.fields["clusters"], **root_fields}
+    mutation = None
+    if base.mutation_type is not None:
+        mutation = _fleet_mutation(base.mutation_type, member_fields)
     subscription = None
     json = base.type_map.get("JSON")
     if base.subscription_type is not None and isinstance(json, GraphQLScalarType):
@@ -350,8 +356,52 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
             subscription = GraphQLObjectType("Subscription", watches)
     return GraphQLSchema(
         query=GraphQLObjectType("Query", root_fields, description="The fleet's queries."),
+        mutation=mutation,
         subscription=subscription,
         directives=base.directives,
+    )
+
+
+def _fleet_mutation(
+    base: GraphQLObjectType, member_fields: dict[str, GraphQLField]
+) -> GraphQLObjectType:
+    """``fleet(clusters: [String!]!)`` on the mutation type: one ``ClusterMutation`` per
+    named cluster, which has every mutation of ``/graphql`` done in that cluster.
+
+    The clusters must be named (``"*"`` names every cluster the caller may see): a write to
+    every cluster is never what an omitted argument means.  Members are written
+    concurrently, and so are the fields of one member (they are not root fields): steps
+    that must follow each other are separate ``fleet`` fields, which run in order.
+    """
+    member = GraphQLObjectType(
+        "ClusterMutation",
+        {
+            "cluster": member_fields["cluster"],
+            "error": member_fields["error"],
+            **{name: _in_member(f) for name, f in base.fields.items()},
+        },
+        description="What one cluster of the fleet does: every mutation of /graphql.",
+    )
+    return GraphQLObjectType(
+        "Mutation",
+        {
+            "fleet": GraphQLField(
+                GraphQLNonNull(GraphQLList(GraphQLNonNull(member))),
+                args={
+                    "clusters": GraphQLArgument(
+                        GraphQLNonNull(GraphQLList(GraphQLNonNull(GraphQLString))),
+                        description='The clusters to write to, by name ("*": every cluster '
+                        "that authenticates the caller); required.",
+                    )
+                },
+                resolve=_members,
+                description="Write to several clusters at once, concurrently: one entry per "
+                "cluster, in the order named.  A cluster's errors stay its own "
+                "(errors[].path names its entry, extensions.cluster the cluster); the others "
+                "are written.  Separate `fleet` fields run one after the other.",
+            )
+        },
+        description="The fleet's mutations.",
     )
 
 

@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.registry import EVENT, POD
+from gateway.core.registry import EVENT, LEASE, POD
 from gateway.graphql.clusters import ClusterEndpoints
 from gateway.graphql.live import SHARED
 from kube_gateway_demo import DemoUpstream
@@ -485,3 +485,72 @@ async def test_clusters_with_the_same_kinds_share_one_schema(
             assert data(await gql(client, query, path=path))["configMaps"]["items"] is not None
         mine = data(await gql(client, LEASES, path=FLEET))["fleet"]
         assert "only-in-b" in names(mine[1]) and "only-in-b" not in names(mine[0])
+
+
+FLEET_CREATE = """mutation($clusters: [String!]!, $name: String!) {
+  fleet(clusters: $clusters) {
+    cluster
+    error { code }
+    createLease(
+      namespace: "demo", object: {metadata: {name: $name}, spec: {holderIdentity: "fleet"}}
+    ) {
+      metadata { name }
+      spec { holderIdentity }
+    }
+  }
+}"""
+
+
+async def test_a_fleet_mutation_writes_to_each_named_cluster_and_fails_alone(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    async with fleet_of(a, b, tmp_path) as (_, _fleet, client):
+        name = unique("everywhere")
+        body = data(
+            await gql(
+                client, FLEET_CREATE, {"clusters": ["default", "b"], "name": name}, path=FLEET
+            )
+        )
+        assert [m["cluster"] for m in body["fleet"]] == ["default", "b"]
+        for member in body["fleet"]:
+            assert member["createLease"] == {
+                "metadata": {"name": name},
+                "spec": {"holderIdentity": "fleet"},
+            }
+        for demo in (a, b):
+            assert name in {
+                lease["metadata"]["name"]
+                for lease in await demo.store.list(LEASE, namespace=NAMESPACE)
+            }
+
+        # alice may write to "demo" in the default cluster only: b refuses its own write.
+        name = unique("partly")
+        body = await gql(
+            client, FLEET_CREATE, {"clusters": ["*"], "name": name}, token=ALICE, path=FLEET
+        )
+        default, in_b = body["data"]["fleet"]
+        assert default["createLease"]["metadata"]["name"] == name
+        assert in_b["createLease"] is None and in_b["error"] is None
+        (refused,) = body["errors"]
+        assert refused["path"] == ["fleet", 1, "createLease"]
+        assert refused["extensions"]["code"] == "FORBIDDEN"
+        assert refused["extensions"]["cluster"] == "b"
+        assert name not in {
+            lease["metadata"]["name"] for lease in await b.store.list(LEASE, namespace=NAMESPACE)
+        }
+
+        # Writing everywhere is never what a missing argument means.
+        missing = await gql(
+            client,
+            FLEET_CREATE.replace("$clusters: [String!]!, ", "").replace(
+                "(clusters: $clusters)", ""
+            ),
+            {"name": unique("nowhere")},
+            path=FLEET,
+            expect=400,
+        )  # fmt: skip
+        assert missing["errors"][0]["message"] == (
+            "Argument 'Mutation.fleet(clusters:)' of type '[String!]!' is required, but it "
+            "was not provided."
+        )
