@@ -5,6 +5,7 @@ over the cap, a worker killed mid-life, several clusters at once)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -176,12 +177,12 @@ async def test_a_killed_worker_costs_no_answer_and_is_replaced(demo: DemoUpstrea
         assert new != pid
 
 
-async def test_lists_of_two_clusters_go_to_two_workers(
-    demo: DemoUpstream, pair: tuple[Gateway, Gateway], tmp_path: Path
-) -> None:
-    """A fleet list of two clusters: both lists go to workers, and each member is the
-    same bytes as that cluster's own list through a gateway without workers."""
-    _, without = pair
+@contextlib.asynccontextmanager
+async def _two_clusters(
+    demo: DemoUpstream, tmp_path: Path
+) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient, Gateway]]:
+    """A gateway with two list workers serving ``demo`` and cluster ``b`` (its own pods),
+    its client, and ``b`` alone through a gateway without workers."""
     async with DemoUpstream() as second:
         await second.store.bulk_create(POD, make_pods(COUNT, NS, prefix="b"), namespace=NS)
         config = kubeconfig(tmp_path / "b.yaml", second.url)
@@ -191,21 +192,29 @@ async def test_lists_of_two_clusters_go_to_two_workers(
             serve_gateway(second, list_workers="0") as own_b,
         ):
             await until(fleet, serves("b"))
-            workers = _workers(served)
-            before = workers.projected
-            response = await client.post(
-                "/fleet/graphql",
-                json={"query": FLEET},
-                headers={"Authorization": f"Bearer {ADMIN}"},
-            )
-            assert workers.projected == before + 2
-            members = {
-                m["cluster"]: m["pods"] for m in orjson.loads(response.content)["data"]["fleet"]
-            }
-            for name, own in (("default", without), ("b", own_b)):
-                alone = orjson.loads(await _post(own, NARROW))["data"]["pods"]
-                assert members[name] == alone
-            assert len(members["b"]["items"]) == COUNT
+            yield served, client, own_b
+
+
+async def test_lists_of_two_clusters_go_to_two_workers(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway], tmp_path: Path
+) -> None:
+    """A fleet list of two clusters: both lists go to workers, and each member is the
+    same bytes as that cluster's own list through a gateway without workers."""
+    _, without = pair
+    async with _two_clusters(demo, tmp_path) as (served, client, own_b):
+        workers = _workers(served)
+        before = workers.projected
+        response = await client.post(
+            "/fleet/graphql",
+            json={"query": FLEET},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        assert workers.projected == before + 2
+        members = {m["cluster"]: m["pods"] for m in orjson.loads(response.content)["data"]["fleet"]}
+        for name, own in (("default", without), ("b", own_b)):
+            alone = orjson.loads(await _post(own, NARROW))["data"]["pods"]
+            assert members[name] == alone
+        assert len(members["b"]["items"]) == COUNT
 
 
 def test_a_spec_builds_the_projection_a_worker_runs() -> None:
@@ -280,20 +289,12 @@ async def test_a_grpc_fleet_list_goes_to_two_workers(
     demo: DemoUpstream, pair: tuple[Gateway, Gateway], tmp_path: Path
 ) -> None:
     _, without = pair
-    async with DemoUpstream() as second:
-        await second.store.bulk_create(POD, make_pods(COUNT, NS, prefix="b"), namespace=NS)
-        config = kubeconfig(tmp_path / "b.yaml", second.url)
-        flags = ("--list-workers", "2", "--cluster", f"b={config}")
-        async with (
-            gateway(demo, *flags) as (served, fleet, _),
-            serve_gateway(second, list_workers="0") as own_b,
-        ):
-            await until(fleet, serves("b"))
-            workers = _workers(served)
-            before = workers.projected
-            listed = await _grpc_list(served, **PODS, namespace=NS, clusters=["default", "b"])
-            assert workers.projected == before + 2
-            members = {m.cluster: m.list for m in listed.clusters}
-            assert members["default"] == await _grpc_list(without, **PODS, namespace=NS)
-            assert members["b"] == await _grpc_list(own_b, **PODS, namespace=NS)
-            assert len(members["b"].items) == COUNT
+    async with _two_clusters(demo, tmp_path) as (served, _, own_b):
+        workers = _workers(served)
+        before = workers.projected
+        listed = await _grpc_list(served, **PODS, namespace=NS, clusters=["default", "b"])
+        assert workers.projected == before + 2
+        members = {m.cluster: m.list for m in listed.clusters}
+        assert members["default"] == await _grpc_list(without, **PODS, namespace=NS)
+        assert members["b"] == await _grpc_list(own_b, **PODS, namespace=NS)
+        assert len(members["b"].items) == COUNT
