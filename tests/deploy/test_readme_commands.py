@@ -70,6 +70,14 @@ ANSWERS: dict[str, Callable[[dict[str, Any]], bool]] = {
         len(a["items"]) == 2 and all(set(i["struct"]) <= {"metadata", "status"} for i in a["items"])
     ),
     "ResourceService/Delete": lambda a: "object" in a or "status" in a,
+    # a fleet mutation: written in both demo clusters, each its own object
+    "mutation { fleet(": lambda a: (
+        [m["cluster"] for m in a["data"]["fleet"]] == ["default", "demo-2"]
+        and all(
+            m["createConfigMap"]["metadata"]["name"].startswith("everywhere-")
+            for m in a["data"]["fleet"]
+        )
+    ),
     # "Many clusters": one entry per demo cluster, each its own list (its own namespace in it)
     '"clusters": ["*"]': lambda a: (
         [m["cluster"] for m in a["clusters"]] == ["default", "demo-2"]
