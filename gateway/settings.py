@@ -137,7 +137,7 @@ _HELP: dict[str, str] = {
     "list_workers": "processes that decode and project large list answers (1 MiB or more) "
     "for GraphQL, so lists of several clusters, or several callers, run on several cores "
     "and never hold the gateway's own: a number, 0 for none, or auto (the CPUs the process "
-    "may use, at most 4); started on the first large list",
+    "may use, its cgroup's CPU quota counted, at most 4); started on the first large list",
     "max_requests_per_identity": "upstream requests one identity may have in flight at once "
     "(more are refused at once with RESOURCE_EXHAUSTED)",
     "max_subscriptions": "subscriptions (GraphQL and gRPC Watch) open at once, for everyone",

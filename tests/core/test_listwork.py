@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -17,10 +18,12 @@ from gateway.core.listwork import (
     OVER_CAP,
     ListWorkers,
     Undecoded,
+    cgroup_cpus,
     project,
     split_wire,
     wire,
     work,
+    workers_for,
 )
 from gateway.core.projectcode import LEAF
 
@@ -126,3 +129,31 @@ async def test_a_caller_gone_mid_list_costs_that_worker_only() -> None:
         assert workers._all and pid not in [w.proc.pid for w in workers._all]
     finally:
         await workers.aclose()
+
+
+@pytest.mark.parametrize(
+    ("files", "cpus"),
+    [
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "200000 100000\n"}, 2),
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: rounded up
+        ({"cpu.max": "50000 100000\n"}, 1),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3),
+        ({}, None),
+    ],
+    ids=["v2-none", "v2-2", "v2-1.5", "v2-0.5", "v1-none", "v1-3", "no-cgroup"],
+)
+def test_auto_counts_the_cgroup_quota(
+    files: dict[str, str], cpus: int | None, tmp_path: Path
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpus(str(tmp_path)) == cpus
+
+
+def test_a_number_is_the_count() -> None:
+    assert workers_for("0") == 0
+    assert workers_for("3") == 3
+    assert 1 <= workers_for("auto") <= 4
