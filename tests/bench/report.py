@@ -210,16 +210,17 @@ CAUSES: dict[str, str] = {
     "small gRPC Get during GraphQL lists": "as for GraphQL gets during GraphQL lists: the "
     "loop stalls at most 24-40 ms; the tail is two cores shared with the upstream and the "
     "list client, and grpc's own I/O threads competing with uvicorn's writes of the lists.",
-    "fleet: list of 2 x": "the two clusters' lists are CPU work on one event loop and one "
-    "GIL: the gateway's CPU time per fleet list is 2.25x an own list's (910 vs 405 ms, from "
-    "/proc; 2.1x with the frees of both counted, 1,000 vs 475 ms), so the fleet cannot take "
-    "much less than twice an own list whatever overlaps.  Where an own list's CPU goes "
-    "(py-spy): decoding the 27 MB upstream body ~50 % (sliced orjson), freeing the decoded "
-    "pods ~17 %, the projection ~9 %, writing the answer ~3 %.  Beyond 2x: the first "
-    "cluster's free, which a fleet runs before its answer (an own list frees after it), and "
-    "~5 % of fleet machinery.  Levers: each cluster's decode and projection in a worker "
-    "process (only the projected items, 2.5 MB instead of 27, cross back), or frees deferred "
-    "while another list is in progress (~0.1x; not built).",
+    "fleet: list of 2 x": "with list workers (the default) each cluster's decode and "
+    "projection run in a worker process of their own, so the two lists overlap on the two "
+    "cores; on an idle machine the fleet took 1.19x the slower own list in the median "
+    "round (worst 1.20x; an earlier run 1.17x, worst 1.28x), the ratio of the medians "
+    "1.22x.  What is left: the "
+    "two demo upstreams, the two workers, the gateway and the bench client share 2 CPUs, so "
+    "the fleet's CPU (2x an own list's: two decodes, two projections, two upstream "
+    "answers) cannot all overlap; and a worker's list costs ~20 % more than one decoded in "
+    "the gateway (the body is copied to the worker, and the worker's freed heap is faulted "
+    "in again for each list).  Without workers (--list-workers 0) the same run gives 1.89x: "
+    "both lists' decodes take turns on one interpreter.",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
@@ -260,30 +261,30 @@ the gateway's own event-loop lag histogram (sampled every 50 ms) that gained a s
 a call, which on a loaded machine includes the time the process waited for a CPU; the
 upstream lists are the gateway's own count around one call.  The load row is the machine's
 1-minute load average around the speed rounds: with 2 CPUs, a load of 8-13 makes every
-absolute time several times what it is on an idle machine (an own list took 383 ms in the
-main table's run); read the ratios and the CPU times.
+absolute time several times what it is on an idle machine; read the ratios and the CPU
+times.  The gateway runs with its default `--list-workers auto` (2 workers here); the CPU
+rows count the workers' CPU with the gateway's.
 
 Memory: a `kube-gateway serve` with `--clusters-dir` serves a real kube-apiserver as its
-default cluster, then kubeconfig files of the same apiserver are added to the directory (1,
-2, 4, 8 added clusters); RSS is read 2 s after every added cluster is served and its
-discovered `/graphql` schema built, and again after a first query on each added cluster's
-endpoint; the figure is the growth over the default cluster alone divided by the clusters
-added, at the largest step.  Done with the apiserver's built-in kinds, then again after 100
-CRDs of the corpus are installed on it: `/graphql` serves the built-in kinds and a CRD's
-group is served at `/apis/{group}/graphql`, built on first use, so the CRDs add only their
-discovery to a cluster until their groups are asked for (not measured here).  The tracemalloc
-row is one added cluster's Python memory by where it was allocated: its GraphQL schema
-(strawberry, graphql-core, dataclasses, the gateway's generated types) is about two thirds,
-the discovery documents it keeps (`gateway/core/discovery.py`) about a quarter.  Since
-these rows were measured, clusters whose catalogs give the same schema inputs share one
-schema object (`gateway/graphql/live.py`, `SharedSchemas`): on `serve --demo
---demo-clusters N` (each demo cluster's upstream in the same process) two added clusters
-grew RSS by 34 MB before and 11 MB after (103 MB with one cluster; 137 MB, then 114 MB,
-with three).  This bench's memory part after it (`--no-speed`, real kube-apiserver, +4
-clusters): 3.8 MB per added cluster built, 6.1 MB after a first query on each, with the
-built-in kinds (51.8 / 53.4 MB before); 20.1 MB with 100 CRDs (54.4 / 55.6 MB before), the
-rest mostly each cluster's discovery documents; an added cluster is served in 0.3 s (2.5 s
-with 100 CRDs).""",
+default cluster, then kubeconfig files of the same apiserver are added to the directory
+(`--extra`, by default 1, 2, 4 and 8 added clusters); RSS is read 2 s after every added
+cluster is served and its discovered `/graphql` schema built, and again after a first query
+on each added cluster's endpoint; the figure is the growth over the default cluster alone
+divided by the clusters added, at the largest step. Done with the apiserver's built-in
+kinds, then again after 100 CRDs of the corpus are installed on it: `/graphql` serves the
+built-in kinds and a CRD's group is served at `/apis/{group}/graphql`, built on first use,
+so the CRDs add only their discovery to a cluster until their groups are asked for (not
+measured here). The tracemalloc row is one added cluster's Python memory by where it was
+allocated (tracemalloc, after its schema is built and a first query answered). Clusters
+whose catalogs give the same schema inputs share one schema object
+(`gateway/graphql/live.py`, `SharedSchemas`), and clusters that serve the same OpenAPI
+documents byte for byte share one parse of each (`gateway/core/documents.py`,
+`shared_document`): one added cluster now holds 2.4-3.9 MB of Python memory with the
+built-in kinds and 5.2 MB with 100 CRDs (51.1 MB before either; the documents alone were
+14.2 MB, now 0.2-0.4 MB). The RSS rows are larger than what is held: they include the
+allocator's high-water mark from each cluster's discovery (the documents read, and the parse
+of a document no other cluster held yet), which the process does not give back to the
+system.""",
     ),
 }
 
