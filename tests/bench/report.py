@@ -205,11 +205,14 @@ CAUSES: dict[str, str] = {
     "during GraphQL lists is 24-40 ms (the stall row), with the decode (64 KiB slices), the "
     "completion and the free (250 items per step) sliced. The tail is each of a get's loop "
     "turns waiting behind a slice of list work while the two cores also run the demo "
-    "upstream serving 27 MB bodies and the list client. Next lever: list work in worker "
-    "processes.",
+    "upstream serving 27 MB bodies and the list client. Since then the lists' decode and "
+    "projection run in list workers (the default): bench_loop_hold run alone on 2026-11-25 "
+    "gave p99 23.4 ms during GraphQL lists (2.84x that run's idle p99 of 8.2 ms; the "
+    "longest stall 34 ms, with the worker processes on the same two cores).",
     "small gRPC Get during GraphQL lists": "as for GraphQL gets during GraphQL lists: the "
     "loop stalls at most 24-40 ms; the tail is two cores shared with the upstream and the "
-    "list client, and grpc's own I/O threads competing with uvicorn's writes of the lists.",
+    "list client, and grpc's own I/O threads competing with uvicorn's writes of the lists. "
+    "With list workers (bench_loop_hold alone, 2026-11-25): p99 21.4 ms, 2.75x idle.",
     "fleet: list of 2 x": "with list workers (the default) each cluster's decode and "
     "projection run in a worker process of their own, so the two lists overlap on the two "
     "cores; on an idle machine the fleet took 1.19x the slower own list in the median "
