@@ -35,6 +35,7 @@ import asyncio
 import fcntl
 import gc
 import logging
+import mmap
 import os
 import pickle
 import signal
@@ -152,7 +153,9 @@ def wire(item_tag: bytes, object_tag: bytes, *, as_struct: bool) -> Job:
     return ("wire", item_tag, object_tag, as_struct)
 
 
-def work(data: bytes, job: Job, cap: int, keep: list[Any] | None = None) -> bytes | str:
+def work(
+    data: bytes | memoryview, job: Job, cap: int, keep: list[Any] | None = None
+) -> bytes | str:
     """Run in a worker: ``job`` done on the JSON of ``data``, or :data:`NOT_DONE`, or
     :data:`OVER_CAP`.  ``keep``: the decoded value is appended to it, for the caller to free
     after it has answered."""
@@ -230,12 +233,15 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
             return  # the gateway closed the pipe (or is gone): done
         spec_size, body_size, in_shared = _REQUEST.unpack(head)
         job, cap = pickle.loads(stdin.read(spec_size))  # the gateway's own job
-        if in_shared and shared is not None:
-            body = os.pread(shared, body_size, 0)
+        if in_shared and shared is not None and body_size:
+            # Mapped, not copied: the decode reads the gateway's copy in place.
+            with (
+                mmap.mmap(shared, body_size, access=mmap.ACCESS_READ) as mapped,
+                memoryview(mapped) as body,
+            ):
+                answer = work(body, job, cap, decoded)
         else:
-            body = stdin.read(body_size)
-        answer = work(body, job, cap, decoded)
-        del body
+            answer = work(stdin.read(body_size), job, cap, decoded)
         if isinstance(answer, bytes):
             stdout.write(_ANSWER.pack(_DONE, len(answer)))
             stdout.write(answer)
