@@ -37,6 +37,7 @@ from typing import Any
 from graphql import (
     GraphQLArgument,
     GraphQLField,
+    GraphQLInt,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
@@ -57,6 +58,7 @@ from gateway.core.fleet import Fleet
 from gateway.core.fleetops import ALL, FleetStreams, cluster_names, open_fleet_stream
 from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
 from gateway.core.hub import WatchSubscription
+from gateway.core.options import ListOptions
 from gateway.graphql.context import Context
 from gateway.graphql.errors import code_of
 from gateway.graphql.graphiql import settings_response
@@ -202,6 +204,59 @@ def _in_member(base: GraphQLField) -> GraphQLField:
     )
 
 
+def _resources_field(json: GraphQLScalarType) -> GraphQLField:
+    """``resources(group, version, resource, ...)``: any kind a member's cluster serves,
+    listed as its upstream JSON.  The fleet's typed fields are the default cluster's kinds;
+    this one reaches a kind only some clusters serve (a CRD of one cluster), by the
+    member's own catalog, as gRPC's ResourceService does."""
+    text = GraphQLString
+    return GraphQLField(
+        json,
+        args={
+            "group": GraphQLArgument(GraphQLNonNull(text), description='"" for the core group.'),
+            "version": GraphQLArgument(GraphQLNonNull(text)),
+            "resource": GraphQLArgument(GraphQLNonNull(text), description="The plural name."),
+            "namespace": GraphQLArgument(text, description="Omitted: every namespace."),
+            "labelSelector": GraphQLArgument(text),
+            "fieldSelector": GraphQLArgument(text),
+            "limit": GraphQLArgument(GraphQLInt),
+            "continue": GraphQLArgument(text, description="This cluster's own token."),
+        },
+        resolve=_resources,
+        description="Any kind this cluster serves, listed as the cluster sent it (untyped): "
+        "for a kind the typed fields do not have, such as a custom resource of one cluster. "
+        "A cluster that does not serve it answers NOT_FOUND (a hint names the plural).",
+    )
+
+
+async def _resources(member: Member, info: Info, **args: Any) -> Any:
+    if member.context is None:
+        assert member.error is not None
+        raise member.error
+    ctx = info.context
+    assert isinstance(ctx, FleetContext)
+    try:
+        cluster = ctx.fleet.get(member.name)
+        resource = cluster.catalog.current.resource(
+            args["group"], args["version"], args["resource"]
+        )
+        options = ListOptions(
+            label_selector=args.get("labelSelector"),
+            field_selector=args.get("fieldSelector"),
+            limit=args.get("limit"),
+            continue_=args.get("continue"),
+        )
+        return await member.context.adapter.list(
+            resource,
+            namespace=args.get("namespace") if resource.namespaced else None,
+            options=options,
+            credential=member.context.credential,
+        )
+    except errors.GatewayError as exc:
+        exc.cluster = member.name
+        raise
+
+
 _CLUSTERS_ARG = GraphQLArgument(
     GraphQLList(GraphQLNonNull(GraphQLString)),
     description='The clusters to ask, by name; "*" (or no list) stands for every cluster '
@@ -324,6 +379,9 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
     member_fields.update(
         (name, _in_member(f)) for name, f in query.fields.items() if name != "clusters"
     )
+    json = base.type_map.get("JSON")
+    if isinstance(json, GraphQLScalarType) and "resources" not in member_fields:
+        member_fields["resources"] = _resources_field(json)
     member = GraphQLObjectType(
         "ClusterQuery",
         member_fields,
@@ -345,7 +403,6 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
     if base.mutation_type is not None:
         mutation = _fleet_mutation(base.mutation_type, member_fields)
     subscription = None
-    json = base.type_map.get("JSON")
     if base.subscription_type is not None and isinstance(json, GraphQLScalarType):
         watches = {
             name: _fleet_watch(f, json)

@@ -554,3 +554,39 @@ async def test_a_fleet_mutation_writes_to_each_named_cluster_and_fails_alone(
             "Argument 'Mutation.fleet(clusters:)' of type '[String!]!' is required, but it "
             "was not provided."
         )
+
+
+async def test_a_kind_only_one_cluster_serves_is_listed_untyped_there(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    """The fleet's typed fields are the default cluster's kinds (here its five built-in
+    ones: it discovers nothing without a gateway credential); ``resources`` lists any kind
+    a member's own cluster serves (b discovers ConfigMaps), and a cluster that does not
+    serve it says so for itself."""
+    a, b = two
+    await b.store.create("configmaps", {"metadata": {"name": "only-b"}}, namespace=NAMESPACE)
+    async with fleet_of(a, b, tmp_path) as (served, _fleet, client):
+        routes = [getattr(r, "endpoint", None) for r in served.app.routes]
+        (endpoints,) = {e for e in routes if isinstance(e, ClusterEndpoints)}
+        live = endpoints.served["b"].live
+        assert live is not None
+        await live.wait_ready()  # b's discovery is read
+        query = """{ fleet(clusters: ["default", "b"]) {
+          cluster
+          resources(group: "", version: "v1", resource: "configmaps", namespace: "demo")
+        } }"""
+        typed_query = '{ fleet { configMaps(namespace: "demo") { items { metadata { name } } } } }'
+        typed = await gql(client, typed_query, path=FLEET, expect=400)
+        assert "Cannot query field 'configMaps'" in typed["errors"][0]["message"]
+        body = await gql(client, query, path=FLEET)
+        default, in_b = body["data"]["fleet"]
+        assert default["resources"] is None
+        listed = {i["metadata"]["name"] for i in in_b["resources"]["items"]}
+        want = {
+            c["metadata"]["name"] for c in await b.store.list("configmaps", namespace=NAMESPACE)
+        }
+        assert "only-b" in listed and listed == want  # b's own, as its store holds them
+        (error,) = body["errors"]
+        assert error["path"] == ["fleet", 0, "resources"]
+        assert error["extensions"]["cluster"] == "default"
+        assert error["message"] == "the gateway does not serve 'configmaps' in 'v1'"
