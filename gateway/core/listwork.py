@@ -8,13 +8,15 @@ it Python under one interpreter lock.  Sliced, it does not stall the event loop 
 clusters costs two decodes one after the other, whatever the cores, and every small request
 waits for a core the list holds.
 
-With list workers (``--list-workers N``), a large list body (:data:`LARGE_BODY_BYTES` or
+With list workers (``--list-workers N``), a large list body (``LARGE_BODY_BYTES`` or
 more) that a GraphQL list field will complete is not decoded by the gateway: the adapter
 hands on an :class:`Undecoded` body, and the field's completion sends the body and the
 selection's projection plan (plain data, :mod:`gateway.core.projectcode`) to a worker
-process, which decodes it, projects it and returns the projected JSON.  The gateway embeds
-those bytes in its answer without decoding them (``orjson.Fragment``).  N lists are then
-decoded on N cores at once, and the gateway's own interpreter only moves bytes.
+process (a :func:`project` job), which decodes it, projects it and returns the projected
+JSON.  The gateway embeds those bytes in its answer without decoding them
+(``orjson.Fragment``).  A gRPC ``ResourceService`` list without a read mask is a
+:func:`wire` job the same way: the worker writes the items' protobuf bytes.  N lists are
+then decoded on N cores at once, and the gateway's own interpreter only moves bytes.
 
 Anything a worker cannot do exactly as the gateway would (a value the projection would give
 to a scalar's serialiser, a body that is not a JSON object, a broken worker) comes back as
@@ -26,7 +28,8 @@ never starts one), and stopped with the gateway.  Each is a fresh interpreter ru
 module (``python -m gateway.core.listwork``), which imports :mod:`gateway.core.projectcode`
 and little else: nothing of the gateway is forked or re-imported there (not its threads,
 gRPC's among them, nor the script that started it), and it speaks a small framed protocol
-over its stdin and stdout, one list at a time.
+over its stdin and stdout, one list at a time; the body itself goes through a memory file
+the two share (Linux), mapped by the worker, not sent down the pipe.
 """
 
 from __future__ import annotations
