@@ -262,11 +262,12 @@ class _Worker:
     other process to be scheduled, which on a busy machine costs more than the decode.
     """
 
-    __slots__ = ("proc", "shared")
+    __slots__ = ("proc", "shared", "stopped")
 
     def __init__(self, proc: asyncio.subprocess.Process, shared: int | None) -> None:
         self.proc = proc
         self.shared = shared
+        self.stopped = False
 
     async def call(self, job: Job, cap: int, data: bytes) -> bytes | str:
         stdin, stdout = self.proc.stdin, self.proc.stdout
@@ -296,10 +297,29 @@ class _Worker:
             if shared is not None:
                 os.ftruncate(shared, 0)  # the body's pages go back to the system
 
-    def stop(self) -> None:
-        """End the process (a kill: it may be mid-request) and close its memory file."""
-        if self.proc.returncode is None:
+    @property
+    def done(self) -> bool:
+        """The process has ended and its output pipe is read to its end."""
+        stdout = self.proc.stdout
+        return self.proc.returncode is not None and (stdout is None or stdout.at_eof())
+
+    async def reaped(self) -> None:
+        """Wait for the process to end and read its output to the end: the event loop then
+        closes its transport (as it does by itself for a worker nobody waits for)."""
+        await self.proc.wait()
+        if self.proc.stdout is not None:
+            await self.proc.stdout.read()
+        self.close_shared()
+
+    def stop(self, *, kill: bool = True) -> None:
+        """End the process and close its memory file: a kill for one that may be
+        mid-request, else the end of its input (it exits at EOF; one that has already died
+        is left to the event loop's child watcher, which a kill would race to reap)."""
+        self.stopped = True
+        if kill and self.proc.returncode is None:
             self.proc.kill()
+        elif self.proc.stdin is not None:
+            self.proc.stdin.close()
         self.close_shared()
 
     def close_shared(self) -> None:
@@ -332,6 +352,8 @@ class ListWorkers:
         #: Workers that ended in a row without answering; at :data:`GIVE_UP`, none are used.
         self._deaths = 0
         self._idle: list[_Worker] = []
+        #: Every worker started and not yet reaped (a dropped one stays until its process
+        #: and pipes are done: the event loop closes them, or :meth:`aclose` waits).
         self._all: set[_Worker] = set()
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
@@ -370,9 +392,10 @@ class ListWorkers:
         self._all.add(worker)
         return worker
 
-    def _drop(self, worker: _Worker) -> None:
-        self._all.discard(worker)
-        worker.stop()
+    def _drop(self, worker: _Worker, *, kill: bool = False) -> None:
+        worker.stop(kill=kill)
+        # The ones ended earlier whose process and pipes are done need no more waiting.
+        self._all = {w for w in self._all if not w.done}
 
     async def run(self, body: Undecoded, job: Job) -> bytes | None:
         """``job`` done on ``body`` in a worker (:func:`project`: JSON; :func:`wire`: see
@@ -406,7 +429,7 @@ class ListWorkers:
                     log.warning("a list worker process ended unexpectedly; starting a new one")
                 return None
             except BaseException:
-                self._drop(worker)  # cancelled mid-request: its pipes are mid-frame
+                self._drop(worker, kill=True)  # cancelled mid-request: pipes mid-frame
                 raise
             self._deaths = 0
             if self._closed:
@@ -439,24 +462,22 @@ class ListWorkers:
 
     async def aclose(self) -> None:
         """Stop the workers: idle ones see EOF and exit; one mid-request is killed (its
-        caller is gone too)."""
+        caller is gone too); each is waited for to its pipes' end, so that nothing of it
+        is left for the garbage collector."""
         self._closed = True
         workers, self._all = list(self._all), set()
         idle = set(self._idle)
         self._idle.clear()
         for worker in workers:
-            if worker in idle and worker.proc.stdin is not None:
-                worker.proc.stdin.close()
-            else:
-                worker.stop()
+            if not worker.stopped:  # idle: EOF; else mid-request
+                worker.stop(kill=worker not in idle)
         for worker in workers:
             try:
                 async with asyncio.timeout(5):
-                    await worker.proc.wait()
+                    await worker.reaped()
             except TimeoutError:
                 worker.stop()
-                await worker.proc.wait()
-            worker.close_shared()
+                await worker.reaped()
 
 
 def _widen(fd: int) -> None:

@@ -234,11 +234,12 @@ async def test_a_release_frees_everything_and_holds_the_loop_one_slice_at_a_time
     # Never more than one slice between two turns of another task...
     assert max(n for _, n in gaps) == FREE_ITEMS
     assert len([n for _, n in gaps if n]) >= count // FREE_ITEMS
-    # ...and so the loop is never held for much more than one slice's work (measured: the
-    # longest gap ~1.5 slices, with the loop's own work; all at once is 160 slices).
+    # ...and so the loop is never held for anything like the whole free (all at once is 160
+    # slices; the longest gap measured ~1.5 slices on a quiet machine, up to ~6 when the
+    # other core's work slows this one's memory: a bound of a few slices was flaky).
     one_slice = at_once * FREE_ITEMS / count
     longest = max(t for t, _ in gaps)
-    assert longest < 4 * one_slice, (longest, one_slice)
+    assert longest < 16 * one_slice, (longest, one_slice)
 
 
 async def test_a_value_handed_over_is_freed_in_slices_only_when_nothing_else_holds_it(
