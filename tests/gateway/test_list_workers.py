@@ -5,6 +5,7 @@ over the cap, a worker killed mid-life, several clusters at once)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -48,6 +49,7 @@ fragment More on Pod { status { startTime } renamed: metadata { name } }"""
 
 NARROW = '{ pods(namespace: "big") { items { metadata { name } } } }'
 RAW = '{ pods(namespace: "big") { items { raw } } }'
+SMALL = '{ pods(namespace: "big", limit: 1) { items { metadata { name } } } }'
 FLEET = """{
   fleet(clusters: ["default", "b"]) {
     cluster pods(namespace: "big") { items { metadata { name } } }
@@ -298,3 +300,29 @@ async def test_a_grpc_fleet_list_goes_to_two_workers(
         assert members["default"] == await _grpc_list(without, **PODS, namespace=NS)
         assert members["b"] == await _grpc_list(own_b, **PODS, namespace=NS)
         assert len(members["b"].items) == COUNT
+
+
+async def test_more_lists_than_workers_wait_their_turn_and_small_calls_go_on(
+    demo: DemoUpstream,
+) -> None:
+    """Large lists wait for a free worker (one body in a worker at a time), and a small
+    request meanwhile is answered without waiting for them; then each list is exact."""
+    async with (
+        serve_gateway(demo, list_workers="1") as gateway,
+        serve_gateway(demo, list_workers="0") as plain,
+    ):
+        want = await _post(plain, NARROW)
+        workers = _workers(gateway)
+        assert await _post(gateway, NARROW) == want  # the worker is started
+        slots = workers._slots
+        assert slots is not None
+        async with slots:  # the one worker is busy (held here) until the block ends
+            lists = [asyncio.create_task(_post(gateway, NARROW)) for _ in range(6)]
+            small = await _post(gateway, SMALL)
+            assert orjson.loads(small)["data"]["pods"]["items"] == [
+                {"metadata": {"name": "bulk-00000"}}
+            ]
+            assert not any(task.done() for task in lists)  # they wait for the worker
+        assert await asyncio.gather(*lists) == [want] * 6
+        assert workers.projected == 7
+        assert len(workers._all) == 1  # one worker did them all, one after another
