@@ -243,6 +243,7 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
                 memoryview(mapped) as body,
             ):
                 answer = work(body, job, cap, decoded)
+            os.ftruncate(shared, 0)  # its pages go back to the system, off the gateway's loop
         else:
             answer = work(stdin.read(body_size), job, cap, decoded)
         if isinstance(answer, bytes):
@@ -288,14 +289,10 @@ class _Worker:
         if shared is None:
             stdin.write(data)
         await stdin.drain()
-        try:
-            status, size = _ANSWER.unpack(await stdout.readexactly(_ANSWER.size))
-            if status == _DONE:
-                return await stdout.readexactly(size)
-            return OVER_CAP if status == _OVER_CAP else NOT_DONE
-        finally:
-            if shared is not None:
-                os.ftruncate(shared, 0)  # the body's pages go back to the system
+        status, size = _ANSWER.unpack(await stdout.readexactly(_ANSWER.size))
+        if status == _DONE:
+            return await stdout.readexactly(size)
+        return OVER_CAP if status == _OVER_CAP else NOT_DONE
 
     @property
     def done(self) -> bool:

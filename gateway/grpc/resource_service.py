@@ -135,9 +135,8 @@ def _object_tag(representation: int) -> bytes:
 
 def object_bytes(obj: JSON, representation: int) -> bytes:
     """The wire bytes of a ``ResourceObject`` holding ``obj``."""
-    if representation == STRUCT:
-        return length_prefixed(_OBJECT_STRUCT, encode_struct(obj))
-    return length_prefixed(_OBJECT_JSON, orjson.dumps(obj))
+    body = encode_struct(obj) if representation == STRUCT else orjson.dumps(obj)
+    return length_prefixed(_object_tag(representation), body)
 
 
 class ResourceServiceServicer(ServicerBase):

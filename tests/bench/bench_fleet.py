@@ -72,6 +72,7 @@ from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.registry import POD
 from gateway.settings import load
+from tests.bench.bench_graphql_list import QUERY, SELECTION
 from tests.bench.report import Row, row, splice, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 from tests.support import crdcorpus
@@ -81,15 +82,7 @@ from tests.support.serve_process import Served, serve_process
 NAMESPACE = "bench"
 DEMO_TOKEN = "admin-token"
 CLUSTERS = ("a", "b")
-#: The 15 leaf fields of ``bench_graphql_list``.
-SELECTION = """
-    metadata { resourceVersion }
-    items {
-      metadata { name namespace uid resourceVersion creationTimestamp labels }
-      spec { nodeName serviceAccountName containers { name image } }
-      status { phase podIP hostIP startTime qosClass }
-    }"""
-OWN_QUERY = f"query($ns: String!) {{ pods(namespace: $ns) {{{SELECTION} }} }}"
+OWN_QUERY = QUERY  # bench_graphql_list's 15 fields
 FLEET_QUERY = (
     "query($ns: String!, $clusters: [String!]) { fleet(clusters: $clusters) { cluster "
     f"pods(namespace: $ns) {{{SELECTION} }} }} }}"

@@ -37,6 +37,7 @@ from gateway.core.registry import POD
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
+from tests.bench.bench_graphql_list import QUERY
 from tests.bench.realistic import pod
 from tests.bench.report import Row, row
 from tests.support.graphql import serve_app
@@ -44,16 +45,7 @@ from tests.support.graphql import serve_app
 TOKEN = "admin-token"
 NAMESPACE = "bench"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-LIST_QUERY = """query($ns: String!) {
-  pods(namespace: $ns) {
-    metadata { resourceVersion }
-    items {
-      metadata { name namespace uid resourceVersion creationTimestamp labels }
-      spec { nodeName serviceAccountName containers { name image } }
-      status { phase podIP hostIP startTime qosClass }
-    }
-  }
-}"""
+LIST_QUERY = QUERY  # bench_graphql_list's 15 fields
 GET_QUERY = """query($ns: String!, $name: String!) {
   pod(namespace: $ns, name: $name) { metadata { name uid } status { phase podIP } }
 }"""
