@@ -12,8 +12,8 @@ With list workers (``--list-workers N``), a large list body (``LARGE_BODY_BYTES`
 more) that a GraphQL list field will complete is not decoded by the gateway: the adapter
 hands on an :class:`Undecoded` body, and the field's completion sends the body and the
 selection's projection plan (plain data, :mod:`gateway.core.projectcode`) to a worker
-process (a :func:`project` job), which decodes it, projects it and returns the projected
-JSON.  The gateway embeds those bytes in its answer without decoding them
+process (a :func:`project` job), which decodes what the projection reads of it
+(:func:`read_part`), projects it and returns the projected JSON.  The gateway embeds those bytes in its answer without decoding them
 (``orjson.Fragment``).  A gRPC ``ResourceService`` list without a read mask is a
 :func:`wire` job the same way: the worker writes the items' protobuf bytes.  N lists are
 then decoded on N cores at once, and the gateway's own interpreter only moves bytes.
@@ -47,10 +47,21 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
+import msgspec
 import orjson
 
 from gateway.core import errors
-from gateway.core.projectcode import Fallback, Project, Spec, build
+from gateway.core.projectcode import (
+    WHOLE,
+    Fallback,
+    Items,
+    Project,
+    Spec,
+    build,
+    merged,
+    reader,
+    shape,
+)
 from gateway.core.protowire import encode_struct, length_prefixed
 
 if TYPE_CHECKING:
@@ -63,6 +74,7 @@ __all__ = [
     "Undecoded",
     "over_cap",
     "project",
+    "read_part",
     "split_wire",
     "too_many",
     "wire",
@@ -141,6 +153,9 @@ class Undecoded:
 
 
 _built: dict[Spec, Project] = {}
+_readers: dict[Spec, Callable[[bytes | memoryview], Any]] = {}
+#: What :func:`over_cap` reads of a list, whatever the projection reads.
+_COUNTED: Final = {"metadata": {"continue": WHOLE}, "items": Items({})}
 
 
 def project(spec: Spec) -> Job:
@@ -161,13 +176,31 @@ def work(
 ) -> bytes | str:
     """Run in a worker: ``job`` done on the JSON of ``data``, or :data:`NOT_DONE`, or
     :data:`OVER_CAP`.  ``keep``: the decoded value is appended to it, for the caller to free
-    after it has answered."""
+    after it has answered.
+
+    A projection decodes only what it reads (:func:`read_part`) when that gives what a whole
+    decode would; anything else is decoded whole."""
+    part = read_part(data, job[1]) if job[0] == "project" else None
+    if part is not None:
+        if keep is not None:
+            keep.append(part)
+        try:
+            return _answer(part, job, cap)
+        except TypeError:
+            pass  # an integer past 64 bits, which a whole decode reads as a float
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return NOT_DONE
     if keep is not None:
         keep.append(value)
+    try:
+        return _answer(value, job, cap)
+    except TypeError:  # a value orjson cannot write, or a list that is not one
+        return NOT_DONE
+
+
+def _answer(value: Any, job: Job, cap: int) -> bytes | str:
     if type(value) is not dict:
         return NOT_DONE
     if cap and over_cap(value, cap):
@@ -176,8 +209,29 @@ def work(
         if job[0] == "project":
             return _projected(value, job[1])
         return _written(value, *job[1:])
-    except (Fallback, TypeError):  # TypeError: a value orjson cannot write
+    except Fallback:
         return NOT_DONE
+
+
+def read_part(data: bytes | memoryview, spec: Spec) -> dict[str, Any] | None:
+    """Only what the projection ``spec`` reads of the list (and what the cap needs),
+    decoded; ``None`` when that cannot be trusted to be what a whole decode would give (the
+    body is not UTF-8, or not JSON, or a value's type is not the one read), and the body is
+    decoded whole.
+
+    A projection of a few fields of each item builds a fraction of the objects a whole
+    decode does: about a seventh of the time for the 15 fields of a pod out of 5 KB."""
+    read = _readers.get(spec)
+    if read is None:
+        if len(_readers) >= _PLANS_KEPT:
+            _readers.clear()
+        read = _readers[spec] = reader(merged(shape(spec), _COUNTED))
+    try:
+        str(data, "utf-8")  # checked whole, as orjson does: the reader skips strings unread
+        value = read(data)
+    except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
+        return None
+    return value if type(value) is dict else None
 
 
 def _projected(value: dict[str, Any], spec: Spec) -> bytes:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final, TypedDict
+
+import msgspec
 
 Project = Callable[[Any], Any]
 
@@ -296,3 +299,78 @@ def _built(spec: Spec) -> tuple[Project, tuple[Step, ...] | None]:
         steps.append(Step(key, how, name, fn, check, sub))
     frozen = tuple(steps)
     return generate(spec[1], frozen, frozenset()), frozen
+
+
+# -- reading only what a projection reads ------------------------------------------------------
+
+#: A value read whole (a leaf, a copied or ``raw`` value): any JSON.
+WHOLE: Final = "whole"
+
+
+@dataclass(frozen=True, slots=True)
+class Items:
+    """The shape of a list: each item's."""
+
+    item: Any
+
+
+def shape(spec: Spec) -> Any:
+    """What a projection reads of a value: :data:`WHOLE`, a dict of the keys it reads of an
+    object (each key's shape), or :class:`Items` for a list.  A ``READ`` step reads its
+    name and, for a Python name (``continue_``), the JSON key without the ``_``."""
+    kind = spec[0]
+    if kind == "leaf":
+        return WHOLE
+    if kind == "nonnull":
+        return shape(spec[1])
+    if kind == "list":
+        return Items(shape(spec[2]))
+    keys: dict[str, Any] = {}
+    for _key, step_how, name, _check, step_spec, _inline in spec[2]:
+        if step_how == SELF:
+            return WHOLE
+        if step_how == CONST:
+            continue
+        how, fn_spec = step_how, step_spec
+        if fn_spec is not None and fn_spec[0] == "then":  # READ: how the value read goes on
+            how, fn_spec = fn_spec[1], fn_spec[2]
+        read = WHOLE if how == COPY or fn_spec is None else shape(fn_spec)
+        names = (name, name[:-1]) if name.endswith("_") else (name,)
+        for json_name in names:
+            keys[json_name] = merged(keys[json_name], read) if json_name in keys else read
+    return keys
+
+
+def merged(a: Any, b: Any) -> Any:
+    """What two projections of one value read together."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for key, read in b.items():
+            out[key] = merged(out[key], read) if key in out else read
+        return out
+    if isinstance(a, Items) and isinstance(b, Items):
+        return Items(merged(a.item, b.item))
+    return WHOLE  # one of them reads it whole, or they disagree on its type
+
+
+def reader(read: Any) -> Callable[[bytes | memoryview], Any]:
+    """A decoder of JSON that builds only what the :func:`shape` ``read`` reads: the keys
+    of an object nobody reads are parsed (the JSON is checked whole) but not built.
+
+    It is exact where it answers: the values it builds are those ``orjson.loads`` builds,
+    and a value of another type than the shape's (an object where it reads a list, or the
+    reverse) raises ``msgspec.ValidationError``, as would JSON nested deeper than it reads
+    (``RecursionError``).  What it does not check is the UTF-8 of strings it skips: the
+    caller checks the body's (``orjson`` refuses a body that is not UTF-8 anywhere).
+    """
+    return msgspec.json.Decoder(_typed(read, [0])).decode
+
+
+def _typed(read: Any, serial: list[int]) -> Any:
+    if isinstance(read, Items):
+        return list[_typed(read.item, serial)] | None  # type: ignore[misc]
+    if isinstance(read, dict):
+        serial[0] += 1
+        fields = {key: _typed(sub, serial) for key, sub in read.items()}
+        return TypedDict(f"Read{serial[0]}", fields, total=False) | None  # type: ignore[operator]
+    return Any

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from graphql import (
@@ -404,6 +405,7 @@ class _Counting:
     projected = 0
     sliced = 0
     by_worker = 0
+    read_in_part = 0
 
 
 @functools.cache
@@ -427,12 +429,23 @@ def _counting_executor() -> type[Any]:
     return Counting
 
 
+def _as_read(spec: projectcode.Spec, value: Any) -> Any:
+    """``value`` as a list worker reads it: its JSON decoded only where ``spec`` reads
+    (``projectcode.reader``), or whole where that reader refuses it (as a worker does)."""
+    try:
+        read = projectcode.reader(projectcode.shape(spec))(orjson.dumps(value))
+    except (TypeError, msgspec.DecodeError, RecursionError):  # TypeError: not JSON
+        return value
+    _Counting.read_in_part += 1
+    return read
+
+
 @functools.cache
 def _worker_executor() -> type[Any]:
     """The gateway's executor completing every value it has a plan for as a list worker
-    would: the plan rebuilt from its plain-data form (:func:`projectcode.build`, with no
-    scalar serialiser), the value given back to the gateway's own completion only when that
-    raises ``Fallback``."""
+    would: the value read only where the plan reads, the plan rebuilt from its plain-data
+    form (:func:`projectcode.build`, with no scalar serialiser), the value given back to the
+    gateway's own completion only when that raises ``Fallback``."""
     _, engine = _setup()
     base = engine.executor_class
 
@@ -444,7 +457,7 @@ def _worker_executor() -> type[Any]:
                 plan = self._plan(return_type, fields)
                 if plan is not None:
                     try:
-                        done = projectcode.build(plan.spec)(result)
+                        done = projectcode.build(plan.spec)(_as_read(plan.spec, result))
                     except projectcode.Fallback:
                         pass
                     else:
@@ -538,12 +551,13 @@ async def test_generated_queries_complete_as_the_standard_executor_does() -> Non
 async def test_generated_queries_projected_as_a_list_worker_would_complete_the_same() -> None:
     """What a list worker answers (gateway.core.listwork) is the standard executor's answer
     wherever it answers at all: the plans' plain-data form builds the same projection."""
-    _Counting.by_worker = 0
+    _Counting.by_worker = _Counting.read_in_part = 0
     for seed in range(CASES):
         await _compare(seed, worker=True)
     for seed in range(4):
         await _compare(10_000 + seed, large=True, worker=True)
     assert _Counting.by_worker > CASES
+    assert _Counting.read_in_part > CASES  # values read in part, not only whole
 
 
 async def test_sliced_large_lists_complete_as_the_standard_executor_does() -> None:
