@@ -36,6 +36,7 @@ from kube_gateway_demo.http import (
     Responder,
     Scope,
     Send,
+    accepts_gzip,
     mark_dropped,
 )
 from kube_gateway_demo.inprocess import DemoStore
@@ -142,8 +143,11 @@ class DemoApp:
         max_body_bytes: int = 3 * 1024 * 1024,
         animate: bool = False,
         animate_interval: float = 1.5,
+        compress: bool = True,
     ) -> None:
         self.store = store
+        #: Gzip large responses to clients that accept it (the apiserver's default).
+        self.compress = compress
         self.groups = api_groups(store.resources)
         self.faults = faults
         self.tokens = dict(tokens)
@@ -198,7 +202,9 @@ class DemoApp:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         req = Request.from_scope(scope, receive)
-        resp = Responder(send, audit_id=req.audit_id)
+        resp = Responder(
+            send, audit_id=req.audit_id, gzip=self.compress and accepts_gzip(req.headers)
+        )
         try:
             resp.pretty = bool(req.flag("pretty"))
             await self._dispatch(req, resp)

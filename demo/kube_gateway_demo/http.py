@@ -3,10 +3,12 @@ controlled ways a response can end (cleanly, or by dropping the connection)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import gzip
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import parse_qs
@@ -36,6 +38,10 @@ class _QuietDrops(logging.Filter):
 
 
 _FILTER: Final = _QuietDrops()
+
+#: A JSON response larger than this is gzipped for a client that accepts it, as the
+#: apiserver's APIResponseCompression does (its threshold, 128 KiB).
+COMPRESS_ABOVE: Final = 128 * 1024
 
 
 def install_log_filter() -> None:
@@ -141,12 +147,17 @@ class Responder:
         audit_id: sent as ``Audit-Id`` like the apiserver does.
         drop_after: body bytes to send before dropping the connection (-1: half of the first
             chunk); None sends normally.
+        gzip: the client accepts gzip (``Accept-Encoding``) and the server compresses.
     """
 
-    def __init__(self, send: Send, *, audit_id: str, drop_after: int | None = None) -> None:
+    def __init__(
+        self, send: Send, *, audit_id: str, drop_after: int | None = None, gzip: bool = False
+    ) -> None:
         self._send = send
         self.audit_id = audit_id
         self.drop_after = drop_after
+        #: Compress a JSON response larger than :data:`COMPRESS_ABOVE` (the client accepts it).
+        self.gzip = gzip
         self.started = False
         self.finished = False
         self.sent = 0
@@ -198,7 +209,13 @@ class Responder:
         body = orjson.dumps(obj, option=option)
         if self.pretty:
             body += b"\n"
-        all_headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+        all_headers = [("content-type", "application/json")]
+        if self.gzip and len(body) > COMPRESS_ABOVE:
+            # As the apiserver does (APIResponseCompression), at its level 1; in a thread,
+            # where zlib lets the event loop go on.
+            body = await asyncio.to_thread(gzip.compress, body, 1, mtime=0)
+            all_headers.append(("content-encoding", "gzip"))
+        all_headers.append(("content-length", str(len(body))))
         all_headers += [("warning", warning_header(w)) for w in self.warnings + (warnings or [])]
         all_headers += headers or []
         await self.start(status, all_headers)
@@ -210,6 +227,16 @@ class Responder:
         if err.retry_after is not None:
             headers.append(("retry-after", str(err.retry_after)))
         await self.json(err.code, err.to_status(), warnings=warnings, headers=headers)
+
+
+def accepts_gzip(headers: Mapping[str, str]) -> bool:
+    """Does ``Accept-Encoding`` name gzip (with a weight above zero)?"""
+    for part in headers.get("accept-encoding", "").split(","):
+        coding, _, params = part.partition(";")
+        if coding.strip().lower() == "gzip":
+            weight = params.strip().removeprefix("q=")
+            return not weight or weight.strip("0.") != ""
+    return False
 
 
 def warning_header(text: str) -> str:

@@ -70,6 +70,17 @@ class Request:
     resource: str = ""
 
 
+#: Where :meth:`KubeAdapter._request` keeps a body read gzipped (``Response.extensions``).
+_GZIPPED = "kube_gateway.gzipped_body"
+
+
+def gzipped_body(response: httpx.Response) -> bytes | None:
+    """The body of ``response`` as the upstream gzipped it, when it was read so (else its
+    ``content`` is the body)."""
+    body: bytes | None = response.extensions.get(_GZIPPED)
+    return body
+
+
 def build_request(
     resource: Resource,
     verb: Verb,
@@ -302,17 +313,31 @@ class KubeAdapter:
 
     @staticmethod
     async def _request(
-        http: httpx.AsyncClient, request: httpx.Request, stream: bool
+        http: httpx.AsyncClient, request: httpx.Request, stream: bool, gzipped: bool = False
     ) -> httpx.Response:
         """Send ``request``: a unary one straight to the transport of a client that would
-        add nothing to it (:attr:`UpstreamClient.direct`), else through the client."""
+        add nothing to it (:attr:`UpstreamClient.direct`), else through the client.
+
+        ``gzipped``: a successful answer the upstream gzipped is read as it came, not
+        inflated (see :func:`gzipped_body`)."""
         direct = http.direct if isinstance(http, UpstreamClient) and not stream else None
         if direct is None or http.is_closed:  # closed: the client says so, as before
-            return await http.send(request, stream=stream)
-        response = await direct.handle_async_request(request)
-        response.request = request
+            if not gzipped:
+                return await http.send(request, stream=stream)
+            response = await http.send(request, stream=True)
+        else:
+            response = await direct.handle_async_request(request)
+            response.request = request
         try:
-            await response.aread()  # the whole body; the connection goes back to the pool
+            if (
+                gzipped
+                and response.status_code < 400
+                and response.headers.get("content-encoding") == "gzip"
+            ):
+                body = b"".join([chunk async for chunk in response.aiter_raw()])
+                response.extensions[_GZIPPED] = body
+            else:
+                await response.aread()  # the whole body; the connection goes back to the pool
         except BaseException:
             await response.aclose()
             raise
@@ -325,12 +350,15 @@ class KubeAdapter:
         *,
         timeout: float | None = None,
         stream: bool = False,
+        gzipped: bool = False,
     ) -> httpx.Response:
         http = self.stream_http if stream else self.http
         # Streams hold a lease of their own budget for their whole life (hub, log follow).
         lease = None if stream else self.requests.acquire(scope_of(credential))
         try:
-            return await self._send_once(req, credential, http, timeout=timeout, stream=stream)
+            return await self._send_once(
+                req, credential, http, timeout=timeout, stream=stream, gzipped=gzipped
+            )
         finally:
             if lease is not None:
                 lease.release()
@@ -343,6 +371,7 @@ class KubeAdapter:
         *,
         timeout: float | None,
         stream: bool,
+        gzipped: bool = False,
     ) -> httpx.Response:
         span = tracing.upstream(req.method, req.verb, req.resource)
         request = self._httpx_request(req, credential, timeout, http)
@@ -352,7 +381,7 @@ class KubeAdapter:
             with span:
                 span.inject(request.headers)
                 try:
-                    response = await self._request(http, request, stream)
+                    response = await self._request(http, request, stream, gzipped)
                 except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                     # A pooled connection the server closed (GOAWAY, idle close) fails the
                     # request on it; reads are safe to send once more on a fresh connection.
@@ -361,7 +390,7 @@ class KubeAdapter:
                     log.debug("retrying a GET after %s", type(exc).__name__)
                     request = self._httpx_request(req, credential, timeout, http)
                     span.inject(request.headers)
-                    response = await self._request(http, request, stream)
+                    response = await self._request(http, request, stream, gzipped)
                 code = response.status_code
                 span.answered(code)
         except httpx.TimeoutException as exc:
@@ -392,8 +421,17 @@ class KubeAdapter:
     async def _json(
         self, req: Request, credential: Credential, timeout: float | None = None
     ) -> JSON:
-        response = await self._send(req, credential, timeout=timeout)
-        decoded = await self.large_lists.decode(response.content)
+        lists = self.large_lists
+        # A large body a list worker will decode is read gzipped, as the apiserver sends
+        # one (APIResponseCompression): the worker inflates it, not this process.
+        response = await self._send(
+            req, credential, timeout=timeout, gzipped=lists.hands_on_undecoded()
+        )
+        raw = gzipped_body(response)
+        if raw is not None:
+            decoded = await lists.decode_gzipped(raw)
+        else:
+            decoded = await lists.decode(response.content)
         if isinstance(decoded, Undecoded):
             return decoded  # type: ignore[return-value]  # a list worker's (see list)
         if not isinstance(decoded, dict):

@@ -49,7 +49,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from gateway.core import errors, slicedjson
-from gateway.core.listwork import ListWorkers, Undecoded, split_wire
+from gateway.core.listwork import ListWorkers, Undecoded, gzip_size, inflated, split_wire
 
 __all__ = [
     "FREE_ITEMS",
@@ -331,16 +331,39 @@ class LargeLists:
         """
         if len(data) < LARGE_BODY_BYTES:
             return decode_now(data)
-        scope = _open_scope.get()
-        workers = self.workers
-        if defer and scope is not None and scope.deferrable and workers and workers.enabled:
+        if defer and self.hands_on_undecoded():
             return Undecoded(data, self)
+        scope = _open_scope.get()
         if scope is not None:
             scope.hold()
             return await _decode_in_slices(data)
         with self.scope() as own:
             own.hold()
             return await _decode_in_slices(data)
+
+    def hands_on_undecoded(self) -> bool:
+        """Would a large body read now go to a list worker undecoded (the calling task's
+        scope is deferrable and there are workers)?  The adapter then reads a gzipped body
+        as it came (:meth:`decode_gzipped`): a worker inflates it, not this process."""
+        scope = _open_scope.get()
+        workers = self.workers
+        return scope is not None and scope.deferrable and workers is not None and workers.enabled
+
+    async def decode_gzipped(self, data: bytes) -> Any:
+        """:meth:`decode` of a gzipped body: a large one (:data:`LARGE_BODY_BYTES` or more
+        once inflated, by the gzip trailer's count) handed on as it came, for a list worker
+        to inflate and decode; any other inflated here (in a thread, where zlib lets the
+        event loop go on) and decoded.
+
+        Raises:
+            Unavailable: the body is not gzip.
+            Internal: the upstream sent something that is not JSON.
+        """
+        if self.hands_on_undecoded() and (
+            len(data) >= LARGE_BODY_BYTES or gzip_size(data) >= LARGE_BODY_BYTES
+        ):
+            return Undecoded(data, self, gzipped=True)
+        return await self.decode(await inflated(data))
 
     async def encode(self, body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
         """A list answer's bytes (:func:`encode_now`'s) without holding the event loop long.

@@ -13,10 +13,12 @@ more) that a GraphQL list field will complete is not decoded by the gateway: the
 hands on an :class:`Undecoded` body, and the field's completion sends the body and the
 selection's projection plan (plain data, :mod:`gateway.core.projectcode`) to a worker
 process (a :func:`project` job), which decodes what the projection reads of it
-(:func:`read_part`), projects it and returns the projected JSON.  The gateway embeds those bytes in its answer without decoding them
-(``orjson.Fragment``).  A gRPC ``ResourceService`` list without a read mask is a
-:func:`wire` job the same way: the worker writes the items' protobuf bytes.  N lists are
-then decoded on N cores at once, and the gateway's own interpreter only moves bytes.
+(:func:`read_part`), projects it and returns the projected JSON.  The gateway embeds those
+bytes in its answer without decoding them (``orjson.Fragment``).  A gRPC
+``ResourceService`` list without a read mask is a :func:`wire` job the same way: the worker
+writes the items' protobuf bytes.  N lists are then decoded on N cores at once, and the
+gateway's own interpreter only moves bytes.  A body the upstream gzipped (as the apiserver
+does for a large answer) is handed on gzipped, and the worker inflates it too.
 
 Anything a worker cannot do exactly as the gateway would (a value the projection would give
 to a scalar's serialiser, a body that is not a JSON object, a broken worker) comes back as
@@ -44,6 +46,7 @@ import pickle
 import signal
 import struct
 import sys
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
@@ -72,6 +75,9 @@ log = logging.getLogger("gateway")
 __all__ = [
     "ListWorkers",
     "Undecoded",
+    "gunzip",
+    "gzip_size",
+    "inflated",
     "over_cap",
     "project",
     "read_part",
@@ -116,7 +122,8 @@ class Undecoded:
     """A large list body not decoded yet, handed on to whoever completes it.
 
     Attributes:
-        data: the upstream's JSON body.
+        data: the upstream's JSON body, or, ``gzipped``, that body as the upstream gzipped
+            it (``Content-Encoding: gzip``: a worker inflates it).
         cap: at most this many items may be answered (0: no cap); more are refused with
             :meth:`refusal`.
         plural: the resource's plural, for the refusal's message.
@@ -124,10 +131,11 @@ class Undecoded:
             (:meth:`decoded` does, when no worker can).
     """
 
-    __slots__ = ("cap", "data", "lists", "plural")
+    __slots__ = ("cap", "data", "gzipped", "lists", "plural")
 
-    def __init__(self, data: bytes, lists: LargeLists) -> None:
+    def __init__(self, data: bytes, lists: LargeLists, *, gzipped: bool = False) -> None:
         self.data = data
+        self.gzipped = gzipped
         self.cap = 0
         self.plural = ""
         self.lists = lists
@@ -140,17 +148,62 @@ class Undecoded:
 
         Raises:
             Internal: the body is not a JSON object.
+            Unavailable: the body is not gzip (``gzipped``).
             RequestEntityTooLarge: more items than the cap.
         """
         # Held as a GraphQL list field's value is (LargeLists.handed_on): completed next.
         lists = self.lists
-        value = await lists.handed_on(lambda: lists.decode(self.data, defer=False))
+        data = await inflated(self.data) if self.gzipped else self.data
+        value = await lists.handed_on(lambda: lists.decode(data, defer=False))
         if not isinstance(value, dict):
             raise errors.Internal("the upstream sent JSON that is not an object")
         if self.cap and over_cap(value, self.cap):
             raise self.refusal()
         return value
 
+
+def gzip_size(data: bytes | memoryview) -> int:
+    """The size of gzipped ``data`` inflated, as its trailer says (modulo 2**32, of its
+    last member); 0 when it is too short to have one."""
+    return int.from_bytes(data[-4:], "little") if len(data) >= _GZIP_SMALLEST else 0
+
+
+def gunzip(data: bytes | memoryview) -> bytes:
+    """``data`` inflated: every gzip member, as ``gzip.decompress`` does, at zlib's speed
+    (one ``decompressobj`` per member, no copies for the usual one member).
+
+    Raises:
+        zlib.error: not gzip, or damaged.
+        EOFError: cut short.
+    """
+    parts: list[bytes] = []
+    rest: bytes | memoryview = data
+    while rest:
+        inflater = zlib.decompressobj(_GZIP_WBITS)
+        parts.append(inflater.decompress(rest))
+        if not inflater.eof:
+            raise EOFError("the gzip body ends before its end")
+        rest = inflater.unused_data.lstrip(b"\0")  # members may be padded with zeros
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+async def inflated(data: bytes) -> bytes:
+    """:func:`gunzip` in a thread (zlib lets the event loop go on meanwhile).
+
+    Raises:
+        Unavailable: the body is not gzip, or is damaged or cut short (as httpx's own
+            inflating of a response says it).
+    """
+    try:
+        return await asyncio.to_thread(gunzip, data)
+    except (zlib.error, EOFError) as exc:
+        raise errors.Unavailable("upstream unreachable: DecodingError") from exc
+
+
+#: ``zlib``'s window bits for a gzip header and trailer.
+_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
+#: Header (10) and trailer (8) bytes of the smallest gzip member.
+_GZIP_SMALLEST: Final = 18
 
 _built: dict[Spec, Project] = {}
 _readers: dict[Spec, Callable[[bytes | memoryview], Any]] = {}
@@ -172,14 +225,24 @@ def wire(item_tag: bytes, object_tag: bytes, *, as_struct: bool) -> Job:
 
 
 def work(
-    data: bytes | memoryview, job: Job, cap: int, keep: list[Any] | None = None
+    data: bytes | memoryview,
+    job: Job,
+    cap: int,
+    keep: list[Any] | None = None,
+    *,
+    gzipped: bool = False,
 ) -> bytes | str:
-    """Run in a worker: ``job`` done on the JSON of ``data``, or :data:`NOT_DONE`, or
-    :data:`OVER_CAP`.  ``keep``: the decoded value is appended to it, for the caller to free
-    after it has answered.
+    """Run in a worker: ``job`` done on the JSON of ``data`` (``gzipped``: inflated first),
+    or :data:`NOT_DONE`, or :data:`OVER_CAP`.  ``keep``: the decoded value is appended to
+    it, for the caller to free after it has answered.
 
     A projection decodes only what it reads (:func:`read_part`) when that gives what a whole
     decode would; anything else is decoded whole."""
+    if gzipped:
+        try:
+            data = gunzip(data)
+        except (zlib.error, EOFError):
+            return NOT_DONE  # the gateway's own inflating says what is wrong
     part = read_part(data, job[1]) if job[0] == "project" else None
     if part is not None:
         if keep is not None:
@@ -289,17 +352,17 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
         if len(head) < _REQUEST.size:
             return  # the gateway closed the pipe (or is gone): done
         spec_size, body_size, in_shared = _REQUEST.unpack(head)
-        job, cap = pickle.loads(stdin.read(spec_size))  # the gateway's own job
+        job, cap, gzipped = pickle.loads(stdin.read(spec_size))  # the gateway's own job
         if in_shared and shared is not None and body_size:
             # Mapped, not copied: the decode reads the gateway's copy in place.
             with (
                 mmap.mmap(shared, body_size, access=mmap.ACCESS_READ) as mapped,
                 memoryview(mapped) as body,
             ):
-                answer = work(body, job, cap, decoded)
+                answer = work(body, job, cap, decoded, gzipped=gzipped)
             os.ftruncate(shared, 0)  # its pages go back to the system, off the gateway's loop
         else:
-            answer = work(stdin.read(body_size), job, cap, decoded)
+            answer = work(stdin.read(body_size), job, cap, decoded, gzipped=gzipped)
         if isinstance(answer, bytes):
             stdout.write(_ANSWER.pack(_DONE, len(answer)))
             stdout.write(answer)
@@ -324,10 +387,10 @@ class _Worker:
         self.shared = shared
         self.stopped = False
 
-    async def call(self, job: Job, cap: int, data: bytes) -> bytes | str:
+    async def call(self, job: Job, cap: int, data: bytes, *, gzipped: bool) -> bytes | str:
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
-        head = pickle.dumps((job, cap), protocol=pickle.HIGHEST_PROTOCOL)
+        head = pickle.dumps((job, cap, gzipped), protocol=pickle.HIGHEST_PROTOCOL)
         shared = self.shared
         if shared is not None:
             # A thread copies it (the event loop would otherwise wait for the whole copy),
@@ -466,7 +529,7 @@ class ListWorkers:
                 self._give_up(f"a list worker cannot start ({exc})")
                 return None
             try:
-                done = await worker.call(job, body.cap, body.data)
+                done = await worker.call(job, body.cap, body.data, gzipped=body.gzipped)
             except (OSError, asyncio.IncompleteReadError):
                 # The worker died (killed, out of memory): this list is decoded here, and
                 # the next one starts a new worker, unless they all die at once.

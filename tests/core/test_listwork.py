@@ -4,14 +4,16 @@ gateway does when workers cannot start, keep dying, or a caller goes mid-list.""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
 import sys
+import zlib
 from pathlib import Path
 
 import orjson
 import pytest
 
-from gateway.core import listwork
+from gateway.core import errors, listwork
 from gateway.core.largelist import LargeLists
 from gateway.core.listwork import (
     GIVE_UP,
@@ -20,6 +22,9 @@ from gateway.core.listwork import (
     ListWorkers,
     Undecoded,
     cgroup_cpus,
+    gunzip,
+    gzip_size,
+    inflated,
     over_cap,
     project,
     split_wire,
@@ -364,3 +369,41 @@ def test_the_shape_of_what_a_projection_reads() -> None:
     # two reads of one key that disagree on its type: read whole
     assert merged({"a": Items(WHOLE)}, {"a": {"b": WHOLE}}) == {"a": WHOLE}
     assert merged(WHOLE, {"a": WHOLE}) == WHOLE
+
+
+# -- gzipped bodies ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["plain", "a name that is a number", "not an object", "empty"])
+def test_a_gzipped_body_is_answered_as_the_same_body_inflated(name: str) -> None:
+    body = ODD_BODIES[name]
+    packed = gzip.compress(body, 1)
+    for cap in (0, 2):
+        want = work(body, project(WIDE), cap)
+        assert work(packed, project(WIDE), cap, gzipped=True) == want
+        assert work(memoryview(packed), project(WIDE), cap, gzipped=True) == want
+
+
+def test_a_damaged_gzipped_body_is_given_back() -> None:
+    packed = gzip.compress(ODD_BODIES["plain"])
+    for damaged in (packed[:-9], packed[:10] + b"\xff" * 20 + packed[30:], b"not gzip", b""):
+        assert work(damaged, project(WIDE), 0, gzipped=True) == NOT_DONE
+
+
+def test_gunzip_reads_every_member_as_gzip_does() -> None:
+    one, two = gzip.compress(b'{"a":'), gzip.compress(b"1}")
+    assert gunzip(one) == b'{"a":'
+    assert gunzip(one + two) == gzip.decompress(one + two) == b'{"a":1}'
+    assert gunzip(one + b"\0\0\0" + two) == b'{"a":1}'  # padding between members
+    with pytest.raises(EOFError):
+        gunzip(one[:-3])
+    with pytest.raises(zlib.error):
+        gunzip(b"\x1f\x8b not gzip at all")
+    assert gzip_size(one + two) == 2  # the last member's count, as its trailer says
+    assert gzip_size(b"short") == 0
+
+
+async def test_a_damaged_gzipped_body_decoded_here_is_an_upstream_error() -> None:
+    with pytest.raises(errors.Unavailable, match="DecodingError"):
+        await inflated(b"\x1f\x8b\x08\x00 damaged")
+    assert await inflated(gzip.compress(b"{}")) == b"{}"

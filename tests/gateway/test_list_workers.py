@@ -18,8 +18,9 @@ import httpx
 import orjson
 import pytest
 
+from gateway.core.credentials import Credential
 from gateway.core.largelist import LARGE_BODY_BYTES
-from gateway.core.listwork import ListWorkers
+from gateway.core.listwork import ListWorkers, Undecoded, gzip_size
 from gateway.core.projectcode import build
 from gateway.core.registry import POD
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
@@ -107,6 +108,39 @@ async def test_the_body_is_large_enough_to_go_to_a_worker(demo: DemoUpstream) ->
     ) as c:
         body = (await c.get(f"/api/v1/namespaces/{NS}/pods")).content
     assert len(body) >= LARGE_BODY_BYTES
+
+
+async def test_a_body_the_upstream_gzipped_goes_to_a_worker_gzipped(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway]
+) -> None:
+    """The upstream gzips a large answer (as the apiserver does for a client that accepts
+    it): a list a worker will decode is read as it came and the worker inflates it; the
+    answers are the same bytes, gzipped or not, with workers or without."""
+    with_workers, without = pair
+    adapter = with_workers.app.state.runtime.cluster.adapter
+    lists = adapter.large_lists
+
+    async def fetched() -> Any:
+        return await lists.handed_on(
+            lambda: adapter.list(POD, namespace=NS, credential=Credential(ADMIN)),
+            deferrable=True,
+        )
+
+    held = await fetched()
+    assert type(held) is Undecoded and held.gzipped
+    assert len(held.data) < LARGE_BODY_BYTES <= gzip_size(held.data)  # as it came
+    assert (await held.decoded())["items"][0]["metadata"]["namespace"] == NS
+    answers = set()
+    for compress in (True, False):
+        demo.app.compress = compress
+        if not compress:
+            held = await fetched()
+            assert type(held) is Undecoded and not held.gzipped
+        before = _workers(with_workers).projected
+        answers.add(await _post(with_workers, WIDE, ns=NS))
+        assert _workers(with_workers).projected == before + 1
+        answers.add(await _post(without, WIDE, ns=NS))
+    assert len(answers) == 1
 
 
 @pytest.mark.parametrize(
