@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.bench_fleet [--pods 5000] [--rounds 7] \
         [--extra 1,2,4,8] [--crds 100] [--breakdown 12] [--no-memory] [--no-speed] \
-        [--out BENCHMARKS.md]
+        [--upstream-gzip both|on|off] [--list-workers auto] [--out BENCHMARKS.md]
 
 ``--out`` puts the "Many clusters" section into an existing ``BENCHMARKS.md`` (replacing the
 one there), without running the other benches.  Needs the e2e binaries (``make e2e-bins``;
@@ -14,7 +14,11 @@ prints what it measures and returns the rows of the benchmark table.
 holding ``--pods`` realistic pods (``tests/bench/realistic.py``), are served by one
 ``kube-gateway serve`` process as clusters ``a`` and ``b`` (``--cluster NAME=KUBECONFIG``).
 Demo upstreams, not kube-apiservers: creating 2 x 5,000 pods through a real apiserver's API
-took minutes on the shared machine this was written on (~12 pods a second each).  Once the
+took minutes on the shared machine this was written on (~12 pods a second each).  The
+upstreams gzip an answer over 128 KiB for a client that accepts it, as the apiserver does
+(APIResponseCompression, on by default); ``--upstream-gzip off`` measures upstreams that
+never do (``both``, the default, measures each; the table's rows are the gzipping ones, with
+one row for the fleet list without).  Once the
 gateway has built the three clusters' schemas, each round, in turn: the direct list of each
 upstream (``KubeAdapter.list``: HTTP + orjson decode, what the gateway itself does first),
 each cluster's own list through the gateway
@@ -174,11 +178,19 @@ def rss_mb(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def demo_upstream(pods: int) -> Iterator[str]:
+def demo_upstream(pods: int, *, gzip: bool = True) -> Iterator[str]:
     """A demo upstream holding ``pods`` realistic pods in a process of its own (the upstream
-    of ``bench_loop_hold``), its URL; stopped (stdin closed) when the block exits."""
+    of ``bench_loop_hold``), its URL; stopped (stdin closed) when the block exits.
+    ``gzip``: it gzips large answers, as the apiserver does (else never)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.bench.bench_loop_hold", "--role=upstream", f"--pods={pods}"],
+        [
+            sys.executable,
+            "-m",
+            "tests.bench.bench_loop_hold",
+            "--role=upstream",
+            f"--pods={pods}",
+            *([] if gzip else ["--no-gzip"]),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -378,7 +390,9 @@ async def measure_speed(urls: Mapping[str, str], served: Served, pods: int, roun
     return out
 
 
-def speed_rows(s: Speed, pods: int, rounds: int, workers: str = "auto") -> list[Row]:
+def speed_rows(
+    s: Speed, pods: int, rounds: int, workers: str = "auto", *, gzip: bool = True
+) -> list[Row]:
     own = {n: s.median(f"own {n}") for n in CLUSTERS}
     slower = max(own, key=lambda n: own[n])
     per_round = [
@@ -407,9 +421,11 @@ def speed_rows(s: Speed, pods: int, rounds: int, workers: str = "auto") -> list[
             f"{statistics.median(cpu):.0f} ms ({cpu})"
         )
     tag = f"fleet: list of 2 x {pods:,} pods, 15 fields"
+    upstream = "" if gzip else ", upstreams not gzipping"
     return [
         row(
-            f"{tag}, median (direct column: the slower cluster's own list via the gateway)",
+            f"{tag}{upstream}, median (direct column: the slower cluster's own list via the "
+            "gateway)",
             fleet,
             "ms",
             own[slower],
@@ -641,11 +657,14 @@ async def breakdown(kube: KubeAPIServer, timeout: float, top: int = 12) -> list[
 # -- the whole ---------------------------------------------------------------------------------
 
 
-def fleet_speed(pods: int, rounds: int, timeout: float, workers: str) -> list[Row]:
+def fleet_speed(
+    pods: int, rounds: int, timeout: float, workers: str, gzip: bool = True
+) -> list[Row]:
     """Two demo upstreams in processes of their own, served as clusters a and b."""
+    log(f"speed, upstream answers {'gzipped (as the apiserver)' if gzip else 'not gzipped'}:")
     with (
-        demo_upstream(pods) as url_a,
-        demo_upstream(pods) as url_b,
+        demo_upstream(pods, gzip=gzip) as url_a,
+        demo_upstream(pods, gzip=gzip) as url_b,
         tempfile.TemporaryDirectory(prefix="kg-bench-fleet-kc-") as configs,
     ):
         urls = {"a": url_a, "b": url_b}
@@ -659,6 +678,8 @@ def fleet_speed(pods: int, rounds: int, timeout: float, workers: str) -> list[Ro
             s = asyncio.run(measure_speed(urls, served, pods, rounds))
             load_after = os.getloadavg()[0]
     log(f"  machine load (1-min average): {load_before:.1f} before, {load_after:.1f} after")
+    if not gzip:
+        return speed_rows(s, pods, rounds, workers, gzip=False)[:1]
     return [
         *speed_rows(s, pods, rounds, workers),
         row(
@@ -681,11 +702,13 @@ def rows(
     breakdown_top: int = 12,
     timeout: float = 600,
     workers: str = "auto",
+    gzip: Sequence[bool] = (True, False),
 ) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
     out: list[Row] = []
     if speed:
-        out += fleet_speed(pods, rounds, timeout, workers)
+        for each in gzip:
+            out += fleet_speed(pods, rounds, timeout, workers, each)
     if not memory:
         return out
     with running_apiserver() as kube:
@@ -723,6 +746,12 @@ def main() -> None:
     parser.add_argument(
         "--list-workers", default="auto", help="the gateway's --list-workers (speed part)"
     )
+    parser.add_argument(
+        "--upstream-gzip",
+        choices=("both", "on", "off"),
+        default="both",
+        help="the demo upstreams gzip large answers as the apiserver does (on), or not",
+    )
     parser.add_argument("--no-speed", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument(
@@ -738,6 +767,7 @@ def main() -> None:
         memory=not args.no_memory,
         breakdown_top=args.breakdown,
         workers=args.list_workers,
+        gzip={"both": (True, False), "on": (True,), "off": (False,)}[args.upstream_gzip],
     )
     print()
     print(text_table(table))

@@ -63,9 +63,11 @@ def _manifest(i: int) -> dict[str, Any]:
 # -- child processes -----------------------------------------------------------------------
 
 
-async def run_upstream(pods: int) -> None:
-    """Serve the demo upstream until stdin closes; print its URL first."""
+async def run_upstream(pods: int, gzip: bool = True) -> None:
+    """Serve the demo upstream until stdin closes; print its URL first.  ``gzip``: large
+    answers gzipped for clients that accept it, as the apiserver does."""
     async with DemoUpstream(seed=False) as demo:
+        demo.app.compress = gzip
         await demo.store.bulk_create(POD, (_manifest(i) for i in range(pods)), namespace=NAMESPACE)
         print(demo.url, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
@@ -311,9 +313,10 @@ def main() -> None:
     parser.add_argument("--role", choices=("bench", "upstream", "big-client"), default="bench")
     parser.add_argument("--url", default="")
     parser.add_argument("--grpc", default="")
+    parser.add_argument("--no-gzip", action="store_true", help="upstream: answers never gzipped")
     args = parser.parse_args()
     if args.role == "upstream":
-        asyncio.run(run_upstream(args.pods))
+        asyncio.run(run_upstream(args.pods, gzip=not args.no_gzip))
     elif args.role == "big-client":
         asyncio.run(run_big_client(args.url, args.grpc, args.rounds, args.pods))
     else:
