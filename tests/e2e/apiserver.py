@@ -38,6 +38,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
+from gateway.settings import Settings
+
 HERE = Path(__file__).resolve().parent
 BIN_DIR = Path(os.environ.get("E2E_BIN_DIR", HERE / ".bin"))
 MANIFESTS = HERE / "manifests"
@@ -86,6 +88,21 @@ class KubeAPIServer:
     def headers(self, identity: str) -> dict[str, str]:
         """``Authorization`` header for one of the identities."""
         return {"Authorization": f"Bearer {self.tokens[identity]}"}
+
+    def gateway_settings(self, **more: Any) -> Settings:
+        """Settings of a gateway in this process serving this apiserver (``--server``,
+        ``--ca-file``) on loopback ports the system picks, quiet logs; ``more`` on top."""
+        return Settings(
+            **{
+                "host": "127.0.0.1",
+                "http_port": 0,
+                "grpc_port": 0,
+                "server": self.url,
+                "ca_file": self.ca_file,
+                "log_level": "warning",
+                **more,
+            }
+        )
 
 
 # --------------------------------------------------------------------------- helpers

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer
 from tests.scenarios.graphql_api import *  # noqa: F403  (the shared scenarios are collected here)
 from tests.scenarios.graphql_backend import GraphQLBackend
@@ -19,16 +18,8 @@ from tests.support.graphql import serve_app
 
 @pytest.fixture
 async def gw(kube_apiserver: KubeAPIServer) -> AsyncIterator[GraphQLBackend]:
-    settings = Settings(
-        host="127.0.0.1",
-        http_port=0,
-        grpc_port=0,
-        server=kube_apiserver.url,
-        ca_file=kube_apiserver.ca_file,
-        log_level="warning",
-    )
     async with (
-        serve_app(settings) as (url, app),
+        serve_app(kube_apiserver.gateway_settings()) as (url, app),
         httpx.AsyncClient(base_url=url, timeout=30) as http,
     ):
         yield GraphQLBackend(

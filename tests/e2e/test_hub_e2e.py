@@ -22,7 +22,6 @@ from gateway.grpc.gen.kubegateway.v1 import (
     pods_pb2,
     pods_pb2_grpc,
 )
-from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer
 from tests.support.graphql import SSE, TransportWS, serve_app
 
@@ -43,16 +42,7 @@ def unique(prefix: str) -> str:
 
 @contextlib.asynccontextmanager
 async def gateway(kube: KubeAPIServer, **settings: Any) -> AsyncIterator[tuple[str, Any]]:
-    config = Settings(
-        host="127.0.0.1",
-        http_port=0,
-        grpc_port=0,
-        server=kube.url,
-        ca_file=kube.ca_file,
-        log_level="warning",
-        **settings,
-    )
-    async with serve_app(config) as (url, app):
+    async with serve_app(kube.gateway_settings(**settings)) as (url, app):
         yield url, app
 
 

@@ -16,7 +16,6 @@ from gateway.core.credentials import Credential
 from gateway.core.largelist import LARGE_BODY_BYTES
 from gateway.core.listwork import Undecoded, gzip_size
 from gateway.core.registry import POD
-from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer
 from tests.support.graphql import serve_app
 
@@ -67,18 +66,6 @@ async def big_pods(kube_apiserver: KubeAPIServer) -> AsyncIterator[httpx.AsyncCl
                 await kube.delete(f"/api/v1/namespaces/{NS}/pods/big-{i}?gracePeriodSeconds=0")
 
 
-def _settings(kube: KubeAPIServer, workers: str) -> Settings:
-    return Settings(
-        host="127.0.0.1",
-        http_port=0,
-        grpc_port=0,
-        server=kube.url,
-        ca_file=kube.ca_file,
-        log_level="warning",
-        list_workers=workers,
-    )
-
-
 async def _query(url: str, token: str) -> bytes:
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         response = await client.post(
@@ -97,8 +84,8 @@ async def test_a_large_list_the_apiserver_gzips_is_answered_by_a_worker_exactly(
     assert len(raw.content) >= LARGE_BODY_BYTES
     token = kube_apiserver.tokens["admin"]
     async with (
-        serve_app(_settings(kube_apiserver, "2")) as (url, app),
-        serve_app(_settings(kube_apiserver, "0")) as (plain_url, _),
+        serve_app(kube_apiserver.gateway_settings(list_workers="2")) as (url, app),
+        serve_app(kube_apiserver.gateway_settings(list_workers="0")) as (plain_url, _),
     ):
         adapter = app.state.runtime.cluster.adapter
         lists = adapter.large_lists

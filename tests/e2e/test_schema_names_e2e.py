@@ -32,15 +32,7 @@ CUSTOM = "names.kube-gateway.dev"  # a custom group: /apis/names.kube-gateway.de
 
 
 def _settings(kube: KubeAPIServer) -> Settings:
-    return Settings(
-        host="127.0.0.1",
-        http_port=0,
-        grpc_port=0,
-        server=kube.url,
-        ca_file=kube.ca_file,
-        discovery_token_file=kube.token_files["admin"],
-        log_level="warning",
-    )
+    return kube.gateway_settings(discovery_token_file=kube.token_files["admin"])
 
 
 async def _sdl(http: httpx.AsyncClient, path: str) -> str:
