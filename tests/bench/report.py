@@ -192,7 +192,10 @@ CAUSES: dict[str, str] = {
     "GraphQL list": "fixed work on top of the direct call: projecting 5,000 objects (~30 ms "
     "CPU, generated code), serialising the response (~11 ms), the HTTP response, and the bench "
     "client's decode of the answer (~15 ms). The collector pause after the decode, the largest "
-    "cost before, is gone.",
+    "cost before, is gone. Since then list workers read only the selected fields and "
+    "inflate the upstream's gzip themselves: bench_graphql_list run alone on 2026-11-25, "
+    "with the demo upstream gzipping as the apiserver does, gave 0.76x the direct call in "
+    "the median (best 0.89x).",
     "small GraphQL get during gRPC lists": "a small get spans 14-21 event-loop turns "
     "(measured) and each waits for about one slice of list work (decode 64 KiB, encode 5 "
     "items, free 25 items: 0.3-0.5 ms each); grpc's send of the 17 MB message is one 16-22 ms "
