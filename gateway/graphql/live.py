@@ -36,7 +36,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from gateway.core import documents
+from gateway.core import documents, heap
 from gateway.core.catalog import Catalog, CatalogHolder
 from gateway.core.errors import GatewayError, Internal, UnknownResource
 from gateway.graphql.errors import format_exception
@@ -282,6 +282,8 @@ class LiveSchema:
             self._swapped_in(Swap(catalog.generation, len(built.registry), ended, seconds))
             self._ready_changed.set()
         await self._refresh_groups(catalog)
+        # The discovery and the build freed most of what they allocated: give it back.
+        await heap.give_back()
         self.taken = catalog.generation
         async with self._swapped:
             self._swapped.notify_all()
