@@ -7,7 +7,7 @@ C allocator (glibc's ``malloc``, which holds every object over 512 bytes: dict t
 strings, lists) keeps freed pages for reuse, so the process's RSS stays at the high-water
 mark of every discovery: measured, 16.9 MB per added cluster with 100 CRDs of which 5.2 MB
 was still in use.  :func:`give_back` asks glibc to return the free pages
-(``malloc_trim(0)``): 11.1 MB per added cluster in the same measurement
+(``malloc_trim(0)``): 10.6-11.1 MB per added cluster in the same measurement
 (``tests/bench/bench_fleet.py``).
 
 Elsewhere (musl, macOS) there is no such call and nothing is done.
