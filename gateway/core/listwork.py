@@ -326,8 +326,9 @@ def split_wire(done: bytes) -> tuple[dict[str, Any], bytes]:
     return orjson.loads(done[start : start + size]), done[start + size :]
 
 
-# A request: ``<QQ`` (lengths), the pickled ``(spec, cap)``, the body.  An answer: ``<BQ``
-# (status, length), then the projected JSON (status 0) or nothing.
+# A request: ``<QQB`` (lengths, shared), the pickled ``(job, cap, gzipped)``, the body (when
+# not shared).  An answer: ``<BQ`` (status, length), then the job's bytes (status 0) or
+# nothing.
 _REQUEST = struct.Struct("<QQB")  # the job's size, the body's size, whether it is shared
 _ANSWER = struct.Struct("<BQ")
 _DONE, _NOT_DONE, _OVER_CAP = 0, 1, 2

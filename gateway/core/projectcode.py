@@ -357,11 +357,13 @@ def reader(read: Any) -> Callable[[bytes | memoryview], Any]:
     """A decoder of JSON that builds only what the :func:`shape` ``read`` reads: the keys
     of an object nobody reads are parsed (the JSON is checked whole) but not built.
 
-    It is exact where it answers: the values it builds are those ``orjson.loads`` builds,
-    and a value of another type than the shape's (an object where it reads a list, or the
-    reverse) raises ``msgspec.ValidationError``, as would JSON nested deeper than it reads
-    (``RecursionError``).  What it does not check is the UTF-8 of strings it skips: the
-    caller checks the body's (``orjson`` refuses a body that is not UTF-8 anywhere).
+    Where it answers, the values it builds are those ``orjson.loads`` builds, but for an
+    integer past 64 bits (an ``int`` here, a ``float`` there); a value of another type than
+    the shape's (an object where it reads a list, or the reverse) raises
+    ``msgspec.ValidationError``, and JSON nested past the interpreter's recursion limit
+    ``RecursionError``.  What it does not check where it skips: the UTF-8 of strings
+    (``orjson`` refuses a body that is not UTF-8 anywhere), and numbers past a double's
+    range.  :func:`gateway.core.listwork.read_part` and ``work`` deal with each.
     """
     return msgspec.json.Decoder(_typed(read, [0])).decode
 
