@@ -365,14 +365,13 @@ def reader(read: Any) -> Callable[[bytes | memoryview], Any]:
     (``orjson`` refuses a body that is not UTF-8 anywhere), and numbers past a double's
     range.  :func:`gateway.core.listwork.read_part` and ``work`` deal with each.
     """
-    return msgspec.json.Decoder(_typed(read, [0])).decode
+    return msgspec.json.Decoder(_typed(read)).decode
 
 
-def _typed(read: Any, serial: list[int]) -> Any:
+def _typed(read: Any) -> Any:
     if isinstance(read, Items):
-        return list[_typed(read.item, serial)] | None  # type: ignore[misc]
+        return list[_typed(read.item)] | None  # type: ignore[misc]
     if isinstance(read, dict):
-        serial[0] += 1
-        fields = {key: _typed(sub, serial) for key, sub in read.items()}
-        return TypedDict(f"Read{serial[0]}", fields, total=False) | None  # type: ignore[operator]
+        fields = {key: _typed(sub) for key, sub in read.items()}
+        return TypedDict("Read", fields, total=False) | None  # type: ignore[operator]
     return Any
