@@ -1,8 +1,12 @@
 """Request limits: depth, aliases, complexity, subscriptions per connection, body size.
 
 The document checks run once per distinct document (their result is cached with the parsed
-document) after validation, so fragments are known to be acyclic.  Introspection fields
-(``__schema``, ``__type``) are not counted: GraphiQL's own introspection query is deep.
+document), after fragment cycles are refused and before validation.  Introspection fields
+(``__schema``, ``__type``, ``__typename``) are counted like any other selection: the
+standard introspection queries (GraphiQL's, graphql-core's, codegen's) fit the limits with
+room to spare, and aliases multiplied through fragments under ``__schema`` must not escape
+them.  What an introspection may produce is bounded too, by the engine
+(:class:`gateway.graphql.execution.Introspections`).
 """
 
 from __future__ import annotations
@@ -151,8 +155,6 @@ class _Counter:
             return
         for sel in selection_set.selections:
             if isinstance(sel, FieldNode):
-                if sel.name.value.startswith("__"):
-                    continue
                 self.fields += 1
                 if self.fields > self.limits.max_fields:
                     raise ApiError(

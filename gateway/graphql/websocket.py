@@ -243,17 +243,14 @@ class Connection:
         if not isinstance(payload, dict):
             raise _Close(4400, "Invalid message: the payload must be an object")
         try:
-            variables = payload.get("variables")
-            if variables is not None and not isinstance(variables, dict):
-                raise ApiError("`variables` must be a JSON object", code="BAD_REQUEST")
-            prepared = self.app.persisted.prepare(self.app.engine, payload)
+            admitted = self.app.admission.admit(self.app.engine, payload)
         except ApiError as exc:
             await self.send_error(op_id, [format_exception(exc)])
             return
         except RequestError as exc:
             await self.send_error(op_id, exc.errors)
             return
-        task = asyncio.create_task(self._run(op_id, prepared, variables))
+        task = asyncio.create_task(self._run(op_id, admitted.prepared, admitted.variables))
         self.operations[op_id] = task
         task.add_done_callback(lambda t: self._finished(op_id, t))
 
