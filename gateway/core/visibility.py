@@ -143,6 +143,15 @@ class Visibility:
             return True
         return await self._sees(name, self.fleet.get(name), credential)
 
+    async def authenticates(self, name: str, credential: Credential) -> bool:
+        """Whether cluster ``name`` authenticates the caller, whatever the visibility mode
+        and however many clusters are served (what reading a cluster's schema needs, as
+        Kubernetes serves discovery to authenticated users only); answers are kept as
+        :meth:`sees` keeps them.  A name not served: no."""
+        if name not in self.fleet.names():
+            return False
+        return await self._sees(name, self.fleet.get(name), credential)
+
     async def _sees(self, name: str, cluster: Cluster, credential: Credential) -> bool:
         async def ask() -> tuple[bool, float]:
             return await self._review(name, cluster, credential)

@@ -78,6 +78,9 @@ class Prepared:
     #: The engine (and so the schema) that validated it, which also executes it: an
     #: operation prepared before a schema swap finishes on the schema it was checked against.
     engine: Engine | None = field(default=None, compare=False, repr=False)
+    #: Whether the document reads the schema (``__schema``, ``__type``): introspection,
+    #: which only callers the cluster authenticates may run.
+    reads_schema: bool = False
 
     @property
     def kind(self) -> OperationKind:
@@ -207,7 +210,7 @@ class Engine:
         self.limits = limits
         #: Valid documents only (a failure is cheap to find again and must not evict
         #: valid ones), bounded in count and in bytes of text.
-        self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
+        self._documents: OrderedDict[str, tuple[DocumentNode, bool]] = OrderedDict()
         self._cached_bytes = 0
         self._cache_size = cache_size
         #: Answers to introspection-only operations, by document, operation and variables.
@@ -222,7 +225,7 @@ class Engine:
 
     # -- preparing -------------------------------------------------------------------------
 
-    def _document(self, query: str) -> DocumentNode:
+    def _document(self, query: str) -> tuple[DocumentNode, bool]:
         cached = self._documents.get(query)
         if cached is not None:
             self._documents.move_to_end(query)
@@ -237,9 +240,10 @@ class Engine:
             self._cached_bytes -= len(evicted)
         return document
 
-    def _parse(self, query: str) -> DocumentNode:
+    def _parse(self, query: str) -> tuple[DocumentNode, bool]:
         """Cheap before expensive: size, then a token-limited parse, then the depth, alias
-        and complexity limits, and only then the schema validation."""
+        and complexity limits, and only then the schema validation.  Returns the document
+        and whether it reads the schema."""
         limits = self.limits
         if len(query) > limits.max_document_bytes:
             raise _bad(
@@ -250,7 +254,7 @@ class Engine:
         try:
             document = parse(query, no_location=False, max_tokens=limits.max_tokens)
             check_fragment_cycles(document)
-            check_document(document, limits)
+            reads_schema = check_document(document, limits)
         except GraphQLError as error:
             error.extensions = {**(error.extensions or {}), "code": "GRAPHQL_PARSE_FAILED"}
             raise RequestError([format_error(error)]) from None
@@ -262,7 +266,7 @@ class Engine:
         errors = validate(self.graphql_schema, document)
         if errors:
             raise RequestError([format_error(e) for e in errors])
-        return document
+        return document, reads_schema
 
     def prepare(self, query: Any, operation_name: Any = None) -> Prepared:
         """Parse (cached), validate and limit-check; pick the operation.
@@ -274,7 +278,7 @@ class Engine:
             raise _bad("a GraphQL request needs a `query` string")
         if operation_name is not None and not isinstance(operation_name, str):
             raise _bad("`operationName` must be a string")
-        document = self._document(query)
+        document, reads_schema = self._document(query)
         operation = get_operation_ast(document, operation_name)
         if operation is None:
             message = (
@@ -283,7 +287,7 @@ class Engine:
                 else "the document has several operations: give `operationName`"
             )
             raise _bad(message)
-        return Prepared(query, document, operation, operation_name, self)
+        return Prepared(query, document, operation, operation_name, self, reads_schema)
 
     # -- executing -------------------------------------------------------------------------
 

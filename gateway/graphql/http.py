@@ -37,7 +37,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 
 from gateway.core import errors
 from gateway.core.credentials import Credential
-from gateway.core.identity import identified, refuse_impersonation
+from gateway.core.identity import refuse_impersonation
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
@@ -234,8 +234,12 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     note_operation(prepared.kind, operation_name(prepared))
     if sse and prepared.kind != "subscription" and json_before_sse(accept):
         sse = False  # a query or mutation of a client that prefers JSON
-    if app.cluster is not None:
-        credential = await identified(app.cluster.adapter, credential)
+    try:
+        credential = await app.caller(prepared, credential)
+    except errors.Unauthorized as exc:
+        if sse:
+            return _sse_errors({"errors": [format_exception(exc)]})
+        return json_response({"errors": [format_exception(exc)]}, 401, media)
     if sse:
         return _sse(app, request, prepared, variables, credential, resume=resume)
     if prepared.kind == "subscription":

@@ -16,8 +16,9 @@ from starlette.websockets import WebSocket
 from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
-from gateway.core.errors import UnknownResource
+from gateway.core.errors import Unauthorized, UnknownResource
 from gateway.core.fleet import Fleet
+from gateway.core.identity import identified
 from gateway.graphql import http, websocket
 from gateway.graphql.admission import Admission
 from gateway.graphql.context import Context
@@ -137,6 +138,32 @@ class GraphQLApp:
         """Serve ``cluster`` from now on (the application's lifespan binds the cluster it
         built, the same one it gives the gRPC server)."""
         self.cluster = cluster
+
+    async def caller(self, prepared: Prepared, credential: Credential) -> Credential:
+        """The credential an admitted operation runs with: in impersonate mode the user the
+        home cluster says the token is; and an operation that reads the schema runs only
+        for a caller the endpoint's cluster authenticates (Kubernetes serves discovery to
+        authenticated users only: a schema names every kind and CRD a cluster serves).
+
+        Raises:
+            Unauthorized: the operation reads the schema and the cluster does not
+                authenticate the caller.
+        """
+        cluster = self.cluster
+        if cluster is None:
+            return credential
+        credential = await identified(cluster.adapter, credential)
+        fleet = self.fleet
+        if (
+            prepared.reads_schema
+            and fleet is not None
+            and not await fleet.visibility.authenticates(cluster.name, credential)
+        ):
+            raise Unauthorized(
+                "reading the schema (__schema, __type) needs a credential the cluster "
+                "authenticates: send Authorization: Bearer <token>"
+            )
+        return credential
 
     def context(self, credential: Credential) -> Context:
         """A fresh operation context for a caller on the bound cluster."""

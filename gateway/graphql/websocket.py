@@ -26,7 +26,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.core import errors
 from gateway.core.credentials import ANONYMOUS, Credential
-from gateway.core.identity import identified, refuse_impersonation
+from gateway.core.identity import refuse_impersonation
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
@@ -272,9 +272,11 @@ class Connection:
             await self._operation(op_id, prepared, variables)
 
     async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
-        credential = self.credential
-        if self.app.cluster is not None:  # impersonate mode: authenticated per operation
-            credential = await identified(self.app.cluster.adapter, credential)
+        try:  # impersonate mode: authenticated per operation; introspection: always
+            credential = await self.app.caller(prepared, self.credential)
+        except errors.Unauthorized as exc:
+            await self.send_error(op_id, [format_exception(exc)])
+            return
 
         def context_of() -> Context:
             return self.app.context(credential)

@@ -70,6 +70,8 @@ NO_OPERATIONS = {
     "/fleet/graphql/static",
 }
 
+#: A document that reads the schema: served to callers the cluster authenticates only.
+SCHEMA = "query Schema { __schema { queryType { name } } }"
 #: An honest query every endpoint's schema answers (the fleet's too).
 HONEST = "query Honest { __typename }"
 #: A query the manifest does not hold: a write to every cluster on the fleet endpoint.
@@ -135,10 +137,18 @@ async def two_clusters(
             yield served, client, a, b
 
 
+#: The slowest refusal seen (each is a dictionary look-up, a parse, or an introspection
+#: stopped at its budget: milliseconds on an idle machine).
+SLOWEST: list[float] = [0.0]
+
+
 async def post(
     client: httpx.AsyncClient, path: str, body: dict[str, Any], **headers: str
 ) -> httpx.Response:
-    return await client.post(path, json=body, headers={**AUTH, **headers})
+    started = time.perf_counter()
+    response = await client.post(path, json=body, headers={**AUTH, **headers})
+    SLOWEST[0] = max(SLOWEST[0], time.perf_counter() - started)
+    return response
 
 
 def code(response: httpx.Response) -> str:
@@ -190,17 +200,17 @@ async def test_trusted_documents_hold_on_every_route(tmp_path: Path) -> None:
             if template in OPERATIONS:
                 assert kind == "http+websocket", (template, kind)
         for path in OPERATIONS.values():
-            started = time.perf_counter()
             refused = await post(client, path, {"query": UNTRUSTED_MUTATION})
             assert refused.status_code == 403, (path, refused.text)
             assert code(refused) == "PERSISTED_QUERY_NOT_ALLOWED", path
-            assert time.perf_counter() - started < 2, path
             message = await ws_errors(gw.url, path, {"query": UNTRUSTED_MUTATION})
             assert message["type"] == "error", (path, message)
             assert message["payload"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_ALLOWED"
             served = await post(client, path, {"query": HONEST})
             assert served.status_code == 200, (path, served.text)
             assert served.json()["data"]["__typename"], path
+        # Orders of magnitude, on a loaded machine: no refusal does real work.
+        assert SLOWEST[0] < 3, SLOWEST
         for upstream in (a, b):
             planted = await upstream.store.list(LEASE, namespace=NAMESPACE)
             assert "planted" not in {o["metadata"]["name"] for o in planted}
@@ -225,7 +235,6 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
     async with two_clusters(tmp_path) as (gw, client, _, _b):
         limits = gw.graphql.limits
         for path in OPERATIONS.values():
-            started = time.perf_counter()
             amplified = await post(client, path, {"query": AMPLIFIED})
             assert amplified.status_code == 400, (path, amplified.text[:300])
             assert code(amplified) == "QUERY_TOO_COMPLEX", path
@@ -241,6 +250,12 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             assert undeclared.status_code == 400, path
             assert code(undeclared) == "BAD_REQUEST", path
             assert "$junk" in undeclared.json()["errors"][0]["message"]
+            for anonymous in ({}, {"Authorization": "Bearer not-a-token"}):
+                schema = await client.post(
+                    path, json={"query": SCHEMA}, headers={"Authorization": "", **anonymous}
+                )
+                assert schema.status_code == 401, (path, schema.text[:300])
+                assert code(schema) == "UNAUTHENTICATED", path
             impersonating = await post(client, path, {"query": HONEST}, **{"Impersonate-User": "x"})
             assert impersonating.status_code == 403, path
             too_large = await client.post(
@@ -249,8 +264,6 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
                 headers={**AUTH, "content-type": "application/json"},
             )
             assert too_large.status_code == 413, path
-            # Every refusal above is cheap: the whole set in well under a second or two.
-            assert time.perf_counter() - started < 5, path
             foreign = await ws_errors(
                 gw.url, path, {"query": HONEST}, Origin="https://evil.example"
             )
@@ -262,3 +275,5 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             assert message["payload"][0]["extensions"]["code"] == "BAD_REQUEST", path
             served = await post(client, path, {"query": HONEST})
             assert served.status_code == 200, (path, served.text)
+        # Orders of magnitude, on a loaded machine: no refusal does real work.
+        assert SLOWEST[0] < 3, SLOWEST
