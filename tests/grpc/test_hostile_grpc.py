@@ -363,6 +363,7 @@ async def test_a_5000_character_cluster_name_is_refused_fast_on_every_kind_of_ca
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, label
         assert len(refused.value.details()) < 300 and "XXXX" not in refused.value.details()
         assert took < 1.0, (label, took)
+        print(f"\n5,000-character x-kube-cluster on {label}: refused in {took * 1000:.1f} ms")
     watch = resources.Watch(
         resource_pb2.WatchResourcesRequest(version="v1", resource="pods"), metadata=metadata
     )
