@@ -70,6 +70,7 @@ __all__ = [
     "Admission",
     "AnonymousStreams",
     "cluster_name_refusal",
+    "is_cluster_name",
     "peer_address",
 ]
 
@@ -93,6 +94,12 @@ _CLUSTER_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
+def is_cluster_name(name: str) -> bool:
+    """Whether a caller's ``name`` can name a cluster (``default`` or a DNS label); what
+    cannot is refused without being repeated."""
+    return name == DEFAULT or _CLUSTER_NAME.fullmatch(name) is not None
+
+
 def cluster_name_refusal(metadata: Iterable[tuple[str, Any]] | None) -> errors.GatewayError | None:
     """The refusal of a call whose ``x-kube-cluster`` cannot name a cluster (``None``: it
     can, or the call sends none).  The message never repeats the value sent."""
@@ -100,7 +107,7 @@ def cluster_name_refusal(metadata: Iterable[tuple[str, Any]] | None) -> errors.G
         if key != CLUSTER_METADATA:
             continue
         name = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-        if name in ("", DEFAULT) or _CLUSTER_NAME.fullmatch(name):
+        if not name or is_cluster_name(name):
             continue
         message = (
             f"the {CLUSTER_METADATA} metadata is not a cluster name ({len(name)} characters): "
