@@ -189,6 +189,8 @@ def grpc_options(settings: Settings) -> GrpcOptions:
         keepalive_seconds=settings.grpc_keepalive_seconds,
         keepalive_timeout_seconds=settings.grpc_keepalive_timeout_seconds,
         min_client_ping_seconds=settings.grpc_min_client_ping_seconds,
+        anonymous_streams_per_peer=settings.grpc_anonymous_streams_per_peer,
+        anonymous_streams=settings.grpc_anonymous_streams,
     )
 
 

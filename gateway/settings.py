@@ -67,6 +67,8 @@ class Settings:
     grpc_keepalive_seconds: float = 30.0
     grpc_keepalive_timeout_seconds: float = 10.0
     grpc_min_client_ping_seconds: float = 10.0
+    grpc_anonymous_streams_per_peer: int = 16
+    grpc_anonymous_streams: int = 256
     allowed_origins: str | None = None
     trusted_documents: str | None = None
     persisted_queries: bool = True
@@ -175,6 +177,12 @@ _HELP: dict[str, str] = {
     "within this time",
     "grpc_min_client_ping_seconds": "the most often a gRPC client may ping without data "
     "(more often: the connection is closed with too_many_pings)",
+    "grpc_anonymous_streams_per_peer": "gRPC streams without authorization metadata (and "
+    "every health Watch and reflection stream) one peer address may hold open (more: "
+    "RESOURCE_EXHAUSTED at once)",
+    "grpc_anonymous_streams": "gRPC streams without authorization metadata (and every "
+    "health Watch and reflection stream) all peers may hold open together; at most half "
+    "of --grpc-max-concurrent-rpcs whatever this says (more: RESOURCE_EXHAUSTED at once)",
     "allowed_origins": "comma-separated origins (https://app.example.com, or *) whose "
     "browser pages may call the gateway: CORS and WebSocket upgrades; the gateway's own "
     "pages (GraphiQL) always may, other sites may not by default",
@@ -221,6 +229,8 @@ _POSITIVE = frozenset(
         "grpc_keepalive_seconds",
         "grpc_keepalive_timeout_seconds",
         "grpc_min_client_ping_seconds",
+        "grpc_anonymous_streams_per_peer",
+        "grpc_anonymous_streams",
     }
 )
 _NUMBERS: dict[str, type[int] | type[float]] = {"int": int, "float": float}

@@ -64,7 +64,7 @@ from gateway.core.protowire import encode_struct, field_tag, length_prefixed, va
 from gateway.core.registry import Resource
 from gateway.core.streams import open_stream
 from gateway.grpc import mask as masks
-from gateway.grpc.codec import LIST_SLICE, Codec, codec, struct_json
+from gateway.grpc.codec import LIST_SLICE, Codec, struct_json
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
 from gateway.grpc.handling import (
     OpenStreams,
@@ -78,7 +78,7 @@ from gateway.grpc.handling import (
 )
 from gateway.grpc.status import FleetDraining, status_message
 
-__all__ = ["SERVICE", "ResourceServiceServicer", "resource_service_handler"]
+__all__ = ["SERVICE", "ResourceServiceServicer"]
 
 #: The service's descriptor (its full name: ``kubegateway.v1.ResourceService``).
 SERVICE: Final = resource_pb2.DESCRIPTOR.services_by_name["ResourceService"]
@@ -487,16 +487,3 @@ def _check_fleet_request(request: Any) -> None:
 def _status_bytes(error: errors.GatewayError) -> bytes:
     """A cluster's error as ``ClusterStatus`` bytes (the wire form of ``google.rpc.Status``)."""
     return bytes(status_message(error).SerializeToString())
-
-
-def resource_service_handler(
-    adapter: KubeAdapter,
-    watches: WatchHub,
-    catalog: CatalogHolder,
-    conversions: Codec | None = None,
-    drain: Drain | None = None,
-) -> Any:
-    """The grpc.aio generic handler of ``kubegateway.v1.ResourceService``."""
-    return ResourceServiceServicer(
-        adapter, watches, catalog, conversions or codec(), drain
-    ).handler()
