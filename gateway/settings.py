@@ -43,6 +43,10 @@ class Settings:
     gateway_identity: bool = False
     identity: str = "forward"
     home_cluster: str = DEFAULT_CLUSTER
+    token_recheck_seconds: float = 30.0
+    token_review_audiences: str | None = None
+    impersonate_system_groups: str = "system:authenticated"
+    impersonate_system_users: bool = False
     cluster_visibility: str = "authenticated"
     upstream_http2: bool = False
     upstream_max_connections: int = 512
@@ -120,6 +124,17 @@ _HELP: dict[str, str] = {
     "-Group/-Uid/-Extra headers, the caller's token sent to no cluster (see docs/identity.md)",
     "home_cluster": "with --identity impersonate: the cluster whose TokenReview says who a "
     "caller's token is (the gateway's identity there needs create on tokenreviews)",
+    "token_recheck_seconds": "with --identity impersonate: how often the token of a caller's "
+    "running subscriptions and followed logs is reviewed again (and the longest a review is "
+    "kept); they end UNAUTHENTICATED once it is refused, and at its JWT exp",
+    "token_review_audiences": "with --identity impersonate: comma-separated audiences the "
+    "home cluster's TokenReview asks for (spec.audiences; a token counts only when it is for "
+    "one of them); unset: none asked, the apiserver's own",
+    "impersonate_system_groups": "with --identity impersonate: comma-separated system: groups "
+    "carried to clusters other than the home cluster (* for all); the others are dropped",
+    "impersonate_system_users": "with --identity impersonate: carry users named system:... "
+    "(service accounts, nodes, components) to clusters other than the home cluster; by "
+    "default only the home cluster serves them",
     "cluster_visibility": "which clusters a caller is shown (ListClusters, the clusters "
     "query, NOT_FOUND messages, a fleet call's default set): 'authenticated' shows those "
     "whose SelfSubjectReview authenticates the caller (kept 60 s, a no 10 s; none sent with "
@@ -220,6 +235,7 @@ _POSITIVE = frozenset(
         "watch_linger_seconds",
         "watch_max_queue",
         "access_recheck_seconds",
+        "token_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",
         "demo_clusters",
