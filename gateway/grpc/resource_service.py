@@ -60,7 +60,7 @@ from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.largelist import ListEncoding
 from gateway.core.listwork import wire
 from gateway.core.operations import Action, Operation, perform
-from gateway.core.protowire import encode_struct, field_tag, length_prefixed, varint
+from gateway.core.protowire import TooDeep, encode_struct, field_tag, length_prefixed, varint
 from gateway.core.registry import Resource
 from gateway.core.streams import open_stream
 from gateway.grpc import mask as masks
@@ -134,9 +134,15 @@ def _object_tag(representation: int) -> bytes:
 
 
 def object_bytes(obj: JSON, representation: int) -> bytes:
-    """The wire bytes of a ``ResourceObject`` holding ``obj``."""
-    body = encode_struct(obj) if representation == STRUCT else orjson.dumps(obj)
-    return length_prefixed(_object_tag(representation), body)
+    """The wire bytes of a ``ResourceObject`` holding ``obj``: an object nested too deep
+    for a ``Struct`` (past ``deepjson.FROZEN_DEPTH`` levels) is written as its JSON even
+    when the caller asked for ``Struct``s (the ``representation`` oneof says which)."""
+    if representation == STRUCT:
+        try:
+            return length_prefixed(_OBJECT_STRUCT, encode_struct(obj))
+        except TooDeep:
+            pass
+    return length_prefixed(_OBJECT_JSON, orjson.dumps(obj))
 
 
 class ResourceServiceServicer(ServicerBase):
