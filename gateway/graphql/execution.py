@@ -177,8 +177,17 @@ class Introspections:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-#: An introspection may resolve this many times the fields of the full standard one.
-INTROSPECTION_FACTOR = 2
+#: An introspection may resolve this many times the fields of the full standard one (the
+#: richest variant GraphiQL and code generators send).
+INTROSPECTION_FACTOR = 1.5
+_RICHEST_INTROSPECTION = get_introspection_query(
+    descriptions=True,
+    specified_by_url=True,
+    directive_is_repeatable=True,
+    schema_description=True,
+    input_value_deprecation=True,
+    one_of=True,
+)
 #: ... and at least this many (a tiny schema's budget would refuse honest documents).
 INTROSPECTION_FLOOR = 20_000
 
@@ -351,16 +360,17 @@ class Engine:
         """Answer the standard full introspection (GraphiQL's, graphql-core's and most
         clients' first request) before anyone asks."""
         await self.execute(self.prepare(get_introspection_query()), None, None)
+        await self.introspections.run(self._budget)
 
     def _budget(self) -> int:
         """The fields an introspection may resolve, sized on first use by the full standard
         introspection (run once: its size is the schema's, not a caller's)."""
         if not self._standard_fields:
             counting = _bounded(1 << 62)
-            standard = self.prepare(get_introspection_query(descriptions=True))
+            standard = self.prepare(_RICHEST_INTROSPECTION)
             execute(self.graphql_schema, standard.document, executor_class=counting)
             self._standard_fields = counting.tally.resolved
-        return max(INTROSPECTION_FACTOR * self._standard_fields, INTROSPECTION_FLOOR)
+        return max(int(INTROSPECTION_FACTOR * self._standard_fields), INTROSPECTION_FLOOR)
 
     def _introspection(
         self, prepared: Prepared, variables: Mapping[str, Any] | None
@@ -377,7 +387,7 @@ class Engine:
             )
         except _OverBudget:
             error = ApiError(
-                f"the introspection would resolve more than {budget} fields (twice the "
+                f"the introspection would resolve more than {budget} fields (1.5 times the "
                 "schema's full introspection): ask for the full introspection once instead",
                 code="QUERY_TOO_COMPLEX",
             )

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
@@ -36,7 +37,11 @@ from starlette.websockets import WebSocket
 
 from gateway.core import documents, heap
 from gateway.core.catalog import Catalog, CatalogHolder
-from gateway.core.errors import GatewayError, Internal, UnknownResource
+from gateway.core.credentials import Credential
+from gateway.core.errors import GatewayError, Internal, Unauthorized, UnknownResource
+from gateway.core.identity import identified
+from gateway.graphql import websocket
+from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import format_exception
 from gateway.graphql.schema import (
     BUILT_IN,
@@ -446,22 +451,63 @@ class GroupEndpoint:
         """Serve the group schemas ``live`` keeps from now on."""
         self.live = live
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        group = scope["path_params"]["group"]
-        live = self.live
-        try:
-            if live is None:
-                raise UnknownResource(
-                    "discovery is off: the gateway serves the built-in resources at /graphql only"
+    async def app_for(self, group: str, credential: Credential) -> GraphQLApp:
+        """The endpoint of ``group``, built on first use, for a caller the cluster
+        authenticates only: whether a group exists is discovery, which Kubernetes shows
+        authenticated users only, and a build is work an anonymous caller must not be able
+        to make the gateway do (or undo, by asking for groups past those kept).
+
+        Raises:
+            Unauthorized: the cluster does not authenticate the caller (whatever the group).
+            UnknownResource: discovery is off, or the cluster serves no such group.
+        """
+        root = self.root
+        cluster, fleet = root.cluster, root.fleet
+        if cluster is not None and fleet is not None:
+            credential = await identified(cluster.adapter, credential)
+            if not await fleet.visibility.authenticates(cluster.name, credential):
+                raise Unauthorized(
+                    "an API group's endpoint serves callers the cluster authenticates: send "
+                    "Authorization: Bearer <token>"
                 )
-            app = await live.group_app(group)
-        except UnknownResource as exc:
-            await refuse(scope, receive, send, exc, 404)
-            return
+        live = self.live
+        if live is None:
+            raise UnknownResource(
+                "discovery is off: the gateway serves the built-in resources at /graphql only"
+            )
+        try:
+            return await live.group_app(group)
+        except GatewayError:
+            raise
         except Exception:
             log.exception("building the GraphQL schema of %s failed", group)
-            failed = Internal(f"the GraphQL schema of API group {group!r} could not be built")
-            await refuse(scope, receive, send, failed, 500)
+            raise Internal(
+                f"the GraphQL schema of API group {group!r} could not be built"
+            ) from None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        group = scope["path_params"]["group"]
+        if scope["type"] == "websocket":
+            # The caller is known once connection_init arrives: the root admits the
+            # connection (its limits and origins are every endpoint's), the group's
+            # endpoint serves it.
+            await websocket.serve(
+                self.root,
+                WebSocket(scope, receive, send),
+                send,
+                resolve=functools.partial(self.app_for, group),
+            )
+            return
+        request = Request(scope, receive)
+        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+            await self.root(scope, receive, send)  # GraphiQL's page: the same for every path
+            return
+        try:
+            credential = credential_from_header(request.headers.get("authorization"))
+            app = await self.app_for(group, credential)
+        except GatewayError as exc:
+            status = exc.code if exc.code in (401, 404) else 500
+            await refuse(scope, receive, send, exc, status)
             return
         await app(scope, receive, send)
 

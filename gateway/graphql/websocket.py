@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -61,9 +62,17 @@ class Connection:
     """One WebSocket connection speaking either protocol."""
 
     def __init__(
-        self, app: GraphQLApp, websocket: WebSocket, protocol: str, send: Send | None = None
+        self,
+        app: GraphQLApp,
+        websocket: WebSocket,
+        protocol: str,
+        send: Send | None = None,
+        resolve: Resolve | None = None,
     ) -> None:
         self.app = app
+        #: Finds the endpoint that serves the connection once its caller is known (a
+        #: group's, built on first use only for a caller the cluster authenticates).
+        self._resolve = resolve
         self.ws = websocket
         self.protocol = protocol
         self.legacy = protocol == LEGACY_WS
@@ -179,6 +188,12 @@ class Connection:
                 raise _Close(4401, "Unauthorized: malformed credential") from None
             if from_payload.token:
                 self.credential = from_payload
+            if self._resolve is not None:
+                try:
+                    self.app = await self._resolve(self.credential)
+                except errors.GatewayError as exc:  # 4401, 4404, else 4500
+                    code = 4000 + exc.code if exc.code in (401, 404) else 4500
+                    raise _Close(code, exc.message[:120]) from None
             self.initialised = True
             init_timer.cancel()
             await self.send({"type": "connection_ack"})
@@ -305,8 +320,20 @@ class Connection:
             sub.close()
 
 
-async def serve(app: GraphQLApp, websocket: WebSocket, send: Send | None = None) -> None:
+#: Finds the endpoint of a connection from its caller's credential.
+Resolve = Callable[[Credential], Awaitable["GraphQLApp"]]
+
+
+async def serve(
+    app: GraphQLApp, websocket: WebSocket, send: Send | None = None, resolve: Resolve | None = None
+) -> None:
     """Accept a WebSocket with one of the two protocols and serve it until it closes.
+
+    With ``resolve``, ``app`` only admits the connection (its limits and origins, which are
+    every endpoint's) and the endpoint that serves it is ``resolve(credential)``, asked once
+    ``connection_init`` has said who the caller is: a group endpoint answers whether the
+    group exists only to a caller the cluster authenticates (close 4401 otherwise, 4404
+    for a group it does not serve).
 
     A browser page of a foreign origin (not the gateway's own, not allowed by
     ``--allowed-origins``) is refused: otherwise any web site could subscribe with whatever
@@ -328,4 +355,4 @@ async def serve(app: GraphQLApp, websocket: WebSocket, send: Send | None = None)
         await websocket.close(4406, "Subprotocol not acceptable")
         return
     await websocket.accept(subprotocol=protocol)
-    await Connection(app, websocket, protocol, send).serve()
+    await Connection(app, websocket, protocol, send, resolve).serve()

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from graphql import get_introspection_query
 from starlette.routing import Mount, Route, WebSocketRoute
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -238,7 +239,19 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             amplified = await post(client, path, {"query": AMPLIFIED})
             assert amplified.status_code == 400, (path, amplified.text[:300])
             assert code(amplified) == "QUERY_TOO_COMPLEX", path
-            nested = await post(client, path, {"query": NESTED})
+            # Stopped at its budget (1.5 times the full introspection's fields): real work, but
+            # bounded by the schema's size, whatever the document multiplies.
+            await post(client, path, {"query": HONEST})  # the endpoint's schema in place
+            started = time.perf_counter()
+            nested = await client.post(path, json={"query": NESTED}, headers=AUTH)
+            refused_in = time.perf_counter() - started
+            started = time.perf_counter()
+            # The full introspection under a name of its own: computed, not the kept answer.
+            uncached = get_introspection_query().replace("IntrospectionQuery", "Once", 1)
+            full = await post(client, path, {"query": uncached})
+            full_in = time.perf_counter() - started
+            assert "errors" not in full.json(), (path, full.text[:300])
+            assert refused_in < 4 * full_in + 2, (path, refused_in, full_in)
             assert nested.status_code == 400, (path, nested.text[:300])
             assert code(nested) == "QUERY_TOO_COMPLEX", path
             assert len(nested.content) < 2_000, path
@@ -277,3 +290,41 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             assert served.status_code == 200, (path, served.text)
         # Orders of magnitude, on a loaded machine: no refusal does real work.
         assert SLOWEST[0] < 3, SLOWEST
+
+
+async def test_an_anonymous_caller_learns_no_group_and_builds_no_schema(tmp_path: Path) -> None:
+    """Whether a group exists is discovery (authenticated callers only), and a group's
+    schema is work: an anonymous or unknown caller gets the same 401 for a group that
+    exists and one that does not, over HTTP and WebSocket, and no schema is built."""
+    async with two_clusters(tmp_path) as (gw, client, _, _b):
+        live = gw.app.state.runtime.live_schema
+        built = set(live.groups)
+        answers = set()
+        for group in (GROUP, "nope.example.com", *(f"g{i}.example.com" for i in range(20))):
+            for path in (f"/apis/{group}/graphql", f"/clusters/b/apis/{group}/graphql"):
+                for token in (None, "not-a-token"):
+                    headers = {"Authorization": f"Bearer {token}"} if token else {}
+                    response = await client.post(path, json={"query": HONEST}, headers=headers)
+                    answers.add((response.status_code, code(response)))
+        assert answers == {(401, "UNAUTHENTICATED")}
+        assert set(live.groups) == built
+        url = gw.url.replace("http://", "ws://")
+        for group in (GROUP, "nope.example.com"):
+            async with connect(
+                f"{url}/apis/{group}/graphql",
+                subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+            ) as ws:
+                await ws.send(orjson.dumps({"type": "connection_init", "payload": {}}).decode())
+                with pytest.raises(ConnectionClosed) as closed:
+                    await ws.recv()
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+        # An authenticated caller is told the truth, and served.
+        served = await post(client, f"/apis/{GROUP}/graphql", {"query": HONEST})
+        assert served.status_code == 200, served.text
+        missing = await post(client, "/apis/nope.example.com/graphql", {"query": HONEST})
+        assert missing.status_code == 404
+        message = await ws_errors(gw.url, f"/apis/{GROUP}/graphql", {"query": HONEST})
+        assert message["type"] == "next", message
+        # GraphiQL's page loads for any path (a browser's navigation carries no token).
+        page = await client.get(f"/apis/{GROUP}/graphql", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and "graphiql" in page.text.lower()
