@@ -207,7 +207,7 @@ async def test_trusted_documents_hold_on_every_route(tmp_path: Path) -> None:
             message = await ws_errors(gw.url, path, {"query": UNTRUSTED_MUTATION})
             assert message["type"] == "error", (path, message)
             assert message["payload"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_ALLOWED"
-            served = await post(client, path, {"query": HONEST})
+            served = await client.post(path, json={"query": HONEST}, headers=AUTH)
             assert served.status_code == 200, (path, served.text)
             assert served.json()["data"]["__typename"], path
         # Orders of magnitude, on a loaded machine: no refusal does real work.
@@ -241,14 +241,15 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             assert code(amplified) == "QUERY_TOO_COMPLEX", path
             # Stopped at its budget (1.5 times the full introspection's fields): real work, but
             # bounded by the schema's size, whatever the document multiplies.
-            await post(client, path, {"query": HONEST})  # the endpoint's schema in place
+            # The endpoint's schema in place (the fleet's is derived on first use).
+            await client.post(path, json={"query": HONEST}, headers=AUTH)
             started = time.perf_counter()
             nested = await client.post(path, json={"query": NESTED}, headers=AUTH)
             refused_in = time.perf_counter() - started
             started = time.perf_counter()
             # The full introspection under a name of its own: computed, not the kept answer.
             uncached = get_introspection_query().replace("IntrospectionQuery", "Once", 1)
-            full = await post(client, path, {"query": uncached})
+            full = await client.post(path, json={"query": uncached}, headers=AUTH)
             full_in = time.perf_counter() - started
             assert "errors" not in full.json(), (path, full.text[:300])
             assert refused_in < 4 * full_in + 2, (path, refused_in, full_in)
@@ -286,7 +287,7 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             )
             assert message["type"] == "error", (path, message)
             assert message["payload"][0]["extensions"]["code"] == "BAD_REQUEST", path
-            served = await post(client, path, {"query": HONEST})
+            served = await client.post(path, json={"query": HONEST}, headers=AUTH)
             assert served.status_code == 200, (path, served.text)
         # Orders of magnitude, on a loaded machine: no refusal does real work.
         assert SLOWEST[0] < 3, SLOWEST

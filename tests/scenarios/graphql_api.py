@@ -99,15 +99,15 @@ async def test_crud_every_kind(gw: GraphQLBackend, plural: str) -> None:
     obj = sample_input(plural, name, ns_of(gw, k))
 
     # dryRun: validated and answered, not stored
-    dry = (await gw.ok(create, {**v, "o": obj, "dry": True}))[f"create{k.kind}"]
+    dry = (await gw.ok(create, {**ns_vars(gw, k), "o": obj, "dry": True}))[f"create{k.kind}"]
     assert dry["metadata"]["name"] == name
     assert_error(await gw.error(k.doc(GET), v), "NOT_FOUND", 404)
 
-    created = (await gw.ok(create, {**v, "o": obj}))[f"create{k.kind}"]
+    created = (await gw.ok(create, {**ns_vars(gw, k), "o": obj}))[f"create{k.kind}"]
     assert (created["kind"], created["apiVersion"]) == (k.kind, k.api_version)
     assert created["metadata"]["uid"] and created["metadata"]["resourceVersion"]
     assert created["metadata"]["namespace"] == ns_of(gw, k)
-    dup = await gw.error(create, {**v, "o": obj})
+    dup = await gw.error(create, {**ns_vars(gw, k), "o": obj})
     assert_error(dup, "ALREADY_EXISTS", 409)
     assert dup["extensions"]["reason"] == "AlreadyExists" and name in dup["message"]
 
