@@ -25,6 +25,8 @@ from graphql import (
     GraphQLError,
     GraphQLNamedType,
     GraphQLSchema,
+    ListTypeNode,
+    NonNullTypeNode,
     OperationDefinitionNode,
     create_source_event_stream,
     execute,
@@ -196,6 +198,9 @@ class Engine:
         """Execute a query or mutation; field errors come back as partial data."""
         if prepared.engine is not None and prepared.engine is not self:
             return await prepared.engine.execute(prepared, variables, context, root)
+        refused = _overlong_list(prepared, variables)
+        if refused is not None:
+            return refused
         key = _introspection_key(prepared, variables)
         if key is not None:
             return await self._introspect(key, prepared, variables)
@@ -259,6 +264,9 @@ class Engine:
         (variables that do not fit the document)."""
         if prepared.engine is not None and prepared.engine is not self:
             return prepared.engine.subscriber(prepared, variables, context)
+        refused = _overlong_list(prepared, variables)
+        if refused is not None:
+            return refused
         executor = self.executor_class.build(
             self.graphql_schema,
             prepared.document,
@@ -334,6 +342,34 @@ def _introspection_key(
     # The document as printed, not as sent: GraphiQL's (graphql-js) and graphql-core's
     # introspection queries differ only in their layout.
     return (print_ast(prepared.document), prepared.operation_name, frozen)
+
+
+#: Items a list-typed variable may hold, checked before graphql-core coerces it item by
+#: item (seconds of the event loop for a 4 MB list); the fields bound their own lists
+#: further (a fleet call's ``clusters``: :func:`gateway.core.fleetops.check_listed`).
+MAX_LIST_VARIABLE_ITEMS = 1_000
+
+
+def _overlong_list(prepared: Prepared, variables: Mapping[str, Any] | None) -> Response | None:
+    """The refusal of a list-typed variable over :data:`MAX_LIST_VARIABLE_ITEMS`, before
+    any coercion, or ``None``."""
+    if not variables:
+        return None
+    for definition in prepared.operation.variable_definitions or ():
+        type_node = definition.type
+        if isinstance(type_node, NonNullTypeNode):
+            type_node = type_node.type
+        if not isinstance(type_node, ListTypeNode):
+            continue
+        name = definition.variable.name.value
+        value = variables.get(name)
+        if isinstance(value, list) and len(value) > MAX_LIST_VARIABLE_ITEMS:
+            message = (
+                f"variable ${name} holds {len(value)} items; a list variable holds at most "
+                f"{MAX_LIST_VARIABLE_ITEMS}"
+            )
+            return {"errors": [format_exception(ApiError(message, code="BAD_REQUEST"))]}
+    return None
 
 
 def format_result(result: ExecutionResult) -> Response:

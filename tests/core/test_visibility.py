@@ -23,6 +23,8 @@ from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.support.grpc import ADMIN, demo_cluster
 
 BOB = Credential("bob-token")
+#: b shares the default cluster's identity provider (its demo knows the same tokens and bob).
+SHARED = ("b",)
 
 
 class Clock:
@@ -49,7 +51,7 @@ async def two(stack: contextlib.AsyncExitStack) -> AsyncIterator[tuple[Fleet, De
 async def test_answers_are_kept_a_yes_longer_than_a_no_and_coalesced() -> None:
     clock = Clock()
     async with contextlib.AsyncExitStack() as stack, two(stack) as (fleet, _):
-        seen = Visibility(fleet, clock=clock)
+        seen = Visibility(fleet, clock=clock, shared=SHARED)
         shown = await asyncio.gather(*(seen.names(BOB) for _ in range(20)))
         assert shown == [["b"]] * 20
         assert seen.reviews == 2  # one per cluster for twenty concurrent callers
@@ -72,7 +74,7 @@ async def test_answers_are_kept_a_yes_longer_than_a_no_and_coalesced() -> None:
 
 async def test_a_removed_or_reconfigured_cluster_forgets_its_answers() -> None:
     async with contextlib.AsyncExitStack() as stack, two(stack) as (fleet, b):
-        seen = Visibility(fleet, max_entries=2)
+        seen = Visibility(fleet, max_entries=2, shared=SHARED)
         assert await seen.names(BOB) == ["b"]
         assert len(seen) == 2
         fleet.remove("b")
@@ -96,7 +98,7 @@ async def test_a_removed_or_reconfigured_cluster_forgets_its_answers() -> None:
 
 async def test_an_old_cluster_is_asked_its_discovery_and_a_failing_one_is_not_shown() -> None:
     async with contextlib.AsyncExitStack() as stack, two(stack) as (fleet, b):
-        seen = Visibility(fleet)
+        seen = Visibility(fleet, shared=SHARED)
         # no SelfSubjectReview (before 1.28): GET /apis, which only a known caller may read
         b.faults.fail_requests(1, status=404, verb="create", resource="selfsubjectreviews")
         assert await seen.sees("b", BOB)

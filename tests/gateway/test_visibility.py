@@ -59,7 +59,8 @@ async def served(
 ) -> AsyncIterator[tuple[Fleet, httpx.AsyncClient, grpc.aio.Channel]]:
     a, b = two
     config = kubeconfig(tmp_path / "b.yaml", b.url)
-    async with gateway(a, "--cluster", f"b={config}", *flags) as (gw, fleet, client):
+    shared = ("--shared-identity-clusters", "b")  # b trusts the default's tokens (and bob)
+    async with gateway(a, "--cluster", f"b={config}", *shared, *flags) as (gw, fleet, client):
         await until(fleet, serves("b"))
         port = gw.app.state.runtime.grpc_port
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
