@@ -158,30 +158,27 @@ class Visibility:
         self.clock = clock
         #: Per cluster name: the cluster the answers are about, and the answers.
         self._tables: dict[str, tuple[Cluster, Answers[str, bool]]] = {}
-        #: Reviews sent to clusters whose tables are gone (so :attr:`reviews` only grows).
-        self._retired = 0
+        #: Reviews sent (a refused one of :attr:`newcomers` is not).
+        self._sent = 0
         fleet.listen(self._heard)
 
     @property
     def reviews(self) -> int:
         """Questions actually asked of clusters (one per cluster and credential until it
-        expires; a fallback's ``GET /apis`` is part of its question)."""
-        return self._retired + sum(table.asked for _, table in self._tables.values())
+        expires; a fallback's ``GET /apis`` is part of its question; a question the budget
+        of new callers refused sent nothing and is not counted)."""
+        return self._sent
 
     def __len__(self) -> int:
         """Answers kept now, over every cluster."""
         return sum(len(table) for _, table in self._tables.values())
 
     def _heard(self, name: str, cluster: Cluster | None) -> None:
-        gone = self._tables.pop(name, None)
-        if gone is not None:
-            self._retired += gone[1].asked
+        self._tables.pop(name, None)
 
     def _table(self, name: str, cluster: Cluster) -> Answers[str, bool]:
         kept = self._tables.get(name)
         if kept is None or kept[0] is not cluster:
-            if kept is not None:
-                self._retired += kept[1].asked
             kept = (cluster, Answers(max_entries=self.max_entries, clock=self.clock))
             self._tables[name] = kept
         return kept[1]
@@ -282,6 +279,7 @@ class Visibility:
     ) -> tuple[bool, float]:
         """Does ``cluster`` authenticate the caller?  The answer and how long it holds."""
         adapter = cluster.adapter
+        self._sent += 1
         try:
             try:
                 await adapter.review_self(credential=credential, timeout=self.timeout)
