@@ -131,14 +131,14 @@ class Selection:
         names: the clusters to ask, in the order named, each once (``*`` expanded).
         missing: those of ``names`` the gateway does not serve.
         shown: the clusters the caller may see (asked only when some are missing: what
-            their refusal names).
+            their refusal names; ``None``: they could not be asked now).
         follows_all: the call named ``*`` (or no list): clusters that join the fleet
             later join its stream.
     """
 
     names: tuple[str, ...]
     missing: tuple[str, ...] = ()
-    shown: tuple[str, ...] = ()
+    shown: tuple[str, ...] | None = ()
     follows_all: bool = False
 
     def refusal(self, name: str) -> errors.NotFound:
@@ -169,8 +169,8 @@ async def select(fleet: Fleet, view: View, asked: Sequence[str] | None) -> Selec
 
     Raises:
         InvalidParameter: the list is over :func:`check_listed`'s bounds.
-        ResourceExhausted: ``*`` (or a name not served) needs reviews of a caller not known
-            yet, and the budget of those is spent.
+        ResourceExhausted: ``*`` needs reviews of a caller not known yet, and the budget of
+            those is spent.
     """
     check_listed(fleet, asked)
     listed: Sequence[str] = [ALL] if asked is None else asked
@@ -185,7 +185,10 @@ async def select(fleet: Fleet, view: View, asked: Sequence[str] | None) -> Selec
             names[name] = None
     served = set(fleet.names())
     missing = tuple(n for n in names if n not in served)
-    shown = tuple(await view.names()) if missing else ()
+    shown: tuple[str, ...] | None = ()
+    if missing:
+        told = await view.shown()
+        shown = None if told is None else tuple(told)
     return Selection(tuple(names), missing, shown, follows_all)
 
 

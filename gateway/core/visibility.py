@@ -99,12 +99,17 @@ def _quoted(name: str) -> str:
     return f'"{name[:_QUOTED_CHARS]}..." ({len(name)} characters)'
 
 
-def refusal_message(names: Sequence[str], shown: Iterable[str]) -> str:
+#: What a refusal says of the clusters a caller may see when they cannot be asked now.
+NOT_ASKED: Final = "not known now (too many new callers; retry in a second)"
+
+
+def refusal_message(names: Sequence[str], shown: Iterable[str] | None) -> str:
     """The refusal of cluster names the gateway does not serve (``""``: the default),
-    naming the clusters the caller may see (``shown``); bounded in size whatever was
-    asked: at most five names, each cut at 63 characters."""
+    naming the clusters the caller may see (``shown``; ``None``: they could not be asked,
+    the budget of new callers being spent); bounded in size whatever was asked: at most
+    five names, each cut at 63 characters."""
     names = [n or DEFAULT for n in names]
-    told = ", ".join(shown) or "none"
+    told = NOT_ASKED if shown is None else ", ".join(shown) or "none"
     if len(names) == 1:
         head = f"cluster {_quoted(names[0])} is"
     else:
@@ -255,8 +260,8 @@ class Visibility:
 
     async def unknown(self, name: str, credential: Credential) -> errors.NotFound:
         """The refusal of a cluster name the gateway does not serve, naming the clusters
-        the caller may see (and no other)."""
-        return errors.NotFound(refusal_message([name], await self.names(credential)))
+        the caller may see (and no other; none when they cannot be asked now)."""
+        return await self.view(credential).refusal([name])
 
     def view(self, credential: Credential) -> View:
         """What one operation of the caller sees, each question asked at most once."""
@@ -330,7 +335,16 @@ class View:
         visibility, credential = self.visibility, self.credential
         return [n for n, c in await self.visible() if visibility.may_carry(n, c, credential)]
 
+    async def shown(self) -> list[str] | None:
+        """What a refusal names: the clusters the caller may see, or ``None`` when they
+        cannot be asked now (the budget of new callers is spent: a refusal is still a
+        ``NOT_FOUND``, never a ``RESOURCE_EXHAUSTED``)."""
+        try:
+            return await self.names()
+        except errors.ResourceExhausted:
+            return None
+
     async def refusal(self, names: Sequence[str]) -> errors.NotFound:
         """The one refusal of ``names`` (not served), naming the clusters the caller may
         see."""
-        return errors.NotFound(refusal_message(names, await self.names()))
+        return errors.NotFound(refusal_message(names, await self.shown()))

@@ -20,7 +20,7 @@ from gateway.core.budget import Newcomers
 from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.fleet import Fleet
 from gateway.core.fleetops import MAX_LISTED, check_resume, max_listed, select
-from gateway.core.visibility import Visibility, refusal_message
+from gateway.core.visibility import NOT_ASKED, Visibility, refusal_message
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.support.grpc import ADMIN, demo_cluster
@@ -246,6 +246,10 @@ async def test_a_flood_of_fresh_tokens_is_refused_while_known_callers_are_asked(
                 refused += 1
         assert seen.reviews == 4  # what was left of the burst; nothing more was sent
         assert refused == 19
+        # a name not served is still a NOT_FOUND, naming none, and sends nothing
+        refusal = await seen.unknown("nope", Credential("random-y"))
+        assert refusal.message.endswith(f"clusters you may see: {NOT_ASKED}")
+        assert seen.reviews == 4
         clock.now += 61  # bob's answers have expired: asked again, free of the budget
         assert await seen.names(BOB) == ["b"]
         assert seen.reviews == 6
