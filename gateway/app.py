@@ -30,9 +30,11 @@ from gateway import demomode
 from gateway.core.config import describe
 from gateway.core.drain import Drain
 from gateway.core.metrics import Metrics
+from gateway.graphql.admission import Admission
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes
 from gateway.graphql.origins import PreflightRefusal
+from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.requestid import RequestContext
 from gateway.runtime import (
@@ -162,7 +164,10 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     )
     drain = Drain(settings.drain_seconds)
     persisted = persisted_documents(settings)  # a wrong manifest stops here
-    graphql = GraphQLApp(allowed_origins=origins, drain=drain, persisted=persisted)
+    # The one admission of every GraphQL endpoint, present and future (each is made from
+    # this one: gateway/graphql/admission.py).
+    admission = Admission(persisted, allowed_origins=origins, drain=drain)
+    graphql = GraphQLApp(admission=admission)
     groups = GroupEndpoint(graphql)
     clusters = ClusterEndpoints(graphql, groups)
 
@@ -246,7 +251,7 @@ async def served_sdl(settings: Settings) -> str:
     async with AsyncExitStack() as stack:
         upstream = await _upstream(stack, settings)
         cluster = await build_cluster(stack, settings, upstream, metrics=Metrics())
-        graphql = GraphQLApp()
+        graphql = GraphQLApp(admission=Admission(Persisted()))
         live = serve_graphql(stack, graphql, GroupEndpoint(graphql), cluster)
         if live is not None:  # else discovery is off: the seed schema is what is served
             await live.wait_ready()

@@ -12,7 +12,7 @@ handshake response too; gRPC: ``x-request-id`` initial metadata) and is on every
 written while the request is served (:func:`current_request_id`, read by
 :mod:`gateway.logs`), because it lives in a context variable set by
 :class:`RequestContext` (a pure ASGI middleware: a ``BaseHTTPMiddleware`` would break
-streaming responses) and by the gRPC interceptor (:mod:`gateway.grpc.requestid`).  Tasks
+streaming responses) and by the gRPC admission (:mod:`gateway.grpc.admission`).  Tasks
 started while serving inherit it; the shared upstream watches and log follows
 started by a request keep the id of the request that started them.
 

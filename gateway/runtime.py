@@ -41,7 +41,7 @@ from gateway.core.discovery import Discovery, ResourcePatterns
 from gateway.core.drain import Drain
 from gateway.core.fleet import Fleet
 from gateway.core.hub import SharedWatches, WatchHub
-from gateway.core.identity import IMPERSONATE, TokenReviews
+from gateway.core.identity import IMPERSONATE, Carrying, TokenReviews
 from gateway.core.largelist import LargeLists
 from gateway.core.listwork import ListWorkers, workers_for
 from gateway.core.metrics import Metrics
@@ -194,6 +194,8 @@ def grpc_options(settings: Settings) -> GrpcOptions:
         keepalive_seconds=settings.grpc_keepalive_seconds,
         keepalive_timeout_seconds=settings.grpc_keepalive_timeout_seconds,
         min_client_ping_seconds=settings.grpc_min_client_ping_seconds,
+        anonymous_streams_per_peer=settings.grpc_anonymous_streams_per_peer,
+        anonymous_streams=settings.grpc_anonymous_streams,
     )
 
 
@@ -793,7 +795,17 @@ def token_reviews(settings: Settings) -> TokenReviews | None:
         "cluster is called with its own gateway credential impersonating the caller",
         settings.home_cluster,
     )
-    return TokenReviews(settings.home_cluster)
+    groups = (g.strip() for g in settings.impersonate_system_groups.split(","))
+    audiences = (a.strip() for a in (settings.token_review_audiences or "").split(","))
+    return TokenReviews(
+        settings.home_cluster,
+        recheck=settings.token_recheck_seconds,
+        audiences=tuple(a for a in audiences if a),
+        carrying=Carrying(
+            system_groups=frozenset(g for g in groups if g),
+            system_users=settings.impersonate_system_users,
+        ),
+    )
 
 
 def serve_fleet(
@@ -815,6 +827,7 @@ def serve_fleet(
     fleet.add(DEFAULT, default)
     if reviews is not None:
         reviews.bind(fleet)
+        stack.push_async_callback(reviews.aclose)  # its token rechecks
     builder = FleetBuilder(settings, fleet, metrics, default.adapter.large_lists, reviews=reviews)
     stack.push_async_callback(builder.aclose)
     builder.configure("flags", cluster_sources(settings))

@@ -43,6 +43,10 @@ class Settings:
     gateway_identity: bool = False
     identity: str = "forward"
     home_cluster: str = DEFAULT_CLUSTER
+    token_recheck_seconds: float = 30.0
+    token_review_audiences: str | None = None
+    impersonate_system_groups: str = "system:authenticated"
+    impersonate_system_users: bool = False
     cluster_visibility: str = "authenticated"
     shared_identity_clusters: str | None = None
     max_new_caller_reviews: int = 20
@@ -69,6 +73,8 @@ class Settings:
     grpc_keepalive_seconds: float = 30.0
     grpc_keepalive_timeout_seconds: float = 10.0
     grpc_min_client_ping_seconds: float = 10.0
+    grpc_anonymous_streams_per_peer: int = 16
+    grpc_anonymous_streams: int = 256
     allowed_origins: str | None = None
     trusted_documents: str | None = None
     persisted_queries: bool = True
@@ -120,6 +126,17 @@ _HELP: dict[str, str] = {
     "-Group/-Uid/-Extra headers, the caller's token sent to no cluster (see docs/identity.md)",
     "home_cluster": "with --identity impersonate: the cluster whose TokenReview says who a "
     "caller's token is (the gateway's identity there needs create on tokenreviews)",
+    "token_recheck_seconds": "with --identity impersonate: how often the token of a caller's "
+    "running subscriptions and followed logs is reviewed again (and the longest a review is "
+    "kept); they end UNAUTHENTICATED once it is refused, and at its JWT exp",
+    "token_review_audiences": "with --identity impersonate: comma-separated audiences the "
+    "home cluster's TokenReview asks for (spec.audiences; a token counts only when it is for "
+    "one of them); unset: none asked, the apiserver's own",
+    "impersonate_system_groups": "with --identity impersonate: comma-separated system: groups "
+    "carried to clusters other than the home cluster (* for all); the others are dropped",
+    "impersonate_system_users": "with --identity impersonate: carry users named system:... "
+    "(service accounts, nodes, components) to clusters other than the home cluster; by "
+    "default only the home cluster serves them",
     "cluster_visibility": "which clusters a caller is shown (ListClusters, the clusters "
     "query, NOT_FOUND messages, a fleet call's default set): 'authenticated' shows those "
     "whose SelfSubjectReview authenticates the caller (kept 60 s, a no 10 s; none sent with "
@@ -187,6 +204,12 @@ _HELP: dict[str, str] = {
     "within this time",
     "grpc_min_client_ping_seconds": "the most often a gRPC client may ping without data "
     "(more often: the connection is closed with too_many_pings)",
+    "grpc_anonymous_streams_per_peer": "gRPC streams without authorization metadata (and "
+    "every health Watch and reflection stream) one peer address may hold open (more: "
+    "RESOURCE_EXHAUSTED at once)",
+    "grpc_anonymous_streams": "gRPC streams without authorization metadata (and every "
+    "health Watch and reflection stream) all peers may hold open together; at most half "
+    "of --grpc-max-concurrent-rpcs whatever this says (more: RESOURCE_EXHAUSTED at once)",
     "allowed_origins": "comma-separated origins (https://app.example.com, or *) whose "
     "browser pages may call the gateway: CORS and WebSocket upgrades; the gateway's own "
     "pages (GraphiQL) always may, other sites may not by default",
@@ -224,6 +247,7 @@ _POSITIVE = frozenset(
         "watch_linger_seconds",
         "watch_max_queue",
         "access_recheck_seconds",
+        "token_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",
         "demo_clusters",
@@ -234,6 +258,8 @@ _POSITIVE = frozenset(
         "grpc_keepalive_seconds",
         "grpc_keepalive_timeout_seconds",
         "grpc_min_client_ping_seconds",
+        "grpc_anonymous_streams_per_peer",
+        "grpc_anonymous_streams",
     }
 )
 _NUMBERS: dict[str, type[int] | type[float]] = {"int": int, "float": float}

@@ -28,12 +28,15 @@ class TokenGrant:
             for all of them (needed for lists and watches across all namespaces).
         cluster_scoped: whether cluster-scoped resources (images, namespaces) are allowed.
         read_only: only ``get``, ``list`` and ``watch``.
+        groups: groups a TokenReview gives the user besides ``demo:users`` and
+            ``system:authenticated`` (rights stay the grant's).
     """
 
     user: str
     namespaces: frozenset[str] | Literal["*"]
     cluster_scoped: bool = False
     read_only: bool = False
+    groups: tuple[str, ...] = ()
 
     def allows(self, verb: str, *, namespaced: bool, namespace: str | None) -> bool:
         """Whether ``verb`` on a resource in ``namespace`` (None: cluster scope) is allowed."""
@@ -161,7 +164,7 @@ def self_subject_review(grant: TokenGrant, *, anonymous: bool) -> dict[str, obje
             "userInfo": {
                 "username": grant.user,
                 "uid": f"demo-{grant.user}",
-                "groups": ["demo:users", "system:authenticated"],
+                "groups": ["demo:users", *grant.groups, "system:authenticated"],
             }
         },
     }
@@ -188,7 +191,7 @@ def token_review(
         status["user"] = {
             "username": found.user,
             "uid": f"demo-{found.user}",
-            "groups": ["demo:users", "system:authenticated"],
+            "groups": ["demo:users", *found.groups, "system:authenticated"],
         }
     else:
         status["error"] = "invalid bearer token"

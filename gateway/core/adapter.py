@@ -20,7 +20,7 @@ from typing import Any, Literal
 import httpx
 import orjson
 
-from gateway.core import errors, tracing
+from gateway.core import deepjson, errors, tracing
 from gateway.core.budget import Budget, scope_of
 from gateway.core.client import UpstreamClient
 from gateway.core.config import ConfigError
@@ -900,8 +900,12 @@ async def _events(response: httpx.Response, idle: float | None) -> AsyncIterator
         for line in splitter.feed(chunk):
             try:
                 event = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise errors.Unavailable("watch stream sent a malformed line") from None
+            except orjson.JSONDecodeError as exc:
+                if not deepjson.too_deep(exc):
+                    raise errors.Unavailable("watch stream sent a malformed line") from None
+                # an object nested past orjson's limit (the apiserver stores them 10,000
+                # deep) is an event like any other, decoded here a step at a time
+                event = await deepjson.aloads(line)
             if isinstance(event, dict):
                 yield event
 

@@ -9,6 +9,7 @@ credential never prints its token.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import quote
 
 from gateway.core import errors
@@ -52,6 +53,23 @@ class UserInfo:
         return "impersonate\0" + "\0".join(f"{len(p)}:{p}" for p in parts)
 
 
+class Endable(Protocol):
+    """A stream a caller reads (a watch subscription, a followed log) that can be ended."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def end(self, error: errors.GatewayError | None = None) -> None: ...
+
+
+class Proof(Protocol):
+    """How an impersonated caller's authentication is checked again while its streams run
+    (:class:`~gateway.core.identity.TokenProof`): a stream it follows is ended with
+    ``Unauthorized`` once the token is refused or expires."""
+
+    def follow(self, stream: Endable) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Credential:
     """The caller's identity as it travels upstream: a bearer token, or none (anonymous);
@@ -61,6 +79,9 @@ class Credential:
     #: Set in impersonate mode once the home cluster authenticated the token (then
     #: ``token`` is ``None``: the caller's token travels to no cluster).
     user: UserInfo | None = field(default=None, repr=False)
+    #: With ``user``: what checks the token again while the caller's streams run (it is
+    #: no part of the identity: two tokens of one user are one identity).
+    proof: Proof | None = field(default=None, repr=False, compare=False)
 
     def headers(self) -> dict[str, str] | list[tuple[bytes, bytes]]:
         """What the caller's requests carry upstream: its token, or (impersonate mode) the

@@ -239,6 +239,7 @@ class WatchSubscription:
     """
 
     __slots__ = (
+        "__weakref__",
         "_floor",
         "_held",
         "_held_queued",

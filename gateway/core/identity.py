@@ -21,19 +21,22 @@ all the same, so its two modes refuse the same requests.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import logging
 import time
+import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
 from gateway.core import errors
 from gateway.core.answers import Answers
-from gateway.core.credentials import NO_CREDENTIAL_HINT, Credential, UserInfo
+from gateway.core.credentials import NO_CREDENTIAL_HINT, Credential, Endable, UserInfo
 
 if TYPE_CHECKING:
     from gateway.core.adapter import KubeAdapter
@@ -42,7 +45,9 @@ if TYPE_CHECKING:
 __all__ = [
     "FORWARD",
     "IMPERSONATE",
+    "Carrying",
     "ImpersonatingAuth",
+    "TokenProof",
     "TokenReviews",
     "identified",
     "refuse_impersonation",
@@ -69,6 +74,8 @@ MAX_TTL: Final = 60.0
 #: Seconds a refused token stays refused without asking again (short: a token minted a
 #: moment ago may not be known to every apiserver yet).
 NEGATIVE_TTL: Final = 5.0
+#: The only ``system:`` group carried to clusters other than the home cluster by default.
+AUTHENTICATED: Final = "system:authenticated"
 
 
 def refuse_impersonation(names: Iterable[str], where: str) -> None:
@@ -114,10 +121,17 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(v for v in value if isinstance(v, str))
 
 
-def user_of_review(status: Mapping[str, Any]) -> UserInfo | None:
-    """The user of a TokenReview's ``status`` (``None``: not authenticated)."""
+def user_of_review(status: Mapping[str, Any], audiences: tuple[str, ...] = ()) -> UserInfo | None:
+    """The user of a TokenReview's ``status`` (``None``: not authenticated).
+
+    ``audiences``: those the review asked for (``spec.audiences``); then the token counts
+    only when ``status.audiences`` names one of them (an empty one means the reviewer is
+    not audience-aware, or the token is the apiserver's own: not asked for, refused).
+    """
     user = status.get("user")
     if status.get("authenticated") is not True or not isinstance(user, Mapping):
+        return None
+    if audiences and not set(_strings(status.get("audiences"))) & set(audiences):
         return None
     username = user.get("username")
     if not isinstance(username, str) or not username:
@@ -136,14 +150,114 @@ def user_of_review(status: Mapping[str, Any]) -> UserInfo | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Carrying:
+    """What of the home cluster's user is impersonated on the *other* clusters.
+
+    The home cluster sees the caller exactly as its TokenReview said.  A name that starts
+    with ``system:`` means a different principal on every cluster (``system:masters``,
+    ``system:serviceaccounts:<ns>``, a node, a control-plane component, a ServiceAccount
+    ``system:serviceaccount:<ns>:<name>``), so by default another cluster gets:
+
+    - of the ``system:`` groups, only ``system:authenticated`` (``system_groups``; ``*``
+      carries every one); other groups as they are;
+    - no ``system:`` user: such a caller is refused there with ``Forbidden`` before any
+      request is sent (``system_users``: carry them as they are);
+    - user name, uid and extras as they are (an extra never grants in RBAC; some narrow,
+      as a token's scopes do, so none is ever dropped).
+
+    Args:
+        system_groups: the ``system:`` groups carried (``*``: all of them).
+        system_users: carry ``system:`` user names too.
+    """
+
+    system_groups: frozenset[str] = frozenset({AUTHENTICATED})
+    system_users: bool = False
+
+    def carries(self, group: str) -> bool:
+        """Whether ``group`` goes to a cluster other than the home cluster."""
+        return (
+            not group.startswith("system:")
+            or "*" in self.system_groups
+            or group in self.system_groups
+        )
+
+    def apply(self, headers: httpx.Headers) -> None:
+        """Map the ``Impersonate-*`` headers of a request to a cluster other than the home
+        cluster (in place).
+
+        Raises:
+            Forbidden: the user is a ``system:`` one, not carried.
+        """
+        user = headers.get("impersonate-user")
+        if user is None:
+            return
+        if user.startswith("system:") and not self.system_users:
+            raise errors.Forbidden(
+                f'the user "{user}" is not carried to this cluster: a name that starts with '
+                '"system:" is a different principal on each cluster; only the home cluster '
+                "serves it (see --impersonate-system-users)",
+                reason="Forbidden",
+            )
+        raw = [v for k, v in headers.raw if k.lower() == b"impersonate-group"]
+        kept = [v for v in raw if self.carries(v.decode("utf-8", "replace"))]
+        if len(kept) != len(raw):
+            del headers["impersonate-group"]
+            headers.update([(b"Impersonate-Group", v) for v in kept])
+
+
+class TokenProof:
+    """That a caller's token was authenticated, and how to check it again while the
+    caller's streams run (see :meth:`TokenReviews.follow`).  Never prints the token."""
+
+    __slots__ = ("_token", "reviews", "user")
+
+    def __init__(self, reviews: TokenReviews, token: str, user: UserInfo) -> None:
+        self.reviews = reviews
+        self._token = token
+        self.user = user
+
+    def __repr__(self) -> str:
+        return "TokenProof(<token>)"
+
+    def follow(self, stream: Endable) -> None:
+        """End ``stream`` with ``Unauthorized`` once the token is refused or expires."""
+        self.reviews.follow(self._token, self.user, stream)
+
+
+class _Followed:
+    """The streams of one token (by its hash), and the task that checks it again."""
+
+    __slots__ = ("expiry", "streams", "task", "token", "user")
+
+    def __init__(self, token: str, user: UserInfo, expiry: float | None) -> None:
+        self.token = token
+        self.user = user
+        self.expiry = expiry
+        self.streams: weakref.WeakSet[Endable] = weakref.WeakSet()
+        self.task: asyncio.Task[None] | None = None
+
+
+def _token_key(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class TokenReviews:
     """Who a bearer token is, as the home cluster's TokenReview says, briefly kept.
 
     Answers are kept under the SHA-256 of the token (never the token) for at most
-    ``ttl`` seconds (less when the token is a JWT that expires sooner), refusals for
-    ``negative_ttl``; concurrent first lookups of one token share one review, and at most
-    ``max_entries`` answers are kept.  A review that fails (the home cluster unreachable,
-    or refusing the gateway) is not kept.
+    ``min(ttl, recheck)`` seconds (less when the token is a JWT that expires sooner),
+    refusals for ``negative_ttl``; concurrent first lookups of one token share one review,
+    and at most ``max_entries`` answers are kept.  A review that fails (the home cluster
+    unreachable, or refusing the gateway) is not kept.
+
+    A running stream of an authenticated caller (a subscription, a followed log) is
+    *followed* (:meth:`follow`): its token is looked up again every ``recheck`` seconds
+    (through the kept answers, so one token costs one review per period however many
+    streams it has), and at its JWT ``exp``; once the home cluster refuses it (revoked,
+    expired, its ServiceAccount deleted) or the ``exp`` passed, every stream of that token
+    is ended with ``Unauthorized``.  The ``exp`` is read without verifying it, only ever to
+    end a stream earlier, never to admit anything.
 
     Args:
         home: the name of the home cluster (looked up on the fleet at every review, so a
@@ -151,6 +265,10 @@ class TokenReviews:
         ttl: the most seconds an authenticated user is reused.
         negative_ttl: seconds a refused token stays refused.
         max_entries: answers kept at most.
+        recheck: seconds between two checks of a token whose streams run.
+        audiences: the TokenReview's ``spec.audiences`` (``()``: none, the apiserver's own);
+            a token counts only when the review says it is for one of them.
+        carrying: what other clusters get of the user (:class:`Carrying`).
         clock: monotonic clock, in seconds.
         wall: the time of day, in seconds since the epoch (for a JWT's ``exp``).
     """
@@ -162,15 +280,24 @@ class TokenReviews:
         ttl: float = MAX_TTL,
         negative_ttl: float = NEGATIVE_TTL,
         max_entries: int = 10_000,
+        recheck: float = MAX_TTL,
+        audiences: tuple[str, ...] = (),
+        carrying: Carrying = Carrying(),
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.home = home
-        self.ttl = ttl
+        self.ttl = min(ttl, recheck)
         self.negative_ttl = negative_ttl
+        self.recheck = recheck
+        self.audiences = audiences
+        self.carrying = carrying
         self.wall = wall
         self.fleet: Fleet | None = None
         self._answers: Answers[str, UserInfo | None] = Answers(max_entries=max_entries, clock=clock)
+        self._followed: dict[str, _Followed] = {}
+        #: Streams ended because their token was refused or expired.
+        self.ended = 0
 
     def bind(self, fleet: Fleet) -> None:
         """Find the home cluster in ``fleet`` from now on."""
@@ -180,6 +307,11 @@ class TokenReviews:
     def reviews(self) -> int:
         """TokenReviews actually sent to the home cluster."""
         return self._answers.asked
+
+    @property
+    def followed(self) -> int:
+        """Tokens whose streams are followed now."""
+        return len(self._followed)
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -193,7 +325,6 @@ class TokenReviews:
             Unavailable: the home cluster is not served, unreachable, or refuses the
                 gateway's review (its identity there lacks ``create tokenreviews``).
         """
-        key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
         async def ask() -> tuple[UserInfo | None, float]:
             user = await self._review(token)
@@ -205,10 +336,77 @@ class TokenReviews:
                 ttl = min(ttl, expiry - self.wall())
             return user, ttl
 
-        user = await self._answers.get(key, ask)
+        user = await self._answers.get(_token_key(token), ask)
         if user is None:
             raise errors.Unauthorized("Unauthorized", reason="Unauthorized")
         return user
+
+    def proof(self, token: str, user: UserInfo) -> TokenProof:
+        """The proof that ``token`` authenticated as ``user``, to follow its streams by."""
+        return TokenProof(self, token, user)
+
+    def follow(self, token: str, user: UserInfo, stream: Endable) -> None:
+        """End ``stream`` with ``Unauthorized`` once ``token`` is refused or expires (or
+        authenticates as another user).  Held weakly: a stream its reader dropped is gone,
+        and a token without streams is no longer checked."""
+        key = _token_key(token)
+        entry = self._followed.get(key)
+        if entry is None:
+            entry = self._followed[key] = _Followed(token, user, _jwt_expiry(token))
+            entry.task = asyncio.create_task(self._check(key, entry), name="token-recheck")
+        entry.streams.add(stream)
+
+    async def _check(self, key: str, entry: _Followed) -> None:
+        try:
+            while True:
+                delay = self.recheck
+                if entry.expiry is not None:
+                    delay = min(delay, entry.expiry - self.wall())
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if not any(not s.closed for s in entry.streams):
+                    return  # nobody reads them any more
+                if entry.expiry is not None and self.wall() >= entry.expiry:
+                    error = errors.Unauthorized(
+                        "Unauthorized: the token expired", reason="Unauthorized"
+                    )
+                else:
+                    try:
+                        user = await self.user_of(entry.token)
+                    except errors.Unauthorized:
+                        user = None
+                    except errors.GatewayError as exc:
+                        # the home cluster cannot answer now: keep them, ask next time
+                        log.warning("a token of running streams cannot be checked: %s", exc)
+                        continue
+                    if user == entry.user:
+                        continue
+                    error = errors.Unauthorized(
+                        "Unauthorized: the token is no longer valid", reason="Unauthorized"
+                    )
+                for stream in list(entry.streams):
+                    if not stream.closed:
+                        self.ended += 1
+                        stream.end(error)
+                return
+        finally:
+            if self._followed.get(key) is entry:
+                del self._followed[key]
+
+    async def aclose(self) -> None:
+        """Stop checking tokens (the gateway stops)."""
+        tasks = [e.task for e in self._followed.values() if e.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def is_home(self, url: httpx.URL) -> bool:
+        """Whether ``url`` is on the home cluster's server (same scheme, host and port;
+        the ``default`` cluster and ``--cluster a=`` of one kubeconfig are one cluster)."""
+        if self.fleet is None or self.home not in self.fleet.names():
+            return False
+        home = self.fleet.get(self.home).adapter.http.base_url
+        return (url.scheme, url.host, url.port) == (home.scheme, home.host, home.port)
 
     def _home(self) -> KubeAdapter:
         if self.fleet is None or self.home not in self.fleet.names():
@@ -220,10 +418,13 @@ class TokenReviews:
 
     async def _review(self, token: str) -> UserInfo | None:
         adapter = self._home()
+        spec: dict[str, Any] = {"token": token}
+        if self.audiences:
+            spec["audiences"] = list(self.audiences)
         body = {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
-            "spec": {"token": token},
+            "spec": spec,
         }
         try:
             response = await adapter.http.post(
@@ -252,7 +453,7 @@ class TokenReviews:
             status = response.json().get("status") or {}
         except (ValueError, AttributeError):
             status = {}
-        return user_of_review(status if isinstance(status, Mapping) else {})
+        return user_of_review(status if isinstance(status, Mapping) else {}, self.audiences)
 
 
 def _bearer(value: str) -> str | None:
@@ -306,12 +507,20 @@ class ImpersonatingAuth(httpx.Auth):
                 )
             # one header per group (``update`` keeps repeated names of what it is given)
             request.headers.update((await self.reviews.user_of(token)).headers())
+            self._carry(request)
             return
         if "Impersonate-User" in request.headers:
+            self._carry(request)
             return
         if request.method == "GET" and request.url.path in _PUBLIC_PATHS:
             return
         raise errors.Unauthorized(f"Unauthorized: {NO_CREDENTIAL_HINT}", reason="Unauthorized")
+
+    def _carry(self, request: httpx.Request) -> None:
+        """The home cluster gets the user as it was authenticated; another cluster what
+        :class:`Carrying` lets through."""
+        if not self.reviews.is_home(request.url):
+            self.reviews.carrying.apply(request.headers)
 
     async def async_auth_flow(
         self, request: httpx.Request
@@ -339,9 +548,11 @@ async def identified(adapter: KubeAdapter, credential: Credential) -> Credential
     the first upstream call refuses with the answer a cluster gives).
     """
     auth = adapter.http.auth
-    if not isinstance(auth, ImpersonatingAuth) or credential.token is None:
+    token = credential.token
+    if not isinstance(auth, ImpersonatingAuth) or token is None:
         return credential
     try:
-        return Credential(user=await auth.reviews.user_of(credential.token))
+        user = await auth.reviews.user_of(token)
     except errors.GatewayError:
         return credential
+    return Credential(user=user, proof=auth.reviews.proof(token, user))

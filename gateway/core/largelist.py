@@ -48,7 +48,7 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
-from gateway.core import errors, slicedjson
+from gateway.core import deepjson, errors, slicedjson
 from gateway.core.listwork import ListWorkers, Undecoded, gzip_size, inflated, split_wire
 
 __all__ = [
@@ -114,14 +114,15 @@ def is_large(value: Any) -> bool:
 
 
 def decode_now(data: bytes) -> Any:
-    """Decode a JSON body in one piece; a large one with the collector held off.
+    """Decode a JSON body in one piece (at any depth: :func:`gateway.core.deepjson.loads`);
+    a large one with the collector held off.
 
     Raises:
         Internal: the upstream sent something that is not JSON.
     """
     with paused(len(data) >= LARGE_BODY_BYTES):
         try:
-            return orjson.loads(data)
+            return deepjson.loads(data)
         except orjson.JSONDecodeError:
             raise _not_json() from None
 
@@ -322,15 +323,22 @@ class LargeLists:
         """Decode a JSON body (``orjson.loads``' value) without holding the event loop long.
 
         A body of :data:`LARGE_BODY_BYTES` or more is decoded a run of list items at a time
-        (:mod:`gateway.core.slicedjson`; anything else in one piece), yielding to the loop
-        in between, with the collector held off: until the calling task's open scope ends
-        if it opened one, else until the decode ends.
+        (:mod:`gateway.core.slicedjson`; anything else in one piece, but for a body nested
+        deeper than ``orjson`` takes: :mod:`gateway.core.deepjson`, a step at a time),
+        yielding to the loop in between, with the collector held off: until the calling
+        task's open scope ends if it opened one, else until the decode ends.
 
         Raises:
             Internal: the upstream sent something that is not JSON.
         """
         if len(data) < LARGE_BODY_BYTES:
-            return decode_now(data)
+            try:
+                return orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                if not deepjson.too_deep(exc):
+                    raise _not_json() from None
+            # an object nested deeper than orjson takes: decoded here a step at a time
+            return await _decode_in_slices(data)
         if defer and self.hands_on_undecoded():
             return Undecoded(data, self)
         scope = _open_scope.get()

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 import msgspec
 import orjson
 
-from gateway.core import errors
+from gateway.core import deepjson, errors
 from gateway.core.projectcode import (
     WHOLE,
     Fallback,
@@ -251,7 +251,7 @@ def work(
         except TypeError:
             pass  # an integer past 64 bits, which a whole decode reads as a float
     try:
-        value = orjson.loads(data)
+        value = deepjson.loads(data)  # at any depth, as the gateway decodes it
     except orjson.JSONDecodeError:
         return NOT_DONE
     if keep is not None:

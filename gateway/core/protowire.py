@@ -20,6 +20,7 @@ import orjson
 
 __all__ = [
     "StructCache",
+    "TooDeep",
     "encode_struct",
     "field_tag",
     "length_prefixed",
@@ -83,7 +84,16 @@ def _value(v: Any) -> bytes:
         return _LIST + varint(len(body)) + body
     if v is None:
         return _NULL
+    if c is orjson.Fragment:
+        raise TooDeep("an object nested deeper than a Struct holds")
     raise TypeError(f"{c.__name__} is not a JSON value")
+
+
+class TooDeep(TypeError):
+    """A value nested past :data:`gateway.core.deepjson.FROZEN_DEPTH`, held as JSON text
+    (``orjson.Fragment``): no ``Struct`` is written for it (protobuf runtimes refuse
+    messages nested past 100 levels when they read one, and each JSON level is two);
+    the caller writes the object's JSON instead."""
 
 
 def encode_struct(obj: dict[str, Any]) -> bytes:
@@ -92,6 +102,7 @@ def encode_struct(obj: dict[str, Any]) -> bytes:
     Numbers become doubles, as in every ``Struct``.
 
     Raises:
+        TooDeep: ``obj`` holds a part nested too deep for a ``Struct``.
         TypeError: ``obj`` holds something that is not JSON.
     """
     parts = []

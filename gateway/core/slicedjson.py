@@ -30,10 +30,15 @@ StatefulSet's ``volumeClaimTemplates``); nothing is trusted, everything is prove
 
 A run that does not parse at a candidate is retried up to the next candidates
 (:data:`RETRIES`); any other failure (no ``"items":[``, a pretty-printed body, invalid JSON,
-more odd candidates) falls back to one ``orjson.loads`` of the whole body, which either gives
+more odd candidates) falls back to one decode of the whole body, which either gives
 the same value or raises the same error as it would have.  The value is always identical to
 ``orjson.loads(body)``: ``tests/core/test_slicedjson.py`` proves it on generated adversarial
 bodies.
+
+A body or a run nested deeper than ``orjson`` takes (1,024 levels; the apiserver stores
+objects up to 10,000 deep) is decoded by :mod:`gateway.core.deepjson` instead, a step at a
+time: the value is then ``deepjson.loads(body)``'s, with no nesting limit, and one poison
+object costs only its own run that slower decode.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from collections.abc import Generator
 from typing import Any, Final
 
 import orjson
+
+from gateway.core import deepjson
 
 __all__ = [
     "RETRIES",
@@ -66,7 +73,8 @@ Decoder = Generator[None, None, Any]
 
 
 def decoder(data: bytes, slice_bytes: int = SLICE_BYTES) -> Decoder:
-    """A generator decoding ``data`` (``orjson.loads``' value), yielding between slices.
+    """A generator decoding ``data`` (:func:`gateway.core.deepjson.loads`' value: ``orjson``'s,
+    at any depth), yielding between slices.
 
     Drive it with :meth:`gateway.core.largelist.LargeLists.decode` (yields to the event
     loop) or :func:`decode` (none); the value is the ``StopIteration`` value.
@@ -77,28 +85,39 @@ def decoder(data: bytes, slice_bytes: int = SLICE_BYTES) -> Decoder:
     key = data.find(_ITEMS)
     end = data.rfind(b"]")
     if key < 1 or end < key + len(_ITEMS) - 1 or not _top_level(data, key):
-        return orjson.loads(data)
+        return (yield from _whole(data))
     start = key + len(_ITEMS)
     view = memoryview(data)
     try:
         head = orjson.loads(b"".join((view[:start], view[end:])))
     except orjson.JSONDecodeError:
-        return orjson.loads(data)
+        return (yield from _whole(data))
     if head.__class__ is not dict or head.get("items") != []:
-        return orjson.loads(data)
+        return (yield from _whole(data))
     items: list[Any] = []
     sep = _separator(data, start, end)
     pos = start
     while pos < end:
         yield
-        run = _run(data, view, pos, end, sep=sep, slice_bytes=slice_bytes)
+        run = yield from _run(data, view, pos, end, sep=sep, slice_bytes=slice_bytes)
         if run is None:
-            return orjson.loads(data)
+            return (yield from _whole(data))
         cut, values = run
         items.extend(values)
         pos = cut + 2  # past "},"
     head["items"] = items
     return head
+
+
+def _whole(data: bytes) -> Decoder:
+    """One decode of ``data``: ``orjson.loads``, or for a body nested deeper than it takes,
+    :func:`gateway.core.deepjson.parse`, a step at a time."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if not deepjson.too_deep(exc):
+            raise
+    return (yield from deepjson.parse(data))
 
 
 def _top_level(data: bytes, key: int) -> bool:
@@ -126,15 +145,17 @@ def _separator(data: bytes, start: int, end: int) -> bytes | None:
 
 def _run(
     data: bytes, view: memoryview, pos: int, end: int, *, sep: bytes | None, slice_bytes: int
-) -> tuple[int, list[Any]] | None:
+) -> Generator[None, None, tuple[int, list[Any]] | None]:
     """The items from ``pos`` to a boundary past ``pos + slice_bytes`` (or to ``end``): the
     index of the boundary's ``}`` (``end - 1`` for the last run) and the items; ``None`` when
-    no candidate within :data:`RETRIES` gives a run that parses."""
+    no candidate within :data:`RETRIES` gives a run that parses.  A run holding an item
+    nested deeper than ``orjson`` takes is decoded by :mod:`gateway.core.deepjson`, a step
+    at a time (a generator)."""
     cut = data.find(sep, pos + slice_bytes, end) if sep is not None else -1
     for _ in range(RETRIES + 1):
         stop = end if cut < 0 else cut + 1
         try:
-            values = orjson.loads(b"".join((b"[[", view[pos:stop], b"]]")))
+            values = yield from _whole(b"".join((b"[[", view[pos:stop], b"]]")))
         except orjson.JSONDecodeError:
             if cut < 0 or sep is None:
                 return None

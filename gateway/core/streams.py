@@ -65,7 +65,17 @@ class ReadAhead(Generic[T]):
     stops it and wakes the reader.
     """
 
-    __slots__ = ("_ended", "_queue", "_room", "_task", "_wakeup", "closed", "error", "max_queue")
+    __slots__ = (
+        "__weakref__",
+        "_ended",
+        "_queue",
+        "_room",
+        "_task",
+        "_wakeup",
+        "closed",
+        "error",
+        "max_queue",
+    )
 
     resume: str | None = None
 
@@ -133,6 +143,17 @@ class ReadAhead(Generic[T]):
         self._task.cancel()
         self._wakeup.set()
 
+    def end(self, error: errors.GatewayError | None = None) -> None:
+        """End the stream with ``error`` (the reader gets it next, what is queued is
+        dropped); its task stops."""
+        if self.closed or self._ended:
+            return
+        self.error = error
+        self._ended = True
+        self._queue.clear()
+        self._task.cancel()
+        self._wakeup.set()
+
 
 #: A followed log: its lines, read ahead.
 LogStream = ReadAhead[RawLine]
@@ -147,6 +168,10 @@ async def open_stream(
     credential: Credential,
 ) -> WatchSubscription | LogStream:
     """Start a streaming operation for a caller: a watch, or a followed log.
+
+    In impersonate mode (a credential with a ``proof``) the stream ends with
+    ``Unauthorized`` once the caller's token is refused or expires
+    (:meth:`~gateway.core.identity.TokenReviews.follow`).
 
     A watch starts as ``call.list`` says (:meth:`WatchStart.from_options`), with watch rule
     31 when ``call.changed_only``.
@@ -163,11 +188,17 @@ async def open_stream(
         target = WatchTarget(
             op.resource, namespace, call.list.label_selector, call.list.field_selector
         )
-        return await watches.subscribe(target, start, credential)
+        sub = await watches.subscribe(target, start, credential)
+        if credential.proof is not None:
+            credential.proof.follow(sub)
+        return sub
     if op.action == "log" and call.log.follow:
         assert namespace is not None  # logs are of pods, which are namespaced
         follower = LogFollower(
             adapter, namespace=namespace, name=call.name, options=call.log, credential=credential
         )
-        return ReadAhead(follower.lines())
+        lines = ReadAhead(follower.lines())
+        if credential.proof is not None:
+            credential.proof.follow(lines)
+        return lines
     raise ValueError(f"{op.describe()} does not stream: it is served by perform()")

@@ -227,8 +227,26 @@ class Visibility:
         except errors.ResourceExhausted:
             return False
 
-    async def _sees(self, name: str, cluster: Cluster, credential: Credential) -> bool:
-        if not self.may_carry(name, cluster, credential):
+    async def authenticates(self, name: str, credential: Credential) -> bool:
+        """Whether cluster ``name`` authenticates the caller, whatever the visibility mode
+        and however many clusters are served (what reading a cluster's schema needs, as
+        Kubernetes serves discovery to authenticated users only); answers are kept as
+        :meth:`sees` keeps them.  The caller addressed that cluster, so its credential
+        may go there whether the cluster shares the identity provider or not.  A name not
+        served: no.
+
+        Raises:
+            ResourceExhausted: the caller is not known yet and the budget of reviews of
+                new callers is spent (nothing was sent).
+        """
+        if name not in self.fleet.names():
+            return False
+        return await self._sees(name, self.fleet.get(name), credential, named=True)
+
+    async def _sees(
+        self, name: str, cluster: Cluster, credential: Credential, *, named: bool = False
+    ) -> bool:
+        if not named and not self.may_carry(name, cluster, credential):
             return False  # never reviewed: the token would reach a cluster not named
         scope = scope_of(credential)
 

@@ -123,13 +123,7 @@ class ClusterEndpoints:
 
     def _serve(self, cluster: Cluster) -> _Served:
         root = self.root
-        app = GraphQLApp(
-            limits=root.limits,
-            allowed_origins=root.allowed_origins,
-            drain=root.drain,
-            fleet=self.fleet,
-            persisted=root.persisted,
-        )
+        app = root.sibling(fleet=self.fleet)
         app.bind(cluster)
         groups = GroupEndpoint(app)
         live = None

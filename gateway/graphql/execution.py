@@ -13,6 +13,7 @@ import asyncio
 import inspect
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Awaitable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -21,12 +22,11 @@ import strawberry
 from graphql import (
     DocumentNode,
     ExecutionResult,
+    Executor,
     FieldNode,
     GraphQLError,
     GraphQLNamedType,
     GraphQLSchema,
-    ListTypeNode,
-    NonNullTypeNode,
     OperationDefinitionNode,
     create_source_event_stream,
     execute,
@@ -78,6 +78,9 @@ class Prepared:
     #: The engine (and so the schema) that validated it, which also executes it: an
     #: operation prepared before a schema swap finishes on the schema it was checked against.
     engine: Engine | None = field(default=None, compare=False, repr=False)
+    #: Whether the document reads the schema (``__schema``, ``__type``): introspection,
+    #: which only callers the cluster authenticates may run.
+    reads_schema: bool = False
 
     @property
     def kind(self) -> OperationKind:
@@ -90,6 +93,96 @@ def _bad(message: str, code: str = "BAD_REQUEST", status: int = 400) -> RequestE
     )
 
 
+class _OverBudget(BaseException):
+    """Raised inside an introspection's execution when it has produced its budget of
+    fields: a ``BaseException``, so graphql-core's field error handling (which catches
+    ``Exception``) does not turn it into one error per remaining field, and the execution
+    stops at once."""
+
+
+class _Tally:
+    __slots__ = ("resolved",)
+
+    def __init__(self) -> None:
+        self.resolved = 0
+
+
+class _BoundedExecutor(Executor[Any]):
+    """graphql-core's executor, stopped once it has resolved ``budget`` fields; each
+    execution is a subclass of its own (:func:`_bounded`) whose ``tally`` counts them."""
+
+    budget = 0
+    tally = _Tally()
+
+    def execute_field(self, *args: Any, **kwargs: Any) -> Any:
+        tally = self.tally
+        tally.resolved += 1
+        if tally.resolved > self.budget:
+            raise _OverBudget
+        return super().execute_field(*args, **kwargs)
+
+
+def _bounded(budget: int) -> type[_BoundedExecutor]:
+    """An executor class for one execution: at most ``budget`` fields, counted afresh."""
+    return type("BoundedIntrospection", (_BoundedExecutor,), {"budget": budget, "tally": _Tally()})
+
+
+class Introspections:
+    """Where every endpoint's introspections run: a few threads of their own (a large
+    schema's answer is seconds of work that must hold neither the event loop nor the
+    default thread pool, which list workers and schema builds use) and a bounded queue.
+
+    One per gateway (the :class:`~gateway.graphql.admission.Admission` holds it), shared by
+    every engine.  What one introspection may produce is bounded by its engine: at most
+    :data:`INTROSPECTION_FACTOR` times the fields of the schema's full standard
+    introspection (which is what GraphiQL and code generators ask), so a small document
+    that multiplies ``__schema`` through aliases and fragments is refused, not computed.
+
+    Args:
+        workers: threads answering introspections.
+        waiting: introspections that may wait for a thread; more are refused
+            (``TOO_MANY_REQUESTS``, retry after a second).
+    """
+
+    def __init__(self, workers: int = 1, waiting: int = 8) -> None:
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="introspection")
+        self._admitted = 0
+        self._max = workers + waiting
+
+    @property
+    def running(self) -> int:
+        """Introspections running or waiting now."""
+        return self._admitted
+
+    async def run(self, work: Any, *args: Any) -> Any:
+        """Run ``work(*args)`` on one of the threads.
+
+        Raises:
+            ApiError: ``TOO_MANY_REQUESTS``: the threads are busy and the queue is full.
+        """
+        if self._admitted >= self._max:
+            raise ApiError(
+                "too many schema introspections are running: retry in a second",
+                code="TOO_MANY_REQUESTS",
+                http_status=429,
+                retryAfter=1,
+            )
+        self._admitted += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
+        finally:
+            self._admitted -= 1
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+#: An introspection may resolve this many times the fields of the full standard one.
+INTROSPECTION_FACTOR = 2
+#: ... and at least this many (a tiny schema's budget would refuse honest documents).
+INTROSPECTION_FLOOR = 20_000
+
+
 class Engine:
     """Executes GraphQL operations for every transport.
 
@@ -98,22 +191,31 @@ class Engine:
             graphql-core one (a group's, :mod:`gateway.graphql.native`).
         limits: depth / alias / complexity limits applied to every document.
         cache_size: distinct documents kept parsed and validated.
+        introspections: where introspections run (the gateway's, shared by every engine;
+            one of its own when not given).
     """
 
     def __init__(
-        self, schema: strawberry.Schema | GraphQLSchema, limits: Limits, cache_size: int = 512
+        self,
+        schema: strawberry.Schema | GraphQLSchema,
+        limits: Limits,
+        cache_size: int = 512,
+        introspections: Introspections | None = None,
     ) -> None:
         self.schema = schema
+        self.introspections = introspections or Introspections()
+        #: Fields the schema's full standard introspection resolves (0: not counted yet).
+        self._standard_fields = 0
         self.graphql_schema: GraphQLSchema = graphql_schema(schema)
         self.limits = limits
         #: Valid documents only (a failure is cheap to find again and must not evict
         #: valid ones), bounded in count and in bytes of text.
-        self._documents: OrderedDict[str, DocumentNode] = OrderedDict()
+        self._documents: OrderedDict[str, tuple[DocumentNode, bool]] = OrderedDict()
         self._cached_bytes = 0
         self._cache_size = cache_size
         #: Answers to introspection-only operations, by document, operation and variables.
         self._introspections: OrderedDict[IntrospectionKey, Response] = OrderedDict()
-        self._introspecting: dict[IntrospectionKey, asyncio.Future[Response]] = {}
+        self._introspecting: dict[IntrospectionKey, asyncio.Future[tuple[Response, int]]] = {}
         data_types = frozenset(
             name
             for name, t in self.graphql_schema.type_map.items()
@@ -123,7 +225,7 @@ class Engine:
 
     # -- preparing -------------------------------------------------------------------------
 
-    def _document(self, query: str) -> DocumentNode:
+    def _document(self, query: str) -> tuple[DocumentNode, bool]:
         cached = self._documents.get(query)
         if cached is not None:
             self._documents.move_to_end(query)
@@ -138,9 +240,10 @@ class Engine:
             self._cached_bytes -= len(evicted)
         return document
 
-    def _parse(self, query: str) -> DocumentNode:
+    def _parse(self, query: str) -> tuple[DocumentNode, bool]:
         """Cheap before expensive: size, then a token-limited parse, then the depth, alias
-        and complexity limits, and only then the schema validation."""
+        and complexity limits, and only then the schema validation.  Returns the document
+        and whether it reads the schema."""
         limits = self.limits
         if len(query) > limits.max_document_bytes:
             raise _bad(
@@ -151,7 +254,7 @@ class Engine:
         try:
             document = parse(query, no_location=False, max_tokens=limits.max_tokens)
             check_fragment_cycles(document)
-            check_document(document, limits)
+            reads_schema = check_document(document, limits)
         except GraphQLError as error:
             error.extensions = {**(error.extensions or {}), "code": "GRAPHQL_PARSE_FAILED"}
             raise RequestError([format_error(error)]) from None
@@ -163,7 +266,7 @@ class Engine:
         errors = validate(self.graphql_schema, document)
         if errors:
             raise RequestError([format_error(e) for e in errors])
-        return document
+        return document, reads_schema
 
     def prepare(self, query: Any, operation_name: Any = None) -> Prepared:
         """Parse (cached), validate and limit-check; pick the operation.
@@ -175,7 +278,7 @@ class Engine:
             raise _bad("a GraphQL request needs a `query` string")
         if operation_name is not None and not isinstance(operation_name, str):
             raise _bad("`operationName` must be a string")
-        document = self._document(query)
+        document, reads_schema = self._document(query)
         operation = get_operation_ast(document, operation_name)
         if operation is None:
             message = (
@@ -184,7 +287,7 @@ class Engine:
                 else "the document has several operations: give `operationName`"
             )
             raise _bad(message)
-        return Prepared(query, document, operation, operation_name, self)
+        return Prepared(query, document, operation, operation_name, self, reads_schema)
 
     # -- executing -------------------------------------------------------------------------
 
@@ -198,9 +301,6 @@ class Engine:
         """Execute a query or mutation; field errors come back as partial data."""
         if prepared.engine is not None and prepared.engine is not self:
             return await prepared.engine.execute(prepared, variables, context, root)
-        refused = _overlong_list(prepared, variables)
-        if refused is not None:
-            return refused
         key = _introspection_key(prepared, variables)
         if key is not None:
             return await self._introspect(key, prepared, variables)
@@ -222,8 +322,8 @@ class Engine:
     ) -> Response:
         """An operation that reads only the schema: the same answer for every caller, so it
         is kept (GraphiQL and code generators ask the same large document again and again),
-        computed once however many ask at once, and in a worker thread: a large schema's
-        full introspection is seconds of work that must not hold the event loop."""
+        computed once however many ask at once, on the gateway's introspection threads
+        (:class:`Introspections`), and bounded in what it may produce."""
         cached = self._introspections.get(key)
         if cached is not None:
             self._introspections.move_to_end(key)
@@ -231,12 +331,17 @@ class Engine:
         running = self._introspecting.get(key)
         if running is None:
             running = asyncio.ensure_future(
-                asyncio.to_thread(self._introspection, prepared, variables)
+                self.introspections.run(self._introspection, prepared, variables)
             )
             self._introspecting[key] = running
             running.add_done_callback(lambda _: self._introspecting.pop(key, None))
-        response = await asyncio.shield(running)
-        if "errors" not in response:
+        try:
+            response, resolved = await asyncio.shield(running)
+        except ApiError as exc:
+            return {"errors": [format_exception(exc)]}
+        # Only answers no larger than the standard one are kept: what an engine keeps is
+        # what honest clients ask, whatever else is asked of it.
+        if "errors" not in response and resolved <= self._standard_fields:
             self._introspections[key] = response
             while len(self._introspections) > INTROSPECTIONS_KEPT:
                 self._introspections.popitem(last=False)
@@ -247,15 +352,38 @@ class Engine:
         clients' first request) before anyone asks."""
         await self.execute(self.prepare(get_introspection_query()), None, None)
 
-    def _introspection(self, prepared: Prepared, variables: Mapping[str, Any] | None) -> Response:
-        result = execute(
-            self.graphql_schema,
-            prepared.document,
-            variable_values=dict(variables) if variables else None,
-            operation_name=prepared.operation_name,
-        )
+    def _budget(self) -> int:
+        """The fields an introspection may resolve, sized on first use by the full standard
+        introspection (run once: its size is the schema's, not a caller's)."""
+        if not self._standard_fields:
+            counting = _bounded(1 << 62)
+            standard = self.prepare(get_introspection_query(descriptions=True))
+            execute(self.graphql_schema, standard.document, executor_class=counting)
+            self._standard_fields = counting.tally.resolved
+        return max(INTROSPECTION_FACTOR * self._standard_fields, INTROSPECTION_FLOOR)
+
+    def _introspection(
+        self, prepared: Prepared, variables: Mapping[str, Any] | None
+    ) -> tuple[Response, int]:
+        budget = self._budget()
+        bounded = _bounded(budget)
+        try:
+            result = execute(
+                self.graphql_schema,
+                prepared.document,
+                variable_values=dict(variables) if variables else None,
+                operation_name=prepared.operation_name,
+                executor_class=bounded,
+            )
+        except _OverBudget:
+            error = ApiError(
+                f"the introspection would resolve more than {budget} fields (twice the "
+                "schema's full introspection): ask for the full introspection once instead",
+                code="QUERY_TOO_COMPLEX",
+            )
+            return {"errors": [format_exception(error)]}, bounded.tally.resolved
         assert not inspect.isawaitable(result)  # introspection resolves synchronously
-        return format_result(result)
+        return format_result(result), bounded.tally.resolved
 
     def subscriber(
         self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
@@ -264,9 +392,6 @@ class Engine:
         (variables that do not fit the document)."""
         if prepared.engine is not None and prepared.engine is not self:
             return prepared.engine.subscriber(prepared, variables, context)
-        refused = _overlong_list(prepared, variables)
-        if refused is not None:
-            return refused
         executor = self.executor_class.build(
             self.graphql_schema,
             prepared.document,
@@ -342,34 +467,6 @@ def _introspection_key(
     # The document as printed, not as sent: GraphiQL's (graphql-js) and graphql-core's
     # introspection queries differ only in their layout.
     return (print_ast(prepared.document), prepared.operation_name, frozen)
-
-
-#: Items a list-typed variable may hold, checked before graphql-core coerces it item by
-#: item (seconds of the event loop for a 4 MB list); the fields bound their own lists
-#: further (a fleet call's ``clusters``: :func:`gateway.core.fleetops.check_listed`).
-MAX_LIST_VARIABLE_ITEMS = 1_000
-
-
-def _overlong_list(prepared: Prepared, variables: Mapping[str, Any] | None) -> Response | None:
-    """The refusal of a list-typed variable over :data:`MAX_LIST_VARIABLE_ITEMS`, before
-    any coercion, or ``None``."""
-    if not variables:
-        return None
-    for definition in prepared.operation.variable_definitions or ():
-        type_node = definition.type
-        if isinstance(type_node, NonNullTypeNode):
-            type_node = type_node.type
-        if not isinstance(type_node, ListTypeNode):
-            continue
-        name = definition.variable.name.value
-        value = variables.get(name)
-        if isinstance(value, list) and len(value) > MAX_LIST_VARIABLE_ITEMS:
-            message = (
-                f"variable ${name} holds {len(value)} items; a list variable holds at most "
-                f"{MAX_LIST_VARIABLE_ITEMS}"
-            )
-            return {"errors": [format_exception(ApiError(message, code="BAD_REQUEST"))]}
-    return None
 
 
 def format_result(result: ExecutionResult) -> Response:

@@ -508,12 +508,8 @@ class FleetEndpoint(GraphQLApp):
     def __init__(self, root: GraphQLApp) -> None:
         self.root = root
         self._base = root.engine
-        super().__init__(
-            fleet_schema(root.engine.graphql_schema),
-            root.limits,
-            allowed_origins=root.allowed_origins,
-            drain=root.drain,
-        )
+        # The root's admission: the same document policy, limits and origins.
+        super().__init__(fleet_schema(root.engine.graphql_schema), admission=root.admission)
         #: The open fleet watches: a removed cluster's part ends, a reconfigured one's
         #: goes on on the new cluster, a new cluster joins the watches of every cluster.
         self.streams: FleetStreams | None = None

@@ -37,7 +37,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 
 from gateway.core import errors
 from gateway.core.credentials import Credential
-from gateway.core.identity import identified, refuse_impersonation
+from gateway.core.identity import refuse_impersonation
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
@@ -141,20 +141,6 @@ async def _body_params(request: Request, limit: int) -> dict[str, Any]:
     return body
 
 
-def extensions_of(params: dict[str, Any]) -> dict[str, Any] | None:
-    extensions = params.get("extensions")
-    if extensions is not None and not isinstance(extensions, dict):
-        raise ApiError("`extensions` must be a JSON object", code="BAD_REQUEST")
-    return extensions
-
-
-def variables_of(params: dict[str, Any]) -> dict[str, Any] | None:
-    variables = params.get("variables")
-    if variables is not None and not isinstance(variables, dict):
-        raise ApiError("`variables` must be a JSON object", code="BAD_REQUEST")
-    return variables
-
-
 def json_before_sse(accept: str) -> bool:
     """Whether ``Accept`` lists a JSON type before ``text/event-stream``: urql sends
     ``application/graphql-response+json, ..., text/event-stream, multipart/mixed`` for every
@@ -229,11 +215,10 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
             params = await _body_params(request, app.limits.max_body_bytes)
         else:
             raise ApiError("use GET or POST", code="METHOD_NOT_ALLOWED", http_status=405)
-        variables = variables_of(params)
-        extensions_of(params)
         if sse:
             resume = resume_of(request)
-        prepared = app.persisted.prepare(app.engine, params)
+        admitted = app.admission.admit(app.engine, params)
+        prepared, variables = admitted.prepared, admitted.variables
     except ApiError as exc:
         if sse and exc.http_status == 400:
             return _sse_errors({"errors": [format_exception(exc)]})
@@ -249,8 +234,12 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
     note_operation(prepared.kind, operation_name(prepared))
     if sse and prepared.kind != "subscription" and json_before_sse(accept):
         sse = False  # a query or mutation of a client that prefers JSON
-    if app.cluster is not None:
-        credential = await identified(app.cluster.adapter, credential)
+    try:
+        credential = await app.caller(prepared, credential)
+    except errors.Unauthorized as exc:
+        if sse:
+            return _sse_errors({"errors": [format_exception(exc)]})
+        return json_response({"errors": [format_exception(exc)]}, 401, media)
     if sse:
         return _sse(app, request, prepared, variables, credential, resume=resume)
     if prepared.kind == "subscription":
@@ -273,9 +262,18 @@ async def handle(app: GraphQLApp, request: Request) -> Response:
         return response
     context = app.context(credential)
     result = await app.engine.execute(prepared, variables, context)
-    # No data at all: the request never executed (variables that do not coerce).
-    status = 400 if "data" not in result and not legacy else 200
-    return json_response(result, status, media)
+    return json_response(result, _status(result, legacy), media)
+
+
+def _status(result: dict[str, Any], legacy: bool) -> int:
+    """The HTTP status of an executed operation's answer: 200 with data; without (the
+    request never executed: variables that do not coerce, an introspection refused) its
+    first error's status, 400 by default, and 200 for legacy JSON-only clients."""
+    if "data" in result or legacy:
+        return 200
+    errors_ = result.get("errors") or [{}]
+    status = (errors_[0].get("extensions") or {}).get("httpStatus")
+    return status if isinstance(status, int) and 400 <= status < 600 else 400
 
 
 #: Streams are not to be cached, nor buffered by a proxy (nginx reads the second).

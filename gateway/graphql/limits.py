@@ -1,8 +1,12 @@
 """Request limits: depth, aliases, complexity, subscriptions per connection, body size.
 
 The document checks run once per distinct document (their result is cached with the parsed
-document) after validation, so fragments are known to be acyclic.  Introspection fields
-(``__schema``, ``__type``) are not counted: GraphiQL's own introspection query is deep.
+document), after fragment cycles are refused and before validation.  Introspection fields
+(``__schema``, ``__type``, ``__typename``) are counted like any other selection: the
+standard introspection queries (GraphiQL's, graphql-core's, codegen's) fit the limits with
+room to spare, and aliases multiplied through fragments under ``__schema`` must not escape
+them.  What an introspection may produce is bounded too, by the engine
+(:class:`gateway.graphql.execution.Introspections`).
 """
 
 from __future__ import annotations
@@ -55,8 +59,13 @@ class Limits:
     connection_init_seconds: float = 10.0
 
 
-def check_document(document: DocumentNode, limits: Limits) -> None:
-    """Refuse a document over the depth, alias or complexity limits.
+#: The fields that read the schema itself (``__typename`` reads an object's type name only).
+SCHEMA_FIELDS = frozenset(("__schema", "__type"))
+
+
+def check_document(document: DocumentNode, limits: Limits) -> bool:
+    """Refuse a document over the depth, alias or complexity limits; whether one of its
+    operations reads the schema (``__schema`` or ``__type``, anywhere).
 
     Raises:
         ApiError: ``QUERY_TOO_DEEP``, ``TOO_MANY_ALIASES`` or ``QUERY_TOO_COMPLEX``.
@@ -72,11 +81,14 @@ def check_document(document: DocumentNode, limits: Limits) -> None:
             f"the document uses {aliases} aliases; at most {limits.max_aliases} are allowed",
             code="TOO_MANY_ALIASES",
         )
+    reads_schema = False
     for definition in document.definitions:
         if not isinstance(definition, OperationDefinitionNode):
             continue
         counter = _Counter(fragments, limits)
         counter.walk(definition.selection_set, 0)
+        reads_schema = reads_schema or counter.reads_schema
+    return reads_schema
 
 
 def check_fragment_cycles(document: DocumentNode) -> None:
@@ -145,15 +157,16 @@ class _Counter:
         self.fragments = fragments
         self.limits = limits
         self.fields = 0
+        self.reads_schema = False
 
     def walk(self, selection_set: SelectionSetNode | None, depth: int) -> None:
         if selection_set is None:
             return
         for sel in selection_set.selections:
             if isinstance(sel, FieldNode):
-                if sel.name.value.startswith("__"):
-                    continue
                 self.fields += 1
+                if sel.name.value in SCHEMA_FIELDS:
+                    self.reads_schema = True
                 if self.fields > self.limits.max_fields:
                     raise ApiError(
                         f"the operation selects more than {self.limits.max_fields} fields",

@@ -29,8 +29,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import strawberry
-from graphql import GraphQLSchema
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
@@ -166,8 +164,6 @@ class LiveSchema:
     Args:
         app: the ``/graphql`` endpoint.
         holder: the catalog of the cluster the app serves.
-        make_app: makes the endpoint of a group schema (limits, origins, drain and cluster
-            as ``app``'s); by default a :class:`GraphQLApp` with ``app``'s settings.
         max_groups: group schemas kept while nobody subscribes to them.
     """
 
@@ -175,22 +171,11 @@ class LiveSchema:
         self,
         app: GraphQLApp,
         holder: CatalogHolder,
-        make_app: Callable[[strawberry.Schema | GraphQLSchema], GraphQLApp] | None = None,
         max_groups: int = MAX_IDLE_GROUPS,
     ) -> None:
         self.app = app
         self.holder = holder
-        self.make_app = make_app or (
-            lambda schema: GraphQLApp(
-                schema,
-                app.limits,
-                allowed_origins=app.allowed_origins,
-                drain=app.drain,
-                cluster=app.cluster,
-                fleet=app.fleet,
-                persisted=app.persisted,
-            )
-        )
+
         self.max_groups = max_groups
         self.current: CatalogSchema | None = None
         #: What the served ``/graphql`` schema was built from: the app starts with the seed
@@ -355,7 +340,11 @@ class LiveSchema:
         seconds = time.perf_counter() - started
         ended = 0
         if entry is None:
-            entry = _Group(self.make_app(built.schema), built, inputs)
+            entry = _Group(
+                self.app.sibling(built.schema, cluster=self.app.cluster, fleet=self.app.fleet),
+                built,
+                inputs,
+            )
         else:
             ended = entry.app.use_schema(built.schema)
             entry.built, entry.inputs = built, inputs

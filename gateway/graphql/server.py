@@ -16,11 +16,13 @@ from starlette.websockets import WebSocket
 from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
-from gateway.core.errors import UnknownResource
+from gateway.core.errors import Unauthorized, UnknownResource
 from gateway.core.fleet import Fleet
+from gateway.core.identity import identified
 from gateway.graphql import http, websocket
+from gateway.graphql.admission import Admission
 from gateway.graphql.context import Context
-from gateway.graphql.execution import Engine, Prepared
+from gateway.graphql.execution import Prepared
 from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_response
 from gateway.graphql.limits import Limits
 from gateway.graphql.persisted import Persisted
@@ -49,16 +51,12 @@ class GraphQLApp:
 
     Args:
         schema: the schema (the gateway's by default).
-        limits: request, connection and subscriber limits.
-        allowed_origins: origins of other sites whose pages may use the gateway from a
-            browser (``*``: any); the gateway's own pages always may.
-        drain: the application's drain (WebSocket operations are counted in flight and
-            refused while draining).
+        admission: the gateway's admission rules (:mod:`gateway.graphql.admission`):
+            required, so no endpoint exists without them; endpoints made from this one
+            (:meth:`sibling`) share it.
         cluster: the cluster its operations run against (its adapter and watch hub); the
             application binds it once built (:meth:`bind`).
         fleet: every cluster the gateway serves, for the ``clusters`` query.
-        persisted: the trusted documents (``--trusted-documents``) or Automatic Persisted
-            Queries (the default).
 
     Attributes:
         engine: parses, validates and executes operations.
@@ -68,26 +66,47 @@ class GraphQLApp:
     def __init__(
         self,
         schema: strawberry.Schema | GraphQLSchema | None = None,
-        limits: Limits | None = None,
-        allowed_origins: frozenset[str] = frozenset(),
-        drain: Drain | None = None,
-        cluster: Cluster | None = None,
         *,
+        admission: Admission,
+        cluster: Cluster | None = None,
         fleet: Fleet | None = None,
-        persisted: Persisted | None = None,
     ) -> None:
+        if not isinstance(admission, Admission):
+            raise TypeError("a GraphQL endpoint needs the gateway's Admission")
+        self.admission = admission
         self.cluster = cluster
         #: Every served cluster (the ``clusters`` query's); ``None``: the bound one alone.
         self.fleet = fleet
-        self.limits = limits or Limits()
-        self.drain = drain or Drain()
-        #: Foreign browser origins whose pages may open WebSockets (and CORS requests).
-        self.allowed_origins = allowed_origins
-        self.engine = Engine(schema or gateway_schema(), self.limits)
+        self.engine = admission.engine(schema or gateway_schema())
         self.subscriptions = Subscriptions(self.engine)
-        #: Which documents it serves and how they are named (trusted documents, APQ):
-        #: shared by every endpoint of the gateway, so none serves others.
-        self.persisted = persisted or Persisted()
+
+    @property
+    def limits(self) -> Limits:
+        return self.admission.limits
+
+    @property
+    def drain(self) -> Drain:
+        return self.admission.drain
+
+    @property
+    def allowed_origins(self) -> frozenset[str]:
+        """Foreign browser origins whose pages may open WebSockets (and CORS requests)."""
+        return self.admission.allowed_origins
+
+    @property
+    def persisted(self) -> Persisted:
+        """Which documents it serves (trusted documents, APQ): the gateway's one."""
+        return self.admission.persisted
+
+    def sibling(
+        self,
+        schema: strawberry.Schema | GraphQLSchema | None = None,
+        *,
+        cluster: Cluster | None = None,
+        fleet: Fleet | None = None,
+    ) -> GraphQLApp:
+        """Another endpoint with this one's admission (a group's, another cluster's)."""
+        return GraphQLApp(schema, admission=self.admission, cluster=cluster, fleet=fleet)
 
     def use_schema(self, schema: strawberry.Schema | GraphQLSchema) -> int:
         """Serve ``schema`` from now on.
@@ -96,7 +115,7 @@ class GraphQLApp:
         subscription whose root field the new schema lacks (its resource is no longer served)
         ends with a NotFound error saying so.  Returns how many shared executions ended.
         """
-        engine = Engine(schema, self.limits)
+        engine = self.admission.engine(schema)
         self.engine = engine
         self.subscriptions.engine = engine
         subscription = engine.graphql_schema.subscription_type
@@ -119,6 +138,32 @@ class GraphQLApp:
         """Serve ``cluster`` from now on (the application's lifespan binds the cluster it
         built, the same one it gives the gRPC server)."""
         self.cluster = cluster
+
+    async def caller(self, prepared: Prepared, credential: Credential) -> Credential:
+        """The credential an admitted operation runs with: in impersonate mode the user the
+        home cluster says the token is; and an operation that reads the schema runs only
+        for a caller the endpoint's cluster authenticates (Kubernetes serves discovery to
+        authenticated users only: a schema names every kind and CRD a cluster serves).
+
+        Raises:
+            Unauthorized: the operation reads the schema and the cluster does not
+                authenticate the caller.
+        """
+        cluster = self.cluster
+        if cluster is None:
+            return credential
+        credential = await identified(cluster.adapter, credential)
+        fleet = self.fleet
+        if (
+            prepared.reads_schema
+            and fleet is not None
+            and not await fleet.visibility.authenticates(cluster.name, credential)
+        ):
+            raise Unauthorized(
+                "reading the schema (__schema, __type) needs a credential the cluster "
+                "authenticates: send Authorization: Bearer <token>"
+            )
+        return credential
 
     def context(self, credential: Credential) -> Context:
         """A fresh operation context for a caller on the bound cluster."""
@@ -148,9 +193,8 @@ class GraphQLApp:
         await response(scope, receive, send)
 
 
-def graphql_routes(app: GraphQLApp | None = None, path: str = "/graphql") -> list[BaseRoute]:
+def graphql_routes(app: GraphQLApp, path: str = "/graphql") -> list[BaseRoute]:
     """The routes of the GraphQL endpoint, GraphiQL's assets and settings included."""
-    app = app or GraphQLApp()
     return [
         Route(path, app, methods=["GET", "POST"]),
         WebSocketRoute(path, app),

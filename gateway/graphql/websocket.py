@@ -26,7 +26,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.core import errors
 from gateway.core.credentials import ANONYMOUS, Credential
-from gateway.core.identity import identified, refuse_impersonation
+from gateway.core.identity import refuse_impersonation
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
@@ -243,17 +243,14 @@ class Connection:
         if not isinstance(payload, dict):
             raise _Close(4400, "Invalid message: the payload must be an object")
         try:
-            variables = payload.get("variables")
-            if variables is not None and not isinstance(variables, dict):
-                raise ApiError("`variables` must be a JSON object", code="BAD_REQUEST")
-            prepared = self.app.persisted.prepare(self.app.engine, payload)
+            admitted = self.app.admission.admit(self.app.engine, payload)
         except ApiError as exc:
             await self.send_error(op_id, [format_exception(exc)])
             return
         except RequestError as exc:
             await self.send_error(op_id, exc.errors)
             return
-        task = asyncio.create_task(self._run(op_id, prepared, variables))
+        task = asyncio.create_task(self._run(op_id, admitted.prepared, admitted.variables))
         self.operations[op_id] = task
         task.add_done_callback(lambda t: self._finished(op_id, t))
 
@@ -275,9 +272,11 @@ class Connection:
             await self._operation(op_id, prepared, variables)
 
     async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
-        credential = self.credential
-        if self.app.cluster is not None:  # impersonate mode: authenticated per operation
-            credential = await identified(self.app.cluster.adapter, credential)
+        try:  # impersonate mode: authenticated per operation; introspection: always
+            credential = await self.app.caller(prepared, self.credential)
+        except errors.Unauthorized as exc:
+            await self.send_error(op_id, [format_exception(exc)])
+            return
 
         def context_of() -> Context:
             return self.app.context(credential)

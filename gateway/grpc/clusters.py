@@ -27,7 +27,7 @@ from gateway.grpc.calls import credential_of
 from gateway.grpc.gen.kubegateway.v1 import cluster_pb2
 from gateway.grpc.status import to_status
 
-__all__ = ["SERVICE", "ClusterServicer", "cluster_service_handler"]
+__all__ = ["SERVICE", "ClusterServicer"]
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +41,16 @@ class ClusterServicer:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
 
-    def handler(self) -> grpc.GenericRpcHandler:
-        """The grpc.aio generic handler of the service."""
-        return grpc.method_handlers_generic_handler(
-            SERVICE.full_name,
-            {
-                "ListClusters": grpc.unary_unary_rpc_method_handler(
-                    self.list_clusters,
-                    request_deserializer=cluster_pb2.ListClustersRequest.FromString,
-                    response_serializer=cluster_pb2.ListClustersResponse.SerializeToString,
-                )
-            },
-        )
+    def method_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        """The handler of every method of the service, by method name (registered by the
+        server, whose admission parses each request and refuses what does not parse)."""
+        return {
+            "ListClusters": grpc.unary_unary_rpc_method_handler(
+                self.list_clusters,
+                request_deserializer=cluster_pb2.ListClustersRequest.FromString,
+                response_serializer=cluster_pb2.ListClustersResponse.SerializeToString,
+            )
+        }
 
     async def list_clusters(
         self, request: cluster_pb2.ListClustersRequest, context: grpc.aio.ServicerContext
@@ -77,8 +75,3 @@ async def _describe(name: str, cluster: Cluster) -> cluster_pb2.ServedCluster:
         ready=ready,
         served_resources=len(cluster.catalog.current.registry.records),
     )
-
-
-def cluster_service_handler(fleet: Fleet) -> grpc.GenericRpcHandler:
-    """The grpc.aio generic handler of ``kubegateway.v1.ClusterService`` over ``fleet``."""
-    return ClusterServicer(fleet).handler()

@@ -31,7 +31,6 @@ from contextlib import aclosing
 from typing import Any, Final, NoReturn
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from gateway.core import errors
 from gateway.core.adapter import KubeAdapter
@@ -124,25 +123,6 @@ class OpenStreams:
 
     def __len__(self) -> int:
         return len(self._enders)
-
-
-class _Undecodable:
-    """What a request that is not a valid message deserialises to (refused as INVALID_ARGUMENT)."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-def _deserializer(cls: Any) -> Callable[[bytes], Any]:
-    def parse(data: bytes) -> Any:
-        try:
-            return cls.FromString(data)
-        except DecodeError:
-            return _Undecodable(f"the request is not a valid {cls.DESCRIPTOR.full_name}")
-
-    return parse
 
 
 def _serialize(response: Any) -> bytes:
@@ -455,14 +435,11 @@ class ServicerBase(abc.ABC):
             )
             handlers[name] = make(
                 self._streaming(name) if streaming else self._unary(name),
-                request_deserializer=_deserializer(request_cls),
+                # parsed by the admission, which refuses what does not parse
+                request_deserializer=request_cls.FromString,
                 response_serializer=_serialize,
             )
         return handlers
-
-    def handler(self) -> grpc.GenericRpcHandler:
-        """The generic handler serving every method of the service."""
-        return grpc.method_handlers_generic_handler(self.full_name, self.method_handlers())
 
     @contextlib.contextmanager
     def _served(
@@ -471,8 +448,6 @@ class ServicerBase(abc.ABC):
         """Count and time the call as its operation (a refused one as :meth:`unresolved`),
         admitted, with the caller's credential."""
         try:
-            if isinstance(request, _Undecodable):
-                raise errors.BadRequest(request.reason)
             op, refused = self.operation(method, request), None
         except Exception as exc:  # counted as a refusal of the unresolved operation
             op, refused = self.unresolved(method), exc

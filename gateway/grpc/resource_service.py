@@ -61,11 +61,11 @@ from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.largelist import ListEncoding
 from gateway.core.listwork import wire
 from gateway.core.operations import Action, Operation, perform
-from gateway.core.protowire import encode_struct, field_tag, length_prefixed, varint
+from gateway.core.protowire import TooDeep, encode_struct, field_tag, length_prefixed, varint
 from gateway.core.registry import Resource
 from gateway.core.streams import open_stream
 from gateway.grpc import mask as masks
-from gateway.grpc.codec import LIST_SLICE, Codec, codec, struct_json
+from gateway.grpc.codec import LIST_SLICE, Codec, struct_json
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
 from gateway.grpc.handling import (
     OpenStreams,
@@ -79,7 +79,7 @@ from gateway.grpc.handling import (
 )
 from gateway.grpc.status import FleetDraining, status_message
 
-__all__ = ["SERVICE", "ResourceServiceServicer", "resource_service_handler"]
+__all__ = ["SERVICE", "ResourceServiceServicer"]
 
 #: The service's descriptor (its full name: ``kubegateway.v1.ResourceService``).
 SERVICE: Final = resource_pb2.DESCRIPTOR.services_by_name["ResourceService"]
@@ -135,9 +135,15 @@ def _object_tag(representation: int) -> bytes:
 
 
 def object_bytes(obj: JSON, representation: int) -> bytes:
-    """The wire bytes of a ``ResourceObject`` holding ``obj``."""
-    body = encode_struct(obj) if representation == STRUCT else orjson.dumps(obj)
-    return length_prefixed(_object_tag(representation), body)
+    """The wire bytes of a ``ResourceObject`` holding ``obj``: an object nested too deep
+    for a ``Struct`` (past ``deepjson.FROZEN_DEPTH`` levels) is written as its JSON even
+    when the caller asked for ``Struct``s (the ``representation`` oneof says which)."""
+    if representation == STRUCT:
+        try:
+            return length_prefixed(_OBJECT_STRUCT, encode_struct(obj))
+        except TooDeep:
+            pass
+    return length_prefixed(_OBJECT_JSON, orjson.dumps(obj))
 
 
 class ResourceServiceServicer(ServicerBase):
@@ -491,16 +497,3 @@ def _check_fleet_request(request: Any) -> None:
 def _status_bytes(error: errors.GatewayError) -> bytes:
     """A cluster's error as ``ClusterStatus`` bytes (the wire form of ``google.rpc.Status``)."""
     return bytes(status_message(error).SerializeToString())
-
-
-def resource_service_handler(
-    adapter: KubeAdapter,
-    watches: WatchHub,
-    catalog: CatalogHolder,
-    conversions: Codec | None = None,
-    drain: Drain | None = None,
-) -> Any:
-    """The grpc.aio generic handler of ``kubegateway.v1.ResourceService``."""
-    return ResourceServiceServicer(
-        adapter, watches, catalog, conversions or codec(), drain
-    ).handler()

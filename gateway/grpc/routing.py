@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import grpc
 
@@ -30,6 +30,7 @@ from gateway.core import errors
 from gateway.core.cluster import DEFAULT, Cluster
 from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.fleet import Fleet
+from gateway.grpc.admission import CLUSTER_METADATA
 from gateway.grpc.calls import credential_of
 from gateway.grpc.handling import OpenStreams, ServicerBase
 from gateway.grpc.status import to_status
@@ -38,16 +39,14 @@ __all__ = ["CLUSTER_METADATA", "Router", "cluster_name"]
 
 log = logging.getLogger(__name__)
 
-#: The call metadata naming the cluster a call is for.
-CLUSTER_METADATA: Final = "x-kube-cluster"
-
 #: What serves one cluster: its servicers, each over the cluster's adapter, hub and catalog.
 Servicers = Callable[[Cluster, OpenStreams], Iterable[ServicerBase]]
 
 
 def cluster_name(metadata: Iterable[tuple[str, Any]] | None) -> str:
     """The cluster a call names (grpc lowercases metadata keys; missing or empty:
-    ``default``)."""
+    ``default``).  What is not a cluster name never gets here: the admission refuses it
+    (:func:`~gateway.grpc.admission.cluster_name_refusal`)."""
     for key, value in metadata or ():
         if key == CLUSTER_METADATA:
             name = value.decode() if isinstance(value, bytes) else value

@@ -1,5 +1,12 @@
 """The grpc.aio server: one service per seed resource, the generic ResourceService, health and
-reflection.
+reflection, every one behind the admission.
+
+:func:`start_grpc` is the one place a ``grpc.aio.Server`` is built (a test checks no other
+module builds one): with :class:`~gateway.grpc.admission.Admission` as its interceptor,
+which grpc runs for every call to every handler of the server, and every service registered
+through :class:`Services`, which names it to the admission and to reflection.  A call to a
+service registered any other way is ``UNIMPLEMENTED``, so what reflection lists is exactly
+what is served, and all of it is admitted the same way.
 
 Started by the application lifespan with the :class:`~gateway.core.fleet.Fleet` it built
 (the same clusters GraphQL serves: same process, same core) on its own port; the
@@ -12,27 +19,29 @@ configurable.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from gateway.core.cluster import Cluster
 from gateway.core.drain import Drain
 from gateway.core.fleet import Fleet
 from gateway.core.fleetops import FleetStreams
 from gateway.grpc import clusters
+from gateway.grpc.admission import Admission, AnonymousStreams
+from gateway.grpc.clusters import ClusterServicer
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import Contract, contract
 from gateway.grpc.handling import OpenStreams, ServicerBase
 from gateway.grpc.messages import file_descriptors
-from gateway.grpc.requestid import CallInterceptor
 from gateway.grpc.resource_service import SERVICE, ResourceServiceServicer
 from gateway.grpc.routing import Router
 from gateway.grpc.servicer import ResourceServicer
 
-__all__ = ["GrpcOptions", "service_names", "start_grpc"]
+__all__ = ["GrpcOptions", "Services", "service_names", "start_grpc"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +61,11 @@ class GrpcOptions:
         keepalive_seconds: ping an idle connection this often.
         keepalive_timeout_seconds: drop a connection whose ping is not answered in time.
         min_client_ping_seconds: the most often a client may ping without data.
+        anonymous_streams_per_peer: unauthenticated streams (no ``authorization``
+            metadata; every health and reflection stream) one peer address may hold open.
+        anonymous_streams: unauthenticated streams all peers may hold open together; at
+            most half of ``max_concurrent_rpcs`` whatever this says
+            (:attr:`anonymous_streams_total`), so they never take every place.
     """
 
     max_message_bytes: int = 64 * 1024 * 1024
@@ -61,6 +75,14 @@ class GrpcOptions:
     keepalive_seconds: float = 30.0
     keepalive_timeout_seconds: float = 10.0
     min_client_ping_seconds: float = 10.0
+    anonymous_streams_per_peer: int = 16
+    anonymous_streams: int = 256
+
+    @property
+    def anonymous_streams_total(self) -> int:
+        """The bound of unauthenticated streams in all: ``anonymous_streams``, at most half
+        of ``max_concurrent_rpcs`` (and at least 1)."""
+        return max(1, min(self.anonymous_streams, self.max_concurrent_rpcs // 2))
 
     def channel_options(self) -> list[tuple[str, int]]:
         """The grpc core channel arguments of these settings."""
@@ -107,6 +129,44 @@ def routed_methods(c: Contract) -> list[tuple[str, bool]]:
     return [*typed, *generic]
 
 
+class Services:
+    """What the server serves: every service is registered here, by its full name.
+
+    The names are the admission's (a call to any other service is ``UNIMPLEMENTED``) and
+    reflection's.  It also takes what a generated ``add_*Servicer_to_server`` gives a
+    server (``add_registered_method_handlers`` names the service).
+    """
+
+    def __init__(self, server: grpc.aio.Server, names: set[str]) -> None:
+        self._server = server
+        self._names = names
+
+    @property
+    def names(self) -> list[str]:
+        """The registered services, sorted."""
+        return sorted(self._names)
+
+    def add(self, names: Iterable[str], handler: grpc.GenericRpcHandler) -> None:
+        """Serve the services ``names`` with ``handler`` (a router may serve several)."""
+        self._names.update(names)
+        self._server.add_generic_rpc_handlers((handler,))
+
+    def add_methods(self, name: str, handlers: Mapping[str, grpc.RpcMethodHandler]) -> None:
+        """Serve the service ``name`` with its method handlers, by method name."""
+        self.add_registered_method_handlers(name, handlers)
+
+    def add_registered_method_handlers(
+        self, name: str, handlers: Mapping[str, grpc.RpcMethodHandler]
+    ) -> None:
+        self._names.add(name)
+        self._server.add_registered_method_handlers(name, dict(handlers))
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        """What generated code adds beside its registered handlers (served only under the
+        names registered with them)."""
+        self._server.add_generic_rpc_handlers(tuple(handlers))
+
+
 async def start_grpc(
     fleet: Fleet,
     host: str,
@@ -116,6 +176,7 @@ async def start_grpc(
     credentials: grpc.ServerCredentials | None = None,
     drain: Drain | None = None,
     health_servicer: health.aio.HealthServicer | None = None,
+    more: Callable[[Services], None] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server on ``host:port`` (0 picks a free port).
 
@@ -130,9 +191,10 @@ async def start_grpc(
         credentials: TLS (``None``: plaintext).
         drain: the application's drain: while draining, health says ``NOT_SERVING`` and
             new calls are refused with ``UNAVAILABLE`` (see
-            :class:`~gateway.grpc.requestid.CallInterceptor`).
+            :class:`~gateway.grpc.admission.Admission`).
         health_servicer: the health service, when the caller decides when the server is
             serving (:func:`follow_readiness`); by default it serves from the start.
+        more: registers more services (behind the same admission, listed by reflection).
 
     Returns:
         The running server (the caller, the lifespan, stops it) and the bound port.
@@ -141,13 +203,16 @@ async def start_grpc(
     c = contract()
     conversions = codec(c)
     file_descriptors(c)  # import the stubs: reflection answers from the descriptor pool
+    served: set[str] = set()
+    streams = AnonymousStreams(opts.anonymous_streams_per_peer, opts.anonymous_streams_total)
     server = grpc.aio.server(
         options=opts.channel_options(),
         maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
-        # Request ids, access lines (refusals get them too) and the drain gate, in one
-        # interceptor: a streamed message passes through no wrapper of its own.
-        interceptors=(CallInterceptor(drain),),
+        # Every defense of every call, in one interceptor: a streamed message passes
+        # through no wrapper of its own.
+        interceptors=(Admission(served, streams, drain),),
     )
+    services = Services(server, served)
 
     # Fleet calls (ResourceService List/Watch with clusters) reach every cluster.
     fleet_streams = FleetStreams(fleet)
@@ -165,13 +230,18 @@ async def start_grpc(
         ]
 
     router = Router(fleet, servicers, routed_methods(c))
-    server.add_generic_rpc_handlers((router, clusters.cluster_service_handler(fleet)))
+    services.add([*(s.full_name for s in c.services), SERVICE.full_name], router)
+    services.add_methods(clusters.SERVICE.full_name, ClusterServicer(fleet).method_handlers())
     own_health = health_servicer is None
     if health_servicer is None:
         health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = service_names(c)
-    reflection.enable_server_reflection(names, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, services)
+    if more is not None:
+        more(services)
+    names = [*services.names, reflection.SERVICE_NAME]
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        reflection.aio.ReflectionServicer(names), services
+    )
     address = f"{host}:{port}"
     try:
         if credentials is not None:

@@ -1,8 +1,8 @@
 """One generic servicer, parameterised by a registry resource: convert, delegate, convert back.
 
-:func:`resource_handler` turns a :class:`~gateway.grpc.contract.Service` into a grpc.aio
-generic handler.  Every RPC is an operation of the core's table
-(:mod:`gateway.core.operations`): a unary request becomes a core
+:class:`ResourceServicer` serves a :class:`~gateway.grpc.contract.Service` (its method
+handlers, which the server's router registers per cluster).  Every RPC is an operation of
+the core's table (:mod:`gateway.core.operations`): a unary request becomes a core
 :class:`~gateway.core.operations.Call` run by :func:`~gateway.core.operations.perform`; a
 ``Watch`` and a followed ``GetLog`` open the core's stream
 (:func:`~gateway.core.streams.open_stream`), as GraphQL's subscriptions do.  The codec
@@ -17,7 +17,6 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any, Final
 
-import grpc
 import orjson
 
 from gateway.core import errors
@@ -32,7 +31,7 @@ from gateway.core.protowire import field_tag, length_prefixed
 from gateway.core.registry import Resource
 from gateway.core.streams import ReadAhead, open_stream
 from gateway.grpc import mask as masks
-from gateway.grpc.codec import Codec, codec
+from gateway.grpc.codec import Codec
 from gateway.grpc.contract import Rpc, Service
 from gateway.grpc.handling import (
     OpenStreams,
@@ -44,7 +43,7 @@ from gateway.grpc.handling import (
 )
 from gateway.grpc.messages import message_class
 
-__all__ = ["ResourceServicer", "resource_handler"]
+__all__ = ["ResourceServicer"]
 
 log = logging.getLogger(__name__)
 
@@ -242,14 +241,3 @@ class ResourceServicer(ServicerBase):
         data = await perform(self.adapter, rpc.operation, call, credential=credential)
         for start in range(0, len(data), LOG_CHUNK_BYTES):
             yield chunk(data=data[start : start + LOG_CHUNK_BYTES]).SerializeToString()
-
-
-def resource_handler(
-    adapter: KubeAdapter,
-    watches: WatchHub,
-    service: Service,
-    conversions: Codec | None = None,
-    drain: Drain | None = None,
-) -> grpc.GenericRpcHandler:
-    """The grpc.aio generic handler of one resource service."""
-    return ResourceServicer(adapter, watches, service, conversions or codec(), drain).handler()

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from gateway.core.budget import scope_of
 from gateway.core.credentials import Credential, UserInfo
 from gateway.core.fleet import Fleet
 from gateway.core.identity import (
+    Carrying,
     ImpersonatingAuth,
     TokenReviews,
     identified,
@@ -50,6 +52,16 @@ WATCH = 'subscription { watchLeases(namespace: "demo") { type } }'
 B_ADMIN = "bee-token"
 #: A second token of alice's on A: the same user, so the same identity once reviewed.
 ALICE_2 = "alice-second-token"
+#: A's administrator in ``system:masters`` (a group that means something on every cluster).
+ROOT = "root-token"
+ROOT_GRANT = TokenGrant("root", "*", cluster_scoped=True, groups=("system:masters",))
+#: A ServiceAccount of A's: a ``system:`` user, and its ``system:serviceaccounts`` groups.
+ROBOT = "robot-token"
+ROBOT_USER = "system:serviceaccount:demo:robot"
+ROBOT_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:demo")
+ROBOT_GRANT = TokenGrant(ROBOT_USER, frozenset({"demo"}), groups=ROBOT_GROUPS)
+TOKENS_A = {**DEFAULT_TOKENS, ALICE_2: DEFAULT_TOKENS["alice-token"], ROOT: ROOT_GRANT}
+TOKENS_A[ROBOT] = ROBOT_GRANT
 REVIEW_PATH = b"/apis/authentication.k8s.io/v1/tokenreviews"
 
 
@@ -61,6 +73,7 @@ class Fleet2:
     client: httpx.AsyncClient
     tap_a: Tap
     tap_b: Tap
+    home: DemoUpstream
 
     @property
     def reviews(self) -> TokenReviews:
@@ -75,10 +88,9 @@ class Fleet2:
 @contextlib.asynccontextmanager
 async def impersonating(tmp_path: Path, *flags: str) -> AsyncIterator[Fleet2]:
     """Clusters A (default, home) and b, each behind a tap, served in impersonate mode."""
-    tokens_a = {**DEFAULT_TOKENS, ALICE_2: DEFAULT_TOKENS["alice-token"]}
     tokens_b = {B_ADMIN: TokenGrant("admin", "*", cluster_scoped=True)}
     async with (
-        DemoUpstream(tokens_a) as a,
+        DemoUpstream(TOKENS_A) as a,
         DemoUpstream(tokens_b) as b,
         Tap.before(a.url) as tap_a,
         Tap.before(b.url) as tap_b,
@@ -103,7 +115,7 @@ async def impersonating(tmp_path: Path, *flags: str) -> AsyncIterator[Fleet2]:
         ):
             fleet = app.state.runtime.fleet
             await until(fleet, serves("b"))
-            yield Fleet2(url, app, fleet, client, tap_a, tap_b)
+            yield Fleet2(url, app, fleet, client, tap_a, tap_b, a)
 
 
 def names(body: dict[str, Any]) -> set[str]:
@@ -486,3 +498,153 @@ async def test_the_demo_clusters_serve_impersonate_mode() -> None:
             )
             assert pods["extensions"]["code"] == "FORBIDDEN"
             assert 'User "alice"' in pods["message"]
+
+
+# -- a running subscription follows its token -------------------------------------------
+
+
+async def until_ended(ws: Any, deadline: float = 30.0) -> dict[str, Any]:
+    """The first error of ``ws``'s subscription (its events before it are skipped)."""
+    async with asyncio.timeout(deadline):
+        while True:
+            frame = json.loads(await ws.recv())
+            payload = frame.get("payload")
+            if frame["type"] == "error":
+                return payload[0]  # type: ignore[no-any-return]
+            if frame["type"] == "next" and isinstance(payload, dict) and payload.get("errors"):
+                return payload["errors"][0]  # type: ignore[no-any-return]
+            assert frame["type"] == "next", frame
+
+
+async def next_added(ws: Any, deadline: float = 20.0) -> None:
+    async with asyncio.timeout(deadline):
+        while True:
+            frame = json.loads(await ws.recv())
+            assert frame["type"] == "next" and not frame["payload"].get("errors"), frame
+            if frame["payload"]["data"]["watchLeases"]["type"] == "ADDED":
+                return
+
+
+async def test_a_subscription_ends_when_its_token_is_revoked_and_its_neighbour_goes_on(
+    tmp_path: Path,
+) -> None:
+    """alice's second token is revoked on the home cluster: its WebSocket subscription and
+    its gRPC watch end ``UNAUTHENTICATED`` within a recheck or two, a new request with it
+    is refused, and alice's subscription with her other token (the same user, the same
+    identity) goes on and gets the next event."""
+    async with (
+        impersonating(tmp_path, "--token-recheck-seconds", "0.5") as gw,
+        grpc.aio.insecure_channel(gw.grpc_target()) as channel,
+    ):
+        ws_url = gw.url.replace("http", "ws") + "/graphql"
+        stub = leases_pb2_grpc.LeaseServiceStub(channel)
+        async with (
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as doomed,  # type: ignore[list-item]
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as neighbour,  # type: ignore[list-item]
+        ):
+            assert (await subscribed(doomed, ALICE_2))["type"] == "next"
+            assert (await subscribed(neighbour, "alice-token"))["type"] == "next"
+            watch = stub.Watch(
+                leases_pb2.WatchLeasesRequest(namespace="demo"),
+                metadata=(("authorization", f"Bearer {ALICE_2}"),),
+            )
+            assert (await asyncio.wait_for(watch.read(), 10)).type
+            assert gw.reviews.followed == 2  # one per token, whatever its streams
+
+            gw.home.app.tokens = {k: v for k, v in TOKENS_A.items() if k != ALICE_2}
+            revoked = time.monotonic()
+            ended = await until_ended(doomed)
+            took = time.monotonic() - revoked
+            assert ended["extensions"]["code"] == "UNAUTHENTICATED", ended
+            assert ended["message"] == "Unauthorized: the token is no longer valid"
+            assert took < 10, took  # two rechecks of 0.5 s, on a loaded machine
+            with pytest.raises(grpc.aio.AioRpcError) as cut:
+                async with asyncio.timeout(10):
+                    while True:
+                        await watch.read()
+            assert cut.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            refused = error_of(await gql(gw.client, LEASES, token=ALICE_2))
+            assert refused["extensions"]["code"] == "UNAUTHENTICATED"
+            assert gw.reviews.ended == 2
+
+            started = time.monotonic()
+            await lease(gw.home, "after-the-revocation")
+            await next_added(neighbour)
+            assert time.monotonic() - started < 5
+            assert gw.reviews.followed == 1
+
+
+async def test_a_subscription_ends_at_its_jwt_exp_without_asking_again(tmp_path: Path) -> None:
+    """A JWT whose ``exp`` comes before the next recheck: its subscription ends then, with
+    no review more (the ``exp`` only ever ends earlier), and the neighbour goes on."""
+    async with impersonating(tmp_path) as gw:  # the default recheck: 30 s
+        jwt = _jwt(time.time() + 3)
+        gw.home.app.tokens = {**TOKENS_A, jwt: TOKENS_A["viewer-token"]}
+        ws_url = gw.url.replace("http", "ws") + "/graphql"
+        async with (
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as doomed,  # type: ignore[list-item]
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as neighbour,  # type: ignore[list-item]
+        ):
+            assert (await subscribed(doomed, jwt))["type"] == "next"
+            assert (await subscribed(neighbour, "alice-token"))["type"] == "next"
+            reviews = gw.reviews.reviews
+            ended = await until_ended(doomed, deadline=20)
+            assert ended["extensions"]["code"] == "UNAUTHENTICATED"
+            assert ended["message"] == "Unauthorized: the token expired"
+            assert gw.reviews.reviews == reviews
+            await lease(gw.home, "after-the-exp")
+            await next_added(neighbour)
+
+
+async def test_system_names_are_not_carried_to_other_clusters(tmp_path: Path) -> None:
+    """The home cluster sees the caller as its TokenReview said; cluster b gets
+    ``system:authenticated`` of the ``system:`` groups only, and no ``system:`` user: a
+    ServiceAccount of A is served by A and refused (before anything is sent) by b."""
+    async with impersonating(tmp_path) as gw:
+        assert "only-in-a" in names(await gql(gw.client, LEASES, token=ROBOT))
+        refused = error_of(await gql(gw.client, LEASES, token=ROBOT, path="/clusters/b/graphql"))
+        assert refused["extensions"]["code"] == "FORBIDDEN"
+        assert f'the user "{ROBOT_USER}" is not carried to this cluster' in refused["message"]
+        shown = data(await gql(gw.client, "{ clusters { name } }", token=ROBOT))["clusters"]
+        assert [c["name"] for c in shown] == ["default"]
+
+        await gql(gw.client, LEASES, token=ROOT)
+        await gql(gw.client, LEASES, token=ROOT, path="/clusters/b/graphql")
+        wire_a, wire_b = bytes(gw.tap_a.from_client).lower(), bytes(gw.tap_b.from_client).lower()
+        assert b"impersonate-group: system:masters\r\n" in wire_a
+        assert b"impersonate-group: system:serviceaccounts:demo\r\n" in wire_a
+        assert b"impersonate-user: root\r\n" in wire_b
+        assert b"impersonate-group: system:authenticated\r\n" in wire_b
+        assert b"impersonate-group: demo:users\r\n" in wire_b
+        assert b"system:masters" not in wire_b
+        assert b"system:serviceaccount" not in wire_b
+
+
+def test_carrying_maps_the_impersonation_headers() -> None:
+    def mapped(carrying: Carrying, user: UserInfo) -> list[tuple[bytes, bytes]]:
+        headers = httpx.Headers(user.headers())
+        carrying.apply(headers)
+        return [(k.lower(), v) for k, v in headers.raw]
+
+    root = UserInfo("root", groups=("dev", "system:masters", "system:authenticated"))
+    assert mapped(Carrying(), root) == [
+        (b"impersonate-user", b"root"),
+        (b"impersonate-group", b"dev"),
+        (b"impersonate-group", b"system:authenticated"),
+    ]
+    assert mapped(Carrying(system_groups=frozenset({"*"})), root) == [
+        (k.lower(), v) for k, v in root.headers()
+    ]
+    robot = UserInfo("system:serviceaccount:a:b", extra=(("k", ("v",)),))
+    with pytest.raises(errors.Forbidden, match="not carried"):
+        mapped(Carrying(), robot)
+    assert (b"impersonate-extra-k", b"v") in mapped(Carrying(system_users=True), robot)
+
+
+def test_a_review_for_other_audiences_is_refused() -> None:
+    status = {"authenticated": True, "user": {"username": "u"}}
+    assert user_of_review(status) is not None
+    # Asked for audiences: a reviewer that names none (not audience-aware) is not believed.
+    assert user_of_review(status, ("gw",)) is None
+    assert user_of_review({**status, "audiences": ["other"]}, ("gw",)) is None
+    assert user_of_review({**status, "audiences": ["other", "gw"]}, ("gw",)) is not None

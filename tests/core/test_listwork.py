@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.core import errors, listwork
+from gateway.core import deepjson, errors, listwork
 from gateway.core.largelist import LargeLists
 from gateway.core.listwork import (
     GIVE_UP,
@@ -243,9 +243,10 @@ RAW = _object(
 
 
 def _whole(body: bytes, spec: tuple[object, ...], cap: int = 0) -> bytes | str:
-    """What a worker answered when it decoded every body whole (the reference)."""
+    """What a worker answered when it decoded every body whole (the reference: the
+    gateway's own whole decode, orjson's value at any depth)."""
     try:
-        value = orjson.loads(body)
+        value = deepjson.loads(body)
     except orjson.JSONDecodeError:
         return NOT_DONE
     if type(value) is not dict:

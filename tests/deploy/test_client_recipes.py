@@ -36,7 +36,9 @@ from graphql import (
     print_schema,
 )
 
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.execution import Engine
+from gateway.graphql.limits import Limits
+from gateway.graphql.seed import gateway_schema
 from tests.deploy.test_readme_commands import blocks
 from tests.support.serve_process import Served, clean_env, serve_process
 
@@ -77,7 +79,7 @@ def schema_command(*args: str) -> list[str]:
 
 def seed_schema() -> GraphQLSchema:
     """The schema /graphql serves before discovery (and with --no-discovery)."""
-    return GraphQLApp().engine.graphql_schema
+    return Engine(gateway_schema(), Limits()).graphql_schema
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,17 @@ the home cluster ``system:auth-delegator`` too).  alice may read leases in ``tea
 ``a`` only (``b`` has her binding removed).  Through the gateway in impersonate mode alice
 reads ``a`` and is refused by ``b``'s own RBAC, on GraphQL and gRPC; her token reaches no
 cluster but inside ``a``'s TokenReview bodies, and neither cluster's gateway token ever
-reaches the other: each tap terminates TLS and keeps every byte the gateway sent.
+reaches the other: each tap terminates TLS and keeps every byte the gateway sent.  A
+ServiceAccount caller (a TokenRequest token, whose review carries the ``credential-id``
+extra) is served by ``a`` through the same RBAC, not carried to ``b``, and its
+subscription ends once its ServiceAccount is deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,6 +29,7 @@ import grpc
 import httpx
 import pytest
 import yaml
+from websockets.asyncio.client import connect
 
 from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc
 from gateway.settings import load
@@ -204,7 +209,7 @@ def _kubeconfig(path: Path, tap: TlsTap, token: str) -> Path:
 
 @contextlib.asynccontextmanager
 async def impersonating(
-    a: KubeAPIServer, b: KubeAPIServer, workdir: Path
+    a: KubeAPIServer, b: KubeAPIServer, workdir: Path, *more: str
 ) -> AsyncIterator[tuple[str, Any, httpx.AsyncClient, TlsTap, TlsTap, dict[str, str]]]:
     own = {"a": _gateway_token(a), "b": _gateway_token(b)}
     (workdir / "a").mkdir()
@@ -215,7 +220,7 @@ async def impersonating(
         flags = ["--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0"]
         flags += ["--kubeconfig", str(config_a), "--no-discovery", "--log-level", "warning"]
         flags += ["--cluster", f"a={config_a}", "--cluster", f"b={config_b}"]
-        flags += ["--identity", "impersonate", "--home-cluster", "a"]
+        flags += ["--identity", "impersonate", "--home-cluster", "a", *more]
         async with (
             serve_app(load(flags, {})) as (url, app),
             httpx.AsyncClient(base_url=url, timeout=20) as client,
@@ -289,3 +294,129 @@ async def test_alice_reads_a_only_and_no_token_crosses_clusters(
         assert carrying and all(REVIEWS in line for line in carrying), carrying
         assert f"Bearer {alice}".encode() not in wire_a
         assert f"Bearer {b.tokens['alice']}".encode() not in wire_a + wire_b
+
+
+ROBOT = "/api/v1/namespaces/team-a/serviceaccounts/e2e-robot"
+WATCH = 'subscription { watchLeases(namespace: "team-a") { type object { metadata { name } } } }'
+
+
+def _robot_token(server: KubeAPIServer) -> str:
+    """A TokenRequest token of the ServiceAccount team-a/e2e-robot, bound to alice's Role
+    in team-a (its TokenReview carries the extra ``authentication.kubernetes.io/
+    credential-id``)."""
+    with _admin(server) as admin:
+        made = admin.post(
+            "/api/v1/namespaces/team-a/serviceaccounts", json={"metadata": {"name": "e2e-robot"}}
+        )
+        assert made.status_code in (201, 409), made.text
+        bound = admin.post(
+            ROLEBINDINGS,
+            json={
+                "metadata": {"name": "e2e-robot"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "e2e-alice",
+                },
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "e2e-robot", "namespace": "team-a"}
+                ],
+            },
+        )
+        assert bound.status_code in (201, 409), bound.text
+        minted = admin.post(f"{ROBOT}/token", json={"spec": {"expirationSeconds": 3600}})
+        assert minted.status_code == 201, minted.text
+        token: str = minted.json()["status"]["token"]
+        _until(
+            lambda: (
+                admin.get(LEASES_PATH, headers={"Authorization": f"Bearer {token}"}).status_code
+                == 200
+            )
+        )
+        return token
+
+
+async def _subscribe(ws: Any, token: str) -> None:
+    await ws.send(json.dumps({"type": "connection_init", "payload": {"authToken": token}}))
+    assert json.loads(await ws.recv())["type"] == "connection_ack"
+    await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": WATCH}}))
+
+
+async def _frame(ws: Any) -> dict[str, Any]:
+    frame: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    return frame
+
+
+async def _added(ws: Any, name: str) -> None:
+    """Read ``ws``'s events until the ADDED of lease ``name`` (an error fails)."""
+    async with asyncio.timeout(30):
+        while True:
+            frame = await _frame(ws)
+            assert frame["type"] == "next" and not frame["payload"].get("errors"), frame
+            event = frame["payload"]["data"]["watchLeases"]
+            if event["type"] == "ADDED" and event["object"]["metadata"]["name"] == name:
+                return
+
+
+async def test_a_service_account_is_served_at_home_and_its_subscription_ends_with_its_token(
+    kube_apiserver: KubeAPIServer, cluster_b: KubeAPIServer, tmp_path: Path
+) -> None:
+    """A ServiceAccount caller (a TokenRequest token) through the documented RBAC: served
+    by the home cluster (its extra ``credential-id`` impersonated), refused by b (a
+    ``system:`` user is not carried), and its subscription ends ``UNAUTHENTICATED`` soon
+    after its ServiceAccount is deleted, while alice's subscription beside it goes on."""
+    a, b = kube_apiserver, cluster_b
+    _lease(a, "robot-before")
+    robot = _robot_token(a)
+    async with impersonating(a, b, tmp_path, "--token-recheck-seconds", "1") as (
+        url,
+        _app,
+        client,
+        tap_a,
+        tap_b,
+        _,
+    ):
+        for path in ("/clusters/a/graphql", "/graphql"):
+            body = await gql(client, LEASES, token=robot, path=path)
+            assert "robot-before" in {i["metadata"]["name"] for i in data(body)["leases"]["items"]}
+        refused = error_of(await gql(client, LEASES, token=robot, path="/clusters/b/graphql"))
+        assert refused["extensions"]["code"] == "FORBIDDEN"
+        assert "is not carried to this cluster" in refused["message"]
+        shown = data(await gql(client, "{ clusters { name } }", token=robot))["clusters"]
+        assert "b" not in {c["name"] for c in shown} and "a" in {c["name"] for c in shown}
+        wire_a = bytes(tap_a.from_client).lower()
+        assert b"impersonate-extra-authentication.kubernetes.io%2fcredential-id: jti=" in wire_a
+        assert b"impersonate-user: system:serviceaccount:team-a:e2e-robot\r\n" in wire_a
+        assert b"e2e-robot" not in bytes(tap_b.from_client)
+
+        ws_url = url.replace("http", "ws") + "/clusters/a/graphql"
+        async with (
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as doomed,  # type: ignore[list-item]
+            connect(ws_url, subprotocols=["graphql-transport-ws"]) as neighbour,  # type: ignore[list-item]
+        ):
+            await _subscribe(doomed, robot)
+            await _subscribe(neighbour, a.tokens["alice"])
+            await _added(doomed, "robot-before")
+            await _added(neighbour, "robot-before")
+
+            with _admin(a) as admin:
+                gone = admin.delete(ROBOT)
+                assert gone.status_code == 200, gone.text
+            deleted = time.monotonic()
+            async with asyncio.timeout(60):
+                while (frame := await _frame(doomed))["type"] == "next" and not frame[
+                    "payload"
+                ].get("errors"):
+                    pass
+            took = time.monotonic() - deleted
+            payload = frame["payload"]
+            error = payload[0] if isinstance(payload, list) else payload["errors"][0]
+            assert error["extensions"]["code"] == "UNAUTHENTICATED", frame
+            assert took < 20, took  # a recheck of 1 s (and a kept answer of 1 s at most)
+            again = error_of(await gql(client, LEASES, token=robot, path="/clusters/a/graphql"))
+            assert again["extensions"]["code"] == "UNAUTHENTICATED"
+
+            started = time.monotonic()
+            _lease(a, "robot-after")
+            await _added(neighbour, "robot-after")
+            assert time.monotonic() - started < 10

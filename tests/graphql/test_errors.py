@@ -174,7 +174,9 @@ async def test_request_errors(client: httpx.AsyncClient, gateway: Gateway) -> No
     assert response.status_code == 400
     response = await client.post("/graphql", json={"query": "subscription { watchPods { type } }"})
     assert response.status_code == 400
-    gateway.graphql.limits = replace(gateway.graphql.limits, max_body_bytes=1000)
+    gateway.graphql.admission = replace(
+        gateway.graphql.admission, limits=replace(gateway.graphql.limits, max_body_bytes=1000)
+    )
     response = await client.post("/graphql", json={"query": "{ pods { kind } }" + " " * 2000})
     assert response.status_code == 413
     assert response.json()["errors"][0]["extensions"]["code"] == "PAYLOAD_TOO_LARGE"

@@ -76,7 +76,9 @@ async def node(script: str, *args: str) -> AsyncIterator[Node]:
 async def test_meros_reads_live_watch_events(gateway: Gateway, demo: DemoUpstream) -> None:
     label = unique("meros")
     await demo.store.create("pods", pod(f"{label}-a", label), namespace=NAMESPACE)
-    gateway.graphql.limits = replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    gateway.graphql.admission = replace(
+        gateway.graphql.admission, limits=replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    )
     url = f"{gateway.url}/graphql"
     async with node("multipart.mjs", url, ADMIN, watch_request(label), "2") as client:
         assert await client.line() == {

@@ -190,7 +190,9 @@ async def parts(response: httpx.Response) -> AsyncIterator[dict[str, Any] | None
 async def test_multipart_subscription(gateway: Gateway, demo: DemoUpstream) -> None:
     label = unique("multipart")
     await demo.store.create("pods", pod(f"{label}-a", label), namespace=NAMESPACE)
-    gateway.graphql.limits = replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    gateway.graphql.admission = replace(
+        gateway.graphql.admission, limits=replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    )
     body = {"query": WATCH, "variables": {"ns": NAMESPACE, "labels": f"suite={label}"}}
     async with (
         httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,

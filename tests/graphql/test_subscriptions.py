@@ -125,7 +125,9 @@ async def test_heartbeats_while_a_watch_opens_do_not_cut_its_opening(
     sent meanwhile must not cut that opening short (it goes on, and its events come)."""
     label = unique("sse-slow-open")
     await demo.store.create("pods", _pod(f"{label}-a", label), namespace=NAMESPACE)
-    gateway.graphql.limits = replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    gateway.graphql.admission = replace(
+        gateway.graphql.admission, limits=replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    )
     demo.faults.hold(verb="list")
     try:
         async with _watch_over_sse(gateway, label) as response:
@@ -143,7 +145,9 @@ async def test_heartbeats_while_a_watch_opens_do_not_cut_its_opening(
 async def test_watch_over_sse_with_heartbeat(gateway: Gateway, demo: DemoUpstream) -> None:
     label = unique("sse")
     await demo.store.create("pods", _pod(f"{label}-a", label), namespace=NAMESPACE)
-    gateway.graphql.limits = replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    gateway.graphql.admission = replace(
+        gateway.graphql.admission, limits=replace(gateway.graphql.limits, heartbeat_seconds=0.05)
+    )
     async with _watch_over_sse(gateway, label) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -299,7 +303,9 @@ async def test_slow_subscriber_is_ended_with_a_resume_point(
 
 
 async def test_max_subscriptions_per_connection(gateway: Gateway) -> None:
-    gateway.graphql.limits = replace(gateway.graphql.limits, max_subscriptions=2)
+    gateway.graphql.admission = replace(
+        gateway.graphql.admission, limits=replace(gateway.graphql.limits, max_subscriptions=2)
+    )
     async with ws_client(gateway) as ws:
         for _ in range(2):
             await ws.subscribe("subscription { watchLeases(sendInitialEvents: false) { type } }")

@@ -1,0 +1,192 @@
+"""JSON at any depth (gateway.core.deepjson): the values orjson gives, the errors orjson
+gives, and past orjson's 1,024 levels the value whole, decoded in bounded steps; then a real
+loopback upstream serving a list and a watch holding an object 5,000 levels deep, read by
+the adapter: every item and every event, the loop never held long."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+
+from gateway.core import deepjson
+from gateway.core.adapter import KubeAdapter
+from gateway.core.client import build_http_client
+from gateway.core.config import UpstreamConfig
+from gateway.core.credentials import Credential
+from gateway.core.protowire import TooDeep, encode_struct
+from gateway.core.registry import POD
+
+
+def _value(rnd: random.Random, depth: int) -> Any:
+    r = rnd.random()
+    if depth > 6 or r < 0.3:
+        return rnd.choice(
+            [1, -0.0, 1.5e300, 'é\n"\\x', True, None, False, 2**63 + 5, "", -12, 1e16, "\u2028<&"]
+        )
+    if r < 0.65:
+        return {rnd.choice('abé"\\'): _value(rnd, depth + 1) for _ in range(rnd.randint(0, 4))}
+    return [_value(rnd, depth + 1) for _ in range(rnd.randint(0, 4))]
+
+
+def test_values_are_orjsons_written_and_read_back_byte_for_byte() -> None:
+    rnd = random.Random(7)
+    for _ in range(2000):
+        data = orjson.dumps(_value(rnd, 0))
+        assert deepjson.run(deepjson.parse(data, step=3)) == orjson.loads(data)
+        assert deepjson.encode(orjson.loads(data)) == data
+        pretty = orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2)
+        assert deepjson.run(deepjson.parse(pretty)) == orjson.loads(pretty)
+    dupes = b'{"a":1,"b":2,"a":{"c":3}}'
+    assert list(deepjson.loads(dupes).items()) == list(orjson.loads(dupes).items())
+    for leaf in (b"18446744073709551616", b"[1E5,-0,-0.0]", b'"\\u00e9\\/"'):
+        assert deepjson.run(deepjson.parse(leaf)) == orjson.loads(leaf)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b" ", b"{", b"[1,]", b'{"a":1,}', b'{"a"}', b"[1 2]", b"01", b"[01]", b'{"a":1}}',
+     b'{"a":1} x', b"[tru]", b'"\\ud800"', b"[1e400]", b"{1:2}", b"[,1]", b"{,}", b"[:]",
+     b'"a\x01"', b"[\xff]", b'["\xff"]', b"nul", b"[1]]", b'{"a":[}', b'{"a" 1}', b"[NaN]",
+     b"\xef\xbb\xbf[]", b"[1,,2]", b'{"a":1 "b":2}', b"[]{}", b'{"a":1:2}'],
+)  # fmt: skip
+def test_what_orjson_refuses_is_refused(data: bytes) -> None:
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(data)
+    with pytest.raises(orjson.JSONDecodeError):
+        deepjson.run(deepjson.parse(data))
+    deep_bad = b"[" * 2000 + b"[0," + data + b"]" + b"]" * 2000  # past orjson's limit too
+    with pytest.raises(orjson.JSONDecodeError):
+        deepjson.loads(deep_bad)
+
+
+@pytest.mark.parametrize("depth", [1025, 5000, 10_000])
+def test_past_orjsons_limit_the_value_is_whole_and_held_no_deeper_than_frozen(depth: int) -> None:
+    data = b'{"a":' * depth + b'"x"' + b"}" * depth
+    with pytest.raises(orjson.JSONDecodeError, match="depth limit"):
+        orjson.loads(data)
+    value = deepjson.loads(data)
+    assert deepjson.dumps(value) == data  # whole, byte for byte
+    assert orjson.dumps(value) == data  # and orjson writes it too: the deep part is a fragment
+    held = 0
+    while type(value) is dict:
+        value = value["a"]
+        held += 1
+    assert held == deepjson.FROZEN_DEPTH and type(value) is orjson.Fragment
+    with pytest.raises(TooDeep):  # no Struct of it: the gRPC service writes JSON instead
+        encode_struct(deepjson.loads(data))
+
+
+def test_a_deep_decode_goes_in_bounded_steps() -> None:
+    data = b"[" * 10_000 + b"]" * 10_000
+    gen = deepjson.parse(data)
+    steps, worst, last = 0, 0.0, time.perf_counter()
+    with contextlib.suppress(StopIteration):
+        while True:
+            next(gen)
+            now = time.perf_counter()
+            steps, worst, last = steps + 1, max(worst, now - last), now
+    assert steps >= 20_000 // deepjson.STEP_TOKENS
+    assert worst < 0.1, worst  # ~1 ms a step; generous for a loaded machine
+
+
+# ---------------------------------------------------------------- a real loopback upstream
+
+DEPTH = 5000
+
+
+def _pod(name: str, rv: int, data: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)},
+        "spec": data,
+    }
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+POISON = _pod("poison", 11, {"deep": _nested(DEPTH)})
+LIST = deepjson.encode(
+    {
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": "12"},
+        "items": [_pod("a", 10, {"k": "1"}), POISON, _pod("b", 12, {"k": "2"})],
+    }
+)
+EVENTS = b"".join(
+    deepjson.encode({"type": "ADDED", "object": obj}) + b"\n"
+    for obj in (_pod("a", 10, {"k": "1"}), POISON, _pod("b", 12, {"k": "2"}))
+)
+
+
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An upstream that answers a list of pods and a watch of them, each holding
+    the poison object between two plain ones (HTTP/1.1, one request per connection)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    body = EVENTS if b"watch=" in head.split(b"\r\n", 1)[0] else LIST
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    await writer.drain()
+    writer.close()
+
+
+@contextlib.asynccontextmanager
+async def _adapter() -> AsyncIterator[KubeAdapter]:
+    server = await asyncio.start_server(_serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        config = UpstreamConfig(server=f"http://127.0.0.1:{port}", source="test")
+        async with build_http_client(config) as http:
+            yield KubeAdapter(http)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+class LoopLag:
+    """The longest the event loop went without running a 1 ms ticker."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+
+    async def tick(self) -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            self.worst, last = max(self.worst, now - last), now
+
+
+async def test_a_list_and_a_watch_holding_a_poison_object_answer_everything() -> None:
+    lag = LoopLag()
+    ticker = asyncio.create_task(lag.tick())
+    try:
+        async with _adapter() as kube:
+            listed = await kube.list(POD, namespace="ns", credential=Credential("t"))
+            names = [i["metadata"]["name"] for i in listed["items"]]
+            assert names == ["a", "poison", "b"]
+            assert deepjson.dumps(listed["items"][1]) == deepjson.encode(POISON)
+            async with kube.watch_stream(POD, namespace="ns", credential=Credential("t")) as events:
+                got = [event async for event in events]
+            assert [e["object"]["metadata"]["name"] for e in got] == ["a", "poison", "b"]
+            assert deepjson.dumps(got[1]["object"]) == deepjson.encode(POISON)
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+    assert lag.worst < 0.25, lag.worst  # each decode step ~1 ms; generous for a loaded machine

@@ -1,0 +1,261 @@
+"""A poison object on the real kube-apiserver: a custom resource with
+``x-kubernetes-preserve-unknown-fields`` holding a value nested 5,000 levels deep (the
+apiserver takes up to 10,000; orjson, the gateway's decoder, stops at 1,024 and writes no more
+than 254).  Lists that hold it are answered whole (the object with it, exactly), a watch goes
+on past its event, over GraphQL and gRPC, and its decode never holds the event loop long."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import httpx
+import orjson
+import pytest
+
+from gateway.core import deepjson
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2 as R
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2_grpc as services
+from tests.e2e.apiserver import KubeAPIServer
+from tests.support.graphql import TransportWS, serve_app
+
+pytestmark = pytest.mark.e2e
+
+GROUP = "poison.kube-gateway.dev"
+PATH = f"/apis/{GROUP}/graphql"
+NS = "team-b"
+DEPTH = 5_000
+JSON_BODY = {"Content-Type": "application/json"}
+BLOBS = {"group": GROUP, "version": "v1", "resource": "blobs"}
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"blobs.{GROUP}"},
+    "spec": {
+        "group": GROUP,
+        "scope": "Namespaced",
+        "names": {"plural": "blobs", "singular": "blob", "kind": "Blob"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def _blob(name: str, spec: Any) -> bytes:
+    """The body, written without recursion (orjson writes no more than 254 levels)."""
+    return deepjson.encode(
+        {"apiVersion": f"{GROUP}/v1", "kind": "Blob", "metadata": {"name": name}, "spec": spec}
+    )
+
+
+async def _established(admin: httpx.AsyncClient) -> None:
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    params = {"watch": "1", "fieldSelector": f"metadata.name=blobs.{GROUP}"}
+    async with admin.stream("GET", path, params=params) as response:
+        async for line in response.aiter_lines():
+            obj = orjson.loads(line)["object"]
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+
+
+@contextlib.asynccontextmanager
+async def _ws(url: str, token: str) -> AsyncIterator[TransportWS]:
+    from websockets.asyncio.client import connect
+
+    async with connect(
+        url.replace("http://", "ws://") + PATH,
+        subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        max_size=None,
+    ) as ws:
+        client = TransportWS(ws)
+        await client.send(
+            {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
+        )
+        assert (await client.recv())["type"] == "connection_ack"
+        yield client
+
+
+async def _next(ws: TransportWS, op_id: str) -> dict[str, Any]:
+    """The next payload of ``op_id``, read at any depth (orjson, the helpers' decoder,
+    stops at 1,024 levels)."""
+    async with asyncio.timeout(30):
+        while True:
+            message: dict[str, Any] = deepjson.loads(await ws.ws.recv())
+            if message.get("type") not in ("ping", "pong", "ka"):
+                break
+    assert message.get("id") == op_id and message["type"] == "next", str(message)[:300]
+    payload: dict[str, Any] = message["payload"]
+    assert "errors" not in payload, str(payload)[:300]
+    data: dict[str, Any] = payload["data"]
+    return data
+
+
+class LoopLag:
+    """The longest the event loop went without running a 1 ms ticker (a stalled loop)."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            self.worst = max(self.worst, now - last)
+            last = now
+
+    async def __aenter__(self) -> LoopLag:
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def test_a_deep_object_is_served_whole_and_the_watch_goes_on(
+    kube_apiserver: KubeAPIServer,
+) -> None:
+    kube = kube_apiserver
+    token = kube.tokens["admin"]
+    auth = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(
+        base_url=kube.url, verify=kube.ssl_context(), headers=kube.headers("admin"), timeout=60
+    ) as admin:
+        made = await admin.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CRD)
+        assert made.status_code in (201, 409), made.text
+        await _established(admin)
+        blobs = f"/apis/{GROUP}/v1/namespaces/{NS}/blobs"
+        for name in ("plain-1", "plain-2"):
+            await admin.delete(f"{blobs}/{name}")
+            made = await admin.post(blobs, content=_blob(name, {"size": 1}), headers=JSON_BODY)
+            assert made.status_code == 201, made.text[:300]
+        await admin.delete(f"{blobs}/poison")
+        settings = kube.gateway_settings(discovery_token_file=kube.token_files["admin"])
+        async with (
+            serve_app(settings) as (url, app),
+            httpx.AsyncClient(base_url=url, headers=auth, timeout=60) as gql,
+        ):
+            # the CRD's group endpoint is served once discovery has read it
+            for attempt in range(600):
+                if (await gql.post(PATH, json={"query": "{ __typename }"})).status_code == 200:
+                    break
+                assert attempt < 599, "the CRD's group endpoint never appeared"
+                await asyncio.sleep(0.05)  # discovery reads the cluster on its own schedule
+            async with _ws(url, token) as ws:
+                sub = await ws.subscribe(
+                    'subscription { watchBlobs(namespace: "' + NS + '") '
+                    "{ type object { metadata { name } spec } } }"
+                )
+                seen = [
+                    (await _next(ws, sub))["watchBlobs"]["object"]["metadata"]["name"]
+                    for _ in range(2)
+                ]
+                assert sorted(seen) == ["plain-1", "plain-2"]
+                # The poison object, as alice could make it (the apiserver takes it).
+                deep = _nested(DEPTH)
+                made = await admin.post(
+                    blobs,
+                    content=_blob("poison", {"deep": deep}),
+                    headers={"Content-Type": "application/json"},
+                )
+                assert made.status_code == 201, made.text[:300]
+                async with LoopLag() as lag:
+                    event = (await _next(ws, sub))["watchBlobs"]
+                    assert event["type"] == "ADDED"
+                    assert event["object"]["metadata"]["name"] == "poison"
+                    # served whole: the 5,000 levels as the apiserver stored them
+                    assert deepjson.encode(event["object"]["spec"]) == deepjson.encode(
+                        {"deep": deep}
+                    )
+                    # the watch goes on past it
+                    patched = await admin.patch(
+                        f"{blobs}/plain-1",
+                        json={"spec": {"size": 2}},
+                        headers={"Content-Type": "application/merge-patch+json"},
+                    )
+                    assert patched.status_code == 200, patched.text[:300]
+                    after = (await _next(ws, sub))["watchBlobs"]
+                    assert (after["type"], after["object"]["metadata"]["name"]) == (
+                        "MODIFIED",
+                        "plain-1",
+                    )
+                    assert after["object"]["spec"] == {"size": 2}
+
+                    # A list holding it: every item, the poison one whole.
+                    listed = await gql.post(
+                        PATH,
+                        json={"query": "{ blobs { items { metadata { name } spec } } }"},
+                    )
+                    assert listed.status_code == 200, listed.text[:300]
+                    body = deepjson.loads(listed.content)
+                    assert "errors" not in body, str(body)[:300]
+                    got_items = body["data"]["blobs"]["items"]
+                    items = {i["metadata"]["name"]: i["spec"] for i in got_items}
+                    assert set(items) == {"plain-1", "plain-2", "poison"}
+                    assert items["plain-1"] == {"size": 2} and items["plain-2"] == {"size": 1}
+                    assert deepjson.encode(items["poison"]) == deepjson.encode({"deep": deep})
+
+                    # gRPC: JSON whole; Struct for the others, the deep one as JSON
+                    channel = grpc.aio.insecure_channel(
+                        f"127.0.0.1:{app.state.runtime.grpc_port}",
+                        options=[("grpc.max_receive_message_length", 64 << 20)],
+                    )
+                    async with channel:
+                        svc = services.ResourceServiceStub(channel)
+                        meta = (("authorization", f"Bearer {token}"),)
+                        for rep in (R.REPRESENTATION_JSON, R.REPRESENTATION_STRUCT):
+                            got = await svc.List(
+                                R.ListResourcesRequest(**BLOBS, namespace=NS, representation=rep),
+                                metadata=meta,
+                            )
+                            kinds = {}
+                            for item in got.items:
+                                which = item.WhichOneof("representation")
+                                if which == "json":
+                                    obj = deepjson.loads(item.json)
+                                    name = obj["metadata"]["name"]
+                                    if name == "poison":
+                                        assert deepjson.encode(obj["spec"]) == deepjson.encode(
+                                            {"deep": deep}
+                                        )
+                                else:
+                                    name = dict(item.struct["metadata"])["name"]
+                                kinds[name] = which
+                            want_plain = "json" if rep == R.REPRESENTATION_JSON else "struct"
+                            assert kinds == {
+                                "plain-1": want_plain,
+                                "plain-2": want_plain,
+                                "poison": "json",
+                            }
+                    # the decode of 5,000 levels went in steps: no long stall of the loop
+                    assert lag.worst < 0.5, lag.worst
+            await admin.delete(f"{blobs}/poison")
