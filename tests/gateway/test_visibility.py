@@ -277,6 +277,13 @@ async def test_a_token_never_reaches_a_cluster_not_named_nor_sharing_the_identit
                 query = '{ leases(namespace: "demo") { items { metadata { name } } } }'
                 data(await gql(client, query, token="viewer-token", path="/clusters/c/graphql"))
                 assert list(_leaked(tap)) == ["alice-token", "viewer-token"]
+                # reading the schema of the cluster it addresses reviews the caller there
+                schema = "{ __schema { queryType { name } } }"
+                body = await gql(client, schema, token="alice-token", path="/clusters/c/graphql")
+                assert data(body)["__schema"]["queryType"]["name"] == "Query"
+                assert requests_carrying(bytes(tap.from_client), b"alice-token")[-1] == (
+                    b"POST /apis/authentication.k8s.io/v1/selfsubjectreviews HTTP/1.1"
+                )
 
         # shared: c is reviewed with the caller's token, shown, and part of "*"
         before = len(requests_carrying(bytes(tap.from_client), b"viewer-token"))
