@@ -32,7 +32,7 @@ from gateway import demomode
 from gateway.core import config, kubeconfig, tracing
 from gateway.core.access import AccessReviews
 from gateway.core.adapter import KubeAdapter
-from gateway.core.budget import Budget
+from gateway.core.budget import Budget, Newcomers
 from gateway.core.catalog import CatalogHolder
 from gateway.core.client import build_http_client
 from gateway.core.cluster import DEFAULT, Cluster
@@ -51,7 +51,12 @@ from gateway.graphql.live import GroupEndpoint, LiveSchema
 from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
-from gateway.settings import Settings, check_cluster_name, cluster_specs
+from gateway.settings import (
+    Settings,
+    check_cluster_name,
+    cluster_specs,
+    shared_identity_names,
+)
 from gateway.tls import Certificates, TlsFiles
 
 __all__ = [
@@ -814,7 +819,11 @@ def serve_fleet(
     """The fleet: ``default`` first, then the named clusters built in the background (and
     ``--clusters-dir`` followed) until the stack closes; ``reviews`` find their home
     cluster in it."""
-    fleet = Fleet(visibility=settings.cluster_visibility)
+    fleet = Fleet(
+        visibility=settings.cluster_visibility,
+        shared_identity=shared_identity_names(settings.shared_identity_clusters),
+        newcomers=Newcomers(rate=settings.max_new_caller_reviews),
+    )
     fleet.add(DEFAULT, default)
     if reviews is not None:
         reviews.bind(fleet)

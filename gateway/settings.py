@@ -48,6 +48,8 @@ class Settings:
     impersonate_system_groups: str = "system:authenticated"
     impersonate_system_users: bool = False
     cluster_visibility: str = "authenticated"
+    shared_identity_clusters: str | None = None
+    max_new_caller_reviews: int = 20
     upstream_http2: bool = False
     upstream_max_connections: int = 512
     upstream_max_streams: int = 256
@@ -139,6 +141,16 @@ _HELP: dict[str, str] = {
     "query, NOT_FOUND messages, a fleet call's default set): 'authenticated' shows those "
     "whose SelfSubjectReview authenticates the caller (kept 60 s, a no 10 s; none sent with "
     "one cluster), 'all' shows every cluster to everyone (see docs/fleet.md)",
+    "shared_identity_clusters": "comma-separated names of the clusters that share the "
+    "default cluster's identity provider (or * for every cluster): in forward mode a "
+    "caller's token goes unasked (visibility reviews, a fleet call's default set) only to "
+    "these, the default cluster and the demo clusters; any other cluster gets it only when "
+    "the caller names it (see docs/identity.md)",
+    "max_new_caller_reviews": "visibility reviews per second, for everyone together, of "
+    "callers the gateway does not know yet (the SelfSubjectReviews that decide which "
+    "clusters a caller sees): past it, and past a burst of five seconds' worth, such a "
+    "caller is refused with RESOURCE_EXHAUSTED; a caller a review authenticated in the "
+    "last hour passes free",
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
     "default because the apiserver closes a shared HTTP/2 connection after any caller's "
     "rejected token, and requests queue silently past its 100 streams per connection",
@@ -239,6 +251,7 @@ _POSITIVE = frozenset(
         "tls_reload_seconds",
         "drain_seconds",
         "demo_clusters",
+        "max_new_caller_reviews",
         "grpc_max_message_bytes",
         "grpc_max_request_bytes",
         "grpc_max_concurrent_rpcs",
@@ -309,6 +322,11 @@ def cluster_specs(settings: Settings) -> list[ClusterSpec]:
             raise ConfigError(f"--cluster {spec.name!r} is given twice")
         specs.append(spec)
     return specs
+
+
+def shared_identity_names(text: str | None) -> tuple[str, ...]:
+    """The names of ``--shared-identity-clusters`` (``*``: every cluster)."""
+    return tuple(n.strip() for n in (text or "").split(",") if n.strip())
 
 
 def _env_bool(value: str) -> bool:
@@ -416,6 +434,12 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             f"--cluster-visibility ({ENV_PREFIX}CLUSTER_VISIBILITY) must be authenticated or "
             f"all, got {visibility!r}"
         )
+    for name in shared_identity_names(values.get("shared_identity_clusters")):
+        if name not in ("*", DEFAULT_CLUSTER) and not _CLUSTER_NAME.fullmatch(name):
+            raise SystemExit(
+                f"--shared-identity-clusters ({ENV_PREFIX}SHARED_IDENTITY_CLUSTERS): {name!r} "
+                "is not a cluster name (or *)"
+            )
     settings = Settings(**values)
     try:
         cluster_specs(settings)

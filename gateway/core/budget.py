@@ -6,13 +6,16 @@ resource has a budget and a fast refusal: a caller past its share gets
 GraphQL ``extensions.code``), never a pool timeout, and nobody else notices.
 
 Identities are never kept in clear text: a scope is :func:`scope_of` a credential, a
-hash of the token.
+hash of the token.  :class:`Newcomers` is the one budget of what callers not yet known
+cost (the reviews that learn who a token is), shared by every way in.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -101,3 +104,89 @@ class Budget:
             self.by_scope[scope] = left
         else:
             del self.by_scope[scope]
+
+
+class Newcomers:
+    """The one budget of the reviews that callers the gateway does not know yet cost.
+
+    Before anything is kept about a caller's token, learning who it is costs an upstream
+    review: in forward mode a SelfSubjectReview per cluster (:mod:`gateway.core.visibility`),
+    in impersonate mode the home cluster's TokenReview.  A flood of fresh random tokens
+    would be a flood of reviews, and per-identity budgets do not hold it back (each token
+    is a new identity).  So reviews of a scope that is not *known* share one token bucket,
+    for everyone together: ``rate`` a second, at most ``burst`` at once after a quiet time;
+    past it :meth:`admit` refuses at once with
+    :class:`~gateway.core.errors.ResourceExhausted` (retry after a second), nothing is sent.
+
+    A scope is known once a review authenticated it (:meth:`remember`): for ``memory``
+    seconds (at most ``max_known`` scopes, the oldest forgotten first) its reviews pass
+    free, so a caller the gateway has served is never held behind a flood of strangers.
+
+    Args:
+        rate: reviews a second of unknown scopes, in total.
+        burst: reviews of unknown scopes at once after a quiet time (default: 5 s of rate).
+        memory: seconds a scope stays known after its last successful review.
+        max_known: known scopes kept at most.
+        clock: monotonic clock, in seconds.
+    """
+
+    def __init__(
+        self,
+        rate: float = 20.0,
+        burst: float | None = None,
+        *,
+        memory: float = 3600.0,
+        max_known: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if rate <= 0:
+            raise ValueError("the rate of reviews of new callers must be greater than 0")
+        self.rate = rate
+        self.burst = max(1.0, burst if burst is not None else 5 * rate)
+        self.memory = memory
+        self.max_known = max_known
+        self.clock = clock
+        self._tokens = self.burst
+        self._at = clock()
+        #: Known scope -> when it stops being known (oldest first).
+        self._known: OrderedDict[str, float] = OrderedDict()
+        #: Reviews of unknown scopes admitted, and refused (for tests and metrics).
+        self.admitted = 0
+        self.refused = 0
+
+    def known(self, scope: str) -> bool:
+        """Whether a review authenticated ``scope`` within the last ``memory`` seconds."""
+        until = self._known.get(scope)
+        if until is None:
+            return False
+        if until <= self.clock():
+            del self._known[scope]
+            return False
+        return True
+
+    def remember(self, scope: str) -> None:
+        """A review authenticated ``scope``: its reviews pass free from now on."""
+        self._known[scope] = self.clock() + self.memory
+        self._known.move_to_end(scope)
+        while len(self._known) > self.max_known:
+            self._known.popitem(last=False)
+
+    def admit(self, scope: str) -> None:
+        """Let one review of ``scope`` go upstream (free when it is known).
+
+        Raises:
+            ResourceExhausted: ``scope`` is not known and the shared budget is spent.
+        """
+        if self.known(scope):
+            return
+        now = self.clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens < 1:
+            self.refused += 1
+            raise errors.ResourceExhausted(
+                "the gateway is reviewing too many new callers at once; retry in a second",
+                retry_after=1.0,
+            )
+        self._tokens -= 1
+        self.admitted += 1

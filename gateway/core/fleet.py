@@ -19,9 +19,10 @@ front end ends a removed cluster's subscriptions with
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from gateway.core import errors
+from gateway.core.budget import Newcomers
 from gateway.core.cluster import DEFAULT, Cluster
 from gateway.core.visibility import AUTHENTICATED, Visibility
 
@@ -40,13 +41,29 @@ class Fleet:
 
     Args:
         visibility: which clusters a caller is shown (``--cluster-visibility``).
+        shared_identity: the clusters besides the default that share its identity provider
+            (``--shared-identity-clusters``; ``"*"``: all): forward mode sends a caller's
+            token to no other cluster the caller did not name.
+        newcomers: the one budget of reviews of callers not known yet
+            (``--max-new-caller-reviews``), shared by every review that learns who a token
+            is (visibility here, impersonate mode's TokenReviews).
     """
 
-    def __init__(self, *, visibility: str = AUTHENTICATED) -> None:
+    def __init__(
+        self,
+        *,
+        visibility: str = AUTHENTICATED,
+        shared_identity: Iterable[str] = (),
+        newcomers: Newcomers | None = None,
+    ) -> None:
         self._clusters: dict[str, Cluster] = {}
         self._listeners: list[Listener] = []
+        #: Reviews of callers the gateway does not know yet, for everyone together.
+        self.newcomers = newcomers if newcomers is not None else Newcomers()
         #: Which clusters each caller may see (listings, NOT_FOUND, a fleet call's default).
-        self.visibility = Visibility(self, visibility)
+        self.visibility = Visibility(
+            self, visibility, shared=shared_identity, newcomers=self.newcomers
+        )
 
     def __len__(self) -> int:
         return len(self._clusters)

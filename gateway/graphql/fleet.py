@@ -6,10 +6,13 @@ included) reshaped for many clusters; it follows that schema as it is rebuilt:
 - ``fleet(clusters: [String!])`` (default, or ``"*"`` where it stands: every cluster the
   caller may see, :mod:`gateway.core.visibility`) lists one ``ClusterQuery`` per cluster,
   which has every query field of ``/graphql`` answered by that cluster, with the caller's
-  credential, all clusters concurrently.  A cluster that refuses, fails or is
-  not served gives that cluster's error for that field only (``errors[].path`` names the
-  member, ``extensions.cluster`` the cluster) and the others answer: partial results, never
-  all-or-nothing.  A member's relations (a pod's events...) are loaded from its own cluster.
+  credential, all clusters concurrently.  A cluster that refuses or fails gives that
+  cluster's error for that field only (``errors[].path`` names the member,
+  ``extensions.cluster`` the cluster) and the others answer: partial results, never
+  all-or-nothing.  Names the gateway does not serve are members whose ``error`` says so and
+  whose fields are null, with one error for them all (never one per field and name).  A
+  list longer than a fleet call may name is refused (:func:`~gateway.core.fleetops.select`).
+  A member's relations (a pod's events...) are loaded from its own cluster.
 - ``mutation { fleet(clusters: [String!]!) }`` lists one ``ClusterMutation`` per named
   cluster (naming them is required: ``"*"`` for every cluster the caller may see), which
   has every mutation of ``/graphql`` done in that cluster, partial in the same way.
@@ -55,10 +58,11 @@ from gateway.core import errors
 from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.fleet import Fleet
-from gateway.core.fleetops import ALL, FleetStreams, cluster_names, open_fleet_stream
+from gateway.core.fleetops import FleetStreams, Selection, check_resume, open_fleet_stream, select
 from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
 from gateway.core.hub import WatchSubscription
 from gateway.core.options import ListOptions
+from gateway.core.visibility import View
 from gateway.graphql.context import Context
 from gateway.graphql.errors import code_of
 from gateway.graphql.graphiql import settings_response
@@ -72,12 +76,34 @@ Info = GraphQLResolveInfo[Any]
 
 
 @dataclass(slots=True)
+class Missing:
+    """The names one ``fleet`` field asked for that the gateway does not serve: their one
+    error, told by the first of their fields to resolve (the others are null)."""
+
+    error: errors.GatewayError
+    told: bool = False
+
+
+@dataclass(slots=True)
 class Member:
     """One cluster of a ``fleet`` field: its context, or why it has none."""
 
     name: str
     context: Context | None
     error: errors.GatewayError | None = None
+    #: Set on a name the gateway does not serve: the field's one error for all of them.
+    missing: Missing | None = None
+
+    def refuse(self) -> None:
+        """A field of a member without a context: its error, raised, or (a name not
+        served whose field's error was told already) nothing, the field then null."""
+        if self.missing is not None:
+            if self.missing.told:
+                return
+            self.missing.told = True
+            raise self.missing.error
+        assert self.error is not None
+        raise self.error
 
 
 @dataclass(slots=True)
@@ -95,6 +121,8 @@ class FleetContext(Context):
     placed: dict[tuple[Any, Any], Member] = field(default_factory=dict)
     #: The open fleet watches of the endpoint, which follow the fleet's changes.
     streams: FleetStreams | None = None
+    #: What this operation's caller sees, asked at most once (made on first use).
+    seen: View | None = None
 
     def member(self, name: str) -> Context:
         """The context of cluster ``name`` for this operation.
@@ -117,10 +145,14 @@ class FleetContext(Context):
             self.by_cluster[name] = context
         return context
 
-    async def names(self, asked: Sequence[str] | None) -> list[str]:
+    async def select(self, asked: Sequence[str] | None) -> Selection:
         """The clusters an operation names, each once (``None``, or ``"*"`` where it
-        stands: every cluster the caller may see), as gRPC's fleet calls name them."""
-        return await cluster_names(self.fleet, asked, self.credential)
+        stands: every cluster the caller may see and its token may reach unasked), as
+        gRPC's fleet calls name them; bounded, the caller's visible clusters asked at most
+        once per operation."""
+        if self.seen is None:
+            self.seen = self.fleet.visibility.view(self.credential)
+        return await select(self.fleet, self.seen, asked)
 
     def at(self, info: Info) -> Context:
         """The context of the cluster whose data ``info``'s field is part of."""
@@ -152,15 +184,20 @@ class FleetContext(Context):
 async def _members(root: Any, info: Info, clusters: list[str] | None = None) -> list[Member]:
     ctx = info.context
     assert isinstance(ctx, FleetContext)
+    selection = await ctx.select(clusters)
+    all_missing = selection.refusal_of_all()
+    missing = Missing(all_missing) if all_missing is not None else None
+    unserved = frozenset(selection.missing)
     members = []
-    for index, name in enumerate(await ctx.names(clusters)):
-        try:
-            if name not in ctx.fleet.names():
-                raise await ctx.fleet.visibility.unknown(name, ctx.credential)
-            member = Member(name, ctx.member(name))
-        except errors.GatewayError as exc:
-            exc.cluster = name
-            member = Member(name, None, exc)
+    for index, name in enumerate(selection.names):
+        if name in unserved:
+            member = Member(name, None, selection.refusal(name), missing)
+        else:
+            try:
+                member = Member(name, ctx.member(name))
+            except errors.GatewayError as exc:  # removed since it was selected
+                exc.cluster = name
+                member = Member(name, None, exc)
         ctx.placed[(info.path.key, index)] = member
         members.append(member)
     return members
@@ -183,8 +220,8 @@ def _in_member(base: GraphQLField) -> GraphQLField:
 
     async def resolve_in(member: Member, info: Info, **args: Any) -> Any:
         if member.context is None:
-            assert member.error is not None
-            raise member.error
+            member.refuse()
+            return None
         try:
             result = resolve(None, info._replace(context=member.context), **args)
             if inspect.isawaitable(result):
@@ -231,8 +268,8 @@ def _resources_field(json: GraphQLScalarType) -> GraphQLField:
 
 async def _resources(member: Member, info: Info, **args: Any) -> Any:
     if member.context is None:
-        assert member.error is not None
-        raise member.error
+        member.refuse()
+        return None
     ctx = info.context
     assert isinstance(ctx, FleetContext)
     try:
@@ -302,8 +339,11 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
     ) -> FleetStream:
         ctx = info.context
         assert isinstance(ctx, FleetContext)
-        points = decode_resume(resumeFrom if resumeFrom is not None else ctx.resume_from)
-        names = await ctx.names(clusters)
+        resume = resumeFrom if resumeFrom is not None else ctx.resume_from
+        if isinstance(resume, dict):
+            check_resume(ctx.fleet, len(resume))  # before it is read entry by entry
+        points = decode_resume(resume)
+        selection = await ctx.select(clusters)
 
         async def open_one(name: str, cluster: Cluster, point: str | None) -> WatchSubscription:
             member = ctx.member(name)
@@ -316,14 +356,7 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
             assert isinstance(opened, WatchSubscription)
             return opened
 
-        stream = await open_fleet_stream(
-            ctx.fleet,
-            names,
-            open_one,
-            ctx.credential,
-            points,
-            follows_all=clusters is None or ALL in clusters,
-        )
+        stream = await open_fleet_stream(ctx.fleet, selection, open_one, ctx.credential, points)
         if ctx.streams is not None:
             ctx.streams.add(stream)
         return stream

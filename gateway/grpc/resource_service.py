@@ -49,11 +49,12 @@ from gateway.core.cluster import Cluster
 from gateway.core.credentials import Credential
 from gateway.core.drain import Drain
 from gateway.core.fleetops import (
-    ALL,
     FleetStreams,
-    cluster_names,
+    check_listed,
+    check_resume,
     each_cluster,
     open_fleet_stream,
+    select,
 )
 from gateway.core.fleetstream import FleetEvent
 from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
@@ -190,6 +191,12 @@ class ResourceServiceServicer(ServicerBase):
             if not getattr(request, field):
                 raise invalid(field, f"{field} is required", "FieldValueRequired")
         if _fleet_call(request):
+            if self.fleet is None:
+                raise invalid("clusters", "this server serves no fleet: leave clusters empty")
+            # bounded before anything reads the list name by name
+            check_listed(self.fleet.fleet, request.clusters)
+            if isinstance(request, resource_pb2.WatchResourcesRequest):
+                check_resume(self.fleet.fleet, len(request.resume_from), "resume_from")
             _check_fleet_request(request)
             try:  # counted as this cluster's resource; each cluster resolves its own
                 resource = self.catalog.current.resource(
@@ -348,8 +355,8 @@ class ResourceServiceServicer(ServicerBase):
 
         parts: list[bytes] = []
         fleet = self.fleet.fleet
-        names = await cluster_names(fleet, request.clusters, credential)
-        for name, result in await each_cluster(fleet, names, one, credential):
+        selection = await select(fleet, fleet.visibility.view(credential), request.clusters)
+        for name, result in await each_cluster(fleet, selection, one):
             member = length_prefixed(_MEMBER_CLUSTER, name.encode())
             if isinstance(result, bytes):
                 head = member + _MEMBER_LIST + varint(len(result))
@@ -428,11 +435,8 @@ class ResourceServiceServicer(ServicerBase):
             return sub
 
         deadline = watch_deadline(request)
-        names = await cluster_names(fleet, request.clusters, credential)
-        follows_all = ALL in request.clusters
-        stream = await open_fleet_stream(
-            fleet, names, open_one, credential, points, follows_all=follows_all
-        )
+        selection = await select(fleet, fleet.visibility.view(credential), request.clusters)
+        stream = await open_fleet_stream(fleet, selection, open_one, credential, points)
         self.fleet.add(stream)
         tags: dict[str, bytes] = {}
 

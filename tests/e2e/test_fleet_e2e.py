@@ -103,6 +103,10 @@ async def test_two_apiservers_answer_each_at_its_own_endpoint(
         f"a={a.kubeconfigs['admin']}",
         "--cluster",
         f"b={b.kubeconfigs['admin']}",
+        # alice's token is valid on both: one identity provider for her, so a listing may
+        # ask each apiserver about a caller's token (forward mode sends it to no other)
+        "--shared-identity-clusters",
+        "a,b",
     ]
     async with (
         serve_app(load(flags, {})) as (url, app),
@@ -150,7 +154,7 @@ async def test_two_apiservers_answer_each_at_its_own_endpoint(
 async def _both(a: KubeAPIServer, b: KubeAPIServer) -> AsyncIterator[tuple[Gateway, Any]]:
     flags = ["--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0"]
     flags += ["--kubeconfig", a.kubeconfigs["admin"], "--log-level", "warning"]
-    flags += ["--cluster", f"b={b.kubeconfigs['admin']}"]
+    flags += ["--cluster", f"b={b.kubeconfigs['admin']}", "--shared-identity-clusters", "b"]
     async with (
         serve_app(load(flags, {})) as (url, app),
         httpx.AsyncClient(base_url=url, timeout=20) as client,

@@ -90,6 +90,11 @@ async def gateway(
         yield Gateway(url, app, default), app.state.runtime.fleet, client
 
 
+#: The demo upstreams of these tests know the same tokens: one identity provider, so a
+#: caller's token may reach every cluster unasked (listings, "*").
+SHARED = ("--shared-identity-clusters", "*")
+
+
 def names(body: dict[str, Any]) -> set[str]:
     return {item["metadata"]["name"] for item in data(body)["leases"]["items"]}
 
@@ -107,7 +112,7 @@ async def test_each_cluster_answers_with_its_own_data(
 ) -> None:
     a, b = two
     config = kubeconfig(tmp_path / "b.yaml", b.url)
-    async with gateway(a, "--cluster", f"b={config}") as (_, fleet, client):
+    async with gateway(a, "--cluster", f"b={config}", *SHARED) as (_, fleet, client):
         await until(fleet, serves("b"))
         assert fleet.names() == ["default", "b"]
         default = names(await gql(client, LEASES))
@@ -192,6 +197,7 @@ async def test_a_broken_or_unreachable_cluster_delays_no_other(
         *("--cluster", f"broken={tmp_path / 'missing.yaml'}"),
         *("--cluster", f"down={kubeconfig(tmp_path / 'down', f'http://127.0.0.1:{port}')}"),
         *("--cluster", f"b={kubeconfig(tmp_path / 'b', b.url)}"),
+        *SHARED,
     ]
     async with gateway(a, *flags) as (_, fleet, client):
         await until(fleet, serves("down", "b"))
@@ -217,7 +223,7 @@ async def test_the_clusters_query_lists_the_served_clusters_on_every_endpoint(
 ) -> None:
     a, b = two
     config = kubeconfig(tmp_path / "b.yaml", b.url)
-    async with gateway(a, "--cluster", f"b={config}") as (_, fleet, client):
+    async with gateway(a, "--cluster", f"b={config}", *SHARED) as (_, fleet, client):
         await until(fleet, serves("b"))
         for path in ("/graphql", "/clusters/b/graphql", "/clusters/default/graphql"):
             listed = data(await gql(client, CLUSTERS, path=path))["clusters"]

@@ -46,7 +46,8 @@ async def fleet_of(
     a: DemoUpstream, b: DemoUpstream, tmp_path: Path
 ) -> AsyncIterator[tuple[Any, Any, Any]]:
     config = kubeconfig(tmp_path / "b.yaml", b.url)
-    async with gateway(a, "--cluster", f"b={config}") as (served, fleet, client):
+    shared = ("--shared-identity-clusters", "b")  # one identity provider: the demo's tokens
+    async with gateway(a, "--cluster", f"b={config}", *shared) as (served, fleet, client):
         await until(fleet, serves("b"))
         yield served, fleet, client
 
@@ -112,10 +113,14 @@ async def test_a_cluster_that_refuses_the_caller_fails_alone(
             refused = by_path[("fleet", 1, field)]
             assert refused["extensions"]["code"] == "FORBIDDEN", refused
             assert refused["extensions"]["cluster"] == "b"
-            missing = by_path[("fleet", 2, field)]
-            assert missing["extensions"]["code"] == "NOT_FOUND"
-            assert missing["extensions"]["cluster"] == "nope"
-        assert len(body["errors"]) == 4  # none for cluster default
+        # A name not served: its member's `error` says so and its fields are null, with one
+        # error for every such name of the field, never one per field and name.
+        assert members[2]["leases"] is None and members[2]["podCount"] is None
+        (missing,) = [e for e in body["errors"] if e["extensions"]["code"] == "NOT_FOUND"]
+        assert missing["path"][:2] == ["fleet", 2]
+        assert missing["extensions"]["cluster"] == "nope"
+        assert missing["message"] == members[2]["error"]["message"]
+        assert len(body["errors"]) == 3  # none for cluster default
 
 
 async def test_relations_of_a_member_load_from_its_own_cluster(
@@ -235,7 +240,8 @@ async def test_clusters_join_change_and_leave_a_watch_of_every_cluster(
     a, b = two
     clusters = tmp_path / "clusters"
     clusters.mkdir()
-    async with gateway(a, "--clusters-dir", str(clusters)) as (served, fleet, _client):
+    shared = ("--shared-identity-clusters", "*")  # every file of the directory: trusted
+    async with gateway(a, "--clusters-dir", str(clusters), *shared) as (served, fleet, _client):
         seen: dict[str, str] = {}
         async with ws_client(served, path=FLEET) as ws:
             op = await ws.subscribe(WATCH)  # no list: every cluster, now and later
@@ -368,6 +374,7 @@ async def test_shared_watches_review_each_caller_on_each_cluster(
     own = tmp_path / "token"
     own.write_text(ADMIN)  # the default cluster's gateway identity; b's is its kubeconfig's
     flags = ("--cluster", f"b={config}", "--shared-watches", "--token-file", str(own))
+    flags += ("--shared-identity-clusters", "b")
     async with gateway(a, *flags) as (served, fleet, _client):
         await until(fleet, serves("b"))
         payload = {"Authorization": f"Bearer {ALICE}"}
@@ -466,7 +473,8 @@ async def test_clusters_with_the_same_kinds_share_one_schema(
     own.write_text(ADMIN)  # the default cluster's discovery identity
     config = kubeconfig(tmp_path / "b.yaml", b.url)
     builds = SHARED.builds
-    async with gateway(a, "--cluster", f"b={config}", "--token-file", str(own)) as (
+    shared = ("--shared-identity-clusters", "b")
+    async with gateway(a, "--cluster", f"b={config}", "--token-file", str(own), *shared) as (
         served,
         fleet,
         client,

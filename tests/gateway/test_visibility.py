@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import secrets
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import orjson
 import pytest
 
 from gateway.core.fleet import Fleet
+from gateway.core.visibility import NOT_ASKED
 from gateway.grpc.gen.kubegateway.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,
@@ -34,8 +37,10 @@ from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import gateway, kubeconfig, lease, serves, until
 from tests.gateway.test_fleet_graphql import LEASES as FLEET
 from tests.support.graphql import ADMIN, NAMESPACE, data, gql
+from tests.support.tap import Tap, requests_carrying
 
 BOB = "bob-token"
+REFUSED = "the gateway is reviewing too many new callers at once; retry in a second"
 CLUSTERS = "{ clusters { name server } }"
 REVIEWS = re.compile(
     r'kube_gateway_upstream_request_duration_seconds_count\{code="(\d+)",'
@@ -59,7 +64,8 @@ async def served(
 ) -> AsyncIterator[tuple[Fleet, httpx.AsyncClient, grpc.aio.Channel]]:
     a, b = two
     config = kubeconfig(tmp_path / "b.yaml", b.url)
-    async with gateway(a, "--cluster", f"b={config}", *flags) as (gw, fleet, client):
+    shared = ("--shared-identity-clusters", "b")  # b trusts the default's tokens (and bob)
+    async with gateway(a, "--cluster", f"b={config}", *shared, *flags) as (gw, fleet, client):
         await until(fleet, serves("b"))
         port = gw.app.state.runtime.grpc_port
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -196,3 +202,168 @@ async def test_a_gateway_of_one_cluster_sends_no_review(
         assert missing["errors"][0]["message"].endswith("clusters you may see: default")
         assert await _reviews(client) == {}
         assert fleet.visibility.reviews == 0
+
+
+# -- a caller's token reaches a cluster only when named, or sharing the identity provider ---
+
+CALLERS = ("alice-token", "viewer-token")
+
+
+def _leaked(tap: Tap) -> dict[str, list[bytes]]:
+    """The requests that reached the tapped cluster carrying a caller's token."""
+    wire = bytes(tap.from_client)
+    return {t: found for t in CALLERS if (found := requests_carrying(wire, t.encode()))}
+
+
+async def _every_unnamed_way(
+    client: httpx.AsyncClient, channel: grpc.aio.Channel, token: str
+) -> None:
+    """Everything that names no cluster, or only one the gateway does not serve: listings,
+    NOT_FOUNDs, fleet calls without a list or with "*", a fleet watch of every cluster."""
+    for path in ("/graphql", "/fleet/graphql"):
+        assert await _clusters(client, token, path) == ["default"]
+    assert await _listed(channel, token) == ["default"]
+    missing = await gql(client, CLUSTERS, token=token, path="/clusters/nope/graphql", expect=404)
+    assert missing["errors"][0]["message"].endswith("clusters you may see: default")
+    for clusters, members in ((None, ["default"]), (["*"], ["default"]), (["nope"], ["nope"])):
+        body = await gql(client, FLEET, {"clusters": clusters}, token=token, path="/fleet/graphql")
+        assert [m["cluster"] for m in body["data"]["fleet"]] == members
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        await leases_pb2_grpc.LeaseServiceStub(channel).List(
+            leases_pb2.ListLeasesRequest(namespace=NAMESPACE), metadata=_metadata(token, "nope")
+        )
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    resources = resource_pb2_grpc.ResourceServiceStub(channel)
+    fields = {"group": "coordination.k8s.io", "version": "v1", "resource": "leases"}
+    listed = await resources.List(
+        resource_pb2.ListResourcesRequest(**fields, namespace=NAMESPACE, clusters=["*", "nope"]),
+        metadata=_metadata(token),
+        timeout=10,
+    )
+    assert [m.cluster for m in listed.clusters] == ["default", "nope"]
+    watch = resource_pb2.WatchResourcesRequest(
+        **fields, namespace=NAMESPACE, clusters=["*"], timeout_seconds=1
+    )
+    events = [e async for e in resources.Watch(watch, metadata=_metadata(token), timeout=10)]
+    assert {e.cluster for e in events} <= {"default"}
+
+
+async def test_a_token_never_reaches_a_cluster_not_named_nor_sharing_the_identity_provider(
+    tmp_path: Path,
+) -> None:
+    """Cluster c is a kubeconfig dropped into --clusters-dir, behind a recording proxy: the
+    tokens of callers who never name it never reach it, whatever they ask; named, it is
+    asked with the caller's token; listed in --shared-identity-clusters, it is reviewed."""
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    async with DemoUpstream() as a, DemoUpstream() as c, Tap.before(c.url) as tap:
+        kubeconfig(tmp_path / "staged", tap.url).rename(clusters / "c")
+        async with gateway(a, "--clusters-dir", str(clusters)) as (gw, fleet, client):
+            await until(fleet, serves("c"))
+            port = gw.app.state.runtime.grpc_port
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                for token in CALLERS:
+                    await _every_unnamed_way(client, channel, token)
+                assert _leaked(tap) == {}
+                # the tap is on c's path: the gateway's own identity went through it
+                assert requests_carrying(bytes(tap.from_client), ADMIN.encode())
+
+                # named, c is asked with the caller's token, and answers for itself
+                named = await gql(
+                    client, FLEET, {"clusters": ["c"]}, token="alice-token", path="/fleet/graphql"
+                )
+                assert named["data"]["fleet"][0]["leases"] is not None
+                assert list(_leaked(tap)) == ["alice-token"]
+                query = '{ leases(namespace: "demo") { items { metadata { name } } } }'
+                data(await gql(client, query, token="viewer-token", path="/clusters/c/graphql"))
+                assert list(_leaked(tap)) == ["alice-token", "viewer-token"]
+                # reading the schema of the cluster it addresses reviews the caller there
+                schema = "{ __schema { queryType { name } } }"
+                body = await gql(client, schema, token="alice-token", path="/clusters/c/graphql")
+                assert data(body)["__schema"]["queryType"]["name"] == "Query"
+                assert requests_carrying(bytes(tap.from_client), b"alice-token")[-1] == (
+                    b"POST /apis/authentication.k8s.io/v1/selfsubjectreviews HTTP/1.1"
+                )
+
+        # shared: c is reviewed with the caller's token, shown, and part of "*"
+        before = len(requests_carrying(bytes(tap.from_client), b"viewer-token"))
+        flags = ("--clusters-dir", str(clusters), "--shared-identity-clusters", "c")
+        async with gateway(a, *flags) as (gw, fleet, client):
+            await until(fleet, serves("c"))
+            assert await _clusters(client, "viewer-token", "/graphql") == ["default", "c"]
+            reviews = requests_carrying(bytes(tap.from_client), b"viewer-token")[before:]
+            assert reviews == [b"POST /apis/authentication.k8s.io/v1/selfsubjectreviews HTTP/1.1"]
+            body = await gql(client, FLEET, token="viewer-token", path="/fleet/graphql")
+            assert [m["cluster"] for m in data(body)["fleet"]] == ["default", "c"]
+
+
+# -- a flood of fresh tokens costs a bounded number of reviews --------------------------
+
+
+async def test_a_flood_of_random_tokens_is_refused_while_a_known_caller_is_served(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    """Every fresh token would cost a SelfSubjectReview per cluster; they share one budget
+    (--max-new-caller-reviews 5: 25 at once, then 5 a second), so 400 random tokens send a
+    bounded number of reviews and get RESOURCE_EXHAUSTED past it, while the administrator,
+    whom a review authenticated before, is answered every time."""
+    async with served(two, tmp_path, "--max-new-caller-reviews", "5") as (_, client, channel):
+        assert await _listed(channel, ADMIN) == ["default", "b"]  # admin is known now
+        before = sum((await _reviews(client)).values())
+        outcomes: dict[str, int] = {}
+        latencies: list[float] = []
+        stop = asyncio.Event()
+
+        async def known_caller() -> None:
+            while not stop.is_set():
+                started = time.perf_counter()
+                assert await _clusters(client, ADMIN, "/graphql") == ["default", "b"]
+                assert await _listed(channel, ADMIN) == ["default", "b"]
+                latencies.append(time.perf_counter() - started)
+
+        async def stranger(i: int) -> None:
+            token = f"random-{secrets.token_hex(8)}-{i}"
+            if i % 10 == 9:  # a name not served: a NOT_FOUND either way, never a failure
+                body = await gql(
+                    client, CLUSTERS, token=token, path="/clusters/nope/graphql", expect=404
+                )
+                told = body["errors"][0]["message"].split("clusters you may see: ")[1]
+                outcome = {"none": "not found", NOT_ASKED: "not found, none asked"}[told]
+            elif i % 2:  # gRPC ListClusters
+                try:
+                    assert await _listed(channel, token) == []
+                    outcome = "answered"
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
+                    assert exc.details() == REFUSED
+                    outcome = "RESOURCE_EXHAUSTED"
+            else:
+                body = await gql(client, CLUSTERS, token=token, path="/graphql")
+                if "errors" in body:
+                    error = body["errors"][0]
+                    assert error["message"] == REFUSED
+                    outcome = error["extensions"]["code"]
+                else:
+                    assert body["data"]["clusters"] == []  # no cluster knows a random token
+                    outcome = "answered"
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+        task = asyncio.create_task(known_caller())
+        started = time.perf_counter()
+        for batch in range(8):
+            await asyncio.gather(*(stranger(batch * 50 + i) for i in range(50)))
+        elapsed = time.perf_counter() - started
+        stop.set()
+        await task
+        sent = sum((await _reviews(client)).values()) - before
+        print(
+            f"400 random tokens in {elapsed:.1f} s: {outcomes}, {sent:.0f} reviews sent; "
+            f"known caller: {len(latencies)} answers, slowest {max(latencies) * 1000:.0f} ms"
+        )
+        assert sent <= 25 + 5 * elapsed + 2  # the burst, the rate (and one in flight)
+        # each stranger answered cost a review per cluster; the others sent none
+        assert outcomes.get("answered", 0) + outcomes.get("not found", 0) <= sent / 2
+        assert outcomes.get("RESOURCE_EXHAUSTED", 0) >= 360 - sent
+        assert outcomes.get("not found, none asked", 0) >= 1
+        assert len(latencies) >= 2
+        assert max(latencies) < 5.0  # two calls each, beside 50 strangers at once

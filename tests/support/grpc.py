@@ -260,7 +260,8 @@ async def serve_two(
     """``demos`` served by one gRPC server as clusters of their names (``default``: that
     one's upstream is also the cluster ``default``, listed first; ``own``: the gateway's
     credential on a cluster), each given its own lease; everything closes with ``stack``."""
-    fleet = fleet if fleet is not None else Fleet()
+    # demo upstreams: one identity provider (the demo's tokens), so "*" may reach each
+    fleet = fleet if fleet is not None else Fleet(shared_identity=("*",))
     clusters = {
         name: await stack.enter_async_context(
             demo_cluster(demo.url, name=name, token=own.get(name))
