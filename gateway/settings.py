@@ -75,6 +75,9 @@ class Settings:
     grpc_client_ca_file: str | None = None
     tls_reload_seconds: float = 10.0
     drain_seconds: float = 25.0
+    http_header_timeout_seconds: float = 10.0
+    http_idle_timeout_seconds: float = 5.0
+    http_max_connections: str = "auto"
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -195,6 +198,15 @@ _HELP: dict[str, str] = {
     "while the gateway drains (readiness false, new work refused, every subscription "
     "ended with its resume point), then it exits; keep it below the pod's "
     "terminationGracePeriodSeconds",
+    "http_header_timeout_seconds": "time an HTTP client has from the first byte of a "
+    "request to the end of its headers; past it the connection is answered 408 and closed "
+    "(slow-loris clients)",
+    "http_idle_timeout_seconds": "an HTTP connection with no request in progress (newly "
+    "accepted, or between two requests) that sends nothing for this long is closed; "
+    "streams (SSE, multipart) and WebSockets are not idle",
+    "http_max_connections": "HTTP and WebSocket connections open at once; one more is "
+    "answered 503 with Retry-After and closed at once (open ones are served as before): a "
+    "number, or auto (half the process's open-file limit, RLIMIT_NOFILE, at most 16384)",
     "log_level": "debug, info, warning or error",
     "log_format": "auto (text on a terminal, else JSON lines), json or text",
 }
@@ -214,6 +226,8 @@ _POSITIVE = frozenset(
         "access_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",
+        "http_header_timeout_seconds",
+        "http_idle_timeout_seconds",
         "demo_clusters",
         "grpc_max_message_bytes",
         "grpc_max_request_bytes",
@@ -373,6 +387,12 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
         raise SystemExit(
             f"--list-workers ({ENV_PREFIX}LIST_WORKERS) must be auto or a number from 0 to 64, "
             f"got {workers!r}"
+        )
+    cap = values.get("http_max_connections", "auto")
+    if cap != "auto" and not (cap.isdigit() and int(cap) > 0):
+        raise SystemExit(
+            f"--http-max-connections ({ENV_PREFIX}HTTP_MAX_CONNECTIONS) must be auto or a "
+            f"number greater than 0, got {cap!r}"
         )
     identity = values.get("identity", "forward")
     if identity not in ("forward", "impersonate"):
