@@ -78,6 +78,7 @@ class Settings:
     http_header_timeout_seconds: float = 10.0
     http_idle_timeout_seconds: float = 5.0
     http_max_connections: str = "auto"
+    metrics_access: str = "rbac"
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -207,6 +208,10 @@ _HELP: dict[str, str] = {
     "http_max_connections": "HTTP and WebSocket connections open at once; one more is "
     "answered 503 with Retry-After and closed at once (open ones are served as before): a "
     "number, or auto (half the process's open-file limit, RLIMIT_NOFILE, at most 16384)",
+    "metrics_access": "who may read /metrics: 'rbac' serves it to callers whose bearer "
+    "token the default cluster allows get on the non-resource URL /metrics (Prometheus' "
+    "usual RBAC), 'anyone' to every caller (its metrics name every cluster and served "
+    "resource)",
     "log_level": "debug, info, warning or error",
     "log_format": "auto (text on a terminal, else JSON lines), json or text",
 }
@@ -393,6 +398,12 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
         raise SystemExit(
             f"--http-max-connections ({ENV_PREFIX}HTTP_MAX_CONNECTIONS) must be auto or a "
             f"number greater than 0, got {cap!r}"
+        )
+    metrics_access = values.get("metrics_access", "rbac")
+    if metrics_access not in ("rbac", "anyone"):
+        raise SystemExit(
+            f"--metrics-access ({ENV_PREFIX}METRICS_ACCESS) must be rbac or anyone, "
+            f"got {metrics_access!r}"
         )
     identity = values.get("identity", "forward")
     if identity not in ("forward", "impersonate"):
