@@ -8,11 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import resource
+import selectors
+import socket
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import orjson
 
@@ -27,6 +33,7 @@ from tests.support.graphql import (
     unique,
     ws_client,
 )
+from tests.support.serve_process import Served, clean_env, command, free_port, health_serving
 
 QUERY = '{ leases(namespace: "demo") { items { metadata { name } } } }'
 WATCH = """subscription($ns: String, $labels: String) {
@@ -239,3 +246,98 @@ async def test_streams_and_websockets_outlive_the_idle_and_head_timeouts(
             assert payload["data"]["watchPods"]["object"]["metadata"]["name"] == f"{label}-a"
             event = await ws.next(op)
             assert event["data"]["watchPods"]["object"]["metadata"]["name"] == f"{label}-a"
+
+
+def _answers_at_accept(
+    sockets: list[socket.socket], expected: int, timeout: float = 60
+) -> dict[socket.socket, bytes]:
+    """What the server wrote on each of ``sockets`` before closing it, once ``expected``
+    of them were answered and closed (or ``timeout`` passed)."""
+    answers: dict[socket.socket, bytes] = {}
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            selector.register(sock, selectors.EVENT_READ, b"")
+        deadline = time.monotonic() + timeout
+        while len(answers) < expected and time.monotonic() < deadline:
+            for key, _ in selector.select(deadline - time.monotonic()):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                chunk = sock.recv(4096)
+                if chunk:
+                    selector.modify(sock, selectors.EVENT_READ, key.data + chunk)
+                else:  # closed by the server
+                    selector.unregister(sock)
+                    answers[sock] = key.data
+    return answers
+
+
+def test_idle_connections_past_the_open_file_limit_leave_the_process_serving(
+    tmp_path: Path,
+) -> None:
+    """The attack review's case: the open-file limit at 400 and 420 idle connections made
+    every request fail.  Now the default cap (half the limit) refuses the connections past
+    it at once, a client connected before them is served, gRPC (whose connections need
+    descriptors too) answers, and once they go newcomers are served again."""
+    limit = 400
+    http_port, grpc_port = free_port(), free_port()
+    launcher = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit}))\n"
+        "from gateway.cli import main\n"
+        "raise SystemExit(main(sys.argv[1:]))\n"
+    )
+    argv = command(http_port, grpc_port, "--demo", "--http-idle-timeout-seconds", "120")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", launcher, *argv[3:]],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=clean_env(tmp_path),
+    )
+    served = Served(proc, http_port, grpc_port)
+    try:
+        served.wait_serving()
+        with httpx.Client(
+            base_url=served.http, headers={"Authorization": f"Bearer {ADMIN}"}
+        ) as good:
+            assert good.post("/graphql", json={"query": QUERY}).status_code == 200
+            opened = [
+                socket.create_connection(("127.0.0.1", http_port), timeout=30) for _ in range(420)
+            ]
+            # The server answers each connection past the cap at accept, in order: once
+            # every answer it gave has come, the connections without one are held open.
+            answers = _answers_at_accept(opened, expected=420 - (limit // 2 - 1))
+            held = [sock for sock in opened if sock not in answers]
+            refused = len(answers)
+            for sock, answer in answers.items():
+                assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), answer
+                sock.close()
+            # Half the limit: the good client's connection and 199 idle ones.
+            assert len(held) == limit // 2 - 1, len(held)
+            assert refused == 420 - len(held)
+            latencies = []
+            for _ in range(20):
+                started = time.perf_counter()
+                response = good.post("/graphql", json={"query": QUERY})
+                latencies.append(time.perf_counter() - started)
+                assert response.status_code == 200 and "errors" not in response.json()
+            with grpc.insecure_channel(served.grpc) as channel:
+                assert health_serving(channel)
+            for sock in held:
+                sock.close()
+        with httpx.Client(base_url=served.http, timeout=30) as newcomer:
+            # each held connection's close reaches the server in turn: a few tries at most
+            statuses = []
+            while not statuses or statuses[-1] != 200:
+                statuses.append(newcomer.get("/healthz").status_code)
+                assert len(statuses) < 200, statuses
+        assert "Too many open files" not in served.log
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        assert proc.stderr is not None
+        proc.stderr.close()
+    print(
+        f"fd limit {limit}: {refused} of 420 idle connections refused at once; the connected "
+        f"neighbour p99 {_p99(latencies) * 1000:.1f} ms"
+    )
