@@ -15,7 +15,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, ClassVar
 
 from graphql import print_schema
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -27,7 +27,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from gateway import demomode
+from gateway.core import errors
+from gateway.core.adapter import KubeAdapter
+from gateway.core.answers import Answers
+from gateway.core.budget import scope_of
 from gateway.core.config import describe
+from gateway.core.credentials import credential_of_authorization
 from gateway.core.drain import Drain
 from gateway.core.metrics import Metrics
 from gateway.graphql.admission import Admission
@@ -63,8 +68,71 @@ async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+class MetricsAccess:
+    """Who may read ``/metrics`` (``--metrics-access``).
+
+    ``rbac`` (the default): a caller whose bearer token the default cluster allows ``get``
+    on the non-resource URL ``/metrics``, as Kubernetes components serve their own metrics
+    (a SelfSubjectAccessReview made with the caller's credential, so in impersonate mode
+    for the impersonated user; Prometheus' usual ClusterRole has that rule).  No token:
+    401 at once, nothing asked upstream.  An answer is kept for its caller (by a hash of
+    its token) 60 s, a refusal 10 s.  ``anyone``: every caller (the metrics name every
+    cluster and served resource).
+    """
+
+    ALLOWED_TTL: ClassVar[float] = 60.0
+    REFUSED_TTL: ClassVar[float] = 10.0
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self._answers: Answers[str, int] = Answers(max_entries=1_000)
+
+    async def refusal(self, request: Request, adapter: KubeAdapter) -> Response | None:
+        """``None`` when the caller may read the metrics, else the answer that says why."""
+        if self.mode == "anyone":
+            return None
+        try:
+            credential = credential_of_authorization(request.headers.get("authorization"))
+        except errors.GatewayError:
+            credential = None
+        if credential is None or not credential.subject:
+            return self._refused(401)
+
+        async def ask() -> tuple[int, float]:
+            try:
+                allowed = await adapter.path_review("/metrics", "get", credential=credential)
+            except errors.Unauthorized:
+                return 401, self.REFUSED_TTL
+            return (200, self.ALLOWED_TTL) if allowed else (403, self.REFUSED_TTL)
+
+        try:
+            status = await self._answers.get(scope_of(credential), ask)
+        except errors.GatewayError as exc:
+            return PlainTextResponse(
+                f"/metrics: the cluster's authorizer could not be asked: {exc.message}\n",
+                status_code=503,
+                headers={"retry-after": "1"},
+            )
+        return None if status == 200 else self._refused(status)
+
+    @staticmethod
+    def _refused(status: int) -> Response:
+        why = "no valid bearer token" if status == 401 else "this caller may not"
+        text = (
+            f"/metrics: {why}; it is served to callers the default cluster allows to get "
+            'the non-resource URL /metrics (RBAC: nonResourceURLs: ["/metrics"], verbs: '
+            '["get"]), see docs/operations.md\n'
+        )
+        headers = {"www-authenticate": "Bearer"} if status == 401 else None
+        return PlainTextResponse(text, status_code=status, headers=headers)
+
+
 async def _metrics(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    access: MetricsAccess = request.app.state.metrics_access
+    refused = await access.refusal(request, runtime.cluster.adapter)
+    if refused is not None:
+        return refused
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -235,6 +303,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         lifespan=lifespan,
     )
     app.state.drain = drain  # the command's signal handling asks it to drain
+    app.state.metrics_access = MetricsAccess(settings.metrics_access)
     return app
 
 

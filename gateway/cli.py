@@ -49,6 +49,8 @@ def _serve(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         print(f"kube-gateway: cannot start: {exc}", file=sys.stderr)
         return 2
+    from gateway.httpserver import server_options
+
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -62,6 +64,8 @@ def _serve(argv: Sequence[str]) -> int:
         ssl_keyfile=settings.tls_key_file,
         # After the drain (every stream already ended), what still holds a connection.
         timeout_graceful_shutdown=2,
+        # The idle and request-head timeouts and the connection cap (gateway/httpserver.py).
+        **server_options(settings),
     )
     try:
         config.load()

@@ -8,14 +8,23 @@ each line has the same shape.  A JSON line is one object::
 
 ``request_id`` is there on every line logged while a request is served (see
 :mod:`gateway.requestid`); the structured fields of a line are what its call passed as
-``extra``.  Nothing here decides what is logged: callers never pass tokens,
-``Authorization`` values, GraphQL variables or user names (see :mod:`gateway.requestid`
-for the access lines).
+``extra``.  Callers never pass tokens, ``Authorization`` values, GraphQL variables or
+user names (see :mod:`gateway.requestid` for the access lines); two things here hold
+whatever a caller sent off the log all the same:
+
+* the WebSocket library's wire dumps (at debug level, every frame, ``connection_init``
+  with its token included, and every handshake header, ``Authorization`` included) are
+  dropped (:class:`WireDumps`, on the one handler);
+* a text line is one line: control characters in the message and in each field
+  (a request path's ``%0a``, an ANSI escape) are written escaped (``\\n``, ``\\x1b``),
+  and a field value with a space, a quote or ``=`` is quoted, so no value can forge a line
+  or a field (JSON lines are escaped by JSON itself).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Any, Final, Literal, TextIO
@@ -24,7 +33,15 @@ import orjson
 
 from gateway.requestid import current_request_id
 
-__all__ = ["FORMATS", "JsonFormatter", "TextFormatter", "configure", "resolve_format"]
+__all__ = [
+    "FORMATS",
+    "JsonFormatter",
+    "TextFormatter",
+    "WireDumps",
+    "configure",
+    "escape",
+    "resolve_format",
+]
 
 #: The values of ``--log-format``.
 FORMATS: Final = ("auto", "json", "text")
@@ -71,19 +88,63 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+#: What a text line writes escaped: C0 and C1 controls, DEL, and Unicode's line breaks.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: A field value written quoted.
+_QUOTED = re.compile(r'[\s"=]')
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or (
+        f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+    )
+
+
+def escape(text: str) -> str:
+    """``text`` with every control character written as an escape: one line, whatever
+    it holds."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def _value(value: Any) -> str:
+    text = str(value)
+    if text and not _QUOTED.search(text):
+        return escape(text)
+    return '"' + escape(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
+
+
 class TextFormatter(logging.Formatter):
-    """``time LEVEL logger: message`` then ``key=value`` for the request id and the fields."""
+    """``time LEVEL logger: message`` then ``key=value`` for the request id and the fields;
+    the message and the values escaped (see the module's text)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        text = super().formatMessage(record)
+        text = self._fmt % {**vars(record), "message": escape(record.message)}  # type: ignore[operator]
         extra = fields_of(record)
         request_id = extra.pop("request_id", None) or current_request_id()
         if request_id is not None:
-            text += f" request_id={request_id}"
-        return text + "".join(f" {k}={v}" for k, v in extra.items())
+            text += f" request_id={_value(request_id)}"
+        return text + "".join(f" {k}={_value(v)}" for k, v in extra.items())
+
+
+class WireDumps(logging.Filter):
+    """Drops the wire dumps of uvicorn's WebSocket implementation (the ``websockets``
+    library, logging on ``uvicorn.error``): at debug level it writes every frame
+    (``< TEXT '{"type":"connection_init","payload":{"Authorization":...}}'``) and every
+    handshake header, ``Authorization`` included.  Its dumps are the debug records whose
+    template starts with ``< `` or ``> ``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno <= logging.DEBUG
+            and record.name.startswith(("uvicorn", "websockets"))
+            and isinstance(record.msg, str)
+            and record.msg.startswith(("< ", "> "))
+        )
 
 
 def resolve_format(fmt: str, stream: TextIO) -> Literal["json", "text"]:
@@ -106,6 +167,7 @@ def configure(level: str, fmt: str = "auto", stream: TextIO | None = None) -> No
     out = stream if stream is not None else sys.stderr
     handler = logging.StreamHandler(out)
     handler.setFormatter(JsonFormatter() if resolve_format(fmt, out) == "json" else TextFormatter())
+    handler.addFilter(WireDumps())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

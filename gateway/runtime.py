@@ -581,12 +581,13 @@ async def demo_upstream(stack: AsyncExitStack, *, cluster: str = DEFAULT) -> Ups
     )
 
 
-def read_clusters_dir(path: Path) -> list[ClusterSource]:
+def read_clusters_dir(path: Path, problems: list[str] | None = None) -> list[ClusterSource]:
     """One source per kubeconfig file in ``path``, named by the file.
 
     Dotfiles are left out, and so are directories: a mounted Secret holds its files under
     ``..data`` and ``..<timestamp>`` and links each key to them (the links are read).  A
-    file whose name cannot name a cluster is logged and left out.
+    file whose name cannot name a cluster is left out, said in ``problems`` (logged when
+    none is given).
     """
     sources = []
     for entry in sorted(path.iterdir()):
@@ -596,7 +597,11 @@ def read_clusters_dir(path: Path) -> list[ClusterSource]:
             name = check_cluster_name(entry.name, f"--clusters-dir {path}")
             content = entry.read_bytes()
         except (ConfigError, OSError) as exc:
-            log.error("cluster file %s left out: %s", entry, exc)
+            problem = f"cluster file {entry} left out: {exc}"
+            if problems is None:
+                log.error("%s", problem)
+            else:
+                problems.append(problem)
             continue
         sources.append(ClusterSource(name, entry, content=content))
     return sources
@@ -647,6 +652,8 @@ class FleetBuilder:
         self.reviews = reviews
         self.members: dict[str, _Member] = {}
         self._groups: dict[str, dict[str, ClusterSource]] = {}
+        #: What the last configuration or scan logged, by kind (see :meth:`_say`).
+        self._said: dict[str, set[str]] = {}
         self._retiring: set[asyncio.Task[None]] = set()
 
     def _retire(self, task: asyncio.Task[None]) -> None:
@@ -661,12 +668,16 @@ class FleetBuilder:
         self._groups[group] = {s.name: s for s in sources}
         files = self._groups.get("dir", {})
         wanted = dict(files)
+        shadowed: dict[str, int] = {}
         for grp, fixed in self._groups.items():
             if grp == "dir":
                 continue
-            for name in fixed.keys() & files.keys():
-                log.warning("cluster %s: the flag wins over its --clusters-dir file", name)
+            for name in sorted(fixed.keys() & files.keys()):
+                shadowed[f"cluster {name}: the flag wins over its --clusters-dir file"] = (
+                    logging.WARNING
+                )
             wanted.update(fixed)
+        self._say("shadowed", shadowed)
         for name in [n for n in self.members if n not in wanted]:
             log.info("cluster %s: removed", name)
             self._retire(self.members.pop(name).task)
@@ -749,7 +760,7 @@ class FleetBuilder:
         its ``..data`` link, not by writing files); it is also re-read every
         ``rescan_seconds``, so a change made before the watch began is not missed.
         """
-        self.configure("dir", read_clusters_dir(path))
+        self._scan(path)
         async for _ in watchfiles.awatch(
             path,
             watch_filter=None,
@@ -757,10 +768,29 @@ class FleetBuilder:
             rust_timeout=int(rescan_seconds * 1000),
             yield_on_timeout=True,
         ):
-            try:
-                self.configure("dir", read_clusters_dir(path))
-            except OSError as exc:
-                log.error("--clusters-dir %s cannot be read: %s", path, exc)
+            self._scan(path)
+
+    def _scan(self, path: Path) -> None:
+        """Read ``path`` again and serve what it holds; a problem is logged when it appears
+        or changes, not at every rescan."""
+        problems: list[str] = []
+        try:
+            sources = read_clusters_dir(path, problems)
+        except OSError as exc:
+            self._say("dir", {f"--clusters-dir {path} cannot be read: {exc}": logging.ERROR})
+            return
+        self._say("dir", dict.fromkeys(problems, logging.ERROR))
+        self.configure("dir", sources)
+
+    def _say(self, kind: str, lines: dict[str, int]) -> None:
+        """Log each of ``lines`` (message: level) unless the last call of the same
+        ``kind`` said it too: a problem that lasts is said once, not at every rescan (and
+        a file name, the caller's text, cannot flood the log)."""
+        said = self._said.get(kind, set())
+        for message, level in lines.items():
+            if message not in said:
+                log.log(level, "%s", message)
+        self._said[kind] = set(lines)
 
     async def aclose(self) -> None:
         """Stop serving every named cluster and close them."""

@@ -83,6 +83,10 @@ class Settings:
     grpc_client_ca_file: str | None = None
     tls_reload_seconds: float = 10.0
     drain_seconds: float = 25.0
+    http_header_timeout_seconds: float = 10.0
+    http_idle_timeout_seconds: float = 5.0
+    http_max_connections: str = "auto"
+    metrics_access: str = "rbac"
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -230,6 +234,19 @@ _HELP: dict[str, str] = {
     "while the gateway drains (readiness false, new work refused, every subscription "
     "ended with its resume point), then it exits; keep it below the pod's "
     "terminationGracePeriodSeconds",
+    "http_header_timeout_seconds": "time an HTTP client has from the first byte of a "
+    "request to the end of its headers; past it the connection is answered 408 and closed "
+    "(slow-loris clients)",
+    "http_idle_timeout_seconds": "an HTTP connection with no request in progress (newly "
+    "accepted, or between two requests) that sends nothing for this long is closed; "
+    "streams (SSE, multipart) and WebSockets are not idle",
+    "http_max_connections": "HTTP and WebSocket connections open at once; one more is "
+    "answered 503 with Retry-After and closed at once (open ones are served as before): a "
+    "number, or auto (half the process's open-file limit, RLIMIT_NOFILE, at most 16384)",
+    "metrics_access": "who may read /metrics: 'rbac' serves it to callers whose bearer "
+    "token the default cluster allows get on the non-resource URL /metrics (Prometheus' "
+    "usual RBAC), 'anyone' to every caller (its metrics name every cluster and served "
+    "resource)",
     "log_level": "debug, info, warning or error",
     "log_format": "auto (text on a terminal, else JSON lines), json or text",
 }
@@ -250,6 +267,8 @@ _POSITIVE = frozenset(
         "token_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",
+        "http_header_timeout_seconds",
+        "http_idle_timeout_seconds",
         "demo_clusters",
         "max_new_caller_reviews",
         "grpc_max_message_bytes",
@@ -417,6 +436,18 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
         raise SystemExit(
             f"--list-workers ({ENV_PREFIX}LIST_WORKERS) must be auto or a number from 0 to 64, "
             f"got {workers!r}"
+        )
+    cap = values.get("http_max_connections", "auto")
+    if cap != "auto" and not (cap.isdigit() and int(cap) > 0):
+        raise SystemExit(
+            f"--http-max-connections ({ENV_PREFIX}HTTP_MAX_CONNECTIONS) must be auto or a "
+            f"number greater than 0, got {cap!r}"
+        )
+    metrics_access = values.get("metrics_access", "rbac")
+    if metrics_access not in ("rbac", "anyone"):
+        raise SystemExit(
+            f"--metrics-access ({ENV_PREFIX}METRICS_ACCESS) must be rbac or anyone, "
+            f"got {metrics_access!r}"
         )
     identity = values.get("identity", "forward")
     if identity not in ("forward", "impersonate"):

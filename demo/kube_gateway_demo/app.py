@@ -597,8 +597,21 @@ _SELF_SUBJECT_REVIEW: Final = ["apis", "authentication.k8s.io", "v1", "selfsubje
 
 
 def _access_review_answer(grant: TokenGrant, review: Any, groups: Groups) -> dict[str, Any]:
-    """The apiserver's answer to a SelfSubjectAccessReview (resource attributes only)."""
+    """The apiserver's answer to a SelfSubjectAccessReview (resource attributes, or a
+    non-resource URL)."""
     spec = review.get("spec") if isinstance(review, dict) else None
+    url = spec.get("nonResourceAttributes") if isinstance(spec, dict) else None
+    if isinstance(url, dict):
+        # A non-resource URL (/metrics, /healthz): a grant over the whole cluster covers it.
+        verb = str(url.get("verb") or "")
+        allowed = bool(verb) and grant.allows(verb, namespaced=False, namespace=None)
+        return {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": {"allowed": allowed},
+        }
     attrs = spec.get("resourceAttributes") if isinstance(spec, dict) else None
     if not isinstance(attrs, dict):
         raise invalid(

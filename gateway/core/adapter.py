@@ -188,6 +188,25 @@ def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -
     )
 
 
+def build_path_review(path: str, verb: str) -> Request:
+    """A SelfSubjectAccessReview asking whether the caller may ``verb`` the non-resource
+    URL ``path`` (``/metrics``: what Kubernetes components ask of their scrapers)."""
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": path, "verb": verb}},
+    }
+    return Request(
+        "POST",
+        ACCESS_REVIEW_PATH,
+        [],
+        orjson.dumps(body),
+        "application/json",
+        verb="create",
+        resource="selfsubjectaccessreviews.authorization.k8s.io",
+    )
+
+
 class LineSplitter:
     """Frames a byte stream into whole lines (watch rule 20).
 
@@ -719,6 +738,24 @@ class KubeAdapter:
         """
         res = self.resource(resource)
         answer = await self._json(build_access_review(res, verb, namespace), credential, timeout)
+        status = answer.get("status")
+        return isinstance(status, dict) and status.get("allowed") is True
+
+    async def path_review(
+        self,
+        path: str,
+        verb: str = "get",
+        *,
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = 10.0,
+    ) -> bool:
+        """Whether the caller may ``verb`` the non-resource URL ``path``, as the upstream's
+        authorizer answers a SelfSubjectAccessReview made with the caller's credential.
+
+        Raises:
+            GatewayError: the review itself failed (401 for a rejected token...).
+        """
+        answer = await self._json(build_path_review(path, verb), credential, timeout)
         status = answer.get("status")
         return isinstance(status, dict) and status.get("allowed") is True
 

@@ -234,7 +234,8 @@ async def test_the_lifespan_serves_a_discovered_catalog_with_the_kubeconfig_iden
         assert catalog.registry.by_resource("apps", "v1", "replicasets") is None
         assert catalog.registry.by_resource("", "v1", "configmaps") is None
         async with httpx.AsyncClient() as client:
-            metrics = (await client.get(f"{url}/metrics")).text
+            scraper = kube_apiserver.headers("admin")  # /metrics: for callers RBAC allows
+            metrics = (await client.get(f"{url}/metrics", headers=scraper)).text
     served = len(catalog.registry.records)
     assert f"kube_gateway_served_resources {served}.0" in metrics
     assert 'kube_gateway_catalog_reloads_total{outcome="swapped"} 1.0' in metrics

@@ -9,9 +9,10 @@ run).  The generated ``gateway/grpc/gen`` is left out, and so, for now, is
 The layers, bottom up:
 
 * ``gateway.core``: all behaviour; imports nothing of the gateway outside itself.
-* ``gateway.requestid``, ``logs``, ``settings``, ``tls``, ``shutdown``: the process's
-  edges (request ids and access lines, log lines, settings, certificates, the drain's
-  HTTP gate); the core and each other only.
+* ``gateway.requestid``, ``logs``, ``settings``, ``tls``, ``shutdown``, ``httpserver``:
+  the process's edges (request ids and access lines, log lines, settings, certificates,
+  the drain's HTTP gate, the HTTP server's timeouts and connection cap); the core and
+  each other only.
 * ``gateway.graphql`` and ``gateway.grpc``: the two front ends; the core, the request
   context (``gateway.requestid``) and themselves, never each other.
 * ``gateway.runtime``, then ``gateway.app``, then ``gateway.cli``: the composition root,
@@ -36,6 +37,7 @@ EDGES = (
     "gateway.settings",
     "gateway.tls",
     "gateway.shutdown",
+    "gateway.httpserver",
     "gateway.demomode",
 )
 #: What each part may import from the gateway (itself always), by module name prefix.

@@ -97,7 +97,8 @@ async def _post(gateway: Gateway, query: str, **variables: Any) -> bytes:
 async def _listed(gateway: Gateway, outcome: str) -> float:
     """``kube_gateway_list_worker_lists_total{outcome}`` as ``/metrics`` serves it."""
     async with httpx.AsyncClient(base_url=gateway.url) as client:
-        text = (await client.get("/metrics")).text
+        scraper = {"Authorization": f"Bearer {ADMIN}"}  # /metrics: for callers RBAC allows
+        text = (await client.get("/metrics", headers=scraper)).text
     line = f'kube_gateway_list_worker_lists_total{{outcome="{outcome}"}} '
     return sum(float(row.removeprefix(line)) for row in text.splitlines() if row.startswith(line))
 

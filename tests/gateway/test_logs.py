@@ -4,6 +4,7 @@ ended subscription, and never a token, a variable or a user name."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,3 +227,120 @@ def test_log_format_is_a_setting(tmp_path: Path) -> None:
     assert load([], {"KUBE_GATEWAY_LOG_FORMAT": "json"}).log_format == "json"
     with pytest.raises(SystemExit):
         load(["--log-format", "xml"])
+
+
+def test_a_text_line_is_one_line_whatever_its_values_hold() -> None:
+    forged = "/graphql\n2026-01-01 00:00:00,000 INFO gateway.access: GET /admin 200"
+    record = logging.LogRecord(
+        "gateway.access", logging.INFO, __file__, 1, "%s %s", ("GET", forged), None
+    )
+    record.path = forged
+    record.operation = 'x" status=200 \x1b[31mred\u2028'
+    line = TextFormatter().format(record)
+    assert "\n" not in line and "\x1b" not in line and "\u2028" not in line
+    assert "GET /graphql\\n2026-01-01 00:00:00,000 INFO gateway.access: GET /admin 200 " in line
+    assert ' path="/graphql\\n2026-01-01' in line
+    assert ' operation="x\\" status=200 \\x1b[31mred\\u2028"' in line
+    # JSON lines were one line already; the text of a line is the same.
+    assert orjson.loads(JsonFormatter().format(record))["path"] == forged
+
+
+#: One token per way a token arrives; none may be logged, even at debug level.
+TOKENS = {
+    "http-header": "tok-http-header-3c1f",
+    "http-valid": "viewer-token",
+    "sse": "tok-sse-8d2e",
+    "multipart": "tok-multipart-5a9b",
+    "ws-upgrade-header": "tok-ws-upgrade-77c4",
+    "ws-init-authorization": "tok-ws-init-auth-1b6d",
+    "ws-init-headers": "tok-ws-init-headers-9e0a",
+    "ws-init-authtoken": "tok-ws-init-authtoken-4f2c",
+    "ws-legacy-authtoken": "alice-token",
+    "grpc": "tok-grpc-meta-6d3b",
+    "grpc-valid": "viewer-token",
+}
+
+
+def _ws_init(
+    served: Served, payload: dict[str, Any], protocol: str = "graphql-transport-ws", **headers: str
+) -> None:
+    url = served.http.replace("http://", "ws://") + "/graphql"
+    with connect(
+        url,
+        subprotocols=[protocol],  # type: ignore[list-item]
+        additional_headers=headers,
+        open_timeout=30,
+    ) as ws:
+        ws.send(orjson.dumps({"type": "connection_init", "payload": payload}).decode())
+        answer = orjson.loads(ws.recv(timeout=30))
+        assert answer["type"] in ("connection_ack", "connection_error"), answer
+        kind = "start" if protocol == "graphql-ws" else "subscribe"
+        query = 'subscription { watchPods(namespace: "demo") { type } }'
+        ws.send(orjson.dumps({"id": "1", "type": kind, "payload": {"query": query}}).decode())
+        ws.recv(timeout=30)
+
+
+def test_no_token_is_logged_at_debug_level_whichever_way_it_arrives(tmp_path: Path) -> None:
+    with serve_process(
+        tmp_path, "--demo", "--log-level", "debug", "--log-format", "text"
+    ) as served:
+        served.wait_serving()
+        query = '{ pods(namespace: "demo") { items { metadata { name } } } }'
+        subscription = 'subscription { watchPods(namespace: "demo") { type } }'
+
+        def bearer(way: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {TOKENS[way]}"}
+
+        with httpx.Client(base_url=served.http, timeout=30) as client:
+            for way in ("http-header", "http-valid"):
+                client.post("/graphql", json={"query": query}, headers=bearer(way))
+                client.get("/graphql", params={"query": query}, headers=bearer(way))
+            for way, accept in (("sse", "text/event-stream"), ("multipart", "multipart/mixed")):
+                with client.stream(
+                    "POST",
+                    "/graphql",
+                    json={"query": subscription},
+                    headers={**bearer(way), "Accept": accept},
+                ) as stream:
+                    next(stream.iter_lines())
+        _ws_init(served, {}, **bearer("ws-upgrade-header"))
+        _ws_init(served, bearer("ws-init-authorization"))
+        _ws_init(served, {"headers": bearer("ws-init-headers")})
+        _ws_init(served, {"authToken": TOKENS["ws-init-authtoken"]})
+        _ws_init(served, {"authToken": TOKENS["ws-legacy-authtoken"]}, "graphql-ws")
+        with grpc.insecure_channel(served.grpc) as channel:
+            pods = pods_pb2_grpc.PodServiceStub(channel)
+            for way in ("grpc", "grpc-valid"):
+                with contextlib.suppress(grpc.RpcError):
+                    pods.List(
+                        pods_pb2.ListPodsRequest(namespace="demo"),
+                        metadata=(("authorization", f"Bearer {TOKENS[way]}"),),
+                        timeout=30,
+                    )
+        # Every way was served (its access line written) before the log is read.
+        served.wait_until(
+            lambda lines: (
+                sum("gateway.access: GET /graphql 101" in line for line in lines) >= 5
+                and any("PodService/List" in line for line in lines[-50:])
+            )
+        )
+    log = served.log
+    assert " DEBUG " in log  # the level the test is about was on
+    for way, token in TOKENS.items():
+        assert token not in log, (way, [line for line in served.lines if token in line])
+
+
+def test_a_request_path_cannot_forge_a_text_log_line(tmp_path: Path) -> None:
+    with serve_process(tmp_path, "--demo", "--log-format", "text") as served:
+        forged = "2026-01-01 00:00:00,000 INFO gateway.access: GET /forged 200"
+        with httpx.Client(base_url=served.http, timeout=30) as client:
+            path = "/nothing%0a" + forged.replace(" ", "%20") + "%1b[31m"
+            assert client.get(path, headers={"X-Request-Id": "forge-1"}).status_code == 404
+        served.wait_until(lambda lines: any("request_id=forge-1" in line for line in lines))
+    assert not any(line.startswith(forged) for line in served.lines)
+    (line,) = [line for line in served.lines if "request_id=forge-1" in line]
+    assert (
+        "GET /nothing\\n2026-01-01 00:00:00,000 INFO gateway.access: GET /forged 200\\x1b[31m 404"
+        in line
+    )
+    assert "\x1b" not in served.log

@@ -17,14 +17,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc, pods_pb2, pods_pb2_grpc
 from kube_gateway_demo import DemoUpstream
-from tests.support.graphql import ADMIN, Gateway, gql, serve_gateway
+from tests.support.graphql import ADMIN, ALICE, Gateway, gql, serve_gateway
+from tests.support.tap import Tap
 
 AUTH = (("authorization", f"Bearer {ADMIN}"),)
 Sample = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 async def scrape(client: httpx.AsyncClient) -> Sample:
-    response = await client.get("/metrics")
+    # A scraper the cluster allows (see the last tests).
+    response = await client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN}"})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=")
     assert ADMIN not in response.text  # no token in any label or value
@@ -166,3 +168,52 @@ async def test_a_held_event_loop_shows_in_the_lag_histogram(
     over = value(after, name, le="+Inf") - value(after, name, le="0.25")
     over_before = value(before, name, le="+Inf") - value(before, name, le="0.25")
     assert over - over_before >= 1
+
+
+async def test_metrics_are_served_to_callers_the_cluster_allows_and_no_one_else(
+    demo: DemoUpstream,
+) -> None:
+    """``/metrics`` names every cluster and served resource: by default it is served to
+    callers the default cluster allows ``get`` on the non-resource URL ``/metrics`` (a
+    SelfSubjectAccessReview with their own token, as Kubernetes components do), refused
+    to anyone else, anonymous callers without asking the cluster anything."""
+    async with Tap.before(demo.url) as tap, serve_gateway(demo, tap.url) as gateway:
+        reviews = b"selfsubjectaccessreviews"
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
+            before = tap.from_client.count(reviews)
+            started = time.perf_counter()
+            anonymous = [await client.get("/metrics") for _ in range(50)]
+            anonymous_s = (time.perf_counter() - started) / 50
+            assert tap.from_client.count(reviews) == before  # nothing asked upstream
+            for refused in anonymous:
+                assert refused.status_code == 401, refused.text
+                assert refused.headers["www-authenticate"] == "Bearer"
+                assert 'nonResourceURLs: ["/metrics"]' in refused.text
+                assert "kube_gateway" not in refused.text and "leases" not in refused.text
+
+            def bearer(token: str) -> dict[str, str]:
+                return {"Authorization": f"Bearer {token}"}
+
+            # A token the cluster rejects, and one it knows but does not allow: refused.
+            unknown = await client.get("/metrics", headers=bearer("not-a-demo-token"))
+            assert unknown.status_code == 401 and "kube_gateway" not in unknown.text
+            alice = await client.get("/metrics", headers=bearer(ALICE))
+            assert alice.status_code == 403 and "kube_gateway" not in alice.text
+            assert "this caller may not" in alice.text
+            # A scraper the cluster allows is served; its answer is kept, not asked again.
+            asked = tap.from_client.count(reviews)
+            for _ in range(5):
+                scraped = await client.get("/metrics", headers=bearer(ADMIN))
+                assert scraped.status_code == 200
+                assert "kube_gateway_operations_total" in scraped.text
+            assert tap.from_client.count(reviews) == asked + 1
+    print(f"anonymous /metrics refused in {anonymous_s * 1000:.1f} ms each, nothing asked")
+
+
+async def test_metrics_access_anyone_serves_every_caller(demo: DemoUpstream) -> None:
+    async with (
+        serve_gateway(demo, metrics_access="anyone") as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as client,
+    ):
+        scraped = await client.get("/metrics")
+        assert scraped.status_code == 200 and "kube_gateway_operations_total" in scraped.text

@@ -3,14 +3,18 @@ lifespan handing that same cluster to both front ends."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import credential_of_token
+from gateway.core.fleet import Fleet
 from gateway.core.metrics import Metrics
 from gateway.core.registry import POD
-from gateway.runtime import Upstream, build_cluster
+from gateway.runtime import FleetBuilder, Upstream, build_cluster
 from gateway.settings import load
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway, serve_app
@@ -60,3 +64,47 @@ async def test_both_front_ends_are_handed_the_cluster_the_lifespan_built(tmp_pat
             assert served.graphql.cluster is runtime.cluster
             assert served.groups.live is runtime.live_schema is not None
             assert runtime.cluster.watches.max_queue == 8
+
+
+class _Said(logging.Handler):
+    """The gateway's "left out" lines, and an event set at each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[logging.LogRecord] = []
+        self.changed = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "left out" in record.getMessage():
+            self.lines.append(record)
+            self.changed.set()
+
+
+async def test_a_bad_clusters_dir_file_is_logged_once_per_change_not_at_every_rescan(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "Bad_Name").write_text("not a cluster")
+    builder = FleetBuilder(load([], {}), Fleet(), Metrics())
+    said = _Said()
+    logger = logging.getLogger("gateway")
+    logger.addHandler(said)
+    following = asyncio.create_task(builder.follow_dir(tmp_path, rescan_seconds=0.05))
+    try:
+        # Time passing is the stimulus: about 30 rescans find the same file.
+        await asyncio.sleep(1.5)
+        assert [r.levelno for r in said.lines] == [logging.ERROR], said.lines
+        assert "Bad_Name" in said.lines[0].getMessage()
+        # A change is said again, once: the new file's line, not the old one's.
+        said.changed.clear()
+        (tmp_path / "Another_Bad").write_text("not a cluster either")
+        async with asyncio.timeout(20):
+            await said.changed.wait()
+        await asyncio.sleep(1.0)  # more rescans
+        assert len(said.lines) == 2, said.lines
+        assert "Another_Bad" in said.lines[1].getMessage()
+    finally:
+        logger.removeHandler(said)
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        await builder.aclose()

@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
 
 from gateway.app import create_app
+from gateway.httpserver import server_options
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
 
@@ -97,7 +98,12 @@ async def serve_app(settings: Settings, port: int = 0) -> AsyncIterator[tuple[st
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, lifespan="on", log_config=None, log_level=None, timeout_graceful_shutdown=2
+        app,
+        lifespan="on",
+        log_config=None,
+        log_level=None,
+        timeout_graceful_shutdown=2,
+        **server_options(settings),  # the command's timeouts and connection cap
     )
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

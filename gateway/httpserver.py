@@ -1,0 +1,220 @@
+"""The HTTP server's own defences: a request-head timeout, an idle timeout from the first
+moment a connection is open, and a cap on open connections.
+
+uvicorn alone closes an idle keep-alive connection only after a response (a connection
+that never sends a byte stays open for ever), has no deadline for the request head (a
+client sending one header byte every few seconds holds its connection for ever, the
+"slow loris"), and no cap on connections (``limit_concurrency`` answers 503 but keeps
+accepting, so idle connections use up the process's file descriptors and then every
+``accept`` fails).  :class:`GuardedHttpProtocol` is uvicorn's own httptools protocol (a
+protocol class handed to ``uvicorn.Config(http=...)`` is uvicorn's supported way to
+extend it) with those three:
+
+* **idle** (``--http-idle-timeout-seconds``): a connection with no request in progress,
+  newly accepted or between two requests, is closed once it has sent nothing for that
+  long (uvicorn's keep-alive timer, armed at accept too);
+* **request head** (``--http-header-timeout-seconds``): from the first byte of a request
+  to the end of its headers; past it the connection is answered ``408`` and closed;
+* **cap** (``--http-max-connections``, ``auto``: half the process's open-file limit,
+  ``RLIMIT_NOFILE``, at most 16,384): a connection accepted while that many HTTP and
+  WebSocket connections are open is answered ``503`` with ``Retry-After`` and closed at
+  once; connections already open are served as before.
+
+A response in progress (an SSE or multipart stream) and an upgraded WebSocket are under
+neither timeout: a stream lives as long as its subscription, and a WebSocket's dead peer
+is found by its pings.  Each kind of closing is counted and logged at most once a minute
+(a flood of hostile connections cannot flood the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import time
+from asyncio import TimerHandle
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.settings import Settings
+
+__all__ = [
+    "GuardedHttpProtocol",
+    "Guards",
+    "default_max_connections",
+    "max_connections",
+    "server_options",
+]
+
+log = logging.getLogger("gateway.http")
+
+#: ``--http-max-connections auto`` never goes above this.
+AUTO_CEILING: Final = 16_384
+#: ... nor below this (a process with a tiny open-file limit still serves someone).
+AUTO_FLOOR: Final = 64
+#: Seconds between two log lines about the same kind of closed connection.
+LOG_EVERY: Final = 60.0
+
+
+def default_max_connections(soft_limit: int | None = None) -> int:
+    """``auto``: half the process's open-file limit (the other half for gRPC, upstream
+    connections and files), at most :data:`AUTO_CEILING`."""
+    if soft_limit is None:
+        soft_limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft_limit == resource.RLIM_INFINITY or soft_limit <= 0:
+        return AUTO_CEILING
+    return max(AUTO_FLOOR, min(AUTO_CEILING, soft_limit // 2))
+
+
+def max_connections(setting: str) -> int:
+    """The cap ``--http-max-connections`` asks for (``auto`` or a number)."""
+    return default_max_connections() if setting == "auto" else int(setting)
+
+
+def _answer(status: bytes, text: str, *extra: bytes) -> bytes:
+    body = text.encode() + b"\n"
+    return b"".join(
+        [
+            b"HTTP/1.1 " + status + b"\r\n",
+            b"content-type: text/plain; charset=utf-8\r\n",
+            b"content-length: " + str(len(body)).encode() + b"\r\n",
+            *extra,
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+    )
+
+
+#: The answer to a connection over the cap.
+OVER_CAP: Final = _answer(
+    b"503 Service Unavailable",
+    "too many connections to the gateway; retry later",
+    b"retry-after: 1\r\n",
+)
+#: The answer to a request whose head did not arrive in time.
+HEAD_TIMEOUT: Final = _answer(b"408 Request Timeout", "the request head took too long")
+
+
+@dataclass(slots=True)
+class _Tally:
+    """A count of closed connections of one kind, logged at most every :data:`LOG_EVERY`."""
+
+    what: str
+    total: int = 0
+    unlogged: int = 0
+    logged_at: float = float("-inf")
+
+    def add(self) -> None:
+        self.total += 1
+        self.unlogged += 1
+        now = time.monotonic()
+        if now - self.logged_at >= LOG_EVERY:
+            log.warning("%s: %d connection(s) since the last such line", self.what, self.unlogged)
+            self.unlogged = 0
+            self.logged_at = now
+
+
+@dataclass(slots=True)
+class Guards:
+    """The limits of one server, shared by its connections, and what they closed."""
+
+    header_timeout: float
+    max_connections: int
+    refused: _Tally = field(
+        default_factory=lambda: _Tally("refused: the HTTP connection cap is reached")
+    )
+    timed_out: _Tally = field(
+        default_factory=lambda: _Tally("closed: the request head was not sent in time")
+    )
+
+    def protocol(self) -> type[GuardedHttpProtocol]:
+        """The protocol class to hand to ``uvicorn.Config(http=...)``."""
+        return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"guards": self})
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the idle and request-head timeouts and the
+    connection cap (see the module's text); made by :meth:`Guards.protocol`."""
+
+    guards: ClassVar[Guards]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._refused = False
+        self._head_timer: TimerHandle | None = None
+        #: A request's head has begun and is not complete yet.
+        self._in_head = False
+        #: Handed over to the WebSocket protocol: none of this connection's business.
+        self._upgraded = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.guards.max_connections:
+            self._refused = True
+            self.guards.refused.add()
+            # Written before the client's request arrives: an HTTP/1.1 client reads it as
+            # the answer to the request it then sends.
+            transport.write(OVER_CAP)
+            transport.close()
+            return
+        super().connection_made(transport)
+        # uvicorn arms its keep-alive timer only after a response: arm it at accept too.
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._refused:
+            return
+        self._disarm_head()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        super().data_received(data)
+        # Bytes of a request head that is not complete yet (or bytes before any request,
+        # blank lines between requests): the head's deadline runs from now.
+        if self._upgraded or self._head_timer is not None or self.transport.is_closing():
+            return
+        if self._in_head or self.cycle is None or self.cycle.response_complete:
+            self._head_timer = self.loop.call_later(
+                self.guards.header_timeout, self._head_timed_out
+            )
+
+    def handle_websocket_upgrade(self) -> None:
+        self._upgraded = True
+        super().handle_websocket_upgrade()
+
+    def on_message_begin(self) -> None:
+        self._in_head = True
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._disarm_head()
+        super().on_headers_complete()
+
+    def _disarm_head(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        self.guards.timed_out.add()
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.write(HEAD_TIMEOUT)
+        self.transport.close()
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """The ``uvicorn.Config`` arguments that carry the HTTP limits of ``settings``."""
+    guards = Guards(
+        header_timeout=settings.http_header_timeout_seconds,
+        max_connections=max_connections(settings.http_max_connections),
+    )
+    return {"http": guards.protocol(), "timeout_keep_alive": settings.http_idle_timeout_seconds}
