@@ -38,7 +38,7 @@ from gateway.core.metrics import Metrics
 from gateway.graphql.admission import Admission
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes
-from gateway.graphql.origins import PreflightRefusal
+from gateway.graphql.origins import HostCheck, PreflightRefusal
 from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp, graphql_routes
 from gateway.requestid import RequestContext
@@ -152,6 +152,15 @@ async def _readyz(request: Request) -> Response:
 async def _home(request: Request) -> Response:
     """``/``: a browser lands on GraphiQL (the endpoint's own page), not on a 404."""
     return RedirectResponse("/graphql", status_code=307)
+
+
+def allowed_hosts(settings: Settings) -> frozenset[str]:
+    """The host names the gateway answers (``--allowed-hosts``; IP addresses and localhost
+    always): any by default, listed ones only with ``--gateway-identity``, where a page that
+    rebinds a name of its own to the gateway would otherwise be served as the gateway."""
+    if settings.allowed_hosts is None:
+        return frozenset() if settings.gateway_identity else frozenset({"*"})
+    return frozenset(h.strip().lower() for h in settings.allowed_hosts.split(",") if h.strip())
 
 
 def serving_line(settings: Settings, grpc_port: int, tls: bool) -> str:
@@ -278,6 +287,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         # A preflight from a foreign origin is told which flag lets it in.
         Middleware(PreflightRefusal, allowed=origins),
     ]
+    hosts = allowed_hosts(settings)
+    if "*" not in hosts:  # DNS rebinding: a Host the gateway does not answer is refused
+        middleware.insert(1, Middleware(HostCheck, allowed=hosts))
     if origins:
         # Bearer tokens travel in headers, never cookies: no credentials mode is needed.
         middleware.append(

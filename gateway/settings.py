@@ -76,6 +76,7 @@ class Settings:
     grpc_anonymous_streams_per_peer: int = 16
     grpc_anonymous_streams: int = 256
     allowed_origins: str | None = None
+    allowed_hosts: str | None = None
     trusted_documents: str | None = None
     persisted_queries: bool = True
     tls_cert_file: str | None = None
@@ -217,6 +218,10 @@ _HELP: dict[str, str] = {
     "allowed_origins": "comma-separated origins (https://app.example.com, or *) whose "
     "browser pages may call the gateway: CORS and WebSocket upgrades; the gateway's own "
     "pages (GraphiQL) always may, other sites may not by default",
+    "allowed_hosts": "comma-separated host names (api.example.com, *.example.com, or *) "
+    "the gateway answers in the Host header, besides IP addresses and localhost; default: "
+    "any, except with --gateway-identity, where a name must be listed (a DNS-rebinding "
+    "page must not be served as the gateway's identity)",
     "trusted_documents": "serve only the GraphQL documents of this manifest, by id or by "
     "text (graphql-codegen's persisted-documents.json, Relay's persisted_queries.json or "
     "Apollo's persisted query manifest); other documents are refused before they are "

@@ -8,6 +8,8 @@ refused origin is told, on both, which flag lets it in (:data:`REFUSAL`).
 
 from __future__ import annotations
 
+import ipaddress
+
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -72,3 +74,75 @@ class PreflightRefusal:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def host_allowed(host: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a request's ``Host`` names the gateway: an IP address (a DNS-rebinding page
+    comes with a name of its attacker's), ``localhost``, or a listed name (``*.example.com``
+    for any name under it, ``*`` for any)."""
+    if "*" in allowed:
+        return True
+    if not host:
+        return False
+    name = host.strip().lower()
+    if name.startswith("["):  # [::1]:8080
+        return True
+    name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    if name in allowed:
+        return True
+    return any(p.startswith("*.") and name.endswith(p[1:]) for p in allowed)
+
+
+#: Paths answered whatever the Host (probes: a kubelet sends the pod's IP or its own).
+_PROBES = frozenset(("/healthz", "/readyz"))
+
+
+class HostCheck:
+    """ASGI middleware: a request (HTTP or WebSocket) whose ``Host`` is not one the gateway
+    answers (:func:`host_allowed`) is refused with ``421 Misdirected Request`` before it
+    reaches a route.
+
+    The defense against DNS rebinding: a page of ``evil.example`` whose name is made to
+    resolve to the gateway's address is same-origin with it in the browser's eyes (its
+    requests need no CORS), but its ``Host`` says ``evil.example``.  That matters where a
+    request without a credential is served as someone (``--gateway-identity``), which is
+    where it is on by default (``--allowed-hosts``).
+    """
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in _PROBES:
+            await self.app(scope, receive, send)
+            return
+        if host_allowed(Headers(scope=scope).get("host"), self.allowed):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 4421, "reason": HOST_REFUSAL})
+            return
+        body = f"{HOST_REFUSAL}\n".encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 421,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+#: What a request with a Host the gateway does not answer is told.
+HOST_REFUSAL = "Host not served: start the gateway with --allowed-hosts <name>"
