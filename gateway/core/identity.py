@@ -326,17 +326,26 @@ class TokenReviews:
                 gateway's review (its identity there lacks ``create tokenreviews``).
         """
 
+        key = _token_key(token)
+        newcomers = self.fleet.newcomers if self.fleet is not None else None
+
         async def ask() -> tuple[UserInfo | None, float]:
+            # A token not reviewed lately draws on the one budget of new callers' reviews
+            # (ResourceExhausted past it, nothing sent): random tokens cannot amplify.
+            if newcomers is not None:
+                newcomers.admit(key)
             user = await self._review(token)
             if user is None:
                 return None, self.negative_ttl
+            if newcomers is not None:
+                newcomers.remember(key)
             ttl = self.ttl
             expiry = _jwt_expiry(token)
             if expiry is not None:
                 ttl = min(ttl, expiry - self.wall())
             return user, ttl
 
-        user = await self._answers.get(_token_key(token), ask)
+        user = await self._answers.get(key, ask)
         if user is None:
             raise errors.Unauthorized("Unauthorized", reason="Unauthorized")
         return user

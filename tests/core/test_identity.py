@@ -648,3 +648,30 @@ def test_a_review_for_other_audiences_is_refused() -> None:
     assert user_of_review(status, ("gw",)) is None
     assert user_of_review({**status, "audiences": ["other"]}, ("gw",)) is None
     assert user_of_review({**status, "audiences": ["other", "gw"]}, ("gw",)) is not None
+
+
+async def test_a_flood_of_random_tokens_costs_a_bounded_number_of_token_reviews(
+    tmp_path: Path,
+) -> None:
+    """Each token the gateway has not reviewed lately draws on the one budget of new
+    callers' reviews (``--max-new-caller-reviews``): 300 random tokens send at most the
+    budget's burst and rate of TokenReviews and are refused RESOURCE_EXHAUSTED past it,
+    while a caller the gateway knows is served beside them."""
+    async with impersonating(tmp_path, "--max-new-caller-reviews", "5") as gw:
+        assert "only-in-a" in names(await gql(gw.client, LEASES, token="admin-token"))
+        before = gw.tap_a.from_client.count(REVIEW_PATH)
+        started = time.monotonic()
+
+        async def stranger(i: int) -> str:
+            body = await gql(gw.client, LEASES, token=f"random-{i}")
+            return str(error_of(body)["extensions"]["code"])
+
+        codes = await asyncio.gather(*(stranger(i) for i in range(300)))
+        seconds = time.monotonic() - started
+        sent = gw.tap_a.from_client.count(REVIEW_PATH) - before
+        assert set(codes) <= {"UNAUTHENTICATED", "RESOURCE_EXHAUSTED"}
+        assert codes.count("RESOURCE_EXHAUSTED") >= 200, codes.count("RESOURCE_EXHAUSTED")
+        # burst (5 s of rate: 25) plus the rate over the flood's time
+        assert sent <= 25 + 5 * seconds + 1, (sent, seconds)
+        # the known caller passes free
+        assert "only-in-a" in names(await gql(gw.client, LEASES, token="admin-token"))
