@@ -135,3 +135,15 @@ def test_the_readme_python_example_runs_as_written(tmp_path: Path) -> None:
     first, second = done.stdout.splitlines()[:2]
     assert "'tier': 'front'" in first  # the dry-run patch answered with the label
     assert second.startswith("ADDED ")
+
+
+def test_the_security_page_names_tests_that_exist() -> None:
+    """docs/security.md proves each line with a test: every test it names is there."""
+    page = (ROOT / "docs" / "security.md").read_text()
+    named = set(re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", page))
+    assert len(named) > 20
+    for path, test in named:
+        source = ROOT / path
+        assert source.is_file(), path
+        if test:
+            assert re.search(rf"def {test}\b", source.read_text()), f"{path}::{test}"
