@@ -172,29 +172,20 @@ def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -
         "verb": verb,
         "namespace": namespace or "",
     }
-    body = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": attributes},
-    }
-    return Request(
-        "POST",
-        ACCESS_REVIEW_PATH,
-        [],
-        orjson.dumps(body),
-        "application/json",
-        verb="create",
-        resource="selfsubjectaccessreviews.authorization.k8s.io",
-    )
+    return _access_review({"resourceAttributes": attributes})
 
 
 def build_path_review(path: str, verb: str) -> Request:
     """A SelfSubjectAccessReview asking whether the caller may ``verb`` the non-resource
     URL ``path`` (``/metrics``: what Kubernetes components ask of their scrapers)."""
+    return _access_review({"nonResourceAttributes": {"path": path, "verb": verb}})
+
+
+def _access_review(spec: dict[str, Any]) -> Request:
     body = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
-        "spec": {"nonResourceAttributes": {"path": path, "verb": verb}},
+        "spec": spec,
     }
     return Request(
         "POST",

@@ -60,20 +60,7 @@ class PreflightRefusal:
         ):
             await self.app(scope, receive, send)
             return
-        body = f"{REFUSAL} (this page's origin: {origin})\n".encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 403,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"vary", b"Origin"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _plain(send, 403, f"{REFUSAL} (this page's origin: {origin})", vary=b"Origin")
 
 
 def host_allowed(host: str | None, allowed: frozenset[str]) -> bool:
@@ -130,18 +117,25 @@ class HostCheck:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 4421, "reason": HOST_REFUSAL})
             return
-        body = f"{HOST_REFUSAL}\n".encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 421,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _plain(send, 421, HOST_REFUSAL, vary=b"Host")
+
+
+async def _plain(send: Send, status: int, text: str, *, vary: bytes) -> None:
+    """A refusal of a middleware: one line of plain text."""
+    body = f"{text}\n".encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"x-content-type-options", b"nosniff"),
+                (b"vary", vary),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 #: What a request with a Host the gateway does not answer is told.
