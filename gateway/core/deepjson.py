@@ -21,6 +21,14 @@ gateway's (comparison, copies, projections, the GraphQL executor) can meet a rec
 limit, and ``orjson.dumps`` writes the fragment's text as it is into any answer, so an
 answer holding such an object is the object whole.
 
+Shallower objects, 255 to 1,024 levels deep, ``orjson.loads`` decodes whole, but
+``orjson.dumps`` refuses to write them: the answer encoders (GraphQL over HTTP, SSE and
+WebSocket, the generic gRPC service's JSON) write through :func:`dumps`, which then writes
+:func:`frozen` (the same bytes, still by ``orjson``), and the ``Struct`` encoder counts
+levels (:class:`gateway.core.protowire.TooDeep`).  A depth check of every body at decode
+time was measured and refused: no check done outside ``orjson`` costs less than a few per
+cent of the decode of an ordinary list, where :func:`dumps` costs nothing until it fails.
+
 The work is bounded per step: :func:`parse` is a generator yielding every
 :data:`STEP_TOKENS` tokens (about a millisecond); :func:`aloads` drives it with a yield to
 the event loop in between.  An object the apiserver can store is at most a few megabytes, so
@@ -42,10 +50,12 @@ __all__ = [
     "aloads",
     "dumps",
     "encode",
+    "frozen",
     "loads",
     "parse",
     "run",
     "too_deep",
+    "too_deep_to_write",
 ]
 
 #: Containers nested deeper than this (the body's root at depth 1) are held as their JSON
@@ -276,9 +286,20 @@ def encode(value: Any) -> bytes:
     return b"".join(out)
 
 
+def too_deep_to_write(exc: orjson.JSONEncodeError) -> bool:
+    """Did ``orjson.dumps`` refuse a value only for its nesting (past 254 levels)?"""
+    return "ecursion limit" in str(exc)
+
+
 def dumps(value: Any) -> bytes:
-    """``orjson.dumps(value)``, and for a value nested deeper than it writes, the same
-    bytes written by :func:`encode`.
+    """``orjson.dumps(value)``, and for a value nested deeper than it writes (254 levels),
+    the same bytes: the answer encoders' one function.
+
+    ``orjson.loads`` decodes objects up to 1,024 levels deep (the apiserver stores them up
+    to 10,000), so an answer may hold one that ``orjson.dumps`` refuses.  Such a value is
+    written by ``orjson`` still, from :func:`frozen` (its parts past :data:`FROZEN_DEPTH`
+    as fragments): C speed, no recursion of Python's, and ordinary answers pay nothing
+    (one ``orjson.dumps``).
 
     Raises:
         orjson.JSONEncodeError: a value orjson cannot write.
@@ -286,6 +307,38 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as exc:
-        if "ecursion limit" not in str(exc):
+        if not too_deep_to_write(exc):
             raise
-    return encode(value)
+    return orjson.dumps(frozen(value))
+
+
+def frozen(value: Any, depth: int = FROZEN_DEPTH) -> Any:
+    """``value`` with every container nested deeper than ``depth`` levels (``value`` at
+    level 1) held as an ``orjson.Fragment`` of its :func:`dumps`: what ``orjson.dumps``
+    writes of it is ``orjson.dumps(value)``'s bytes, had it no nesting limit.
+
+    The containers down to ``depth`` are copied (``value`` itself is not changed), by a
+    walk without recursion; a fragment's own parts past ``depth`` levels are fragments in
+    turn, so any depth is written ``depth`` levels at a time.
+    """
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    work: list[tuple[Any, Any, int]] = [(value, root, 1)]
+    while work:
+        source, target, level = work.pop()
+        inner = level + 1
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, member in pairs:
+            held = member
+            if isinstance(member, (dict, list, tuple)):
+                if inner > depth:
+                    held = orjson.Fragment(dumps(member))
+                else:
+                    held = {} if isinstance(member, dict) else []
+                    work.append((member, held, inner))
+            if target.__class__ is dict:
+                target[key] = held
+            else:
+                target.append(held)
+    return root
