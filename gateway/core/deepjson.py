@@ -47,6 +47,7 @@ import orjson
 __all__ = [
     "FROZEN_DEPTH",
     "STEP_TOKENS",
+    "TRIAL_LEVELS",
     "aloads",
     "dumps",
     "encode",
@@ -62,6 +63,9 @@ __all__ = [
 #: text (``orjson.Fragment``).  Well below ``orjson.dumps``' own limit (254), which also
 #: counts the levels an answer wraps an object in (a GraphQL answer's data, lists, fields).
 FROZEN_DEPTH: Final = 100
+#: The levels of a value too deep to write in which :func:`frozen` tries ``orjson.dumps`` on
+#: each container first (an answer's envelope and items: written at orjson's speed).
+TRIAL_LEVELS: Final = 8
 #: Tokens decoded between two yields of :func:`parse` (~1 ms of work).
 STEP_TOKENS: Final = 4096
 
@@ -317,9 +321,13 @@ def frozen(value: Any, depth: int = FROZEN_DEPTH) -> Any:
     level 1) held as an ``orjson.Fragment`` of its :func:`dumps`: what ``orjson.dumps``
     writes of it is ``orjson.dumps(value)``'s bytes, had it no nesting limit.
 
-    The containers down to ``depth`` are copied (``value`` itself is not changed), by a
-    walk without recursion; a fragment's own parts past ``depth`` levels are fragments in
-    turn, so any depth is written ``depth`` levels at a time.
+    ``value`` itself is not changed.  A container in the first :data:`TRIAL_LEVELS` levels
+    (an answer's envelope, its list, each item) that ``orjson.dumps`` writes is held as
+    those bytes, so an answer's ordinary parts cost one ``orjson.dumps`` each; the others
+    are copied down to ``depth`` by a walk without recursion, and a fragment's own parts
+    past ``depth`` levels are fragments in turn, so any depth is written ``depth`` levels
+    at a time (a failed try writes at most 254 levels: at most :data:`TRIAL_LEVELS` of them
+    per path and fragment).
     """
     if not isinstance(value, (dict, list, tuple)):
         return value
@@ -335,10 +343,22 @@ def frozen(value: Any, depth: int = FROZEN_DEPTH) -> Any:
                 if inner > depth:
                     held = orjson.Fragment(dumps(member))
                 else:
-                    held = {} if isinstance(member, dict) else []
-                    work.append((member, held, inner))
+                    held = _tried(member) if inner <= TRIAL_LEVELS else None
+                    if held is None:
+                        held = {} if isinstance(member, dict) else []
+                        work.append((member, held, inner))
             if target.__class__ is dict:
                 target[key] = held
             else:
                 target.append(held)
     return root
+
+
+def _tried(value: Any) -> orjson.Fragment | None:
+    """``value`` written by ``orjson.dumps`` as a fragment, or ``None`` when too deep."""
+    try:
+        return orjson.Fragment(orjson.dumps(value))
+    except orjson.JSONEncodeError as exc:
+        if not too_deep_to_write(exc):
+            raise
+    return None
