@@ -21,6 +21,14 @@ gateway's (comparison, copies, projections, the GraphQL executor) can meet a rec
 limit, and ``orjson.dumps`` writes the fragment's text as it is into any answer, so an
 answer holding such an object is the object whole.
 
+Shallower objects, 255 to 1,024 levels deep, ``orjson.loads`` decodes whole, but
+``orjson.dumps`` refuses to write them: the answer encoders (GraphQL over HTTP, SSE and
+WebSocket, the generic gRPC service's JSON) write through :func:`dumps`, which then writes
+:func:`frozen` (the same bytes, still by ``orjson``), and the ``Struct`` encoder counts
+levels (:class:`gateway.core.protowire.TooDeep`).  A depth check of every body at decode
+time was measured and refused: no check done outside ``orjson`` costs less than a few per
+cent of the decode of an ordinary list, where :func:`dumps` costs nothing until it fails.
+
 The work is bounded per step: :func:`parse` is a generator yielding every
 :data:`STEP_TOKENS` tokens (about a millisecond); :func:`aloads` drives it with a yield to
 the event loop in between.  An object the apiserver can store is at most a few megabytes, so
@@ -39,19 +47,25 @@ import orjson
 __all__ = [
     "FROZEN_DEPTH",
     "STEP_TOKENS",
+    "TRIAL_LEVELS",
     "aloads",
     "dumps",
     "encode",
+    "frozen",
     "loads",
     "parse",
     "run",
     "too_deep",
+    "too_deep_to_write",
 ]
 
 #: Containers nested deeper than this (the body's root at depth 1) are held as their JSON
 #: text (``orjson.Fragment``).  Well below ``orjson.dumps``' own limit (254), which also
 #: counts the levels an answer wraps an object in (a GraphQL answer's data, lists, fields).
 FROZEN_DEPTH: Final = 100
+#: The levels of a value too deep to write in which :func:`frozen` tries ``orjson.dumps`` on
+#: each container first (an answer's envelope and items: written at orjson's speed).
+TRIAL_LEVELS: Final = 8
 #: Tokens decoded between two yields of :func:`parse` (~1 ms of work).
 STEP_TOKENS: Final = 4096
 
@@ -276,9 +290,20 @@ def encode(value: Any) -> bytes:
     return b"".join(out)
 
 
+def too_deep_to_write(exc: orjson.JSONEncodeError) -> bool:
+    """Did ``orjson.dumps`` refuse a value only for its nesting (past 254 levels)?"""
+    return "ecursion limit" in str(exc)
+
+
 def dumps(value: Any) -> bytes:
-    """``orjson.dumps(value)``, and for a value nested deeper than it writes, the same
-    bytes written by :func:`encode`.
+    """``orjson.dumps(value)``, and for a value nested deeper than it writes (254 levels),
+    the same bytes: the answer encoders' one function.
+
+    ``orjson.loads`` decodes objects up to 1,024 levels deep (the apiserver stores them up
+    to 10,000), so an answer may hold one that ``orjson.dumps`` refuses.  Such a value is
+    written by ``orjson`` still, from :func:`frozen` (its parts past :data:`FROZEN_DEPTH`
+    as fragments): C speed, no recursion of Python's, and ordinary answers pay nothing
+    (one ``orjson.dumps``).
 
     Raises:
         orjson.JSONEncodeError: a value orjson cannot write.
@@ -286,6 +311,54 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as exc:
-        if "ecursion limit" not in str(exc):
+        if not too_deep_to_write(exc):
             raise
-    return encode(value)
+    return orjson.dumps(frozen(value))
+
+
+def frozen(value: Any, depth: int = FROZEN_DEPTH) -> Any:
+    """``value`` with every container nested deeper than ``depth`` levels (``value`` at
+    level 1) held as an ``orjson.Fragment`` of its :func:`dumps`: what ``orjson.dumps``
+    writes of it is ``orjson.dumps(value)``'s bytes, had it no nesting limit.
+
+    ``value`` itself is not changed.  A container in the first :data:`TRIAL_LEVELS` levels
+    (an answer's envelope, its list, each item) that ``orjson.dumps`` writes is held as
+    those bytes, so an answer's ordinary parts cost one ``orjson.dumps`` each; the others
+    are copied down to ``depth`` by a walk without recursion, and a fragment's own parts
+    past ``depth`` levels are fragments in turn, so any depth is written ``depth`` levels
+    at a time (a failed try writes at most 254 levels: at most :data:`TRIAL_LEVELS` of them
+    per path and fragment).
+    """
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    work: list[tuple[Any, Any, int]] = [(value, root, 1)]
+    while work:
+        source, target, level = work.pop()
+        inner = level + 1
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, member in pairs:
+            held = member
+            if isinstance(member, (dict, list, tuple)):
+                if inner > depth:
+                    held = orjson.Fragment(dumps(member))
+                else:
+                    held = _tried(member) if inner <= TRIAL_LEVELS else None
+                    if held is None:
+                        held = {} if isinstance(member, dict) else []
+                        work.append((member, held, inner))
+            if target.__class__ is dict:
+                target[key] = held
+            else:
+                target.append(held)
+    return root
+
+
+def _tried(value: Any) -> orjson.Fragment | None:
+    """``value`` written by ``orjson.dumps`` as a fragment, or ``None`` when too deep."""
+    try:
+        return orjson.Fragment(orjson.dumps(value))
+    except orjson.JSONEncodeError as exc:
+        if not too_deep_to_write(exc):
+            raise
+    return None

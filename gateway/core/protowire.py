@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
+from itertools import repeat
 from typing import Any, Final
 
 import orjson
+
+from gateway.core.deepjson import FROZEN_DEPTH
 
 __all__ = [
     "StructCache",
@@ -67,20 +70,23 @@ def length_prefixed(tag: bytes, body: bytes) -> bytes:
     return tag + varint(len(body)) + body
 
 
-def _value(v: Any) -> bytes:
+def _value(v: Any, depth: int) -> bytes:
     c = v.__class__
     if c is str:
         b: bytes = v.encode()
         return _STRING + varint(len(b)) + b
     if c is dict:
-        body = encode_struct(v)
+        body = encode_struct(v, depth)
         return _STRUCT + varint(len(body)) + body
     if c is bool:
         return _TRUE if v else _FALSE
     if c is int or c is float:
         return _NUMBER + _DOUBLE.pack(v)
     if c is list:
-        body = b"".join(_FIELD1 + varint(len(x)) + x for x in map(_value, v))
+        if depth > FROZEN_DEPTH:
+            raise TooDeep("an object nested deeper than a Struct holds")
+        inner = depth + 1
+        body = b"".join(_FIELD1 + varint(len(x)) + x for x in map(_value, v, repeat(inner)))
         return _LIST + varint(len(body)) + body
     if v is None:
         return _NULL
@@ -90,25 +96,30 @@ def _value(v: Any) -> bytes:
 
 
 class TooDeep(TypeError):
-    """A value nested past :data:`gateway.core.deepjson.FROZEN_DEPTH`, held as JSON text
-    (``orjson.Fragment``): no ``Struct`` is written for it (protobuf runtimes refuse
-    messages nested past 100 levels when they read one, and each JSON level is two);
-    the caller writes the object's JSON instead."""
+    """A value nested past :data:`gateway.core.deepjson.FROZEN_DEPTH` levels (held as
+    JSON text, ``orjson.Fragment``, when decoded past ``orjson``'s 1,024 levels; as it is
+    when shallower, counted here so the encoder never recurses deep): no ``Struct`` is
+    written for it (protobuf runtimes refuse messages nested past 100 levels when they
+    read one, and each JSON level is two); the caller writes the object's JSON instead."""
 
 
-def encode_struct(obj: dict[str, Any]) -> bytes:
+def encode_struct(obj: dict[str, Any], depth: int = 1) -> bytes:
     """The wire bytes of the ``google.protobuf.Struct`` holding the JSON object ``obj``.
 
-    Numbers become doubles, as in every ``Struct``.
+    Numbers become doubles, as in every ``Struct``.  ``depth`` is the level of ``obj`` in
+    the object written (1: the object itself).
 
     Raises:
         TooDeep: ``obj`` holds a part nested too deep for a ``Struct``.
         TypeError: ``obj`` holds something that is not JSON.
     """
+    if depth > FROZEN_DEPTH:
+        raise TooDeep("an object nested deeper than a Struct holds")
+    inner = depth + 1
     parts = []
     for k, v in obj.items():
         kb = k.encode()
-        vb = _value(v)
+        vb = _value(v, inner)
         entry = _FIELD1 + varint(len(kb)) + kb + _FIELD2 + varint(len(vb)) + vb
         parts.append(_FIELD1 + varint(len(entry)) + entry)
     return b"".join(parts)

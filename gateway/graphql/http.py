@@ -35,7 +35,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
-from gateway.core import errors
+from gateway.core import deepjson, errors
 from gateway.core.credentials import Credential
 from gateway.core.identity import refuse_impersonation
 from gateway.graphql.context import credential_from_header
@@ -63,7 +63,9 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 def json_response(
     body: dict[str, Any], status: int = 200, media_type: str = "application/json", **headers: str
 ) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type=media_type, headers=headers)
+    return Response(
+        deepjson.dumps(body), status_code=status, media_type=media_type, headers=headers
+    )
 
 
 def _error(exc: ApiError, media_type: str = "application/json") -> Response:
@@ -303,7 +305,7 @@ async def _items(sub: Subscriber, heartbeat: float) -> AsyncIterator[Item | None
 
 def _sse_errors(response: dict[str, Any]) -> Response:
     async def stream() -> AsyncIterator[str]:
-        yield _event("next", orjson.dumps(response).decode())
+        yield _event("next", deepjson.dumps(response).decode())
         yield _event("complete", "")
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers=_STREAMING)
@@ -327,7 +329,7 @@ def _sse(
                 yield _event("next", orjson.dumps({"errors": [format_exception(error)]}).decode())
             else:
                 result = await app.engine.execute(prepared, variables, app.context(credential))
-                yield _event("next", orjson.dumps(result).decode())
+                yield _event("next", deepjson.dumps(result).decode())
             yield _event("complete", "")
             return
         sub = app.subscriptions.subscribe(

@@ -41,7 +41,7 @@ from graphql import (
     SelectionSetNode,
 )
 
-from gateway.core import errors
+from gateway.core import deepjson, errors
 from gateway.core.budget import scope_of
 from gateway.core.changes import Digest, StreamChanges, digest
 from gateway.core.fleetstream import FleetEvent, FleetStream
@@ -58,7 +58,7 @@ DRAINING = "DRAINING"
 
 
 def _dumps(response: Response) -> str:
-    return orjson.dumps(response).decode()
+    return deepjson.dumps(response).decode()
 
 
 def drain_payload(resume: str | None) -> str:
@@ -100,7 +100,7 @@ class Item:
         aliases, fragments and relations included, ``type`` and ``resourceVersion`` left
         out.  Computed once per item."""
         if self._digest is None:
-            self._digest = _digest_of(orjson.loads(self.payload), keys)
+            self._digest = _digest_of(deepjson.loads(self.payload), keys)
         return self._digest
 
 
@@ -109,7 +109,7 @@ def _digest_of(response: Response, keys: Iterable[str]) -> Digest:
     event = next(iter(data.values()), None) if isinstance(data, dict) else None
     part = [event.get(k) for k in keys] if isinstance(event, dict) else [event]
     errors_ = response.get("errors")
-    return digest(orjson.dumps([part, errors_] if errors_ else part))
+    return digest(deepjson.dumps([part, errors_] if errors_ else part))
 
 
 def _fields(

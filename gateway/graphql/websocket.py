@@ -25,7 +25,7 @@ import orjson
 from starlette.types import Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from gateway.core import errors
+from gateway.core import deepjson, errors
 from gateway.core.credentials import ANONYMOUS, Credential
 from gateway.core.identity import refuse_impersonation
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
@@ -298,7 +298,7 @@ class Connection:
 
         if prepared.kind != "subscription":
             result = await self.app.engine.execute(prepared, variables, context_of())
-            await self.send_payload(op_id, orjson.dumps(result).decode())
+            await self.send_payload(op_id, deepjson.dumps(result).decode())
             await self.send({"id": op_id, "type": "complete"})
             return
         sub = self.app.subscriptions.subscribe(prepared, variables, context_of)

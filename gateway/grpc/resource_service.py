@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core import errors
+from gateway.core import deepjson, errors
 from gateway.core.adapter import KubeAdapter
 from gateway.core.catalog import CatalogHolder
 from gateway.core.changes import digest
@@ -143,7 +143,7 @@ def object_bytes(obj: JSON, representation: int) -> bytes:
             return length_prefixed(_OBJECT_STRUCT, encode_struct(obj))
         except TooDeep:
             pass
-    return length_prefixed(_OBJECT_JSON, orjson.dumps(obj))
+    return length_prefixed(_OBJECT_JSON, deepjson.dumps(obj))
 
 
 class ResourceServiceServicer(ServicerBase):
@@ -392,7 +392,7 @@ class ResourceServiceServicer(ServicerBase):
 
         def digest_of(obj: JSON) -> Any:
             return digest(
-                orjson.dumps(masks.project(obj, mask, loose=True) if mask is not None else obj)
+                deepjson.dumps(masks.project(obj, mask, loose=True) if mask is not None else obj)
             )
 
         if request.clusters:

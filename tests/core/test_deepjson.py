@@ -22,6 +22,10 @@ from gateway.core.config import UpstreamConfig
 from gateway.core.credentials import Credential
 from gateway.core.protowire import TooDeep, encode_struct
 from gateway.core.registry import POD
+from gateway.graphql.http import json_response
+from gateway.graphql.subscriptions import _dumps as subscription_payload
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2 as R
+from gateway.grpc.resource_service import object_bytes
 
 
 def _value(rnd: random.Random, depth: int) -> Any:
@@ -117,37 +121,39 @@ def _nested(depth: int) -> Any:
     return value
 
 
-POISON = _pod("poison", 11, {"deep": _nested(DEPTH)})
-LIST = deepjson.encode(
-    {
-        "kind": "PodList",
-        "apiVersion": "v1",
-        "metadata": {"resourceVersion": "12"},
-        "items": [_pod("a", 10, {"k": "1"}), POISON, _pod("b", 12, {"k": "2"})],
-    }
-)
-EVENTS = b"".join(
-    deepjson.encode({"type": "ADDED", "object": obj}) + b"\n"
-    for obj in (_pod("a", 10, {"k": "1"}), POISON, _pod("b", 12, {"k": "2"}))
-)
-
-
-async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """An upstream that answers a list of pods and a watch of them, each holding
-    the poison object between two plain ones (HTTP/1.1, one request per connection)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    body = EVENTS if b"watch=" in head.split(b"\r\n", 1)[0] else LIST
-    writer.write(
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+def _bodies(depth: int) -> tuple[Any, bytes, bytes]:
+    """The poison pod ``depth`` levels deep, and a list and a watch holding it between
+    two plain pods (written without recursion: orjson writes no more than 254 levels)."""
+    poison = _pod("poison", 11, {"deep": _nested(depth)})
+    pods = (_pod("a", 10, {"k": "1"}), poison, _pod("b", 12, {"k": "2"}))
+    listed = deepjson.encode(
+        {
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": "12"},
+            "items": pods,
+        }
     )
-    await writer.drain()
-    writer.close()
+    events = b"".join(deepjson.encode({"type": "ADDED", "object": obj}) + b"\n" for obj in pods)
+    return poison, listed, events
 
 
 @contextlib.asynccontextmanager
-async def _adapter() -> AsyncIterator[KubeAdapter]:
-    server = await asyncio.start_server(_serve, "127.0.0.1", 0)
+async def _adapter(listed: bytes, events: bytes) -> AsyncIterator[KubeAdapter]:
+    """An upstream that answers a list of pods (``listed``) and a watch of them
+    (``events``), HTTP/1.1, one request per connection."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        body = events if b"watch=" in head.split(b"\r\n", 1)[0] else listed
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         config = UpstreamConfig(server=f"http://127.0.0.1:{port}", source="test")
@@ -172,21 +178,103 @@ class LoopLag:
             self.worst, last = max(self.worst, now - last), now
 
 
-async def test_a_list_and_a_watch_holding_a_poison_object_answer_everything() -> None:
+@pytest.mark.parametrize("depth", [300, 600, 1000, 1100, DEPTH])
+async def test_a_list_and_a_watch_holding_a_poison_object_answer_everything(depth: int) -> None:
+    """At every depth the apiserver takes: decoded (by orjson up to its 1,024 levels, past
+    them by deepjson a step at a time), and written whole by every answer encoder."""
+    poison, listed_body, events_body = _bodies(depth)
     lag = LoopLag()
     ticker = asyncio.create_task(lag.tick())
     try:
-        async with _adapter() as kube:
+        async with _adapter(listed_body, events_body) as kube:
             listed = await kube.list(POD, namespace="ns", credential=Credential("t"))
             names = [i["metadata"]["name"] for i in listed["items"]]
             assert names == ["a", "poison", "b"]
-            assert deepjson.dumps(listed["items"][1]) == deepjson.encode(POISON)
             async with kube.watch_stream(POD, namespace="ns", credential=Credential("t")) as events:
                 got = [event async for event in events]
             assert [e["object"]["metadata"]["name"] for e in got] == ["a", "poison", "b"]
-            assert deepjson.dumps(got[1]["object"]) == deepjson.encode(POISON)
     finally:
         ticker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await ticker
     assert lag.worst < 0.25, lag.worst  # each decode step ~1 ms; generous for a loaded machine
+    whole = deepjson.encode(poison)
+    for obj in (listed["items"][1], got[1]["object"]):
+        assert deepjson.dumps(obj) == whole
+        if depth <= 1024:  # orjson decoded it whole, and cannot write it
+            with pytest.raises(orjson.JSONEncodeError, match="ecursion"):
+                orjson.dumps(obj)
+        # Every answer encoder writes it whole, the plain items beside it as before.
+        answer = {"data": {"pods": {"items": [listed["items"][0], obj, listed["items"][2]]}}}
+        assert json_response(answer).body == deepjson.encode(answer)
+        assert subscription_payload(answer) == deepjson.encode(answer).decode()
+        rep_json = object_bytes(obj, R.REPRESENTATION_JSON)
+        assert R.ResourceObject.FromString(rep_json).json == whole
+        # no Struct for it: past 100 levels a Struct is refused (TooDeep), JSON instead
+        rep_struct = R.ResourceObject.FromString(object_bytes(obj, R.REPRESENTATION_STRUCT))
+        assert rep_struct.WhichOneof("representation") == "json" and rep_struct.json == whole
+        plain = R.ResourceObject.FromString(
+            object_bytes(listed["items"][0], R.REPRESENTATION_STRUCT)
+        )
+        assert plain.WhichOneof("representation") == "struct"
+
+
+@pytest.mark.parametrize("depth", [255, 300, 600, 1000, 1024])
+def test_dumps_writes_what_orjson_refuses_for_depth_the_same_bytes_fast(depth: int) -> None:
+    """Between orjson's two limits (writes 254 levels, reads 1,024): the value as
+    orjson.loads gave it, written whole by orjson still (parts past 100 levels as
+    fragments), the value itself unchanged."""
+    rnd = random.Random(depth)
+    data = _nested(depth)
+    for _ in range(50):  # wide parts at every level, of every kind
+        at = data
+        for _ in range(rnd.randrange(depth)):
+            at = at["a"]
+        at[rnd.choice("bcz")] = _value(rnd, 0)
+    text = deepjson.encode(data)
+    value = orjson.loads(text)
+    with pytest.raises(orjson.JSONEncodeError, match="ecursion"):
+        orjson.dumps(value)
+    started = time.perf_counter()
+    assert deepjson.dumps(value) == text
+    assert time.perf_counter() - started < 0.1  # ~1 ms: orjson writes it, 100 levels a time
+    assert deepjson.encode(value) == text  # not changed by the writing
+    assert deepjson.dumps([value, (1, value)]) == b"[" + text + b",[1," + text + b"]]"
+    with pytest.raises(orjson.JSONEncodeError, match="str"):  # other refusals stay refusals
+        deepjson.dumps({"a": _nested(300), 1: 2})
+
+
+def test_a_struct_is_refused_past_frozen_depth_never_a_recursion() -> None:
+    for shape in (lambda v: {"a": v}, lambda v: [v]):
+        value: Any = "x"
+        for _ in range(deepjson.FROZEN_DEPTH - 1):
+            value = shape(value)
+        assert encode_struct({"top": value})  # 100 levels: written
+        for _ in range(5000 - deepjson.FROZEN_DEPTH):
+            value = shape(value)
+        with pytest.raises(TooDeep):
+            encode_struct({"top": value})
+
+
+def test_a_large_answer_holding_one_deep_object_is_written_at_orjsons_pace() -> None:
+    """The other items of an answer are written by orjson as they are (one try each), only
+    the deep one walked: a few times one orjson.dumps of the answer, not a walk of it all
+    (~50 times)."""
+    container = {"name": "c", "ports": [{"port": 80}], "env": [{"name": "e", "value": "v"}] * 10}
+    items = [_pod(f"p{i}", i, {"containers": [container] * 3}) for i in range(2000)]
+    plain = {"data": {"pods": {"items": items}}}
+    poisoned = {"data": {"pods": {"items": [*items[:1500], POISON_1000, *items[1500:]]}}}
+
+    def best(write: Any, value: Any) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            write(value)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    assert deepjson.dumps(poisoned) == deepjson.encode(poisoned)
+    assert best(deepjson.dumps, poisoned) < 15 * best(orjson.dumps, plain) + 0.005
+
+
+POISON_1000 = _pod("poison", 11, {"deep": _nested(1000)})

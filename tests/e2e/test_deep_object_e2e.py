@@ -1,8 +1,10 @@
-"""A poison object on the real kube-apiserver: a custom resource with
-``x-kubernetes-preserve-unknown-fields`` holding a value nested 5,000 levels deep (the
-apiserver takes up to 10,000; orjson, the gateway's decoder, stops at 1,024 and writes no more
-than 254).  Lists that hold it are answered whole (the object with it, exactly), a watch goes
-on past its event, over GraphQL and gRPC, and its decode never holds the event loop long."""
+"""Poison objects on the real kube-apiserver: custom resources with
+``x-kubernetes-preserve-unknown-fields`` holding values nested 300, 600, 1,000, 1,100 and
+5,000 levels deep (the apiserver takes up to 10,000; orjson, the gateway's decoder, reads
+1,024 levels and writes no more than 254).  Each is served whole (exactly as stored) in
+lists, gets and watches, over GraphQL (HTTP, SSE, WebSocket) and gRPC (JSON and Struct), the
+plain objects beside them as before, a watch goes on past them, and neither their decode
+nor their encoding holds the event loop long."""
 
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ pytestmark = pytest.mark.e2e
 GROUP = "poison.kube-gateway.dev"
 PATH = f"/apis/{GROUP}/graphql"
 NS = "team-b"
-DEPTH = 5_000
+DEPTHS = (300, 600, 1_000, 1_100, 5_000)
+POISONS = {f"poison-{depth}": depth for depth in DEPTHS}
 JSON_BODY = {"Content-Type": "application/json"}
 BLOBS = {"group": GROUP, "version": "v1", "resource": "blobs"}
 CRD = {
@@ -141,12 +144,48 @@ class LoopLag:
             await self._task
 
 
-async def test_a_deep_object_is_served_whole_and_the_watch_goes_on(
+class SSE:
+    """The ``next`` payloads of a GraphQL subscription over SSE, read at any depth."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._lines = response.aiter_lines()
+
+    async def next(self) -> dict[str, Any]:
+        async with asyncio.timeout(30):
+            name, data = "", []
+            async for line in self._lines:
+                if line.startswith(":"):
+                    continue
+                field, _, value = line.partition(":")
+                value = value.removeprefix(" ")
+                if field == "event":
+                    name = value
+                elif field == "data":
+                    data.append(value)
+                elif line == "" and name:
+                    assert name == "next", (name, str(data)[:300])
+                    payload: dict[str, Any] = deepjson.loads("\n".join(data))
+                    assert "errors" not in payload, str(payload)[:300]
+                    out: dict[str, Any] = payload["data"]
+                    return out
+        raise AssertionError("the SSE stream ended")
+
+
+def _whole(spec: Any, depth: int) -> None:
+    """``spec`` is the poison object's, exactly as the apiserver stored it."""
+    assert deepjson.encode(spec) == deepjson.encode({"deep": _nested(depth)})
+
+
+async def test_deep_objects_are_served_whole_and_the_watch_goes_on(
     kube_apiserver: KubeAPIServer,
 ) -> None:
     kube = kube_apiserver
     token = kube.tokens["admin"]
     auth = {"Authorization": f"Bearer {token}"}
+    watch_query = (
+        'subscription { watchBlobs(namespace: "' + NS + '") '
+        "{ type object { metadata { name } spec } } }"
+    )
     async with httpx.AsyncClient(
         base_url=kube.url, verify=kube.ssl_context(), headers=kube.headers("admin"), timeout=60
     ) as admin:
@@ -158,7 +197,8 @@ async def test_a_deep_object_is_served_whole_and_the_watch_goes_on(
             await admin.delete(f"{blobs}/{name}")
             made = await admin.post(blobs, content=_blob(name, {"size": 1}), headers=JSON_BODY)
             assert made.status_code == 201, made.text[:300]
-        await admin.delete(f"{blobs}/poison")
+        for name in ("poison", *POISONS):
+            await admin.delete(f"{blobs}/{name}")
         settings = kube.gateway_settings(discovery_token_file=kube.token_files["admin"])
         async with (
             serve_app(settings) as (url, app),
@@ -170,47 +210,62 @@ async def test_a_deep_object_is_served_whole_and_the_watch_goes_on(
                     break
                 assert attempt < 599, "the CRD's group endpoint never appeared"
                 await asyncio.sleep(0.05)  # discovery reads the cluster on its own schedule
-            async with _ws(url, token) as ws:
-                sub = await ws.subscribe(
-                    'subscription { watchBlobs(namespace: "' + NS + '") '
-                    "{ type object { metadata { name } spec } } }"
-                )
-                seen = [
-                    (await _next(ws, sub))["watchBlobs"]["object"]["metadata"]["name"]
-                    for _ in range(2)
-                ]
-                assert sorted(seen) == ["plain-1", "plain-2"]
-                # The poison object, as alice could make it (the apiserver takes it).
-                deep = _nested(DEPTH)
-                made = await admin.post(
-                    blobs,
-                    content=_blob("poison", {"deep": deep}),
-                    headers={"Content-Type": "application/json"},
-                )
-                assert made.status_code == 201, made.text[:300]
-                async with LoopLag() as lag:
-                    event = (await _next(ws, sub))["watchBlobs"]
-                    assert event["type"] == "ADDED"
-                    assert event["object"]["metadata"]["name"] == "poison"
-                    # served whole: the 5,000 levels as the apiserver stored them
-                    assert deepjson.encode(event["object"]["spec"]) == deepjson.encode(
-                        {"deep": deep}
+            async with (
+                _ws(url, token) as ws,
+                gql.stream(
+                    "GET",
+                    PATH,
+                    params={"query": watch_query},
+                    headers={"Accept": "text/event-stream"},
+                ) as sse_response,
+            ):
+                assert sse_response.status_code == 200
+                sse = SSE(sse_response)
+                sub = await ws.subscribe(watch_query)
+
+                async def ws_next() -> dict[str, Any]:
+                    event: dict[str, Any] = (await _next(ws, sub))["watchBlobs"]
+                    return event
+
+                async def sse_next() -> dict[str, Any]:
+                    event: dict[str, Any] = (await sse.next())["watchBlobs"]
+                    return event
+
+                for read in (ws_next, sse_next):
+                    seen = [(await read())["object"]["metadata"]["name"] for _ in range(2)]
+                    assert sorted(seen) == ["plain-1", "plain-2"]
+                # The poison objects, as alice could make them (the apiserver takes them).
+                for name, depth in POISONS.items():
+                    made = await admin.post(
+                        blobs,
+                        content=_blob(name, {"deep": _nested(depth)}),
+                        headers=JSON_BODY,
                     )
-                    # the watch goes on past it
+                    assert made.status_code == 201, made.text[:300]
+                async with LoopLag() as lag:
+                    # served whole over WebSocket and SSE, each as the apiserver stored it
+                    for read in (ws_next, sse_next):
+                        for name, depth in POISONS.items():
+                            event = await read()
+                            assert event["type"] == "ADDED"
+                            assert event["object"]["metadata"]["name"] == name
+                            _whole(event["object"]["spec"], depth)
+                    # the watches go on past them
                     patched = await admin.patch(
                         f"{blobs}/plain-1",
                         json={"spec": {"size": 2}},
                         headers={"Content-Type": "application/merge-patch+json"},
                     )
                     assert patched.status_code == 200, patched.text[:300]
-                    after = (await _next(ws, sub))["watchBlobs"]
-                    assert (after["type"], after["object"]["metadata"]["name"]) == (
-                        "MODIFIED",
-                        "plain-1",
-                    )
-                    assert after["object"]["spec"] == {"size": 2}
+                    for read in (ws_next, sse_next):
+                        after = await read()
+                        assert (after["type"], after["object"]["metadata"]["name"]) == (
+                            "MODIFIED",
+                            "plain-1",
+                        )
+                        assert after["object"]["spec"] == {"size": 2}
 
-                    # A list holding it: every item, the poison one whole.
+                    # A list holding them: every item, each poison one whole.
                     listed = await gql.post(
                         PATH,
                         json={"query": "{ blobs { items { metadata { name } spec } } }"},
@@ -220,42 +275,75 @@ async def test_a_deep_object_is_served_whole_and_the_watch_goes_on(
                     assert "errors" not in body, str(body)[:300]
                     got_items = body["data"]["blobs"]["items"]
                     items = {i["metadata"]["name"]: i["spec"] for i in got_items}
-                    assert set(items) == {"plain-1", "plain-2", "poison"}
+                    assert set(items) == {"plain-1", "plain-2", *POISONS}
                     assert items["plain-1"] == {"size": 2} and items["plain-2"] == {"size": 1}
-                    assert deepjson.encode(items["poison"]) == deepjson.encode({"deep": deep})
+                    for name, depth in POISONS.items():
+                        _whole(items[name], depth)
+                        # and one by one
+                        got = await gql.post(
+                            PATH,
+                            json={
+                                "query": '{ blob(namespace: "'
+                                + NS
+                                + '", name: "'
+                                + name
+                                + '") { spec } }'
+                            },
+                        )
+                        assert got.status_code == 200, got.text[:300]
+                        one = deepjson.loads(got.content)
+                        assert "errors" not in one, str(one)[:300]
+                        _whole(one["data"]["blob"]["spec"], depth)
 
-                    # gRPC: JSON whole; Struct for the others, the deep one as JSON
-                    channel = grpc.aio.insecure_channel(
-                        f"127.0.0.1:{app.state.runtime.grpc_port}",
-                        options=[("grpc.max_receive_message_length", 64 << 20)],
-                    )
-                    async with channel:
-                        svc = services.ResourceServiceStub(channel)
-                        meta = (("authorization", f"Bearer {token}"),)
-                        for rep in (R.REPRESENTATION_JSON, R.REPRESENTATION_STRUCT):
-                            got = await svc.List(
-                                R.ListResourcesRequest(**BLOBS, namespace=NS, representation=rep),
-                                metadata=meta,
-                            )
-                            kinds = {}
-                            for item in got.items:
-                                which = item.WhichOneof("representation")
-                                if which == "json":
-                                    obj = deepjson.loads(item.json)
-                                    name = obj["metadata"]["name"]
-                                    if name == "poison":
-                                        assert deepjson.encode(obj["spec"]) == deepjson.encode(
-                                            {"deep": deep}
-                                        )
-                                else:
-                                    name = dict(item.struct["metadata"])["name"]
-                                kinds[name] = which
-                            want_plain = "json" if rep == R.REPRESENTATION_JSON else "struct"
-                            assert kinds == {
-                                "plain-1": want_plain,
-                                "plain-2": want_plain,
-                                "poison": "json",
-                            }
-                    # the decode of 5,000 levels went in steps: no long stall of the loop
+                    await _grpc(app.state.runtime.grpc_port, token)
+                    # decodes went in steps, encodes at orjson's speed: no long stall
                     assert lag.worst < 0.5, lag.worst
-            await admin.delete(f"{blobs}/poison")
+            for name in POISONS:
+                await admin.delete(f"{blobs}/{name}")
+
+
+async def _grpc(port: int, token: str) -> None:
+    """gRPC's generic service: List, Get and Watch, JSON and Struct: the plain objects
+    as asked, each poison one as its JSON, whole (no ``Struct`` nests that deep)."""
+    channel = grpc.aio.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 64 << 20)]
+    )
+    async with channel:
+        svc = services.ResourceServiceStub(channel)
+        meta = (("authorization", f"Bearer {token}"),)
+
+        def check(obj: R.ResourceObject, rep: int) -> str:
+            which = obj.WhichOneof("representation")
+            if which == "json":
+                value = deepjson.loads(obj.json)
+                name: str = value["metadata"]["name"]
+                if name in POISONS:
+                    _whole(value["spec"], POISONS[name])
+            else:
+                name = dict(obj.struct["metadata"])["name"]
+            plain = "json" if rep == R.REPRESENTATION_JSON else "struct"
+            assert which == ("json" if name in POISONS else plain), (name, which)
+            return name
+
+        everything = {"plain-1", "plain-2", *POISONS}
+        for rep in (R.REPRESENTATION_JSON, R.REPRESENTATION_STRUCT):
+            got = await svc.List(
+                R.ListResourcesRequest(**BLOBS, namespace=NS, representation=rep), metadata=meta
+            )
+            assert {check(item, rep) for item in got.items} == everything
+            for name in POISONS:
+                one = await svc.Get(
+                    R.GetResourceRequest(**BLOBS, namespace=NS, name=name, representation=rep),
+                    metadata=meta,
+                )
+                assert check(one, rep) == name
+            call = svc.Watch(
+                R.WatchResourcesRequest(**BLOBS, namespace=NS, representation=rep), metadata=meta
+            )
+            seen = set()
+            async with asyncio.timeout(30):
+                async for event in call:
+                    seen.add(check(event.object, rep))
+                    if seen == everything:
+                        break
+            call.cancel()
