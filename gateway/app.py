@@ -2,7 +2,8 @@
 
 The lifespan builds the runtime (:mod:`gateway.runtime`): the upstream (explicit flags,
 in-cluster, kubeconfig, else the demo upstream), the default
-:class:`~gateway.core.cluster.Cluster` on it, the :class:`~gateway.core.fleet.Fleet` of it
+:class:`~gateway.core.fleet.cluster.Cluster` on it, the :class:`~gateway.core.fleet.fleet.Fleet`
+of it
 and the named clusters (``--cluster``, ``--clusters-dir``, ``--demo-clusters``), both front
 ends started on that same fleet, and the drain wired; the exit stack tears it all down in
 reverse order.  Nothing lives in module globals.
@@ -28,13 +29,13 @@ from starlette.routing import Route
 
 from gateway import demomode
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.answers import Answers
-from gateway.core.budget import scope_of
-from gateway.core.config import describe
-from gateway.core.credentials import credential_of_authorization
-from gateway.core.drain import Drain
-from gateway.core.metrics import Metrics
+from gateway.core.process.drain import Drain
+from gateway.core.process.metrics import Metrics
+from gateway.core.support.cache import Answers
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.budget import scope_of
+from gateway.core.upstream.config import describe
+from gateway.core.upstream.credentials import credential_of_authorization
 from gateway.graphql.admission import Admission
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.live import GroupEndpoint, group_routes

@@ -20,7 +20,7 @@ def _serve(argv: Sequence[str]) -> int:
     settings = settings_mod.load(argv)
     logs.configure(settings.log_level, settings.log_format)
     from gateway.app import create_app
-    from gateway.core.config import ConfigError
+    from gateway.core.upstream.config import ConfigError
     from gateway.runtime import resolve_upstream
 
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
@@ -76,7 +76,8 @@ def _serve(argv: Sequence[str]) -> int:
     app.state.http_tls = config.ssl
     from gateway.shutdown import DrainingServer
 
-    # SIGTERM/SIGINT: drain (gateway/core/drain.py), then uvicorn shuts down and the lifespan
+    # SIGTERM/SIGINT: drain (gateway/core/process/drain.py), then uvicorn shuts down and the
+    # lifespan
     # closes gRPC, httpx and the demo; a second signal stops at once.
     server = DrainingServer(config, app.state.drain)
     server.run()
@@ -122,7 +123,7 @@ def _schema(argv: Sequence[str]) -> int:
     level = "warning" if settings.log_level == "info" else settings.log_level
     logs.configure(level, settings.log_format)
     from gateway.app import served_sdl
-    from gateway.core.config import ConfigError
+    from gateway.core.upstream.config import ConfigError
 
     async def build() -> str:
         async with asyncio.timeout(own.timeout):

@@ -43,7 +43,7 @@ from typing import Any, Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.core import tracing
+from gateway.core.process import tracing
 
 __all__ = [
     "AccessRecord",
@@ -111,7 +111,7 @@ class AccessRecord:
     events: int | None = None
     ended: str | None = None
     #: The caller's W3C ``traceparent``, the parent of its operations' spans
-    #: (:mod:`gateway.core.tracing`); never logged.
+    #: (:mod:`gateway.core.process.tracing`); never logged.
     traceparent: str | None = None
 
     def fields(self) -> dict[str, Any]:

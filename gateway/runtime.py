@@ -1,9 +1,9 @@
 """The gateway's runtime, built step by step on one ``AsyncExitStack``.
 
 The application's lifespan (:mod:`gateway.app`) is the list of these steps: observe the
-process, build one :class:`~gateway.core.cluster.Cluster` per upstream (its clients,
+process, build one :class:`~gateway.core.fleet.cluster.Cluster` per upstream (its clients,
 adapter, watch hub, catalog and discovery): the default one, then the named ones of the
-:class:`~gateway.core.fleet.Fleet` (each on an exit stack of its own, built in the
+:class:`~gateway.core.fleet.fleet.Fleet` (each on an exit stack of its own, built in the
 background, :class:`FleetBuilder`); start the front ends on that fleet, and end
 subscriptions in the right order.  Each builder registers its own teardown on the
 stack it is given, so whatever was built closes in reverse, also when a later step fails;
@@ -29,23 +29,24 @@ import watchfiles
 from grpc_health.v1 import health
 
 from gateway import demomode
-from gateway.core import config, kubeconfig, tracing
-from gateway.core.access import AccessReviews
-from gateway.core.adapter import KubeAdapter
-from gateway.core.budget import Budget, Newcomers
-from gateway.core.catalog import CatalogHolder
-from gateway.core.client import build_http_client
-from gateway.core.cluster import DEFAULT, Cluster
-from gateway.core.config import ConfigError
-from gateway.core.discovery import Discovery, ResourcePatterns
-from gateway.core.drain import Drain
-from gateway.core.fleet import Fleet
-from gateway.core.hub import SharedWatches, WatchHub
-from gateway.core.identity import IMPERSONATE, Carrying, TokenReviews
-from gateway.core.largelist import LargeLists
-from gateway.core.listwork import ListWorkers, workers_for
-from gateway.core.metrics import Metrics
-from gateway.core.reload import CatalogReloader
+from gateway.core.catalog.catalog import CatalogHolder
+from gateway.core.catalog.discovery import Discovery, ResourcePatterns
+from gateway.core.catalog.reload import CatalogReloader
+from gateway.core.fleet.cluster import DEFAULT, Cluster
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.lists.large import LargeLists
+from gateway.core.lists.workers import ListWorkers, workers_for
+from gateway.core.process import tracing
+from gateway.core.process.drain import Drain
+from gateway.core.process.metrics import Metrics
+from gateway.core.upstream import config, kubeconfig
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.budget import Budget, Newcomers
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import ConfigError
+from gateway.core.upstream.identity import IMPERSONATE, Carrying, TokenReviews
+from gateway.core.watch.access import AccessReviews
+from gateway.core.watch.hub import SharedWatches, WatchHub
 from gateway.graphql.clusters import ClusterEndpoints
 from gateway.graphql.live import GroupEndpoint, LiveSchema
 from gateway.graphql.persisted import Persisted
@@ -271,7 +272,7 @@ async def build_cluster(
     Nothing here calls the upstream: an unreachable cluster is built all the same (and is
     not ready until it answers).  With ``reviews`` (``--identity impersonate``) the request
     and stream clients carry the cluster's own gateway credential and impersonate each
-    caller the home cluster authenticated (:mod:`gateway.core.identity`).
+    caller the home cluster authenticated (:mod:`gateway.core.upstream.identity`).
 
     ``large_lists``: the process's large-list scope, shared by every cluster (the cyclic
     collector they hold off is the process's); a new one by default.

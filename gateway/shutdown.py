@@ -4,7 +4,7 @@ the uvicorn server that drains before it shuts down.
 uvicorn's own shutdown (on SIGTERM/SIGINT) stops listening, closes every WebSocket at once
 with 1012 and then waits for HTTP responses in progress: a subscription would end without
 its resume point.  :class:`DrainingServer` therefore takes the first signal for the
-gateway's drain (:class:`gateway.core.drain.Drain`) and lets uvicorn shut down only once
+gateway's drain (:class:`gateway.core.process.drain.Drain`) and lets uvicorn shut down only once
 the drain is over; the process then exits 0 (a second signal stops at once, uvicorn's way).
 """
 
@@ -18,7 +18,7 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.core import errors
-from gateway.core.drain import Drain
+from gateway.core.process.drain import Drain
 
 log = logging.getLogger(__name__)
 

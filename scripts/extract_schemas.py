@@ -1,4 +1,5 @@
-"""Regenerate gateway/core/schemas/kubernetes-v1.36.json (see gateway/core/_extract.py) and
+"""Regenerate gateway/core/model/schemas/kubernetes-v1.36.json (see
+gateway/core/model/_extract.py) and
 the demo upstream's demo/kube_gateway_demo/schemas/kubernetes-demo.json
 (demo/kube_gateway_demo/_extract.py).
 
@@ -16,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "demo")]
 
-from gateway.core._extract import main
+from gateway.core.model._extract import main
 from kube_gateway_demo._extract import main as demo_main
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The demo upstream: a real HTTP server speaking the Kubernetes API wire protocol.
 
-It serves every resource of the registry (:mod:`gateway.core.registry`), with the fields of
-the product's schema (:mod:`gateway.core.schema`), and the apiserver's semantics:
+It serves every resource of the registry (:mod:`gateway.core.model.registry`), with the fields of
+the product's schema (:mod:`gateway.core.model.schema`), and the apiserver's semantics:
 resourceVersions, watches with bookmarks and 410s, pagination, every patch type including
 server-side apply, dry runs, bearer-token auth and RBAC-style Forbidden errors.  What some
 resources do beyond that (graceful pod deletion and pod logs, Event and Lease rules, Image

@@ -2,7 +2,7 @@
 
 ``demo/kube_gateway_demo/schemas/kubernetes-demo.json`` is generated, never edited by hand; the same
 command that writes the gateway's file writes it (``scripts/extract_schemas.py [--check]``).
-It holds, in the OpenAPI v2 ``definitions`` form of :mod:`gateway.core._extract`:
+It holds, in the OpenAPI v2 ``definitions`` form of :mod:`gateway.core.model._extract`:
 
 * every definition reachable from the kinds of :data:`~kube_gateway_demo.catalog.DEMO_REGISTRY`
   that Kubernetes defines (Deployment, Service, CustomResourceDefinition, ...), minus those
@@ -18,8 +18,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gateway.core import _extract as core
-from gateway.core.registry import REGISTRY
+from gateway.core.model import _extract as core
+from gateway.core.model.registry import REGISTRY
 from kube_gateway_demo.catalog import (
     CRDS,
     CUSTOM,

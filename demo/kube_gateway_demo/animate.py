@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gateway.core.registry import ENDPOINTS, EVENT, LEASE, POD
+from gateway.core.model.registry import ENDPOINTS, EVENT, LEASE, POD
 from kube_gateway_demo import sample
 from kube_gateway_demo.inprocess import DemoStore
 from kube_gateway_demo.jsonutil import clone

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core.registry import ENDPOINTS, POD, Resource
+from gateway.core.model.registry import ENDPOINTS, POD, Resource
 from kube_gateway_demo import animate, openapi
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo.auth import (

@@ -1,6 +1,6 @@
 """What the demo upstream serves: the gateway's seed resources and more, as registry records.
 
-The gateway's own registry (:data:`gateway.core.registry.REGISTRY`) is its five curated seed
+The gateway's own registry (:data:`gateway.core.model.registry.REGISTRY`) is its five curated seed
 resources.  A real cluster serves many more, and the demo stands in for one, so it serves
 :data:`DEMO_REGISTRY`: the seeds plus apps/v1 Deployments and ReplicaSets, core/v1 Services,
 ConfigMaps, Nodes and Namespaces, CustomResourceDefinitions, and one custom resource,
@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import yaml
 
-from gateway.core.registry import IMAGE, REGISTRY, Registry, Resource, Subresource, Verb
+from gateway.core.model.registry import IMAGE, REGISTRY, Registry, Resource, Subresource, Verb
 
 SCHEMA_DIR: Final = Path(__file__).resolve().parent / "schemas"
 CRD_DIR: Final = Path(__file__).resolve().parent / "crds"

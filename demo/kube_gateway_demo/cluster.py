@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from gateway.core.registry import Registry, Resource
+from gateway.core.model.registry import Registry, Resource
 from kube_gateway_demo.catalog import NAMESPACE
 from kube_gateway_demo.logs import LogStore
 from kube_gateway_demo.options import ListQuery

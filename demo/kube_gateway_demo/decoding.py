@@ -9,7 +9,7 @@ from typing import Any, Final, Literal
 import orjson
 import yaml
 
-from gateway.core.registry import Resource
+from gateway.core.model.registry import Resource
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo import structure
 from kube_gateway_demo.jsonutil import clone, json_type, load_json, load_yaml

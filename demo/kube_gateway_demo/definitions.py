@@ -1,15 +1,15 @@
 """The demo upstream's schema: the product's definitions plus the demo's own file.
 
 The demo serves more kinds than the gateway (:mod:`kube_gateway_demo.catalog`), so it describes
-them with a :class:`gateway.core.schema.Model` over both files, read once.  The
-functions here are the ones of :mod:`gateway.core.schema` the demo uses, over that set.
+them with a :class:`gateway.core.model.schema.Model` over both files, read once.  The
+functions here are the ones of :mod:`gateway.core.model.schema` the demo uses, over that set.
 """
 
 from __future__ import annotations
 
 import functools
 
-from gateway.core.schema import Model, ObjectType, model_of_files
+from gateway.core.model.schema import Model, ObjectType, model_of_files
 from kube_gateway_demo.catalog import DEMO_SCHEMA_FILE, SCHEMA_DIR
 
 

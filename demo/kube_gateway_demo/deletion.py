@@ -4,7 +4,7 @@ delete of a whole collection."""
 
 from __future__ import annotations
 
-from gateway.core.registry import Resource
+from gateway.core.model.registry import Resource
 from kube_gateway_demo.cluster import Cluster
 from kube_gateway_demo.jsonutil import clone
 from kube_gateway_demo.options import DemoDeleteOptions, ListQuery, WriteResult

@@ -5,7 +5,7 @@ Field ownership is tracked as sets of paths whose elements are spelled as in ``f
 directly.  Lists are atomic unless the schema makes them associative
 (``x-kubernetes-list-type: map`` with its keys) or sets; structs marked
 ``x-kubernetes-map-type: atomic`` are owned as a whole.  Both are read from the schema of the
-object (:mod:`gateway.core.schema`), so every served kind is tracked the same way.
+object (:mod:`gateway.core.model.schema`), so every served kind is tracked the same way.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Final
 
 import orjson
 
-from gateway.core.registry import Resource
+from gateway.core.model.registry import Resource
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo import streams
 from kube_gateway_demo.decoding import PATCH_CONTENT_TYPES, decode_body

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from gateway.core.registry import POD, Resource
+from gateway.core.model.registry import POD, Resource
 from kube_gateway_demo import fieldmanager
 from kube_gateway_demo.decoding import PatchType
 from kube_gateway_demo.jsonutil import clone

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-from gateway.core.registry import POD
+from gateway.core.model.registry import POD
 from kube_gateway_demo.cluster import Cluster
 from kube_gateway_demo.logs import ContainerLog
 from kube_gateway_demo.storage import Change, Obj

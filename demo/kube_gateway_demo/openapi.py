@@ -28,8 +28,8 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core import schema as product_schema
-from gateway.core.registry import Resource
+from gateway.core.model import schema as product_schema
+from gateway.core.model.registry import Resource
 from kube_gateway_demo import definitions
 from kube_gateway_demo.catalog import DEMO_SCHEMA_FILE, SCHEMA_DIR, crd_definition_id
 

@@ -4,7 +4,7 @@ the first page's resourceVersion)."""
 
 from __future__ import annotations
 
-from gateway.core.registry import Resource
+from gateway.core.model.registry import Resource
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo import listing
 from kube_gateway_demo.cluster import Cluster

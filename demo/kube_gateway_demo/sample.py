@@ -30,7 +30,7 @@ from typing import Any, Final
 import yaml
 
 from gateway.core.errors import UnknownResource
-from gateway.core.registry import ENDPOINTS, EVENT, POD, Resource
+from gateway.core.model.registry import ENDPOINTS, EVENT, POD, Resource
 from kube_gateway_demo.catalog import SERVICE
 from kube_gateway_demo.inprocess import DemoStore
 from kube_gateway_demo.jsonutil import clone

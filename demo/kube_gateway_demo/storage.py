@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from gateway.core.registry import Resource
+from gateway.core.model.registry import Resource
 from kube_gateway_demo.catalog import SERVED_AS_CUSTOM
 from kube_gateway_demo.status import gone
 

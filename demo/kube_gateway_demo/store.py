@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from gateway.core.registry import Registry
+from gateway.core.model.registry import Registry
 from kube_gateway_demo import definitions as schema
 from kube_gateway_demo.catalog import CRD, DEMO_REGISTRY, NAMESPACE, crd_of
 from kube_gateway_demo.cluster import SYSTEM_NAMESPACES, Cluster
@@ -43,7 +43,7 @@ class Store(Cluster):
     Args:
         registry: the served resources.
         schema_types: the schema definition of a resource's objects, by registry key, where
-            it is not the one :func:`gateway.core.schema.kind_type` finds for its kind.
+            it is not the one :func:`gateway.core.model.schema.kind_type` finds for its kind.
         history: how many changes per resource are kept for watch resumption and
             consistent pagination (older resourceVersions answer 410).
         clock: the wall clock (seconds), for timestamps.

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
-from gateway.core.registry import ENDPOINTS, EVENT, LEASE, POD, Resource
+from gateway.core.model.registry import ENDPOINTS, EVENT, LEASE, POD, Resource
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo import validation as v
 from kube_gateway_demo.catalog import (
@@ -39,7 +39,7 @@ class Strategy:
 
     Args:
         res: the served resource.
-        type_name: the schema definition of its objects (:mod:`gateway.core.schema`).
+        type_name: the schema definition of its objects (:mod:`gateway.core.model.schema`).
     """
 
     custom_resource: ClassVar[bool] = False

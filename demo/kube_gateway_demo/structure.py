@@ -1,4 +1,5 @@
-"""The demo's structural checks, walked over the product's schema (:mod:`gateway.core.schema`).
+"""The demo's structural checks, walked over the product's schema
+(:mod:`gateway.core.model.schema`).
 
 The apiserver decodes a request body into the kind's Go type: unknown fields are dropped
 (and, with ``fieldValidation=Warn``/``Strict``, reported) and a value of the wrong JSON type
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gateway.core.schema import Field, ListOf, MapOf, Ref, Scalar, TypeRef
+from gateway.core.model.schema import Field, ListOf, MapOf, Ref, Scalar, TypeRef
 from kube_gateway_demo import definitions as schema
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo.jsonutil import json_type

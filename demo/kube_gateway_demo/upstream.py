@@ -12,7 +12,7 @@ from typing import ClassVar, Self
 
 import uvicorn
 
-from gateway.core.registry import Registry
+from gateway.core.model.registry import Registry
 from kube_gateway_demo.app import DemoApp
 from kube_gateway_demo.auth import ADMIN_TOKEN, DEFAULT_TOKENS, TokenGrant
 from kube_gateway_demo.catalog import DEMO_REGISTRY
@@ -95,7 +95,7 @@ class DemoUpstream:
             gateway's seeds and more, by default); a resource without
             kind-specific behaviour in the demo is served generically from its schema.
         schema_types: schema definition ids by registry key, for resources whose kind is
-            not the one :func:`gateway.core.schema.kind_type` finds (tests).
+            not the one :func:`gateway.core.model.schema.kind_type` finds (tests).
         tokens: accepted bearer tokens; ``None`` means :data:`~kube_gateway_demo.DEFAULT_TOKENS`
             (``admin-token``, ``viewer-token``, ``alice-token``).  Requests without a known
             token get 401, as from an apiserver with anonymous auth disabled.

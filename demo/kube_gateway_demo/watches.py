@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from gateway.core.registry import Resource
+from gateway.core.model.registry import Resource
 from kube_gateway_demo.cluster import Cluster
 from kube_gateway_demo.options import ListQuery
 from kube_gateway_demo.reads import read_rv

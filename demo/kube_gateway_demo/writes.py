@@ -13,7 +13,7 @@ import random
 import uuid
 from typing import Any, Final
 
-from gateway.core.registry import Resource
+from gateway.core.model.registry import Resource
 from kube_gateway_demo import fielderrors as fe
 from kube_gateway_demo import fieldmanager, patching
 from kube_gateway_demo.cluster import Cluster

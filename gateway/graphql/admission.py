@@ -27,7 +27,7 @@ from typing import Any
 import strawberry
 from graphql import GraphQLSchema, ListTypeNode, NonNullTypeNode
 
-from gateway.core.drain import Drain
+from gateway.core.process.drain import Drain
 from gateway.graphql.errors import ApiError
 from gateway.graphql.execution import Engine, Introspections, Prepared
 from gateway.graphql.limits import Limits
@@ -112,7 +112,7 @@ def _declared_only(prepared: Prepared, variables: Mapping[str, Any]) -> None:
 
 #: Items a list-typed variable may hold, checked before graphql-core coerces it item by
 #: item (seconds of the event loop for a 4 MB list); the fields bound their own lists
-#: further (a fleet call's ``clusters``: :func:`gateway.core.fleetops.check_listed`).
+#: further (a fleet call's ``clusters``: :func:`gateway.core.fleet.fanout.check_listed`).
 MAX_LIST_VARIABLE_ITEMS = 1_000
 
 

@@ -1,7 +1,7 @@
 """Argument lists of the root fields and their conversion into the core's option records.
 
 The argument *sets* are data (tuples of :class:`Arg`), shared by every resource; the core
-(:mod:`gateway.core.options`) validates the values exactly as the apiserver would.
+(:mod:`gateway.core.model.options`) validates the values exactly as the apiserver would.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import strawberry
 
-from gateway.core.options import (
+from gateway.core.model.options import (
     DeleteOptions,
     ListOptions,
     LogOptions,

@@ -5,7 +5,7 @@ A front end reaching many clusters through one gateway needs to know which it ma
 listing shows what the gateway knows of each cluster, never a credential: its name, API
 server URL, version (its ``/version``, asked with the gateway's identity where it has one;
 null until it answers), readiness and how many resources its catalog serves.  It lists the
-clusters that authenticate the caller (:mod:`gateway.core.visibility`), not the whole
+clusters that authenticate the caller (:mod:`gateway.core.fleet.visibility`), not the whole
 fleet: a caller of one cluster does not learn the others' names and servers.
 
 The type is ``GatewayCluster``, not ``Cluster``: Cluster API's ``Cluster`` kind would take
@@ -21,7 +21,7 @@ import strawberry
 from strawberry.types import Info
 from strawberry.types.field import StrawberryField
 
-from gateway.core.cluster import Cluster
+from gateway.core.fleet.cluster import Cluster
 from gateway.graphql.context import Context
 
 __all__ = ["GatewayCluster", "clusters_field"]

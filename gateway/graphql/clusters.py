@@ -1,13 +1,13 @@
 """``/clusters/{name}/graphql``: every served cluster's GraphQL endpoints, by name.
 
 ``/graphql`` (and ``/apis/{group}/graphql``) serve the default cluster; each cluster of the
-fleet (:class:`~gateway.core.fleet.Fleet`) gets endpoints of its own under
+fleet (:class:`~gateway.core.fleet.fleet.Fleet`) gets endpoints of its own under
 ``/clusters/{name}/``, with its own schemas (a :class:`~gateway.graphql.live.LiveSchema` on
 its catalog) and subscribers, made when the fleet adds the cluster and closed when it
 removes it.  ``/clusters/default/graphql`` is ``/graphql`` itself.
 
 A name the fleet does not serve answers 404 with the NOT_FOUND error naming the clusters the
-caller may see (:mod:`gateway.core.visibility`; the caller is the request's
+caller may see (:mod:`gateway.core.fleet.visibility`; the caller is the request's
 ``Authorization`` header, so a WebSocket upgrade without one is told of none).  When a
 cluster is removed its subscribers get a final ``CLUSTER_REMOVED`` error (then complete);
 when it is replaced (its kubeconfig changed) they get ``UNAVAILABLE`` and subscribe again,
@@ -28,9 +28,9 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 
 from gateway.core import errors
-from gateway.core.cluster import DEFAULT, Cluster
-from gateway.core.credentials import ANONYMOUS, Credential, credential_of_authorization
-from gateway.core.fleet import Fleet
+from gateway.core.fleet.cluster import DEFAULT, Cluster
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.upstream.credentials import ANONYMOUS, Credential, credential_of_authorization
 from gateway.graphql.errors import format_exception
 from gateway.graphql.fleet import FleetEndpoint
 from gateway.graphql.live import GroupEndpoint, LiveSchema, refuse

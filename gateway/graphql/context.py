@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.credentials import (
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import (
     ANONYMOUS,
     Credential,
     credential_of_authorization,
@@ -17,9 +17,9 @@ from gateway.core.credentials import (
 from gateway.graphql.loaders import Loaders
 
 if TYPE_CHECKING:
-    from gateway.core.cluster import Cluster
-    from gateway.core.hub import WatchHub
-    from gateway.core.visibility import Visibility
+    from gateway.core.fleet.cluster import Cluster
+    from gateway.core.fleet.visibility import Visibility
+    from gateway.core.watch.hub import WatchHub
 
 _ids = itertools.count(1)
 

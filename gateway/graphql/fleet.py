@@ -4,20 +4,20 @@ The fleet endpoint serves the default cluster's schema (``/graphql``'s, discover
 included) reshaped for many clusters; it follows that schema as it is rebuilt:
 
 - ``fleet(clusters: [String!])`` (default, or ``"*"`` where it stands: every cluster the
-  caller may see, :mod:`gateway.core.visibility`) lists one ``ClusterQuery`` per cluster,
+  caller may see, :mod:`gateway.core.fleet.visibility`) lists one ``ClusterQuery`` per cluster,
   which has every query field of ``/graphql`` answered by that cluster, with the caller's
   credential, all clusters concurrently.  A cluster that refuses or fails gives that
   cluster's error for that field only (``errors[].path`` names the member,
   ``extensions.cluster`` the cluster) and the others answer: partial results, never
   all-or-nothing.  Names the gateway does not serve are members whose ``error`` says so and
   whose fields are null, with one error for them all (never one per field and name).  A
-  list longer than a fleet call may name is refused (:func:`~gateway.core.fleetops.select`).
+  list longer than a fleet call may name is refused (:func:`~gateway.core.fleet.fanout.select`).
   A member's relations (a pod's events...) are loaded from its own cluster.
 - ``mutation { fleet(clusters: [String!]!) }`` lists one ``ClusterMutation`` per named
   cluster (naming them is required: ``"*"`` for every cluster the caller may see), which
   has every mutation of ``/graphql`` done in that cluster, partial in the same way.
 - ``watchX(clusters: [String!], resumeFrom: JSON, ...)`` merges the watch of every named
-  cluster (:class:`~gateway.core.fleetstream.FleetStream`); each event carries its
+  cluster (:class:`~gateway.core.fleet.watches.FleetStream`); each event carries its
   ``cluster`` and that cluster's ``resourceVersion``.  ``resumeFrom`` is an object of
   cluster names to resourceVersions (what the client gathered from events, or a drain's
   ``resumeFrom``, or the SSE ``Last-Event-ID``): each cluster resumes from its own point.
@@ -55,14 +55,20 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.core import errors
-from gateway.core.cluster import Cluster
-from gateway.core.credentials import Credential
-from gateway.core.fleet import Fleet
-from gateway.core.fleetops import FleetStreams, Selection, check_resume, open_fleet_stream, select
-from gateway.core.fleetstream import FleetEvent, FleetStream, decode_resume
-from gateway.core.hub import WatchSubscription
-from gateway.core.options import ListOptions
-from gateway.core.visibility import View
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.fleet.fanout import (
+    FleetStreams,
+    Selection,
+    check_resume,
+    open_fleet_stream,
+    select,
+)
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.fleet.visibility import View
+from gateway.core.fleet.watches import FleetEvent, FleetStream, decode_resume
+from gateway.core.model.options import ListOptions
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.hub import WatchSubscription
 from gateway.graphql.context import Context
 from gateway.graphql.errors import code_of
 from gateway.graphql.graphiql import settings_response

@@ -35,9 +35,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
-from gateway.core import deepjson, errors
-from gateway.core.credentials import Credential
-from gateway.core.identity import refuse_impersonation
+from gateway.core import errors
+from gateway.core.support import deepjson
+from gateway.core.upstream.credentials import Credential
+from gateway.core.upstream.identity import refuse_impersonation
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError

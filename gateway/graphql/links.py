@@ -3,7 +3,7 @@
 * ``Pod.events``: the events whose ``involvedObject`` is the pod;
 * ``ObjectReference.pod``: the referenced pod when ``kind`` is ``Pod``, which makes
   ``Event.involvedObject.pod`` and ``EndpointAddress.targetRef.pod`` work;
-* every relation of :data:`gateway.core.relations.RELATIONS` whose two kinds are served
+* every relation of :data:`gateway.core.model.relations.RELATIONS` whose two kinds are served
   (``Deployment.replicaSets``, ``ReplicaSet.pods``, ``Pod.node``, ``Service.endpoints``,
   ``events`` on every kind...).
 """
@@ -17,8 +17,8 @@ import strawberry
 from strawberry import Info
 from strawberry.types.field import StrawberryField
 
-from gateway.core.registry import Resource
-from gateway.core.relations import RELATIONS, Relation
+from gateway.core.model.registry import Resource
+from gateway.core.model.relations import RELATIONS, Relation
 from gateway.graphql.context import Context
 from gateway.graphql.objects import GeneratedTypes
 
@@ -71,7 +71,7 @@ def _group_of(api_version: Any) -> str:
 
 
 def relation_resolver(rel: Relation, source: Resource, target: Resource) -> Resolver:
-    """The batched resolver of one relation (see :data:`gateway.core.relations.Rule`)."""
+    """The batched resolver of one relation (see :data:`gateway.core.model.relations.Rule`)."""
 
     def namespace_of(root: Any) -> str:
         return str(_meta(root).get("namespace") or "") if target.namespaced else ""

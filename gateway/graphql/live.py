@@ -13,7 +13,8 @@ The gateway serves one GraphQL schema per *scope* (:func:`gateway.graphql.schema
 
 Builds run in a worker thread (the build is pure Python; the event loop keeps serving
 between the thread's GIL slices), one at a time, with the OpenAPI documents read on the
-event loop before (:func:`gateway.core.documents.load`).  Catalogs that arrive while the
+event loop before (:func:`gateway.core.catalog.openapi_documents.load`).  Catalogs that arrive
+while the
 ``/graphql`` build runs coalesce: the next build takes the newest one.
 """
 
@@ -35,11 +36,12 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from gateway.core import documents, heap
-from gateway.core.catalog import Catalog, CatalogHolder
-from gateway.core.credentials import Credential
+from gateway.core.catalog import openapi_documents as documents
+from gateway.core.catalog.catalog import Catalog, CatalogHolder
 from gateway.core.errors import GatewayError, Internal, Unauthorized, UnknownResource
-from gateway.core.identity import identified
+from gateway.core.process import heap
+from gateway.core.upstream.credentials import Credential
+from gateway.core.upstream.identity import identified
 from gateway.graphql import websocket
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import format_exception

@@ -14,10 +14,10 @@ from typing import Any
 from strawberry.dataloader import DataLoader
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.credentials import Credential
-from gateway.core.options import ListOptions
-from gateway.core.registry import POD, Resource
+from gateway.core.model.options import ListOptions
+from gateway.core.model.registry import POD, Resource
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import Credential
 
 #: Up to this many names of one namespace are read one by one; more cost one list.
 GET_THRESHOLD = 3

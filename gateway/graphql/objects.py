@@ -1,4 +1,4 @@
-"""Strawberry object and input types generated from :mod:`gateway.core.schema`.
+"""Strawberry object and input types generated from :mod:`gateway.core.model.schema`.
 
 Nothing here is typed by hand: every served kind, its list kind and every nested type they
 reach become a strawberry ``@type`` (outputs: every field nullable, named with the Kubernetes
@@ -22,8 +22,8 @@ from strawberry.types.base import get_object_definition
 from strawberry.types.field import StrawberryField
 from strawberry.types.unset import UNSET
 
-from gateway.core import schema
-from gateway.core.registry import REGISTRY, Registry, Resource
+from gateway.core.model import schema
+from gateway.core.model.registry import REGISTRY, Registry, Resource
 from gateway.graphql.scalars import JSON, SCALAR_TYPES
 
 #: Definition ids generated besides the served kinds (results of deletes).
@@ -173,7 +173,7 @@ def generate(
         registry: the served resources.
         extra: a hook returning additional output fields per type (cross-resource links).
         model: the schema the kinds are described by (the curated seed schema by default; a
-            model extended with discovered kinds, :func:`gateway.core.openapi.extend`).
+            model extended with discovered kinds, :func:`gateway.core.model.openapi.extend`).
         previous: the classes of an earlier build (:attr:`GeneratedTypes.built`): a nested
             type that did not change is taken as it is rather than made again, which is most
             of the work when the schema is rebuilt after one CRD changed.

@@ -1,8 +1,9 @@
 """The root types (Query, Mutation, Subscription), built from the core's operations table.
 
-Every operation of every resource (:func:`gateway.core.operations.operations`) contributes its
+Every operation of every resource (:func:`gateway.core.calls.operations.operations`) contributes its
 fields, by one method per action; a unary resolver turns its arguments into a core
-:class:`~gateway.core.operations.Call` and runs :func:`~gateway.core.operations.perform` with
+:class:`~gateway.core.calls.operations.Call` and runs
+:func:`~gateway.core.calls.operations.perform` with
 the caller's credential from ``info.context``; subscriptions read the watch hub or the log
 follower.  No resolver builds a URL or knows a kind.
 
@@ -34,9 +35,9 @@ from strawberry import Info
 from strawberry.types.field import StrawberryField
 
 from gateway.core import errors
-from gateway.core.operations import Call, Operation, operations, perform
-from gateway.core.options import DeleteOptions, ListOptions, LogOptions, WriteOptions
-from gateway.core.registry import REGISTRY, Registry, Resource
+from gateway.core.calls.operations import Call, Operation, operations, perform
+from gateway.core.model.options import DeleteOptions, ListOptions, LogOptions, WriteOptions
+from gateway.core.model.registry import REGISTRY, Registry, Resource
 from gateway.graphql import arguments as A
 from gateway.graphql.arguments import Arg, WatchEventType
 from gateway.graphql.clusterinfo import clusters_field
@@ -373,7 +374,7 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
             call = _call(op, a, body(op, a))
             if op.action == "list":
                 # Handed on to the projection, which completes it in this step (the core's
-                # large-list scope: gateway.core.largelist).
+                # large-list scope: gateway.core.lists.large).
                 answer = await ctx.adapter.large_lists.handed_on(
                     lambda: perform(ctx.adapter, op, call, credential=ctx.credential),
                     deferrable=shape is None,  # completed by the projection, undecoded

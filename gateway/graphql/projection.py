@@ -18,17 +18,17 @@ data, errors and bytes on generated queries and damaged data.
 
 A large list (``LARGE_LIST`` items or more) is completed :data:`SLICE` items per event-loop
 step, so that other callers are served in between; the core's large-list scope
-(:mod:`gateway.core.largelist`, the operation's adapter's) holds the cyclic collector off
+(:mod:`gateway.core.lists.large`, the operation's adapter's) holds the cyclic collector off
 from the first slice and frees the decoded body the same way once nothing else holds it.
 Like any asynchronous resolver, such a list lets the other fields of its operation complete
 meanwhile: the errors of fields completing concurrently may come in another order than a
 synchronous completion would give.
 
-With list workers (:mod:`gateway.core.listwork`), a large list body reaches its field's
+With list workers (:mod:`gateway.core.lists.workers`), a large list body reaches its field's
 completion undecoded: a plan's plain-data form (:attr:`Plan.spec`) goes with it to a worker
 process, whose projected JSON is embedded in the answer as it is; a body a worker gives back
 is decoded here and completed as above.  The generated code is
-:mod:`gateway.core.projectcode`'s, the same in both places.
+:mod:`gateway.core.lists.projections`'s, the same in both places.
 """
 
 from __future__ import annotations
@@ -54,9 +54,8 @@ from graphql import (
     Undefined,
 )
 
-from gateway.core.largelist import LARGE_LIST, LargeLists, is_large
-from gateway.core.listwork import Undecoded, project
-from gateway.core.projectcode import (
+from gateway.core.lists.large import LARGE_LIST, LargeLists, is_large
+from gateway.core.lists.projections import (
     ALWAYS,
     CHECKS,
     CONST,
@@ -77,6 +76,7 @@ from gateway.core.projectcode import (
     nonnull_of,
     then,
 )
+from gateway.core.lists.workers import Undecoded, project
 from gateway.graphql._library import (
     NATIVE,
     NOT_COMPLETED,
@@ -179,7 +179,7 @@ class Plan:
         spec: Spec = (),
     ) -> None:
         self.kind = kind
-        #: The plan as plain data (:mod:`gateway.core.projectcode`), for a list worker.
+        #: The plan as plain data (:mod:`gateway.core.lists.projections`), for a list worker.
         self.spec = spec
         self.run = run
         self.inner = inner
@@ -244,7 +244,7 @@ class ProjectingExecutor(CompletingExecutor):
         self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded
     ) -> Any:
         """A large list body the adapter handed on undecoded: projected by a list worker
-        (:mod:`gateway.core.listwork`) into JSON embedded as it is, or, when no worker can
+        (:mod:`gateway.core.lists.workers`) into JSON embedded as it is, or, when no worker can
         (no plan for this selection, a value only a serialiser here can complete, no
         worker), decoded here and completed as any decoded list is."""
         plan = self._plan(return_type, fields)
@@ -459,7 +459,7 @@ async def _in_slices(plan: Plan, value: Any) -> Any:
 
 def _python_name(field: GraphQLField) -> str | None:
     """The key the schema's default resolver reads for ``field``, or ``None`` when that is
-    not :func:`~gateway.core.projectcode.dict_resolver`."""
+    not :func:`~gateway.core.lists.projections.dict_resolver`."""
     definition = strawberry_definition(field)
     if getattr(definition, "default_resolver", None) is not dict_resolver:
         return None

@@ -15,7 +15,7 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.types.scalar import ScalarDefinition
 
-from gateway.core.schema import ScalarKind
+from gateway.core.model.schema import ScalarKind
 
 Quantity = NewType("Quantity", str)
 IntOrString = NewType("IntOrString", object)
@@ -128,7 +128,7 @@ SCALAR_MAP: Mapping[object, ScalarDefinition] = {
     ),
 }
 
-#: The Python annotation for each scalar kind of :mod:`gateway.core.schema`.
+#: The Python annotation for each scalar kind of :mod:`gateway.core.model.schema`.
 SCALAR_TYPES: Mapping[ScalarKind, object] = {
     "string": str,
     "int32": int,

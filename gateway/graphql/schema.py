@@ -19,10 +19,10 @@ from typing import Any, Final
 import strawberry
 from graphql import GraphQLSchema, print_schema
 
-from gateway.core import openapi
-from gateway.core.catalog import Catalog, GroupVersionKey
-from gateway.core.registry import REGISTRY, Registry, Resource
-from gateway.core.schema import Model, seed_model
+from gateway.core.catalog.catalog import Catalog, GroupVersionKey
+from gateway.core.model import openapi
+from gateway.core.model.registry import REGISTRY, Registry, Resource
+from gateway.core.model.schema import Model, seed_model
 from gateway.graphql._library import graphql_schema
 from gateway.graphql.native import build_group_schema
 from gateway.graphql.objects import Built
@@ -151,12 +151,12 @@ def schema_for_catalog(
 ) -> CatalogSchema:
     """Build the GraphQL schema of ``scope`` (:func:`scope_of`): the seed kinds plus the
     discovered kinds of that scope.  Pure and synchronous: callers run it in a worker
-    thread, with the documents already read (:func:`gateway.core.documents.load` of
+    thread, with the documents already read (:func:`gateway.core.catalog.openapi_documents.load` of
     :func:`scope_documents`; by default the ones the catalog carries inline).
 
     A discovered resource whose kind the cluster's OpenAPI does not describe is left out
     (logged).  Every name is a function of the scope's types alone (see
-    :func:`gateway.core.openapi.extend`).
+    :func:`gateway.core.model.openapi.extend`).
     """
     discovered = served_in_graphql(catalog, scope)
     if documents is None:

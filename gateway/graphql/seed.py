@@ -14,9 +14,9 @@ from collections.abc import Mapping
 import strawberry
 from strawberry.schema.config import StrawberryConfig
 
-from gateway.core.projectcode import dict_resolver
-from gateway.core.registry import REGISTRY, Registry
-from gateway.core.schema import Model
+from gateway.core.lists.projections import dict_resolver
+from gateway.core.model.registry import REGISTRY, Registry
+from gateway.core.model.schema import Model
 from gateway.graphql.links import link_fields
 from gateway.graphql.objects import Built, generate
 from gateway.graphql.operations import RootBuilder

@@ -13,12 +13,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from gateway.core.cluster import Cluster
-from gateway.core.credentials import Credential
-from gateway.core.drain import Drain
 from gateway.core.errors import Unauthorized, UnknownResource
-from gateway.core.fleet import Fleet
-from gateway.core.identity import identified
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.process.drain import Drain
+from gateway.core.upstream.credentials import Credential
+from gateway.core.upstream.identity import identified
 from gateway.graphql import http, websocket
 from gateway.graphql.admission import Admission
 from gateway.graphql.context import Context

@@ -1,10 +1,10 @@
 """The sources of subscriptions: the core's streaming operations, opened for one subscriber.
 
 A subscription field's resolver turns its arguments into the core's
-:class:`~gateway.core.operations.Call` and opens the stream through the core's one entry
-point (:func:`~gateway.core.streams.open_stream`), as a query field performs its operation:
+:class:`~gateway.core.calls.operations.Call` and opens the stream through the core's one entry
+point (:func:`~gateway.core.calls.streaming.open_stream`), as a query field performs its operation:
 a watch is the subscriber's own subscription of the watch hub (its own start, resume and
-watch rule 31), a followed log the lines of a :class:`~gateway.core.streams.ReadAhead`.  The
+watch rule 31), a followed log the lines of a :class:`~gateway.core.calls.streaming.ReadAhead`.  The
 resolver returns that stream itself; :mod:`gateway.graphql.subscriptions` reads it and executes the
 document once per event for every subscriber with the same document, variables and
 identity.
@@ -17,11 +17,11 @@ from typing import Any, Optional
 
 import strawberry
 
-from gateway.core.hub import WatchSubscription
-from gateway.core.logfollow import RawLine
-from gateway.core.operations import Call, Operation
-from gateway.core.options import ListOptions
-from gateway.core.streams import LogStream, ReadAhead, open_stream
+from gateway.core.calls.operations import Call, Operation
+from gateway.core.calls.streaming import LogStream, ReadAhead, open_stream
+from gateway.core.model.options import ListOptions
+from gateway.core.watch.hub import WatchSubscription
+from gateway.core.watch.logfollow import RawLine
 from gateway.graphql.arguments import log_options
 from gateway.graphql.context import Context
 from gateway.graphql.scalars import Time
@@ -39,7 +39,7 @@ def _timestamp(root: strawberry.Parent[RawLine]) -> Optional[Time]:  # noqa: UP0
 
 @strawberry.type(description="One line of a container log.")
 class LogLine:
-    """Rendered from the core's :class:`~gateway.core.logfollow.RawLine` (the root)."""
+    """Rendered from the core's :class:`~gateway.core.watch.logfollow.RawLine` (the root)."""
 
     text: str = strawberry.field(
         resolver=_text, description="The line, without its newline (UTF-8, lossy)."
@@ -95,7 +95,7 @@ async def watch(ctx: Context, args: Mapping[str, Any], *, op: Operation) -> Watc
 
 async def follow_log(ctx: Context, args: Mapping[str, Any], *, op: Operation) -> LogStream:
     """A followed log's lines: resumed after upstream breaks without loss or duplicates;
-    ends when the container stops (see :mod:`gateway.core.logfollow`)."""
+    ends when the container stops (see :mod:`gateway.core.watch.logfollow`)."""
     call = Call(
         namespace=args.get("namespace"), name=args["name"], log=log_options(args, follow=True)
     )

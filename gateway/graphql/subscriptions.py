@@ -3,7 +3,7 @@ per event for every subscriber with the same document, variables and identity.
 
 A subscription field's resolver opens a core stream for the subscriber
 (:mod:`gateway.graphql.streams`): for a watch, its own subscription of the core's
-:class:`~gateway.core.hub.WatchHub`, with its own start (snapshot, now, a resume, a replay
+:class:`~gateway.core.watch.hub.WatchHub`, with its own start (snapshot, now, a resume, a replay
 of the hub's history or a resync), its own bounded queue (one that falls ``max_queue``
 behind is ended with ``SLOW_SUBSCRIBER`` and its resume point) and, with
 ``changedFieldsOnly``, its own comparison (watch rule 31), all the hub's.  This module adds
@@ -11,7 +11,7 @@ what only GraphQL has: executing the document for each event.
 
 Subscribers with the same document, operation, variables and identity (a hash of the token,
 never the token), validated by the same schema, form one :class:`Execution`.  The hub hands
-every subscriber of an upstream watch the same :class:`~gateway.core.hub.HubEvent`; the
+every subscriber of an upstream watch the same :class:`~gateway.core.watch.hub.HubEvent`; the
 first subscriber of an execution to read an event executes the document for it and keeps
 the payload on the event (:meth:`HubEvent.encoded`, keyed by the execution), so the others
 send the same serialised payload: one execution and one ``orjson`` dump per event and
@@ -41,13 +41,14 @@ from graphql import (
     SelectionSetNode,
 )
 
-from gateway.core import deepjson, errors
-from gateway.core.budget import scope_of
-from gateway.core.changes import Digest, StreamChanges, digest
-from gateway.core.fleetstream import FleetEvent, FleetStream
-from gateway.core.hub import HubEvent, WatchSubscription
-from gateway.core.streams import ReadAhead, Stream
-from gateway.core.wire import JSON
+from gateway.core import errors
+from gateway.core.calls.streaming import ReadAhead, Stream
+from gateway.core.fleet.watches import FleetEvent, FleetStream
+from gateway.core.model.values import JSON
+from gateway.core.support import deepjson
+from gateway.core.upstream.budget import scope_of
+from gateway.core.watch.changed import Digest, StreamChanges, digest
+from gateway.core.watch.hub import HubEvent, WatchSubscription
 from gateway.graphql.context import Context
 from gateway.graphql.errors import format_exception
 from gateway.graphql.execution import Engine, Prepared, Response

@@ -25,9 +25,10 @@ import orjson
 from starlette.types import Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from gateway.core import deepjson, errors
-from gateway.core.credentials import ANONYMOUS, Credential
-from gateway.core.identity import refuse_impersonation
+from gateway.core import errors
+from gateway.core.support import deepjson
+from gateway.core.upstream.credentials import ANONYMOUS, Credential
+from gateway.core.upstream.identity import refuse_impersonation
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError

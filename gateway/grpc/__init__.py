@@ -6,7 +6,7 @@ Modules, by noun:
   source and the registry (the one place the contract is defined);
 * :mod:`~gateway.grpc.protogen` and :mod:`~gateway.grpc.numbering`: ``protos/`` rendered from
   the contract, field numbers locked; ``make protos`` also writes the stubs in ``gen/``;
-* :mod:`~gateway.grpc.codec` (over :mod:`~gateway.core.protowire`) and
+* :mod:`~gateway.grpc.codec` (over :mod:`~gateway.core.lists.protowire`) and
   :mod:`~gateway.grpc.mask`: upstream JSON to wire bytes (and back), ``read_mask``;
 * :mod:`~gateway.grpc.servicer`, :mod:`~gateway.grpc.calls`: one generic servicer per
   resource (``Watch`` joins the core's shared watch hub), credential and deadline of a call;

@@ -18,12 +18,13 @@ ones alike), so a service cannot be reached around it.  Per call, in this order:
   ``duration_ms``, ``bytes`` and ``operation`` (``PodService.List``); a streaming call adds
   ``events`` (messages sent) and ``ended``.  Refusals below get one too;
 * **impersonation**: any ``impersonate-*`` metadata key is ``PERMISSION_DENIED`` on every
-  service, health and reflection included (:func:`~gateway.core.identity.refuse_impersonation`);
+  service, health and reflection included
+  (:func:`~gateway.core.upstream.identity.refuse_impersonation`);
 * **cluster name**: an ``x-kube-cluster`` that is not a cluster name (``default`` or a DNS
   label: lower-case letters, digits and ``-``, at most 63 characters) is
   ``INVALID_ARGUMENT`` with a message that does not repeat it, before anything could echo
   it (a refusal naming an unknown cluster does, in its message and trailers);
-* **drain**: with a :class:`~gateway.core.drain.Drain`, while draining every new call but
+* **drain**: with a :class:`~gateway.core.process.drain.Drain`, while draining every new call but
   health checks and reflection is ``UNAVAILABLE`` (:class:`~gateway.core.errors.Draining`,
   ``RetryInfo`` 1 s), and the calls in flight are counted so the drain waits for them (a
   ``Watch`` until it sent its closing status);
@@ -59,9 +60,9 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from gateway.core import errors
-from gateway.core.cluster import DEFAULT
-from gateway.core.drain import Drain
-from gateway.core.identity import refuse_impersonation
+from gateway.core.fleet.cluster import DEFAULT
+from gateway.core.process.drain import Drain
+from gateway.core.upstream.identity import refuse_impersonation
 from gateway.grpc.status import internal_status, to_status
 from gateway.requestid import HEADER, AccessRecord, request_id_of, serving
 

@@ -1,7 +1,8 @@
 """What every call brings along: the caller's credential and its deadline.
 
 The token comes from the ``authorization: Bearer <token>`` metadata and travels upstream as
-the caller's own :class:`~gateway.core.credentials.Credential`; it is never logged.  A call's
+the caller's own :class:`~gateway.core.upstream.credentials.Credential`; it is never logged.  A
+call's
 deadline becomes the upstream request timeout, so the upstream gives up when the caller has.
 """
 
@@ -11,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from gateway.core import errors
-from gateway.core.credentials import ANONYMOUS, Credential, credential_of_authorization
-from gateway.core.identity import refuse_impersonation
+from gateway.core.upstream.credentials import ANONYMOUS, Credential, credential_of_authorization
+from gateway.core.upstream.identity import refuse_impersonation
 
 __all__ = ["credential_of", "timeout_of"]
 

@@ -1,8 +1,8 @@
 """``kubegateway.v1.ClusterService``: the clusters this gateway serves, for a client to choose from.
 
 Its contract is the hand-written ``protos/kubegateway/v1/cluster.proto``.  ``ListClusters``
-answers, for every cluster of the :class:`~gateway.core.fleet.Fleet` the caller may see (by
-default those that authenticate its credential, :mod:`gateway.core.visibility`; the default
+answers, for every cluster of the :class:`~gateway.core.fleet.fleet.Fleet` the caller may see (by
+default those that authenticate its credential, :mod:`gateway.core.fleet.visibility`; the default
 first): the name callers put in ``x-kube-cluster``, the API server's URL, its version, its
 readiness and how many resources the gateway serves from it.  A caller whose
 ``authorization`` is malformed, or who sends ``impersonate-*`` metadata, is refused as on
@@ -21,8 +21,8 @@ from typing import Final
 import grpc
 
 from gateway.core import errors
-from gateway.core.cluster import Cluster
-from gateway.core.fleet import Fleet
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.fleet.fleet import Fleet
 from gateway.grpc.calls import credential_of
 from gateway.grpc.gen.kubegateway.v1 import cluster_pb2
 from gateway.grpc.status import to_status

@@ -10,7 +10,8 @@ main output is the *wire bytes* of the answer (what the server sends), built in 
    ``metadata.managedFields[].fieldsV1``) are taken out of the dict.  Dicts are copied only
    where they change; the input is never mutated.
 2. The message constructor builds the rest in C, and ``SerializeToString`` writes it.
-3. The taken-out JSON is appended as wire bytes (:mod:`gateway.core.protowire`): a ``Struct`` built
+3. The taken-out JSON is appended as wire bytes (:mod:`gateway.core.lists.protowire`): a
+``Struct`` built
    through the Python API costs more than decoding the whole pod, its encoding costs little
    and is cached.  Protobuf merges a repeated occurrence of a message field, so the appended
    bytes land inside the right sub-message; a list that holds JSON somewhere below is
@@ -36,16 +37,16 @@ from typing import Any, Final
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
-from gateway.core import schema
-from gateway.core.largelist import ListEncoding, encode_now
-from gateway.core.protowire import (
+from gateway.core.lists.large import ListEncoding, encode_now
+from gateway.core.lists.protowire import (
     StructCache,
     field_tag,
     length_prefixed,
     varint,
 )
-from gateway.core.schema import ListOf, MapOf, Ref, Scalar, TypeRef
-from gateway.core.watch import WatchEvent
+from gateway.core.model import schema
+from gateway.core.model.schema import ListOf, MapOf, Ref, Scalar, TypeRef
+from gateway.core.watch.watcher import WatchEvent
 from gateway.grpc import mask as masks
 from gateway.grpc.contract import STRUCT, Contract, contract
 from gateway.grpc.messages import message_class
@@ -212,7 +213,7 @@ class Codec:
     """Converts between upstream JSON and the messages of one contract.
 
     Args:
-        c: the contract (its object messages mirror :mod:`gateway.core.schema`).
+        c: the contract (its object messages mirror :mod:`gateway.core.model.schema`).
     """
 
     def __init__(self, c: Contract) -> None:
@@ -367,7 +368,7 @@ class Codec:
 
     def list_encoding(self, kind: str, mask: masks.Tree | None = None) -> ListEncoding:
         """How a ``<Kind>List`` is written, for the large-list scope to write it in slices
-        (:meth:`gateway.core.largelist.LargeLists.encode`: the same bytes as
+        (:meth:`gateway.core.lists.large.LargeLists.encode`: the same bytes as
         :meth:`list_bytes`)."""
         _, lst, _, _ = self._kinds[kind]
 

@@ -1,8 +1,8 @@
 """The gRPC contract as data: messages, enums and services, built from the schema and registry.
 
-Nothing here is hand-typed per kind.  :func:`build` walks :mod:`gateway.core.schema` for the
+Nothing here is hand-typed per kind.  :func:`build` walks :mod:`gateway.core.model.schema` for the
 object messages (every type reachable from the served kinds, their lists, ``Status`` and
-``DeleteOptions``) and :data:`gateway.core.registry.REGISTRY` for the services and their
+``DeleteOptions``) and :data:`gateway.core.model.registry.REGISTRY` for the services and their
 request messages; :mod:`gateway.grpc.protogen` renders the result as ``.proto`` files and
 :mod:`gateway.grpc.servicer` serves the same :class:`Service` records, so the files and the
 running server cannot disagree.
@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
-from gateway.core import schema
-from gateway.core.operations import Action, Operation, operations
-from gateway.core.registry import REGISTRY, Registry, Resource
-from gateway.core.schema import ListOf, ObjectType, Ref, Scalar, SchemaError
+from gateway.core.calls.operations import Action, Operation, operations
+from gateway.core.model import schema
+from gateway.core.model.registry import REGISTRY, Registry, Resource
+from gateway.core.model.schema import ListOf, ObjectType, Ref, Scalar, SchemaError
 
 __all__ = [
     "PACKAGE",
@@ -624,7 +624,8 @@ def build(registry: Registry = REGISTRY) -> Contract:
         files.append(
             ProtoFile(
                 path,
-                f"Object messages of the {stem} API types, generated from gateway/core/schema.py.",
+                f"Object messages of the {stem} API types, generated from "
+                "gateway/core/model/schema.py.",
                 messages=tuple(msgs),
                 imports=imports_for(msgs, path, where),
             )

@@ -1,11 +1,11 @@
 """What every gRPC resource service shares: call plumbing, request options, the Watch loop.
 
-Two kinds of service serve the operations table (:mod:`gateway.core.operations`): the typed
+Two kinds of service serve the operations table (:mod:`gateway.core.calls.operations`): the typed
 services (``PodService``..., :mod:`gateway.grpc.servicer`), whose every method is one fixed
 operation, and the generic ``ResourceService`` (:mod:`gateway.grpc.resource_service`), which
 resolves the resource of each call.  Both are a :class:`ServicerBase`: it registers the
-methods, resolves the call's :class:`~gateway.core.operations.Operation`, counts and times it
-(:meth:`~gateway.core.metrics.Metrics.operation`, transport ``grpc``), reads the caller's
+methods, resolves the call's :class:`~gateway.core.calls.operations.Operation`, counts and times it
+(:meth:`~gateway.core.process.metrics.Metrics.operation`, transport ``grpc``), reads the caller's
 credential and deadline, and turns every failure into a status (:mod:`gateway.grpc.status`).
 The request envelopes of both share their option field names (``label_selector``,
 ``dry_run``, ``options``...), so one set of functions here turns any of them into the core's
@@ -33,15 +33,10 @@ from typing import Any, Final, NoReturn
 import grpc
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.changes import Digest
-from gateway.core.credentials import Credential
-from gateway.core.drain import Drain
-from gateway.core.fleetstream import FleetStream
-from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
-from gateway.core.identity import identified
-from gateway.core.operations import Call, Operation
-from gateway.core.options import (
+from gateway.core.calls.operations import Call, Operation
+from gateway.core.calls.streaming import open_stream
+from gateway.core.fleet.watches import FleetStream
+from gateway.core.model.options import (
     DeleteOptions,
     ListOptions,
     PatchOptions,
@@ -49,8 +44,13 @@ from gateway.core.options import (
     Preconditions,
     WriteOptions,
 )
-from gateway.core.streams import open_stream
-from gateway.core.wire import JSON
+from gateway.core.model.values import JSON
+from gateway.core.process.drain import Drain
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import Credential
+from gateway.core.upstream.identity import identified
+from gateway.core.watch.changed import Digest
+from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.grpc.calls import credential_of, timeout_of
 from gateway.grpc.status import internal_status, to_status
 

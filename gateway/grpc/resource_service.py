@@ -3,10 +3,11 @@
 Its contract is the hand-written ``protos/kubegateway/v1/resource.proto`` (fixed: it does not
 change when the served set does).  Every call names its resource by ``group``, ``version``
 and ``resource`` (the plural); :class:`ResourceServiceServicer` resolves it on the
-:class:`~gateway.core.catalog.CatalogHolder`'s current catalog, once per call (an unknown
+:class:`~gateway.core.catalog.catalog.CatalogHolder`'s current catalog, once per call (an unknown
 resource is ``NOT_FOUND`` before any upstream call), makes the
-:class:`~gateway.core.operations.Operation` of the method (with the ``subresource`` of
-``Get``/``Replace``/``Patch``), checks its verb with :meth:`~gateway.core.registry.Resource.check`
+:class:`~gateway.core.calls.operations.Operation` of the method (with the ``subresource`` of
+``Get``/``Replace``/``Patch``), checks its verb with
+:meth:`~gateway.core.model.registry.Resource.check`
 (``UNIMPLEMENTED`` when the resource does not serve it) and then serves it exactly as the
 typed services do (:mod:`gateway.grpc.handling`: the same request options, metrics, statuses
 and Watch loop through the hub).
@@ -14,18 +15,18 @@ and Watch loop through the hub).
 Objects travel as a ``ResourceObject``: JSON bytes (the default), or a
 ``google.protobuf.Struct`` when the request's ``representation`` asks for it.  Requests take
 either form.  ``read_mask`` paths are JSON field names (:func:`gateway.grpc.mask.parse_json`).
-Answers are written as wire bytes directly (:mod:`gateway.core.protowire`): the JSON text is
+Answers are written as wire bytes directly (:mod:`gateway.core.lists.protowire`): the JSON text is
 orjson's, a ``Struct`` is encoded straight from the decoded JSON.
 
 Fleet calls: ``List`` and ``Watch`` take ``clusters`` (names, ``*`` for every cluster the
-caller may see: :mod:`gateway.core.visibility`).  Then the call asks each named cluster
-concurrently with the caller's credential (:mod:`gateway.core.fleetops`), each resolving
+caller may see: :mod:`gateway.core.fleet.visibility`).  Then the call asks each named cluster
+concurrently with the caller's credential (:mod:`gateway.core.fleet.fanout`), each resolving
 the resource on its own catalog and refusing on its own (an unknown resource, a verb it
 does not serve, RBAC): ``List`` answers one
 ``ClusterResourceList`` per cluster, its list (the same large-list path as a single List)
 or its ``ClusterStatus`` (a ``google.rpc.Status`` on the wire, with the details a unary
 error carries); ``Watch`` merges the clusters' watches
-(:class:`~gateway.core.fleetstream.FleetStream`), each event tagged with its ``cluster``, a
+(:class:`~gateway.core.fleet.watches.FleetStream`), each event tagged with its ``cluster``, a
 cluster whose part ends sending one event with its ``error`` while the others go on, and a
 drain ending the call with the per-cluster resume point (``ErrorInfo`` metadata
 ``resumeFrom``, what ``resume_from`` takes).  Only a malformed request fails the call.
@@ -41,14 +42,12 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core import deepjson, errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.catalog import CatalogHolder
-from gateway.core.changes import digest
-from gateway.core.cluster import Cluster
-from gateway.core.credentials import Credential
-from gateway.core.drain import Drain
-from gateway.core.fleetops import (
+from gateway.core import errors
+from gateway.core.calls.operations import Action, Operation, perform
+from gateway.core.calls.streaming import open_stream
+from gateway.core.catalog.catalog import CatalogHolder
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.fleet.fanout import (
     FleetStreams,
     check_listed,
     check_resume,
@@ -56,14 +55,17 @@ from gateway.core.fleetops import (
     open_fleet_stream,
     select,
 )
-from gateway.core.fleetstream import FleetEvent
-from gateway.core.hub import HubEvent, WatchHub, WatchSubscription
-from gateway.core.largelist import ListEncoding
-from gateway.core.listwork import wire
-from gateway.core.operations import Action, Operation, perform
-from gateway.core.protowire import TooDeep, encode_struct, field_tag, length_prefixed, varint
-from gateway.core.registry import Resource
-from gateway.core.streams import open_stream
+from gateway.core.fleet.watches import FleetEvent
+from gateway.core.lists.large import ListEncoding
+from gateway.core.lists.protowire import TooDeep, encode_struct, field_tag, length_prefixed, varint
+from gateway.core.lists.workers import wire
+from gateway.core.model.registry import Resource
+from gateway.core.process.drain import Drain
+from gateway.core.support import deepjson
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.changed import digest
+from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import LIST_SLICE, Codec, struct_json
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
@@ -285,7 +287,7 @@ class ResourceServiceServicer(ServicerBase):
         call = core_call(op, request, namespace=request.namespace, body=lambda: self._body(request))
         rep = request.representation
         if op.action == "list":
-            # As the typed lists: by the core's large-list scope (gateway.core.largelist).
+            # As the typed lists: by the core's large-list scope (gateway.core.lists.large).
             return await self.adapter.large_lists.answer(
                 lambda: perform(self.adapter, op, call, credential=credential, timeout=timeout),
                 self._list_encoding(rep, mask),
@@ -323,7 +325,7 @@ class ResourceServiceServicer(ServicerBase):
                     obj = masks.project(item, mask, loose=True) if mask is not None else item
                     parts.append(length_prefixed(_LIST_ITEMS, object_bytes(obj, rep)))
 
-        # Without a read mask a list worker writes the same items (gateway.core.listwork).
+        # Without a read mask a list worker writes the same items (gateway.core.lists.workers).
         as_struct = rep == STRUCT
         job = None if mask is not None else wire(_LIST_ITEMS, _object_tag(rep), as_struct=as_struct)
         return ListEncoding(head, items, LIST_SLICE, job)

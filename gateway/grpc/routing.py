@@ -1,6 +1,6 @@
 """Which cluster serves a call: the ``x-kube-cluster`` metadata, looked up on the fleet per call.
 
-A gateway serves one or more clusters (:class:`~gateway.core.fleet.Fleet`); every resource
+A gateway serves one or more clusters (:class:`~gateway.core.fleet.fleet.Fleet`); every resource
 service (the typed ones and the generic ``ResourceService``) serves each of them.  The
 :class:`Router` keeps, per served cluster, the method handlers of that cluster's servicers
 (its adapter, watch hub and catalog), built once when the cluster joins the fleet; grpc asks
@@ -9,11 +9,11 @@ the router for the handler of each call (:meth:`Router.service`), which reads th
 handler: one scan of the call's metadata and two dict lookups, however many clusters are
 served, and nothing stacked on the call or its messages.
 
-The router follows the fleet (:meth:`~gateway.core.fleet.Fleet.listen`): a cluster added
+The router follows the fleet (:meth:`~gateway.core.fleet.fleet.Fleet.listen`): a cluster added
 while the server runs is served from its next call; a removed one's open streams (``Watch``,
 followed ``GetLog``) end with :class:`~gateway.core.errors.ClusterRemoved` (``NOT_FOUND``,
 saying the cluster was removed) and new calls naming it are refused with ``NOT_FOUND``
-naming the clusters the caller may see (:mod:`gateway.core.visibility`), as any unknown
+naming the clusters the caller may see (:mod:`gateway.core.fleet.visibility`), as any unknown
 name is.
 """
 
@@ -27,9 +27,9 @@ from typing import Any
 import grpc
 
 from gateway.core import errors
-from gateway.core.cluster import DEFAULT, Cluster
-from gateway.core.credentials import ANONYMOUS, Credential
-from gateway.core.fleet import Fleet
+from gateway.core.fleet.cluster import DEFAULT, Cluster
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.upstream.credentials import ANONYMOUS, Credential
 from gateway.grpc.admission import CLUSTER_METADATA
 from gateway.grpc.calls import credential_of
 from gateway.grpc.handling import OpenStreams, ServicerBase

@@ -8,7 +8,7 @@ through :class:`Services`, which names it to the admission and to reflection.  A
 service registered any other way is ``UNIMPLEMENTED``, so what reflection lists is exactly
 what is served, and all of it is admitted the same way.
 
-Started by the application lifespan with the :class:`~gateway.core.fleet.Fleet` it built
+Started by the application lifespan with the :class:`~gateway.core.fleet.fleet.Fleet` it built
 (the same clusters GraphQL serves: same process, same core) on its own port; the
 ``x-kube-cluster`` metadata picks a call's cluster (:mod:`gateway.grpc.routing`).
 Keepalive pings keep long watches alive through idle proxies and detect dead peers;
@@ -26,10 +26,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from gateway.core.cluster import Cluster
-from gateway.core.drain import Drain
-from gateway.core.fleet import Fleet
-from gateway.core.fleetops import FleetStreams
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.fleet.fanout import FleetStreams
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.process.drain import Drain
 from gateway.grpc import clusters
 from gateway.grpc.admission import Admission, AnonymousStreams
 from gateway.grpc.clusters import ClusterServicer

@@ -2,10 +2,11 @@
 
 :class:`ResourceServicer` serves a :class:`~gateway.grpc.contract.Service` (its method
 handlers, which the server's router registers per cluster).  Every RPC is an operation of
-the core's table (:mod:`gateway.core.operations`): a unary request becomes a core
-:class:`~gateway.core.operations.Call` run by :func:`~gateway.core.operations.perform`; a
+the core's table (:mod:`gateway.core.calls.operations`): a unary request becomes a core
+:class:`~gateway.core.calls.operations.Call` run by
+:func:`~gateway.core.calls.operations.perform`; a
 ``Watch`` and a followed ``GetLog`` open the core's stream
-(:func:`~gateway.core.streams.open_stream`), as GraphQL's subscriptions do.  The codec
+(:func:`~gateway.core.calls.streaming.open_stream`), as GraphQL's subscriptions do.  The codec
 turns the decoded answer into wire bytes; the plumbing (metrics, credentials, deadlines,
 statuses) and the request options are :mod:`gateway.grpc.handling`, shared with the
 generic ``ResourceService``.
@@ -20,16 +21,16 @@ from typing import Any, Final
 import orjson
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.changes import digest
-from gateway.core.credentials import Credential
-from gateway.core.drain import Drain
-from gateway.core.hub import WatchHub
-from gateway.core.operations import Call, Operation, perform
-from gateway.core.options import LogOptions
-from gateway.core.protowire import field_tag, length_prefixed
-from gateway.core.registry import Resource
-from gateway.core.streams import ReadAhead, open_stream
+from gateway.core.calls.operations import Call, Operation, perform
+from gateway.core.calls.streaming import ReadAhead, open_stream
+from gateway.core.lists.protowire import field_tag, length_prefixed
+from gateway.core.model.options import LogOptions
+from gateway.core.model.registry import Resource
+from gateway.core.process.drain import Drain
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.changed import digest
+from gateway.core.watch.hub import WatchHub
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import Codec
 from gateway.grpc.contract import Rpc, Service
@@ -148,7 +149,7 @@ class ResourceServicer(ServicerBase):
             op, request, namespace=self._given_namespace(request), body=lambda: self._body(request)
         )
         if rpc.action == "list":
-            # Decoded, encoded and freed by the core's large-list scope (gateway.core.largelist).
+            # Decoded, encoded and freed by the core's large-list scope (gateway.core.lists.large).
             return await self.adapter.large_lists.answer(
                 lambda: perform(self.adapter, op, call, credential=credential, timeout=timeout),
                 self.codec.list_encoding(self.kind, mask),

@@ -70,11 +70,11 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.registry import POD
+from gateway.core.model.registry import POD
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
 from gateway.settings import load
 from tests.bench.bench_graphql_list import QUERY, SELECTION
 from tests.bench.report import Row, row, splice, text_table

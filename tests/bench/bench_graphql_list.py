@@ -27,11 +27,11 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.registry import POD
+from gateway.core.model.registry import POD
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod

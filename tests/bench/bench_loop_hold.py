@@ -33,7 +33,7 @@ import httpx
 import orjson
 
 from gateway.app import tune_garbage_collector
-from gateway.core.registry import POD
+from gateway.core.model.registry import POD
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream

@@ -69,10 +69,10 @@ import h2.events
 import h2.settings
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
 from tests.e2e.apiserver import BinariesMissing, KubeAPIServer, running_apiserver
 
 NAMESPACE = "team-a"
@@ -217,7 +217,7 @@ def counting(logger_name: str, prefix: str) -> Iterator[LogCounter]:
 def counting_retries() -> contextlib.AbstractContextManager[LogCounter]:
     """The adapter's "retrying a GET": a GET whose pooled connection broke (GOAWAY, close)
     under it, sent once more on another connection."""
-    return counting("gateway.core.adapter", "retrying a GET")
+    return counting("gateway.core.upstream.adapter", "retrying a GET")
 
 
 def counting_handshakes() -> contextlib.AbstractContextManager[LogCounter]:

@@ -32,15 +32,15 @@ import grpc
 import orjson
 from google.protobuf import json_format
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.cluster import Cluster
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.hub import WatchHub
-from gateway.core.largelist import decode_now
-from gateway.core.registry import POD
-from gateway.core.watch import WatchEvent
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.lists.large import decode_now
+from gateway.core.model.registry import POD
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.hub import WatchHub
+from gateway.core.watch.watcher import WatchEvent
 from gateway.grpc.codec import codec
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.grpc.messages import message_class

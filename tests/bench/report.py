@@ -292,13 +292,13 @@ measured here). The tracemalloc row is one added cluster's Python memory by wher
 allocated (tracemalloc, after its schema is built and a first query answered). Clusters
 whose catalogs give the same schema inputs share one schema object
 (`gateway/graphql/live.py`, `SharedSchemas`), and clusters that serve the same OpenAPI
-documents byte for byte share one parse of each (`gateway/core/documents.py`,
+documents byte for byte share one parse of each (`gateway/core/catalog/openapi_documents.py`,
 `shared_document`): one added cluster now holds 2.4-3.9 MB of Python memory with the
 built-in kinds and 5.2 MB with 100 CRDs (51.1 MB before either; the documents alone were
 14.2 MB, now 0.2-0.4 MB). The RSS rows are larger than what is held: they include what
 the C allocator keeps of each cluster's discovery (the documents read, and the parse of a
 document no other cluster held yet).  After each schema build the gateway gives the free
-pages back (`gateway/core/heap.py`, glibc's `malloc_trim`): with 100 CRDs that took the
+pages back (`gateway/core/process/heap.py`, glibc's `malloc_trim`): with 100 CRDs that took the
 RSS per added cluster from 16.9 MB to 10.6-11.1 MB.""",
     ),
 }

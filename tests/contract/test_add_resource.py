@@ -1,6 +1,6 @@
 """Adding a resource is one registry entry plus regeneration, for the product and the demo.
 
-The test copies the repository, adds a resource to ``gateway/core/registry.py`` (the only
+The test copies the repository, adds a resource to ``gateway/core/model/registry.py`` (the only
 hand edit), runs the three generators a maintainer runs (``scripts/extract_schemas.py``,
 ``make protos``, ``make graphql-schema``), and serves the copy with ``kube-gateway serve
 --demo``.  Objects of the new kind are then created, read, listed, patched (strategic merge,
@@ -45,7 +45,7 @@ REGISTRY_LINE = "REGISTRY = Registry((POD, EVENT, ENDPOINTS, LEASE, IMAGE))"
 #: What the generators may write: the schema sources, the protos and their lock, the Python
 #: stubs and the SDL.  Nothing else changes for a new resource.
 GENERATED = (
-    "gateway/core/schemas/",
+    "gateway/core/model/schemas/",
     "demo/kube_gateway_demo/schemas/",
     "protos/",
     "gateway/grpc/gen/",
@@ -157,7 +157,7 @@ def copy_with_resource(added: Added, tmp_path_factory: pytest.TempPathFactory) -
             shutil.copy2(REPO / rel, root / rel)
     for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "base")):
         _git(root, "-c", "user.name=t", "-c", "user.email=t@t", *args)
-    registry = root / "gateway/core/registry.py"
+    registry = root / "gateway/core/model/registry.py"
     text = registry.read_text()
     assert REGISTRY_LINE in text
     new_line = REGISTRY_LINE.replace("))", f", {added.name}))")
@@ -184,7 +184,7 @@ def test_only_the_registry_is_edited_by_hand(copy_with_resource: Path, added: Ad
         for line in _git(copy_with_resource, "status", "--porcelain", "-uall").splitlines()
     }
     hand_written = {p for p in changed if not p.startswith(GENERATED)}
-    assert hand_written == {"gateway/core/registry.py"}
+    assert hand_written == {"gateway/core/model/registry.py"}
     assert f"protos/kubegateway/v1/{added.plural}.proto" in changed
     assert f"gateway/grpc/gen/kubegateway/v1/{added.plural}_pb2.py" in changed
 

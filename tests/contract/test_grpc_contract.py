@@ -7,8 +7,8 @@ import importlib
 import json
 import re
 
-from gateway.core import schema
-from gateway.core.registry import REGISTRY
+from gateway.core.model import schema
+from gateway.core.model.registry import REGISTRY
 from gateway.grpc import protogen
 from gateway.grpc.contract import PACKAGE, ProtoField, contract
 from gateway.grpc.messages import message_class
@@ -16,7 +16,7 @@ from gateway.grpc.numbering import LOCK_FILE, FieldNumbers
 
 
 def test_committed_protos_lock_and_stubs_match_a_fresh_generation() -> None:
-    # Fails when gateway/core/schema.py, the registry or the generator changed without
+    # Fails when gateway/core/model/schema.py, the registry or the generator changed without
     # `make protos`, or when protos/ or gateway/grpc/gen/ were edited by hand.
     problems = protogen.check()
     assert problems == [], "\n".join(problems) + "\nrun: make protos"

@@ -1,7 +1,7 @@
 """Both front ends are generated from the core's operations table, and answer alike.
 
 The gRPC methods and the GraphQL root fields of every resource are exactly the operations
-:func:`gateway.core.operations.operations` lists; a call that breaks a core rule (here: a
+:func:`gateway.core.calls.operations.operations` lists; a call that breaks a core rule (here: a
 namespaced object without a namespace) gets the same refusal on both transports.
 """
 
@@ -14,8 +14,8 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.operations import ACTIONS, Action, Operation, operations
-from gateway.core.registry import POD, REGISTRY
+from gateway.core.calls.operations import ACTIONS, Action, Operation, operations
+from gateway.core.model.registry import POD, REGISTRY
 from gateway.graphql import gateway_schema
 from gateway.grpc.contract import contract, service_name
 from gateway.grpc.gen.kubegateway.v1 import events_pb2

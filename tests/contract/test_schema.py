@@ -9,9 +9,9 @@ from types import FrameType
 
 import pytest
 
-from gateway.core import _extract, schema
-from gateway.core.registry import REGISTRY
-from gateway.core.schema import Field, ListOf, MapOf, ObjectType, Ref, Scalar, SchemaError
+from gateway.core.model import _extract, schema
+from gateway.core.model.registry import REGISTRY
+from gateway.core.model.schema import Field, ListOf, MapOf, ObjectType, Ref, Scalar, SchemaError
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 

@@ -1,4 +1,5 @@
-"""The gateway's own credential (``gateway.core.auth``): exec credential plugins declared in
+"""The gateway's own credential (``gateway.core.upstream.auth``): exec credential plugins declared
+in
 real kubeconfig files and run as subprocesses, and token files rotated on disk.
 """
 
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.core.auth import ExecCredentialPlugin, TokenFile
-from gateway.core.config import ConfigError
+from gateway.core.upstream.auth import ExecCredentialPlugin, TokenFile
+from gateway.core.upstream.config import ConfigError
 from tests.core.upstream_fixtures import (
     FUTURE,
     PAST,

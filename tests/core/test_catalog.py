@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from gateway.core.catalog import SEED_CATALOG, Catalog, CatalogHolder
+from gateway.core.catalog.catalog import SEED_CATALOG, Catalog, CatalogHolder
 from gateway.core.errors import UnknownResource
-from gateway.core.hub import WatchTarget
-from gateway.core.registry import LEASE, POD, Registry
+from gateway.core.model.registry import LEASE, POD, Registry
+from gateway.core.watch.hub import WatchTarget
 
 
 def test_seed_catalog_finds_resources_by_group_version_plural() -> None:

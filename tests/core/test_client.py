@@ -1,4 +1,4 @@
-"""The upstream client (``gateway.core.client``): TLS verification, HTTP versions and the
+"""The upstream client (``gateway.core.upstream.client``): TLS verification, HTTP versions and the
 identity rules (the caller's credential by default, the gateway's only when asked).
 
 Everything runs for real: kubeconfig files on disk, exec plugins as subprocesses, and a TLS
@@ -15,8 +15,8 @@ import httpx
 import pytest
 import yaml
 
-from gateway.core.client import USER_AGENT, build_http_client
-from gateway.core.config import ConfigError
+from gateway.core.upstream.client import USER_AGENT, build_http_client
+from gateway.core.upstream.config import ConfigError
 from tests.core.upstream_fixtures import (
     FIXTURES,
     FUTURE,

@@ -1,4 +1,4 @@
-"""The upstream configuration record (``gateway.core.config``): what it shows and what it
+"""The upstream configuration record (``gateway.core.upstream.config``): what it shows and what it
 never shows.
 """
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.core.auth import GatewayAuth
-from gateway.core.config import describe
+from gateway.core.upstream.auth import GatewayAuth
+from gateway.core.upstream.config import describe
 from tests.core.upstream_fixtures import (
     Pki,
     b64,

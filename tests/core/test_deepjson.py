@@ -1,4 +1,4 @@
-"""JSON at any depth (gateway.core.deepjson): the values orjson gives, the errors orjson
+"""JSON at any depth (gateway.core.support.deepjson): the values orjson gives, the errors orjson
 gives, and past orjson's 1,024 levels the value whole, decoded in bounded steps; then a real
 loopback upstream serving a list and a watch holding an object 5,000 levels deep, read by
 the adapter: every item and every event, the loop never held long."""
@@ -15,13 +15,13 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core import deepjson
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.protowire import TooDeep, encode_struct
-from gateway.core.registry import POD
+from gateway.core.lists.protowire import TooDeep, encode_struct
+from gateway.core.model.registry import POD
+from gateway.core.support import deepjson
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
 from gateway.graphql.http import json_response
 from gateway.graphql.subscriptions import _dumps as subscription_payload
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2 as R

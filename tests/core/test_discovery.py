@@ -22,9 +22,9 @@ import orjson
 import pytest
 import uvicorn
 
-from gateway.core import documents
-from gateway.core.catalog import SEED_CATALOG, Catalog, GroupVersion
-from gateway.core.discovery import (
+from gateway.core.catalog import openapi_documents as documents
+from gateway.core.catalog.catalog import SEED_CATALOG, Catalog, GroupVersion
+from gateway.core.catalog.discovery import (
     AGGREGATED_ACCEPT,
     Discovery,
     DiscoveryFailed,
@@ -34,7 +34,7 @@ from gateway.core.discovery import (
     parse_resource_list,
 )
 from gateway.core.errors import UnknownResource
-from gateway.core.registry import LEASE, POD, REGISTRY
+from gateway.core.model.registry import LEASE, POD, REGISTRY
 from gateway.settings import Settings, load
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import _Server, serve_app

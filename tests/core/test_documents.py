@@ -1,4 +1,5 @@
-"""OpenAPI documents read on demand (:class:`gateway.core.documents.Documents`): by hash,
+"""OpenAPI documents read on demand (:class:`gateway.core.catalog.openapi_documents.Documents`):
+by hash,
 once, shared by concurrent readers, a bounded number kept; and the reloader's expectations,
 which wait for the index to name a new group/version's document, never for the document.
 
@@ -14,11 +15,11 @@ import weakref
 
 import pytest
 
-from gateway.core import documents
-from gateway.core.catalog import SEED_CATALOG
-from gateway.core.discovery import Discovery, DiscoveryLimits
-from gateway.core.documents import Documents
-from gateway.core.reload import Expectations
+from gateway.core.catalog import openapi_documents as documents
+from gateway.core.catalog.catalog import SEED_CATALOG
+from gateway.core.catalog.discovery import Discovery, DiscoveryLimits
+from gateway.core.catalog.openapi_documents import Documents
+from gateway.core.catalog.reload import Expectations
 from tests.core.test_discovery import Cluster, scripted, serving
 
 APPS = ("apps", "v1")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.core.adapter import LineSplitter
-from gateway.core.credentials import Credential
+from gateway.core.upstream.adapter import LineSplitter
+from gateway.core.upstream.credentials import Credential
 
 
 def test_lines_split_across_chunks_with_multibyte_characters() -> None:

@@ -1,11 +1,12 @@
-"""gateway.core.heap: the C heap's free pages go back to the system after a burst of work."""
+"""gateway.core.process.heap: the C heap's free pages go back to the system after a burst of
+work."""
 
 from __future__ import annotations
 
 import platform
 from pathlib import Path
 
-from gateway.core import heap
+from gateway.core.process import heap
 
 
 def _rss_kb() -> int:

@@ -28,10 +28,10 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from gateway.core import errors
-from gateway.core.budget import scope_of
-from gateway.core.credentials import Credential, UserInfo
-from gateway.core.fleet import Fleet
-from gateway.core.identity import (
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.upstream.budget import scope_of
+from gateway.core.upstream.credentials import Credential, UserInfo
+from gateway.core.upstream.identity import (
     Carrying,
     ImpersonatingAuth,
     TokenReviews,
@@ -415,11 +415,11 @@ async def test_reviews_are_kept_coalesced_bounded_and_expire() -> None:
         _jwt(1000.0 + 10): DEFAULT_TOKENS["viewer-token"],
     }
     async with DemoUpstream(tokens) as home, Tap.before(home.url) as tap:
-        from gateway.core.adapter import KubeAdapter
-        from gateway.core.client import build_http_client
-        from gateway.core.cluster import Cluster
-        from gateway.core.config import UpstreamConfig
-        from gateway.core.hub import WatchHub
+        from gateway.core.fleet.cluster import Cluster
+        from gateway.core.upstream.adapter import KubeAdapter
+        from gateway.core.upstream.client import build_http_client
+        from gateway.core.upstream.config import UpstreamConfig
+        from gateway.core.watch.hub import WatchHub
 
         reviews = TokenReviews("home", max_entries=2, clock=lambda: now[0], wall=lambda: now[0])
         http = build_http_client(

@@ -1,4 +1,4 @@
-"""Upstream resolution (``gateway.core.kubeconfig``): the order of flags, in-cluster and
+"""Upstream resolution (``gateway.core.upstream.kubeconfig``): the order of flags, in-cluster and
 kubeconfig, kubeconfig features, and what is refused.
 
 Everything runs for real: kubeconfig files and service accounts on disk, read through the
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.core.auth import TokenFile
-from gateway.core.config import ConfigError
-from gateway.core.kubeconfig import resolve_upstream
+from gateway.core.upstream.auth import TokenFile
+from gateway.core.upstream.config import ConfigError
+from gateway.core.upstream.kubeconfig import resolve_upstream
 from tests.core.upstream_fixtures import (
     FIXTURES,
     NO_SA,

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core import largelist
-from gateway.core.largelist import FREE_ITEMS, LargeLists, ListEncoding
+from gateway.core.lists import large as largelist
+from gateway.core.lists.large import FREE_ITEMS, LargeLists, ListEncoding
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""List workers (gateway.core.listwork) on their own: what a worker answers, and what the
+"""List workers (gateway.core.lists.workers) on their own: what a worker answers, and what the
 gateway does when workers cannot start, keep dying, or a caller goes mid-list."""
 
 from __future__ import annotations
@@ -13,9 +13,24 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.core import deepjson, errors, listwork
-from gateway.core.largelist import LargeLists
-from gateway.core.listwork import (
+from gateway.core import errors
+from gateway.core.lists import workers as listwork
+from gateway.core.lists.large import LargeLists
+from gateway.core.lists.projections import (
+    ALWAYS,
+    CONST,
+    COPY,
+    LEAF,
+    READ,
+    SELF,
+    WHOLE,
+    Fallback,
+    Items,
+    build,
+    merged,
+    shape,
+)
+from gateway.core.lists.workers import (
     GIVE_UP,
     NOT_DONE,
     OVER_CAP,
@@ -32,20 +47,7 @@ from gateway.core.listwork import (
     work,
     workers_for,
 )
-from gateway.core.projectcode import (
-    ALWAYS,
-    CONST,
-    COPY,
-    LEAF,
-    READ,
-    SELF,
-    WHOLE,
-    Fallback,
-    Items,
-    build,
-    merged,
-    shape,
-)
+from gateway.core.support import deepjson
 
 _NAME = ("name", LEAF, "name", "type({v}) is not str", ("leaf", "String"), False)
 #: ``{items: [{name}]}`` projected: every item's name.
@@ -320,7 +322,7 @@ def test_a_worker_reading_part_of_a_body_answers_as_a_whole_decode(
 
 
 def test_a_number_past_a_double_where_nothing_reads_it_is_not_looked_at() -> None:
-    """The one difference from a whole decode, documented in gateway.core.listwork: a
+    """The one difference from a whole decode, documented in gateway.core.lists.workers: a
     number no double holds (which no kube-apiserver can send: it can neither decode nor
     encode one) fails a whole decode, and the list with it, wherever it is; read in part,
     only where the selection reads it."""

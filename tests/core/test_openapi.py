@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.core import openapi
-from gateway.core.registry import Resource
-from gateway.core.schema import ListOf, MapOf, Ref, Scalar, seed_model
+from gateway.core.model import openapi
+from gateway.core.model.registry import Resource
+from gateway.core.model.schema import ListOf, MapOf, Ref, Scalar, seed_model
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 

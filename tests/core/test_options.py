@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.core.errors import InvalidParameter
-from gateway.core.options import (
+from gateway.core.model.options import (
     DeleteOptions,
     ListOptions,
     LogOptions,

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.adapter import build_request
 from gateway.core.errors import InvalidParameter, MethodNotSupported, UnknownResource
-from gateway.core.registry import ALL_VERBS, REGISTRY
+from gateway.core.model.registry import ALL_VERBS, REGISTRY
+from gateway.core.upstream.adapter import build_request
 
 
 def test_the_five_seed_resources_are_registered_as_the_seeds_list_them() -> None:

@@ -22,8 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.core import deepjson, errors, largelist, slicedjson
-from gateway.core.largelist import LargeLists
+from gateway.core import errors
+from gateway.core.lists import large as largelist
+from gateway.core.lists import slicedjson
+from gateway.core.lists.large import LargeLists
+from gateway.core.support import deepjson
 
 TRICKY = [
     '},{"metadata":',

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.core import errors
-from gateway.core.streams import ReadAhead
+from gateway.core.calls.streaming import ReadAhead
 
 
 async def test_items_arrive_in_order_then_the_end() -> None:

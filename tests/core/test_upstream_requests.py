@@ -1,8 +1,8 @@
-"""How :class:`~gateway.core.adapter.KubeAdapter` sends a request upstream.
+"""How :class:`~gateway.core.upstream.adapter.KubeAdapter` sends a request upstream.
 
 The adapter builds each httpx request itself (the URL parsed once) and sends a unary one
 straight to the transport of a client that adds nothing to it
-(:attr:`gateway.core.client.UpstreamClient.direct`).  These tests pin what that must keep:
+(:attr:`gateway.core.upstream.client.UpstreamClient.direct`).  These tests pin what that must keep:
 the request is exactly what the client's ``build_request`` would build, minus cookies; no
 cookie ever travels from one caller's answer into another caller's request; the shortcut is
 taken only when the client has no auth flow and no hooks; and httpcore's repeated ``import
@@ -26,11 +26,11 @@ import orjson
 import pytest
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter, Request
-from gateway.core.client import UpstreamClient, build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.registry import POD
+from gateway.core.model.registry import POD
+from gateway.core.upstream.adapter import KubeAdapter, Request
+from gateway.core.upstream.client import UpstreamClient, build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
 
 ALICE = Credential("alice-token")
 BOB = Credential("bob-token")

@@ -1,5 +1,5 @@
-"""Which clusters a caller may see (:mod:`gateway.core.visibility`), against demo upstreams,
-and the names of a fleet call (:func:`gateway.core.fleetops.select`).
+"""Which clusters a caller may see (:mod:`gateway.core.fleet.visibility`), against demo upstreams,
+and the names of a fleet call (:func:`gateway.core.fleet.fanout.select`).
 
 Clusters ``default`` and ``b`` are two demo upstreams; bob's token is known on ``b`` only.
 Each review is a real SelfSubjectReview over loopback, counted by the visibility itself
@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.core import errors
-from gateway.core.budget import Newcomers
-from gateway.core.credentials import ANONYMOUS, Credential
-from gateway.core.fleet import Fleet
-from gateway.core.fleetops import MAX_LISTED, check_resume, max_listed, select
-from gateway.core.visibility import NOT_ASKED, Visibility, refusal_message
+from gateway.core.fleet.fanout import MAX_LISTED, check_resume, max_listed, select
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.fleet.visibility import NOT_ASKED, Visibility, refusal_message
+from gateway.core.upstream.budget import Newcomers
+from gateway.core.upstream.credentials import ANONYMOUS, Credential
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.support.grpc import ADMIN, demo_cluster

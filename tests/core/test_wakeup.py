@@ -1,4 +1,4 @@
-"""``gateway.core.wakeup.Wakeup``: the flag a subscriber's reader waits on.
+"""``gateway.core.support.wakeup.Wakeup``: the flag a subscriber's reader waits on.
 
 It replaces ``asyncio.Event`` for a one-reader queue; these tests pin the Event behaviour
 the hub and the GraphQL feeds rely on, including a reader cancelled while it waits.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.core.wakeup import Wakeup
+from gateway.core.support.wakeup import Wakeup
 
 
 async def _until(condition: Callable[[], bool], turns: int = 100) -> None:

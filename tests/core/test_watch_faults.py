@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import pytest
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.options import ListOptions
-from gateway.core.watch import RESYNC_ANNOTATION, Backoff, Watcher, WatchEvent
+from gateway.core.model.options import ListOptions
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.watcher import RESYNC_ANNOTATION, Backoff, Watcher, WatchEvent
 from kube_gateway_demo import DemoUpstream
 
 ADMIN = Credential("admin-token")

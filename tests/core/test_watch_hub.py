@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 
 from gateway.core import errors
-from gateway.core.access import AccessReviews
-from gateway.core.adapter import KubeAdapter
-from gateway.core.budget import Budget
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.hub import (
+from gateway.core.model.options import ListOptions
+from gateway.core.model.registry import REGISTRY
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.budget import Budget
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.access import AccessReviews
+from gateway.core.watch.hub import (
     HubEvent,
     SharedWatches,
     WatchHub,
@@ -27,9 +29,7 @@ from gateway.core.hub import (
     WatchSubscription,
     WatchTarget,
 )
-from gateway.core.options import ListOptions
-from gateway.core.registry import REGISTRY
-from gateway.core.watch import INITIAL_EVENTS_END, RESYNC_ANNOTATION, Backoff
+from gateway.core.watch.watcher import INITIAL_EVENTS_END, RESYNC_ANNOTATION, Backoff
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import TokenGrant
 

@@ -26,9 +26,9 @@ import httpx
 import pytest
 import yaml
 
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.kubeconfig import resolve_upstream
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.kubeconfig import resolve_upstream
 from tests.support.pki import make_ca, make_leaf, pem_cert
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kubeconfig"

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.core.registry import REGISTRY
+from gateway.core.model.registry import REGISTRY
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo import _extract as demo_extract
 from kube_gateway_demo.catalog import DEMO_REGISTRY, WIDGET_CRD

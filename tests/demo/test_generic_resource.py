@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.core import schema
-from gateway.core.registry import REGISTRY, Registry, Resource
+from gateway.core.model import schema
+from gateway.core.model.registry import REGISTRY, Registry, Resource
 from kube_gateway_demo import DemoUpstream
 
 from .conftest import ADMIN, WatchReader

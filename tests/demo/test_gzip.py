@@ -9,7 +9,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.registry import POD
+from gateway.core.model.registry import POD
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.http import COMPRESS_ABOVE, accepts_gzip
 from kube_gateway_demo.sample import make_pods

@@ -9,7 +9,7 @@ import httpx
 import orjson
 import yaml
 
-from gateway.core import schema
+from gateway.core.model import schema
 from kube_gateway_demo.patching import strategic_merge_patch
 
 PODS = "/api/v1/namespaces/demo/pods"

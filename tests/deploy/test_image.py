@@ -160,7 +160,7 @@ def test_the_wheel_holds_every_module_and_the_package_data(wheel: Path) -> None:
         )
         assert modules and not [m for m in modules if m not in names]
         data = sorted(
-            [*(ROOT / "gateway/core/schemas").glob("*.json")]
+            [*(ROOT / "gateway/core/model/schemas").glob("*.json")]
             + [p for p in (ROOT / "gateway/graphql/static").iterdir() if p.is_file()]
         )
         assert len(data) >= 4

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
 from tests.e2e.apiserver import KubeAPIServer
 from tests.scenarios.backend import Backend
 from tests.scenarios.core import *  # noqa: F403  (the shared scenarios are collected here)

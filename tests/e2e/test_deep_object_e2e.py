@@ -19,7 +19,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core import deepjson
+from gateway.core.support import deepjson
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2 as R
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2_grpc as services
 from tests.e2e.apiserver import KubeAPIServer

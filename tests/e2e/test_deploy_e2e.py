@@ -37,9 +37,9 @@ import httpx
 import pytest
 import yaml
 
-from gateway.core.discovery import ResourcePatterns
-from gateway.core.registry import REGISTRY
-from gateway.core.reload import APISERVICES, CRDS
+from gateway.core.catalog.discovery import ResourcePatterns
+from gateway.core.catalog.reload import APISERVICES, CRDS
+from gateway.core.model.registry import REGISTRY
 from gateway.settings import Settings, load
 from tests.deploy.test_image import DOCKERFILE, parse_dockerfile
 from tests.e2e.apiserver import BIN_DIR, KubeAPIServer

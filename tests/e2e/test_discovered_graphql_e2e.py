@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.core.catalog import Catalog, CatalogHolder, GroupVersion
-from gateway.core.registry import REGISTRY, Registry, Resource, Subresource
+from gateway.core.catalog.catalog import Catalog, CatalogHolder, GroupVersion
+from gateway.core.model.registry import REGISTRY, Registry, Resource, Subresource
 from gateway.graphql.live import LiveSchema
 from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer

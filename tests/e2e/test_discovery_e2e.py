@@ -18,12 +18,12 @@ from typing import Any
 
 import httpx
 
-from gateway.core import documents
-from gateway.core.adapter import KubeAdapter
-from gateway.core.catalog import SEED_CATALOG, Catalog, CatalogHolder
-from gateway.core.discovery import Discovery, ResourcePatterns
-from gateway.core.registry import ALL_VERBS, POD
-from gateway.core.reload import CatalogReloader
+from gateway.core.catalog import openapi_documents as documents
+from gateway.core.catalog.catalog import SEED_CATALOG, Catalog, CatalogHolder
+from gateway.core.catalog.discovery import Discovery, ResourcePatterns
+from gateway.core.catalog.reload import CatalogReloader
+from gateway.core.model.registry import ALL_VERBS, POD
+from gateway.core.upstream.adapter import KubeAdapter
 from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer
 from tests.support.graphql import serve_app

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.config import UpstreamConfig
+from gateway.core.upstream.config import UpstreamConfig
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, meta_pb2, pods_pb2
 from tests.e2e.apiserver import KubeAPIServer
 from tests.grpc.test_go_client import go_client, read_line, start_client

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.core.credentials import Credential
-from gateway.core.largelist import LARGE_BODY_BYTES
-from gateway.core.listwork import Undecoded, gzip_size
-from gateway.core.registry import POD
+from gateway.core.lists.large import LARGE_BODY_BYTES
+from gateway.core.lists.workers import Undecoded, gzip_size
+from gateway.core.model.registry import POD
+from gateway.core.upstream.credentials import Credential
 from tests.e2e.apiserver import KubeAPIServer
 from tests.support.graphql import serve_app
 

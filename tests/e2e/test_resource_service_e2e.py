@@ -19,9 +19,9 @@ import orjson
 import pytest
 from google.protobuf import field_mask_pb2, json_format
 
-from gateway.core.catalog import Catalog, CatalogHolder
-from gateway.core.config import UpstreamConfig
-from gateway.core.registry import REGISTRY, Registry, Resource, Subresource
+from gateway.core.catalog.catalog import Catalog, CatalogHolder
+from gateway.core.model.registry import REGISTRY, Registry, Resource, Subresource
+from gateway.core.upstream.config import UpstreamConfig
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, meta_pb2, resource_pb2
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2_grpc as services
 from tests.e2e.apiserver import KubeAPIServer

@@ -37,7 +37,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from gateway.core.registry import LEASE
+from gateway.core.model.registry import LEASE
 from gateway.graphql.admission import Admission
 from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp

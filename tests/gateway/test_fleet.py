@@ -20,9 +20,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from gateway.core.cluster import Cluster
-from gateway.core.fleet import Fleet
-from gateway.core.registry import LEASE
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.model.registry import LEASE
 from gateway.settings import load
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import (

@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.registry import EVENT, LEASE, POD
+from gateway.core.model.registry import EVENT, LEASE, POD
 from gateway.graphql.clusters import ClusterEndpoints
 from gateway.graphql.live import SHARED
 from kube_gateway_demo import DemoUpstream

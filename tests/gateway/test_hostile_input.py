@@ -395,8 +395,8 @@ async def test_graphiql_is_served_with_a_content_security_policy(gateway: Gatewa
 async def test_one_identity_past_its_request_limit_is_refused_and_others_are_served(
     tapped_gateway: Gateway, tap: Tap
 ) -> None:
-    from gateway.core.budget import Budget, scope_of
-    from gateway.core.credentials import Credential
+    from gateway.core.upstream.budget import Budget, scope_of
+    from gateway.core.upstream.credentials import Credential
 
     budget = Budget("requests", 1000, 2)
     tapped_gateway.app.state.runtime.cluster.adapter.requests = budget

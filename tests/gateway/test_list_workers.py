@@ -18,11 +18,11 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.credentials import Credential
-from gateway.core.largelist import LARGE_BODY_BYTES
-from gateway.core.listwork import ListWorkers, Undecoded, gzip_size
-from gateway.core.projectcode import build
-from gateway.core.registry import POD
+from gateway.core.lists.large import LARGE_BODY_BYTES
+from gateway.core.lists.projections import build
+from gateway.core.lists.workers import ListWorkers, Undecoded, gzip_size
+from gateway.core.model.registry import POD
+from gateway.core.upstream.credentials import Credential
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods

@@ -9,11 +9,11 @@ import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import credential_of_token
-from gateway.core.fleet import Fleet
-from gateway.core.metrics import Metrics
-from gateway.core.registry import POD
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.model.registry import POD
+from gateway.core.process.metrics import Metrics
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import credential_of_token
 from gateway.runtime import FleetBuilder, Upstream, build_cluster
 from gateway.settings import load
 from kube_gateway_demo import DemoUpstream

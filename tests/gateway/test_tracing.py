@@ -1,7 +1,8 @@
 """Tracing: an operation's server span continues the caller's ``traceparent``, its upstream
 request is a child client span, and the upstream receives a ``traceparent`` of that trace.
 
-Spans land in the SDK's in-memory exporter, installed with :func:`gateway.core.tracing.configure`;
+Spans land in the SDK's in-memory exporter, installed with
+:func:`gateway.core.process.tracing.configure`;
 what reached the upstream is read on the wire by a tap in front of the demo upstream.
 Without ``OTEL_*`` variables, ``kube-gateway serve`` imports nothing of OpenTelemetry.
 """
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from gateway.core import tracing
+from gateway.core.process import tracing
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway, gql, serve_gateway
@@ -169,7 +170,9 @@ def test_without_otel_variables_serve_imports_no_opentelemetry(tmp_path: Path) -
         served.proc.wait()
         served._reader.join(10)
     imported = re.findall(r"^import time:.*\|\s+(\S+)$", served.log, re.MULTILINE)
-    assert "gateway.core.tracing" in imported and "gateway.core.adapter" in imported
+    assert (
+        "gateway.core.process.tracing" in imported and "gateway.core.upstream.adapter" in imported
+    )
     assert not [m for m in imported if m.startswith("opentelemetry")]
     assert "opentelemetry" not in served.log
 

@@ -22,8 +22,8 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.fleet import Fleet
-from gateway.core.visibility import NOT_ASKED
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.fleet.visibility import NOT_ASKED
 from gateway.grpc.gen.kubegateway.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,

@@ -7,8 +7,8 @@ from typing import Any
 
 from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
 
-from gateway.core.catalog import Catalog, GroupVersion
-from gateway.core.registry import REGISTRY, Registry, Resource, Subresource
+from gateway.core.catalog.catalog import Catalog, GroupVersion
+from gateway.core.model.registry import REGISTRY, Registry, Resource, Subresource
 from gateway.graphql._library import graphql_schema
 from gateway.graphql.schema import (
     BUILT_IN,

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.core.documents import Documents
+from gateway.core.catalog.openapi_documents import Documents
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway, serve_app, ws_client

@@ -10,8 +10,8 @@ import pytest
 from graphql import GraphQLError
 
 from gateway.core import errors as core
-from gateway.core.adapter import KubeAdapter
-from gateway.core.credentials import Credential
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import Credential
 from gateway.graphql.context import Context
 from gateway.graphql.errors import CODES, format_exception
 from gateway.graphql.execution import Engine

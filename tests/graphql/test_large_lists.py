@@ -9,8 +9,8 @@ import gc
 
 import httpx
 
-from gateway.core.largelist import LARGE_LIST
-from gateway.core.registry import POD
+from gateway.core.lists.large import LARGE_LIST
+from gateway.core.model.registry import POD
 from gateway.graphql.projection import SLICE
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway

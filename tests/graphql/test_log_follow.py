@@ -23,11 +23,11 @@ import pytest
 import uvicorn
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.credentials import Credential
-from gateway.core.logfollow import LogFollower, parse_stamp, since_time
-from gateway.core.options import LogOptions
-from gateway.core.watch import Backoff
+from gateway.core.model.options import LogOptions
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.logfollow import LogFollower, parse_stamp, since_time
+from gateway.core.watch.watcher import Backoff
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, NAMESPACE, Gateway, TransportWS, _Server, ws_client
 

@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.config import ConfigError
+from gateway.core.upstream.config import ConfigError
 from gateway.graphql.persisted import Persisted, parse_manifest, sha256_hex
 from gateway.settings import load
 from kube_gateway_demo import DemoUpstream

@@ -55,8 +55,8 @@ from graphql import (
 )
 from strawberry.dataloader import DataLoader
 
-from gateway.core import projectcode
-from gateway.core.largelist import LARGE_LIST
+from gateway.core.lists import projections as projectcode
+from gateway.core.lists.large import LARGE_LIST
 from gateway.graphql import projection
 from gateway.graphql._library import NOT_COMPLETED, Fields, graphql_schema
 from gateway.graphql.execution import Engine, format_result
@@ -549,7 +549,7 @@ async def test_generated_queries_complete_as_the_standard_executor_does() -> Non
 
 
 async def test_generated_queries_projected_as_a_list_worker_would_complete_the_same() -> None:
-    """What a list worker answers (gateway.core.listwork) is the standard executor's answer
+    """What a list worker answers (gateway.core.lists.workers) is the standard executor's answer
     wherever it answers at all: the plans' plain-data form builds the same projection."""
     _Counting.by_worker = _Counting.read_in_part = 0
     for seed in range(CASES):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.core import schema as source
+from gateway.core.model import schema as source
 from gateway.graphql._library import graphql_schema
 from gateway.graphql.seed import gateway_schema, sdl
 

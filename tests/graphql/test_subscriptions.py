@@ -12,8 +12,8 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.budget import scope_of
-from gateway.core.credentials import Credential
+from gateway.core.upstream.budget import scope_of
+from gateway.core.upstream.credentials import Credential
 from gateway.graphql.context import Context
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, SSE, Gateway, unique, ws_client

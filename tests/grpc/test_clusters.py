@@ -17,8 +17,8 @@ import grpc
 import orjson
 import pytest
 
-from gateway.core.registry import REGISTRY
-from gateway.core.visibility import ALL_CLUSTERS
+from gateway.core.fleet.visibility import ALL_CLUSTERS
+from gateway.core.model.registry import REGISTRY
 from gateway.grpc.gen.kubegateway.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,

@@ -10,8 +10,8 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from gateway.core import errors
-from gateway.core.protowire import StructCache, encode_struct
-from gateway.core.watch import WatchEvent
+from gateway.core.lists.protowire import StructCache, encode_struct
+from gateway.core.watch.watcher import WatchEvent
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import codec
 from gateway.grpc.contract import contract

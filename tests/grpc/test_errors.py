@@ -14,11 +14,11 @@ import pytest
 from google.protobuf import field_mask_pb2
 
 from gateway.core import errors
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.cluster import Cluster
-from gateway.core.config import UpstreamConfig
-from gateway.core.hub import WatchHub
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.watch.hub import WatchHub
 from gateway.grpc.gen.kubegateway.v1 import (
     common_pb2,
     core_pb2,

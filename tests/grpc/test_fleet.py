@@ -21,8 +21,8 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from gateway.core.fleetstream import encode_resume
-from gateway.core.registry import LEASE
+from gateway.core.fleet.watches import encode_resume
+from gateway.core.model.registry import LEASE
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.core.registry import LEASE, POD
+from gateway.core.model.registry import LEASE, POD
 from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import sample
 from tests.support.grpc import ADMIN, NAMESPACE, GrpcGateway, gw, unique, upstream

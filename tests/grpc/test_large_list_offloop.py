@@ -10,9 +10,9 @@ from typing import Any
 
 from google.protobuf import field_mask_pb2
 
-from gateway.core import largelist
-from gateway.core.credentials import Credential
-from gateway.core.registry import POD
+from gateway.core.lists import large as largelist
+from gateway.core.model.registry import POD
+from gateway.core.upstream.credentials import Credential
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import LIST_SLICE, codec
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2

@@ -16,8 +16,8 @@ from google.protobuf import descriptor_pb2, field_mask_pb2, json_format, struct_
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from gateway.core.catalog import SEED_CATALOG, Catalog, CatalogHolder
-from gateway.core.registry import LEASE, POD, Registry
+from gateway.core.catalog.catalog import SEED_CATALOG, Catalog, CatalogHolder
+from gateway.core.model.registry import LEASE, POD, Registry
 from gateway.grpc.codec import codec
 from gateway.grpc.gen.kubegateway.v1 import (
     common_pb2,

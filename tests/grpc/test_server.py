@@ -12,7 +12,7 @@ from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from gateway.core.registry import POD
+from gateway.core.model.registry import POD
 from gateway.grpc.contract import contract
 from gateway.grpc.gen.kubegateway.v1 import core_pb2, meta_pb2, pods_pb2, pods_pb2_grpc
 from gateway.grpc.handling import UNCOMPRESSED_BYTES
@@ -339,11 +339,11 @@ async def test_past_the_concurrent_rpc_limit_calls_are_refused_at_once(
 async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
     """grpc core listens with SO_REUSEPORT by default: a second gateway on the same port
     would listen beside the first and take half its calls.  It fails at start instead."""
-    from gateway.core.adapter import KubeAdapter
-    from gateway.core.client import build_http_client
-    from gateway.core.cluster import Cluster
-    from gateway.core.config import UpstreamConfig
-    from gateway.core.hub import WatchHub
+    from gateway.core.fleet.cluster import Cluster
+    from gateway.core.upstream.adapter import KubeAdapter
+    from gateway.core.upstream.client import build_http_client
+    from gateway.core.upstream.config import UpstreamConfig
+    from gateway.core.watch.hub import WatchHub
     from gateway.grpc.server import start_grpc
 
     async with (

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from google.protobuf import field_mask_pb2, json_format
 
-from gateway.core.credentials import Credential
+from gateway.core.upstream.credentials import Credential
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, meta_pb2, pods_pb2
 from gateway.grpc.messages import message_class
 from kube_gateway_demo import DemoUpstream

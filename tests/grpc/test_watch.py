@@ -13,7 +13,7 @@ from google.protobuf import field_mask_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from gateway.core.registry import LEASE
+from gateway.core.model.registry import LEASE
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, leases_pb2, leases_pb2_grpc
 from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import sample

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core import schema
-from gateway.core.adapter import KubeAdapter
-from gateway.core.credentials import Credential
-from gateway.core.registry import REGISTRY, Resource
+from gateway.core.model import schema
+from gateway.core.model.registry import REGISTRY, Resource
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.credentials import Credential
 
 _counter = itertools.count()
 

@@ -15,8 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core import errors, largelist, slicedjson
-from gateway.core.options import (
+from gateway.core import errors
+from gateway.core.lists import large as largelist
+from gateway.core.lists import slicedjson
+from gateway.core.model.options import (
     DeleteOptions,
     ListOptions,
     LogOptions,
@@ -25,7 +27,7 @@ from gateway.core.options import (
     Preconditions,
     WriteOptions,
 )
-from gateway.core.watch import Watcher, WatchEvent
+from gateway.core.watch.watcher import Watcher, WatchEvent
 from tests.scenarios.backend import RESOURCES, Backend, custom_resource, namespaced, sample
 
 KINDS = list(RESOURCES)

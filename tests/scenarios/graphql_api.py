@@ -17,8 +17,8 @@ import orjson
 import pytest
 import yaml
 
-from gateway.core.budget import scope_of
-from gateway.core.credentials import Credential
+from gateway.core.upstream.budget import scope_of
+from gateway.core.upstream.credentials import Credential
 from tests.scenarios.backend import custom_resource, sample
 from tests.scenarios.graphql_backend import KINDS, GraphQLBackend, Kind, sample_input
 from tests.support.graphql import SSE, TransportWS

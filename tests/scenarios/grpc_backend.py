@@ -19,14 +19,14 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.catalog import CatalogHolder
-from gateway.core.client import build_http_client
-from gateway.core.cluster import Cluster
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
-from gateway.core.hub import WatchHub
-from gateway.core.registry import Resource
+from gateway.core.catalog.catalog import CatalogHolder
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.model.registry import Resource
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
+from gateway.core.watch.hub import WatchHub
 from gateway.grpc.messages import message_class
 from gateway.grpc.server import GrpcOptions, start_grpc
 from kube_gateway_demo import DemoUpstream

@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.client import build_http_client
-from gateway.core.config import UpstreamConfig
-from gateway.core.credentials import Credential
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.upstream.credentials import Credential
 from kube_gateway_demo import DemoUpstream, TokenGrant
 from tests.scenarios.backend import Backend
 from tests.scenarios.core import *  # noqa: F403  (the shared scenarios are collected here)

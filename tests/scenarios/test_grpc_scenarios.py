@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.core.config import UpstreamConfig
+from gateway.core.upstream.config import UpstreamConfig
 from kube_gateway_demo import DemoUpstream, TokenGrant
 from tests.scenarios.grpc_api import *  # noqa: F403  (the shared scenarios are collected here)
 from tests.scenarios.grpc_backend import GrpcBackend, serve_backend

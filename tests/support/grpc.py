@@ -19,14 +19,14 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from gateway.core.adapter import KubeAdapter
-from gateway.core.catalog import CatalogHolder
-from gateway.core.client import build_http_client
-from gateway.core.cluster import Cluster
-from gateway.core.config import UpstreamConfig
-from gateway.core.fleet import DEFAULT, Fleet
-from gateway.core.hub import WatchHub
-from gateway.core.registry import LEASE
+from gateway.core.catalog.catalog import CatalogHolder
+from gateway.core.fleet.cluster import Cluster
+from gateway.core.fleet.fleet import DEFAULT, Fleet
+from gateway.core.model.registry import LEASE
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.config import UpstreamConfig
+from gateway.core.watch.hub import WatchHub
 from gateway.grpc.gen.kubegateway.v1 import (
     endpoints_pb2_grpc,
     events_pb2_grpc,

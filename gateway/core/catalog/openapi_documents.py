@@ -1,0 +1,197 @@
+"""The OpenAPI v3 documents of a catalog's group/versions, read when a schema needs them.
+
+A :class:`~gateway.core.catalog.catalog.Catalog` names each discovered group/version's document by
+its hash; the document itself is read only when a front end builds the schema of a scope
+that contains it (a GraphQL schema of the built-in API or of one API group), so what the
+gateway holds grows with the scopes callers use, not with the number of CRDs a cluster has.
+
+:func:`load` is the one entry point: it returns the documents of the asked group/versions
+(a document carried inline by the catalog as it is, else the one the catalog's
+:attr:`~gateway.core.catalog.catalog.Catalog.documents` source reads, cached by hash).
+:class:`Documents` is the source :class:`~gateway.core.catalog.discovery.Discovery` gives the
+catalogs it reads: documents read with the gateway's identity, a bounded number kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import logging
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final, Protocol
+
+import orjson
+
+from gateway.core import errors
+from gateway.core.catalog.catalog import Catalog, GroupVersion, GroupVersionKey
+
+log = logging.getLogger(__name__)
+
+
+class DocumentSource(Protocol):
+    """Reads OpenAPI v3 documents with the gateway's own identity."""
+
+    async def documents(
+        self, gvs: Sequence[GroupVersion]
+    ) -> dict[GroupVersionKey, Mapping[str, Any]]:
+        """The document of each group/version it could read (others are left out)."""
+        ...
+
+
+async def load(
+    catalog: Catalog, keys: Iterable[GroupVersionKey]
+) -> dict[GroupVersionKey, Mapping[str, Any]]:
+    """The OpenAPI v3 document of each of ``keys`` that the catalog describes.
+
+    A group/version without a document (the upstream serves none, or it could not be read)
+    is left out; its kinds are then not typed in GraphQL (the generic gRPC service still
+    serves them).
+    """
+    out: dict[GroupVersionKey, Mapping[str, Any]] = {}
+    missing: list[GroupVersion] = []
+    for key in keys:
+        gv = catalog.groups.get(key)
+        if gv is None:
+            continue
+        if gv.openapi is not None:
+            out[key] = gv.openapi
+        elif catalog.documents is not None and (gv.openapi_hash or gv.openapi_url):
+            missing.append(gv)
+    if missing and catalog.documents is not None:
+        out.update(await catalog.documents.documents(missing))
+    return out
+
+
+class _Parsed(dict[str, Any]):
+    """A parsed document (a dict that can be referred to weakly)."""
+
+
+#: Parsed documents by the SHA-256 of their bytes, for as long as a cluster holds them.
+_PARSED: weakref.WeakValueDictionary[bytes, _Parsed] = weakref.WeakValueDictionary()
+
+
+def shared_document(body: bytes) -> Any:
+    """``orjson.loads(body)``, or the parse of the same bytes another cluster's discovery
+    holds now: clusters of one Kubernetes version serve the same documents (``api/v1``
+    parsed is ~10 MB of objects), so a fleet keeps one of each, not one per cluster.
+    Keyed by the bytes' own digest, never by the hash a cluster advertises: a cluster can
+    only ever share what it sent itself.
+
+    Raises:
+        orjson.JSONDecodeError: not JSON.
+    """
+    key = hashlib.sha256(body).digest()
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        value = orjson.loads(body)
+        if not isinstance(value, dict):
+            return value
+        parsed = _PARSED[key] = _Parsed(value)
+    return parsed
+
+
+#: Parsed documents a :class:`Documents` keeps (``api/v1`` parsed is ~10 MB of objects).
+DEFAULT_CACHED_DOCUMENTS: Final = 32
+
+#: Reads one server-relative URL with the gateway's identity, decoded JSON.
+Fetch = Callable[[str], Awaitable[Any]]
+
+_CacheKey = tuple[str, str, str]  # group, version, hash
+
+
+class Documents:
+    """A :class:`DocumentSource` over the upstream's ``/openapi/v3`` documents.
+
+    A group/version's document is read from its :attr:`~GroupVersion.openapi_url` the first
+    time it is asked for, then kept by ``(group, version, hash)`` in a least-recently-used
+    cache of ``size`` documents: an unchanged hash is an unchanged document (the apiserver's
+    contract), so it is never read again while it stays cached.  Callers asking for one
+    document at the same time share one read.  A document the index names without a hash
+    cannot be told apart from a changed one, so it is read on every call and never kept.
+
+    Args:
+        fetch: GETs a server-relative URL with the gateway's own identity and returns the
+            decoded body (raises :class:`~gateway.core.errors.GatewayError`); it applies the
+            reads' limits (bytes, time, concurrency).
+        size: documents kept at most.
+
+    Attributes:
+        fetches: documents read from the upstream since start (for tests and debugging).
+    """
+
+    def __init__(self, fetch: Fetch, *, size: int = DEFAULT_CACHED_DOCUMENTS) -> None:
+        self._fetch = fetch
+        self._size = max(size, 0)
+        self._cache: OrderedDict[_CacheKey, Mapping[str, Any]] = OrderedDict()
+        self._reading: dict[_CacheKey, asyncio.Task[Mapping[str, Any] | None]] = {}
+        self.fetches = 0
+
+    def __len__(self) -> int:
+        """Documents cached now."""
+        return len(self._cache)
+
+    async def documents(
+        self, gvs: Sequence[GroupVersion]
+    ) -> dict[GroupVersionKey, Mapping[str, Any]]:
+        """The document of each of ``gvs`` that could be read (others are left out, logged)."""
+        pending: list[tuple[GroupVersionKey, asyncio.Future[Mapping[str, Any] | None]]] = []
+        out: dict[GroupVersionKey, Mapping[str, Any]] = {}
+        for gv in gvs:
+            if not gv.openapi_url:
+                continue  # the index does not name one: nothing to read
+            key = (gv.group, gv.version, gv.openapi_hash)
+            if gv.openapi_hash:
+                cached = self._cache.get(key)
+                if cached is not None:
+                    self._cache.move_to_end(key)
+                    out[(gv.group, gv.version)] = cached
+                    continue
+                task = self._reading.get(key)
+                if task is None:
+                    task = asyncio.create_task(self._read(key, gv.openapi_url))
+                    self._reading[key] = task
+                    task.add_done_callback(functools.partial(self._done, key))
+            else:
+                task = asyncio.create_task(self._read(key, gv.openapi_url))
+            # shielded: one caller cancelled must not cancel the read others wait for
+            pending.append(((gv.group, gv.version), asyncio.shield(task)))
+        for gvk, waiting in pending:
+            doc = await waiting
+            if doc is not None:
+                out[gvk] = doc
+        return out
+
+    def _done(self, key: _CacheKey, task: asyncio.Task[Mapping[str, Any] | None]) -> None:
+        if self._reading.get(key) is task:
+            del self._reading[key]
+
+    async def _read(self, key: _CacheKey, url: str) -> Mapping[str, Any] | None:
+        """Read one document (``None``: it could not be read; logged here, once per read)."""
+        self.fetches += 1
+        path = url.split("?", 1)[0]  # the hash adds nothing to a message
+        try:
+            doc = await self._fetch(url)
+        except errors.GatewayError as exc:
+            log.warning("openapi: cannot read %s (%s); its kinds are not typed", path, exc)
+            return None
+        if not isinstance(doc, dict):
+            log.warning("openapi: %s is not an object; its kinds are not typed", path)
+            return None
+        document: Mapping[str, Any] = MappingProxyType(doc)
+        if key[2]:
+            self._keep(key, document)
+        return document
+
+    def _keep(self, key: _CacheKey, document: Mapping[str, Any]) -> None:
+        # A group/version's older hashes name documents the upstream no longer serves: drop
+        # them now rather than when they age out.
+        for old in [k for k in self._cache if k[:2] == key[:2] and k != key]:
+            del self._cache[old]
+        self._cache[key] = document
+        self._cache.move_to_end(key)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)

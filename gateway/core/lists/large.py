@@ -1,0 +1,472 @@
+"""The large-list scope: decoding, encoding and freeing a large list answer without holding
+the event loop, with the cyclic garbage collector held off from the decode until it is freed.
+
+A list of a few thousand objects is tens of megabytes of JSON.  Done in one piece, each step
+of its life holds the event loop for a long time: ``orjson.loads`` of 5,000 pods ~200 ms,
+encoding them for gRPC as long again, freeing them ~60 ms.  So each step is done a slice at a
+time with a yield to the loop in between: the body is decoded a run of items at a time
+(:mod:`gateway.core.lists.slicedjson`), encoded a few items at a time, and freed a few items at a
+time once nothing else holds it.
+
+Meanwhile the decoded body is millions of young dicts, lists and strings, and every one of
+them counts towards the collector's generation-0 threshold: a collection would start again
+and again in the middle of the work and traverse the young objects allocated so far, work
+proportional to the body that finds nothing (decoded JSON holds no reference cycles).  The
+body is freed by reference counting once dropped, so the collector need never see it: it is
+held off from the decode until the body is gone.  Not earlier: the objects allocated while
+it was off are all in the youngest generation, so the first allocation after it comes back
+on starts a collection that traverses every one still alive (measured: 100-170 ms, one loop
+stall, for 5,000 pods).
+
+The front ends only say what kind of list answer they have:
+
+* :meth:`LargeLists.answer` — a list written out here (gRPC, typed and generic): fetched,
+  encoded by the front end's :class:`ListEncoding` and freed, all in one scope;
+* :meth:`LargeLists.handed_on` — a list whose decoded value is handed on to be completed in
+  the same event-loop step (a GraphQL list field): held until that step ends, when
+  :meth:`LargeLists.complete` (the projection's sliced completion) takes over, or
+  :meth:`LargeLists.hold_until_next_turn` when it is completed in one piece;
+* :meth:`LargeLists.decode` — the adapter's decode of every body, which joins the open scope
+  of the calling task when the body is large.
+
+The state (how many holds are open, whether the first one turned the collector off, the
+tasks freeing values) lives in a :class:`LargeLists` the adapter owns, one per gateway, and
+in each :class:`ListScope`.  Holds are counted there, so overlapping lists of several tasks
+keep the collector off until the last one ends, and none of them ever turns on a collector
+it did not turn off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import orjson
+
+from gateway.core import errors
+from gateway.core.lists import slicedjson
+from gateway.core.lists.workers import ListWorkers, Undecoded, gzip_size, inflated, split_wire
+from gateway.core.support import deepjson
+
+__all__ = [
+    "FREE_ITEMS",
+    "LARGE_BODY_BYTES",
+    "LARGE_LIST",
+    "LargeLists",
+    "ListEncoding",
+    "ListScope",
+    "decode_now",
+    "encode_now",
+    "is_large",
+    "paused",
+]
+
+#: A JSON body at least this large is decoded in slices, with the collector held off.
+LARGE_BODY_BYTES: Final = 1 << 20
+#: A list (of a list response's ``items``) at least this long is a large list.
+LARGE_LIST: Final = 500
+#: Items freed between two yields by :meth:`ListScope.release` (~0.3 ms of realistic pods).
+FREE_ITEMS: Final = 25
+
+T = TypeVar("T")
+
+#: The scope open in the running task (``None``: none), which a large decode joins.  The
+#: variable is only the key: the state is the scope's, and each task sees its own.
+_open_scope: ContextVar[ListScope | None] = ContextVar("largelist_scope", default=None)
+
+
+class _Paused:
+    """The block of :func:`paused` (a small class rather than a generator: every body's
+    decode enters one)."""
+
+    __slots__ = ("_paused",)
+
+    def __init__(self, paused: bool) -> None:
+        self._paused = paused
+
+    def __enter__(self) -> None:
+        if self._paused:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._paused:
+            gc.enable()
+
+
+def paused(when: bool = True) -> _Paused:
+    """A ``with`` block of synchronous work run with the cyclic collector off (``when``
+    false, or the collector already off: left as it is).
+
+    Nothing else runs during synchronous work, so the pause needs no count; it ends with
+    the block, also by an exception.
+    """
+    return _Paused(when and gc.isenabled())
+
+
+def is_large(value: Any) -> bool:
+    """A large decoded list (or a list object with a large ``items``)."""
+    if type(value) is dict:
+        value = value.get("items")
+    return type(value) is list and len(value) >= LARGE_LIST
+
+
+def decode_now(data: bytes) -> Any:
+    """Decode a JSON body in one piece (at any depth: :func:`gateway.core.support.deepjson.loads`);
+    a large one with the collector held off.
+
+    Raises:
+        Internal: the upstream sent something that is not JSON.
+    """
+    with paused(len(data) >= LARGE_BODY_BYTES):
+        try:
+            return deepjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise _not_json() from None
+
+
+def _not_json() -> errors.Internal:
+    return errors.Internal("the upstream sent a response that is not valid JSON")
+
+
+@dataclass(frozen=True, slots=True)
+class ListEncoding:
+    """How a front end writes a list answer as bytes, in pieces the scope can interleave
+    with the event loop: the bytes are ``head(body)`` followed by what ``items`` appends
+    for each slice of the body's items, in order."""
+
+    #: The encoding of everything but the items.
+    head: Callable[[Mapping[str, Any]], bytes]
+    #: Appends the encoding of a run of items to the list of parts.
+    items: Callable[[Sequence[Any], list[bytes]], None]
+    #: Items encoded between two yields (a fraction of a millisecond of work).
+    slice_items: int
+    #: The same encoding as a list worker's job (:func:`gateway.core.lists.workers.wire`), when
+    #: a worker can do it: a large body is then encoded there, never decoded here.
+    job: tuple[Any, ...] | None = None
+
+
+def encode_now(body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
+    """A list answer's bytes in one piece (the same bytes as :meth:`LargeLists.encode`);
+    a large list with the collector held off."""
+    items = body.get("items") or ()
+    with paused(len(items) >= LARGE_LIST):
+        parts = [encoding.head(body)]
+        encoding.items(items, parts)
+        return b"".join(parts)
+
+
+class ListScope:
+    """The large-list work of one answer: at most one hold of the collector, ended once.
+
+    Opened as a ``with`` block (which may span ``await``), it is the scope a large decode of
+    the running task joins (:meth:`LargeLists.decode`): the collector stays off until the
+    block ends, or with ``linger`` until the end of the event-loop step it ends in.  The
+    block must drop what it decoded before it ends: the collector finds nothing young to
+    traverse only if the body is gone by then.
+    """
+
+    __slots__ = ("_held", "_linger", "_lists", "_token", "deferrable")
+
+    def __init__(
+        self, lists: LargeLists, *, linger: bool = False, deferrable: bool = False
+    ) -> None:
+        self._lists = lists
+        self._linger = linger
+        #: A large body decoded in this scope may be handed on undecoded.
+        self.deferrable = deferrable
+        self._held = False
+        self._token: Token[ListScope | None] | None = None
+
+    def __enter__(self) -> ListScope:
+        self._token = _open_scope.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _open_scope.reset(self._token)
+            self._token = None
+        if self._linger:
+            self.end_after_turn()
+        else:
+            self.end()
+
+    def hold(self) -> None:
+        """Hold the collector off until the scope ends (once however often called)."""
+        if not self._held:
+            self._held = True
+            self._lists._take()
+
+    def end(self) -> None:
+        """End the scope's hold now (if it holds)."""
+        if self._held:
+            self._held = False
+            self._lists._give()
+
+    def end_after_turn(self) -> None:
+        """End the scope's hold when the running event loop's current step ends: for a value
+        still in use in this step and dropped at its end."""
+        if self._held:
+            asyncio.get_running_loop().call_soon(self.end)
+
+    async def release(self, body: dict[str, Any], per_turn: int = FREE_ITEMS) -> None:
+        """Empty a decoded list body the caller owns, freeing its items ``per_turn`` per
+        event-loop step.
+
+        Freeing 5,000 decoded pods at once takes ~60 ms (millions of objects, one by one),
+        as long a stall of the event loop as decoding a slice of them many times over.  The
+        body and its ``items`` list are emptied in place: nothing else may still use them.
+        """
+        items = body.get("items")
+        body.clear()
+        if type(items) is list:
+            await _free_in_slices(items, per_turn)
+
+    def release_later(self, value: Any, per_turn: int) -> None:
+        """Take over ``value`` (a large decoded list, or list object) once whoever handed it
+        over has dropped it, free it ``per_turn`` items per step, and end the scope's hold
+        when it is gone."""
+        lists = self._lists
+        task = asyncio.get_running_loop().create_task(self._free_when_dropped(value, per_turn))
+        lists._freeing.add(task)
+        task.add_done_callback(lists._freeing.discard)
+
+    async def _free_when_dropped(self, value: Any, per_turn: int) -> None:
+        """Free ``value`` in slices if nothing else holds it.
+
+        This task starts in the step after the one that handed the value over, when its
+        user (a GraphQL execution) has written its response and dropped the value; if only
+        this task holds it then (the reference counts say so: nothing else can see it), its
+        list is emptied from the end.  Otherwise it is left to whoever still holds it.  The
+        collector stays off until then: the value's objects are young, and a collection
+        while they live would traverse them all.
+        """
+        try:
+            # References: ``value`` here and getrefcount's argument; for a list object's
+            # ``items``: the object's, the local and the argument.
+            owned = sys.getrefcount(value) <= 2
+            items = value.get("items") if type(value) is dict else value
+            if owned and items is not value:
+                owned = type(items) is list and sys.getrefcount(items) <= 3
+            del value
+            if owned and type(items) is list:
+                await _free_in_slices(items, per_turn)
+            del items
+        finally:
+            self.end()
+
+
+async def _free_in_slices(items: list[Any], per_turn: int) -> None:
+    """Empty ``items`` from the end, ``per_turn`` items per event-loop step."""
+    while len(items) > per_turn:
+        del items[-per_turn:]
+        await asyncio.sleep(0)
+    items.clear()
+
+
+class LargeLists:
+    """The large-list work of one gateway (its adapter holds one; share it between the
+    adapters of one process, so that their holds are counted together).
+
+    One event loop thread uses it: no lock is needed.
+    """
+
+    __slots__ = ("_freeing", "_holders", "_ours", "workers")
+
+    def __init__(self, workers: ListWorkers | None = None) -> None:
+        #: The process's list workers (``None``: none; :mod:`gateway.core.lists.workers`).
+        self.workers = workers
+        #: Holds open now (scopes that hold).
+        self._holders = 0
+        #: Whether the first open hold turned the collector off (the last turns it back on).
+        self._ours = False
+        #: The tasks freeing values handed over (the event loop only weakly holds a task).
+        self._freeing: set[asyncio.Task[None]] = set()
+
+    # -- holds ---------------------------------------------------------------------------
+
+    def _take(self) -> None:
+        if self._holders == 0 and gc.isenabled():
+            gc.disable()
+            self._ours = True
+        self._holders += 1
+
+    def _give(self) -> None:
+        self._holders -= 1
+        if self._holders == 0 and self._ours:
+            self._ours = False
+            gc.enable()
+
+    def scope(self, *, linger: bool = False, deferrable: bool = False) -> ListScope:
+        """A new scope (see :class:`ListScope`); it holds nothing until asked to."""
+        return ListScope(self, linger=linger, deferrable=deferrable)
+
+    def hold_until_next_turn(self) -> None:
+        """Hold the collector off until the running event loop's current step ends: for a
+        large value completed in one piece in this step and dropped at its end.
+
+        Outside a running event loop nothing happens.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        scope = self.scope()
+        scope.hold()
+        scope.end_after_turn()
+
+    # -- the steps of a list answer ------------------------------------------------------
+
+    async def decode(self, data: bytes, *, defer: bool = True) -> Any:
+        """Decode a JSON body (``orjson.loads``' value) without holding the event loop long.
+
+        A body of :data:`LARGE_BODY_BYTES` or more is decoded a run of list items at a time
+        (:mod:`gateway.core.lists.slicedjson`; anything else in one piece, but for a body nested
+        deeper than ``orjson`` takes: :mod:`gateway.core.support.deepjson`, a step at a time),
+        yielding to the loop in between, with the collector held off: until the calling
+        task's open scope ends if it opened one, else until the decode ends.
+
+        Raises:
+            Internal: the upstream sent something that is not JSON.
+        """
+        if len(data) < LARGE_BODY_BYTES:
+            try:
+                return orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                if not deepjson.too_deep(exc):
+                    raise _not_json() from None
+            # an object nested deeper than orjson takes: decoded here a step at a time
+            return await _decode_in_slices(data)
+        if defer and self.hands_on_undecoded():
+            return Undecoded(data, self)
+        scope = _open_scope.get()
+        if scope is not None:
+            scope.hold()
+            return await _decode_in_slices(data)
+        with self.scope() as own:
+            own.hold()
+            return await _decode_in_slices(data)
+
+    def hands_on_undecoded(self) -> bool:
+        """Would a large body read now go to a list worker undecoded (the calling task's
+        scope is deferrable and there are workers)?  The adapter then reads a gzipped body
+        as it came (:meth:`decode_gzipped`): a worker inflates it, not this process."""
+        scope = _open_scope.get()
+        workers = self.workers
+        return scope is not None and scope.deferrable and workers is not None and workers.enabled
+
+    async def decode_gzipped(self, data: bytes) -> Any:
+        """:meth:`decode` of a gzipped body: a large one (:data:`LARGE_BODY_BYTES` or more
+        once inflated, by the gzip trailer's count) handed on as it came, for a list worker
+        to inflate and decode; any other inflated here (in a thread, where zlib lets the
+        event loop go on) and decoded.
+
+        Raises:
+            Unavailable: the body is not gzip.
+            Internal: the upstream sent something that is not JSON.
+        """
+        if self.hands_on_undecoded() and (
+            len(data) >= LARGE_BODY_BYTES or gzip_size(data) >= LARGE_BODY_BYTES
+        ):
+            return Undecoded(data, self, gzipped=True)
+        return await self.decode(await inflated(data))
+
+    async def encode(self, body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
+        """A list answer's bytes (:func:`encode_now`'s) without holding the event loop long.
+
+        A large list (:data:`LARGE_LIST` items or more) is encoded ``encoding.slice_items``
+        at a time, yielding to the event loop between slices, the collector held off: the
+        encoding is Python (and upb) code under the GIL, so a worker thread would not let
+        the loop run any sooner (measured: ``tests/bench/bench_loop_hold.py``).
+        """
+        items = body.get("items") or ()
+        if len(items) < LARGE_LIST:
+            return encode_now(body, encoding)
+        step = encoding.slice_items
+        scope = self.scope()
+        scope.hold()
+        try:
+            parts = [encoding.head(body)]
+            for start in range(0, len(items), step):
+                await asyncio.sleep(0)
+                encoding.items(items[start : start + step], parts)
+            return b"".join(parts)
+        finally:
+            scope.end()
+
+    async def answer(
+        self, fetch: Callable[[], Awaitable[dict[str, Any]]], encoding: ListEncoding
+    ) -> bytes:
+        """A list answer written out here: fetched (the adapter decodes it in slices),
+        encoded in slices and freed in slices, the collector off from its decode until it
+        is freed.  With list workers and an encoding they can do (``encoding.job``), a large
+        body is encoded by a worker and never decoded here (:mod:`gateway.core.lists.workers`)."""
+        workers = self.workers if encoding.job is not None else None
+        with self.scope(deferrable=workers is not None) as scope:
+            body: Any = await fetch()
+            if type(body) is Undecoded:
+                assert workers is not None and encoding.job is not None
+                done = await workers.run(body, encoding.job)
+                if done is not None:
+                    rest, items = split_wire(done)
+                    return encoding.head(rest) + items
+                scope.hold()
+                body = await body.decoded()
+            data = await self.encode(body, encoding)
+            await scope.release(body)
+            del body
+        return data
+
+    async def handed_on(self, fetch: Callable[[], Awaitable[T]], *, deferrable: bool = False) -> T:
+        """A list answer whose decoded value the caller hands on, to be completed later in
+        the same event-loop step (a GraphQL list field's value): the collector stays off
+        from its decode to the end of that step, and from then on by whoever completes it
+        (:meth:`complete`, :meth:`hold_until_next_turn`) until it is freed.
+
+        ``deferrable``: whoever completes it takes an :class:`~gateway.core.lists.workers.Undecoded`
+        large body too (a GraphQL list field), which list workers, when there are any, then
+        decode and project instead of this process.
+        """
+        with self.scope(linger=True, deferrable=deferrable):
+            return await fetch()
+
+    async def complete(
+        self, value: Any, work: Callable[[Any], Awaitable[T]], *, per_turn: int
+    ) -> T:
+        """``await work(value)``, the completion of a large value that yields to the event
+        loop between slices, with the collector held off across the slices; then ``value``
+        is freed ``per_turn`` items per step once its user has dropped it
+        (:meth:`ListScope.release_later`), still held off until it is gone.
+
+        If the work raises, the hold lasts to the end of the current step: the value is
+        then completed another way (or the error handled) and dropped in this step, and the
+        collector, turned on before, would traverse all of it.
+        """
+        scope = self.scope()
+        scope.hold()
+        try:
+            done = await work(value)
+        except BaseException:
+            scope.end_after_turn()
+            raise
+        scope.release_later(value, per_turn)
+        return done
+
+
+async def _decode_in_slices(data: bytes) -> Any:
+    """:func:`gateway.core.lists.slicedjson.decoder` run with a yield to the event loop between
+    slices."""
+    gen = slicedjson.decoder(data)
+    try:
+        while True:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                return stop.value
+            await asyncio.sleep(0)
+    except orjson.JSONDecodeError:
+        raise _not_json() from None

@@ -1,0 +1,948 @@
+"""The one I/O seam: every upstream call goes through :class:`KubeAdapter`.
+
+Request building (:func:`build_request`) and line splitting (:class:`LineSplitter`) are
+pure (bodies are decoded by :mod:`gateway.core.lists.large`); only ``_send`` and the two
+stream methods await.  Every call takes the caller's :class:`Credential` and uses it
+upstream, so the apiserver's RBAC decides what the caller may do.  "Watch rule N" refers
+to ``docs/watch-semantics.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import httpx
+import orjson
+
+from gateway.core import errors
+from gateway.core.lists.large import LargeLists
+from gateway.core.lists.workers import Undecoded, over_cap, too_many
+from gateway.core.model.options import (
+    DeleteOptions,
+    ListOptions,
+    LogOptions,
+    PatchOptions,
+    PatchType,
+    Query,
+    WriteOptions,
+)
+from gateway.core.model.registry import REGISTRY, Registry, Resource, Verb
+from gateway.core.model.values import JSON
+from gateway.core.process import tracing
+from gateway.core.process.metrics import Metrics
+from gateway.core.support import deepjson
+from gateway.core.upstream.budget import Budget, scope_of
+from gateway.core.upstream.client import UpstreamClient
+from gateway.core.upstream.config import ConfigError
+from gateway.core.upstream.credentials import ANONYMOUS, Credential, refused_without_credential
+
+log = logging.getLogger(__name__)
+
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+#: Margin added to ``timeoutSeconds`` (or the bookmark interval) before a silent watch
+#: counts as half-open.
+WATCH_IDLE_MARGIN = 30.0
+#: How often the apiserver sends progress bookmarks to a watch that asked for them.
+BOOKMARK_INTERVAL = 60.0
+#: The most of a pod log read at once (without follow) the gateway holds.
+MAX_LOG_BYTES = 16 * 1024 * 1024
+#: The most objects one list without ``limit`` returns (beyond: a clear error).
+MAX_LIST_ITEMS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A fully built upstream request (pure data; nothing is sent yet)."""
+
+    method: Method
+    path: str
+    params: Query
+    content: bytes | None = None
+    content_type: str | None = None
+    accept: str = "application/json"
+    #: For metrics: the verb and the registry key of what the request is about.
+    verb: str = ""
+    resource: str = ""
+
+
+#: Where :meth:`KubeAdapter._request` keeps a body read gzipped (``Response.extensions``).
+_GZIPPED = "kube_gateway.gzipped_body"
+
+
+def gzipped_body(response: httpx.Response) -> bytes | None:
+    """The body of ``response`` as the upstream gzipped it, when it was read so (else its
+    ``content`` is the body)."""
+    body: bytes | None = response.extensions.get(_GZIPPED)
+    return body
+
+
+def build_request(
+    resource: Resource,
+    verb: Verb,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+    params: Query | None = None,
+    body: Any = None,
+    content_type: str = "application/json",
+) -> Request:
+    """Check the verb against the registry and build the request for it.
+
+    Raises:
+        MethodNotSupported: the resource (or subresource) does not serve ``verb``.
+        InvalidParameter: the namespace does not fit the resource's scope.
+    """
+    resource.check(verb, subresource)
+    if resource.namespaced:
+        if namespace is None and verb not in ("list", "watch"):
+            raise errors.InvalidParameter(
+                f"{resource.kind} is namespaced: a namespace is required for {verb}",
+                causes=(errors.Cause("FieldValueRequired", "Required value", "namespace"),),
+            )
+    elif namespace is not None:
+        raise errors.InvalidParameter(
+            f"{resource.kind} is cluster-scoped: namespace must not be set",
+            causes=(errors.Cause("FieldValueForbidden", "Forbidden: cluster-scoped", "namespace"),),
+        )
+    try:
+        path = resource.path(namespace, name, subresource)
+    except ValueError as exc:
+        raise errors.InvalidParameter(str(exc)) from None
+    method: Method = {
+        "get": "GET",
+        "list": "GET",
+        "watch": "GET",
+        "create": "POST",
+        "update": "PUT",
+        "patch": "PATCH",
+        "delete": "DELETE",
+        "deletecollection": "DELETE",
+    }[verb]  # type: ignore[assignment]
+    content: bytes | None
+    if body is None:
+        content = None
+    elif isinstance(body, bytes):
+        content = body
+    elif isinstance(body, str):
+        content = body.encode()
+    else:
+        content = orjson.dumps(body)
+    accept = "text/plain, */*" if subresource == "log" else "application/json"
+    return Request(
+        method,
+        path,
+        params or [],
+        content,
+        content_type if content is not None else None,
+        accept,
+        verb,
+        resource.key,
+    )
+
+
+#: Where a caller asks the apiserver what it may do (SelfSubjectAccessReview).
+ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+#: Who the cluster takes the caller for (authentication.k8s.io/v1, GA since 1.28).
+SELF_SUBJECT_REVIEW = Request(
+    "POST",
+    "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+    [],
+    b'{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}',
+    "application/json",
+    verb="create",
+    resource="selfsubjectreviews.authentication.k8s.io",
+)
+#: The API groups, readable by authenticated users only (the fallback of the review).
+DISCOVERY_PROBE = Request("GET", "/apis", [], verb="get", resource="apis")
+
+
+def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -> Request:
+    """A SelfSubjectAccessReview asking whether the caller may ``verb`` the resource in
+    ``namespace`` (``None``: in every namespace, or cluster-scoped)."""
+    attributes = {
+        "group": resource.group,
+        "resource": resource.plural,
+        "verb": verb,
+        "namespace": namespace or "",
+    }
+    return _access_review({"resourceAttributes": attributes})
+
+
+def build_path_review(path: str, verb: str) -> Request:
+    """A SelfSubjectAccessReview asking whether the caller may ``verb`` the non-resource
+    URL ``path`` (``/metrics``: what Kubernetes components ask of their scrapers)."""
+    return _access_review({"nonResourceAttributes": {"path": path, "verb": verb}})
+
+
+def _access_review(spec: dict[str, Any]) -> Request:
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": spec,
+    }
+    return Request(
+        "POST",
+        ACCESS_REVIEW_PATH,
+        [],
+        orjson.dumps(body),
+        "application/json",
+        verb="create",
+        resource="selfsubjectaccessreviews.authorization.k8s.io",
+    )
+
+
+class LineSplitter:
+    """Frames a byte stream into whole lines (watch rule 20).
+
+    No line-length cap (objects can be megabytes); a partial line is kept until its
+    newline arrives, and one left over at close is dropped by the caller.
+    """
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if b"\n" not in chunk:
+            self._buf += chunk
+            return []
+        self._buf += chunk
+        *lines, rest = self._buf.split(b"\n")
+        self._buf = bytearray(rest)
+        return [bytes(line) for line in lines if line.strip()]
+
+    @property
+    def pending(self) -> bytes:
+        return bytes(self._buf)
+
+
+def _with_defaults(resource: Resource, body: Any, namespace: str | None) -> Any:
+    """Fill ``apiVersion``, ``kind`` and ``metadata.namespace`` when a caller left them out."""
+    if not isinstance(body, dict):
+        return body
+    out = dict(body)
+    out.setdefault("apiVersion", resource.api_version)
+    out.setdefault("kind", resource.kind)
+    if resource.namespaced and namespace is not None:
+        meta = out.get("metadata")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta.setdefault("namespace", namespace)
+        out["metadata"] = meta
+    return out
+
+
+class KubeAdapter:
+    """Async access to the upstream API server for the resources of one registry.
+
+    Args:
+        http: the one shared client (owned by the application lifespan, not by us).
+        registry: resources served; unknown resources are refused before any I/O.
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        registry: Registry = REGISTRY,
+        *,
+        stream_http: httpx.AsyncClient | None = None,
+        watch_idle_margin: float = WATCH_IDLE_MARGIN,
+        bookmark_interval: float = BOOKMARK_INTERVAL,
+        streams: Budget | None = None,
+        requests: Budget | None = None,
+        max_log_bytes: int = MAX_LOG_BYTES,
+        max_list_items: int = MAX_LIST_ITEMS,
+        metrics: Metrics | None = None,
+        large_lists: LargeLists | None = None,
+    ) -> None:
+        self.http = http
+        #: Decodes every body; a large list's GC hold and sliced work are counted here
+        #: (shared by the adapters of one gateway, so that their holds count together).
+        self.large_lists = large_lists if large_lists is not None else LargeLists()
+        #: Unary requests one identity may have in flight at once (past it: refused at once
+        #: with ResourceExhausted, so one caller's burst never fills the pool for everyone).
+        self.requests = requests if requests is not None else Budget("requests", 1 << 30, 64)
+        #: The most of a log read (not followed) that is held in memory.
+        self.max_log_bytes = max_log_bytes
+        #: The most objects a list without ``limit`` may return (0: no cap).
+        self.max_list_items = max_list_items
+        #: The upstream-stream budget: each shared watch and each log follow holds one.
+        self.streams = streams if streams is not None else Budget("upstream streams", 512, 512)
+        #: Watches and log follows use their own client (own connection pool), so open
+        #: streams never starve requests; the lifespan sizes it to the stream budget.
+        self.stream_http = stream_http if stream_http is not None else http
+        self.registry = registry
+        #: A watch silent for ``timeoutSeconds`` plus this is taken as half-open.
+        self.watch_idle_margin = watch_idle_margin
+        #: The apiserver sends a progress bookmark about this often on a watch that asked
+        #: for them, so one silent for this plus the margin is taken as dead.
+        self.bookmark_interval = bookmark_interval
+        #: Upstream request latencies (and, through the front ends, operations) land here.
+        self.metrics = metrics if metrics is not None else Metrics()
+
+    def resource(self, resource: Resource | str) -> Resource:
+        return resource if isinstance(resource, Resource) else self.registry.lookup(resource)
+
+    # -- transport ---------------------------------------------------------------------
+
+    def _httpx_request(
+        self,
+        req: Request,
+        credential: Credential,
+        timeout: float | None,
+        http: httpx.AsyncClient | None = None,
+    ) -> httpx.Request:
+        """The httpx request of ``req``: what ``http.build_request`` builds (the client's
+        base URL, default headers and timeout), with the URL parsed once instead of three
+        times and without the client's cookie jar (the gateway sends no cookies: a jar
+        shared by every caller would carry one caller's cookie into another's request)."""
+        http = http or self.http
+        url = str(http.base_url).rstrip("/") + req.path
+        if req.params:
+            url = f"{url}?{httpx.QueryParams(tuple(req.params))}"
+        headers = httpx.Headers(http.headers)
+        headers["Accept"] = req.accept
+        headers.update(credential.headers())
+        if req.content_type:
+            headers["Content-Type"] = req.content_type
+        limit = httpx.Timeout(timeout) if timeout is not None else http.timeout
+        return httpx.Request(
+            req.method,
+            url,
+            content=req.content,
+            headers=headers,
+            extensions={"timeout": limit.as_dict()},
+        )
+
+    @staticmethod
+    async def _request(
+        http: httpx.AsyncClient, request: httpx.Request, stream: bool, gzipped: bool = False
+    ) -> httpx.Response:
+        """Send ``request``: a unary one straight to the transport of a client that would
+        add nothing to it (:attr:`UpstreamClient.direct`), else through the client.
+
+        ``gzipped``: a successful answer the upstream gzipped is read as it came, not
+        inflated (see :func:`gzipped_body`)."""
+        direct = http.direct if isinstance(http, UpstreamClient) and not stream else None
+        if direct is None or http.is_closed:  # closed: the client says so, as before
+            if not gzipped:
+                return await http.send(request, stream=stream)
+            response = await http.send(request, stream=True)
+        else:
+            response = await direct.handle_async_request(request)
+            response.request = request
+        try:
+            if (
+                gzipped
+                and response.status_code < 400
+                and response.headers.get("content-encoding") == "gzip"
+            ):
+                body = b"".join([chunk async for chunk in response.aiter_raw()])
+                response.extensions[_GZIPPED] = body
+            else:
+                await response.aread()  # the whole body; the connection goes back to the pool
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
+
+    async def _send(
+        self,
+        req: Request,
+        credential: Credential,
+        *,
+        timeout: float | None = None,
+        stream: bool = False,
+        gzipped: bool = False,
+    ) -> httpx.Response:
+        http = self.stream_http if stream else self.http
+        # Streams hold a lease of their own budget for their whole life (hub, log follow).
+        lease = None if stream else self.requests.acquire(scope_of(credential))
+        try:
+            return await self._send_once(
+                req, credential, http, timeout=timeout, stream=stream, gzipped=gzipped
+            )
+        finally:
+            if lease is not None:
+                lease.release()
+
+    async def _send_once(
+        self,
+        req: Request,
+        credential: Credential,
+        http: httpx.AsyncClient,
+        *,
+        timeout: float | None,
+        stream: bool,
+        gzipped: bool = False,
+    ) -> httpx.Response:
+        span = tracing.upstream(req.method, req.verb, req.resource)
+        request = self._httpx_request(req, credential, timeout, http)
+        started = time.perf_counter()
+        code: int | None = None
+        try:
+            with span:
+                span.inject(request.headers)
+                try:
+                    response = await self._request(http, request, stream, gzipped)
+                except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                    # A pooled connection the server closed (GOAWAY, idle close) fails the
+                    # request on it; reads are safe to send once more on a fresh connection.
+                    if req.method != "GET":
+                        raise
+                    log.debug("retrying a GET after %s", type(exc).__name__)
+                    request = self._httpx_request(req, credential, timeout, http)
+                    span.inject(request.headers)
+                    response = await self._request(http, request, stream, gzipped)
+                code = response.status_code
+                span.answered(code)
+        except httpx.TimeoutException as exc:
+            raise errors.Timeout(f"upstream timed out: {type(exc).__name__}") from exc
+        except httpx.HTTPError as exc:
+            raise errors.Unavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+        except ConfigError as exc:  # the gateway's own credential could not be refreshed
+            raise errors.Unavailable("the gateway's upstream credential is unavailable") from exc
+        finally:
+            self.metrics.upstream(req.verb, req.resource, code, time.perf_counter() - started)
+        if response.status_code >= 400:
+            try:
+                body = response.content if not stream else await response.aread()
+            except httpx.HTTPError as exc:
+                raise errors.Unavailable(
+                    f"upstream connection broke: {type(exc).__name__}"
+                ) from exc
+            finally:
+                if stream:
+                    await response.aclose()
+            error = errors.from_response(response.status_code, body, response.headers)
+            # No caller token and no gateway identity on this client: nothing was sent.
+            if credential.token is None and http.auth is None:
+                error = refused_without_credential(error)
+            raise error
+        return response
+
+    async def _json(
+        self, req: Request, credential: Credential, timeout: float | None = None
+    ) -> JSON:
+        lists = self.large_lists
+        # A large body a list worker will decode is read gzipped, as the apiserver sends
+        # one (APIResponseCompression): the worker inflates it, not this process.
+        response = await self._send(
+            req, credential, timeout=timeout, gzipped=lists.hands_on_undecoded()
+        )
+        raw = gzipped_body(response)
+        if raw is not None:
+            decoded = await lists.decode_gzipped(raw)
+        else:
+            decoded = await lists.decode(response.content)
+        if isinstance(decoded, Undecoded):
+            return decoded  # type: ignore[return-value]  # a list worker's (see list)
+        if not isinstance(decoded, dict):
+            raise errors.Internal("the upstream sent JSON that is not an object")
+        return decoded
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def get(
+        self,
+        resource: Resource | str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Read one object (or its ``status`` / ``ephemeralcontainers`` subresource)."""
+        res = self.resource(resource)
+        req = build_request(res, "get", namespace=namespace, name=name, subresource=subresource)
+        return await self._json(req, credential, timeout)
+
+    async def list(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """One page of a list; ``namespace=None`` lists across all namespaces.
+
+        Without a ``limit``, at most :attr:`max_list_items` objects are held: the upstream is
+        asked for one more than that, and a list that does not fit is refused with a clear
+        error pointing to ``limit`` and ``continue``, rather than buffered whole.
+
+        Raises:
+            RequestEntityTooLarge: more than :attr:`max_list_items` objects match.
+        """
+        res = self.resource(resource)
+        options.validate(watch=False)
+        cap = self.max_list_items
+        capped = not options.limit and cap > 0
+        if capped:
+            options = replace(options, limit=cap + 1)
+        req = build_request(res, "list", namespace=namespace, params=options.to_query())
+        answer = await self._json(req, credential, timeout)
+        if isinstance(answer, Undecoded):
+            # Completed by a list worker, which checks the cap (gateway.core.lists.workers).
+            if capped:
+                answer.cap, answer.plural = cap, res.plural
+            return answer
+        if capped and over_cap(answer, cap):
+            raise too_many(cap, res.plural)
+        return answer
+
+    async def list_all(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+        keep: Callable[[JSON], JSON] | None = None,
+    ) -> JSON:
+        """A complete, consistent list: follows ``continue`` until it is empty (watch rule 2-3).
+
+        The ``metadata.resourceVersion`` of the result is the first page's, the point a
+        following watch starts from.  A 410 on a later page restarts the whole list once;
+        the "inconsistent continue" token is never used.  ``keep``: what to keep of each
+        item, applied page by page (with ``options.limit``, a list of large objects such as
+        CRDs never holds more than one page of them whole).
+        """
+        for attempt in range(2):
+            try:
+                return await self._list_pages(
+                    resource, namespace, options, credential, timeout, keep=keep
+                )
+            except errors.Gone:
+                if attempt:
+                    raise
+                log.info("continue token expired during a paged list; restarting the list")
+        raise AssertionError("unreachable")
+
+    async def _list_pages(
+        self,
+        resource: Resource | str,
+        namespace: str | None,
+        options: ListOptions,
+        credential: Credential,
+        timeout: float | None,
+        *,
+        keep: Callable[[JSON], JSON] | None,
+    ) -> JSON:
+        if not options.limit and self.max_list_items > 0:
+            # pages of the list cap: one request for what fits, never the cap's refusal
+            options = replace(options, limit=self.max_list_items)
+        first = await self.list(
+            resource, namespace=namespace, options=options, credential=credential, timeout=timeout
+        )
+        items: list[Any] = list(first.get("items") or [])
+        if keep is not None:
+            items = [keep(i) for i in items]
+            first = {**first, "items": []}
+        meta = first.get("metadata") or {}
+        token = meta.get("continue")
+        while token:
+            page_options = ListOptions(
+                label_selector=options.label_selector,
+                field_selector=options.field_selector,
+                limit=options.limit,
+                continue_=token,
+                timeout_seconds=options.timeout_seconds,
+            )
+            page = await self.list(
+                resource,
+                namespace=namespace,
+                options=page_options,
+                credential=credential,
+                timeout=timeout,
+            )
+            got = page.get("items") or []
+            items.extend(map(keep, got) if keep is not None else got)
+            token = (page.get("metadata") or {}).get("continue")
+        result = dict(first)
+        result["items"] = items
+        result["metadata"] = {
+            k: v for k, v in meta.items() if k not in ("continue", "remainingItemCount")
+        }
+        return result
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        resource: Resource | str,
+        body: JSON,
+        *,
+        namespace: str | None = None,
+        write: WriteOptions = WriteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Create an object (``POST``)."""
+        return await self._write(
+            resource,
+            "create",
+            body,
+            namespace=namespace,
+            write=write,
+            credential=credential,
+            timeout=timeout,
+        )
+
+    async def replace(
+        self,
+        resource: Resource | str,
+        name: str,
+        body: JSON,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        write: WriteOptions = WriteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Replace an object or a subresource (``PUT``); ``metadata.resourceVersion`` guards it."""
+        return await self._write(
+            resource,
+            "update",
+            body,
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+            write=write,
+            credential=credential,
+            timeout=timeout,
+        )
+
+    async def _write(
+        self,
+        resource: Resource | str,
+        verb: Literal["create", "update"],
+        body: JSON,
+        *,
+        namespace: str | None,
+        name: str | None = None,
+        subresource: str | None = None,
+        write: WriteOptions,
+        credential: Credential,
+        timeout: float | None,
+    ) -> JSON:
+        """Send a whole object (create or update), its kind and namespace filled in."""
+        res = self.resource(resource)
+        write.validate()
+        req = build_request(
+            res,
+            verb,
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+            params=write.to_query(),
+            body=_with_defaults(res, body, namespace),
+        )
+        return await self._json(req, credential, timeout)
+
+    async def patch(
+        self,
+        resource: Resource | str,
+        name: str,
+        patch: Any,
+        *,
+        patch_options: PatchOptions,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        write: WriteOptions = WriteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Patch an object or a subresource with any of the four patch types.
+
+        ``patch`` is a dict/list (sent as JSON; JSON is YAML, so apply patches accept it
+        too), or a ``str``/``bytes`` body sent as is (YAML for apply).
+        """
+        res = self.resource(resource)
+        write.validate()
+        patch_options.validate(write)
+        if patch_options.type is PatchType.JSON and isinstance(patch, dict):
+            raise errors.InvalidParameter(
+                "a JSON patch is a list of operations, not an object",
+                causes=(errors.Cause("FieldValueInvalid", "must be a list", "patch"),),
+            )
+        req = build_request(
+            res,
+            "patch",
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+            params=write.to_query() + patch_options.to_query(),
+            body=patch,
+            content_type=patch_options.type.value,
+        )
+        return await self._json(req, credential, timeout)
+
+    async def delete(
+        self,
+        resource: Resource | str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        options: DeleteOptions = DeleteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Delete one object; returns what the apiserver returns (the object or a Status)."""
+        res = self.resource(resource)
+        options.validate()
+        req = build_request(
+            res,
+            "delete",
+            namespace=namespace,
+            name=name,
+            params=options.to_query(),
+            body=options.body(),
+        )
+        return await self._json(req, credential, timeout)
+
+    async def access_review(
+        self,
+        resource: Resource | str,
+        verb: Verb,
+        *,
+        namespace: str | None = None,
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = 10.0,
+    ) -> bool:
+        """Whether the caller may ``verb`` the resource in ``namespace``, as the upstream's
+        authorizer answers a SelfSubjectAccessReview made with the caller's credential.
+
+        Raises:
+            GatewayError: the review itself failed (401 for a rejected token...).
+        """
+        res = self.resource(resource)
+        answer = await self._json(build_access_review(res, verb, namespace), credential, timeout)
+        status = answer.get("status")
+        return isinstance(status, dict) and status.get("allowed") is True
+
+    async def path_review(
+        self,
+        path: str,
+        verb: str = "get",
+        *,
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = 10.0,
+    ) -> bool:
+        """Whether the caller may ``verb`` the non-resource URL ``path``, as the upstream's
+        authorizer answers a SelfSubjectAccessReview made with the caller's credential.
+
+        Raises:
+            GatewayError: the review itself failed (401 for a rejected token...).
+        """
+        answer = await self._json(build_path_review(path, verb), credential, timeout)
+        status = answer.get("status")
+        return isinstance(status, dict) and status.get("allowed") is True
+
+    async def delete_collection(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        list_options: ListOptions = ListOptions(),
+        options: DeleteOptions = DeleteOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> JSON:
+        """Delete every object matching the selectors (``limit``/``continue`` page it)."""
+        res = self.resource(resource)
+        list_options.validate(watch=False)
+        options.validate()
+        req = build_request(
+            res,
+            "deletecollection",
+            namespace=namespace,
+            params=list_options.to_query() + options.to_query(),
+            body=options.body(),
+        )
+        return await self._json(req, credential, timeout)
+
+    # -- pod log -------------------------------------------------------------------------
+
+    def _log_request(self, name: str, namespace: str, options: LogOptions) -> Request:
+        options.validate()
+        return build_request(
+            self.registry.lookup("pods"),
+            "get",
+            namespace=namespace,
+            name=name,
+            subresource="log",
+            params=options.to_query(),
+        )
+
+    async def read_log(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        options: LogOptions = LogOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> bytes:
+        """The pod log as bytes (not necessarily UTF-8; never parsed as JSON)."""
+        if options.follow:
+            raise errors.InvalidParameter(
+                "use stream_log to follow a log",
+                causes=(errors.Cause("FieldValueForbidden", "Forbidden", "follow"),),
+            )
+        cap = self.max_log_bytes
+        asked = options.limit_bytes
+        # Ask for one byte past the cap: more than that is refused, not buffered.
+        capped = replace(options, limit_bytes=cap + 1 if asked is None else min(asked, cap + 1))
+        response = await self._send(
+            self._log_request(name, namespace, capped), credential, timeout=timeout
+        )
+        if len(response.content) > cap and (asked is None or asked > cap):
+            raise errors.RequestEntityTooLarge(
+                f"the log is larger than {cap} bytes: ask for less (limitBytes, tailLines, "
+                "sinceSeconds) or follow it"
+            )
+        return response.content
+
+    @asynccontextmanager
+    async def stream_log(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        options: LogOptions = LogOptions(),
+        credential: Credential = ANONYMOUS,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open a log stream; errors (400 container choices...) raise before any data.
+
+        Usage::
+
+            opts = LogOptions(follow=True)
+            async with adapter.stream_log("p", namespace="ns", options=opts) as chunks:
+                async for chunk in chunks: ...
+
+        Chunks are raw bytes as the kubelet flushed them (they may split lines and
+        characters); the upstream connection is closed when the block exits.
+        """
+        req = self._log_request(name, namespace, options)
+        response = await self._send(req, credential, stream=True)
+        try:
+            yield _chunks(response)
+        finally:
+            await response.aclose()
+
+    # -- watch ---------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def watch_stream(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+    ) -> AsyncIterator[AsyncIterator[JSON]]:
+        """One upstream watch connection, as decoded ``{type, object}`` events.
+
+        This is the raw, single-connection watch: it ends when the server ends the
+        stream.  :class:`gateway.core.watch.watcher.Watcher` adds resume, bookmarks and relist.
+
+        Raises:
+            GatewayError: for an HTTP error before the stream starts.
+        """
+        res = self.resource(resource)
+        options.validate(watch=True)
+        req = build_request(res, "watch", namespace=namespace, params=options.to_query(watch=True))
+        response = await self._send(req, credential, stream=True)
+        idle = options.timeout_seconds + self.watch_idle_margin if options.timeout_seconds else None
+        if options.allow_watch_bookmarks:
+            # Bookmarks arrive about every interval even on a quiet watch: silence for
+            # longer means a black-holed connection, noticed in about 90 s, not minutes.
+            by_bookmark = self.bookmark_interval + self.watch_idle_margin
+            idle = by_bookmark if idle is None else min(idle, by_bookmark)
+        try:
+            yield _events(response, idle)
+        finally:
+            await response.aclose()
+
+    # -- who the caller is (which clusters a caller may see: gateway.core.fleet.visibility) ----
+
+    async def review_self(
+        self, *, credential: Credential = ANONYMOUS, timeout: float | None = 10.0
+    ) -> JSON:
+        """The cluster's SelfSubjectReview of the caller (who it takes the credential for),
+        sent the way every call of the caller goes.
+
+        Raises:
+            GatewayError: 401 (the cluster does not know the caller), 403 (anonymous
+                refused), 404 (a cluster older than 1.28, without the API)...
+        """
+        return await self._json(SELF_SUBJECT_REVIEW, credential, timeout)
+
+    async def read_discovery(
+        self, *, credential: Credential = ANONYMOUS, timeout: float | None = 10.0
+    ) -> None:
+        """Read the cluster's ``/apis`` as the caller: granted to authenticated users only
+        (``system:discovery``), so it says whether a cluster without SelfSubjectReview
+        knows the caller.
+
+        Raises:
+            GatewayError: 401, 403... as the cluster answers.
+        """
+        await self._send(DISCOVERY_PROBE, credential, timeout=timeout)
+
+
+async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_bytes():
+            if chunk:
+                yield chunk
+    except httpx.HTTPError as exc:
+        raise errors.Unavailable(f"upstream stream broke: {type(exc).__name__}") from exc
+
+
+async def _events(response: httpx.Response, idle: float | None) -> AsyncIterator[JSON]:
+    splitter = LineSplitter()
+    chunks = response.aiter_bytes().__aiter__()
+    while True:
+        try:
+            async with asyncio.timeout(idle):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return  # a partial last line at close is a normal close (watch rule 20)
+        except TimeoutError:
+            raise errors.Unavailable("watch stream idle past its deadline") from None
+        except httpx.HTTPError as exc:
+            raise errors.Unavailable(f"watch stream broke: {type(exc).__name__}") from exc
+        for line in splitter.feed(chunk):
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                if not deepjson.too_deep(exc):
+                    raise errors.Unavailable("watch stream sent a malformed line") from None
+                # an object nested past orjson's limit (the apiserver stores them 10,000
+                # deep) is an event like any other, decoded here a step at a time
+                event = await deepjson.aloads(line)
+            if isinstance(event, dict):
+                yield event
+
+
+def status_of(mapping: Mapping[str, Any]) -> errors.GatewayError:
+    """An ``ERROR`` watch event's Status as an error (parsed defensively, watch rule 13)."""
+    obj = mapping.get("object")
+    status = obj if isinstance(obj, dict) else {}
+    code = status.get("code")
+    return errors.from_status(status, http_status=code if isinstance(code, int) else 500)

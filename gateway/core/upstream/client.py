@@ -1,0 +1,218 @@
+"""The core's ``httpx.AsyncClient`` for the upstream, and the TLS context it verifies with.
+
+``build_http_client`` builds the client from a resolved
+``gateway.core.upstream.config.UpstreamConfig``
+(see ``gateway.core.upstream.kubeconfig`` for where that comes from).  By default it presents *no*
+gateway credential at all: the core sets the caller's bearer token on every request, and the
+kube-apiserver tries x509 client certificates before bearer tokens, so a gateway certificate
+would silently replace the caller's identity.  The gateway's own credential is used only with
+``gateway_identity=True``, which is logged loudly; ``gateway.core.upstream.auth`` then loads it.
+
+``build_ssl_context`` builds the context that verifies the upstream with the configured CA,
+else certifi's public bundle; it verifies nothing only for ``insecure_skip_tls_verify``, which
+resolution accepts only when explicitly allowed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import ssl
+import sys
+from typing import TYPE_CHECKING, Any, Final
+
+import certifi
+import httpx
+
+from gateway.core.upstream.auth import gateway_auth
+from gateway.core.upstream.config import ConfigError, UpstreamConfig
+from gateway.core.upstream.identity import ImpersonatingAuth, TokenReviews
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+__all__ = [
+    "USER_AGENT",
+    "UpstreamClient",
+    "build_http_client",
+    "build_ssl_context",
+]
+
+logger = logging.getLogger(__name__)
+
+# Watches and log follows stay open for as long as the caller wants: no read timeout here,
+# per-request timeouts are the caller's.  Writes are small JSON bodies.
+CONNECT_TIMEOUT: Final = 10.0
+WRITE_TIMEOUT: Final = 30.0
+POOL_TIMEOUT: Final = 10.0
+
+
+def _remember_missing_sniffio() -> None:
+    """Make ``import sniffio`` fail at once when sniffio is not installed.
+
+    httpcore asks which async library runs (``current_async_library``) several times per
+    request, and does so with ``import sniffio`` inside a ``try``.  Python does not remember
+    a failed import: without sniffio installed (nothing in the lock needs it) every one of
+    those imports scanned ``sys.path`` again, about 60 µs each, a quarter of a millisecond
+    per upstream request.  ``None`` in ``sys.modules`` is Python's own "not importable"
+    mark, so the import raises ``ImportError`` at once and httpcore takes its asyncio
+    branch, as before.  An installed sniffio is left alone.
+    """
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+_remember_missing_sniffio()
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("kube-gateway")
+    except importlib.metadata.PackageNotFoundError:  # running from a bare checkout
+        return "0+unknown"
+
+
+USER_AGENT: Final = f"kube-gateway/{_version()}"
+
+
+def build_ssl_context(cfg: UpstreamConfig) -> ssl.SSLContext:
+    """Build the TLS context that verifies the upstream (no client certificate loaded).
+
+    Args:
+        cfg: the upstream configuration.
+
+    Returns:
+        A client context trusting the configured CA (or certifi's bundle when none is
+        configured), or one that verifies nothing when ``insecure_skip_tls_verify``.
+
+    Raises:
+        ConfigError: the CA bundle cannot be loaded.
+    """
+    if cfg.insecure_skip_tls_verify:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    try:
+        if cfg.ca_data is not None:
+            return ssl.create_default_context(cadata=cfg.ca_data.decode("ascii"))
+        if cfg.ca_file is not None:
+            return ssl.create_default_context(cafile=str(cfg.ca_file))
+        return ssl.create_default_context(cafile=certifi.where())
+    except (ssl.SSLError, OSError, UnicodeDecodeError, ValueError) as exc:
+        where = cfg.ca_file or "certificate-authority-data"
+        raise ConfigError(f"{cfg.source}: cannot load the CA bundle from {where}: {exc}") from exc
+
+
+def _sni_hook(server_name: str) -> Callable[[httpx.Request], Awaitable[None]]:
+    async def set_sni(request: httpx.Request) -> None:
+        # httpcore uses this name for SNI and for verifying the certificate's host name.
+        request.extensions["sni_hostname"] = server_name
+
+    return set_sni
+
+
+class UpstreamClient(httpx.AsyncClient):
+    """The ``httpx.AsyncClient`` :func:`build_http_client` builds, and its transport.
+
+    Attributes:
+        direct: the transport, when the client adds nothing to a request but its default
+            headers, base URL and timeout (no auth, no event hooks; redirects are never
+            followed): :class:`~gateway.core.upstream.adapter.KubeAdapter` then sends a complete
+            unary request straight to it, without the client's per-request layers (auth
+            flow, hooks, redirect check, cookie jar: about a fifth of an upstream get's
+            CPU).  ``None`` in gateway-identity mode and with a TLS server name.
+    """
+
+    def __init__(self, *, direct: httpx.AsyncBaseTransport | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.direct = direct
+
+
+def build_http_client(
+    cfg: UpstreamConfig,
+    *,
+    gateway_identity: bool = False,
+    http2: bool = False,
+    max_connections: int = 512,
+    transport: httpx.AsyncBaseTransport | None = None,
+    internal: str | None = None,
+    impersonate: TokenReviews | None = None,
+) -> UpstreamClient:
+    """Build the core's one ``httpx.AsyncClient`` for the upstream.
+
+    By default the client carries no gateway credential: no client certificate in the TLS
+    handshake (the apiserver tries x509 before bearer tokens, so one would replace the
+    caller's identity) and no ``Authorization`` header; the core sets the caller's token on
+    every request.  With ``gateway_identity=True`` the gateway's certificate is presented and
+    ``GatewayAuth`` adds the gateway's token to requests that carry none; this mode is
+    logged as a warning.
+
+    HTTP/1.1 by default; with ``http2=True`` HTTP/2 is offered through ALPN to ``https``
+    servers.  HTTP/2 is opt-in because the apiserver closes a whole HTTP/2 connection
+    (GOAWAY) after any unauthenticated request (its UnauthenticatedHTTP2DOSMitigation), so
+    on a connection shared by many callers one caller's bad token would break the others'
+    in-flight requests and watches; HTTP/1.1 confines that to the caller's own connection.
+    Timeouts: connect 10 s, pool 10 s, write 30 s, no read timeout (watches and log
+    follows are long-lived; per-request timeouts are the caller's).
+
+    Args:
+        cfg: the resolved upstream configuration.
+        gateway_identity: present the gateway's own credential (explicit, logged mode).
+        http2: offer HTTP/2 to ``https`` servers (see above for why it is off by default).
+        max_connections: connection pool size.
+        transport: a transport to use instead of the default one (its TLS and pool
+            settings are then its own).
+        internal: with ``gateway_identity``: the client carries only the gateway's own
+            requests (discovery...), named here for the log, instead of the warning.
+        impersonate: impersonate mode (``--identity impersonate``): every request carries
+            the gateway's own credential plus the caller's ``Impersonate-*`` headers, the
+            callers authenticated by these TokenReviews (:class:`~gateway.core.upstream.identity.
+            ImpersonatingAuth`); no caller's token ever leaves on this client.
+
+    Returns:
+        The client; the caller owns it and must close it (``aclose``).
+
+    Raises:
+        ConfigError: the CA or the gateway's certificate cannot be loaded, or, in gateway
+            identity mode, no gateway credential is configured or its exec plugin fails.
+    """
+    ssl_context = build_ssl_context(cfg)
+    auth: httpx.Auth | None = None
+    if impersonate is not None:
+        own = gateway_auth(cfg, ssl_context, internal="callers' requests, each impersonated")
+        auth = ImpersonatingAuth(impersonate, own)
+    elif gateway_identity:
+        auth = gateway_auth(cfg, ssl_context, internal=internal)
+    if cfg.insecure_skip_tls_verify and cfg.is_tls:
+        logger.warning("TLS verification of the upstream %s is OFF", cfg.server)
+
+    use_http2 = http2 and cfg.is_tls
+    if transport is None:
+        transport = httpx.AsyncHTTPTransport(
+            verify=ssl_context,
+            http2=use_http2,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            trust_env=False,
+        )
+    hooks: dict[str, list[Callable[..., Any]]] = {"request": [], "response": []}
+    if cfg.tls_server_name and cfg.is_tls:
+        hooks["request"].append(_sni_hook(cfg.tls_server_name))
+    plain = auth is None and not hooks["request"] and not hooks["response"]
+    return UpstreamClient(
+        direct=transport if plain else None,
+        base_url=cfg.server,
+        auth=auth,
+        headers={"User-Agent": USER_AGENT},
+        timeout=httpx.Timeout(
+            connect=CONNECT_TIMEOUT, read=None, write=WRITE_TIMEOUT, pool=POOL_TIMEOUT
+        ),
+        transport=transport,
+        event_hooks=hooks,
+        follow_redirects=False,
+        # No proxy or netrc from the environment: nothing may add a credential behind our back.
+        trust_env=False,
+    )

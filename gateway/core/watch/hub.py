@@ -1,0 +1,849 @@
+"""The watch hub: one upstream watch per scope, shared by every subscriber of both front ends.
+
+The apiserver's own watch cache is the model.  :class:`WatchHub` keeps one
+:class:`~gateway.core.watch.watcher.Watcher` per (authorization scope, resource, namespace, label
+selector, field selector) and feeds every subscriber of it:
+
+- **One start policy** (:class:`WatchStart`), translated once from the caller's watch
+  options and validated as the apiserver validates them: a snapshot then changes (with the
+  ``k8s.io/initial-events-end`` bookmark for ``sendInitialEvents=true``), changes from now,
+  or changes after a resourceVersion.
+- **Joining a running watch** is exact: a snapshot is taken from the hub's state at the
+  moment of joining, a resume replays the hub's bounded history, and a version older than
+  the history gets the full state framed by ``RESYNC`` markers (what a relist would give);
+  no gap, no duplicate.  A first subscriber that resumes from an older version than the
+  hub's list makes the hub watch from that version, so nothing between is lost.
+- **Bounded memory per subscriber without punishing a reader that keeps up**: the
+  initial events are produced as the subscriber reads them (a snapshot of any size costs
+  one list of references), and only live events are queued.  A subscriber whose queue
+  overflows has stopped reading: it is ended with
+  :class:`~gateway.core.errors.SlowSubscriber` carrying the resume point after the last
+  event it took, and nobody else notices.
+- **Upstream freshness** is the Watcher's: bookmarks always requested (forwarded only to
+  subscribers who asked), resume after closes, relist-and-diff on 410 delivered
+  identically to every subscriber inside ``RESYNC`` frames.  The upstream watch closes a
+  short linger after its last subscriber leaves.
+- **Budgets**: each upstream watch holds a lease of the upstream-stream budget and each
+  subscriber one of the subscriber budget, per identity and in total; past either the
+  caller is refused at once with :class:`~gateway.core.errors.ResourceExhausted`.
+
+Scopes are hashes of the caller's token (:func:`~gateway.core.upstream.budget.scope_of`): by default
+callers share upstream watches only with themselves.  With :class:`SharedWatches` one
+upstream watch, made with the gateway's own credential, serves every identity; each
+subscriber is admitted only after access reviews made with its own token (list and watch on
+that resource in that namespace), cached briefly, and rechecked while it stays subscribed:
+one whose right is gone is ended with ``Forbidden``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, cast
+
+from gateway.core import errors
+from gateway.core.model.options import ListOptions
+from gateway.core.model.registry import Resource
+from gateway.core.model.values import JSON
+from gateway.core.support.wakeup import Wakeup
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.budget import Budget, Lease, scope_of
+from gateway.core.upstream.credentials import ANONYMOUS, Credential
+from gateway.core.watch.access import AccessReviews, forbidden
+from gateway.core.watch.changed import StreamChanges, history_before
+from gateway.core.watch.watcher import (
+    INITIAL_EVENTS_END,
+    RESYNC_ANNOTATION,
+    Backoff,
+    EventType,
+    Watcher,
+    WatchEvent,
+    decimal_version,
+    marker,
+    resource_version_of,
+)
+
+log = logging.getLogger(__name__)
+
+StartMode = Literal["snapshot", "now", "resume"]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchStart:
+    """Where a subscriber's stream starts, decided once for both front ends.
+
+    Attributes:
+        mode: ``snapshot`` (ADDED for every current object, then changes), ``now``
+            (changes from now on) or ``resume`` (changes after ``resource_version``).
+        resource_version: the version to resume after (``resume``).
+        initial_events_end: end the snapshot with a ``BOOKMARK`` annotated
+            ``k8s.io/initial-events-end: "true"`` (``sendInitialEvents=true``).
+        bookmarks: deliver ``BOOKMARK`` progress events.
+        changed_only: the subscriber wants a MODIFIED event only when what it receives of
+            the object changed (watch rule 31): the hub gives it a
+            :class:`~gateway.core.watch.changed.StreamChanges` taken as it joins.
+    """
+
+    mode: StartMode
+    resource_version: str | None = None
+    initial_events_end: bool = False
+    bookmarks: bool = False
+    changed_only: bool = False
+
+    def resuming(self, resource_version: str) -> WatchStart:
+        """This start, but after ``resource_version`` whatever it asked (a client that
+        brings its own resume point, as an SSE ``Last-Event-ID``)."""
+        return replace(
+            self, mode="resume", resource_version=resource_version, initial_events_end=False
+        )
+
+    @classmethod
+    def from_options(cls, options: ListOptions, *, changed_only: bool = False) -> WatchStart:
+        """The start the apiserver would give a watch with these options.
+
+        - ``sendInitialEvents=true``: the current state, then the end bookmark, then changes;
+        - ``sendInitialEvents=false``: changes after ``resourceVersion``, or from now when
+          it is empty or ``"0"``;
+        - unset: ``resourceVersion`` empty or ``"0"`` gives the current state as ADDED
+          then changes; any other version gives the changes after it.
+
+        Raises:
+            InvalidParameter: the options are not a valid watch (as the apiserver says).
+        """
+        options.validate(watch=True)
+        rv = options.resource_version or ""
+        bookmarks = bool(options.allow_watch_bookmarks)
+        if options.send_initial_events:
+            return cls(
+                "snapshot", initial_events_end=True, bookmarks=bookmarks, changed_only=changed_only
+            )
+        if rv in ("", "0"):
+            mode: StartMode = "now" if options.send_initial_events is False else "snapshot"
+            return cls(mode, bookmarks=bookmarks, changed_only=changed_only)
+        return cls("resume", resource_version=rv, bookmarks=bookmarks, changed_only=changed_only)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchTarget:
+    """What one upstream watch watches (the hub's key, besides the scope)."""
+
+    resource: Resource
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str | None, str | None, str | None]:
+        # The version too: two versions of one resource (v1 and v1beta1, both served by
+        # discovery through the generic gRPC service) are two watches, each in its version.
+        return (
+            self.resource.key,
+            self.resource.version,
+            self.namespace,
+            self.label_selector,
+            self.field_selector,
+        )
+
+
+@dataclass(slots=True)
+class HubEvent:
+    """One event as a subscriber receives it.
+
+    Attributes:
+        type: ADDED, MODIFIED, DELETED, BOOKMARK or RESYNC.
+        object: the object as the upstream sent it (shared by every subscriber: read only).
+        resource_version: the event's resourceVersion.
+        resume: the resume point once this event is taken, or ``None`` inside an
+            incomplete snapshot or ``RESYNC`` frame.
+    """
+
+    type: EventType
+    object: JSON
+    resource_version: str
+    resume: str | None
+    _encoded: dict[Any, Any] | None = field(default=None, repr=False)
+    #: Subscribers that have it queued and not taken yet.
+    readers: int = field(default=0, repr=False)
+
+    def encoded(self, key: Any, encode: Callable[[HubEvent], Any]) -> Any:
+        """``encode(self)``, computed once per key for every subscriber of this event.
+
+        Kept while a subscriber still has the event queued: once the last one has taken it
+        and moved on, the encodings go (the event itself may stay in the hub's history for
+        subscribers that resume, who encode it again)."""
+        memo = self._encoded
+        if memo is None:
+            memo = self._encoded = {}
+        try:
+            return memo[key]
+        except KeyError:
+            value = memo[key] = encode(self)
+            return value
+
+
+def admit(floor: int | None, kind: str, resource_version: str) -> tuple[bool, int | None]:
+    """Whether a subscriber whose live events start above ``floor`` takes an event.
+
+    Returns the answer and the floor to keep (``None`` once the floor is passed or a
+    ``RESYNC`` frame began: everything after a relist is news).
+    """
+    if kind == "RESYNC" or floor is None:
+        return True, None
+    at = decimal_version(resource_version)
+    if at is not None and at <= floor:
+        return False, floor
+    return True, floor if kind == "BOOKMARK" else None
+
+
+@dataclass(slots=True)
+class StartPoint:
+    """Where a subscriber joins an upstream watch.
+
+    Attributes:
+        initial: its initial events (snapshot, replay or resync), produced as read.
+        resume: its resume point before it takes any of them.
+        floor: live events at or below this decimal version are not for it.
+    """
+
+    initial: Iterator[HubEvent] | None
+    resume: str | None
+    floor: int | None
+
+
+@dataclass(slots=True)
+class HubStats:
+    """Counters for the metrics endpoint."""
+
+    upstream_watches: int = 0
+    subscribers: int = 0
+    #: Events taken by hub subscribers (of both front ends).
+    events_delivered: int = 0
+    dropped_slow: int = 0
+    relists: int = 0
+    refused: int = 0
+    #: Subscribers refused or ended because an access review said no (shared watches).
+    denied: int = 0
+
+
+class WatchSubscription:
+    """One subscriber of a shared upstream watch.
+
+    Read with ``await next()`` (``None`` once it ended cleanly; it raises the error that
+    ended it) or ``async for``; :meth:`close` when done.  The initial events (snapshot,
+    replay or resync) are produced as they are read; live events wait in a queue of at
+    most ``max_queue``.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_floor",
+        "_held",
+        "_held_queued",
+        "_initial",
+        "_queue",
+        "_stats",
+        "_ticket",
+        "_wakeup",
+        "bookmarks",
+        "changes",
+        "closed",
+        "credential",
+        "delivered",
+        "error",
+        "max_queue",
+        "resume",
+        "upstream",
+    )
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        start: WatchStart,
+        max_queue: int,
+        ticket: Lease,
+        point: StartPoint,
+    ) -> None:
+        self.upstream = upstream
+        self.bookmarks = start.bookmarks
+        self.max_queue = max_queue
+        self._ticket = ticket
+        self._initial = point.initial
+        self._queue: deque[HubEvent] = deque()
+        #: The last event taken, and whether it came from the queue.
+        self._held: HubEvent | None = None
+        self._held_queued = False
+        self._stats = upstream.hub.stats
+        self._wakeup = Wakeup()
+        #: Live events at or below this decimal version are not for this subscriber.
+        self._floor = point.floor
+        self.closed = False
+        self.error: errors.GatewayError | None = None
+        #: The resume point after the last event taken.
+        self.resume = point.resume
+        self.delivered = 0
+        #: Shared watches: the subscriber's own credential, for its periodic access review.
+        self.credential: Credential | None = None
+        #: ``changed_only``: what this subscriber holds of each object (watch rule 31).
+        self.changes: StreamChanges | None = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def __aiter__(self) -> WatchSubscription:
+        return self
+
+    async def __anext__(self) -> HubEvent:
+        event = await self.next()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    def next_nowait(self) -> HubEvent | None:
+        """The next event if one is ready, else ``None`` (see :meth:`next`)."""
+        if self._initial is not None:
+            event = next(self._initial, None)
+            if event is not None:
+                return self._took(event, False)
+            self._initial = None
+        if self._queue:
+            return self._took(self._queue.popleft(), True)
+        return None
+
+    async def next(self) -> HubEvent | None:
+        """The next event, waiting for one; ``None`` when the subscription ended cleanly.
+
+        Raises:
+            GatewayError: what ended it (the upstream refused, it fell behind...).
+        """
+        while True:
+            event = self.next_nowait()
+            if event is not None:
+                return event
+            if self.closed:
+                if self.error is not None:
+                    raise self.error
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def _took(self, event: HubEvent, queued: bool) -> HubEvent:
+        # The event before is done with: the subscriber has used it (encoded, sent).
+        held = self._held
+        if held is not None:
+            _release(held, self._held_queued)
+        self._held = event
+        self._held_queued = queued
+        if event.resume is not None:
+            self.resume = event.resume
+        self.delivered += 1
+        self._stats.events_delivered += 1
+        return event
+
+    def share_wakeup(self, wakeup: Wakeup) -> None:
+        """Wake ``wakeup`` instead of this subscription's own when an event comes or it
+        ends: a reader of several subscriptions (a fleet watch) waits on one flag."""
+        self._wakeup = wakeup
+        wakeup.set()  # whatever is queued already is ready
+
+    # -- fed by the upstream -------------------------------------------------------------
+
+    def offer(self, event: HubEvent) -> None:
+        if self.closed:
+            return
+        if event.type == "BOOKMARK" and not self.bookmarks:
+            return
+        if self._floor is not None or event.type == "RESYNC":
+            taken, self._floor = admit(self._floor, event.type, event.resource_version)
+            if not taken:
+                return
+        if len(self._queue) >= self.max_queue:
+            self.upstream.hub.stats.dropped_slow += 1
+            self.end(
+                errors.SlowSubscriber(
+                    f"the subscriber fell more than {self.max_queue} events behind and was "
+                    "ended; resume from `resourceVersion` to continue without loss",
+                    resource_version=self.resume,
+                )
+            )
+            return
+        self._queue.append(event)
+        event.readers += 1
+        self._wakeup.set()
+
+    def end(self, error: errors.GatewayError | None = None) -> None:
+        """End the subscription: queued and initial events are dropped, readers wake."""
+        if self.closed:
+            return
+        self.error = error
+        self._shut()
+        self._detach()
+
+    def close(self) -> None:
+        """The subscriber is done (idempotent); the last one out starts the linger."""
+        if not self.closed:
+            self._shut()
+        self._detach()
+
+    def _shut(self) -> None:
+        self.closed = True
+        self._initial = None
+        held = self._held
+        if held is not None:
+            self._held = None
+            _release(held, self._held_queued)
+        for event in self._queue:
+            _release(event, True)
+        self._queue.clear()
+        self._wakeup.set()
+
+    def _detach(self) -> None:
+        self._ticket.release()
+        self.upstream.leave(self)
+
+
+def _release(event: HubEvent, queued: bool) -> None:
+    """A subscriber is done with ``event``; the last one drops its encodings."""
+    if queued:
+        event.readers -= 1
+    if event.readers <= 0:
+        event._encoded = None
+
+
+class Upstream:
+    """One shared upstream watch and its subscribers."""
+
+    def __init__(
+        self,
+        hub: WatchHub,
+        key: tuple[Any, ...],
+        target: WatchTarget,
+        *,
+        adapter: KubeAdapter,
+        credential: Credential,
+        lease: Lease,
+    ) -> None:
+        self.hub = hub
+        self.key = key
+        self.target = target
+        self.lease = lease
+        self.watcher = Watcher(
+            adapter,
+            target.resource,
+            namespace=target.namespace,
+            options=ListOptions(
+                label_selector=target.label_selector, field_selector=target.field_selector
+            ),
+            credential=credential,
+            bookmarks=True,
+            backoff=hub.backoff,
+        )
+        self.subscribers: set[WatchSubscription] = set()
+        #: Subscribers waiting for the initial list (they hold the watch open too).
+        self.pending = 0
+        self.history: deque[HubEvent] = deque()
+        #: The history holds every event after this version (``None``: no usable history).
+        self.history_floor: str | None = None
+        self.in_resync = False
+        self.ready = asyncio.Event()
+        self.failure: errors.GatewayError | None = None
+        self.closed = False
+        self.task: asyncio.Task[None] | None = None
+        self._linger: asyncio.TimerHandle | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self, resume_from: str | None) -> None:
+        self.task = asyncio.create_task(
+            self._run(resume_from), name=f"watch-hub-{self.target.resource.key}"
+        )
+        self.task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("watch hub task failed", exc_info=task.exception())
+
+    async def wait_ready(self) -> None:
+        await self.ready.wait()
+        if self.failure is not None:
+            raise self.failure
+        if self.closed:
+            raise errors.Unavailable("the upstream watch closed")
+
+    async def _run(self, resume_from: str | None) -> None:
+        watcher = self.watcher
+        try:
+            await watcher.prime()
+            self.history_floor = watcher.resource_version
+            if resume_from is not None and watcher.catch_up_from(resume_from):
+                self.history_floor = resume_from
+            self.ready.set()
+            self._idle_check()
+            async with aclosing(
+                cast(Any, watcher.events())
+            ) as events:  # an async generator: close it promptly
+                async for event in events:
+                    self._dispatch(event)
+        except asyncio.CancelledError:
+            raise
+        except errors.GatewayError as exc:
+            self.failure = exc
+        except Exception:
+            log.exception("the upstream watch of %s failed", self.target.resource.key)
+            self.failure = errors.Internal("the upstream watch failed")
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.hub._forget(self)
+        self.lease.release()
+        self.ready.set()
+        if self._linger is not None:
+            self._linger.cancel()
+        for sub in list(self.subscribers):
+            sub.end(self.failure)
+
+    def close(self) -> None:
+        """Stop the upstream watch; subscribers end cleanly."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        self._shutdown()
+
+    def leave(self, sub: WatchSubscription) -> None:
+        if sub in self.subscribers:
+            self.subscribers.discard(sub)
+            self.hub.stats.subscribers -= 1
+        self._idle_check()
+
+    def _idle_check(self) -> None:
+        if self.subscribers or self.pending or self.closed or self._linger is not None:
+            return
+        if self.hub.linger <= 0:
+            self.close()
+            return
+        self._linger = asyncio.get_running_loop().call_later(self.hub.linger, self._linger_over)
+
+    def _linger_over(self) -> None:
+        self._linger = None
+        if not self.subscribers:
+            self.close()
+
+    # -- the stream ----------------------------------------------------------------------
+
+    @property
+    def state_version(self) -> str:
+        """The version the hub's state stands at (what a snapshot taken now shows)."""
+        floor = self.watcher.state_floor
+        if floor is not None:
+            return str(floor)
+        return self.watcher.resource_version or ""
+
+    def _dispatch(self, event: WatchEvent) -> None:
+        kind = event.type
+        if kind == "RESYNC":
+            begin = (event.object.get("metadata") or {}).get("annotations", {}).get(
+                RESYNC_ANNOTATION
+            ) == "begin"
+            self.in_resync = begin
+            if begin:
+                self.hub.stats.relists += 1
+                self.history.clear()
+                self.history_floor = None
+            else:
+                self.history_floor = event.resource_version
+        resume = None if self.in_resync else self.watcher.resource_version
+        item = HubEvent(kind, event.object, event.resource_version, resume)
+        if kind in ("ADDED", "MODIFIED", "DELETED") and not self.in_resync:
+            history = self.history
+            if len(history) >= self.hub.history:
+                self.history_floor = history.popleft().resource_version
+            history.append(item)
+        for sub in list(self.subscribers):
+            sub.offer(item)
+
+    # -- joining -------------------------------------------------------------------------
+
+    def join(self, start: WatchStart, ticket: Lease) -> WatchSubscription:
+        """A subscriber at this very point (synchronous: no event can slip in between)."""
+        sub = WatchSubscription(self, start, self.hub.max_queue, ticket, self.starting_point(start))
+        if start.changed_only:
+            sub.changes = self._changes(start)
+        self.subscribers.add(sub)
+        self.hub.stats.subscribers += 1
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        return sub
+
+    def _changes(self, start: WatchStart) -> StreamChanges:
+        """What a subscriber joining now holds of each object, for watch rule 31: what it
+        held at the version it resumes from (as far as the history reaches), the hub's
+        state when it starts from now, else nothing until its initial events say."""
+        if start.mode == "resume":
+            assert start.resource_version is not None
+            return StreamChanges(before=history_before(self.history, start.resource_version))
+        if start.mode == "now" and self.watcher.state_floor is None:
+            return StreamChanges(origin=dict(self.watcher.state))
+        return StreamChanges()
+
+    def starting_point(self, start: WatchStart) -> StartPoint:
+        """Where a subscriber with ``start`` joins now (synchronous, like :meth:`join`)."""
+        at = self.state_version
+        if start.mode == "now":
+            return StartPoint(None, at or None, decimal_version(at))
+        if start.mode == "snapshot":
+            objects = list(self.watcher.state.values())
+            initial = self._snapshot(objects, at, start.initial_events_end)
+            return StartPoint(initial, None if objects else at or None, decimal_version(at))
+        wanted = start.resource_version
+        assert wanted is not None
+        # The last event given out: below the state's version while catching up.
+        last = self.watcher.resource_version or at
+        replay = self._replay(wanted, last)
+        if replay is None:
+            objects = list(self.watcher.state.values())
+            return StartPoint(self._resync(objects, at), None, decimal_version(at))
+        floor = last if replay else wanted
+        return StartPoint(iter(replay), wanted, decimal_version(floor))
+
+    def _snapshot(self, objects: list[JSON], at: str, end_marker: bool) -> Iterator[HubEvent]:
+        last = len(objects) - 1
+        for i, obj in enumerate(objects):
+            rv = resource_version_of(obj) or at
+            yield HubEvent("ADDED", obj, rv, at if i == last else None)
+        if end_marker:
+            end = marker(self.target.resource, at, {INITIAL_EVENTS_END: "true"})
+            yield HubEvent("BOOKMARK", end, at, at)
+
+    def _resync(self, objects: list[JSON], at: str) -> Iterator[HubEvent]:
+        resource = self.target.resource
+        begin = marker(resource, at, {RESYNC_ANNOTATION: "begin"})
+        yield HubEvent("RESYNC", begin, at, None)
+        for obj in objects:
+            yield HubEvent("ADDED", obj, resource_version_of(obj) or at, None)
+        yield HubEvent("RESYNC", marker(resource, at, {RESYNC_ANNOTATION: "end"}), at, at)
+
+    def _replay(self, wanted: str, at: str) -> list[HubEvent] | None:
+        """The history after ``wanted`` up to ``at`` (the last event given out); ``None``
+        when it does not reach back that far."""
+        if wanted == at:
+            return []
+        floor = self.history_floor
+        if floor is None:
+            return None
+        if wanted == floor:
+            return list(self.history)
+        for i, event in enumerate(self.history):
+            if event.resource_version == wanted:
+                return list(self.history)[i + 1 :]
+        n, low, high = decimal_version(wanted), decimal_version(floor), decimal_version(at)
+        if n is None or low is None or high is None or n < low:
+            return None
+        if n >= high:
+            return []  # at or past the hub's point: changes after it, as they come
+        return [e for e in self.history if (decimal_version(e.resource_version) or 0) > n]
+
+
+#: The scope of upstream watches shared across identities (``--shared-watches``).
+SHARED_SCOPE = "shared"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedWatches:
+    """Upstream watches shared across identities, each subscriber admitted by the cluster.
+
+    Attributes:
+        adapter: calls the upstream with the gateway's own credential (its watches).
+        access: answers whether a subscriber may list and watch, with its own token.
+        recheck: seconds between access reviews of every subscriber still subscribed.
+    """
+
+    adapter: KubeAdapter
+    access: AccessReviews
+    recheck: float = 30.0
+
+
+class WatchHub:
+    """The shared upstream watches of one application; it owns their tasks.
+
+    Args:
+        adapter: the upstream adapter; its ``streams`` budget gives each upstream watch
+            its lease.
+        subscribers: the subscriber budget (one lease per subscriber; default 1,000 per
+            identity, 10,000 in all).
+        max_queue: live events a subscriber may fall behind before it is ended.
+        history: events each upstream watch keeps for subscribers that resume.
+        linger: seconds an upstream watch stays open after its last subscriber left.
+        backoff: the upstream watches' retry policy.
+        shared: share upstream watches across identities (made with the gateway's own
+            credential, each subscriber admitted and periodically rechecked by access
+            reviews made with its own token); ``None``: one scope per identity.
+    """
+
+    def __init__(
+        self,
+        adapter: KubeAdapter,
+        *,
+        subscribers: Budget | None = None,
+        max_queue: int = 1024,
+        history: int = 1024,
+        linger: float = 10.0,
+        backoff: Backoff = Backoff(),
+        shared: SharedWatches | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.shared = shared
+        self.streams = adapter.streams
+        self.subscriber_budget = subscribers or Budget("subscriptions", 10_000, 1_000)
+        self.max_queue = max_queue
+        self.history = history
+        self.linger = linger
+        self.backoff = backoff
+        self.stats = HubStats()
+        self._upstreams: dict[tuple[Any, ...], Upstream] = {}
+        self._rechecks: asyncio.Task[None] | None = None
+        #: Shutting down: no new subscriber (see :meth:`drain`).
+        self.draining = False
+
+    @property
+    def upstreams(self) -> list[Upstream]:
+        return list(self._upstreams.values())
+
+    async def subscribe(
+        self,
+        target: WatchTarget,
+        start: WatchStart,
+        credential: Credential,
+    ) -> WatchSubscription:
+        """Join (or open) the upstream watch of ``target`` for the caller's scope.
+
+        A ``resume`` start that opens the upstream watch makes it watch from that version
+        (older than its list), so the subscriber loses nothing.
+
+        Raises:
+            ResourceExhausted: the caller's (or everyone's) subscriber or upstream-stream
+                budget is spent.
+            GatewayError: the upstream refused the watch (401, 403, 400...).
+        """
+        target.resource.check("watch")
+        if self.draining:
+            raise errors.Draining()
+        caller = scope_of(credential)
+        try:
+            ticket = self.subscriber_budget.acquire(caller)
+        except errors.ResourceExhausted:
+            self.stats.refused += 1
+            raise
+        upstream: Upstream | None = None
+        try:
+            shared = self.shared
+            if shared is None:
+                scope, adapter, upstream_credential = caller, self.adapter, credential
+            else:
+                allowed = await shared.access.may_watch(
+                    credential, target.resource, target.namespace
+                )
+                if not allowed:
+                    self.stats.denied += 1
+                    raise forbidden(target.resource, target.namespace)
+                # The gateway's own credential (the adapter adds it to anonymous calls).
+                scope, adapter, upstream_credential = SHARED_SCOPE, shared.adapter, ANONYMOUS
+            key = (scope, *target.key)
+            upstream = self._upstreams.get(key)
+            if upstream is None:
+                try:
+                    # charged to the caller who opens it: one identity cannot open
+                    # unboundedly many shared watches with distinct selectors
+                    lease = self.streams.acquire(caller)
+                except errors.ResourceExhausted:
+                    self.stats.refused += 1
+                    raise
+                upstream = Upstream(
+                    self, key, target, adapter=adapter, credential=upstream_credential, lease=lease
+                )
+                self._upstreams[key] = upstream
+                self.stats.upstream_watches += 1
+                upstream.start(start.resource_version if start.mode == "resume" else None)
+            upstream.pending += 1
+            try:
+                await upstream.wait_ready()
+            finally:
+                upstream.pending -= 1
+            if self.draining:
+                raise errors.Draining()
+            sub = upstream.join(start, ticket)
+            if shared is not None:
+                sub.credential = credential
+                if self._rechecks is None:
+                    self._rechecks = asyncio.create_task(self._recheck(shared), name="hub-rbac")
+            return sub
+        except BaseException:
+            ticket.release()
+            if upstream is not None:
+                upstream._idle_check()  # a joiner that gave up must not keep it open
+            raise
+
+    def _forget(self, upstream: Upstream) -> None:
+        if self._upstreams.get(upstream.key) is upstream:
+            del self._upstreams[upstream.key]
+            self.stats.upstream_watches -= 1
+
+    async def _recheck(self, shared: SharedWatches) -> None:
+        """Review every shared subscriber's access again, one review per identity and
+        watch, ending those whose right is gone (the cluster's RBAC may change anytime)."""
+        limit = asyncio.Semaphore(16)
+        while True:
+            await asyncio.sleep(shared.recheck)
+            groups: dict[tuple[str, Any], list[WatchSubscription]] = {}
+            for upstream in self.upstreams:
+                for sub in upstream.subscribers:
+                    if sub.credential is not None:
+                        groups.setdefault((scope_of(sub.credential), upstream.key), []).append(sub)
+
+            async def review(subs: list[WatchSubscription]) -> None:
+                first = subs[0]
+                assert first.credential is not None
+                target = first.upstream.target
+                try:
+                    async with limit:
+                        allowed = await shared.access.may_watch(
+                            first.credential, target.resource, target.namespace, fresh=True
+                        )
+                except (errors.Unauthorized, errors.Forbidden) as exc:
+                    allowed, error = False, exc
+                except errors.GatewayError:
+                    return  # the review could not be made now: keep them, ask next time
+                else:
+                    error = forbidden(target.resource, target.namespace)
+                if not allowed:
+                    for sub in subs:
+                        self.stats.denied += 1
+                        sub.end(error)
+
+            await asyncio.gather(*(review(subs) for subs in groups.values()))
+
+    def drain(self) -> None:
+        """The gateway is shutting down: refuse new subscribers and end every subscriber
+        with :class:`~gateway.core.errors.Draining` carrying its resume point (the version
+        after the last event it took; ``None`` inside its initial events), from which it
+        resumes on another replica without loss (watch rule 7)."""
+        self.draining = True
+        for upstream in self.upstreams:
+            for sub in list(upstream.subscribers):
+                sub.end(errors.Draining(resource_version=sub.resume))
+
+    async def aclose(self) -> None:
+        """Stop every upstream watch; their subscribers end cleanly."""
+        if self._rechecks is not None:
+            self._rechecks.cancel()
+            await asyncio.gather(self._rechecks, return_exceptions=True)
+        upstreams = list(self._upstreams.values())
+        for upstream in upstreams:
+            upstream.close()
+        tasks = [u.task for u in upstreams if u.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
