@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.core.upstream.config import ConfigError
+from gateway.core import ConfigError
 
 if TYPE_CHECKING:
     from kube_gateway_demo import DemoUpstream

@@ -43,7 +43,7 @@ from typing import Any, Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.core.process import tracing
+from gateway.core import tracing
 
 __all__ = [
     "AccessRecord",

@@ -44,7 +44,7 @@ from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import Budget, Newcomers
 from gateway.core.upstream.client import build_http_client
 from gateway.core.upstream.config import ConfigError
-from gateway.core.upstream.identity import IMPERSONATE, Carrying, TokenReviews
+from gateway.core.upstream.identity import IMPERSONATE, Carrying, ImpersonatingAuth, TokenReviews
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
 from gateway.graphql.clusters import ClusterEndpoints
@@ -238,7 +238,7 @@ def _client(
         http2=settings.upstream_http2,
         max_connections=pool,
         internal=internal,
-        impersonate=impersonate,
+        impersonate=(lambda own: ImpersonatingAuth(impersonate, own)) if impersonate else None,
     )
     stack.push_async_callback(built.aclose)
     return built

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from gateway.core.fleet.cluster import DEFAULT as DEFAULT_CLUSTER
-from gateway.core.upstream.config import ConfigError
+from gateway.core import DEFAULT as DEFAULT_CLUSTER
+from gateway.core import ConfigError
 
 ENV_PREFIX = "KUBE_GATEWAY_"
 
@@ -430,7 +430,7 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             f"--log-format ({ENV_PREFIX}LOG_FORMAT) must be auto, json or text, got {log_format!r}"
         )
     if values.get("resources"):
-        from gateway.core.catalog.discovery import ResourcePatterns
+        from gateway.core import ResourcePatterns
 
         try:
             ResourcePatterns.parse(values["resources"])

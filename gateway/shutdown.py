@@ -17,8 +17,7 @@ import orjson
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.core import errors
-from gateway.core.process.drain import Drain
+from gateway.core import Drain, errors
 
 log = logging.getLogger(__name__)
 

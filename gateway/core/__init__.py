@@ -1,0 +1,225 @@
+"""The core's front door: everything the front ends (and the README's and docs' examples) use.
+
+The core is layered in subpackages, bottom up: ``support`` (a coalescing cache, wake-ups, JSON
+at any depth), ``process`` (metrics, tracing, the drain, the C heap), ``model`` (the registry,
+the schema, OpenAPI, relations, options), ``lists`` (large lists: slices, projections, the
+protobuf wire, worker processes), ``upstream`` (configuration, credentials, the httpx clients,
+budgets, the adapter, identity), ``watch`` (watchers, the hub, changed-fields filters, access
+reviews, log follows), ``catalog`` (discovery, OpenAPI documents, reloads), ``fleet`` (clusters,
+the fleet, fan-out, merged watches, visibility) and ``calls`` (``perform`` and ``open_stream``,
+the two entry points of every operation).  Each imports only from below it
+(``tests/gateway/test_layers.py``).  What is not named here is the core's own business.
+"""
+
+from __future__ import annotations
+
+from gateway.core import errors
+from gateway.core.calls.operations import Action, Call, Operation, operations, perform
+from gateway.core.calls.streaming import LogStream, ReadAhead, Stream, open_stream
+from gateway.core.catalog import openapi_documents
+from gateway.core.catalog.catalog import Catalog, CatalogHolder, GroupVersionKey
+from gateway.core.catalog.discovery import ResourcePatterns
+from gateway.core.errors import GatewayError, Internal, Unauthorized, UnknownResource
+from gateway.core.fleet.cluster import DEFAULT, Cluster
+from gateway.core.fleet.fanout import (
+    FleetStreams,
+    Selection,
+    check_listed,
+    check_resume,
+    each_cluster,
+    open_fleet_stream,
+    select,
+)
+from gateway.core.fleet.fleet import Fleet
+from gateway.core.fleet.visibility import View, Visibility
+from gateway.core.fleet.watches import FleetEvent, FleetStream, decode_resume
+from gateway.core.lists.large import LARGE_LIST, LargeLists, ListEncoding, encode_now, is_large
+from gateway.core.lists.projections import (
+    ALWAYS,
+    CHECKS,
+    CONST,
+    COPY,
+    LEAF,
+    PASSTHROUGH,
+    READ,
+    SELF,
+    Fallback,
+    Project,
+    Spec,
+    Step,
+    dict_resolver,
+    generate,
+    identity,
+    leaf_of,
+    list_of,
+    nonnull_of,
+    then,
+)
+from gateway.core.lists.protowire import (
+    StructCache,
+    TooDeep,
+    encode_struct,
+    field_tag,
+    length_prefixed,
+    varint,
+)
+from gateway.core.lists.workers import Undecoded, project, wire
+from gateway.core.model import openapi, schema
+from gateway.core.model.options import (
+    DeleteOptions,
+    ListOptions,
+    LogOptions,
+    PatchOptions,
+    PatchType,
+    Preconditions,
+    WriteOptions,
+)
+from gateway.core.model.registry import POD, REGISTRY, Registry, Resource
+from gateway.core.model.relations import RELATIONS, Relation
+from gateway.core.model.schema import (
+    ListOf,
+    MapOf,
+    Model,
+    ObjectType,
+    Ref,
+    Scalar,
+    ScalarKind,
+    SchemaError,
+    TypeRef,
+    seed_model,
+)
+from gateway.core.model.values import JSON
+from gateway.core.process import heap, tracing
+from gateway.core.process.drain import Drain
+from gateway.core.support import deepjson
+from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.upstream.budget import scope_of
+from gateway.core.upstream.config import ConfigError
+from gateway.core.upstream.credentials import (
+    ANONYMOUS,
+    Credential,
+    credential_of_authorization,
+    credential_of_token,
+)
+from gateway.core.upstream.identity import identified, refuse_impersonation
+from gateway.core.watch.changed import Digest, StreamChanges, digest
+from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
+from gateway.core.watch.logfollow import RawLine
+from gateway.core.watch.watcher import WatchEvent
+
+__all__ = [
+    "ALWAYS",
+    "ANONYMOUS",
+    "CHECKS",
+    "CONST",
+    "COPY",
+    "DEFAULT",
+    "JSON",
+    "LARGE_LIST",
+    "LEAF",
+    "PASSTHROUGH",
+    "POD",
+    "READ",
+    "REGISTRY",
+    "RELATIONS",
+    "SELF",
+    "Action",
+    "Call",
+    "Catalog",
+    "CatalogHolder",
+    "Cluster",
+    "ConfigError",
+    "Credential",
+    "DeleteOptions",
+    "Digest",
+    "Drain",
+    "Fallback",
+    "Fleet",
+    "FleetEvent",
+    "FleetStream",
+    "FleetStreams",
+    "GatewayError",
+    "GroupVersionKey",
+    "HubEvent",
+    "Internal",
+    "KubeAdapter",
+    "LargeLists",
+    "ListEncoding",
+    "ListOf",
+    "ListOptions",
+    "LogOptions",
+    "LogStream",
+    "MapOf",
+    "Model",
+    "ObjectType",
+    "Operation",
+    "PatchOptions",
+    "PatchType",
+    "Preconditions",
+    "Project",
+    "RawLine",
+    "ReadAhead",
+    "Ref",
+    "Registry",
+    "Relation",
+    "Resource",
+    "ResourcePatterns",
+    "Scalar",
+    "ScalarKind",
+    "SchemaError",
+    "Selection",
+    "Spec",
+    "Step",
+    "Stream",
+    "StreamChanges",
+    "StructCache",
+    "TooDeep",
+    "TypeRef",
+    "Unauthorized",
+    "Undecoded",
+    "UnknownResource",
+    "View",
+    "Visibility",
+    "WatchEvent",
+    "WatchHub",
+    "WatchSubscription",
+    "WriteOptions",
+    "check_listed",
+    "check_resume",
+    "credential_of_authorization",
+    "credential_of_token",
+    "decode_resume",
+    "deepjson",
+    "dict_resolver",
+    "digest",
+    "each_cluster",
+    "encode_now",
+    "encode_struct",
+    "errors",
+    "field_tag",
+    "generate",
+    "heap",
+    "identified",
+    "identity",
+    "is_large",
+    "leaf_of",
+    "length_prefixed",
+    "list_of",
+    "nonnull_of",
+    "open_fleet_stream",
+    "open_stream",
+    "openapi",
+    "openapi_documents",
+    "operations",
+    "perform",
+    "project",
+    "refuse_impersonation",
+    "schema",
+    "scope_of",
+    "seed_model",
+    "select",
+    "then",
+    "tracing",
+    "varint",
+    "wire",
+]

@@ -27,7 +27,7 @@ from typing import Any
 import strawberry
 from graphql import GraphQLSchema, ListTypeNode, NonNullTypeNode
 
-from gateway.core.process.drain import Drain
+from gateway.core import Drain
 from gateway.graphql.errors import ApiError
 from gateway.graphql.execution import Engine, Introspections, Prepared
 from gateway.graphql.limits import Limits

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import strawberry
 
-from gateway.core.model.options import (
+from gateway.core import (
     DeleteOptions,
     ListOptions,
     LogOptions,

@@ -21,7 +21,7 @@ import strawberry
 from strawberry.types import Info
 from strawberry.types.field import StrawberryField
 
-from gateway.core.fleet.cluster import Cluster
+from gateway.core import Cluster
 from gateway.graphql.context import Context
 
 __all__ = ["GatewayCluster", "clusters_field"]

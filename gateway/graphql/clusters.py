@@ -27,10 +27,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 
-from gateway.core import errors
-from gateway.core.fleet.cluster import DEFAULT, Cluster
-from gateway.core.fleet.fleet import Fleet
-from gateway.core.upstream.credentials import ANONYMOUS, Credential, credential_of_authorization
+from gateway.core import (
+    ANONYMOUS,
+    DEFAULT,
+    Cluster,
+    Credential,
+    Fleet,
+    credential_of_authorization,
+    errors,
+)
 from gateway.graphql.errors import format_exception
 from gateway.graphql.fleet import FleetEndpoint
 from gateway.graphql.live import GroupEndpoint, LiveSchema, refuse

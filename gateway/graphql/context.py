@@ -7,19 +7,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.credentials import (
+from gateway.core import (
     ANONYMOUS,
     Credential,
+    KubeAdapter,
     credential_of_authorization,
     credential_of_token,
 )
 from gateway.graphql.loaders import Loaders
 
 if TYPE_CHECKING:
-    from gateway.core.fleet.cluster import Cluster
-    from gateway.core.fleet.visibility import Visibility
-    from gateway.core.watch.hub import WatchHub
+    from gateway.core import Cluster, Visibility, WatchHub
 
 _ids = itertools.count(1)
 

@@ -38,7 +38,7 @@ from graphql import (
     validate,
 )
 
-from gateway.core.errors import GatewayError
+from gateway.core import GatewayError
 from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.errors import ApiError, format_error, format_exception
 from gateway.graphql.limits import Limits, check_document, check_fragment_cycles

@@ -54,21 +54,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.core import errors
-from gateway.core.fleet.cluster import Cluster
-from gateway.core.fleet.fanout import (
+from gateway.core import (
+    Cluster,
+    Credential,
+    Fleet,
+    FleetEvent,
+    FleetStream,
     FleetStreams,
+    ListOptions,
     Selection,
+    View,
+    WatchSubscription,
     check_resume,
+    decode_resume,
+    errors,
     open_fleet_stream,
     select,
 )
-from gateway.core.fleet.fleet import Fleet
-from gateway.core.fleet.visibility import View
-from gateway.core.fleet.watches import FleetEvent, FleetStream, decode_resume
-from gateway.core.model.options import ListOptions
-from gateway.core.upstream.credentials import Credential
-from gateway.core.watch.hub import WatchSubscription
 from gateway.graphql.context import Context
 from gateway.graphql.errors import code_of
 from gateway.graphql.graphiql import settings_response

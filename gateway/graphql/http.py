@@ -35,10 +35,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
-from gateway.core import errors
-from gateway.core.support import deepjson
-from gateway.core.upstream.credentials import Credential
-from gateway.core.upstream.identity import refuse_impersonation
+from gateway.core import Credential, deepjson, errors, refuse_impersonation
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Prepared, RequestError
@@ -53,7 +50,7 @@ from gateway.requestid import (
 )
 
 if TYPE_CHECKING:
-    from gateway.graphql.server import GraphQLApp
+    from gateway.graphql.endpoint import Endpoint
 
 JSON_TYPES = ("application/json", "application/graphql-response+json")
 
@@ -194,7 +191,7 @@ def resume_of(request: Request) -> str | None:
     return value
 
 
-async def handle(app: GraphQLApp, request: Request) -> Response:
+async def handle(app: Endpoint, request: Request) -> Response:
     """Serve one HTTP request to ``/graphql``."""
     accept = request.headers.get("accept", "")
     media, legacy = negotiate(accept)
@@ -313,7 +310,7 @@ def _sse_errors(response: dict[str, Any]) -> Response:
 
 
 def _sse(
-    app: GraphQLApp,
+    app: Endpoint,
     request: Request,
     prepared: Prepared,
     variables: dict[str, Any] | None,
@@ -385,7 +382,7 @@ def _part(payload: str) -> str:
 
 
 def _multipart(
-    app: GraphQLApp,
+    app: Endpoint,
     request: Request,
     prepared: Prepared,
     variables: dict[str, Any] | None,

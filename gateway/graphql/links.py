@@ -17,8 +17,7 @@ import strawberry
 from strawberry import Info
 from strawberry.types.field import StrawberryField
 
-from gateway.core.model.registry import Resource
-from gateway.core.model.relations import RELATIONS, Relation
+from gateway.core import RELATIONS, Relation, Resource
 from gateway.graphql.context import Context
 from gateway.graphql.objects import GeneratedTypes
 

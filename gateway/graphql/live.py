@@ -36,12 +36,18 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from gateway.core.catalog import openapi_documents as documents
-from gateway.core.catalog.catalog import Catalog, CatalogHolder
-from gateway.core.errors import GatewayError, Internal, Unauthorized, UnknownResource
-from gateway.core.process import heap
-from gateway.core.upstream.credentials import Credential
-from gateway.core.upstream.identity import identified
+from gateway.core import (
+    Catalog,
+    CatalogHolder,
+    Credential,
+    GatewayError,
+    Internal,
+    Unauthorized,
+    UnknownResource,
+    heap,
+    identified,
+)
+from gateway.core import openapi_documents as documents
 from gateway.graphql import websocket
 from gateway.graphql.context import credential_from_header
 from gateway.graphql.errors import format_exception

@@ -13,11 +13,7 @@ from typing import Any
 
 from strawberry.dataloader import DataLoader
 
-from gateway.core import errors
-from gateway.core.model.options import ListOptions
-from gateway.core.model.registry import POD, Resource
-from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.credentials import Credential
+from gateway.core import POD, Credential, KubeAdapter, ListOptions, Resource, errors
 
 #: Up to this many names of one namespace are read one by one; more cost one list.
 GET_THRESHOLD = 3

@@ -43,11 +43,16 @@ from graphql import (
 )
 from strawberry.types.arguments import convert_arguments
 
-from gateway.core.calls.operations import Operation, operations
-from gateway.core.model import schema
-from gateway.core.model.registry import REGISTRY, Registry, Resource
-from gateway.core.model.relations import RELATIONS
-from gateway.core.watch.hub import WatchSubscription
+from gateway.core import (
+    REGISTRY,
+    RELATIONS,
+    Operation,
+    Registry,
+    Resource,
+    WatchSubscription,
+    operations,
+    schema,
+)
 from gateway.graphql import operations as ops
 from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.links import relation_resolver

@@ -22,8 +22,7 @@ from strawberry.types.base import get_object_definition
 from strawberry.types.field import StrawberryField
 from strawberry.types.unset import UNSET
 
-from gateway.core.model import schema
-from gateway.core.model.registry import REGISTRY, Registry, Resource
+from gateway.core import REGISTRY, Registry, Resource, schema
 from gateway.graphql.scalars import JSON, SCALAR_TYPES
 
 #: Definition ids generated besides the served kinds (results of deletes).

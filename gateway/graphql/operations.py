@@ -34,10 +34,20 @@ import yaml
 from strawberry import Info
 from strawberry.types.field import StrawberryField
 
-from gateway.core import errors
-from gateway.core.calls.operations import Call, Operation, operations, perform
-from gateway.core.model.options import DeleteOptions, ListOptions, LogOptions, WriteOptions
-from gateway.core.model.registry import REGISTRY, Registry, Resource
+from gateway.core import (
+    REGISTRY,
+    Call,
+    DeleteOptions,
+    ListOptions,
+    LogOptions,
+    Operation,
+    Registry,
+    Resource,
+    WriteOptions,
+    errors,
+    operations,
+    perform,
+)
 from gateway.graphql import arguments as A
 from gateway.graphql.arguments import Arg, WatchEventType
 from gateway.graphql.clusterinfo import clusters_field

@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 import watchfiles
 
-from gateway.core.upstream.config import ConfigError
+from gateway.core import ConfigError
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import Engine, Prepared, RequestError
 

@@ -54,29 +54,32 @@ from graphql import (
     Undefined,
 )
 
-from gateway.core.lists.large import LARGE_LIST, LargeLists, is_large
-from gateway.core.lists.projections import (
+from gateway.core import (
     ALWAYS,
     CHECKS,
     CONST,
     COPY,
+    LARGE_LIST,
     LEAF,
     PASSTHROUGH,
     READ,
     SELF,
     Fallback,
+    LargeLists,
     Project,
     Spec,
     Step,
+    Undecoded,
     dict_resolver,
     generate,
     identity,
+    is_large,
     leaf_of,
     list_of,
     nonnull_of,
+    project,
     then,
 )
-from gateway.core.lists.workers import Undecoded, project
 from gateway.graphql._library import (
     NATIVE,
     NOT_COMPLETED,
@@ -248,12 +251,13 @@ class ProjectingExecutor(CompletingExecutor):
         (no plan for this selection, a value only a serialiser here can complete, no
         worker), decoded here and completed as any decoded list is."""
         plan = self._plan(return_type, fields)
-        workers = body.lists.workers
+        lists = self._large_lists()
+        workers = lists.workers
         if plan is not None and workers is not None:
             projected = await workers.run(body, project(plan.spec))
             if projected is not None:
                 return orjson.Fragment(projected)
-        value = await body.decoded()
+        value = await lists.decoded(body)
         done = self.complete_directly(return_type, fields, value)
         if type(done) is CoroutineType:
             done = await done

@@ -15,7 +15,7 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.types.scalar import ScalarDefinition
 
-from gateway.core.model.schema import ScalarKind
+from gateway.core import ScalarKind
 
 Quantity = NewType("Quantity", str)
 IntOrString = NewType("IntOrString", object)

@@ -19,10 +19,16 @@ from typing import Any, Final
 import strawberry
 from graphql import GraphQLSchema, print_schema
 
-from gateway.core.catalog.catalog import Catalog, GroupVersionKey
-from gateway.core.model import openapi
-from gateway.core.model.registry import REGISTRY, Registry, Resource
-from gateway.core.model.schema import Model, seed_model
+from gateway.core import (
+    REGISTRY,
+    Catalog,
+    GroupVersionKey,
+    Model,
+    Registry,
+    Resource,
+    openapi,
+    seed_model,
+)
 from gateway.graphql._library import graphql_schema
 from gateway.graphql.native import build_group_schema
 from gateway.graphql.objects import Built

@@ -14,9 +14,7 @@ from collections.abc import Mapping
 import strawberry
 from strawberry.schema.config import StrawberryConfig
 
-from gateway.core.lists.projections import dict_resolver
-from gateway.core.model.registry import REGISTRY, Registry
-from gateway.core.model.schema import Model
+from gateway.core import REGISTRY, Model, Registry, dict_resolver
 from gateway.graphql.links import link_fields
 from gateway.graphql.objects import Built, generate
 from gateway.graphql.operations import RootBuilder

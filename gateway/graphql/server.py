@@ -13,12 +13,15 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from gateway.core.errors import Unauthorized, UnknownResource
-from gateway.core.fleet.cluster import Cluster
-from gateway.core.fleet.fleet import Fleet
-from gateway.core.process.drain import Drain
-from gateway.core.upstream.credentials import Credential
-from gateway.core.upstream.identity import identified
+from gateway.core import (
+    Cluster,
+    Credential,
+    Drain,
+    Fleet,
+    Unauthorized,
+    UnknownResource,
+    identified,
+)
 from gateway.graphql import http, websocket
 from gateway.graphql.admission import Admission
 from gateway.graphql.context import Context

@@ -17,11 +17,16 @@ from typing import Any, Optional
 
 import strawberry
 
-from gateway.core.calls.operations import Call, Operation
-from gateway.core.calls.streaming import LogStream, ReadAhead, open_stream
-from gateway.core.model.options import ListOptions
-from gateway.core.watch.hub import WatchSubscription
-from gateway.core.watch.logfollow import RawLine
+from gateway.core import (
+    Call,
+    ListOptions,
+    LogStream,
+    Operation,
+    RawLine,
+    ReadAhead,
+    WatchSubscription,
+    open_stream,
+)
 from gateway.graphql.arguments import log_options
 from gateway.graphql.context import Context
 from gateway.graphql.scalars import Time

@@ -41,14 +41,21 @@ from graphql import (
     SelectionSetNode,
 )
 
-from gateway.core import errors
-from gateway.core.calls.streaming import ReadAhead, Stream
-from gateway.core.fleet.watches import FleetEvent, FleetStream
-from gateway.core.model.values import JSON
-from gateway.core.support import deepjson
-from gateway.core.upstream.budget import scope_of
-from gateway.core.watch.changed import Digest, StreamChanges, digest
-from gateway.core.watch.hub import HubEvent, WatchSubscription
+from gateway.core import (
+    JSON,
+    Digest,
+    FleetEvent,
+    FleetStream,
+    HubEvent,
+    ReadAhead,
+    Stream,
+    StreamChanges,
+    WatchSubscription,
+    deepjson,
+    digest,
+    errors,
+    scope_of,
+)
 from gateway.graphql.context import Context
 from gateway.graphql.errors import format_exception
 from gateway.graphql.execution import Engine, Prepared, Response

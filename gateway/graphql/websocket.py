@@ -25,10 +25,7 @@ import orjson
 from starlette.types import Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from gateway.core import errors
-from gateway.core.support import deepjson
-from gateway.core.upstream.credentials import ANONYMOUS, Credential
-from gateway.core.upstream.identity import refuse_impersonation
+from gateway.core import ANONYMOUS, Credential, deepjson, errors, refuse_impersonation
 from gateway.graphql.context import Context, credential_from_header, credential_from_payload
 from gateway.graphql.errors import ApiError, format_exception
 from gateway.graphql.execution import RequestError
@@ -36,7 +33,7 @@ from gateway.graphql.origins import REFUSAL, origin_allowed
 from gateway.requestid import note_event, note_subscription_end, operation_log
 
 if TYPE_CHECKING:
-    from gateway.graphql.server import GraphQLApp
+    from gateway.graphql.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +61,7 @@ class Connection:
 
     def __init__(
         self,
-        app: GraphQLApp,
+        app: Endpoint,
         websocket: WebSocket,
         protocol: str,
         send: Send | None = None,
@@ -322,11 +319,11 @@ class Connection:
 
 
 #: Finds the endpoint of a connection from its caller's credential.
-Resolve = Callable[[Credential], Awaitable["GraphQLApp"]]
+Resolve = Callable[[Credential], Awaitable["Endpoint"]]
 
 
 async def serve(
-    app: GraphQLApp, websocket: WebSocket, send: Send | None = None, resolve: Resolve | None = None
+    app: Endpoint, websocket: WebSocket, send: Send | None = None, resolve: Resolve | None = None
 ) -> None:
     """Accept a WebSocket with one of the two protocols and serve it until it closes.
 

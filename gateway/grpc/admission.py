@@ -59,10 +59,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 
-from gateway.core import errors
-from gateway.core.fleet.cluster import DEFAULT
-from gateway.core.process.drain import Drain
-from gateway.core.upstream.identity import refuse_impersonation
+from gateway.core import DEFAULT, Drain, errors, refuse_impersonation
 from gateway.grpc.status import internal_status, to_status
 from gateway.requestid import HEADER, AccessRecord, request_id_of, serving
 

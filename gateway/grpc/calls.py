@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from gateway.core import errors
-from gateway.core.upstream.credentials import ANONYMOUS, Credential, credential_of_authorization
-from gateway.core.upstream.identity import refuse_impersonation
+from gateway.core import (
+    ANONYMOUS,
+    Credential,
+    credential_of_authorization,
+    errors,
+    refuse_impersonation,
+)
 
 __all__ = ["credential_of", "timeout_of"]
 

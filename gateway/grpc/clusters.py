@@ -20,9 +20,7 @@ from typing import Final
 
 import grpc
 
-from gateway.core import errors
-from gateway.core.fleet.cluster import Cluster
-from gateway.core.fleet.fleet import Fleet
+from gateway.core import Cluster, Fleet, errors
 from gateway.grpc.calls import credential_of
 from gateway.grpc.gen.kubegateway.v1 import cluster_pb2
 from gateway.grpc.status import to_status

@@ -37,16 +37,21 @@ from typing import Any, Final
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
-from gateway.core.lists.large import ListEncoding, encode_now
-from gateway.core.lists.protowire import (
+from gateway.core import (
+    ListEncoding,
+    ListOf,
+    MapOf,
+    Ref,
+    Scalar,
     StructCache,
+    TypeRef,
+    WatchEvent,
+    encode_now,
     field_tag,
     length_prefixed,
+    schema,
     varint,
 )
-from gateway.core.model import schema
-from gateway.core.model.schema import ListOf, MapOf, Ref, Scalar, TypeRef
-from gateway.core.watch.watcher import WatchEvent
 from gateway.grpc import mask as masks
 from gateway.grpc.contract import STRUCT, Contract, contract
 from gateway.grpc.messages import message_class

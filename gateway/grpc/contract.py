@@ -23,10 +23,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
-from gateway.core.calls.operations import Action, Operation, operations
-from gateway.core.model import schema
-from gateway.core.model.registry import REGISTRY, Registry, Resource
-from gateway.core.model.schema import ListOf, ObjectType, Ref, Scalar, SchemaError
+from gateway.core import (
+    REGISTRY,
+    Action,
+    ListOf,
+    ObjectType,
+    Operation,
+    Ref,
+    Registry,
+    Resource,
+    Scalar,
+    SchemaError,
+    operations,
+    schema,
+)
 
 __all__ = [
     "PACKAGE",

@@ -32,25 +32,28 @@ from typing import Any, Final, NoReturn
 
 import grpc
 
-from gateway.core import errors
-from gateway.core.calls.operations import Call, Operation
-from gateway.core.calls.streaming import open_stream
-from gateway.core.fleet.watches import FleetStream
-from gateway.core.model.options import (
+from gateway.core import (
+    JSON,
+    Call,
+    Credential,
     DeleteOptions,
+    Digest,
+    Drain,
+    FleetStream,
+    HubEvent,
+    KubeAdapter,
     ListOptions,
+    Operation,
     PatchOptions,
     PatchType,
     Preconditions,
+    WatchHub,
+    WatchSubscription,
     WriteOptions,
+    errors,
+    identified,
+    open_stream,
 )
-from gateway.core.model.values import JSON
-from gateway.core.process.drain import Drain
-from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.credentials import Credential
-from gateway.core.upstream.identity import identified
-from gateway.core.watch.changed import Digest
-from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.grpc.calls import credential_of, timeout_of
 from gateway.grpc.status import internal_status, to_status
 

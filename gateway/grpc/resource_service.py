@@ -42,30 +42,38 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core import errors
-from gateway.core.calls.operations import Action, Operation, perform
-from gateway.core.calls.streaming import open_stream
-from gateway.core.catalog.catalog import CatalogHolder
-from gateway.core.fleet.cluster import Cluster
-from gateway.core.fleet.fanout import (
+from gateway.core import (
+    Action,
+    CatalogHolder,
+    Cluster,
+    Credential,
+    Drain,
+    FleetEvent,
     FleetStreams,
+    HubEvent,
+    KubeAdapter,
+    ListEncoding,
+    Operation,
+    Resource,
+    TooDeep,
+    WatchHub,
+    WatchSubscription,
     check_listed,
     check_resume,
+    deepjson,
+    digest,
     each_cluster,
+    encode_struct,
+    errors,
+    field_tag,
+    length_prefixed,
     open_fleet_stream,
+    open_stream,
+    perform,
     select,
+    varint,
+    wire,
 )
-from gateway.core.fleet.watches import FleetEvent
-from gateway.core.lists.large import ListEncoding
-from gateway.core.lists.protowire import TooDeep, encode_struct, field_tag, length_prefixed, varint
-from gateway.core.lists.workers import wire
-from gateway.core.model.registry import Resource
-from gateway.core.process.drain import Drain
-from gateway.core.support import deepjson
-from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.credentials import Credential
-from gateway.core.watch.changed import digest
-from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import LIST_SLICE, Codec, struct_json
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2

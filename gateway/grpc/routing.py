@@ -26,10 +26,7 @@ from typing import Any
 
 import grpc
 
-from gateway.core import errors
-from gateway.core.fleet.cluster import DEFAULT, Cluster
-from gateway.core.fleet.fleet import Fleet
-from gateway.core.upstream.credentials import ANONYMOUS, Credential
+from gateway.core import ANONYMOUS, DEFAULT, Cluster, Credential, Fleet, errors
 from gateway.grpc.admission import CLUSTER_METADATA
 from gateway.grpc.calls import credential_of
 from gateway.grpc.handling import OpenStreams, ServicerBase

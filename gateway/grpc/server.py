@@ -26,10 +26,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from gateway.core.fleet.cluster import Cluster
-from gateway.core.fleet.fanout import FleetStreams
-from gateway.core.fleet.fleet import Fleet
-from gateway.core.process.drain import Drain
+from gateway.core import Cluster, Drain, Fleet, FleetStreams
 from gateway.grpc import clusters
 from gateway.grpc.admission import Admission, AnonymousStreams
 from gateway.grpc.clusters import ClusterServicer

@@ -20,17 +20,23 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core import errors
-from gateway.core.calls.operations import Call, Operation, perform
-from gateway.core.calls.streaming import ReadAhead, open_stream
-from gateway.core.lists.protowire import field_tag, length_prefixed
-from gateway.core.model.options import LogOptions
-from gateway.core.model.registry import Resource
-from gateway.core.process.drain import Drain
-from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.credentials import Credential
-from gateway.core.watch.changed import digest
-from gateway.core.watch.hub import WatchHub
+from gateway.core import (
+    Call,
+    Credential,
+    Drain,
+    KubeAdapter,
+    LogOptions,
+    Operation,
+    ReadAhead,
+    Resource,
+    WatchHub,
+    digest,
+    errors,
+    field_tag,
+    length_prefixed,
+    open_stream,
+    perform,
+)
 from gateway.grpc import mask as masks
 from gateway.grpc.codec import Codec
 from gateway.grpc.contract import Rpc, Service

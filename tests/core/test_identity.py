@@ -424,7 +424,7 @@ async def test_reviews_are_kept_coalesced_bounded_and_expire() -> None:
         reviews = TokenReviews("home", max_entries=2, clock=lambda: now[0], wall=lambda: now[0])
         http = build_http_client(
             UpstreamConfig(server=tap.url, source="test", token="admin-token"),
-            impersonate=reviews,
+            impersonate=lambda own: ImpersonatingAuth(reviews, own),
         )
         async with http:
             adapter = KubeAdapter(http)

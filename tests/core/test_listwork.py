@@ -106,9 +106,9 @@ async def test_workers_that_keep_dying_are_given_up_once_and_lists_still_answer(
     try:
         with caplog.at_level(logging.WARNING, logger="gateway"):
             for _ in range(GIVE_UP):
-                assert await workers.run(Undecoded(_body(600), lists), project(NAMES)) is None
+                assert await workers.run(Undecoded(_body(600)), project(NAMES)) is None
             assert not workers.enabled
-            assert await workers.run(Undecoded(_body(600), lists), project(NAMES)) is None
+            assert await workers.run(Undecoded(_body(600)), project(NAMES)) is None
         assert died == ["died"] * GIVE_UP
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert errors == [
@@ -116,7 +116,7 @@ async def test_workers_that_keep_dying_are_given_up_once_and_lists_still_answer(
             "decoded by the gateway itself from now on"
         ]
         # The caller decodes it itself: the same answer as without workers.
-        assert len((await Undecoded(_body(600), lists).decoded())["items"]) == 600
+        assert len((await lists.decoded(Undecoded(_body(600))))["items"]) == 600
     finally:
         await workers.aclose()
 
@@ -125,9 +125,8 @@ async def test_a_worker_that_cannot_start_turns_workers_off(
     caplog: pytest.LogCaptureFixture, tmp_path: object
 ) -> None:
     workers = ListWorkers(2, command=("/nonexistent/kube-gateway-python",))
-    lists = LargeLists(workers)
     with caplog.at_level(logging.ERROR, logger="gateway"):
-        assert await workers.run(Undecoded(_body(600), lists), project(NAMES)) is None
+        assert await workers.run(Undecoded(_body(600)), project(NAMES)) is None
     assert not workers.enabled
     assert "a list worker cannot start" in caplog.text
     await workers.aclose()
@@ -135,18 +134,17 @@ async def test_a_worker_that_cannot_start_turns_workers_off(
 
 async def test_a_caller_gone_mid_list_costs_that_worker_only() -> None:
     workers = ListWorkers(1)
-    lists = LargeLists(workers)
     try:
         (pid,) = await workers.ready()
         (worker,) = workers._idle
-        running = asyncio.create_task(workers.run(Undecoded(_body(50_000), lists), project(NAMES)))
+        running = asyncio.create_task(workers.run(Undecoded(_body(50_000)), project(NAMES)))
         await asyncio.sleep(0)  # one step: the list takes the idle worker, then copies
         assert not workers._idle
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
         assert await worker.proc.wait() != 0  # killed: its pipes were mid-frame
-        done = await workers.run(Undecoded(_body(3), lists), project(NAMES))
+        done = await workers.run(Undecoded(_body(3)), project(NAMES))
         assert done is not None and orjson.loads(done)["items"][2] == {"name": "n2"}
         assert [w.proc.pid for w in workers._idle] != [pid]  # a new worker answered
     finally:

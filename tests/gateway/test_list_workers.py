@@ -130,7 +130,7 @@ async def test_a_body_the_upstream_gzipped_goes_to_a_worker_gzipped(
     held = await fetched()
     assert type(held) is Undecoded and held.gzipped
     assert len(held.data) < LARGE_BODY_BYTES <= gzip_size(held.data)  # as it came
-    assert (await held.decoded())["items"][0]["metadata"]["namespace"] == NS
+    assert (await lists.decoded(held))["items"][0]["metadata"]["namespace"] == NS
     answers = set()
     for compress in (True, False):
         demo.app.compress = compress

@@ -12,16 +12,13 @@ typed front ends; a discovered resource is addressed by group, version and plura
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gateway.core.errors import UnknownResource
 from gateway.core.model.registry import REGISTRY, Registry, Resource
-
-if TYPE_CHECKING:
-    from gateway.core.catalog.openapi_documents import DocumentSource
 
 GroupVersionKey = tuple[str, str]
 
@@ -45,6 +42,17 @@ class GroupVersion:
     #: The document's server-relative URL in that index (``/openapi/v3/apis/g/v?hash=H``;
     #: empty: the index names none).
     openapi_url: str = ""
+
+
+class DocumentSource(Protocol):
+    """Reads OpenAPI v3 documents with the gateway's own identity (a catalog holds one:
+    :class:`gateway.core.catalog.openapi_documents.Documents`)."""
+
+    async def documents(
+        self, gvs: Sequence[GroupVersion]
+    ) -> dict[GroupVersionKey, Mapping[str, Any]]:
+        """The document of each group/version it could read (others are left out)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import orjson
 
@@ -30,16 +30,6 @@ from gateway.core import errors
 from gateway.core.catalog.catalog import Catalog, GroupVersion, GroupVersionKey
 
 log = logging.getLogger(__name__)
-
-
-class DocumentSource(Protocol):
-    """Reads OpenAPI v3 documents with the gateway's own identity."""
-
-    async def documents(
-        self, gvs: Sequence[GroupVersion]
-    ) -> dict[GroupVersionKey, Mapping[str, Any]]:
-        """The document of each group/version it could read (others are left out)."""
-        ...
 
 
 async def load(

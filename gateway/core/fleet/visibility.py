@@ -57,8 +57,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Final, Protocol
 
 from gateway.core import errors
 from gateway.core.fleet.cluster import DEFAULT, Cluster
@@ -66,8 +66,21 @@ from gateway.core.support.cache import Answers
 from gateway.core.upstream.budget import Newcomers, scope_of
 from gateway.core.upstream.credentials import Credential
 
-if TYPE_CHECKING:
-    from gateway.core.fleet.fleet import Fleet
+
+class Clusters(Protocol):
+    """What visibility reads of the served clusters (:class:`~gateway.core.fleet.fleet.Fleet`,
+    which holds a visibility, is one): names, clusters by name, and their changes."""
+
+    def names(self) -> list[str]: ...
+
+    def get(self, name: str | None = None) -> Cluster: ...
+
+    def listen(self, listener: Callable[[str, Cluster | None], None]) -> Callable[[], None]: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[tuple[str, Cluster]]: ...
+
 
 __all__ = ["ALL_CLUSTERS", "AUTHENTICATED", "EVERY_CLUSTER", "MODES", "View", "Visibility"]
 
@@ -139,7 +152,7 @@ class Visibility:
 
     def __init__(
         self,
-        fleet: Fleet,
+        fleet: Clusters,
         mode: str = AUTHENTICATED,
         *,
         shared: Iterable[str] = (),

@@ -50,7 +50,14 @@ import orjson
 
 from gateway.core import errors
 from gateway.core.lists import slicedjson
-from gateway.core.lists.workers import ListWorkers, Undecoded, gzip_size, inflated, split_wire
+from gateway.core.lists.workers import (
+    ListWorkers,
+    Undecoded,
+    gzip_size,
+    inflated,
+    over_cap,
+    split_wire,
+)
 from gateway.core.support import deepjson
 
 __all__ = [
@@ -342,7 +349,7 @@ class LargeLists:
             # an object nested deeper than orjson takes: decoded here a step at a time
             return await _decode_in_slices(data)
         if defer and self.hands_on_undecoded():
-            return Undecoded(data, self)
+            return Undecoded(data)
         scope = _open_scope.get()
         if scope is not None:
             scope.hold()
@@ -372,7 +379,7 @@ class LargeLists:
         if self.hands_on_undecoded() and (
             len(data) >= LARGE_BODY_BYTES or gzip_size(data) >= LARGE_BODY_BYTES
         ):
-            return Undecoded(data, self, gzipped=True)
+            return Undecoded(data, gzipped=True)
         return await self.decode(await inflated(data))
 
     async def encode(self, body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
@@ -415,11 +422,29 @@ class LargeLists:
                     rest, items = split_wire(done)
                     return encoding.head(rest) + items
                 scope.hold()
-                body = await body.decoded()
+                body = await self.decoded(body)
             data = await self.encode(body, encoding)
             await scope.release(body)
             del body
         return data
+
+    async def decoded(self, body: Undecoded) -> dict[str, Any]:
+        """A body handed on undecoded, decoded here after all (no worker could), the
+        ordinary way, the cap checked.
+
+        Raises:
+            Internal: the body is not a JSON object.
+            Unavailable: the body is not gzip (``gzipped``).
+            RequestEntityTooLarge: more items than the cap.
+        """
+        # Held as a GraphQL list field's value is (handed_on): completed next.
+        data = await inflated(body.data) if body.gzipped else body.data
+        value = await self.handed_on(lambda: self.decode(data, defer=False))
+        if not isinstance(value, dict):
+            raise errors.Internal("the upstream sent JSON that is not an object")
+        if body.cap and over_cap(value, body.cap):
+            raise body.refusal()
+        return value
 
     async def handed_on(self, fetch: Callable[[], Awaitable[T]], *, deferrable: bool = False) -> T:
         """A list answer whose decoded value the caller hands on, to be completed later in

@@ -50,7 +50,7 @@ import struct
 import sys
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 import msgspec
 import orjson
@@ -69,9 +69,6 @@ from gateway.core.lists.projections import (
 )
 from gateway.core.lists.protowire import encode_struct, length_prefixed
 from gateway.core.support import deepjson
-
-if TYPE_CHECKING:
-    from gateway.core.lists.large import LargeLists
 
 log = logging.getLogger("gateway")
 
@@ -130,39 +127,21 @@ class Undecoded:
         cap: at most this many items may be answered (0: no cap); more are refused with
             :meth:`refusal`.
         plural: the resource's plural, for the refusal's message.
-        lists: the large-list scope's owner that would have decoded it
-            (:meth:`decoded` does, when no worker can).
+
+    It knows nothing of who decodes it: a worker (:meth:`ListWorkers.run`), else the
+    large-list scope's owner (:meth:`gateway.core.lists.large.LargeLists.decoded`).
     """
 
-    __slots__ = ("cap", "data", "gzipped", "lists", "plural")
+    __slots__ = ("cap", "data", "gzipped", "plural")
 
-    def __init__(self, data: bytes, lists: LargeLists, *, gzipped: bool = False) -> None:
+    def __init__(self, data: bytes, *, gzipped: bool = False) -> None:
         self.data = data
         self.gzipped = gzipped
         self.cap = 0
         self.plural = ""
-        self.lists = lists
 
     def refusal(self) -> errors.RequestEntityTooLarge:
         return too_many(self.cap, self.plural)
-
-    async def decoded(self) -> dict[str, Any]:
-        """The body decoded here, the ordinary way (the cap checked).
-
-        Raises:
-            Internal: the body is not a JSON object.
-            Unavailable: the body is not gzip (``gzipped``).
-            RequestEntityTooLarge: more items than the cap.
-        """
-        # Held as a GraphQL list field's value is (LargeLists.handed_on): completed next.
-        lists = self.lists
-        data = await inflated(self.data) if self.gzipped else self.data
-        value = await lists.handed_on(lambda: lists.decode(data, defer=False))
-        if not isinstance(value, dict):
-            raise errors.Internal("the upstream sent JSON that is not an object")
-        if self.cap and over_cap(value, self.cap):
-            raise self.refusal()
-        return value
 
 
 def gzip_size(data: bytes | memoryview) -> int:

@@ -27,7 +27,6 @@ import httpx
 
 from gateway.core.upstream.auth import gateway_auth
 from gateway.core.upstream.config import ConfigError, UpstreamConfig
-from gateway.core.upstream.identity import ImpersonatingAuth, TokenReviews
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -138,7 +137,7 @@ def build_http_client(
     max_connections: int = 512,
     transport: httpx.AsyncBaseTransport | None = None,
     internal: str | None = None,
-    impersonate: TokenReviews | None = None,
+    impersonate: Callable[[httpx.Auth | None], httpx.Auth] | None = None,
 ) -> UpstreamClient:
     """Build the core's one ``httpx.AsyncClient`` for the upstream.
 
@@ -166,10 +165,11 @@ def build_http_client(
             settings are then its own).
         internal: with ``gateway_identity``: the client carries only the gateway's own
             requests (discovery...), named here for the log, instead of the warning.
-        impersonate: impersonate mode (``--identity impersonate``): every request carries
-            the gateway's own credential plus the caller's ``Impersonate-*`` headers, the
-            callers authenticated by these TokenReviews (:class:`~gateway.core.upstream.identity.
-            ImpersonatingAuth`); no caller's token ever leaves on this client.
+        impersonate: impersonate mode (``--identity impersonate``): makes the client's auth
+            from the gateway's own (the composition root hands
+            :class:`~gateway.core.upstream.identity.ImpersonatingAuth` over its TokenReviews):
+            every request carries the gateway's own credential plus the caller's
+            ``Impersonate-*`` headers; no caller's token ever leaves on this client.
 
     Returns:
         The client; the caller owns it and must close it (``aclose``).
@@ -182,7 +182,7 @@ def build_http_client(
     auth: httpx.Auth | None = None
     if impersonate is not None:
         own = gateway_auth(cfg, ssl_context, internal="callers' requests, each impersonated")
-        auth = ImpersonatingAuth(impersonate, own)
+        auth = impersonate(own)
     elif gateway_identity:
         auth = gateway_auth(cfg, ssl_context, internal=internal)
     if cfg.insecure_skip_tls_verify and cfg.is_tls:

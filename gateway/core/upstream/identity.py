@@ -30,17 +30,35 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 
 from gateway.core import errors
 from gateway.core.support.cache import Answers
+from gateway.core.upstream.budget import Newcomers
 from gateway.core.upstream.credentials import NO_CREDENTIAL_HINT, Credential, Endable, UserInfo
 
 if TYPE_CHECKING:
-    from gateway.core.fleet.fleet import Fleet
     from gateway.core.upstream.adapter import KubeAdapter
+
+
+class _Served(Protocol):
+    @property
+    def adapter(self) -> KubeAdapter: ...
+
+
+class Clusters(Protocol):
+    """What token reviews need of the served clusters (the fleet, a layer above, is one):
+    the home cluster's adapter by name, and the one budget of new callers' reviews."""
+
+    @property
+    def newcomers(self) -> Newcomers: ...
+
+    def names(self) -> list[str]: ...
+
+    def get(self, name: str | None = None) -> _Served: ...
+
 
 __all__ = [
     "FORWARD",
@@ -293,13 +311,13 @@ class TokenReviews:
         self.audiences = audiences
         self.carrying = carrying
         self.wall = wall
-        self.fleet: Fleet | None = None
+        self.fleet: Clusters | None = None
         self._answers: Answers[str, UserInfo | None] = Answers(max_entries=max_entries, clock=clock)
         self._followed: dict[str, _Followed] = {}
         #: Streams ended because their token was refused or expired.
         self.ended = 0
 
-    def bind(self, fleet: Fleet) -> None:
+    def bind(self, fleet: Clusters) -> None:
         """Find the home cluster in ``fleet`` from now on."""
         self.fleet = fleet
 
