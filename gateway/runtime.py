@@ -238,7 +238,9 @@ def _client(
         http2=settings.upstream_http2,
         max_connections=pool,
         internal=internal,
-        impersonate=(lambda own: ImpersonatingAuth(impersonate, own)) if impersonate else None,
+        impersonate=(
+            (lambda own: ImpersonatingAuth(impersonate, own)) if impersonate is not None else None
+        ),
     )
     stack.push_async_callback(built.aclose)
     return built

@@ -105,7 +105,7 @@ from gateway.core.upstream.identity import identified, refuse_impersonation
 from gateway.core.watch.changed import Digest, StreamChanges, digest
 from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.watch.logfollow import RawLine
-from gateway.core.watch.watcher import WatchEvent
+from gateway.core.watch.watcher import Watcher, WatchEvent
 
 __all__ = [
     "ALWAYS",
@@ -183,6 +183,7 @@ __all__ = [
     "WatchEvent",
     "WatchHub",
     "WatchSubscription",
+    "Watcher",
     "WriteOptions",
     "check_listed",
     "check_resume",

@@ -18,7 +18,6 @@ from gateway.core import POD, Credential, KubeAdapter, ListOptions, Resource, er
 #: Up to this many names of one namespace are read one by one; more cost one list.
 GET_THRESHOLD = 3
 
-PodKey = tuple[str, str]  # namespace, name
 NamedKey = tuple[str, str]  # namespace ('' for cluster-scoped), name
 PodEventsKey = tuple[str, str, str]  # namespace, name, uid ('' when unknown)
 

@@ -76,21 +76,6 @@ _SCALARS: Final[Mapping[schema.ScalarKind, str]] = {
     "json": "JSON",
 }
 
-#: The seed field whose arguments an operation of a group's kind takes (a cluster-scoped
-#: kind's are these without ``namespace``), by (action, subresource?).
-_SEED_FIELDS: Final[Mapping[str, str]] = {
-    "get": "pod",
-    "list": "pods",
-    "watch": "watchPods",
-    "create": "createPod",
-    "create-manifest": "createPodFromManifest",
-    "replace": "replacePod",
-    "replace-manifest": "replacePodFromManifest",
-    "patch": "patchPod",
-    "delete": "deletePod",
-    "deletecollection": "deletePodCollection",
-}
-
 
 Info = GraphQLResolveInfo[Any]
 

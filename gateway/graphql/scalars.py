@@ -142,9 +142,3 @@ SCALAR_TYPES: Mapping[ScalarKind, object] = {
     "microtime": MicroTime,
     "json": JSON,
 }
-
-#: Scalars whose output serialisation is the identity for well-formed upstream JSON.  The
-#: fast projection (:mod:`gateway.graphql.projection`) copies these without a call.
-PASSTHROUGH_SCALARS = frozenset(
-    ("String", "Boolean", "ID", "JSON", "Quantity", "IntOrString", "Time", "MicroTime", "Long")
-)

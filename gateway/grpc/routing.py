@@ -95,11 +95,6 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             return self._refusals.get(handler_call_details.method)
         return served.handlers.get(handler_call_details.method)
 
-    def open_streams(self, name: str) -> int:
-        """How many streams calls on cluster ``name`` hold open (0 for an unserved one)."""
-        served = self._served.get(name)
-        return len(served.opened) if served is not None else 0
-
     def _serve(self, cluster: Cluster) -> _Served:
         opened = OpenStreams()
         handlers: dict[str, grpc.RpcMethodHandler] = {}
