@@ -35,7 +35,7 @@ from gateway.core.catalog.reload import CatalogReloader
 from gateway.core.fleet.cluster import DEFAULT, Cluster
 from gateway.core.fleet.fleet import Fleet
 from gateway.core.lists.large import LargeLists
-from gateway.core.lists.workers import ListWorkers, workers_for
+from gateway.core.lists.pool import ListWorkers, workers_for
 from gateway.core.process import tracing
 from gateway.core.process.drain import Drain
 from gateway.core.process.metrics import Metrics

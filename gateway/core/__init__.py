@@ -14,7 +14,7 @@ the two entry points of every operation).  Each imports only from below it
 from __future__ import annotations
 
 from gateway.core import errors
-from gateway.core.calls.operations import Action, Call, Operation, operations, perform
+from gateway.core.calls.operations import Action, Call, Operation, list_body, operations, perform
 from gateway.core.calls.streaming import LogStream, ReadAhead, Stream, open_stream
 from gateway.core.catalog import openapi_documents
 from gateway.core.catalog.catalog import Catalog, CatalogHolder, GroupVersionKey
@@ -33,6 +33,8 @@ from gateway.core.fleet.fanout import (
 from gateway.core.fleet.fleet import Fleet
 from gateway.core.fleet.visibility import View, Visibility
 from gateway.core.fleet.watches import FleetEvent, FleetStream, decode_resume
+from gateway.core.lists.body import Undecoded
+from gateway.core.lists.jobs import wire
 from gateway.core.lists.large import LARGE_LIST, LargeLists, ListEncoding, encode_now, is_large
 from gateway.core.lists.projections import (
     ALWAYS,
@@ -63,7 +65,6 @@ from gateway.core.lists.protowire import (
     length_prefixed,
     varint,
 )
-from gateway.core.lists.workers import Undecoded, project, wire
 from gateway.core.model import openapi, schema
 from gateway.core.model.options import (
     DeleteOptions,
@@ -205,6 +206,7 @@ __all__ = [
     "is_large",
     "leaf_of",
     "length_prefixed",
+    "list_body",
     "list_of",
     "nonnull_of",
     "open_fleet_stream",
@@ -213,7 +215,6 @@ __all__ = [
     "openapi_documents",
     "operations",
     "perform",
-    "project",
     "refuse_impersonation",
     "schema",
     "scope_of",

@@ -45,6 +45,7 @@ from gateway.core import (
     Resource,
     WriteOptions,
     errors,
+    list_body,
     operations,
     perform,
 )
@@ -383,11 +384,14 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
         with ctx.adapter.metrics.operation("graphql", op.name, op.resource.key):
             call = _call(op, a, body(op, a))
             if op.action == "list":
-                # Handed on to the projection, which completes it in this step (the core's
-                # large-list scope: gateway.core.lists.large).
+                # Handed on to the projection, which completes it in this step; the core's
+                # large-list scope decodes the body, or, deferrable, may hand it on as it
+                # came for a list worker (gateway.core.lists.large).
                 answer = await ctx.adapter.large_lists.handed_on(
-                    lambda: perform(ctx.adapter, op, call, credential=ctx.credential),
-                    deferrable=shape is None,  # completed by the projection, undecoded
+                    lambda gzipped: list_body(
+                        ctx.adapter, op, call, credential=ctx.credential, gzipped=gzipped
+                    ),
+                    deferrable=shape is None,  # completed by the projection
                 )
             else:
                 answer = await perform(ctx.adapter, op, call, credential=ctx.credential)

@@ -24,11 +24,12 @@ Like any asynchronous resolver, such a list lets the other fields of its operati
 meanwhile: the errors of fields completing concurrently may come in another order than a
 synchronous completion would give.
 
-With list workers (:mod:`gateway.core.lists.workers`), a large list body reaches its field's
-completion undecoded: a plan's plain-data form (:attr:`Plan.spec`) goes with it to a worker
-process, whose projected JSON is embedded in the answer as it is; a body a worker gives back
-is decoded here and completed as above.  The generated code is
-:mod:`gateway.core.lists.projections`'s, the same in both places.
+With list workers (:mod:`gateway.core.lists.pool`), a large list body reaches its field's
+completion undecoded (the resolver asked for it: ``LargeLists.handed_on(..., deferrable=True)``),
+and the core's large-list scope is given a plan's plain-data form (:attr:`Plan.spec`) to go
+with it to a worker process (``LargeLists.projected``), whose projected JSON is embedded in
+the answer as it is; a body no worker can project is decoded there and completed as above.
+The generated code is :mod:`gateway.core.lists.projections`'s, the same in both places.
 """
 
 from __future__ import annotations
@@ -77,7 +78,6 @@ from gateway.core import (
     leaf_of,
     list_of,
     nonnull_of,
-    project,
     then,
 )
 from gateway.graphql._library import (
@@ -246,18 +246,14 @@ class ProjectingExecutor(CompletingExecutor):
     async def _undecoded(
         self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded
     ) -> Any:
-        """A large list body the adapter handed on undecoded: projected by a list worker
-        (:mod:`gateway.core.lists.workers`) into JSON embedded as it is, or, when no worker can
+        """A large list body the large-list scope handed on undecoded: projected by a list
+        worker (``LargeLists.projected``) into JSON embedded as it is, or, when no worker can
         (no plan for this selection, a value only a serialiser here can complete, no
-        worker), decoded here and completed as any decoded list is."""
+        worker), decoded and completed as any decoded list is."""
         plan = self._plan(return_type, fields)
-        lists = self._large_lists()
-        workers = lists.workers
-        if plan is not None and workers is not None:
-            projected = await workers.run(body, project(plan.spec))
-            if projected is not None:
-                return orjson.Fragment(projected)
-        value = await lists.decoded(body)
+        value = await self._large_lists().projected(body, None if plan is None else plan.spec)
+        if type(value) is bytes:
+            return orjson.Fragment(value)
         done = self.complete_directly(return_type, fields, value)
         if type(done) is CoroutineType:
             done = await done

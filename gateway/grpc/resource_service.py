@@ -67,6 +67,7 @@ from gateway.core import (
     errors,
     field_tag,
     length_prefixed,
+    list_body,
     open_fleet_stream,
     open_stream,
     perform,
@@ -297,7 +298,9 @@ class ResourceServiceServicer(ServicerBase):
         if op.action == "list":
             # As the typed lists: by the core's large-list scope (gateway.core.lists.large).
             return await self.adapter.large_lists.answer(
-                lambda: perform(self.adapter, op, call, credential=credential, timeout=timeout),
+                lambda gzipped: list_body(
+                    self.adapter, op, call, credential=credential, timeout=timeout, gzipped=gzipped
+                ),
                 self._list_encoding(rep, mask),
             )
         answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
@@ -333,7 +336,7 @@ class ResourceServiceServicer(ServicerBase):
                     obj = masks.project(item, mask, loose=True) if mask is not None else item
                     parts.append(length_prefixed(_LIST_ITEMS, object_bytes(obj, rep)))
 
-        # Without a read mask a list worker writes the same items (gateway.core.lists.workers).
+        # Without a read mask a list worker writes the same items (gateway.core.lists.jobs).
         as_struct = rep == STRUCT
         job = None if mask is not None else wire(_LIST_ITEMS, _object_tag(rep), as_struct=as_struct)
         return ListEncoding(head, items, LIST_SLICE, job)
@@ -355,7 +358,14 @@ class ResourceServiceServicer(ServicerBase):
             try:
                 async with asyncio.timeout(within):
                     return await adapter.large_lists.answer(
-                        lambda: perform(adapter, op, call, credential=credential, timeout=within),
+                        lambda gzipped: list_body(
+                            adapter,
+                            op,
+                            call,
+                            credential=credential,
+                            timeout=within,
+                            gzipped=gzipped,
+                        ),
                         encoding,
                     )
             except TimeoutError:

@@ -34,6 +34,7 @@ from gateway.core import (
     errors,
     field_tag,
     length_prefixed,
+    list_body,
     open_stream,
     perform,
 )
@@ -157,7 +158,9 @@ class ResourceServicer(ServicerBase):
         if rpc.action == "list":
             # Decoded, encoded and freed by the core's large-list scope (gateway.core.lists.large).
             return await self.adapter.large_lists.answer(
-                lambda: perform(self.adapter, op, call, credential=credential, timeout=timeout),
+                lambda gzipped: list_body(
+                    self.adapter, op, call, credential=credential, timeout=timeout, gzipped=gzipped
+                ),
                 self.codec.list_encoding(self.kind, mask),
             )
         answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ import orjson
 import pytest
 
 from gateway.core.lists import large as largelist
+from gateway.core.lists.body import Undecoded
 from gateway.core.lists.large import FREE_ITEMS, LargeLists, ListEncoding
 
 
@@ -164,7 +166,8 @@ class _Item:
 
 class _LoopProbe:
     """Another task on the loop, waking at every turn: how much CPU time the loop's thread
-    spent, what was freed, and whether the collector was on, at each of its turns.
+    spent, what was freed, and whether the collector was on, at each of its turns; and the
+    memory blocks the interpreter had allocated then.
 
     Thread CPU time, not wall time: another process taking this core (the machine is shared)
     must not count as our own work holding the loop.
@@ -173,12 +176,14 @@ class _LoopProbe:
     def __init__(self, freed: list[int] | None = None) -> None:
         self.freed = freed if freed is not None else [0]
         self.turns: list[tuple[float, int, bool]] = []
+        self.blocks: list[int] = []
         self._task: asyncio.Task[None] | None = None
         self._done = False
 
     async def _run(self) -> None:
         while True:
             self.turns.append((time.thread_time(), self.freed[0], gc.isenabled()))
+            self.blocks.append(sys.getallocatedblocks())
             if self._done:
                 return
             await asyncio.sleep(0)
@@ -309,17 +314,23 @@ async def test_a_list_answer_is_decoded_encoded_and_freed_with_the_collector_off
     }
     data = orjson.dumps(body)
     assert len(data) >= 2 * largelist.LARGE_BODY_BYTES
-    fetched: list[dict[str, Any]] = []
+    fetched: list[bool] = []
 
-    async def fetch() -> dict[str, Any]:
-        decoded: dict[str, Any] = await lists.decode(data)
-        fetched.append(decoded)
-        return decoded
+    async def fetch(gzipped: bool) -> Undecoded:
+        fetched.append(gzipped)
+        return Undecoded(data)
 
     async with _LoopProbe() as probe:
+        before = sys.getallocatedblocks()
         written = await lists.answer(fetch, _encoding(10))
+        at_the_end = probe.blocks[-1]  # the probe's last turn, before the answer returned
     assert written == largelist.encode_now(body, _encoding(10))
-    assert fetched == [{}]  # freed in place
+    assert fetched == [False]  # no workers: the body is never kept gzipped
+    # Freed in place: the decoded body (three objects an item, at least) was alive during
+    # the call, and gone before it returned.
+    most = max(probe.blocks) - before
+    assert most > 3 * 3000
+    assert at_the_end - before < most // 4, (at_the_end - before, most)
     # decoded, encoded (3,000 / 10 slices) and freed (3,000 / 25) with the loop turning
     collector = probe.collector()
     assert len(collector) >= 3000 // 10 + 3000 // FREE_ITEMS
@@ -330,10 +341,13 @@ async def test_a_list_answer_is_decoded_encoded_and_freed_with_the_collector_off
 async def test_a_small_list_answer_leaves_the_collector_alone(lists: LargeLists) -> None:
     body = {"metadata": {}, "items": [{"a": i} for i in range(10)]}
 
-    async def fetch() -> dict[str, Any]:
-        decoded: dict[str, Any] = await lists.decode(orjson.dumps(body))
-        assert gc.isenabled()
-        return decoded
+    async def fetch(gzipped: bool) -> Undecoded:
+        return Undecoded(orjson.dumps(body))
 
-    assert await lists.answer(fetch, _encoding(3)) == largelist.encode_now(body, _encoding(3))
+    def head(decoded: Any) -> bytes:
+        assert gc.isenabled()  # after the decode
+        return orjson.dumps(decoded.get("metadata"))
+
+    encoding = ListEncoding(head, _encoding(3).items, 3)
+    assert await lists.answer(fetch, encoding) == largelist.encode_now(body, _encoding(3))
     assert gc.isenabled()

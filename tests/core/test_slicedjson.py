@@ -243,7 +243,7 @@ async def test_the_collector_stays_off_for_the_scope_until_the_body_is_released(
     data = _list_body(6000, seed=3)
     lists = LargeLists()
     with lists.scope() as scope:
-        value = await lists.decode(data)
+        value = await lists.decode(data, scope)
         assert not gc.isenabled()
         count = len(value["items"])
         turns = 0
@@ -272,8 +272,8 @@ async def test_a_small_body_and_a_scope_without_a_large_one_leave_the_collector_
     _collector_on: None,
 ) -> None:
     lists = LargeLists()
-    with lists.scope():
-        assert await lists.decode(b'{"items":[]}') == {"items": []}
+    with lists.scope() as scope:
+        assert await lists.decode(b'{"items":[]}', scope) == {"items": []}
         assert gc.isenabled()
     assert gc.isenabled()
 

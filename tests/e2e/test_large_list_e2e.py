@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.core.lists.body import Undecoded
+from gateway.core.lists.gzipped import gzip_size
 from gateway.core.lists.large import LARGE_BODY_BYTES
-from gateway.core.lists.workers import Undecoded, gzip_size
 from gateway.core.model.registry import POD
 from gateway.core.upstream.credentials import Credential
 from tests.e2e.apiserver import KubeAPIServer
@@ -92,7 +93,9 @@ async def test_a_large_list_the_apiserver_gzips_is_answered_by_a_worker_exactly(
         adapter = app.state.runtime.cluster.adapter
         lists = adapter.large_lists
         held = await lists.handed_on(
-            lambda: adapter.list(POD, namespace=NS, credential=Credential(token)),
+            lambda gzipped: adapter.list_body(
+                POD, namespace=NS, credential=Credential(token), gzipped=gzipped
+            ),
             deferrable=True,
         )
         assert type(held) is Undecoded and held.gzipped  # read as it came

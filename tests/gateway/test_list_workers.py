@@ -18,9 +18,11 @@ import httpx
 import orjson
 import pytest
 
+from gateway.core.lists.body import Undecoded
+from gateway.core.lists.gzipped import gzip_size
 from gateway.core.lists.large import LARGE_BODY_BYTES
+from gateway.core.lists.pool import ListWorkers
 from gateway.core.lists.projections import build
-from gateway.core.lists.workers import ListWorkers, Undecoded, gzip_size
 from gateway.core.model.registry import POD
 from gateway.core.upstream.credentials import Credential
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
@@ -123,7 +125,9 @@ async def test_a_body_the_upstream_gzipped_goes_to_a_worker_gzipped(
 
     async def fetched() -> Any:
         return await lists.handed_on(
-            lambda: adapter.list(POD, namespace=NS, credential=Credential(ADMIN)),
+            lambda gzipped: adapter.list_body(
+                POD, namespace=NS, credential=Credential(ADMIN), gzipped=gzipped
+            ),
             deferrable=True,
         )
 

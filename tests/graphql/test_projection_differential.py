@@ -549,7 +549,7 @@ async def test_generated_queries_complete_as_the_standard_executor_does() -> Non
 
 
 async def test_generated_queries_projected_as_a_list_worker_would_complete_the_same() -> None:
-    """What a list worker answers (gateway.core.lists.workers) is the standard executor's answer
+    """What a list worker answers (gateway.core.lists.jobs) is the standard executor's answer
     wherever it answers at all: the plans' plain-data form builds the same projection."""
     _Counting.by_worker = _Counting.read_in_part = 0
     for seed in range(CASES):

@@ -46,6 +46,7 @@ from gateway.core.model.options import (
 from gateway.core.model.registry import Resource, Verb
 
 if TYPE_CHECKING:
+    from gateway.core.lists.body import Undecoded
     from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.credentials import Credential
 
@@ -56,6 +57,7 @@ __all__ = [
     "Call",
     "Operation",
     "display_name",
+    "list_body",
     "operations",
     "perform",
 ]
@@ -359,3 +361,32 @@ async def perform(
             name, namespace=ns, options=call.log, credential=credential, timeout=timeout
         )
     raise ValueError(f"{op.action} streams: it is served by streams.open_stream(), not perform()")
+
+
+async def list_body(
+    adapter: KubeAdapter,
+    op: Operation,
+    call: Call,
+    *,
+    credential: Credential,
+    timeout: float | None = None,
+    gzipped: bool = False,
+) -> Undecoded:
+    """A ``list`` operation's page as the upstream sent it, not decoded (what :func:`perform`
+    decodes): for the large-list scope (``LargeLists.answer``, ``LargeLists.handed_on``),
+    which decodes it or hands it to a list worker.  ``gzipped``: see
+    :meth:`KubeAdapter.list_body <gateway.core.upstream.adapter.KubeAdapter.list_body>`.
+
+    Raises:
+        GatewayError: refused before any request, or the upstream's error.
+    """
+    if op.action != "list":
+        raise ValueError(f"{op.describe()} is not a list")
+    return await adapter.list_body(
+        op.resource,
+        namespace=op.namespace(call.namespace, call.body),
+        options=call.list,
+        credential=credential,
+        timeout=timeout,
+        gzipped=gzipped,
+    )

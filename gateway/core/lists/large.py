@@ -18,22 +18,29 @@ it was off are all in the youngest generation, so the first allocation after it 
 on starts a collection that traverses every one still alive (measured: 100-170 ms, one loop
 stall, for 5,000 pods).
 
-The front ends only say what kind of list answer they have:
+Who decides: this module alone.  The front ends name what kind of list answer they have and
+hand over a fetch of the list's body as the upstream sent it (``calls.list_body``, an
+:class:`~gateway.core.lists.body.Undecoded`); the scope decides whether the body goes to a
+list worker (:mod:`gateway.core.lists.pool`: there are workers, the answer has a job they
+can do, and the body is large), is decoded in slices (large) or in one piece:
 
 * :meth:`LargeLists.answer` — a list written out here (gRPC, typed and generic): fetched,
-  encoded by the front end's :class:`ListEncoding` and freed, all in one scope;
-* :meth:`LargeLists.handed_on` — a list whose decoded value is handed on to be completed in
-  the same event-loop step (a GraphQL list field): held until that step ends, when
+  encoded by the front end's :class:`ListEncoding` (or by a worker, ``encoding.job``) and
+  freed, all in one scope;
+* :meth:`LargeLists.handed_on` — a list whose value is handed on to be completed in the same
+  event-loop step (a GraphQL list field): decoded and held until that step ends, when
   :meth:`LargeLists.complete` (the projection's sliced completion) takes over, or
-  :meth:`LargeLists.hold_until_next_turn` when it is completed in one piece;
-* :meth:`LargeLists.decode` — the adapter's decode of every body, which joins the open scope
-  of the calling task when the body is large.
+  :meth:`LargeLists.hold_until_next_turn` when it is completed in one piece; or, with
+  ``deferrable``, the large body itself, which :meth:`LargeLists.projected` has a worker
+  project (or decodes here when none can);
+* :meth:`LargeLists.decode` — any other JSON body (the adapter's), held off in the scope
+  it is given, else during its decode.
 
 The state (how many holds are open, whether the first one turned the collector off, the
 tasks freeing values) lives in a :class:`LargeLists` the adapter owns, one per gateway, and
 in each :class:`ListScope`.  Holds are counted there, so overlapping lists of several tasks
 keep the collector off until the last one ends, and none of them ever turns on a collector
-it did not turn off.
+it did not turn off.  No ambient state: each call names the scope it works in.
 """
 
 from __future__ import annotations
@@ -42,28 +49,26 @@ import asyncio
 import gc
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, overload
 
 import orjson
 
 from gateway.core import errors
 from gateway.core.lists import slicedjson
-from gateway.core.lists.workers import (
-    ListWorkers,
-    Undecoded,
-    gzip_size,
-    inflated,
-    over_cap,
-    split_wire,
-)
+from gateway.core.lists.body import Undecoded, over_cap
+from gateway.core.lists.gzipped import gzip_size, inflated
+from gateway.core.lists.jobs import Job, project, split_wire
+from gateway.core.lists.pool import ListWorkers
+from gateway.core.lists.projections import Spec
+from gateway.core.model.values import JSON
 from gateway.core.support import deepjson
 
 __all__ = [
     "FREE_ITEMS",
     "LARGE_BODY_BYTES",
     "LARGE_LIST",
+    "FetchBody",
     "LargeLists",
     "ListEncoding",
     "ListScope",
@@ -82,9 +87,10 @@ FREE_ITEMS: Final = 25
 
 T = TypeVar("T")
 
-#: The scope open in the running task (``None``: none), which a large decode joins.  The
-#: variable is only the key: the state is the scope's, and each task sees its own.
-_open_scope: ContextVar[ListScope | None] = ContextVar("largelist_scope", default=None)
+#: Fetches a list's body as the upstream sent it (``calls.list_body``), told whether it may
+#: keep a body the upstream gzipped as it came (``True``: a list worker may take it, and
+#: inflates it there).
+FetchBody = Callable[[bool], Awaitable[Undecoded]]
 
 
 class _Paused:
@@ -152,9 +158,9 @@ class ListEncoding:
     items: Callable[[Sequence[Any], list[bytes]], None]
     #: Items encoded between two yields (a fraction of a millisecond of work).
     slice_items: int
-    #: The same encoding as a list worker's job (:func:`gateway.core.lists.workers.wire`), when
+    #: The same encoding as a list worker's job (:func:`gateway.core.lists.jobs.wire`), when
     #: a worker can do it: a large body is then encoded there, never decoded here.
-    job: tuple[Any, ...] | None = None
+    job: Job | None = None
 
 
 def encode_now(body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
@@ -170,33 +176,24 @@ def encode_now(body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
 class ListScope:
     """The large-list work of one answer: at most one hold of the collector, ended once.
 
-    Opened as a ``with`` block (which may span ``await``), it is the scope a large decode of
-    the running task joins (:meth:`LargeLists.decode`): the collector stays off until the
-    block ends, or with ``linger`` until the end of the event-loop step it ends in.  The
-    block must drop what it decoded before it ends: the collector finds nothing young to
-    traverse only if the body is gone by then.
+    Opened as a ``with`` block (which may span ``await``), it is the scope a large decode
+    given it holds the collector off in (:meth:`LargeLists.decode`): until the block ends,
+    or with ``linger`` until the end of the event-loop step it ends in.  The block must drop
+    what it decoded before it ends: the collector finds nothing young to traverse only if
+    the body is gone by then.
     """
 
-    __slots__ = ("_held", "_linger", "_lists", "_token", "deferrable")
+    __slots__ = ("_held", "_linger", "_lists")
 
-    def __init__(
-        self, lists: LargeLists, *, linger: bool = False, deferrable: bool = False
-    ) -> None:
+    def __init__(self, lists: LargeLists, *, linger: bool = False) -> None:
         self._lists = lists
         self._linger = linger
-        #: A large body decoded in this scope may be handed on undecoded.
-        self.deferrable = deferrable
         self._held = False
-        self._token: Token[ListScope | None] | None = None
 
     def __enter__(self) -> ListScope:
-        self._token = _open_scope.set(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _open_scope.reset(self._token)
-            self._token = None
         if self._linger:
             self.end_after_turn()
         else:
@@ -285,7 +282,7 @@ class LargeLists:
     __slots__ = ("_freeing", "_holders", "_ours", "workers")
 
     def __init__(self, workers: ListWorkers | None = None) -> None:
-        #: The process's list workers (``None``: none; :mod:`gateway.core.lists.workers`).
+        #: The process's list workers (``None``: none; :mod:`gateway.core.lists.pool`).
         self.workers = workers
         #: Holds open now (scopes that hold).
         self._holders = 0
@@ -308,9 +305,9 @@ class LargeLists:
             self._ours = False
             gc.enable()
 
-    def scope(self, *, linger: bool = False, deferrable: bool = False) -> ListScope:
+    def scope(self, *, linger: bool = False) -> ListScope:
         """A new scope (see :class:`ListScope`); it holds nothing until asked to."""
-        return ListScope(self, linger=linger, deferrable=deferrable)
+        return ListScope(self, linger=linger)
 
     def hold_until_next_turn(self) -> None:
         """Hold the collector off until the running event loop's current step ends: for a
@@ -328,14 +325,14 @@ class LargeLists:
 
     # -- the steps of a list answer ------------------------------------------------------
 
-    async def decode(self, data: bytes, *, defer: bool = True) -> Any:
+    async def decode(self, data: bytes, scope: ListScope | None = None) -> Any:
         """Decode a JSON body (``orjson.loads``' value) without holding the event loop long.
 
         A body of :data:`LARGE_BODY_BYTES` or more is decoded a run of list items at a time
         (:mod:`gateway.core.lists.slicedjson`; anything else in one piece, but for a body nested
         deeper than ``orjson`` takes: :mod:`gateway.core.support.deepjson`, a step at a time),
-        yielding to the loop in between, with the collector held off: until the calling
-        task's open scope ends if it opened one, else until the decode ends.
+        yielding to the loop in between, with the collector held off: until ``scope`` ends
+        when one is given, else until the decode ends.
 
         Raises:
             Internal: the upstream sent something that is not JSON.
@@ -348,9 +345,6 @@ class LargeLists:
                     raise _not_json() from None
             # an object nested deeper than orjson takes: decoded here a step at a time
             return await _decode_in_slices(data)
-        if defer and self.hands_on_undecoded():
-            return Undecoded(data)
-        scope = _open_scope.get()
         if scope is not None:
             scope.hold()
             return await _decode_in_slices(data)
@@ -358,29 +352,36 @@ class LargeLists:
             own.hold()
             return await _decode_in_slices(data)
 
-    def hands_on_undecoded(self) -> bool:
-        """Would a large body read now go to a list worker undecoded (the calling task's
-        scope is deferrable and there are workers)?  The adapter then reads a gzipped body
-        as it came (:meth:`decode_gzipped`): a worker inflates it, not this process."""
-        scope = _open_scope.get()
+    def _workers_for(self, job: bool) -> ListWorkers | None:
+        """The workers a body may go to (``job``: the answer has a job they can do), if any."""
         workers = self.workers
-        return scope is not None and scope.deferrable and workers is not None and workers.enabled
+        return workers if job and workers is not None and workers.enabled else None
 
-    async def decode_gzipped(self, data: bytes) -> Any:
-        """:meth:`decode` of a gzipped body: a large one (:data:`LARGE_BODY_BYTES` or more
-        once inflated, by the gzip trailer's count) handed on as it came, for a list worker
-        to inflate and decode; any other inflated here (in a thread, where zlib lets the
-        event loop go on) and decoded.
+    @staticmethod
+    def _for_a_worker(body: Undecoded) -> bool:
+        """Is ``body`` large enough to go to a list worker (:data:`LARGE_BODY_BYTES` or more;
+        gzipped: as it came, or inflated by the gzip trailer's count)?"""
+        data = body.data
+        return len(data) >= LARGE_BODY_BYTES or (
+            body.gzipped and gzip_size(data) >= LARGE_BODY_BYTES
+        )
+
+    async def _decoded_in(self, scope: ListScope, body: Undecoded) -> JSON:
+        """``body`` decoded here (inflated first, in a thread, when gzipped), a large one with
+        the collector held off in ``scope``; a JSON object, within its cap.
 
         Raises:
-            Unavailable: the body is not gzip.
-            Internal: the upstream sent something that is not JSON.
+            Internal: the body is not a JSON object.
+            Unavailable: the body is not gzip (``gzipped``).
+            RequestEntityTooLarge: more items than the cap.
         """
-        if self.hands_on_undecoded() and (
-            len(data) >= LARGE_BODY_BYTES or gzip_size(data) >= LARGE_BODY_BYTES
-        ):
-            return Undecoded(data, gzipped=True)
-        return await self.decode(await inflated(data))
+        data = await inflated(body.data) if body.gzipped else body.data
+        value = await self.decode(data, scope)
+        if not isinstance(value, dict):
+            raise errors.Internal("the upstream sent JSON that is not an object")
+        if body.cap and over_cap(value, body.cap):
+            raise body.refusal()
+        return value
 
     async def encode(self, body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
         """A list answer's bytes (:func:`encode_now`'s) without holding the event loop long.
@@ -405,59 +406,84 @@ class LargeLists:
         finally:
             scope.end()
 
-    async def answer(
-        self, fetch: Callable[[], Awaitable[dict[str, Any]]], encoding: ListEncoding
-    ) -> bytes:
-        """A list answer written out here: fetched (the adapter decodes it in slices),
-        encoded in slices and freed in slices, the collector off from its decode until it
-        is freed.  With list workers and an encoding they can do (``encoding.job``), a large
-        body is encoded by a worker and never decoded here (:mod:`gateway.core.lists.workers`)."""
-        workers = self.workers if encoding.job is not None else None
-        with self.scope(deferrable=workers is not None) as scope:
-            body: Any = await fetch()
-            if type(body) is Undecoded:
-                assert workers is not None and encoding.job is not None
+    async def answer(self, fetch: FetchBody, encoding: ListEncoding) -> bytes:
+        """A list answer written out here: fetched, decoded in slices, encoded in slices and
+        freed in slices, the collector off from its decode until it is freed.  With list
+        workers and an encoding they can do (``encoding.job``), a large body is encoded by a
+        worker and never decoded here (:mod:`gateway.core.lists.pool`)."""
+        workers = self._workers_for(encoding.job is not None)
+        with self.scope() as scope:
+            body = await fetch(workers is not None)
+            if workers is not None and encoding.job is not None and self._for_a_worker(body):
                 done = await workers.run(body, encoding.job)
                 if done is not None:
                     rest, items = split_wire(done)
                     return encoding.head(rest) + items
-                scope.hold()
-                body = await self.decoded(body)
-            data = await self.encode(body, encoding)
-            await scope.release(body)
+            value = await self._decoded_in(scope, body)
             del body
+            data = await self.encode(value, encoding)
+            await scope.release(value)
+            del value
         return data
 
-    async def decoded(self, body: Undecoded) -> dict[str, Any]:
-        """A body handed on undecoded, decoded here after all (no worker could), the
-        ordinary way, the cap checked.
+    @overload
+    async def handed_on(self, fetch: FetchBody) -> JSON: ...
+
+    @overload
+    async def handed_on(self, fetch: FetchBody, *, deferrable: bool) -> JSON | Undecoded: ...
+
+    async def handed_on(self, fetch: FetchBody, *, deferrable: bool = False) -> JSON | Undecoded:
+        """A list answer whose decoded value the caller hands on, to be completed later in
+        the same event-loop step (a GraphQL list field's value): the collector stays off
+        from its decode to the end of that step, and from then on by whoever completes it
+        (:meth:`complete`, :meth:`hold_until_next_turn`) until it is freed.
+
+        ``deferrable``: whoever completes it takes a large body undecoded too (a GraphQL
+        list field, which passes it to :meth:`projected`): with list workers it is then
+        answered as it came, for a worker to decode and project instead of this process.
+
+        Raises:
+            Internal: the body is not a JSON object.
+            RequestEntityTooLarge: more items than the cap.
+        """
+        workers = self._workers_for(deferrable)
+        with self.scope(linger=True) as scope:
+            body = await fetch(workers is not None)
+            if workers is not None and self._for_a_worker(body):
+                return body
+            return await self._decoded_in(scope, body)
+
+    async def projected(self, body: Undecoded, spec: Spec | None) -> bytes | JSON:
+        """A large body :meth:`handed_on` undecoded, projected by ``spec`` (a GraphQL list
+        field's plan, :mod:`gateway.core.lists.projections`): by a list worker into the
+        projection's JSON (``bytes``, to embed as it is), or, when none can (no plan, a
+        value only a serialiser here completes, no worker), decoded here (:meth:`decoded`)
+        for the caller to complete.
 
         Raises:
             Internal: the body is not a JSON object.
             Unavailable: the body is not gzip (``gzipped``).
             RequestEntityTooLarge: more items than the cap.
         """
-        # Held as a GraphQL list field's value is (handed_on): completed next.
-        data = await inflated(body.data) if body.gzipped else body.data
-        value = await self.handed_on(lambda: self.decode(data, defer=False))
-        if not isinstance(value, dict):
-            raise errors.Internal("the upstream sent JSON that is not an object")
-        if body.cap and over_cap(value, body.cap):
-            raise body.refusal()
-        return value
+        workers = self.workers
+        if spec is not None and workers is not None:
+            done = await workers.run(body, project(spec))
+            if done is not None:
+                return done
+        return await self.decoded(body)
 
-    async def handed_on(self, fetch: Callable[[], Awaitable[T]], *, deferrable: bool = False) -> T:
-        """A list answer whose decoded value the caller hands on, to be completed later in
-        the same event-loop step (a GraphQL list field's value): the collector stays off
-        from its decode to the end of that step, and from then on by whoever completes it
-        (:meth:`complete`, :meth:`hold_until_next_turn`) until it is freed.
+    async def decoded(self, body: Undecoded, *, linger: bool = True) -> JSON:
+        """A list body decoded here, the ordinary way, the cap checked; a large one with the
+        collector held off until the end of the event-loop step its decode ends in (as
+        :meth:`handed_on`'s: completed next), or, not ``linger``, only during its decode.
 
-        ``deferrable``: whoever completes it takes an :class:`~gateway.core.lists.workers.Undecoded`
-        large body too (a GraphQL list field), which list workers, when there are any, then
-        decode and project instead of this process.
+        Raises:
+            Internal: the body is not a JSON object.
+            Unavailable: the body is not gzip (``gzipped``).
+            RequestEntityTooLarge: more items than the cap.
         """
-        with self.scope(linger=True, deferrable=deferrable):
-            return await fetch()
+        with self.scope(linger=linger) as scope:
+            return await self._decoded_in(scope, body)
 
     async def complete(
         self, value: Any, work: Callable[[Any], Awaitable[T]], *, per_turn: int

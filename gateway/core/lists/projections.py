@@ -6,7 +6,7 @@ object type and selection, which reads each key, passes a well-formed leaf throu
 call and raises :class:`Fallback` on anything it cannot pass through unchanged.
 
 A plan is also written as a :data:`Spec`, plain tuples of names and numbers, so that a
-process that holds no schema (a list worker, :mod:`gateway.core.lists.workers`) can build the
+process that holds no schema (a list worker, :mod:`gateway.core.lists.jobs`) can build the
 same functions (:func:`build`) and project a list there.  Such a process has no scalar
 serialisers: a value that would need one raises :class:`Fallback`, and the caller projects
 the list itself the ordinary way.
@@ -363,7 +363,7 @@ def reader(read: Any) -> Callable[[bytes | memoryview], Any]:
     ``msgspec.ValidationError``, and JSON nested past the interpreter's recursion limit
     ``RecursionError``.  What it does not check where it skips: the UTF-8 of strings
     (``orjson`` refuses a body that is not UTF-8 anywhere), and numbers past a double's
-    range.  :func:`gateway.core.lists.workers.read_part` and ``work`` deal with each.
+    range.  :func:`gateway.core.lists.jobs.read_part` and ``work`` deal with each.
     """
     return msgspec.json.Decoder(_typed(read)).decode
 

@@ -1,6 +1,6 @@
 """Protobuf wire-format pieces the gRPC codec writes itself: varints, tags, ``Struct`` from
 JSON.  In the core (pure functions of bytes and decoded JSON) so that a list worker
-(:mod:`gateway.core.lists.workers`) writes the same bytes as the gRPC front end.
+(:mod:`gateway.core.lists.jobs`) writes the same bytes as the gRPC front end.
 
 Building a ``google.protobuf.Struct`` through the Python API costs ~100 µs for a typical
 ``managedFields[].fieldsV1`` (every JSON node becomes three messages), more than decoding the

@@ -21,8 +21,8 @@ import httpx
 import orjson
 
 from gateway.core import errors
+from gateway.core.lists.body import Undecoded
 from gateway.core.lists.large import LargeLists
-from gateway.core.lists.workers import Undecoded, over_cap, too_many
 from gateway.core.model.options import (
     DeleteOptions,
     ListOptions,
@@ -433,19 +433,8 @@ class KubeAdapter:
     async def _json(
         self, req: Request, credential: Credential, timeout: float | None = None
     ) -> JSON:
-        lists = self.large_lists
-        # A large body a list worker will decode is read gzipped, as the apiserver sends
-        # one (APIResponseCompression): the worker inflates it, not this process.
-        response = await self._send(
-            req, credential, timeout=timeout, gzipped=lists.hands_on_undecoded()
-        )
-        raw = gzipped_body(response)
-        if raw is not None:
-            decoded = await lists.decode_gzipped(raw)
-        else:
-            decoded = await lists.decode(response.content)
-        if isinstance(decoded, Undecoded):
-            return decoded  # type: ignore[return-value]  # a list worker's (see list)
+        response = await self._send(req, credential, timeout=timeout)
+        decoded = await self.large_lists.decode(response.content)
         if not isinstance(decoded, dict):
             raise errors.Internal("the upstream sent JSON that is not an object")
         return decoded
@@ -476,14 +465,38 @@ class KubeAdapter:
         credential: Credential = ANONYMOUS,
         timeout: float | None = None,
     ) -> JSON:
-        """One page of a list; ``namespace=None`` lists across all namespaces.
-
-        Without a ``limit``, at most :attr:`max_list_items` objects are held: the upstream is
-        asked for one more than that, and a list that does not fit is refused with a clear
-        error pointing to ``limit`` and ``continue``, rather than buffered whole.
+        """One page of a list, decoded (:meth:`list_body`, then
+        :meth:`LargeLists.decoded <gateway.core.lists.large.LargeLists.decoded>`: a large
+        one in slices); ``namespace=None`` lists across all namespaces.
 
         Raises:
-            RequestEntityTooLarge: more than :attr:`max_list_items` objects match.
+            RequestEntityTooLarge: without ``limit``, more than :attr:`max_list_items`
+                objects match.
+        """
+        body = await self.list_body(
+            resource, namespace=namespace, options=options, credential=credential, timeout=timeout
+        )
+        return await self.large_lists.decoded(body, linger=False)
+
+    async def list_body(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+        gzipped: bool = False,
+    ) -> Undecoded:
+        """One page of a list as the upstream sent it, not decoded: the large-list scope
+        decodes it, or hands it to a list worker (:mod:`gateway.core.lists.large`).
+        ``gzipped``: a body the upstream gzipped (the apiserver does, for a large one) is
+        kept as it came, for a worker to inflate rather than this process.
+
+        Without a ``limit``, at most :attr:`max_list_items` objects are held: the upstream is
+        asked for one more than that, and the body carries the cap (``Undecoded.cap``), so
+        that a list that does not fit is refused with a clear error pointing to ``limit`` and
+        ``continue``, whoever decodes it, rather than buffered whole.
         """
         res = self.resource(resource)
         options.validate(watch=False)
@@ -492,15 +505,14 @@ class KubeAdapter:
         if capped:
             options = replace(options, limit=cap + 1)
         req = build_request(res, "list", namespace=namespace, params=options.to_query())
-        answer = await self._json(req, credential, timeout)
-        if isinstance(answer, Undecoded):
-            # Completed by a list worker, which checks the cap (gateway.core.lists.workers).
-            if capped:
-                answer.cap, answer.plural = cap, res.plural
-            return answer
-        if capped and over_cap(answer, cap):
-            raise too_many(cap, res.plural)
-        return answer
+        response = await self._send(req, credential, timeout=timeout, gzipped=gzipped)
+        raw = gzipped_body(response)
+        return Undecoded(
+            response.content if raw is None else raw,
+            gzipped=raw is not None,
+            cap=cap if capped else 0,
+            plural=res.plural,
+        )
 
     async def list_all(
         self,

@@ -1,21 +1,16 @@
-"""List workers (gateway.core.lists.workers) on their own: what a worker answers, and what the
-gateway does when workers cannot start, keep dying, or a caller goes mid-list."""
+"""List jobs (gateway.core.lists.jobs) on their own: what a worker answers for a body and a
+job, reading only what a projection reads, and gzipped bodies."""
 
 from __future__ import annotations
 
-import asyncio
 import gzip
-import logging
-import sys
-import zlib
-from pathlib import Path
 
 import orjson
 import pytest
 
-from gateway.core import errors
-from gateway.core.lists import workers as listwork
-from gateway.core.lists.large import LargeLists
+from gateway.core.lists import jobs
+from gateway.core.lists.body import over_cap
+from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, project, split_wire, wire, work
 from gateway.core.lists.projections import (
     ALWAYS,
     CONST,
@@ -29,23 +24,6 @@ from gateway.core.lists.projections import (
     build,
     merged,
     shape,
-)
-from gateway.core.lists.workers import (
-    GIVE_UP,
-    NOT_DONE,
-    OVER_CAP,
-    ListWorkers,
-    Undecoded,
-    cgroup_cpus,
-    gunzip,
-    gzip_size,
-    inflated,
-    over_cap,
-    project,
-    split_wire,
-    wire,
-    work,
-    workers_for,
 )
 from gateway.core.support import deepjson
 
@@ -95,88 +73,6 @@ def test_a_worker_projects_writes_or_gives_back() -> None:
     first = orjson.dumps({"name": "n0", "big": "x" * 100})
     one = b"\x0a" + bytes([len(first)]) + first  # ResourceObject{json}
     assert items.startswith(b"\x12" + bytes([len(one)]) + one)  # ResourceList.items
-
-
-async def test_workers_that_keep_dying_are_given_up_once_and_lists_still_answer(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    died: list[str] = []
-    workers = ListWorkers(1, died.append, command=(sys.executable, "-c", "pass"))
-    lists = LargeLists(workers)
-    try:
-        with caplog.at_level(logging.WARNING, logger="gateway"):
-            for _ in range(GIVE_UP):
-                assert await workers.run(Undecoded(_body(600)), project(NAMES)) is None
-            assert not workers.enabled
-            assert await workers.run(Undecoded(_body(600)), project(NAMES)) is None
-        assert died == ["died"] * GIVE_UP
-        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-        assert errors == [
-            f"{GIVE_UP} list workers in a row ended without answering: large lists are "
-            "decoded by the gateway itself from now on"
-        ]
-        # The caller decodes it itself: the same answer as without workers.
-        assert len((await lists.decoded(Undecoded(_body(600))))["items"]) == 600
-    finally:
-        await workers.aclose()
-
-
-async def test_a_worker_that_cannot_start_turns_workers_off(
-    caplog: pytest.LogCaptureFixture, tmp_path: object
-) -> None:
-    workers = ListWorkers(2, command=("/nonexistent/kube-gateway-python",))
-    with caplog.at_level(logging.ERROR, logger="gateway"):
-        assert await workers.run(Undecoded(_body(600)), project(NAMES)) is None
-    assert not workers.enabled
-    assert "a list worker cannot start" in caplog.text
-    await workers.aclose()
-
-
-async def test_a_caller_gone_mid_list_costs_that_worker_only() -> None:
-    workers = ListWorkers(1)
-    try:
-        (pid,) = await workers.ready()
-        (worker,) = workers._idle
-        running = asyncio.create_task(workers.run(Undecoded(_body(50_000)), project(NAMES)))
-        await asyncio.sleep(0)  # one step: the list takes the idle worker, then copies
-        assert not workers._idle
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
-        assert await worker.proc.wait() != 0  # killed: its pipes were mid-frame
-        done = await workers.run(Undecoded(_body(3)), project(NAMES))
-        assert done is not None and orjson.loads(done)["items"][2] == {"name": "n2"}
-        assert [w.proc.pid for w in workers._idle] != [pid]  # a new worker answered
-    finally:
-        await workers.aclose()
-
-
-@pytest.mark.parametrize(
-    ("files", "cpus"),
-    [
-        ({"cpu.max": "max 100000\n"}, None),
-        ({"cpu.max": "200000 100000\n"}, 2),
-        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: rounded up
-        ({"cpu.max": "50000 100000\n"}, 1),
-        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
-        ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3),
-        ({}, None),
-    ],
-    ids=["v2-none", "v2-2", "v2-1.5", "v2-0.5", "v1-none", "v1-3", "no-cgroup"],
-)
-def test_auto_counts_the_cgroup_quota(
-    files: dict[str, str], cpus: int | None, tmp_path: Path
-) -> None:
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    assert cgroup_cpus(str(tmp_path)) == cpus
-
-
-def test_a_number_is_the_count() -> None:
-    assert workers_for("0") == 0
-    assert workers_for("3") == 3
-    assert 1 <= workers_for("auto") <= 4
 
 
 # -- decoding only what a projection reads ---------------------------------------------------
@@ -320,7 +216,7 @@ def test_a_worker_reading_part_of_a_body_answers_as_a_whole_decode(
 
 
 def test_a_number_past_a_double_where_nothing_reads_it_is_not_looked_at() -> None:
-    """The one difference from a whole decode, documented in gateway.core.lists.workers: a
+    """The one difference from a whole decode, documented in gateway.core.lists.jobs: a
     number no double holds (which no kube-apiserver can send: it can neither decode nor
     encode one) fails a whole decode, and the list with it, wherever it is; read in part,
     only where the selection reads it."""
@@ -338,7 +234,7 @@ def test_a_number_past_a_double_where_nothing_reads_it_is_not_looked_at() -> Non
 def test_a_worker_builds_only_what_the_projection_reads() -> None:
     """The plain body read in part: unread keys are not built, both aliases' keys are, and
     what the cap needs is there even when the projection does not read it."""
-    read = listwork.read_part(ODD_BODIES["plain"], WIDE)
+    read = jobs.read_part(ODD_BODIES["plain"], WIDE)
     assert read is not None
     item = read["items"][0]
     assert set(item) == {"name", "metadata", "labels", "spec"}
@@ -346,15 +242,15 @@ def test_a_worker_builds_only_what_the_projection_reads() -> None:
     assert item["labels"] == {"app": "a", "tier": None, "n": [1, 2.5, {"deep": True}]}
     assert item["spec"] == {"containers": [{"name": "c", "image": "i"}, None], "ports": [80, 443]}
     assert read["metadata"] == {"continue": "c"}
-    names_only = listwork.read_part(ODD_BODIES["plain"], NAMES)
+    names_only = jobs.read_part(ODD_BODIES["plain"], NAMES)
     assert names_only is not None
     assert names_only["metadata"] == {"continue": "c"}  # for the cap
     # a raw selection reads the items whole
-    raw = listwork.read_part(ODD_BODIES["plain"], RAW)
+    raw = jobs.read_part(ODD_BODIES["plain"], RAW)
     assert raw is not None and raw["items"] == orjson.loads(ODD_BODIES["plain"])["items"]
     # read whole instead: not UTF-8 where unread, a type other than the one read
     for odd in ("bad UTF-8 in an unread string", "spec a string", "nested too deep"):
-        assert listwork.read_part(ODD_BODIES[odd], WIDE) is None, odd
+        assert jobs.read_part(ODD_BODIES[odd], WIDE) is None, odd
 
 
 def test_the_shape_of_what_a_projection_reads() -> None:
@@ -389,22 +285,3 @@ def test_a_damaged_gzipped_body_is_given_back() -> None:
     packed = gzip.compress(ODD_BODIES["plain"])
     for damaged in (packed[:-9], packed[:10] + b"\xff" * 20 + packed[30:], b"not gzip", b""):
         assert work(damaged, project(WIDE), 0, gzipped=True) == NOT_DONE
-
-
-def test_gunzip_reads_every_member_as_gzip_does() -> None:
-    one, two = gzip.compress(b'{"a":'), gzip.compress(b"1}")
-    assert gunzip(one) == b'{"a":'
-    assert gunzip(one + two) == gzip.decompress(one + two) == b'{"a":1}'
-    assert gunzip(one + b"\0\0\0" + two) == b'{"a":1}'  # padding between members
-    with pytest.raises(EOFError):
-        gunzip(one[:-3])
-    with pytest.raises(zlib.error):
-        gunzip(b"\x1f\x8b not gzip at all")
-    assert gzip_size(one + two) == 2  # the last member's count, as its trailer says
-    assert gzip_size(b"short") == 0
-
-
-async def test_a_damaged_gzipped_body_decoded_here_is_an_upstream_error() -> None:
-    with pytest.raises(errors.Unavailable, match="DecodingError"):
-        await inflated(b"\x1f\x8b\x08\x00 damaged")
-    assert await inflated(gzip.compress(b"{}")) == b"{}"

@@ -1,0 +1,277 @@
+"""The gateway's pool of list worker processes (:class:`ListWorkers`): a large list body
+decoded and projected (or written for gRPC) off the gateway's interpreter.
+
+Decoding a list of 5,000 pods (27 MB of JSON), projecting it to what a GraphQL query selects
+and freeing the decoded objects is about 90 % of the gateway's CPU for that answer, all of
+it Python under one interpreter lock.  Sliced, it does not stall the event loop for long
+(:mod:`gateway.core.lists.large`), but it cannot run beside other work: a fleet list of two
+clusters costs two decodes one after the other, whatever the cores, and every small request
+waits for a core the list holds.
+
+With list workers (``--list-workers N``), a large list body that a GraphQL list field or a
+gRPC ``ResourceService`` list without a read mask will complete is not decoded by the
+gateway: the large-list scope (:class:`gateway.core.lists.large.LargeLists`) sends the body
+and a job (:mod:`gateway.core.lists.jobs`: the selection's projection plan, plain data, or
+the protobuf items to write) to a worker process (:mod:`gateway.core.lists.worker`), which
+decodes what the job reads, does it and returns the bytes.  N lists are then decoded on N
+cores at once, and the gateway's own interpreter only moves bytes.  A body the upstream
+gzipped (as the apiserver does for a large answer) is handed on gzipped, and the worker
+inflates it too.  Whatever a worker gives back (not done, or it died) the caller decodes and
+completes itself.
+
+Workers are started on the first large list, not before (a gateway that never lists much
+never starts one), and stopped with the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from gateway.core.lists.body import Undecoded
+from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, Job
+from gateway.core.lists.worker import ANSWER, COMMAND, REQUEST, STATUS_DONE, STATUS_OVER_CAP
+from gateway.core.process.cpus import usable_cpus
+
+log = logging.getLogger("gateway")
+
+__all__ = ["GIVE_UP", "MOST_AUTO", "ListWorkers", "workers_for"]
+
+#: Workers ending in a row without an answer after which none are started again.
+GIVE_UP: Final = 3
+#: The most workers ``--list-workers auto`` starts.
+MOST_AUTO: Final = 4
+
+
+def workers_for(setting: str) -> int:
+    """The worker count a ``--list-workers`` setting means: ``auto`` is the CPUs this
+    process may use (:func:`gateway.core.process.cpus.usable_cpus`: its CPU affinity and its
+    cgroup's CPU quota), at most :data:`MOST_AUTO`; ``0`` is none."""
+    if setting != "auto":
+        return int(setting)
+    return max(1, min(MOST_AUTO, usable_cpus()))
+
+
+class _Worker:
+    """One worker process, its two pipes and its shared memory file; one request at a time.
+
+    A body goes through the memory file when there is one (Linux): one copy in, one read
+    out, where a pipe would hand a 27 MB body over in dozens of pieces, each a wait for the
+    other process to be scheduled, which on a busy machine costs more than the decode.
+    """
+
+    __slots__ = ("proc", "shared", "stopped")
+
+    def __init__(self, proc: asyncio.subprocess.Process, shared: int | None) -> None:
+        self.proc = proc
+        self.shared = shared
+        self.stopped = False
+
+    async def call(self, job: Job, cap: int, data: bytes, *, gzipped: bool) -> bytes | str:
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        head = pickle.dumps((job, cap, gzipped), protocol=pickle.HIGHEST_PROTOCOL)
+        shared = self.shared
+        if shared is not None:
+            # A thread copies it (the event loop would otherwise wait for the whole copy),
+            # to its end even when the caller goes: the file is not closed under it.
+            copy = asyncio.ensure_future(asyncio.to_thread(os.pwrite, shared, data, 0))
+            try:
+                await asyncio.shield(copy)
+            except asyncio.CancelledError:
+                await asyncio.wait({copy})
+                raise
+        stdin.write(REQUEST.pack(len(head), len(data), shared is not None))
+        stdin.write(head)
+        if shared is None:
+            stdin.write(data)
+        await stdin.drain()
+        status, size = ANSWER.unpack(await stdout.readexactly(ANSWER.size))
+        if status == STATUS_DONE:
+            return await stdout.readexactly(size)
+        return OVER_CAP if status == STATUS_OVER_CAP else NOT_DONE
+
+    @property
+    def done(self) -> bool:
+        """The process has ended and its output pipe is read to its end."""
+        stdout = self.proc.stdout
+        return self.proc.returncode is not None and (stdout is None or stdout.at_eof())
+
+    async def reaped(self) -> None:
+        """Wait for the process to end and read its output to the end: the event loop then
+        closes its transport (as it does by itself for a worker nobody waits for)."""
+        await self.proc.wait()
+        if self.proc.stdout is not None:
+            await self.proc.stdout.read()
+        self.close_shared()
+
+    def stop(self, *, kill: bool = True) -> None:
+        """End the process and close its memory file: a kill for one that may be
+        mid-request, else the end of its input (it exits at EOF; one that has already died
+        is left to the event loop's child watcher, which a kill would race to reap)."""
+        self.stopped = True
+        if kill and self.proc.returncode is None:
+            self.proc.kill()
+        elif self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.close_shared()
+
+    def close_shared(self) -> None:
+        shared, self.shared = self.shared, None
+        if shared is not None:
+            os.close(shared)
+
+
+class ListWorkers:
+    """The gateway's list worker processes (one set per process, shared by every cluster).
+
+    ``count`` 0: none, every list is decoded by the gateway itself.  A worker is a child
+    process (:mod:`gateway.core.lists.worker`) that serves one list at a time over its stdin
+    and stdout; the gateway's own modules and threads are never copied into it.
+    """
+
+    def __init__(
+        self,
+        count: int,
+        counted: Callable[[str], None] | None = None,
+        *,
+        command: Sequence[str] = COMMAND,
+    ) -> None:
+        self.count = count
+        #: Hears each list's outcome: ``done``, ``returned``, ``died`` (the metrics').
+        self._counted = counted or (lambda outcome: None)
+        #: What starts a worker (its memory file's descriptor is appended, when there is one).
+        self._command = tuple(command)
+        #: Workers that ended in a row without answering; at :data:`GIVE_UP`, none are used.
+        self._deaths = 0
+        self._idle: list[_Worker] = []
+        #: Every worker started and not yet reaped (a dropped one stays until its process
+        #: and pipes are done: the event loop closes them, or :meth:`aclose` waits).
+        self._all: set[_Worker] = set()
+        self._slots: asyncio.Semaphore | None = None
+        self._closed = False
+        #: Lists projected by a worker, and lists a worker gave back (not done, or died).
+        self.projected = 0
+        self.returned = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.count > 0 and not self._closed
+
+    async def _take(self) -> _Worker:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.proc.returncode is None:
+                return worker
+            self._drop(worker)  # died while idle
+        return await self._start()
+
+    async def _start(self) -> _Worker:
+        memfd = getattr(os, "memfd_create", None)
+        shared = None if memfd is None else memfd("kube-gateway-list", os.MFD_CLOEXEC)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command,
+                *([] if shared is None else [str(shared)]),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                pass_fds=() if shared is None else (shared,),
+            )
+        except BaseException:
+            if shared is not None:
+                os.close(shared)
+            raise
+        worker = _Worker(proc, shared)
+        self._all.add(worker)
+        return worker
+
+    def _drop(self, worker: _Worker, *, kill: bool = False) -> None:
+        worker.stop(kill=kill)
+        # The ones ended earlier whose process and pipes are done need no more waiting.
+        self._all = {w for w in self._all if not w.done}
+
+    async def run(self, body: Undecoded, job: Job) -> bytes | None:
+        """``job`` done on ``body`` in a worker (:func:`project`: JSON; :func:`wire`: see
+        :func:`split_wire`); ``None`` when the caller must decode it and do it itself.
+
+        Raises:
+            RequestEntityTooLarge: more items than the body's cap.
+        """
+        if not self.enabled:
+            return None
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.count)
+        async with self._slots:
+            try:
+                worker = await self._take()
+            except OSError as exc:
+                self._give_up(f"a list worker cannot start ({exc})")
+                return None
+            try:
+                done = await worker.call(job, body.cap, body.data, gzipped=body.gzipped)
+            except (OSError, asyncio.IncompleteReadError):
+                # The worker died (killed, out of memory): this list is decoded here, and
+                # the next one starts a new worker, unless they all die at once.
+                self._drop(worker)
+                self.returned += 1
+                self._counted("died")
+                self._deaths += 1
+                if self._deaths >= GIVE_UP:
+                    self._give_up(f"{self._deaths} list workers in a row ended without answering")
+                else:
+                    log.warning("a list worker process ended unexpectedly; starting a new one")
+                return None
+            except BaseException:
+                self._drop(worker, kill=True)  # cancelled mid-request: pipes mid-frame
+                raise
+            self._deaths = 0
+            if self._closed:
+                self._drop(worker)
+            else:
+                self._idle.append(worker)
+        if done == OVER_CAP:
+            self._counted("done")
+            raise body.refusal()
+        if isinstance(done, bytes):
+            self.projected += 1
+            self._counted("done")
+            return done
+        self.returned += 1
+        self._counted("returned")
+        return None
+
+    def _give_up(self, why: str) -> None:
+        """Use no worker from now on: every list is decoded by the gateway, as with
+        ``--list-workers 0`` (said once, as an error: the operator should look)."""
+        if not self._closed:
+            log.error("%s: large lists are decoded by the gateway itself from now on", why)
+        self._closed = True
+
+    async def ready(self) -> list[int]:
+        """Start every worker now (rather than on first use): their process ids."""
+        started = [await self._start() for _ in range(self.count - len(self._idle))]
+        self._idle.extend(started)
+        return [w.proc.pid for w in self._idle]
+
+    async def aclose(self) -> None:
+        """Stop the workers: idle ones see EOF and exit; one mid-request is killed (its
+        caller is gone too); each is waited for to its pipes' end, so that nothing of it
+        is left for the garbage collector."""
+        self._closed = True
+        workers, self._all = list(self._all), set()
+        idle = set(self._idle)
+        self._idle.clear()
+        for worker in workers:
+            if not worker.stopped:  # idle: EOF; else mid-request
+                worker.stop(kill=worker not in idle)
+        for worker in workers:
+            try:
+                async with asyncio.timeout(5):
+                    await worker.reaped()
+            except TimeoutError:
+                worker.stop()
+                await worker.reaped()

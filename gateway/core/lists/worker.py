@@ -1,0 +1,129 @@
+"""A list worker process: its main loop, which does one list job at a time
+(:func:`gateway.core.lists.jobs.work`), and the frames it reads and writes.
+
+The gateway's pool (:mod:`gateway.core.lists.pool`) starts each worker as a fresh
+interpreter running :func:`main` (:data:`COMMAND`): nothing of the gateway is forked or
+re-imported there (not its threads, gRPC's among them, nor the script that started it), and
+it imports what a job needs (:mod:`~gateway.core.lists.jobs`,
+:mod:`~gateway.core.lists.projections`, :mod:`~gateway.core.lists.protowire`, ``msgspec``,
+``orjson``) and little else: ``gateway.core`` is registered as a bare package before, so that
+the core's front door (``gateway/core/__init__.py``, which imports all of the core, httpx
+among it) is not run there (``tests/core/test_worker.py`` holds it to that).
+
+It speaks a small framed protocol over its stdin and stdout, one list at a time; the body
+itself goes through a memory file the two share (Linux), mapped here, not sent down the pipe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import mmap
+import os
+import pickle
+import signal
+import struct
+import sys
+from typing import Any, BinaryIO, Final
+
+from gateway.core.lists.jobs import OVER_CAP, work
+
+__all__ = [
+    "ANSWER",
+    "COMMAND",
+    "REQUEST",
+    "STATUS_DONE",
+    "STATUS_NOT_DONE",
+    "STATUS_OVER_CAP",
+    "main",
+    "serve",
+]
+
+# A request: ``<QQB`` (the pickled job's size, the body's size, whether the body is in the
+# shared memory file), the pickled ``(job, cap, gzipped)``, the body (when not shared).
+REQUEST: Final = struct.Struct("<QQB")
+# An answer: ``<BQ`` (status, length), then the job's bytes (STATUS_DONE) or nothing.
+ANSWER: Final = struct.Struct("<BQ")
+#: An answer's status: done, not done (the caller does the work), over the list cap.
+STATUS_DONE, STATUS_NOT_DONE, STATUS_OVER_CAP = 0, 1, 2
+
+#: What starts a worker: :func:`main` in a fresh interpreter, ``gateway.core`` a bare package
+#: (its ``__init__``, the core's front door, left unrun: a worker needs a few of its modules,
+#: not all of the core).  The pool appends the shared memory file's descriptor, if any.
+COMMAND: Final = (
+    sys.executable,
+    "-c",
+    "import importlib.machinery, os, sys, types, gateway\n"
+    "core = types.ModuleType('gateway.core')\n"
+    "core.__spec__ = importlib.machinery.ModuleSpec('gateway.core', None, is_package=True)\n"
+    "core.__path__ = [os.path.join(os.path.dirname(gateway.__file__), 'core')]\n"
+    "sys.modules['gateway.core'] = core\n"
+    "from gateway.core.lists.worker import main\n"
+    "main()\n",
+)
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
+    """A worker's loop: requests in on ``stdin``, answers out on ``stdout``, until EOF.
+    ``shared``: a memory file the gateway writes each body into (read here in one call),
+    rather than sending it down the pipe.
+
+    The cyclic collector is off: a decoded body is millions of young objects and no cycle,
+    and a collection would traverse them again and again during the decode (the gateway
+    holds it off the same way, :mod:`gateway.core.lists.large`).  Each decoded body is freed
+    after its answer is written, not before: its caller need not wait for the free.
+    """
+    gc.disable()
+    decoded: list[Any] = []
+    while True:
+        head = stdin.read(REQUEST.size)
+        if len(head) < REQUEST.size:
+            return  # the gateway closed the pipe (or is gone): done
+        spec_size, body_size, in_shared = REQUEST.unpack(head)
+        job, cap, gzipped = pickle.loads(stdin.read(spec_size))  # the gateway's own job
+        if in_shared and shared is not None and body_size:
+            # Mapped, not copied: the decode reads the gateway's copy in place.
+            with (
+                mmap.mmap(shared, body_size, access=mmap.ACCESS_READ) as mapped,
+                memoryview(mapped) as body,
+            ):
+                answer = work(body, job, cap, decoded, gzipped=gzipped)
+            os.ftruncate(shared, 0)  # its pages go back to the system, off the gateway's loop
+        else:
+            answer = work(stdin.read(body_size), job, cap, decoded, gzipped=gzipped)
+        if isinstance(answer, bytes):
+            stdout.write(ANSWER.pack(STATUS_DONE, len(answer)))
+            stdout.write(answer)
+        else:
+            stdout.write(ANSWER.pack(STATUS_OVER_CAP if answer == OVER_CAP else STATUS_NOT_DONE, 0))
+        stdout.flush()
+        decoded.clear()
+
+
+def _widen(fd: int) -> None:
+    """Give a worker's pipe the largest buffer the system allows (Linux: 1 MiB by default;
+    elsewhere the default 64 KiB stays): a 27 MB body then crosses in a few dozen writes,
+    not hundreds, each one a handover between two processes that, on a busy machine, waits
+    for a CPU.  Set from the worker's end: the size is the pipe's, whichever end sets it."""
+    size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if size is None:
+        return
+    try:
+        with open("/proc/sys/fs/pipe-max-size") as most:
+            fcntl.fcntl(fd, size, int(most.read()))
+    except OSError:
+        pass  # the default size works, only with more handovers
+
+
+def main() -> None:
+    """A worker process: serves its stdin and stdout until EOF; ``argv[1]``, when given, is
+    the descriptor of the memory file it shares with the gateway."""
+    # Ctrl-C reaches the whole process group, but the gateway ends its workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _widen(sys.stdin.fileno())
+    _widen(sys.stdout.fileno())
+    serve(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[1]) if len(sys.argv) > 1 else None)
+
+
+if __name__ == "__main__":
+    main()
