@@ -803,12 +803,14 @@ async def sampler(
     served: Served, gw: httpx.AsyncClient, figures: Figures, until: float, every: float
 ) -> None:
     pid = served.proc.pid
+    report_every = max(every, (until - time.monotonic()) / 20)
+    reported = -math.inf
     while True:
         if served.proc.poll() is not None:
             raise RuntimeError(f"the gateway exited:\n{''.join(served.lines[-20:])}")
         text = (await gw.get("/metrics")).text
         figures.samples.append(
-            Sample(
+            sample := Sample(
                 t=time.monotonic(),
                 rss=rss_mb(pid),
                 cpu_ms=cpu_ms(pid),
@@ -820,6 +822,17 @@ async def sampler(
                 subscriptions=metric_sum(text, "kube_gateway_subscriptions"),
             )
         )
+        if sample.t - reported >= report_every or sample.t >= until:
+            reported = sample.t
+            first = figures.samples[0]
+            cpu = (sample.cpu_ms - first.cpu_ms) / 1000 / max(sample.t - first.t, 1e-9)
+            log(
+                f"{sample.t - figures.started:5.0f}s: RSS {sample.rss:.0f} MB, CPU {cpu:.0%} of "
+                f"a core, {sample.subscriptions:.0f} subscriptions, {figures.writes} writes, "
+                f"{figures.events_checked} events checked, {figures.lost} lost, "
+                f"{len(figures.crds)} CRDs, {len(figures.clusters)} clusters, "
+                f"{sum(figures.hostile.values())} hostile"
+            )
         if time.monotonic() >= until:
             return
         await asyncio.sleep(min(every, max(0.0, until - time.monotonic())))
@@ -925,6 +938,14 @@ def _p(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else math.nan
 
 
+def _window(f: Figures, start: float, end: float) -> list[Sample]:
+    """The samples between two fractions of the run (the nearest one when none is)."""
+    span = f.samples[-1].t - f.started
+    inside = [s for s in f.samples if start * span <= s.t - f.started <= end * span]
+    middle = f.started + (start + end) / 2 * span
+    return inside or [min(f.samples, key=lambda s: abs(s.t - middle))]
+
+
 def figure_rows(f: Figures, plan: Plan) -> list[Row]:
     """The table's rows (see the module docstring for what each is)."""
     if not f.samples:
@@ -980,6 +1001,16 @@ def figure_rows(f: Figures, plan: Plan) -> list[Row]:
             "MB",
             base.rss,
             max_ratio=1.1,
+            note=f"lowest after warm-up {min(s.rss for s in after):.0f} MB",
+        ),
+        row(
+            f"soak: gateway RSS, median of the last 20 % of the run, {run} (direct column: "
+            "median of the 20-40 % window)",
+            statistics.median(s.rss for s in _window(f, 0.8, 1.0)),
+            "MB",
+            statistics.median(s.rss for s in _window(f, WARM_UP, 0.4)),
+            max_ratio=1.1,
+            note="the trend under the swings of cluster and CRD churn",
         ),
         row(
             f"soak: events lost by well-behaved subscribers, {run}",

@@ -95,6 +95,7 @@ def test_a_short_soak_on_the_real_apiserver_reports_every_figure() -> None:
     expected = [
         "gateway RSS, highest after warm-up",
         "gateway RSS, last sample",
+        "gateway RSS, median of the last 20 %",
         "events lost by well-behaved subscribers",
         "event-loop lag samples over 100 ms",
         "longest event-loop stall",
