@@ -863,6 +863,8 @@ class Plan:
     writes_per_second: float = 4.0
     subscribers: int = 8
     sample_seconds: float = 5.0
+    #: Parts left out (to find which one costs what): ``hostile``, ``crds``, ``clusters``.
+    without: frozenset[str] = frozenset()
 
 
 async def run(kube: KubeAPIServer, served: Served, clusters_dir: Path, plan: Plan) -> Figures:
@@ -914,17 +916,22 @@ async def run(kube: KubeAPIServer, served: Served, clusters_dir: Path, plan: Pla
                 )
                 for i in range(plan.subscribers)
             ),
-            crd_churn(api, gw, figures, until, min(CRD_EVERY_S, seconds / 4)),
-            cluster_churn(
-                kube,
-                clusters_dir=clusters_dir,
-                gw=gw,
-                figures=figures,
-                until=until,
-                every=min(CLUSTER_EVERY_S, seconds / 4),
-            ),
-            hostile(served, kube, figures, until, scale),
         ]  # fmt: skip
+        if "crds" not in plan.without:
+            tasks.append(crd_churn(api, gw, figures, until, min(CRD_EVERY_S, seconds / 4)))
+        if "clusters" not in plan.without:
+            tasks.append(
+                cluster_churn(
+                    kube,
+                    clusters_dir=clusters_dir,
+                    gw=gw,
+                    figures=figures,
+                    until=until,
+                    every=min(CLUSTER_EVERY_S, seconds / 4),
+                )
+            )
+        if "hostile" not in plan.without:
+            tasks.append(hostile(served, kube, figures, until, scale))
         log(
             f"running {plan.minutes:g} min: {plan.writes_per_second:g} writes/s, 2 + "
             f"{plan.subscribers} subscribers, CRD and cluster churn, hostile clients"
@@ -1143,13 +1150,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--subscribers", type=int, default=8, help="connect-and-leave slots")
     parser.add_argument("--sample-seconds", type=float, default=5.0)
     parser.add_argument(
+        "--without",
+        default="",
+        help="comma-separated parts left out: hostile, crds, clusters (default: none)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="put the section into this BENCHMARKS.md"
     )
     parser.add_argument(
         "gateway_args", nargs="*", help="more `kube-gateway serve` flags (after --)"
     )
     args = parser.parse_args(argv)
-    plan = Plan(args.minutes, args.writes_per_second, args.subscribers, args.sample_seconds)
+    without = frozenset(p.strip() for p in args.without.split(",") if p.strip())
+    unknown = without - {"hostile", "crds", "clusters"}
+    if unknown:
+        parser.error(f"--without: unknown parts {sorted(unknown)}")
+    plan = Plan(
+        args.minutes, args.writes_per_second, args.subscribers, args.sample_seconds, without
+    )
     try:
         table = rows(plan, *args.gateway_args)
     except Exception:
