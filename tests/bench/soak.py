@@ -79,6 +79,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
     resource_pb2,
     resource_pb2_grpc,
 )
+from tests.bench import heaptrace
 from tests.bench.bench_fleet import cpu_ms, lag_buckets, rss_mb
 from tests.bench.report import Row, row, splice, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
@@ -144,6 +145,20 @@ FLEET_QUERY = (
     "query($clusters: [String!]) { fleet(clusters: $clusters) { cluster "
     'leases(namespace: "team-a") { items { metadata { name } } } } }'
 )
+
+
+#: The hostile clients by the short name ``--without`` takes (``hostile`` leaves out all).
+HOSTILE_KINDS = (
+    "fleet-graphql",
+    "fleet-grpc",
+    "introspection",
+    "undeclared-http",
+    "undeclared-ws",
+    "random-token",
+    "health",
+    "connections",
+)
+PARTS = ("hostile", "crds", "clusters", *HOSTILE_KINDS)
 
 
 def log(message: str) -> None:
@@ -643,9 +658,11 @@ async def hostile(
     figures: Figures,
     until: float,
     scale: float,
+    *,
+    without: frozenset[str] = frozenset(),
 ) -> None:
-    """Every hostile client at once, each at its bounded pace (``scale`` stretches the
-    pauses of a short run down)."""
+    """Every hostile client at once (but those named in ``without``), each at its bounded
+    pace (``scale`` stretches the pauses of a short run down)."""
     anon = httpx.AsyncClient(
         base_url=served.http,
         timeout=CALL_S,
@@ -780,17 +797,23 @@ async def hostile(
         return max(0.5, seconds * scale)
 
     try:
-        paced = {"figures": figures, "until": until, "limit": 100_000}
+        clients: dict[str, tuple[str, Callable[[], Any], float]] = {
+            "fleet-graphql": ("fleet clusters list, GraphQL 3.9 MB", fleet_graphql, 10),
+            "fleet-grpc": ("fleet clusters list, gRPC 3.5 MB", fleet_grpc, 10),
+            "introspection": ("amplified introspection", amplified, 3),
+            "undeclared-http": ("undeclared variables, HTTP 1 MB", undeclared, 5),
+            "undeclared-ws": ("undeclared variables, WS 1 MB", undeclared_ws, 10),
+            "random-token": ("random token", random_token, 0.5),
+            "health": ("anonymous health Watch", health_watches, 20),
+            "connections": ("connections", connections, 30),
+        }
         await asyncio.gather(
-            _paced("fleet clusters list, GraphQL 3.9 MB", fleet_graphql, every=every(10), **paced),
-            _paced("fleet clusters list, gRPC 3.5 MB", fleet_grpc, every=every(10), **paced),
-            _paced("amplified introspection", amplified, every=every(3), **paced),
-            _paced("undeclared variables, HTTP 1 MB", undeclared, every=every(5), **paced),
-            _paced("undeclared variables, WS 1 MB", undeclared_ws, every=every(10), **paced),
-            _paced("random token", random_token, every=every(0.5), **paced),
-            _paced("anonymous health Watch", health_watches, every=every(20), **paced),
-            _paced("connections", connections, every=every(30), **paced),
-        )  # fmt: skip
+            *(
+                _paced(kind, call, figures=figures, until=until, every=every(s), limit=100_000)
+                for name, (kind, call, s) in clients.items()
+                if name not in without
+            )
+        )
     finally:
         await anon.aclose()
         await channel.close()
@@ -863,7 +886,8 @@ class Plan:
     writes_per_second: float = 4.0
     subscribers: int = 8
     sample_seconds: float = 5.0
-    #: Parts left out (to find which one costs what): ``hostile``, ``crds``, ``clusters``.
+    #: Parts left out (to find which one costs what): ``hostile``, ``crds``, ``clusters``
+    #: or one hostile client by its name in :data:`HOSTILE_KINDS`.
     without: frozenset[str] = frozenset()
 
 
@@ -931,10 +955,11 @@ async def run(kube: KubeAPIServer, served: Served, clusters_dir: Path, plan: Pla
                 )
             )
         if "hostile" not in plan.without:
-            tasks.append(hostile(served, kube, figures, until, scale))
+            tasks.append(hostile(served, kube, figures, until, scale, without=plan.without))
         log(
             f"running {plan.minutes:g} min: {plan.writes_per_second:g} writes/s, 2 + "
             f"{plan.subscribers} subscribers, CRD and cluster churn, hostile clients"
+            + (f"; without {', '.join(sorted(plan.without))}" if plan.without else "")
         )
         await asyncio.gather(*tasks)
     return figures
@@ -1108,7 +1133,9 @@ def figure_rows(f: Figures, plan: Plan) -> list[Row]:
 
 
 @contextlib.contextmanager
-def gateway(kube: KubeAPIServer, clusters_dir: Path, *more: str) -> Iterator[Served]:
+def gateway(
+    kube: KubeAPIServer, clusters_dir: Path, *more: str, env: Mapping[str, str] | None = None
+) -> Iterator[Served]:
     with (
         tempfile.TemporaryDirectory(prefix="kg-soak-") as home,
         serve_process(
@@ -1122,17 +1149,21 @@ def gateway(kube: KubeAPIServer, clusters_dir: Path, *more: str) -> Iterator[Ser
             "--drain-seconds",
             "1",
             *more,
+            env=env,
         ) as served,
     ):
         served.wait_serving()
         yield served
 
 
-def rows(plan: Plan = Plan(), *gateway_args: str) -> list[Row]:
-    """Run the soak (printing as it goes) and return the rows of the benchmark table."""
+def rows(
+    plan: Plan = Plan(), *gateway_args: str, env: Mapping[str, str] | None = None
+) -> list[Row]:
+    """Run the soak (printing as it goes) and return the rows of the benchmark table;
+    ``env``: more environment for the gateway process."""
     with running_apiserver() as kube, tempfile.TemporaryDirectory(prefix="kg-soak-dir-") as d:
         log(f"kube-apiserver ready in {kube.startup_seconds}s")
-        with gateway(kube, Path(d), *gateway_args) as served:
+        with gateway(kube, Path(d), *gateway_args, env=env) as served:
             figures = asyncio.run(run(kube, served, Path(d), plan))
             if served.proc.poll() is not None:
                 raise RuntimeError("the gateway exited during the soak")
@@ -1152,7 +1183,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--without",
         default="",
-        help="comma-separated parts left out: hostile, crds, clusters (default: none)",
+        help="comma-separated parts left out: hostile (all hostile clients), crds, clusters, "
+        f"or one hostile client: {', '.join(HOSTILE_KINDS)} (default: none)",
+    )
+    parser.add_argument(
+        "--only-hostile",
+        default="",
+        help="comma-separated hostile clients to run, the others left out (names as --without)",
+    )
+    parser.add_argument(
+        "--heap-trace",
+        type=Path,
+        default=None,
+        help="the gateway writes RSS, glibc heap and tracemalloc figures into this file as it "
+        "runs (tests/bench/heaptrace; slows it down)",
+    )
+    parser.add_argument(
+        "--gateway-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the gateway process (repeatable)",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="put the section into this BENCHMARKS.md"
@@ -1162,14 +1213,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     without = frozenset(p.strip() for p in args.without.split(",") if p.strip())
-    unknown = without - {"hostile", "crds", "clusters"}
+    only = frozenset(p.strip() for p in args.only_hostile.split(",") if p.strip())
+    unknown = (without - set(PARTS)) | (only - set(HOSTILE_KINDS))
     if unknown:
-        parser.error(f"--without: unknown parts {sorted(unknown)}")
+        parser.error(f"unknown parts {sorted(unknown)}")
+    if only:
+        without |= set(HOSTILE_KINDS) - only
+    env = dict(e.split("=", 1) for e in args.gateway_env)
+    if args.heap_trace is not None:
+        env |= heaptrace.env(args.heap_trace)
     plan = Plan(
         args.minutes, args.writes_per_second, args.subscribers, args.sample_seconds, without
     )
     try:
-        table = rows(plan, *args.gateway_args)
+        table = rows(plan, *args.gateway_args, env=env)
     except Exception:
         traceback.print_exc()
         sys.exit(1)
