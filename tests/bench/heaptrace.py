@@ -6,7 +6,9 @@ module in ``heaptrace_site/``, and append to ``path`` every ``KG_HEAP_TRACE_EVER
 (default 20): its RSS; what glibc's heap holds over all its arenas (``malloc_info``: bytes
 taken from the system, free in its lists, mmapped chunks, the number of arenas); the bytes
 Python allocations hold (tracemalloc); and the allocation sites that grew most since the
-first figures after ``KG_HEAP_TRACE_BASE`` seconds (default 60, after warm-up).
+first figures after ``KG_HEAP_TRACE_BASE`` seconds (default 60, after warm-up).  With
+``frames=0`` (``KG_HEAP_TRACE_FRAMES``) no tracemalloc: RSS and glibc's figures only, at no
+cost to the process.
 
 RSS far above glibc's total means memory outside malloc (thread stacks, mmapped files);
 glibc's in-use bytes (taken less free) far above tracemalloc's means allocations that bypass

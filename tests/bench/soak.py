@@ -1002,7 +1002,9 @@ def figure_rows(f: Figures, plan: Plan) -> list[Row]:
         by_kind.setdefault(kind, Counter())[outcome] += n
     kinds = "; ".join(
         f"{kind}: " + ", ".join(f"{o} {n}" for o, n in sorted(c.items()))
-        + f" (slowest {max(f.hostile_s[kind]) * 1000:.0f} ms)"
+        + f" (slowest {max(f.hostile_s[kind]) * 1000:.0f} ms, call "
+        f"{f.hostile_s[kind].index(max(f.hostile_s[kind])) + 1} of {len(f.hostile_s[kind])}; "
+        f"median {statistics.median(f.hostile_s[kind]) * 1000:.0f} ms)"
         for kind, c in sorted(by_kind.items())
     )  # fmt: skip
     run = f"{plan.minutes:g} min"
@@ -1199,6 +1201,12 @@ def main(argv: list[str] | None = None) -> None:
         "runs (tests/bench/heaptrace; slows it down)",
     )
     parser.add_argument(
+        "--heap-trace-frames",
+        type=int,
+        default=8,
+        help="tracemalloc's frames for --heap-trace (0: no tracemalloc, glibc's figures only)",
+    )
+    parser.add_argument(
         "--gateway-env",
         action="append",
         default=[],
@@ -1221,7 +1229,12 @@ def main(argv: list[str] | None = None) -> None:
         without |= set(HOSTILE_KINDS) - only
     env = dict(e.split("=", 1) for e in args.gateway_env)
     if args.heap_trace is not None:
-        env |= heaptrace.env(args.heap_trace)
+        env |= heaptrace.env(
+            args.heap_trace,
+            frames=args.heap_trace_frames,
+            every=10 if args.heap_trace_frames == 0 else 20,
+            base=30,
+        )
     plan = Plan(
         args.minutes, args.writes_per_second, args.subscribers, args.sample_seconds, without
     )
