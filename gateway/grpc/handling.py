@@ -456,7 +456,10 @@ class ServicerBase(abc.ABC):
             op, refused = self.unresolved(method), exc
         with self.adapter.metrics.operation("grpc", op.name, op.resource.key):
             if refused is not None:
-                raise refused
+                try:
+                    raise refused
+                finally:  # its traceback holds this frame: no cycle through the local
+                    refused = None
             self.admit(op, request)
             yield op, credential_of(context.invocation_metadata())
 

@@ -1,6 +1,6 @@
 """Run every benchmark, print one table and write it to ``BENCHMARKS.md`` (``make bench``).
 
-    .venv/bin/python -m tests.bench [--quick] [--out BENCHMARKS.md]
+    .venv/bin/python -m tests.bench [--quick] [--out BENCHMARKS.md] [--soak-minutes 30]
 
 Order: the CPU-bound conversion and list figures first (before the fan-out runs leave
 processes and sockets behind), then small gets while large lists convert, then gets, then
@@ -12,7 +12,9 @@ list, and the memory each added cluster costs on a real kube-apiserver (1, 2, 4 
 clusters, built-in kinds and 100 CRDs; ``--quick``: 1 added cluster, 10 CRDs).  Each bench
 prints its own details as it goes; a bench that fails is reported in the table and the others
 still run.  ``--quick`` is for trying the driver: small sizes, and nothing written unless
-``--out`` is given.
+``--out`` is given.  The soak (``tests/bench/soak.py``: churn and hostile clients beside
+well-behaved subscribers on a real kube-apiserver) runs last and only with ``--soak-minutes``;
+without it, the "Soak" section of the file written is kept as it was.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from tests.bench import (
     bench_loop_hold,
     bench_scale,
     grpc_conversion,
+    soak,
 )
-from tests.bench.report import Row, document, machine, not_measured, text_table
+from tests.bench.report import Row, carry, document, machine, not_measured, text_table
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,6 +58,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, to try the driver")
     parser.add_argument("--out", type=Path, default=None, help="default: BENCHMARKS.md")
+    parser.add_argument(
+        "--soak-minutes",
+        type=float,
+        default=0,
+        help="run the soak this long (default: not run, its section kept)",
+    )
     args = parser.parse_args(argv)
     out = args.out if args.out or args.quick else REPO / "BENCHMARKS.md"
     pods, rounds = (300, 3) if args.quick else (5000, 7)
@@ -86,13 +95,18 @@ def main(argv: list[str] | None = None) -> None:
             crds=10 if args.quick else 100,
         ),
     )
+    if args.soak_minutes:
+        rows += _run("soak", lambda: soak.rows(soak.Plan(minutes=args.soak_minutes)))
     rows += NOT_MEASURED
 
     print()
     print(text_table(rows))
     if out is not None:
         when = datetime.datetime.now(datetime.UTC)
-        out.write_text(document(rows, when=when, info=machine()))
+        text = document(rows, when=when, info=machine())
+        if out.exists():
+            text = carry(out.read_text(), text, "Soak")
+        out.write_text(text)
         print(f"\nwritten to {out}", file=sys.stderr)
 
 

@@ -173,7 +173,8 @@ clients in a second process), `bench_fanout` (`kube-gateway serve` as a subproce
 load client `kg-fanout`; gateway CPU from `/proc`), `bench_scale` (`kube-gateway serve` as a
 subprocess against a real kube-apiserver carrying N published CRDs: its figures are absolute
 seconds, milliseconds and MB measured from the gateway process, with no direct baseline except
-the churn rows, which compare with the idle gets of the same run)."""
+the churn rows, which compare with the idle gets of the same run), `soak` (its section
+below: absolute figures of one long run; not part of `make bench` unless asked for)."""
 
 
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
@@ -301,6 +302,37 @@ document no other cluster held yet).  After each schema build the gateway gives 
 pages back (`gateway/core/process/heap.py`, glibc's `malloc_trim`): with 100 CRDs that took the
 RSS per added cluster from 16.9 MB to 10.6-11.1 MB.""",
     ),
+    "Soak": (
+        ("soak: ",),
+        """\
+How measured (`tests/bench/soak.py`, its docstring says more; `python -m tests.bench.soak
+--minutes 30 --out BENCHMARKS.md`, or `python -m tests.bench --soak-minutes 30`): one
+`kube-gateway serve` process (default settings, `--clusters-dir` an empty directory) serves a
+real kube-apiserver for the run while, from one client process: a writer creates, patches
+twice and deletes leases in `team-a` (4 writes a second, one at a time, each write's
+resourceVersion logged); two subscribers stay the whole run (a GraphQL WebSocket as admin, a
+gRPC `LeaseService.Watch` as alice) and 8 more connect, stay 5-20 s and leave in turn
+(WebSocket and gRPC, admin and alice), each resuming from the writer's last write and
+checked against every write logged until it left (a write it did not receive is a lost
+event); a CRD of a new API group is created, served at `/apis/{group}/graphql`, deleted and
+gone every 30 s; a cluster (the apiserver under a new name) is added to the directory,
+served at `/clusters/{name}/graphql`, removed and gone every 45 s; and the attack review's
+hostile clients run beside them at bounded paces (anonymous 3.9 MB GraphQL and 3.5 MB gRPC
+fleet cluster lists every 10 s, amplified and nested introspection every 3 s, 1 MB of
+undeclared variables over HTTP every 5 s and WebSocket every 10 s, a random token every
+0.5 s, 24 anonymous health `Watch` streams from one peer held 10 s every 20 s, 20 slow-loris
+and 20 idle connections every 30 s), each refusal counted by its code.  Every 5 s: the
+gateway's RSS (`/proc`, the main process), its CPU time with its list workers', and its
+`/metrics` (event-loop lag histogram sampled every 50 ms, upstream requests and watches); a
+small GraphQL query every 0.5 s, timed.  Warm-up is the first 20 % of the run: two RSS rows
+compare the highest and the last sample after it with the warm-up's last sample, and one
+the median of the run's last 20 % with that of the 20-40 % window (RSS swings by 100 MB or
+more as clusters and CRD groups come and go: the medians show the trend under the swings);
+the stall rows count the lag samples over 100 ms after it.  CPU per request is the gateway's
+CPU time over every request, connection and subscription the bench made, hostile ones
+included (the 4 MB bodies among them).  On a shared machine a lag sample also includes time
+the process waited for a CPU.""",
+    ),
 }
 
 
@@ -322,18 +354,21 @@ def sections(rows: Sequence[Row]) -> str:
     return "".join(out)
 
 
-def splice(text: str, rows: Sequence[Row]) -> str:
-    """``text`` (a ``BENCHMARKS.md``) with the sections of ``rows`` put in, replacing those
-    of the same title, before the list of goals not met (where the causes of ``rows``' unmet
-    goals are added): one bench's section refreshed without running every bench."""
-    for title in SECTIONS:
-        start = text.find(f"## {title}\n")
-        if start != -1:
-            end = text.find("\n## ", start + 1)
-            end = text.find("How to read it:", start) if end == -1 else end + 1
-            text = text[:start] + text[end:]
-    new = sections(rows)
-    unmet = causes(rows).removeprefix("## Goals not met, and why\n\n").rstrip("\n")
+def _span(text: str, title: str) -> tuple[int, int] | None:
+    """Where the section ``title`` is in ``text`` (a ``BENCHMARKS.md``), if it is."""
+    start = text.find(f"## {title}\n")
+    if start == -1:
+        return None
+    end = text.find("\n## ", start + 1)
+    return start, text.find("How to read it:", start) if end == -1 else end + 1
+
+
+def _put(text: str, titles: set[str], new: str, unmet: str) -> str:
+    """``text`` with the sections ``titles`` replaced by ``new`` (put before the list of
+    goals not met) and, in that list, their lines replaced by ``unmet``."""
+    for title in titles:
+        if (span := _span(text, title)) is not None:
+            text = text[: span[0]] + text[span[1] :]
     marker = "## Goals not met, and why\n\n"
     at = text.find(marker)
     if at == -1:
@@ -341,10 +376,37 @@ def splice(text: str, rows: Sequence[Row]) -> str:
         return text[:at] + new + (f"{marker}{unmet}\n\n" if unmet else "") + text[at:]
     listed = at + len(marker)
     end = text.find("\n\n", listed)
-    starts = tuple(f"- **{start}" for prefixes, _ in SECTIONS.values() for start in prefixes)
+    starts = tuple(f"- **{start}" for title in titles for start in SECTIONS[title][0])
     kept = [line for line in text[listed:end].splitlines() if not line.startswith(starts)]
     lines = "\n".join([*kept, *([unmet] if unmet else [])])
     return text[:at] + new + marker + lines + text[end:]
+
+
+def splice(text: str, rows: Sequence[Row]) -> str:
+    """``text`` (a ``BENCHMARKS.md``) with the sections of ``rows`` put in, replacing those
+    of the same title, before the list of goals not met (where the causes of ``rows``' unmet
+    goals are added): one bench's section refreshed without running every bench.  Sections
+    ``rows`` has none of are left as they are."""
+    titles = {title for r in rows if (title := _section_of(r)) is not None}
+    unmet = causes(rows).removeprefix("## Goals not met, and why\n\n").rstrip("\n")
+    return _put(text, titles, sections(rows), unmet)
+
+
+def carry(old: str, new: str, title: str) -> str:
+    """``new`` with the section ``title`` of ``old`` and its lines of goals not met, when
+    ``new`` has no such section (a bench not run this time: its last figures are kept)."""
+    span = _span(old, title)
+    if span is None or _span(new, title) is not None:
+        return new
+    marker = "## Goals not met, and why\n\n"
+    at = old.find(marker)
+    starts = tuple(f"- **{start}" for start in SECTIONS[title][0])
+    unmet = []
+    if at != -1:
+        listed = at + len(marker)
+        lines = old[listed : old.find("\n\n", listed)].splitlines()
+        unmet = [line for line in lines if line.startswith(starts)]
+    return _put(new, {title}, old[span[0] : span[1]], "\n".join(unmet))
 
 
 def causes(rows: Sequence[Row]) -> str:
