@@ -177,6 +177,10 @@ class TlsTap:
             finally:  # cancelled at the tap's exit too: its sockets never wait for the GC
                 with contextlib.suppress(Exception):
                     dst.close()
+                    await asyncio.wait_for(dst.wait_closed(), 2)
+                # A TLS close waits for the peer's close_notify, which a peer that went
+                # away never sends: the socket is closed now, whatever that wait did.
+                dst.transport.abort()
 
         for task in (
             asyncio.create_task(pipe(reader, up_writer, True)),
