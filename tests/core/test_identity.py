@@ -441,6 +441,12 @@ async def test_reviews_are_kept_coalesced_bounded_and_expire() -> None:
             users = await asyncio.gather(*(reviews.user_of("alice-token") for _ in range(20)))
             assert {u.username for u in users} == {"alice"} and reviews.reviews == asked + 1
             assert tap.from_client.count(REVIEW_PATH) == 1
+            # Through the home cluster's KubeAdapter (the one I/O seam), which counted it.
+            sent = adapter.metrics.registry.get_sample_value(
+                "kube_gateway_upstream_request_duration_seconds_count",
+                {"verb": "create", "resource": "tokenreviews", "code": "201"},
+            )
+            assert sent == 1
             # The review went as the gateway (A's admin), the token only in its body.
             assert b"bearer admin-token" in bytes(tap.from_client).lower()
             assert b"bearer alice-token" not in bytes(tap.from_client).lower()
