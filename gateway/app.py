@@ -1,11 +1,12 @@
 """The Starlette application and its lifespan, the composition root.
 
 The lifespan builds the runtime (:mod:`gateway.runtime`): the upstream (explicit flags,
-in-cluster, kubeconfig, else the demo upstream), the default
-:class:`~gateway.core.fleet.cluster.Cluster` on it, the :class:`~gateway.core.fleet.fleet.Fleet`
-of it
-and the named clusters (``--cluster``, ``--clusters-dir``, ``--demo-clusters``), both front
-ends started on that same fleet, and the drain wired; the exit stack tears it all down in
+in-cluster, kubeconfig, else the demo upstream), the :class:`~gateway.core.fleet.fleet.Fleet`
+(empty), the :class:`~gateway.core.fleet.visibility.Visibility` over it and the identity
+strategy (forward, or impersonate with TokenReviews on that fleet), the default
+:class:`~gateway.core.fleet.cluster.Cluster` made with that strategy, then the named
+clusters (``--cluster``, ``--clusters-dir``, ``--demo-clusters``), both front ends started
+on that same fleet and visibility, and the drain wired; the exit stack tears it all down in
 reverse order.  Nothing lives in module globals.
 """
 
@@ -29,11 +30,12 @@ from starlette.routing import Route
 
 from gateway import demomode
 from gateway.core import errors
+from gateway.core.fleet.fleet import Fleet
 from gateway.core.process.drain import Drain
 from gateway.core.process.metrics import Metrics
 from gateway.core.support.cache import Answers
 from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.budget import scope_of
+from gateway.core.upstream.budget import Newcomers, scope_of
 from gateway.core.upstream.config import describe
 from gateway.core.upstream.credentials import credential_of_authorization
 from gateway.graphql.admission import Admission
@@ -47,8 +49,10 @@ from gateway.runtime import (
     Runtime,
     Upstream,
     build_cluster,
+    cluster_visibility,
     demo_upstream,
     end_subscriptions,
+    identity_strategy,
     observe,
     persisted_documents,
     resolve_upstream,
@@ -57,7 +61,6 @@ from gateway.runtime import (
     serve_grpc,
     serve_list_work,
     serve_tls,
-    token_reviews,
 )
 from gateway.settings import Settings
 from gateway.shutdown import DrainGate
@@ -254,25 +257,48 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         async with AsyncExitStack() as stack:
             metrics = observe(stack)
             upstream = await _upstream(stack, settings)
-            reviews = token_reviews(settings)  # impersonate mode only
+            # Each built from what exists already: the fleet (empty) first, then who sees
+            # which of its clusters and how callers are identified on them (impersonate
+            # mode's TokenReviews find the home cluster in it), then the clusters.
+            fleet = Fleet()
+            newcomers = Newcomers(rate=settings.max_new_caller_reviews)  # one budget for all
+            visibility = cluster_visibility(settings, fleet, newcomers)
+            identity = identity_strategy(settings, fleet, newcomers)
             lists = serve_list_work(stack, settings, metrics)  # every cluster's, started on use
             cluster = await build_cluster(
-                stack, settings, upstream, metrics=metrics, large_lists=lists, reviews=reviews
+                stack, settings, upstream, metrics=metrics, large_lists=lists, identity=identity
             )
-            live = serve_graphql(stack, graphql, groups, cluster)
+            live = serve_graphql(
+                stack, graphql, groups, cluster, fleet=fleet, visibility=visibility
+            )
             # The default cluster first; the named ones join in the background.
-            fleet = serve_fleet(stack, settings, cluster, metrics, reviews=reviews)
-            # Both front ends serve the same fleet, handed to each the same way.
-            clusters.bind(fleet, groups, live)
+            serve_fleet(stack, settings, fleet, cluster, metrics, identity=identity)
+            # Both front ends serve the same fleet and visibility, handed to each alike.
+            clusters.bind(fleet, visibility, groups, live)
             tls = serve_tls(stack, settings, getattr(app.state, "http_tls", None))
             grpc_server, grpc_port = await serve_grpc(
-                stack, settings, fleet, drain=drain, credentials=tls, live=live
+                stack,
+                settings,
+                fleet,
+                visibility=visibility,
+                drain=drain,
+                credentials=tls,
+                live=live,
             )
             end_subscriptions(stack, drain, graphql, live, fleet=fleet, clusters=clusters)
             if settings.http_port:  # 0: a test's free port, unknown here
                 log.info(serving_line(settings, grpc_port, tls is not None))
             app.state.runtime = Runtime(
-                settings, cluster, metrics, drain, grpc_server, grpc_port, live, fleet
+                settings,
+                cluster,
+                metrics,
+                drain,
+                grpc_server,
+                grpc_port,
+                fleet,
+                visibility,
+                identity,
+                live,
             )
             if tune_gc:
                 tune_garbage_collector()
@@ -333,8 +359,12 @@ async def served_sdl(settings: Settings) -> str:
     async with AsyncExitStack() as stack:
         upstream = await _upstream(stack, settings)
         cluster = await build_cluster(stack, settings, upstream, metrics=Metrics())
+        fleet = Fleet()  # served alone
+        fleet.add(cluster.name, cluster)
+        visibility = cluster_visibility(settings, fleet, Newcomers())
         graphql = GraphQLApp(admission=Admission(Persisted()))
-        live = serve_graphql(stack, graphql, GroupEndpoint(graphql), cluster)
+        groups = GroupEndpoint(graphql)
+        live = serve_graphql(stack, graphql, groups, cluster, fleet=fleet, visibility=visibility)
         if live is not None:  # else discovery is off: the seed schema is what is served
             await live.wait_ready()
         return print_schema(graphql.engine.graphql_schema) + "\n"

@@ -1,11 +1,15 @@
 """The gateway's runtime, built step by step on one ``AsyncExitStack``.
 
 The application's lifespan (:mod:`gateway.app`) is the list of these steps: observe the
-process, build one :class:`~gateway.core.fleet.cluster.Cluster` per upstream (its clients,
-adapter, watch hub, catalog and discovery): the default one, then the named ones of the
-:class:`~gateway.core.fleet.fleet.Fleet` (each on an exit stack of its own, built in the
-background, :class:`FleetBuilder`); start the front ends on that fleet, and end
-subscriptions in the right order.  Each builder registers its own teardown on the
+process; make the :class:`~gateway.core.fleet.fleet.Fleet` (empty), the
+:class:`~gateway.core.fleet.visibility.Visibility` over it and the identity strategy
+(:func:`identity_strategy`: forward, or impersonate with TokenReviews that find the home
+cluster in that fleet), so each is built from what exists already and nothing is bound
+later; build one :class:`~gateway.core.fleet.cluster.Cluster` per upstream (its clients,
+made with the identity strategy, adapter, watch hub, catalog and discovery): the default
+one, then the named ones of the fleet (each on an exit stack of its own, built in the
+background, :class:`FleetBuilder`); start the front ends on that fleet and visibility, and
+end subscriptions in the right order.  Each builder registers its own teardown on the
 stack it is given, so whatever was built closes in reverse, also when a later step fails;
 nothing lives in module globals.
 """
@@ -34,6 +38,7 @@ from gateway.core.catalog.discovery import Discovery, ResourcePatterns
 from gateway.core.catalog.reload import CatalogReloader
 from gateway.core.fleet.cluster import DEFAULT, Cluster
 from gateway.core.fleet.fleet import Fleet
+from gateway.core.fleet.visibility import Visibility
 from gateway.core.lists.large import LargeLists
 from gateway.core.lists.pool import ListWorkers, workers_for
 from gateway.core.process import tracing
@@ -44,7 +49,14 @@ from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import Budget, Newcomers
 from gateway.core.upstream.client import build_http_client
 from gateway.core.upstream.config import ConfigError
-from gateway.core.upstream.identity import IMPERSONATE, Carrying, ImpersonatingAuth, TokenReviews
+from gateway.core.upstream.identity import (
+    FORWARDING,
+    IMPERSONATE,
+    Carrying,
+    Identity,
+    Impersonating,
+    TokenReviews,
+)
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
 from gateway.graphql.clusters import ClusterEndpoints
@@ -66,16 +78,17 @@ __all__ = [
     "Runtime",
     "Upstream",
     "build_cluster",
+    "cluster_visibility",
     "discovery_upstream",
     "end_subscriptions",
     "grpc_options",
+    "identity_strategy",
     "observe",
     "resolve_upstream",
     "serve_fleet",
     "serve_graphql",
     "serve_grpc",
     "serve_tls",
-    "token_reviews",
 ]
 
 log = logging.getLogger("gateway")
@@ -107,10 +120,14 @@ class Runtime:
     drain: Drain
     grpc_server: grpc.aio.Server
     grpc_port: int
+    #: Every served cluster, :attr:`cluster` (the default) first.
+    fleet: Fleet
+    #: Which clusters of :attr:`fleet` each caller may see.
+    visibility: Visibility
+    #: How callers are identified on the clusters (``--identity``).
+    identity: Identity
     #: Keeps the GraphQL schemas in step with the catalog (``None``: discovery is off).
     live_schema: LiveSchema | None = None
-    #: Every served cluster, :attr:`cluster` (the default) first.
-    fleet: Fleet = dataclasses.field(default_factory=Fleet)
 
 
 def resolve_upstream(settings: Settings) -> config.UpstreamConfig | None:
@@ -229,18 +246,17 @@ def _client(
     identity: bool,
     pool: int,
     internal: str | None = None,
-    impersonate: TokenReviews | None = None,
+    callers: Identity = FORWARDING,
 ) -> httpx.AsyncClient:
-    """An upstream client of ``pool`` connections, closed with the stack."""
+    """An upstream client of ``pool`` connections, closed with the stack; its callers are
+    identified as ``callers`` says (impersonate mode: the strategy makes its auth)."""
     built = build_http_client(
         cfg,
         gateway_identity=identity,
         http2=settings.upstream_http2,
         max_connections=pool,
         internal=internal,
-        impersonate=(
-            (lambda own: ImpersonatingAuth(impersonate, own)) if impersonate is not None else None
-        ),
+        impersonate=callers.client_auth,
     )
     stack.push_async_callback(built.aclose)
     return built
@@ -262,7 +278,7 @@ async def build_cluster(
     metrics: Metrics,
     name: str = DEFAULT,
     large_lists: LargeLists | None = None,
-    reviews: TokenReviews | None = None,
+    identity: Identity = FORWARDING,
 ) -> Cluster:
     """Build the runtime of one upstream cluster; its teardown goes on ``stack``.
 
@@ -272,33 +288,36 @@ async def build_cluster(
     on, a fourth, small one reads discovery and follows CRDs and APIServices in the
     background (the seed resources answer meanwhile; readiness waits for the first read).
     Nothing here calls the upstream: an unreachable cluster is built all the same (and is
-    not ready until it answers).  With ``reviews`` (``--identity impersonate``) the request
-    and stream clients carry the cluster's own gateway credential and impersonate each
-    caller the home cluster authenticated (:mod:`gateway.core.upstream.identity`).
+    not ready until it answers).  ``identity`` (:func:`identity_strategy`) makes the request
+    and stream clients and is handed to the adapter, where the front ends ask it who a
+    caller is: in impersonate mode the clients carry the cluster's own gateway credential
+    and impersonate each caller the home cluster authenticated
+    (:mod:`gateway.core.upstream.identity`).
 
     ``large_lists``: the process's large-list scope, shared by every cluster (the cyclic
     collector they hold off is the process's); a new one by default.
     """
-    identity = settings.gateway_identity
-    cfg = upstream.config if reviews is None else _as_gateway(upstream)
+    own = settings.gateway_identity
+    cfg = _as_gateway(upstream) if identity.mode == IMPERSONATE else upstream.config
     http = _client(
         stack,
         settings,
         cfg,
-        identity=identity,
+        identity=own,
         pool=settings.upstream_max_connections,
-        impersonate=reviews,
+        callers=identity,
     )
     stream_http = _client(
         stack,
         settings,
         cfg,
-        identity=identity,
+        identity=own,
         pool=settings.upstream_max_streams,
-        impersonate=reviews,
+        callers=identity,
     )
     adapter = KubeAdapter(
         http,
+        identity=identity,
         metrics=metrics,
         stream_http=stream_http,
         requests=Budget("requests", 1 << 30, settings.max_requests_per_identity),
@@ -428,13 +447,20 @@ def _discovery(
 
 
 def serve_graphql(
-    stack: AsyncExitStack, graphql: GraphQLApp, groups: GroupEndpoint, cluster: Cluster
+    stack: AsyncExitStack,
+    graphql: GraphQLApp,
+    groups: GroupEndpoint,
+    cluster: Cluster,
+    *,
+    fleet: Fleet,
+    visibility: Visibility,
 ) -> LiveSchema | None:
-    """Bind the GraphQL endpoints to ``cluster``.  With discovery on, their schemas follow
-    its catalog: the first build runs in the background (the seed schema serves
-    meanwhile), later ones on every swap; returns what keeps them in step.  The trusted
-    documents' manifest is followed meanwhile."""
-    graphql.bind(cluster)
+    """Bind the GraphQL endpoints to ``cluster`` of ``fleet`` (their routes exist before
+    the lifespan: :meth:`GraphQLApp.bind`).  With discovery on, their schemas follow its
+    catalog: the first build runs in the background (the seed schema serves meanwhile),
+    later ones on every swap; returns what keeps them in step.  The trusted documents'
+    manifest is followed meanwhile."""
+    graphql.bind(cluster, fleet, visibility)
     background(stack, graphql.persisted.follow(), "trusted-documents")
     if cluster.reloader is None:
         return None
@@ -479,11 +505,13 @@ async def serve_grpc(
     settings: Settings,
     fleet: Fleet,
     *,
+    visibility: Visibility,
     drain: Drain,
     credentials: grpc.ServerCredentials | None,
     live: LiveSchema | None,
 ) -> tuple[grpc.aio.Server, int]:
-    """Start the gRPC server on ``fleet`` (stopped with the stack, with 5 s of grace).
+    """Start the gRPC server on ``fleet``, shown as ``visibility`` says (stopped with the
+    stack, with 5 s of grace).
 
     Its health follows readiness (the ``/graphql`` schema of the current catalog) when
     discovery is on (``live``); it serves from the start otherwise.
@@ -498,6 +526,7 @@ async def serve_grpc(
         fleet,
         settings.host,
         settings.grpc_port,
+        visibility=visibility,
         options=grpc_options(settings),
         credentials=credentials,
         drain=drain,
@@ -543,7 +572,6 @@ def end_subscriptions(
         for _, cluster in fleet:
             cluster.watches.drain()
 
-    drain.bind()
     drain.on_drain(on_drain)
     background(stack, drain.serve(), "drain")
 
@@ -643,7 +671,7 @@ class FleetBuilder:
         metrics: Metrics,
         large_lists: LargeLists | None = None,
         *,
-        reviews: TokenReviews | None = None,
+        identity: Identity = FORWARDING,
     ) -> None:
         self.large_lists = large_lists
         self.settings = dataclasses.replace(
@@ -651,8 +679,9 @@ class FleetBuilder:
         )
         self.fleet = fleet
         self.metrics = metrics
-        #: Impersonate mode: each named cluster impersonates the callers these authenticate.
-        self.reviews = reviews
+        #: How callers are identified on each named cluster (impersonate mode: the callers
+        #: the home cluster authenticates are impersonated).
+        self.identity = identity
         self.members: dict[str, _Member] = {}
         self._groups: dict[str, dict[str, ClusterSource]] = {}
         #: What the last configuration or scan logged, by kind (see :meth:`_say`).
@@ -715,7 +744,7 @@ class FleetBuilder:
                         metrics=self.metrics,
                         name=source.name,
                         large_lists=self.large_lists,
-                        reviews=self.reviews,
+                        identity=self.identity,
                     )
                     self.fleet.add(source.name, cluster)
                     served.set()
@@ -818,11 +847,27 @@ def cluster_sources(settings: Settings) -> list[ClusterSource]:
     return sources
 
 
-def token_reviews(settings: Settings) -> TokenReviews | None:
-    """Impersonate mode's TokenReviews on the home cluster (``None``: forward mode); the
-    fleet is bound to them by :func:`serve_fleet`."""
+def cluster_visibility(settings: Settings, fleet: Fleet, newcomers: Newcomers) -> Visibility:
+    """Which clusters of ``fleet`` each caller may see (``--cluster-visibility``,
+    ``--shared-identity-clusters``), its reviews of callers not known yet drawing on
+    ``newcomers``; built over the fleet, handed to both front ends."""
+    return Visibility(
+        fleet,
+        settings.cluster_visibility,
+        shared=shared_identity_names(settings.shared_identity_clusters),
+        newcomers=newcomers,
+    )
+
+
+def identity_strategy(settings: Settings, fleet: Fleet, newcomers: Newcomers) -> Identity:
+    """How callers are identified (``--identity``): forward mode's strategy, or impersonate
+    mode's over TokenReviews that find the home cluster in ``fleet`` (built before the
+    clusters whose clients they serve, so nothing is bound later), their reviews of
+    callers not known yet drawing on ``newcomers``.  The clusters' clients are made with
+    it and their adapters hold it (:func:`build_cluster`); :func:`serve_fleet` stops it
+    with the stack."""
     if settings.identity != IMPERSONATE:
-        return None
+        return FORWARDING
     log.warning(
         "IMPERSONATE MODE: callers are authenticated by TokenReviews on cluster %s; every "
         "cluster is called with its own gateway credential impersonating the caller",
@@ -830,38 +875,35 @@ def token_reviews(settings: Settings) -> TokenReviews | None:
     )
     groups = (g.strip() for g in settings.impersonate_system_groups.split(","))
     audiences = (a.strip() for a in (settings.token_review_audiences or "").split(","))
-    return TokenReviews(
-        settings.home_cluster,
-        recheck=settings.token_recheck_seconds,
-        audiences=tuple(a for a in audiences if a),
-        carrying=Carrying(
-            system_groups=frozenset(g for g in groups if g),
-            system_users=settings.impersonate_system_users,
-        ),
+    return Impersonating(
+        TokenReviews(
+            settings.home_cluster,
+            fleet,
+            newcomers=newcomers,
+            recheck=settings.token_recheck_seconds,
+            audiences=tuple(a for a in audiences if a),
+            carrying=Carrying(
+                system_groups=frozenset(g for g in groups if g),
+                system_users=settings.impersonate_system_users,
+            ),
+        )
     )
 
 
 def serve_fleet(
     stack: AsyncExitStack,
     settings: Settings,
+    fleet: Fleet,
     default: Cluster,
     metrics: Metrics,
     *,
-    reviews: TokenReviews | None = None,
-) -> Fleet:
-    """The fleet: ``default`` first, then the named clusters built in the background (and
-    ``--clusters-dir`` followed) until the stack closes; ``reviews`` find their home
-    cluster in it."""
-    fleet = Fleet(
-        visibility=settings.cluster_visibility,
-        shared_identity=shared_identity_names(settings.shared_identity_clusters),
-        newcomers=Newcomers(rate=settings.max_new_caller_reviews),
-    )
+    identity: Identity = FORWARDING,
+) -> None:
+    """Serve ``default`` in ``fleet``, then the named clusters built in the background
+    with ``identity`` (and ``--clusters-dir`` followed) until the stack closes."""
     fleet.add(DEFAULT, default)
-    if reviews is not None:
-        reviews.bind(fleet)
-        stack.push_async_callback(reviews.aclose)  # its token rechecks
-    builder = FleetBuilder(settings, fleet, metrics, default.adapter.large_lists, reviews=reviews)
+    stack.push_async_callback(identity.aclose)  # impersonate mode: its token rechecks
+    builder = FleetBuilder(settings, fleet, metrics, default.adapter.large_lists, identity=identity)
     stack.push_async_callback(builder.aclose)
     builder.configure("flags", cluster_sources(settings))
     if settings.clusters_dir:
@@ -869,4 +911,3 @@ def serve_fleet(
         if not path.is_dir():
             raise ConfigError(f"--clusters-dir {path}: not a directory")
         background(stack, builder.follow_dir(path), "clusters-dir")
-    return fleet

@@ -102,7 +102,7 @@ from gateway.core.upstream.credentials import (
     credential_of_authorization,
     credential_of_token,
 )
-from gateway.core.upstream.identity import identified, refuse_impersonation
+from gateway.core.upstream.identity import refuse_impersonation
 from gateway.core.watch.changed import Digest, StreamChanges, digest
 from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.watch.logfollow import RawLine
@@ -201,7 +201,6 @@ __all__ = [
     "field_tag",
     "generate",
     "heap",
-    "identified",
     "identity",
     "is_large",
     "leaf_of",

@@ -33,6 +33,7 @@ from gateway.core import (
     Cluster,
     Credential,
     Fleet,
+    Visibility,
     credential_of_authorization,
     errors,
 )
@@ -87,22 +88,29 @@ class ClusterEndpoints:
 
     def __init__(self, root: GraphQLApp, groups: GroupEndpoint) -> None:
         self.root = root
+        #: Until bound: no cluster, none shown.
         self.fleet = Fleet()
+        self.visibility = Visibility(self.fleet)
         self.served: dict[str, _Served] = {}
         #: ``/fleet/graphql``: every cluster at once.
         self.everywhere = FleetEndpoint(root)
         self._closing: set[asyncio.Task[None]] = set()
         self._stop_listening = self.fleet.listen(self._heard)
 
-    def bind(self, fleet: Fleet, groups: GroupEndpoint, live: LiveSchema | None) -> None:
-        """Serve ``fleet`` from now on; its default cluster is served by ``root`` and
-        ``groups`` (bound already, with ``live``), the others get endpoints of their own
-        as the fleet adds them."""
+    def bind(
+        self, fleet: Fleet, visibility: Visibility, groups: GroupEndpoint, live: LiveSchema | None
+    ) -> None:
+        """Serve ``fleet`` from now on, shown to each caller as ``visibility`` says; its
+        default cluster is served by ``root`` and ``groups`` (bound already, with
+        ``live``), the others get endpoints of their own, each made with its cluster, as
+        the fleet adds them.  A binding, not a constructor argument, for one reason: these
+        endpoints' routes are the application's from :func:`~gateway.app.create_app` on,
+        while the fleet is built by the lifespan, asynchronously, later."""
         self._stop_listening()
         self.fleet = fleet
-        self.root.fleet = fleet
+        self.visibility = visibility
         self.served[DEFAULT] = _Served(self.root, groups, live)
-        self.everywhere.bind_fleet(fleet)
+        self.everywhere.bind_fleet(fleet, visibility)
         for name, cluster in fleet:
             self._heard(name, cluster)
         self._stop_listening = fleet.listen(self._heard)
@@ -127,16 +135,12 @@ class ClusterEndpoints:
             task.add_done_callback(self._closing.discard)
 
     def _serve(self, cluster: Cluster) -> _Served:
-        root = self.root
-        app = root.sibling(fleet=self.fleet)
-        app.bind(cluster)
-        groups = GroupEndpoint(app)
+        app = self.root.sibling(cluster=cluster, fleet=self.fleet, visibility=self.visibility)
         live = None
         if cluster.reloader is not None:
             live = LiveSchema(app, cluster.catalog)
             live.start(rebuild=True)
-            groups.bind(live)
-        return _Served(app, groups, live)
+        return _Served(app, GroupEndpoint(app, live), live)
 
     def drain(self) -> None:
         """End every subscription of the clusters other than the default (whose endpoints
@@ -161,7 +165,7 @@ class ClusterEndpoints:
         served = self.served.get(name)
         if served is None:
             if name not in self.fleet.names():
-                raise await self.fleet.visibility.unknown(name, _caller(scope))
+                raise await self.visibility.unknown(name, _caller(scope))
             raise errors.NotFound(f'cluster "{name}" is not served yet')  # being added
         return served
 

@@ -64,6 +64,7 @@ from gateway.core import (
     ListOptions,
     Selection,
     View,
+    Visibility,
     WatchSubscription,
     check_resume,
     decode_resume,
@@ -137,7 +138,7 @@ class FleetContext(Context):
 
         Raises:
             NotFound: the cluster is not served (the message names no other cluster:
-                the resolvers ask :attr:`Fleet.visibility` for the caller's message).
+                the resolvers ask :attr:`visibility` for the caller's message).
         """
         cluster: Cluster = self.fleet.get(name)
         context = self.by_cluster.get(name)
@@ -158,9 +159,14 @@ class FleetContext(Context):
         stands: every cluster the caller may see and its token may reach unasked), as
         gRPC's fleet calls name them; bounded, the caller's visible clusters asked at most
         once per operation."""
+        return await select(self.fleet, self.view(), asked)
+
+    def view(self) -> View:
+        """What this operation's caller sees, asked at most once."""
         if self.seen is None:
-            self.seen = self.fleet.visibility.view(self.credential)
-        return await select(self.fleet, self.seen, asked)
+            assert self.visibility is not None, "a fleet context is made with its visibility"
+            self.seen = self.visibility.view(self.credential)
+        return self.seen
 
     def at(self, info: Info) -> Context:
         """The context of the cluster whose data ``info``'s field is part of."""
@@ -364,7 +370,7 @@ def _fleet_watch(base: GraphQLField, json: GraphQLScalarType) -> GraphQLField:
             assert isinstance(opened, WatchSubscription)
             return opened
 
-        stream = await open_fleet_stream(ctx.fleet, selection, open_one, ctx.credential, points)
+        stream = await open_fleet_stream(ctx.fleet, selection, open_one, ctx.view(), points)
         if ctx.streams is not None:
             ctx.streams.add(stream)
         return stream
@@ -523,16 +529,20 @@ class FleetEndpoint(GraphQLApp):
         self.streams: FleetStreams | None = None
         self._deriving: asyncio.Lock | None = None
 
-    def bind_fleet(self, fleet: Fleet) -> None:
-        """Serve ``fleet`` (its default cluster answers GraphiQL's settings)."""
+    def bind_fleet(self, fleet: Fleet, visibility: Visibility) -> None:
+        """Serve ``fleet``, shown to each caller as ``visibility`` says (its default
+        cluster answers GraphiQL's settings).  A binding for the reason of
+        :meth:`ClusterEndpoints.bind <gateway.graphql.clusters.ClusterEndpoints.bind>`:
+        the route exists before the lifespan built the fleet."""
         self.close()
         self.fleet = fleet
+        self.visibility = visibility
         self.cluster = fleet.get() if fleet.names() else None
-        self.streams = FleetStreams(fleet)
+        self.streams = FleetStreams(fleet, visibility)
 
     def context(self, credential: Credential) -> Context:
         fleet = self.fleet
-        if fleet is None or not fleet.names():
+        if fleet is None or self.visibility is None or not fleet.names():
             raise RuntimeError("FleetEndpoint serves no fleet yet: bind_fleet() one first")
         default = fleet.get()
         return FleetContext(
@@ -540,7 +550,7 @@ class FleetEndpoint(GraphQLApp):
             credential,
             default.watches,
             clusters=[c for _, c in fleet],
-            visibility=fleet.visibility,
+            visibility=self.visibility,
             fleet=fleet,
             streams=self.streams,
         )

@@ -45,7 +45,6 @@ from gateway.core import (
     Unauthorized,
     UnknownResource,
     heap,
-    identified,
 )
 from gateway.core import openapi_documents as documents
 from gateway.graphql import websocket
@@ -354,7 +353,12 @@ class LiveSchema:
         ended = 0
         if entry is None:
             entry = _Group(
-                self.app.sibling(built.schema, cluster=self.app.cluster, fleet=self.app.fleet),
+                self.app.sibling(
+                    built.schema,
+                    cluster=self.app.cluster,
+                    fleet=self.app.fleet,
+                    visibility=self.app.visibility,
+                ),
                 built,
                 inputs,
             )
@@ -444,19 +448,23 @@ def _endpoint(scope: str) -> str:
 
 class GroupEndpoint:
     """``/apis/<group>/graphql``: the endpoint of one API group's schema (HTTP, SSE and
-    WebSocket, as ``/graphql``), found or built through the :class:`LiveSchema` bound to
-    it (:meth:`bind`; none while discovery is off).
+    WebSocket, as ``/graphql``), found or built through ``live`` (none while discovery is
+    off).
 
     Args:
         root: the ``/graphql`` endpoint of the same cluster (GraphiQL's settings are its).
+        live: what keeps the cluster's schemas (made on ``root``, so before this).
     """
 
-    def __init__(self, root: GraphQLApp) -> None:
+    def __init__(self, root: GraphQLApp, live: LiveSchema | None = None) -> None:
         self.root = root
-        self.live: LiveSchema | None = None
+        self.live = live
 
     def bind(self, live: LiveSchema) -> None:
-        """Serve the group schemas ``live`` keeps from now on."""
+        """Serve the group schemas ``live`` keeps from now on: the default cluster's group
+        endpoint only, whose routes exist from :func:`~gateway.app.create_app` on, before
+        the lifespan built the cluster (and its live schema) asynchronously; the other
+        clusters' are made with theirs."""
         self.live = live
 
     async def app_for(self, group: str, credential: Credential) -> GraphQLApp:
@@ -470,10 +478,10 @@ class GroupEndpoint:
             UnknownResource: discovery is off, or the cluster serves no such group.
         """
         root = self.root
-        cluster, fleet = root.cluster, root.fleet
-        if cluster is not None and fleet is not None:
-            credential = await identified(cluster.adapter, credential)
-            if not await fleet.visibility.authenticates(cluster.name, credential):
+        cluster, visibility = root.cluster, root.visibility
+        if cluster is not None and visibility is not None:
+            credential = await cluster.adapter.identity.identified(credential)
+            if not await visibility.authenticates(cluster.name, credential):
                 raise Unauthorized(
                     "an API group's endpoint serves callers the cluster authenticates: send "
                     "Authorization: Bearer <token>"

@@ -20,7 +20,7 @@ from gateway.core import (
     Fleet,
     Unauthorized,
     UnknownResource,
-    identified,
+    Visibility,
 )
 from gateway.graphql import http, websocket
 from gateway.graphql.admission import Admission
@@ -50,16 +50,19 @@ class _WithHeaders:
 
 
 class GraphQLApp:
-    """Serves GraphQL at one path for the cluster it is bound to (:meth:`bind`).
+    """Serves GraphQL at one path for one cluster (``/graphql``'s: the one bound, :meth:`bind`).
 
     Args:
         schema: the schema (the gateway's by default).
         admission: the gateway's admission rules (:mod:`gateway.graphql.admission`):
             required, so no endpoint exists without them; endpoints made from this one
             (:meth:`sibling`) share it.
-        cluster: the cluster its operations run against (its adapter and watch hub); the
-            application binds it once built (:meth:`bind`).
+        cluster: the cluster its operations run against (its adapter and watch hub); every
+            endpoint is made with its own, but ``/graphql``'s, which the application binds
+            once built (:meth:`bind`).
         fleet: every cluster the gateway serves, for the ``clusters`` query.
+        visibility: which of ``fleet`` a caller may see (built over it by the composition
+            root): the ``clusters`` query, and whether a caller may read the schema.
 
     Attributes:
         engine: parses, validates and executes operations.
@@ -73,6 +76,7 @@ class GraphQLApp:
         admission: Admission,
         cluster: Cluster | None = None,
         fleet: Fleet | None = None,
+        visibility: Visibility | None = None,
     ) -> None:
         if not isinstance(admission, Admission):
             raise TypeError("a GraphQL endpoint needs the gateway's Admission")
@@ -80,6 +84,8 @@ class GraphQLApp:
         self.cluster = cluster
         #: Every served cluster (the ``clusters`` query's); ``None``: the bound one alone.
         self.fleet = fleet
+        #: Which clusters a caller may see (``None``: served without a fleet, all of them).
+        self.visibility = visibility
         self.engine = admission.engine(schema or gateway_schema())
         self.subscriptions = Subscriptions(self.engine)
 
@@ -107,9 +113,12 @@ class GraphQLApp:
         *,
         cluster: Cluster | None = None,
         fleet: Fleet | None = None,
+        visibility: Visibility | None = None,
     ) -> GraphQLApp:
         """Another endpoint with this one's admission (a group's, another cluster's)."""
-        return GraphQLApp(schema, admission=self.admission, cluster=cluster, fleet=fleet)
+        return GraphQLApp(
+            schema, admission=self.admission, cluster=cluster, fleet=fleet, visibility=visibility
+        )
 
     def use_schema(self, schema: strawberry.Schema | GraphQLSchema) -> int:
         """Serve ``schema`` from now on.
@@ -137,10 +146,15 @@ class GraphQLApp:
 
         return self.subscriptions.end_where(ended)
 
-    def bind(self, cluster: Cluster) -> None:
-        """Serve ``cluster`` from now on (the application's lifespan binds the cluster it
-        built, the same one it gives the gRPC server)."""
+    def bind(self, cluster: Cluster, fleet: Fleet, visibility: Visibility) -> None:
+        """Serve ``cluster`` of ``fleet`` from now on: ``/graphql``'s only, the one
+        endpoint that cannot be made with its cluster.  Its routes are the application's
+        from :func:`~gateway.app.create_app` on, while the cluster (and the fleet) exist
+        only once the lifespan built them, asynchronously; every other endpoint is made
+        with its cluster (:meth:`sibling`)."""
         self.cluster = cluster
+        self.fleet = fleet
+        self.visibility = visibility
 
     async def caller(self, prepared: Prepared, credential: Credential) -> Credential:
         """The credential an admitted operation runs with: in impersonate mode the user the
@@ -155,12 +169,12 @@ class GraphQLApp:
         cluster = self.cluster
         if cluster is None:
             return credential
-        credential = await identified(cluster.adapter, credential)
-        fleet = self.fleet
+        credential = await cluster.adapter.identity.identified(credential)
+        visibility = self.visibility
         if (
             prepared.reads_schema
-            and fleet is not None
-            and not await fleet.visibility.authenticates(cluster.name, credential)
+            and visibility is not None
+            and not await visibility.authenticates(cluster.name, credential)
         ):
             raise Unauthorized(
                 "reading the schema (__schema, __type) needs a credential the cluster "
@@ -179,7 +193,7 @@ class GraphQLApp:
             credential,
             cluster.watches,
             clusters=[c for _, c in fleet] if fleet is not None else [cluster],
-            visibility=fleet.visibility if fleet is not None else None,
+            visibility=self.visibility,
         )
 
     async def graphiql_settings(self, request: Request) -> Response:

@@ -20,7 +20,7 @@ from typing import Final
 
 import grpc
 
-from gateway.core import Cluster, Fleet, errors
+from gateway.core import Cluster, Visibility, errors
 from gateway.grpc.calls import credential_of
 from gateway.grpc.gen.kubegateway.v1 import cluster_pb2
 from gateway.grpc.status import to_status
@@ -34,10 +34,11 @@ SERVICE: Final = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"]
 
 
 class ClusterServicer:
-    """Lists the clusters of ``fleet`` (read at each call: added and removed ones show)."""
+    """Lists the clusters a caller may see (``visibility``'s, over the fleet: read at each
+    call, added and removed ones show)."""
 
-    def __init__(self, fleet: Fleet) -> None:
-        self.fleet = fleet
+    def __init__(self, visibility: Visibility) -> None:
+        self.visibility = visibility
 
     def method_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         """The handler of every method of the service, by method name (registered by the
@@ -56,7 +57,7 @@ class ClusterServicer:
         try:
             credential = credential_of(context.invocation_metadata())
             # RESOURCE_EXHAUSTED when a caller not known yet finds the reviews' budget spent
-            served = await self.fleet.visibility.visible(credential)
+            served = await self.visibility.visible(credential)
         except errors.GatewayError as exc:
             await context.abort_with_status(to_status(exc))
             raise  # not reached: abort_with_status raises

@@ -51,7 +51,6 @@ from gateway.core import (
     WatchSubscription,
     WriteOptions,
     errors,
-    identified,
     open_stream,
 )
 from gateway.grpc.calls import credential_of, timeout_of
@@ -467,7 +466,7 @@ class ServicerBase(abc.ABC):
         async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
             try:
                 with self._served(method, request, context) as (op, caller):
-                    credential = await identified(self.adapter, caller)
+                    credential = await self.adapter.identity.identified(caller)
                     timeout = timeout_of(context.time_remaining())
                     try:
                         async with asyncio.timeout(timeout):
@@ -488,7 +487,7 @@ class ServicerBase(abc.ABC):
             failure: Exception | None = None
             try:
                 with self._served(method, request, context) as (op, caller):
-                    credential = await identified(self.adapter, caller)
+                    credential = await self.adapter.identity.identified(caller)
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
                             yield message

@@ -167,8 +167,8 @@ class ResourceServiceServicer(ServicerBase):
         conversions: the typed contract's codec (for ``ListMeta`` and ``Status``).
         drain: the application's drain.
         opened: the open streams of the cluster served (ended when it leaves the fleet).
-        fleet: every served cluster and the open fleet watches (fleet calls: ``clusters``);
-            ``None`` refuses fleet calls.
+        fleet: every served cluster, which of them a caller may see, and the open fleet
+            watches (fleet calls: ``clusters``); ``None`` refuses fleet calls.
     """
 
     full_name = SERVICE.full_name
@@ -375,7 +375,7 @@ class ResourceServiceServicer(ServicerBase):
 
         parts: list[bytes] = []
         fleet = self.fleet.fleet
-        selection = await select(fleet, fleet.visibility.view(credential), request.clusters)
+        selection = await select(fleet, self.fleet.visibility.view(credential), request.clusters)
         for name, result in await each_cluster(fleet, selection, one):
             member = length_prefixed(_MEMBER_CLUSTER, name.encode())
             if isinstance(result, bytes):
@@ -455,8 +455,9 @@ class ResourceServiceServicer(ServicerBase):
             return sub
 
         deadline = watch_deadline(request)
-        selection = await select(fleet, fleet.visibility.view(credential), request.clusters)
-        stream = await open_fleet_stream(fleet, selection, open_one, credential, points)
+        view = self.fleet.visibility.view(credential)
+        selection = await select(fleet, view, request.clusters)
+        stream = await open_fleet_stream(fleet, selection, open_one, view, points)
         self.fleet.add(stream)
         tags: dict[str, bytes] = {}
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from gateway.core import ANONYMOUS, DEFAULT, Cluster, Credential, Fleet, errors
+from gateway.core import ANONYMOUS, DEFAULT, Cluster, Credential, Fleet, Visibility, errors
 from gateway.grpc.admission import CLUSTER_METADATA
 from gateway.grpc.calls import credential_of
 from gateway.grpc.handling import OpenStreams, ServicerBase
@@ -64,15 +64,21 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
 
     Args:
         fleet: the served clusters (followed while the router lives).
+        visibility: which of them a caller may see (what a refusal names).
         servicers: builds one cluster's servicers.
         methods: every routed method, ``(full path, server streaming)``: a call naming a
             cluster that is not served is refused on these with ``NOT_FOUND``.
     """
 
     def __init__(
-        self, fleet: Fleet, servicers: Servicers, methods: Sequence[tuple[str, bool]]
+        self,
+        fleet: Fleet,
+        visibility: Visibility,
+        servicers: Servicers,
+        methods: Sequence[tuple[str, bool]],
     ) -> None:
         self._fleet = fleet
+        self._visibility = visibility
         self._servicers = servicers
         self._served: dict[str, _Served] = {}
         self._refusals: Mapping[str, grpc.RpcMethodHandler] = {
@@ -124,7 +130,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         the caller may see."""
         name = cluster_name(metadata)
         if name not in self._fleet.names():
-            return await self._fleet.visibility.unknown(name, _caller(metadata))
+            return await self._visibility.unknown(name, _caller(metadata))
         # served by the fleet but not (yet) routed: cannot happen, listeners are synchronous
         return errors.Unavailable("the cluster is not served yet")
 

@@ -26,7 +26,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from gateway.core import Cluster, Drain, Fleet, FleetStreams
+from gateway.core import Cluster, Drain, Fleet, FleetStreams, Visibility
 from gateway.grpc import clusters
 from gateway.grpc.admission import Admission, AnonymousStreams
 from gateway.grpc.clusters import ClusterServicer
@@ -169,6 +169,7 @@ async def start_grpc(
     host: str,
     port: int,
     *,
+    visibility: Visibility,
     options: GrpcOptions | None = None,
     credentials: grpc.ServerCredentials | None = None,
     drain: Drain | None = None,
@@ -184,6 +185,8 @@ async def start_grpc(
             catalog, which the generic ``ResourceService`` reads once per call.
         host: the address to listen on.
         port: the port, or 0 for any free one.
+        visibility: which clusters of ``fleet`` a caller may see (built over it by the
+            composition root): ``ListClusters``, refusals of names not served, fleet calls.
         options: server settings (defaults: :class:`GrpcOptions`).
         credentials: TLS (``None``: plaintext).
         drain: the application's drain: while draining, health says ``NOT_SERVING`` and
@@ -212,7 +215,7 @@ async def start_grpc(
     services = Services(server, served)
 
     # Fleet calls (ResourceService List/Watch with clusters) reach every cluster.
-    fleet_streams = FleetStreams(fleet)
+    fleet_streams = FleetStreams(fleet, visibility)
 
     def servicers(cluster: Cluster, opened: OpenStreams) -> list[ServicerBase]:
         a, hub = cluster.adapter, cluster.watches
@@ -226,9 +229,9 @@ async def start_grpc(
             ),
         ]
 
-    router = Router(fleet, servicers, routed_methods(c))
+    router = Router(fleet, visibility, servicers, routed_methods(c))
     services.add([*(s.full_name for s in c.services), SERVICE.full_name], router)
-    services.add_methods(clusters.SERVICE.full_name, ClusterServicer(fleet).method_handlers())
+    services.add_methods(clusters.SERVICE.full_name, ClusterServicer(visibility).method_handlers())
     own_health = health_servicer is None
     if health_servicer is None:
         health_servicer = health.aio.HealthServicer()

@@ -44,11 +44,10 @@ from gateway.core.watch.watcher import WatchEvent
 from gateway.grpc.codec import codec
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.grpc.messages import message_class
-from gateway.grpc.server import start_grpc
 from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod, pod_list
 from tests.bench.report import Row, row
-from tests.support.grpc import one_cluster
+from tests.support.grpc import start_one
 
 ADMIN = "admin-token"
 
@@ -201,9 +200,7 @@ async def end_to_end(pods: int, rounds: int) -> dict[str, float]:
         await demo.store.bulk_create(POD, (_manifest(i) for i in range(pods)), namespace="bench")
         http = build_http_client(UpstreamConfig(server=demo.url, source="bench"))
         adapter = KubeAdapter(http)
-        server, port = await start_grpc(
-            one_cluster(Cluster(adapter, WatchHub(adapter))), "127.0.0.1", 0
-        )
+        server, port = await start_one(Cluster(adapter, WatchHub(adapter)))
         limit = 256 * 1024 * 1024
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}",

@@ -33,9 +33,8 @@ from gateway.core.upstream.budget import scope_of
 from gateway.core.upstream.credentials import Credential, UserInfo
 from gateway.core.upstream.identity import (
     Carrying,
-    ImpersonatingAuth,
+    Impersonating,
     TokenReviews,
-    identified,
     refuse_impersonation,
     user_of_review,
 )
@@ -77,9 +76,11 @@ class Fleet2:
 
     @property
     def reviews(self) -> TokenReviews:
-        auth = self.fleet.get().adapter.http.auth
-        assert isinstance(auth, ImpersonatingAuth)
-        return auth.reviews
+        identity = self.app.state.runtime.identity
+        assert isinstance(identity, Impersonating)
+        # every cluster is handed the one strategy the composition root built
+        assert all(c.adapter.identity is identity for _, c in self.fleet)
+        return identity.reviews
 
     def grpc_target(self) -> str:
         return f"127.0.0.1:{self.app.state.runtime.grpc_port}"
@@ -221,15 +222,15 @@ async def test_an_impersonated_caller_is_shown_the_clusters_its_impersonation_re
 async def test_one_user_is_one_identity_whatever_its_token(tmp_path: Path) -> None:
     async with impersonating(tmp_path) as gw:
         adapter = gw.fleet.get("b").adapter
-        first = await identified(adapter, Credential("alice-token"))
-        second = await identified(adapter, Credential(ALICE_2))
+        first = await adapter.identity.identified(Credential("alice-token"))
+        second = await adapter.identity.identified(Credential(ALICE_2))
         assert first.token is None and first.user is not None
         assert first.user.username == "alice" and first.user.uid == "demo-alice"
         assert scope_of(first) == scope_of(second) != scope_of(Credential("alice-token"))
-        viewer = await identified(adapter, Credential("viewer-token"))
+        viewer = await adapter.identity.identified(Credential("viewer-token"))
         assert scope_of(viewer) != scope_of(first)
         # A refused token stays what it was: the first upstream call refuses it.
-        assert await identified(adapter, Credential("nope")) == Credential("nope")
+        assert await adapter.identity.identified(Credential("nope")) == Credential("nope")
 
         # Two subscribers with two tokens of alice share one execution on A.
         graphql = Gateway(gw.url, gw.app, None).graphql  # type: ignore[arg-type]
@@ -421,23 +422,31 @@ async def test_reviews_are_kept_coalesced_bounded_and_expire() -> None:
         from gateway.core.upstream.config import UpstreamConfig
         from gateway.core.watch.hub import WatchHub
 
-        reviews = TokenReviews("home", max_entries=2, clock=lambda: now[0], wall=lambda: now[0])
+        fleet = Fleet()  # first: the reviews find their home cluster in it
+        reviews = TokenReviews(
+            "home", fleet, max_entries=2, clock=lambda: now[0], wall=lambda: now[0]
+        )
+        identity = Impersonating(reviews)
         http = build_http_client(
             UpstreamConfig(server=tap.url, source="test", token="admin-token"),
-            impersonate=lambda own: ImpersonatingAuth(reviews, own),
+            impersonate=identity.client_auth,
         )
         async with http:
-            adapter = KubeAdapter(http)
-            fleet = Fleet()
+            adapter = KubeAdapter(http, identity=identity)
             with pytest.raises(errors.Unavailable, match='home cluster "home"'):
                 await reviews.user_of("alice-token")
-            reviews.bind(fleet)
             fleet.add("home", Cluster(adapter, WatchHub(adapter)))
             asked = reviews.reviews  # the refused one counts as asked
 
             users = await asyncio.gather(*(reviews.user_of("alice-token") for _ in range(20)))
             assert {u.username for u in users} == {"alice"} and reviews.reviews == asked + 1
             assert tap.from_client.count(REVIEW_PATH) == 1
+            # Through the home cluster's KubeAdapter (the one I/O seam), which counted it.
+            sent = adapter.metrics.registry.get_sample_value(
+                "kube_gateway_upstream_request_duration_seconds_count",
+                {"verb": "create", "resource": "tokenreviews", "code": "201"},
+            )
+            assert sent == 1
             # The review went as the gateway (A's admin), the token only in its body.
             assert b"bearer admin-token" in bytes(tap.from_client).lower()
             assert b"bearer alice-token" not in bytes(tap.from_client).lower()

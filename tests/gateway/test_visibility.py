@@ -22,8 +22,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.core.fleet.fleet import Fleet
-from gateway.core.fleet.visibility import NOT_ASKED
+from gateway.core.fleet.visibility import NOT_ASKED, Visibility
 from gateway.grpc.gen.kubegateway.v1 import (
     cluster_pb2,
     cluster_pb2_grpc,
@@ -61,7 +60,7 @@ async def two() -> AsyncIterator[tuple[DemoUpstream, DemoUpstream]]:
 @contextlib.asynccontextmanager
 async def served(
     two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path, *flags: str
-) -> AsyncIterator[tuple[Fleet, httpx.AsyncClient, grpc.aio.Channel]]:
+) -> AsyncIterator[tuple[Visibility, httpx.AsyncClient, grpc.aio.Channel]]:
     a, b = two
     config = kubeconfig(tmp_path / "b.yaml", b.url)
     shared = ("--shared-identity-clusters", "b")  # b trusts the default's tokens (and bob)
@@ -69,7 +68,7 @@ async def served(
         await until(fleet, serves("b"))
         port = gw.app.state.runtime.grpc_port
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield fleet, client, channel
+            yield gw.app.state.runtime.visibility, client, channel
 
 
 def _metadata(token: str | None, cluster: str | None = None) -> tuple[tuple[str, str], ...]:
@@ -102,7 +101,7 @@ async def _reviews(client: httpx.AsyncClient) -> dict[str, float]:
 async def test_a_caller_is_shown_only_the_clusters_that_authenticate_it(
     two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
 ) -> None:
-    async with served(two, tmp_path) as (_fleet, client, channel):
+    async with served(two, tmp_path) as (_visibility, client, channel):
         # the clusters query, on every endpoint, and ListClusters
         for path in ("/graphql", "/clusters/b/graphql", "/fleet/graphql"):
             assert await _clusters(client, BOB, path) == ["b"]
@@ -170,7 +169,7 @@ async def test_a_caller_is_shown_only_the_clusters_that_authenticate_it(
 async def test_concurrent_callers_share_one_review_per_cluster_and_all_shows_every_cluster(
     two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
 ) -> None:
-    async with served(two, tmp_path) as (fleet, client, channel):
+    async with served(two, tmp_path) as (_visibility, client, channel):
         before = await _reviews(client)
         shown = await asyncio.gather(
             *(_clusters(client, BOB, "/graphql") for _ in range(10)),
@@ -185,24 +184,24 @@ async def test_concurrent_callers_share_one_review_per_cluster_and_all_shows_eve
         assert await _listed(channel, BOB) == ["b"]
         assert await _reviews(client) == after
 
-    async with served(two, tmp_path, "--cluster-visibility", "all") as (fleet, client, channel):
+    async with served(two, tmp_path, "--cluster-visibility", "all") as (shown, client, channel):
         assert await _listed(channel, BOB) == ["default", "b"]
         assert await _clusters(client, BOB, "/graphql") == ["default", "b"]
         assert await _clusters(client, None, "/graphql") == ["default", "b"]
         assert await _reviews(client) == {}  # nothing asked
-        assert fleet.visibility.reviews == 0
+        assert shown.reviews == 0
 
 
 async def test_a_gateway_of_one_cluster_sends_no_review(
     two: tuple[DemoUpstream, DemoUpstream],
 ) -> None:
     a, _ = two
-    async with gateway(a) as (_gw, fleet, client):
+    async with gateway(a) as (gw, _fleet, client):
         assert await _clusters(client, BOB, "/graphql") == ["default"]
         missing = await gql(client, CLUSTERS, token=BOB, path="/clusters/nope/graphql", expect=404)
         assert missing["errors"][0]["message"].endswith("clusters you may see: default")
         assert await _reviews(client) == {}
-        assert fleet.visibility.reviews == 0
+        assert gw.app.state.runtime.visibility.reviews == 0
 
 
 # -- a caller's token reaches a cluster only when named, or sharing the identity provider ---

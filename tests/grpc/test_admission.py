@@ -31,9 +31,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 import gateway
-from gateway.grpc.server import GrpcOptions, Services, service_names, start_grpc
+from gateway.grpc.server import GrpcOptions, Services, service_names
 from kube_gateway_demo import DemoUpstream
-from tests.support.grpc import ADMIN, bearer, demo_cluster, one_cluster, upstream
+from tests.support.grpc import ADMIN, bearer, demo_cluster, start_one, upstream
 
 __all__ = ["upstream"]  # fixtures
 
@@ -309,9 +309,7 @@ async def _gateway(
     demo: DemoUpstream, more: Any = None
 ) -> AsyncIterator[tuple[grpc.aio.Server, grpc.aio.Channel]]:
     async with demo_cluster(demo.url) as cluster:
-        server, port = await start_grpc(
-            one_cluster(cluster), "127.0.0.1", 0, options=OPTIONS, more=more
-        )
+        server, port = await start_one(cluster, options=OPTIONS, more=more)
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 yield server, channel

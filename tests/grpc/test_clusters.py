@@ -261,7 +261,7 @@ async def test_list_clusters_describes_each_served_cluster(two: Two) -> None:
         assert await _clusters(two) == [("default", a, "", True, seed), ("a", a, "", True, seed)]
         # shown to everyone (--cluster-visibility all), it is listed, not ready and without
         # a version
-        two.fleet.visibility.mode = ALL_CLUSTERS
+        two.visibility.mode = ALL_CLUSTERS
         assert await _clusters(two) == [
             ("default", a, "", True, seed),
             ("a", a, "", True, seed),

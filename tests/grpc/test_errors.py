@@ -28,7 +28,6 @@ from gateway.grpc.gen.kubegateway.v1 import (
     pods_pb2,
     pods_pb2_grpc,
 )
-from gateway.grpc.server import start_grpc
 from gateway.grpc.status import CODES, DOMAIN, code_for
 from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import sample
@@ -41,7 +40,7 @@ from tests.support.grpc import (
     bearer,
     details,
     gw,
-    one_cluster,
+    start_one,
     unique,
     upstream,
 )
@@ -306,7 +305,7 @@ async def _serve_against(
     http = build_http_client(UpstreamConfig(server=url, source="tests"), transport=transport)
     adapter = KubeAdapter(http)
     hub = WatchHub(adapter)
-    server, port = await start_grpc(one_cluster(Cluster(adapter, hub)), "127.0.0.1", 0)
+    server, port = await start_one(Cluster(adapter, hub))
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
         yield channel

@@ -26,8 +26,8 @@ from tests.support.grpc import (
     GrpcGateway,
     bearer,
     gw,
-    one_cluster,
     serve_grpc,
+    start_one,
     unique,
     upstream,
 )
@@ -344,7 +344,6 @@ async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
     from gateway.core.upstream.client import build_http_client
     from gateway.core.upstream.config import UpstreamConfig
     from gateway.core.watch.hub import WatchHub
-    from gateway.grpc.server import start_grpc
 
     async with (
         DemoUpstream() as demo,
@@ -353,10 +352,10 @@ async def test_a_grpc_port_in_use_is_refused_at_start() -> None:
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
         cluster = Cluster(adapter, hub)
-        first, port = await start_grpc(one_cluster(cluster), "127.0.0.1", 0)
+        first, port = await start_one(cluster)
         try:
             with pytest.raises(OSError, match=f"cannot bind the gRPC port 127.0.0.1:{port}"):
-                await start_grpc(one_cluster(cluster), "127.0.0.1", port)
+                await start_one(cluster, port)
         finally:
             await first.stop(None)
             await hub.aclose()

@@ -28,10 +28,10 @@ from gateway.core.upstream.config import UpstreamConfig
 from gateway.core.upstream.credentials import Credential
 from gateway.core.watch.hub import WatchHub
 from gateway.grpc.messages import message_class
-from gateway.grpc.server import GrpcOptions, start_grpc
+from gateway.grpc.server import GrpcOptions
 from kube_gateway_demo import DemoUpstream
 from tests.scenarios.backend import RESOURCES
-from tests.support.grpc import one_cluster
+from tests.support.grpc import start_one
 
 _counter = itertools.count()
 
@@ -154,7 +154,7 @@ async def serve_backend(
         adapter = KubeAdapter(http)
         hub = WatchHub(adapter)
         cluster = Cluster(adapter, hub, catalog if catalog is not None else CatalogHolder())
-        server, port = await start_grpc(one_cluster(cluster), "127.0.0.1", 0, options=options)
+        server, port = await start_one(cluster, options=options)
         target = f"127.0.0.1:{port}"
         channel = grpc.aio.insecure_channel(
             target,

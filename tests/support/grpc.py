@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 from gateway.core.catalog.catalog import CatalogHolder
 from gateway.core.fleet.cluster import Cluster
 from gateway.core.fleet.fleet import DEFAULT, Fleet
+from gateway.core.fleet.visibility import Visibility
 from gateway.core.model.registry import LEASE
 from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.client import build_http_client
@@ -61,6 +62,13 @@ def one_cluster(cluster: Cluster, name: str = DEFAULT) -> Fleet:
     fleet = Fleet()
     fleet.add(name, cluster)
     return fleet
+
+
+async def start_one(cluster: Cluster, port: int = 0, **kwargs: Any) -> tuple[grpc.aio.Server, int]:
+    """``start_grpc`` on loopback serving ``cluster`` alone (:func:`one_cluster`), shown
+    as the gateway shows one cluster (``kwargs``: ``start_grpc``'s)."""
+    fleet = one_cluster(cluster)
+    return await start_grpc(fleet, "127.0.0.1", port, visibility=Visibility(fleet), **kwargs)
 
 
 def unique(prefix: str) -> str:
@@ -127,11 +135,15 @@ async def demo_cluster(
 async def grpc_channel(
     fleet: Fleet,
     *,
+    visibility: Visibility | None = None,
     options: GrpcOptions | None = None,
     channel_options: Sequence[tuple[str, Any]] = (),
 ) -> AsyncIterator[tuple[grpc.aio.Server, int, grpc.aio.Channel]]:
-    """The gateway's gRPC server over ``fleet`` on a free port, and a channel to it."""
-    server, port = await start_grpc(fleet, "127.0.0.1", 0, options=options)
+    """The gateway's gRPC server over ``fleet`` on a free port, and a channel to it;
+    ``visibility``: which clusters a caller is shown (default: the gateway's default over
+    ``fleet``)."""
+    shown = visibility if visibility is not None else Visibility(fleet)
+    server, port = await start_grpc(fleet, "127.0.0.1", 0, visibility=shown, options=options)
     channel = grpc.aio.insecure_channel(
         f"127.0.0.1:{port}",
         options=[
@@ -220,6 +232,8 @@ class Two:
 
     demos: dict[str, DemoUpstream]
     fleet: Fleet
+    #: Which clusters of :attr:`fleet` a caller is shown.
+    visibility: Visibility
     channel: grpc.aio.Channel
     #: The lease only each cluster's upstream has.
     only: dict[str, str]
@@ -255,13 +269,13 @@ async def serve_two(
     *,
     default: str | None = None,
     own: Mapping[str, str] = {},
-    fleet: Fleet | None = None,
 ) -> Two:
     """``demos`` served by one gRPC server as clusters of their names (``default``: that
     one's upstream is also the cluster ``default``, listed first; ``own``: the gateway's
     credential on a cluster), each given its own lease; everything closes with ``stack``."""
+    fleet = Fleet()
     # demo upstreams: one identity provider (the demo's tokens), so "*" may reach each
-    fleet = fleet if fleet is not None else Fleet(shared_identity=("*",))
+    visibility = Visibility(fleet, shared=("*",))
     clusters = {
         name: await stack.enter_async_context(
             demo_cluster(demo.url, name=name, token=own.get(name))
@@ -272,8 +286,10 @@ async def serve_two(
         fleet.add(DEFAULT, clusters[default])
     for name, cluster in clusters.items():
         fleet.add(name, cluster)
-    _, _, channel = await stack.enter_async_context(grpc_channel(fleet))
-    two = Two(demos, fleet, channel, {n: unique(f"only-{n}") for n in demos}, unique("t"))
+    _, _, channel = await stack.enter_async_context(grpc_channel(fleet, visibility=visibility))
+    two = Two(
+        demos, fleet, visibility, channel, {n: unique(f"only-{n}") for n in demos}, unique("t")
+    )
     for name in demos:
         await two.create(name, two.only[name])
     return two

@@ -36,9 +36,8 @@ from typing import Final, TypeVar
 from gateway.core import errors
 from gateway.core.fleet.cluster import Cluster
 from gateway.core.fleet.fleet import Fleet
-from gateway.core.fleet.visibility import View, refusal_message
+from gateway.core.fleet.visibility import View, Visibility, refusal_message
 from gateway.core.fleet.watches import FleetStream
-from gateway.core.upstream.credentials import Credential
 from gateway.core.watch.hub import WatchSubscription
 
 __all__ = [
@@ -230,7 +229,7 @@ async def open_fleet_stream(
     fleet: Fleet,
     selection: Selection,
     open_one: OpenOne,
-    credential: Credential,
+    view: View,
     resume: Mapping[str, str] = {},
 ) -> FleetStream:
     """Every selected cluster's watch (``open_one``), opened concurrently, as one stream.
@@ -241,7 +240,8 @@ async def open_fleet_stream(
     resume point still names them.  The stream reopens a cluster's part on the cluster
     that replaces it, and (the selection ``follows_all``) takes in clusters that join the
     fleet later, those the caller may see and its credential may reach unasked
-    (:meth:`Visibility.joins <gateway.core.fleet.visibility.Visibility.joins>`).
+    (``view``, the operation's: :meth:`View.joins
+    <gateway.core.fleet.visibility.View.joins>`).
 
     Raises:
         InvalidParameter: ``resume`` names more clusters than a cluster list may.
@@ -257,7 +257,7 @@ async def open_fleet_stream(
         return await open_one(name, cluster, point)
 
     async def admits(name: str) -> bool:
-        return await fleet.visibility.joins(name, credential)
+        return await view.joins(name)
 
     names = selection.names
     follows_all = selection.follows_all
@@ -293,10 +293,16 @@ class FleetStreams:
     goes on there from its resume point, a new one joins the streams of every cluster; the
     other clusters' parts go on.  Streams are held weakly: a stream its reader dropped is
     gone.
+
+    Args:
+        fleet: the served clusters, followed.
+        visibility: which of them each caller may see (built over ``fleet`` by the
+            composition root): what the front end's fleet calls select with.
     """
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, visibility: Visibility) -> None:
         self.fleet = fleet
+        self.visibility = visibility
         self._streams: weakref.WeakSet[FleetStream] = weakref.WeakSet()
         self._stop = fleet.listen(self._heard)
 

@@ -10,8 +10,10 @@ registers them here; the front ends only look them up:
 - gRPC: the ``x-kube-cluster`` metadata names the cluster (missing: ``default``).
 
 A name that is not served is refused with :class:`~gateway.core.errors.NotFound`; the front
-ends word it with :attr:`Fleet.visibility` (:mod:`gateway.core.fleet.visibility`), which names the
-clusters *that caller* may see, so this message names none.  Listeners hear every change (a
+ends word it with the :class:`~gateway.core.fleet.visibility.Visibility` the composition
+root built over this fleet and handed them, which names the clusters *that caller* may see,
+so this message names none.  The fleet knows nothing of who sees what: it is the registry
+visibility and token reviews read.  Listeners hear every change (a
 front end ends a removed cluster's subscriptions with
 :class:`~gateway.core.errors.ClusterRemoved`).
 """
@@ -19,12 +21,10 @@ front end ends a removed cluster's subscriptions with
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 from gateway.core import errors
 from gateway.core.fleet.cluster import DEFAULT, Cluster
-from gateway.core.fleet.visibility import AUTHENTICATED, Visibility
-from gateway.core.upstream.budget import Newcomers
 
 __all__ = ["DEFAULT", "Fleet", "Listener"]
 
@@ -37,33 +37,11 @@ Listener = Callable[[str, Cluster | None], None]
 
 
 class Fleet:
-    """The served clusters, by name (insertion order; the default first when it exists).
+    """The served clusters, by name (insertion order; the default first when it exists)."""
 
-    Args:
-        visibility: which clusters a caller is shown (``--cluster-visibility``).
-        shared_identity: the clusters besides the default that share its identity provider
-            (``--shared-identity-clusters``; ``"*"``: all): forward mode sends a caller's
-            token to no other cluster the caller did not name.
-        newcomers: the one budget of reviews of callers not known yet
-            (``--max-new-caller-reviews``), shared by every review that learns who a token
-            is (visibility here, impersonate mode's TokenReviews).
-    """
-
-    def __init__(
-        self,
-        *,
-        visibility: str = AUTHENTICATED,
-        shared_identity: Iterable[str] = (),
-        newcomers: Newcomers | None = None,
-    ) -> None:
+    def __init__(self) -> None:
         self._clusters: dict[str, Cluster] = {}
         self._listeners: list[Listener] = []
-        #: Reviews of callers the gateway does not know yet, for everyone together.
-        self.newcomers = newcomers if newcomers is not None else Newcomers()
-        #: Which clusters each caller may see (listings, NOT_FOUND, a fleet call's default).
-        self.visibility = Visibility(
-            self, visibility, shared=shared_identity, newcomers=self.newcomers
-        )
 
     def __len__(self) -> int:
         return len(self._clusters)

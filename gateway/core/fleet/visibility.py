@@ -68,8 +68,9 @@ from gateway.core.upstream.credentials import Credential
 
 
 class Clusters(Protocol):
-    """What visibility reads of the served clusters (:class:`~gateway.core.fleet.fleet.Fleet`,
-    which holds a visibility, is one): names, clusters by name, and their changes."""
+    """What visibility reads of the served clusters (:class:`~gateway.core.fleet.fleet.Fleet`
+    is one; the composition root builds the visibility over it and hands both to the front
+    ends): names, clusters by name, and their changes."""
 
     def names(self) -> list[str]: ...
 
@@ -359,6 +360,11 @@ class View:
     async def names(self) -> list[str]:
         """The names of the clusters the caller may see."""
         return [name for name, _ in await self.visible()]
+
+    async def joins(self, name: str) -> bool:
+        """Whether cluster ``name``, joining the fleet, joins the caller's default set
+        (:meth:`Visibility.joins`)."""
+        return await self.visibility.joins(name, self.credential)
 
     async def default_set(self) -> list[str]:
         """The clusters ``*`` stands for: those the caller may see that its credential may

@@ -1,7 +1,9 @@
 """Draining: what the gateway does between SIGTERM and its exit, so no caller loses work.
 
-One :class:`Drain` per application.  The command's signal handler calls :meth:`request`
-(safe from a signal handler); the lifespan's drain task (:meth:`serve`) then:
+One :class:`Drain` per application, made with it (its middleware refuses new work while
+draining).  The command's signal handler calls :meth:`request` (safe from a signal
+handler), which is heard once the lifespan's drain task (:meth:`serve`) runs on its event
+loop; that task then:
 
 1. turns ``draining`` on: ``/readyz`` answers 503, the gRPC health service
    ``NOT_SERVING``, and new requests, WebSocket upgrades, subscriptions and RPCs are
@@ -46,24 +48,19 @@ class Drain:
         self.grace = grace
         #: Readiness is false and new work is refused.
         self.draining = False
+        #: The loop :meth:`serve` runs on (``None``: not serving yet, :meth:`request`
+        #: says so).
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._requested: asyncio.Event | None = None
-        self._stopping: asyncio.Event | None = None
+        # Events belong to no loop until awaited: made here, with the drain.
+        self._requested = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._inflight = 0
-        self._idle: asyncio.Event | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._steps: list[Callable[[], Awaitable[None]]] = []
         self._drained: list[Callable[[], None]] = []
 
     # -- wiring (the lifespan and the command) ---------------------------------------------------
-
-    def bind(self) -> None:
-        """Attach to the running loop (the lifespan, before serving)."""
-        self._loop = asyncio.get_running_loop()
-        self._requested = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._idle = asyncio.Event()
-        if self._inflight == 0:
-            self._idle.set()
 
     def on_drain(self, step: Callable[[], Awaitable[None]]) -> None:
         """Run ``step`` when draining starts (in registration order)."""
@@ -75,22 +72,22 @@ class Drain:
 
     @property
     def requested(self) -> bool:
-        return self._requested is not None and self._requested.is_set()
+        return self._requested.is_set()
 
     def request(self) -> bool:
         """Ask for a drain; safe from a signal handler.  ``False``: not serving yet."""
-        loop, requested = self._loop, self._requested
-        if loop is None or requested is None or loop.is_closed():
+        loop = self._loop
+        if loop is None or loop.is_closed():
             return False
-        loop.call_soon_threadsafe(requested.set)
+        loop.call_soon_threadsafe(self._requested.set)
         return True
 
     # -- the drain itself ------------------------------------------------------------------------
 
     async def serve(self) -> None:
         """Wait for a request, drain, then call the ``on_drained`` callbacks (the lifespan's
-        task)."""
-        assert self._requested is not None, "bind() first"
+        task, on the loop that hears :meth:`request` from then on)."""
+        self._loop = asyncio.get_running_loop()
         await self._requested.wait()
         await self.run()
         for callback in self._drained:
@@ -98,7 +95,6 @@ class Drain:
 
     async def run(self) -> None:
         """Drain now: refuse new work, end every subscription, wait for the rest."""
-        assert self._stopping is not None and self._idle is not None, "bind() first"
         if self.draining:
             return
         self.draining = True
@@ -128,24 +124,18 @@ class Drain:
     def track(self) -> Iterator[None]:
         """Count a call in flight for the duration of the block."""
         self._inflight += 1
-        if self._idle is not None:
-            self._idle.clear()
+        self._idle.clear()
         try:
             yield
         finally:
             self._inflight -= 1
-            if self._inflight == 0 and self._idle is not None:
+            if self._inflight == 0:
                 self._idle.set()
 
     async def until_draining(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
         """``items`` until a drain starts, which ends it with
         :class:`~gateway.core.errors.Draining` (for streams without a hub: log follows)."""
-        stopping = self._stopping
-        if stopping is None:
-            async for item in items:
-                yield item
-            return
-        stopped = asyncio.ensure_future(stopping.wait())
+        stopped = asyncio.ensure_future(self._stopping.wait())
         try:
             while True:
                 step = asyncio.ensure_future(_anext(items))

@@ -41,6 +41,7 @@ from gateway.core.upstream.budget import Budget, scope_of
 from gateway.core.upstream.client import UpstreamClient
 from gateway.core.upstream.config import ConfigError
 from gateway.core.upstream.credentials import ANONYMOUS, Credential, refused_without_credential
+from gateway.core.upstream.identity import FORWARDING, OWN_REQUEST, TOKEN_REVIEW_PATH, Identity
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,9 @@ class Request:
     #: For metrics: the verb and the registry key of what the request is about.
     verb: str = ""
     resource: str = ""
+    #: The gateway's own request (a TokenReview), sent as the gateway itself on a client
+    #: whose callers are impersonated (:data:`~gateway.core.upstream.identity.OWN_REQUEST`).
+    own: bool = False
 
 
 #: Where :meth:`KubeAdapter._request` keeps a body read gzipped (``Response.extensions``).
@@ -163,6 +167,25 @@ SELF_SUBJECT_REVIEW = Request(
 )
 #: The API groups, readable by authenticated users only (the fallback of the review).
 DISCOVERY_PROBE = Request("GET", "/apis", [], verb="get", resource="apis")
+
+
+def build_token_review(token: str, audiences: tuple[str, ...] = ()) -> Request:
+    """The gateway's own TokenReview of ``token`` (for ``audiences``; none: the
+    apiserver's own), the token only in its body."""
+    spec: dict[str, Any] = {"token": token}
+    if audiences:
+        spec["audiences"] = list(audiences)
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
+    return Request(
+        "POST",
+        TOKEN_REVIEW_PATH,
+        [],
+        orjson.dumps(body),
+        "application/json",
+        verb="create",
+        resource="tokenreviews",
+        own=True,
+    )
 
 
 def build_access_review(resource: Resource, verb: Verb, namespace: str | None) -> Request:
@@ -263,8 +286,12 @@ class KubeAdapter:
         max_list_items: int = MAX_LIST_ITEMS,
         metrics: Metrics | None = None,
         large_lists: LargeLists | None = None,
+        identity: Identity = FORWARDING,
     ) -> None:
         self.http = http
+        #: How callers are identified on this cluster (``--identity``): the strategy the
+        #: composition root made :attr:`http` with; the front ends ask it who a caller is.
+        self.identity = identity
         #: Decodes every body; a large list's GC hold and sliced work are counted here
         #: (shared by the adapters of one gateway, so that their holds count together).
         self.large_lists = large_lists if large_lists is not None else LargeLists()
@@ -315,12 +342,11 @@ class KubeAdapter:
         if req.content_type:
             headers["Content-Type"] = req.content_type
         limit = httpx.Timeout(timeout) if timeout is not None else http.timeout
+        extensions: dict[str, Any] = {"timeout": limit.as_dict()}
+        if req.own:
+            extensions[OWN_REQUEST] = True
         return httpx.Request(
-            req.method,
-            url,
-            content=req.content,
-            headers=headers,
-            extensions={"timeout": limit.as_dict()},
+            req.method, url, content=req.content, headers=headers, extensions=extensions
         )
 
     @staticmethod
@@ -903,6 +929,31 @@ class KubeAdapter:
                 refused), 404 (a cluster older than 1.28, without the API)...
         """
         return await self._json(SELF_SUBJECT_REVIEW, credential, timeout)
+
+    async def review_token(
+        self, token: str, *, audiences: tuple[str, ...] = (), timeout: float | None = 10.0
+    ) -> Mapping[str, Any]:
+        """The cluster's TokenReview of ``token`` (impersonate mode's home cluster: who a
+        caller is), sent as the gateway itself: the token only in the body, outside the
+        callers' request budgets (the budget of new callers' reviews bounds these).
+
+        Returns:
+            The review's ``status`` (``{}`` when the answer holds none).
+
+        Raises:
+            GatewayError: the cluster answered with an error (``status_code``: its HTTP
+                status), or, with the transport's error as its ``__cause__``, could not
+                be reached (or the gateway's credential there refreshed).
+        """
+        req = build_token_review(token, audiences)
+        response = await self._send_once(req, ANONYMOUS, self.http, timeout=timeout, stream=False)
+        if response.status_code not in (200, 201):  # a redirect is not an answer
+            raise errors.from_response(response.status_code, b"", response.headers)
+        try:
+            status = orjson.loads(response.content).get("status") or {}
+        except (orjson.JSONDecodeError, AttributeError):
+            status = {}
+        return status if isinstance(status, Mapping) else {}
 
     async def read_discovery(
         self, *, credential: Credential = ANONYMOUS, timeout: float | None = 10.0

@@ -166,7 +166,8 @@ def build_http_client(
         internal: with ``gateway_identity``: the client carries only the gateway's own
             requests (discovery...), named here for the log, instead of the warning.
         impersonate: impersonate mode (``--identity impersonate``): makes the client's auth
-            from the gateway's own (the composition root hands
+            from the gateway's own (the composition root hands the identity strategy's
+            :attr:`~gateway.core.upstream.identity.Identity.client_auth`, an
             :class:`~gateway.core.upstream.identity.ImpersonatingAuth` over its TokenReviews):
             every request carries the gateway's own credential plus the caller's
             ``Impersonate-*`` headers; no caller's token ever leaves on this client.

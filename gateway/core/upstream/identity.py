@@ -2,15 +2,22 @@
 
 Two modes (``--identity``):
 
-- ``forward`` (the default): the caller's bearer token travels to each cluster it calls
-  (it works when every cluster trusts one identity provider).  Nothing here is used but
-  :func:`refuse_impersonation`.
-- ``impersonate``: the gateway asks its *home* cluster (``--home-cluster``) who the token
-  is, once, with a TokenReview made with the gateway's own credential there
-  (:class:`TokenReviews`), and then calls every cluster with *that cluster's* own gateway
-  credential plus ``Impersonate-User``/``-Group``/``-Uid``/``-Extra-*`` headers
+- ``forward`` (the default, :data:`FORWARDING`): the caller's bearer token travels to
+  each cluster it calls (it works when every cluster trusts one identity provider).
+- ``impersonate`` (:class:`Impersonating`): the gateway asks its *home* cluster
+  (``--home-cluster``) who the token is, once, with a TokenReview made with the gateway's
+  own credential there (:class:`TokenReviews`, through the home cluster's
+  :meth:`KubeAdapter.review_token <gateway.core.upstream.adapter.KubeAdapter.review_token>`),
+  and then calls every cluster with *that cluster's* own gateway credential plus
+  ``Impersonate-User``/``-Group``/``-Uid``/``-Extra-*`` headers
   (:class:`ImpersonatingAuth`), so each cluster's RBAC decides for that user.  The caller's
   token goes to no cluster but inside the home cluster's TokenReview body.
+
+The mode is one explicit object, an :class:`Identity`: the composition root
+(:mod:`gateway.runtime`) builds it once, makes every cluster's caller clients with its
+:attr:`~Identity.client_auth` and hands it to every cluster's adapter
+(``KubeAdapter.identity``), where the front ends ask it who a caller is
+(:meth:`Identity.identified`).  Nothing finds the mode by looking at a client's auth.
 
 In both modes a caller may never choose whom the gateway impersonates: a header, gRPC
 metadata key or ``connection_init`` key named ``Impersonate-*`` is refused before anything
@@ -30,7 +37,7 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 
@@ -39,21 +46,28 @@ from gateway.core.support.cache import Answers
 from gateway.core.upstream.budget import Newcomers
 from gateway.core.upstream.credentials import NO_CREDENTIAL_HINT, Credential, Endable, UserInfo
 
-if TYPE_CHECKING:
-    from gateway.core.upstream.adapter import KubeAdapter
+
+class Reviewer(Protocol):
+    """What token reviews need of the home cluster's adapter
+    (:class:`~gateway.core.upstream.adapter.KubeAdapter` is one): its TokenReview, and its
+    server's address."""
+
+    @property
+    def http(self) -> httpx.AsyncClient: ...
+
+    async def review_token(
+        self, token: str, *, audiences: tuple[str, ...] = (), timeout: float | None = 10.0
+    ) -> Mapping[str, Any]: ...
 
 
 class _Served(Protocol):
     @property
-    def adapter(self) -> KubeAdapter: ...
+    def adapter(self) -> Reviewer: ...
 
 
 class Clusters(Protocol):
-    """What token reviews need of the served clusters (the fleet, a layer above, is one):
-    the home cluster's adapter by name, and the one budget of new callers' reviews."""
-
-    @property
-    def newcomers(self) -> Newcomers: ...
+    """What token reviews read of the served clusters (the fleet, a layer above, is one,
+    built before them): the home cluster's adapter, by name."""
 
     def names(self) -> list[str]: ...
 
@@ -62,12 +76,15 @@ class Clusters(Protocol):
 
 __all__ = [
     "FORWARD",
+    "FORWARDING",
     "IMPERSONATE",
     "Carrying",
+    "Forwarding",
+    "Identity",
+    "Impersonating",
     "ImpersonatingAuth",
     "TokenProof",
     "TokenReviews",
-    "identified",
     "refuse_impersonation",
 ]
 
@@ -278,8 +295,13 @@ class TokenReviews:
     end a stream earlier, never to admit anything.
 
     Args:
-        home: the name of the home cluster (looked up on the fleet at every review, so a
-            home cluster rebuilt with a new kubeconfig is used at once).
+        home: the name of the home cluster (looked up in ``clusters`` at every review, so
+            a home cluster rebuilt with a new kubeconfig is used at once).
+        clusters: the served clusters (the fleet, built before the clusters whose clients
+            carry these reviews: construction order, no later binding).
+        newcomers: the one budget of reviews of callers not known yet
+            (``--max-new-caller-reviews``, shared with visibility's reviews; default: one
+            of its own).
         ttl: the most seconds an authenticated user is reused.
         negative_ttl: seconds a refused token stays refused.
         max_entries: answers kept at most.
@@ -294,7 +316,9 @@ class TokenReviews:
     def __init__(
         self,
         home: str,
+        clusters: Clusters,
         *,
+        newcomers: Newcomers | None = None,
         ttl: float = MAX_TTL,
         negative_ttl: float = NEGATIVE_TTL,
         max_entries: int = 10_000,
@@ -311,15 +335,12 @@ class TokenReviews:
         self.audiences = audiences
         self.carrying = carrying
         self.wall = wall
-        self.fleet: Clusters | None = None
+        self.clusters = clusters
+        self.newcomers = newcomers if newcomers is not None else Newcomers(clock=clock)
         self._answers: Answers[str, UserInfo | None] = Answers(max_entries=max_entries, clock=clock)
         self._followed: dict[str, _Followed] = {}
         #: Streams ended because their token was refused or expired.
         self.ended = 0
-
-    def bind(self, fleet: Clusters) -> None:
-        """Find the home cluster in ``fleet`` from now on."""
-        self.fleet = fleet
 
     @property
     def reviews(self) -> int:
@@ -345,18 +366,16 @@ class TokenReviews:
         """
 
         key = _token_key(token)
-        newcomers = self.fleet.newcomers if self.fleet is not None else None
+        newcomers = self.newcomers
 
         async def ask() -> tuple[UserInfo | None, float]:
             # A token not reviewed lately draws on the one budget of new callers' reviews
             # (ResourceExhausted past it, nothing sent): random tokens cannot amplify.
-            if newcomers is not None:
-                newcomers.admit(key)
+            newcomers.admit(key)
             user = await self._review(token)
             if user is None:
                 return None, self.negative_ttl
-            if newcomers is not None:
-                newcomers.remember(key)
+            newcomers.remember(key)
             ttl = self.ttl
             expiry = _jwt_expiry(token)
             if expiry is not None:
@@ -430,57 +449,41 @@ class TokenReviews:
     def is_home(self, url: httpx.URL) -> bool:
         """Whether ``url`` is on the home cluster's server (same scheme, host and port;
         the ``default`` cluster and ``--cluster a=`` of one kubeconfig are one cluster)."""
-        if self.fleet is None or self.home not in self.fleet.names():
+        if self.home not in self.clusters.names():
             return False
-        home = self.fleet.get(self.home).adapter.http.base_url
+        home = self.clusters.get(self.home).adapter.http.base_url
         return (url.scheme, url.host, url.port) == (home.scheme, home.host, home.port)
 
-    def _home(self) -> KubeAdapter:
-        if self.fleet is None or self.home not in self.fleet.names():
+    def _home(self) -> Reviewer:
+        if self.home not in self.clusters.names():
             raise errors.Unavailable(
                 f'the home cluster "{self.home}", which authenticates callers, is not served '
                 "(yet): retry later"
             )
-        return self.fleet.get(self.home).adapter
+        return self.clusters.get(self.home).adapter
 
     async def _review(self, token: str) -> UserInfo | None:
         adapter = self._home()
-        spec: dict[str, Any] = {"token": token}
-        if self.audiences:
-            spec["audiences"] = list(self.audiences)
-        body = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenReview",
-            "spec": spec,
-        }
         try:
-            response = await adapter.http.post(
-                TOKEN_REVIEW_PATH,
-                json=body,
-                timeout=10.0,
-                extensions={OWN_REQUEST: True},
-            )
-        except httpx.HTTPError as exc:
-            raise errors.Unavailable(
-                f'the home cluster "{self.home}" cannot be reached to authenticate the caller: '
-                f"{type(exc).__name__}"
-            ) from exc
-        if response.status_code not in (200, 201):
+            status = await adapter.review_token(token, audiences=self.audiences, timeout=10.0)
+        except errors.GatewayError as exc:
+            cause = exc.__cause__
+            if cause is not None:  # no answer: the transport (or the gateway's credential)
+                raise errors.Unavailable(
+                    f'the home cluster "{self.home}" cannot be reached to authenticate the '
+                    f"caller: {type(cause).__name__}"
+                ) from exc
             log.error(
                 "home cluster %s answered the gateway's TokenReview with %d: the gateway's "
                 "identity there needs 'create' on tokenreviews (system:auth-delegator)",
                 self.home,
-                response.status_code,
+                exc.status_code,
             )
             raise errors.Unavailable(
                 f'the home cluster "{self.home}" refused to authenticate the caller '
-                f"(TokenReview answered {response.status_code})"
-            )
-        try:
-            status = response.json().get("status") or {}
-        except (ValueError, AttributeError):
-            status = {}
-        return user_of_review(status if isinstance(status, Mapping) else {}, self.audiences)
+                f"(TokenReview answered {exc.status_code})"
+            ) from None
+        return user_of_review(status, self.audiences)
 
 
 def _bearer(value: str) -> str | None:
@@ -567,19 +570,90 @@ class ImpersonatingAuth(httpx.Auth):
                 return
 
 
-async def identified(adapter: KubeAdapter, credential: Credential) -> Credential:
-    """``credential`` as the cluster of ``adapter`` is called with it: in impersonate mode a
-    token the home cluster authenticates becomes its user (so budgets, shared
-    subscriptions and access reviews key on the user, and the token travels no further);
-    anything else is returned as it is (forward mode; a refused or anonymous caller, whom
-    the first upstream call refuses with the answer a cluster gives).
-    """
-    auth = adapter.http.auth
-    token = credential.token
-    if not isinstance(auth, ImpersonatingAuth) or token is None:
+class Identity(Protocol):
+    """How the gateway calls clusters as its callers: one object, the mode's
+    (:data:`FORWARDING` or :class:`Impersonating`), built by the composition root, which
+    makes every cluster's caller clients with :attr:`client_auth` and hands it to every
+    cluster's adapter (``KubeAdapter.identity``) for the front ends to ask."""
+
+    @property
+    def mode(self) -> str:
+        """:data:`FORWARD` or :data:`IMPERSONATE` (``--identity``)."""
+        ...
+
+    @property
+    def client_auth(self) -> Callable[[httpx.Auth | None], httpx.Auth] | None:
+        """What makes a caller client's auth from the cluster's own gateway credential
+        (``None``: the client carries each caller's own credential)."""
+        ...
+
+    async def identified(self, credential: Credential) -> Credential:
+        """``credential`` as a cluster is called with it."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop what runs in the background (the gateway stops)."""
+        ...
+
+
+class Forwarding:
+    """Forward mode: each caller's own credential travels to each cluster it calls, and
+    is what budgets, shared subscriptions and access reviews key on."""
+
+    mode: Final = FORWARD
+    client_auth: Final = None
+
+    def __repr__(self) -> str:
+        return "Forwarding()"
+
+    async def identified(self, credential: Credential) -> Credential:
+        """``credential`` itself."""
         return credential
-    try:
-        user = await auth.reviews.user_of(token)
-    except errors.GatewayError:
-        return credential
-    return Credential(user=user, proof=auth.reviews.proof(token, user))
+
+    async def aclose(self) -> None:
+        """Nothing runs."""
+
+
+#: The forward mode (stateless: one for every adapter that is not told otherwise).
+FORWARDING: Final = Forwarding()
+
+
+class Impersonating:
+    """Impersonate mode: callers authenticated by ``reviews`` (the home cluster's
+    TokenReviews), every cluster called with its own gateway credential plus the caller's
+    ``Impersonate-*`` headers (:class:`ImpersonatingAuth`, made by :attr:`client_auth`)."""
+
+    mode: Final = IMPERSONATE
+
+    def __init__(self, reviews: TokenReviews) -> None:
+        self.reviews = reviews
+
+    def __repr__(self) -> str:
+        return f"Impersonating(home={self.reviews.home!r})"
+
+    @property
+    def client_auth(self) -> Callable[[httpx.Auth | None], httpx.Auth]:
+        """An :class:`ImpersonatingAuth` over :attr:`reviews` and the gateway's own auth."""
+        return self._auth
+
+    def _auth(self, own: httpx.Auth | None) -> httpx.Auth:
+        return ImpersonatingAuth(self.reviews, own)
+
+    async def identified(self, credential: Credential) -> Credential:
+        """``credential`` as clusters are called with it: a token the home cluster
+        authenticates becomes its user (so budgets, shared subscriptions and access
+        reviews key on the user, and the token travels no further); anything else is
+        returned as it is (a refused or anonymous caller, whom the first upstream call
+        refuses with the answer a cluster gives)."""
+        token = credential.token
+        if token is None:
+            return credential
+        try:
+            user = await self.reviews.user_of(token)
+        except errors.GatewayError:
+            return credential
+        return Credential(user=user, proof=self.reviews.proof(token, user))
+
+    async def aclose(self) -> None:
+        """Stop checking the tokens of running streams."""
+        await self.reviews.aclose()
