@@ -134,6 +134,7 @@ class TlsTap:
     ca_file: Path | None = None
     _listener: asyncio.Server | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -159,12 +160,17 @@ class TlsTap:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # A pipe cancelled before it ever ran closed nothing: every socket is closed here.
+        for writer in self._writers:
+            writer.transport.abort()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         port = int(self.server.url.rsplit(":", 1)[1])
+        self._writers.append(writer)
         up_reader, up_writer = await asyncio.open_connection(
             "127.0.0.1", port, ssl=self.server.ssl_context(), server_hostname="127.0.0.1"
         )
+        self._writers.append(up_writer)
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, keep: bool) -> None:
             try:
