@@ -83,6 +83,7 @@ from tests.bench import heaptrace
 from tests.bench.bench_fleet import cpu_ms, lag_buckets, rss_mb
 from tests.bench.report import Row, row, splice, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
+from tests.gateway.test_admission_routes import AMPLIFIED, NESTED
 from tests.support.serve_process import Served, serve_process
 
 NAMESPACE = "team-a"  # alice may read and watch its leases (tests/e2e/manifests)
@@ -119,28 +120,6 @@ GRPC_TYPES = {
     common_pb2.WatchEvent.RESYNC: "RESYNC",
 }
 
-#: 30 aliases multiplied through fragments under ``__schema`` (tests/gateway/
-#: test_admission_routes.py): a 0.4 KB document selecting 3,584 fields.
-AMPLIFIED = (
-    "query { "
-    + " ".join(f"a{i}: __schema {{ ...S }}" for i in range(7))
-    + " } fragment S on __Schema { "
-    + " ".join(f"b{i}: types {{ ...T }}" for i in range(7))
-    + " } fragment T on __Type { "
-    + " ".join(f"c{i}: fields {{ ...F }}" for i in range(8))
-    + " } fragment F on __Field { "
-    + " ".join(f"d{i}: name" for i in range(8))
-    + " }"
-)
-_TWO = "fields { name type { name kind } }"
-#: Introspection nested two deep, aliased 20 times: ~7 times the full introspection.
-NESTED = (
-    "query { "
-    + " ".join(
-        f"a{i}: __schema {{ types {{ fields {{ type {{ {_TWO} }} }} }} }}" for i in range(20)
-    )
-    + " }"
-)
 FLEET_QUERY = (
     "query($clusters: [String!]) { fleet(clusters: $clusters) { cluster "
     'leases(namespace: "team-a") { items { metadata { name } } } } }'
