@@ -39,6 +39,7 @@ from graphql import (
     GraphQLOutputType,
     GraphQLResolveInfo,
     GraphQLSchema,
+    specified_scalar_types,
     validate_schema,
 )
 from strawberry.types.arguments import convert_arguments
@@ -78,6 +79,14 @@ _SCALARS: Final[Mapping[schema.ScalarKind, str]] = {
 
 
 Info = GraphQLResolveInfo[Any]
+
+
+#: GraphQL's own scalars, which the seed schema's type map holds only when a seed field
+#: uses one: no seed field is a ``Float``, so a group whose kinds have a ``type: number``
+#: field takes it from here (graphql-core reserves the name: it is always this object).
+#: ``Float`` is a double: an integral number beyond 2^53 in a ``type: number`` field comes
+#: back rounded there, exactly in ``raw``.
+_STANDARD: Final[Mapping[str, GraphQLNamedType]] = specified_scalar_types
 
 _ROOTS: Final = frozenset(("Query", "Mutation", "Subscription"))
 
@@ -136,7 +145,9 @@ class GroupBuilder:
     # -- types -----------------------------------------------------------------------------
 
     def _scalar(self, kind: schema.ScalarKind) -> GraphQLNamedType:
-        return self.seed.types[_SCALARS[kind]]
+        name = _SCALARS[kind]
+        found = self.seed.types.get(name)
+        return found if found is not None else _STANDARD[name]
 
     def _output_ref(self, ref: schema.TypeRef) -> GraphQLOutputType:
         if isinstance(ref, schema.Scalar):

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 import strawberry
-from graphql import GraphQLSchema, print_schema
+from graphql import GraphQLSchema, print_schema, specified_scalar_types
 
 from gateway.core import (
     REGISTRY,
@@ -144,8 +144,10 @@ def _hash(catalog: Catalog, key: tuple[str, str]) -> Any:
 
 @functools.cache
 def _reserved_names() -> frozenset[str]:
-    """Every type name of the seed schema (roots, scalars, results, events, inputs)."""
-    return frozenset(graphql_schema(gateway_schema()).type_map)
+    """Every type name of the seed schema (roots, scalars, results, events, inputs), and
+    GraphQL's own scalars: ``Float`` or ``ID`` is not in the seed's type map (no seed field
+    uses it) but a group's schema may use it, and graphql-core reserves the names."""
+    return frozenset(graphql_schema(gateway_schema()).type_map) | specified_scalar_types.keys()
 
 
 def schema_for_catalog(
