@@ -285,7 +285,7 @@ class GroupBuilder:
 
     # -- root fields -----------------------------------------------------------------------
 
-    def build(self) -> GraphQLSchema:
+    def build(self, description: str | None = None) -> GraphQLSchema:
         """The schema: the seed roots plus every operation of the group's kinds."""
         query: dict[str, GraphQLField] = dict(self.seed.query)
         mutation: dict[str, GraphQLField] = dict(self.seed.mutation)
@@ -319,6 +319,7 @@ class GroupBuilder:
                 *extra,
             ],
             directives=self.seed.schema.directives,
+            description=description,
         )
 
     def _args(self, seed_field: str, r: Resource, **replace: GraphQLArgument) -> dict[str, Any]:
@@ -527,7 +528,9 @@ def _converter(seed: _Seed, seed_field: str) -> Callable[[dict[str, Any]], dict[
     return convert
 
 
-def build_group_schema(model: schema.Model, resources: Sequence[Resource]) -> GraphQLSchema:
+def build_group_schema(
+    model: schema.Model, resources: Sequence[Resource], *, description: str | None = None
+) -> GraphQLSchema:
     """The schema of a group's scope: the seed schema plus ``resources`` typed by ``model``.
 
     Validated here (every field thunk resolved, the result kept by graphql-core), so the
@@ -536,7 +539,7 @@ def build_group_schema(model: schema.Model, resources: Sequence[Resource]) -> Gr
     Raises:
         SchemaError: the types do not make a valid schema.
     """
-    built = GroupBuilder(model, resources).build()
+    built = GroupBuilder(model, resources).build(description)
     problems = validate_schema(built)
     if problems:
         raise schema.SchemaError("; ".join(p.message for p in problems[:5]))

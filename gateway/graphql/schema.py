@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -50,6 +52,8 @@ class CatalogSchema:
     undescribed: frozenset[str] = frozenset()
     #: The generated classes, by definition id (the next build reuses unchanged ones).
     built: Mapping[str, Built] = field(default_factory=dict)
+    #: Kinds of a group left out because their types could not be built: kind -> why.
+    left_out: Mapping[str, str] = field(default_factory=dict)
 
 
 def _graphql_view(r: Resource) -> Resource:
@@ -171,13 +175,26 @@ def schema_for_catalog(
         documents = {
             key: gv.openapi for key, gv in catalog.groups.items() if gv.openapi is not None
         }
-    wanted = scope_documents(catalog, scope)
-    model = openapi.extend(
-        seed_model(),
-        [documents[key] for key in wanted if key in documents],
-        discovered,
-        reserved=_reserved_names(),
-    )
+    docs = [documents[key] for key in scope_documents(catalog, scope) if key in documents]
+    if scope != BUILT_IN:  # a group's: the seed schema's own types plus graphql-core ones
+        return _group_schema(scope, discovered, docs, previous)
+    model, registry, undescribed = _typed(discovered, docs, previous)
+    # Unchanged nested types keep their classes: the previous build's, else the seed's.
+    reuse = previous.built if previous is not None else seed_build()[1]
+    built, classes = build_with_classes(registry, model, reuse)
+    return CatalogSchema(built, model, registry, frozenset(undescribed), classes)
+
+
+def _typed(
+    discovered: Sequence[Resource],
+    docs: Sequence[Mapping[str, Any]],
+    previous: CatalogSchema | None,
+    *,
+    quiet: bool = False,
+) -> tuple[Model, Registry, set[str]]:
+    """The model of ``discovered`` (typed by ``docs``), the registry of the described ones
+    and the keys of the undescribed ones (logged unless ``previous`` left them out too)."""
+    model = openapi.extend(seed_model(), docs, discovered, reserved=_reserved_names())
     described = []
     undescribed = set()
     for r in discovered:
@@ -189,7 +206,7 @@ def schema_for_catalog(
             described.append(r)
             continue
         undescribed.add(r.key)
-        if previous is None or r.key not in previous.undescribed:
+        if not quiet and (previous is None or r.key not in previous.undescribed):
             log.warning(
                 "not serving %s/%s over GraphQL (yet): the cluster's OpenAPI does not "
                 "describe %s; the generic gRPC ResourceService serves it",
@@ -197,15 +214,93 @@ def schema_for_catalog(
                 r.version,
                 r.kind,
             )
-    registry = Registry((*REGISTRY.values(), *described))
-    if scope != BUILT_IN:  # a group's: the seed schema's own types plus graphql-core ones
-        return CatalogSchema(
-            build_group_schema(model, described), model, registry, frozenset(undescribed)
+    return model, Registry((*REGISTRY.values(), *described)), undescribed
+
+
+def _group_build(
+    discovered: Sequence[Resource],
+    docs: Sequence[Mapping[str, Any]],
+    previous: CatalogSchema | None,
+    left_out: Mapping[str, str] | None = None,
+    *,
+    quiet: bool = False,
+) -> CatalogSchema:
+    model, registry, undescribed = _typed(discovered, docs, previous, quiet=quiet)
+    described = [r for r in discovered if r.key in registry and r.key not in REGISTRY]
+    description = None
+    if left_out:
+        description = "Kinds of this API group left out of its GraphQL schema (their " + (
+            "objects are served by the gRPC ResourceService): "
+            + "; ".join(f"{kind}: {why}" for kind, why in sorted(left_out.items()))
         )
-    # Unchanged nested types keep their classes: the previous build's, else the seed's.
-    reuse = previous.built if previous is not None else seed_build()[1]
-    built, classes = build_with_classes(registry, model, reuse)
-    return CatalogSchema(built, model, registry, frozenset(undescribed), classes)
+    return CatalogSchema(
+        build_group_schema(model, described, description=description),
+        model,
+        registry,
+        frozenset(undescribed),
+        left_out=MappingProxyType(dict(left_out or {})),
+    )
+
+
+def _group_schema(
+    group: str,
+    discovered: Sequence[Resource],
+    docs: Sequence[Mapping[str, Any]],
+    previous: CatalogSchema | None,
+) -> CatalogSchema:
+    """The schema of an API group.  A kind whose types cannot be built (a bug, or a shape
+    of OpenAPI the builder does not know) is left out, not the group: its other kinds are
+    served, and the schema's description and the log (once) say which kind and why."""
+    try:
+        return _group_build(discovered, docs, previous)
+    except Exception:
+        # Which kinds fail on their own?  Only a broken group pays for this search.
+        left_out: dict[str, str] = {}
+        for r in discovered:
+            try:
+                _group_build([r], docs, None, quiet=True)
+            except Exception as exc:  # any failure is this kind's
+                left_out[r.kind] = _reason(exc)
+        if not left_out:
+            raise  # only together do they fail: no one kind to leave out
+    kept = [r for r in discovered if r.kind not in left_out]
+    built = _group_build(kept, docs, previous, left_out)
+    for kind, why in left_out.items():
+        _report(group, kind, why)
+    return built
+
+
+def _reason(exc: Exception) -> str:
+    """One line saying why a kind could not be built (no traceback)."""
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:199] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: The (group, kind, reason) triples logged so far: a left-out kind is logged once, not at
+#: every build of its group (each process logs it once).  Bounded, oldest out first.
+_REPORTED: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+_REPORTED_MAX: Final = 4096
+_reported_lock = threading.Lock()
+
+
+def _report(group: str, kind: str, why: str) -> None:
+    with _reported_lock:
+        key = (group, kind, why)
+        if key in _REPORTED:
+            _REPORTED.move_to_end(key)
+            return
+        _REPORTED[key] = None
+        while len(_REPORTED) > _REPORTED_MAX:
+            _REPORTED.popitem(last=False)
+    log.error(
+        "not serving %s of API group %s over GraphQL: its schema could not be built (%s); "
+        "the group's other kinds are served, the gRPC ResourceService serves this one",
+        kind,
+        group,
+        why,
+    )
 
 
 def printed(schema: strawberry.Schema | GraphQLSchema) -> str:

@@ -130,6 +130,70 @@ SOURCES: tuple[Source, ...] = (
     Source("istio.io/api", "v1.31.4", ("kubernetes/customresourcedefinitions.gen.yaml",)),
 )
 
+#: More operators' CRDs, for the corpus test (the scale bench keeps :data:`SOURCES`, so its
+#: figures stay comparable): Argo CD, Knative Serving and Cluster API.  Crossplane, Argo
+#: Workflows and Knative Eventing are not served by the Go module proxy this suite uses
+#: (403), so they are not here.
+MORE_SOURCES: tuple[Source, ...] = (
+    Source(
+        "github.com/argoproj/argo-cd/v3",
+        "v3.5.7",  # v3.6 needs go >= 1.27 to download
+        tuple(
+            f"manifests/crds/{name}-crd.yaml"
+            for name in ("application", "applicationset", "appproject")
+        ),
+    ),
+    Source(
+        "knative.dev/serving",
+        "v0.51.0",
+        tuple(
+            f"config/core/300-resources/{name}.yaml"
+            for name in (
+                "configuration",
+                "domain-mapping",
+                "metric",
+                "podautoscaler",
+                "revision",
+                "route",
+                "service",
+            )
+        ),
+    ),
+    Source(
+        "sigs.k8s.io/cluster-api",
+        "v1.14.2",
+        (
+            *(
+                f"core/config/crd/bases/{name}.yaml"
+                for name in (
+                    "addons.cluster.x-k8s.io_clusterresourcesetbindings",
+                    "addons.cluster.x-k8s.io_clusterresourcesets",
+                    "cluster.x-k8s.io_clusterclasses",
+                    "cluster.x-k8s.io_clusters",
+                    "cluster.x-k8s.io_machinedeployments",
+                    "cluster.x-k8s.io_machinedrainrules",
+                    "cluster.x-k8s.io_machinehealthchecks",
+                    "cluster.x-k8s.io_machinepools",
+                    "cluster.x-k8s.io_machines",
+                    "cluster.x-k8s.io_machinesets",
+                    "ipam.cluster.x-k8s.io_ipaddressclaims",
+                    "ipam.cluster.x-k8s.io_ipaddresses",
+                    "runtime.cluster.x-k8s.io_extensionconfigs",
+                )
+            ),
+            "bootstrap/kubeadm/config/crd/bases/bootstrap.cluster.x-k8s.io_kubeadmconfigs.yaml",
+            "bootstrap/kubeadm/config/crd/bases/"
+            "bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml",
+            "controlplane/kubeadm/config/crd/bases/"
+            "controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml",
+            "controlplane/kubeadm/config/crd/bases/"
+            "controlplane.cluster.x-k8s.io_kubeadmcontrolplanetemplates.yaml",
+        ),
+    ),
+)
+#: The corpus test's CRDs: the bench's and the others.
+CORPUS: tuple[Source, ...] = SOURCES + MORE_SOURCES
+
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """A safe loader that reads a bare ``=`` (YAML 1.1's "value" tag, an enum value in some
