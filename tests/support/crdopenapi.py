@@ -18,18 +18,48 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from gateway.core.catalog.catalog import Catalog, GroupVersion
 from gateway.core.model.registry import REGISTRY, Registry, Resource, Subresource
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 _REF = "#/components/schemas/"
+_CONVENTIONS = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+#: The apiserver's own words for the fields it adds (kube-openapi's ``TypeMeta`` docs).
+API_VERSION: Final = (
+    "APIVersion defines the versioned schema of this representation of an object. Servers "
+    "should convert recognized schemas to the latest internal value, and may reject "
+    f"unrecognized values. More info: {_CONVENTIONS}#resources"
+)
+KIND: Final = (
+    "Kind is a string value representing the REST resource this object represents. Servers "
+    "may infer this from the endpoint the client submits requests to. Cannot be updated. In "
+    f"CamelCase. More info: {_CONVENTIONS}#types-kinds"
+)
 
 
 def package(group: str) -> str:
     """The definition id prefix of a group: ``networking.istio.io`` -> ``io.istio.networking``."""
     return ".".join(reversed(group.split(".")))
+
+
+_EMBEDDED_API_VERSION: Final = (
+    "apiVersion defines the versioned schema of this representation of an object. More "
+    f"info: {_CONVENTIONS}#resources"
+)
+_EMBEDDED_KIND: Final = (
+    "kind is a string value representing the type of this object. In CamelCase. More info: "
+    f"{_CONVENTIONS}#types-kinds"
+)
+
+
+def _metadata(meta: str, anchor: str) -> dict[str, Any]:
+    what = "object's metadata" if meta == "ObjectMeta" else "list metadata"
+    return {
+        "description": f"Standard {what}. More info: {_CONVENTIONS}#{anchor}",
+        "allOf": [{"$ref": f"{_REF}{META}{meta}"}],
+    }
 
 
 def _unfold(node: Any) -> None:
@@ -43,9 +73,10 @@ def _unfold(node: Any) -> None:
             n["anyOf"] = [{"type": "integer"}, {"type": "string"}]
         if n.get("x-kubernetes-embedded-resource"):
             props = n.setdefault("properties", {})
-            props.setdefault("apiVersion", {"type": "string"})
-            props.setdefault("kind", {"type": "string"})
-            props.setdefault("metadata", {"type": "object"})
+            props["apiVersion"] = {"type": "string", "description": _EMBEDDED_API_VERSION}
+            props["kind"] = {"type": "string", "description": _EMBEDDED_KIND}
+            props["metadata"] = _metadata("ObjectMeta", "metadata")
+            n["required"] = ["kind", "apiVersion"]
         for key in ("properties", "patternProperties"):
             if isinstance(n.get(key), dict):
                 stack.extend(n[key].values())
@@ -66,18 +97,9 @@ def schemas(crd: Mapping[str, Any], version: str) -> dict[str, Any]:
     _unfold(root)
     root.setdefault("type", "object")
     props = root.setdefault("properties", {})
-    props["apiVersion"] = {
-        "type": "string",
-        "description": "APIVersion defines the versioned schema of this representation.",
-    }
-    props["kind"] = {
-        "type": "string",
-        "description": "Kind is a string value representing the REST resource.",
-    }
-    props["metadata"] = {
-        "allOf": [{"$ref": f"{_REF}{META}ObjectMeta"}],
-        "description": "Standard object's metadata.",
-    }
+    props["apiVersion"] = {"type": "string", "description": API_VERSION}
+    props["kind"] = {"type": "string", "description": KIND}
+    props["metadata"] = _metadata("ObjectMeta", "metadata")
     gvk = {"group": group, "version": version, "kind": kind}
     root["x-kubernetes-group-version-kind"] = [gvk]
     prefix = f"{package(group)}.{version}."
@@ -89,14 +111,11 @@ def schemas(crd: Mapping[str, Any], version: str) -> dict[str, Any]:
             "apiVersion": dict(props["apiVersion"]),
             "items": {
                 "type": "array",
-                "description": f"List of {spec['names']['plural']}.",
+                "description": f"List of {spec['names']['plural']}. More info: {_CONVENTIONS}",
                 "items": {"$ref": f"{_REF}{prefix}{kind}"},
             },
             "kind": dict(props["kind"]),
-            "metadata": {
-                "allOf": [{"$ref": f"{_REF}{META}ListMeta"}],
-                "description": "Standard list metadata.",
-            },
+            "metadata": _metadata("ListMeta", "types-kinds"),
         },
         "x-kubernetes-group-version-kind": [{**gvk, "kind": f"{kind}List"}],
     }
