@@ -191,6 +191,8 @@ class Cluster:
     failures: dict[str, int] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     accepts: dict[str, str] = field(default_factory=dict)
+    #: Paths answered 301 to another location (a stale OpenAPI hash, as the apiserver does).
+    redirects: dict[str, str] = field(default_factory=dict)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -201,6 +203,11 @@ class Cluster:
         self.requests[path] += 1
         self.accepts[path] = dict(scope["headers"]).get(b"accept", b"").decode()
         code = self.failures.get(path)
+        if path in self.redirects:
+            await send({"type": "http.response.start", "status": 301,
+                        "headers": [(b"location", self.redirects[path].encode())]})  # fmt: skip
+            await send({"type": "http.response.body", "body": b""})
+            return
         if code is not None:
             body = orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                  "message": "the server is currently unable to handle the request",

@@ -90,6 +90,28 @@ async def test_a_document_without_a_hash_is_read_on_every_load_and_never_kept() 
     assert len(discovery.documents) == 0
 
 
+async def test_a_hash_that_changed_since_the_index_was_read_is_followed_to_the_current(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The apiserver answers a document's stale hash with a 301 to the current one (the
+    document changed between the index read and the document read, as when CRDs are being
+    installed): the document is read there, not left out; a redirect off the upstream is
+    not followed."""
+    cluster = scripted()
+    current = {"openapi": "3.0.0", "info": {"title": "current"}}
+    cluster.set_hash("apis/apps/v1", "OLD", {})
+    async with serving(cluster) as http:
+        discovery = Discovery(http)
+        catalog = await discovery.read(SEED_CATALOG)
+        cluster.bodies["/openapi/v3/apis/apps/v1?hash=NEW"] = current
+        cluster.redirects["/openapi/v3/apis/apps/v1?hash=OLD"] = "/openapi/v3/apis/apps/v1?hash=NEW"
+        cluster.redirects["/openapi/v3/apis/stable.example.com/v1?hash=H1"] = "//elsewhere/x"
+        loaded = await documents.load(catalog, [APPS, V1])
+    assert loaded == {APPS: current}
+    assert cluster.requests["/openapi/v3/apis/apps/v1?hash=NEW"] == 1
+    assert "cannot read /openapi/v3/apis/stable.example.com/v1" in caplog.text
+
+
 async def test_a_document_that_is_not_an_object_is_left_out_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -615,6 +615,23 @@ class Discovery:
                 failure or timeout (``Unavailable``/``Timeout``), a body over ``limit``
                 (``RequestEntityTooLarge``) or one that is not JSON (``Internal``).
         """
+        fetched = await self._get_once(path, accept, limit, what)
+        for _ in range(_MAX_REDIRECTS):
+            # An OpenAPI document read by the index's hash after it changed: the apiserver
+            # redirects to the current hash (301).  Followed on the same upstream only.
+            location = fetched.headers.get("location", "")
+            if fetched.status not in _REDIRECTS or not _same_origin(location):
+                break
+            path = location
+            fetched = await self._get_once(path, accept, limit, what)
+        if fetched.status >= 400:
+            raise errors.from_response(fetched.status, fetched.body, fetched.headers)
+        try:
+            return shared_document(fetched.body) if shared else orjson.loads(fetched.body)
+        except orjson.JSONDecodeError:
+            raise errors.Internal(f"{path}: the upstream sent something that is not JSON") from None
+
+    async def _get_once(self, path: str, accept: str, limit: int, what: str) -> _Fetched:
         async with self._gate:
             self.requests += 1
             started = time.perf_counter()
@@ -630,12 +647,7 @@ class Discovery:
             finally:
                 if self.metrics is not None:
                     self.metrics.upstream("get", what, code, time.perf_counter() - started)
-        if fetched.status >= 400:
-            raise errors.from_response(fetched.status, fetched.body, fetched.headers)
-        try:
-            return shared_document(fetched.body) if shared else orjson.loads(fetched.body)
-        except orjson.JSONDecodeError:
-            raise errors.Internal(f"{path}: the upstream sent something that is not JSON") from None
+        return fetched
 
     async def _fetch(self, path: str, accept: str, limit: int) -> _Fetched:
         try:
@@ -652,6 +664,16 @@ class Discovery:
             raise errors.Unavailable(f"{_bare(path)}: {type(exc).__name__}") from exc
         except ConfigError as exc:  # the gateway's own credential could not be refreshed
             raise errors.Unavailable("the gateway's upstream credential is unavailable") from exc
+
+
+#: Redirects a read follows (on the same upstream), and how many in a row.
+_REDIRECTS: Final = frozenset((301, 302, 303, 307, 308))
+_MAX_REDIRECTS: Final = 3
+
+
+def _same_origin(location: str) -> bool:
+    """A server-relative path (``/openapi/v3/...?hash=``), not another host's URL."""
+    return location.startswith("/") and not location.startswith("//")
 
 
 def _bare(path: str) -> str:
