@@ -57,6 +57,7 @@ from gateway.core.upstream.identity import (
     Impersonating,
     TokenReviews,
 )
+from gateway.core.views.cache import Views
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
 from gateway.graphql.clusters import ClusterEndpoints
@@ -342,6 +343,8 @@ async def build_cluster(
     )
     stack.push_async_callback(watches.aclose)
     stack.callback(metrics.watch_hub(lambda: watches.stats, name))
+    views = Views(watches, idle=settings.view_idle_seconds, budget=settings.view_memory_bytes)
+    stack.push_async_callback(views.aclose)  # before the hub's: its subscriptions end first
     catalog = CatalogHolder()
     stack.callback(metrics.served_resources(lambda: len(catalog.current.registry.records), name))
     reloader = _discovery(
@@ -355,6 +358,7 @@ async def build_cluster(
         demo=upstream.demo,
         name=name,
         server=upstream.config.server,
+        views=views,
     )
 
 

@@ -17,7 +17,7 @@ from gateway.core import (
 from gateway.graphql.loaders import Loaders
 
 if TYPE_CHECKING:
-    from gateway.core import Cluster, Visibility, WatchHub
+    from gateway.core import Cluster, Views, Visibility, WatchHub
 
 _ids = itertools.count(1)
 
@@ -76,6 +76,8 @@ class Context:
     #: Which of :attr:`clusters` the caller may see (``None``: all of them; a gateway
     #: without a fleet).
     visibility: Visibility | None = None
+    #: The cluster's view caches (``None``: views are not served here).
+    views: Views | None = None
     _loaders: Loaders | None = None
 
     @property

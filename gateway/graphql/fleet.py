@@ -150,6 +150,7 @@ class FleetContext(Context):
                 request_id=self.request_id,
                 clusters=self.clusters,
                 visibility=self.visibility,
+                views=cluster.views,
             )
             self.by_cluster[name] = context
         return context

@@ -59,6 +59,7 @@ from gateway.graphql.links import relation_resolver
 from gateway.graphql.objects import EXTRA_ROOTS
 from gateway.graphql.seed import gateway_schema
 from gateway.graphql.streams import watch
+from gateway.graphql.views import VIEW_DESCRIPTION, run_view
 
 EXTENSION: Final = NATIVE
 
@@ -379,6 +380,7 @@ class GroupBuilder:
                 f"One page of {r.plural}"
                 + (" in a namespace, or in all namespaces." if r.namespaced else "."),
             )
+            query[ops.list_field_name(r, n) + "View"] = self._view(r, n, kind)
         elif op.action == "watch":
             subscription["watch" + ops.plural_type_name(r, n)] = self._watch(op, n, kind)
         elif op.action == "create":
@@ -436,6 +438,77 @@ class GroupBuilder:
                 f"Delete every {r.kind} the selectors match.",
                 shape=ops._deleted_collection,
             )  # fmt: skip
+
+    def _view(self, r: Resource, n: str, kind: GraphQLObjectType) -> GraphQLField:
+        """The kind's view field and its connection types, shaped as the seed's
+        (:mod:`gateway.graphql.views`)."""
+        seed_view, seed_edge = self.seed.types["PodView"], self.seed.types["PodViewEdge"]
+        assert isinstance(seed_view, GraphQLObjectType)
+        assert isinstance(seed_edge, GraphQLObjectType)
+        edge = GraphQLObjectType(
+            f"{n}ViewEdge",
+            {
+                "cursor": GraphQLField(
+                    seed_edge.fields["cursor"].type, resolve=functools.partial(_attribute, "cursor")
+                ),
+                "node": GraphQLField(
+                    GraphQLNonNull(kind), resolve=functools.partial(_attribute, "node")
+                ),
+            },
+            description=f"A {n} of a view.",
+        )
+        seed = seed_view.fields
+
+        async def counts(root: Any, info: Info, groupBy: str) -> Any:
+            return await root.counts(groupBy)
+
+        view = GraphQLObjectType(
+            f"{n}View",
+            {
+                "counts": GraphQLField(
+                    seed["counts"].type,
+                    args=seed["counts"].args,
+                    resolve=counts,
+                    description=seed["counts"].description,
+                ),
+                "edges": GraphQLField(
+                    GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))),
+                    resolve=functools.partial(_attribute, "edges"),
+                    description=seed["edges"].description,
+                ),
+                "nodes": GraphQLField(
+                    GraphQLNonNull(GraphQLList(GraphQLNonNull(kind))),
+                    resolve=functools.partial(_attribute, "nodes"),
+                    description=seed["nodes"].description,
+                ),
+                **{
+                    name: GraphQLField(
+                        seed[name].type,
+                        resolve=functools.partial(_attribute, attribute),
+                        description=seed[name].description,
+                    )
+                    for name, attribute in (
+                        ("pageInfo", "page_info"),
+                        ("resourceVersion", "resource_version"),
+                        ("total", "total"),
+                    )
+                },
+            },
+            description=f"A page of a view of {n} objects, its total and counts.",
+        )
+        convert = _converter(self.seed, "podsView")
+        kind_type = self.model.kind_type(r.group, r.version, r.kind)
+        lookup = self.model.object_type
+
+        async def resolve(root: Any, info: Info, **raw: Any) -> Any:
+            return await run_view(info.context, convert(raw), r, kind_type, lookup)
+
+        return GraphQLField(
+            view,
+            args=self._args("podsView", r),
+            resolve=resolve,
+            description=VIEW_DESCRIPTION.format(plural=r.plural),
+        )
 
     def _result(
         self,

@@ -50,6 +50,7 @@ from gateway.core import (
     perform,
 )
 from gateway.graphql import arguments as A
+from gateway.graphql import views
 from gateway.graphql.arguments import Arg, WatchEventType
 from gateway.graphql.clusterinfo import clusters_field
 from gateway.graphql.context import Context
@@ -469,6 +470,19 @@ class RootBuilder:
             Optional[self.types.lists[self.types.name(r)]],  # noqa: UP045
             f"One page of {r.plural}"
             + (" in a namespace, or in all namespaces." if r.namespaced else "."),
+        )
+        self._view(r)
+
+    def _view(self, r: Resource) -> None:
+        """The kind's view (:mod:`gateway.graphql.views`), from the same data."""
+        name = self.types.name(r)
+        built = self.types.built
+        self.query[list_field_name(r, name) + "View"] = views.view_field(
+            r,
+            self.types.kind_types[name],
+            lambda def_id: built[def_id].object_type,
+            views.view_types(name, self.types.kinds[name]),
+            query_field,
         )
 
     def _watch(self, op: Operation) -> None:

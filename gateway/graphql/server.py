@@ -194,6 +194,7 @@ class GraphQLApp:
             cluster.watches,
             clusters=[c for _, c in fleet] if fleet is not None else [cluster],
             visibility=self.visibility,
+            views=cluster.views,
         )
 
     async def graphiql_settings(self, request: Request) -> Response:

@@ -10,9 +10,9 @@ The layers, bottom up:
 
 * ``gateway.core``: all behaviour, in subpackages that each import only from below
   (:data:`CORE_LAYERS`): ``errors``, ``support``, ``process``, ``model``, ``lists``,
-  ``upstream``, ``watch``, ``catalog``, ``fleet``, ``calls``; ``gateway/core/__init__.py``
-  is the front door that re-exports the public surface.  The core imports nothing of the
-  gateway outside itself.
+  ``upstream``, ``watch``, ``catalog``, ``views``, ``fleet``, ``calls``;
+  ``gateway/core/__init__.py`` is the front door that re-exports the public surface.  The
+  core imports nothing of the gateway outside itself.
 * ``gateway.requestid``, ``logs``, ``settings``, ``tls``, ``shutdown``, ``httpserver``:
   the process's edges (request ids and access lines, log lines, settings, certificates,
   the drain's HTTP gate, the HTTP server's timeouts and connection cap); the core's front
@@ -64,6 +64,7 @@ CORE_LAYERS = (
     "gateway.core.upstream",
     "gateway.core.watch",
     "gateway.core.catalog",
+    "gateway.core.views",
     "gateway.core.fleet",
     "gateway.core.calls",
 )
