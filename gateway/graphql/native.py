@@ -59,7 +59,7 @@ from gateway.graphql.links import relation_resolver
 from gateway.graphql.objects import EXTRA_ROOTS
 from gateway.graphql.seed import gateway_schema
 from gateway.graphql.streams import watch
-from gateway.graphql.views import VIEW_DESCRIPTION, run_view
+from gateway.graphql.views import VIEW_DESCRIPTION, view_resolver
 
 EXTENSION: Final = NATIVE
 
@@ -496,17 +496,11 @@ class GroupBuilder:
             },
             description=f"A page of a view of {n} objects, its total and counts.",
         )
-        convert = _converter(self.seed, "podsView")
         kind_type = self.model.kind_type(r.group, r.version, r.kind)
-        lookup = self.model.object_type
-
-        async def resolve(root: Any, info: Info, **raw: Any) -> Any:
-            return await run_view(info.context, convert(raw), r, kind_type, lookup)
-
         return GraphQLField(
             view,
             args=self._args("podsView", r),
-            resolve=resolve,
+            resolve=view_resolver(r, kind_type, self.model.object_type),
             description=VIEW_DESCRIPTION.format(plural=r.plural),
         )
 

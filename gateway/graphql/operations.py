@@ -48,6 +48,7 @@ from gateway.core import (
     list_body,
     operations,
     perform,
+    schema,
 )
 from gateway.graphql import arguments as A
 from gateway.graphql import views
@@ -415,6 +416,8 @@ class RootBuilder:
         self.query: dict[str, StrawberryField] = {}
         self.mutation: dict[str, StrawberryField] = {}
         self.subscription: dict[str, StrawberryField] = {}
+        #: The resolvers the view fields get once the schema is built (``views.install``).
+        self.view_resolvers: dict[str, views.Resolve] = {}
         for r in registry.values():
             for op in operations(r):
                 getattr(self, f"_{op.action}")(op)
@@ -477,13 +480,15 @@ class RootBuilder:
         """The kind's view (:mod:`gateway.graphql.views`), from the same data."""
         name = self.types.name(r)
         built = self.types.built
-        self.query[list_field_name(r, name) + "View"] = views.view_field(
-            r,
-            self.types.kind_types[name],
-            lambda def_id: built[def_id].object_type,
-            views.view_types(name, self.types.kinds[name]),
-            query_field,
+        field, kind = list_field_name(r, name) + "View", self.types.kind_types[name]
+
+        def lookup(def_id: str) -> schema.ObjectType:
+            return built[def_id].object_type
+
+        self.query[field] = views.view_field(
+            r, kind, lookup, views.view_types(name, self.types.kinds[name]), query_field
         )
+        self.view_resolvers[field] = views.view_resolver(r, kind, lookup)
 
     def _watch(self, op: Operation) -> None:
         r = op.resource

@@ -15,6 +15,8 @@ import strawberry
 from strawberry.schema.config import StrawberryConfig
 
 from gateway.core import REGISTRY, Model, Registry, dict_resolver
+from gateway.graphql import views
+from gateway.graphql._library import graphql_schema
 from gateway.graphql.links import link_fields
 from gateway.graphql.objects import Built, generate
 from gateway.graphql.operations import RootBuilder
@@ -36,13 +38,15 @@ def build_with_classes(
     registry: Registry, model: Model | None, previous: Mapping[str, Built] | None
 ) -> tuple[strawberry.Schema, Mapping[str, Built]]:
     types = generate(registry, extra=link_fields, model=model, previous=previous)
-    query, mutation, subscription = RootBuilder(types, registry).build()
+    roots = RootBuilder(types, registry)
+    query, mutation, subscription = roots.build()
     built = strawberry.Schema(
         query=query,
         mutation=mutation,
         subscription=subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP, default_resolver=dict_resolver),
     )
+    views.install(graphql_schema(built), roots.view_resolvers)
     return built, types.built
 
 

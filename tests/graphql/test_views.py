@@ -8,7 +8,9 @@ independently of the gateway's): the filter as the docs state it, sorted with th
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -22,6 +24,7 @@ from tests.support.graphql import (
     NAMESPACE,
     Gateway,
     data,
+    error_of,
     gql,
     serve_gateway,
 )
@@ -258,3 +261,252 @@ async def test_every_operator_and_sort_pages_through_exactly_the_tests_own_answe
                 assert expected, label  # every case selects something
                 assert names == expected, (label, keys, namespace)
                 assert total == len(expected)
+
+
+COUNTS = """query($ns: String, $filter: ViewFilter, $search: String, $by: String!) {
+  podsView(namespace: $ns, filter: $filter, search: $search, first: 0) {
+    total resourceVersion nodes { metadata { name } } pageInfo { hasNextPage endCursor }
+    counts(groupBy: $by) { value count }
+  }
+}"""
+
+
+def _counts(items: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:
+    found: dict[Any, int] = {}
+    for p in items:
+        value = _read(p, path)
+        found[value] = found.get(value, 0) + 1
+    out = [{"value": None if v is None else str(v), "count": n} for v, n in found.items()]
+    return sorted(out, key=lambda c: (-c["count"], c["value"] is None, c["value"] or ""))
+
+
+async def test_search_counts_and_totals_match_the_tests_own_answer(
+    http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    # search: case-insensitive, in name, namespace, labels and annotations (keys and values)
+    for text in ("ZZ", "blue", "canary", "views-oth", "app=db"):
+        names, total, _ = await _walk(http, {"search": text, "first": 50})
+        expected = _names(_sorted([p for p in pods if _hit(p, text)], []))
+        assert expected, text
+        assert (names, total) == (expected, len(expected)), text
+    # counts by a field, a label, the namespace; with a filter, a search, in one namespace
+    for by, namespace, where, search in [
+        ("status.phase", None, None, None),
+        ("metadata.labels.app", NAMESPACE, {"field": "status.phase", "value": "Running"}, None),
+        ("metadata.namespace", None, None, "web"),
+        ("spec.nodeName", OTHER, {"labelSelector": "app!=db"}, None),
+        ("spec.priority", NAMESPACE, None, None),
+    ]:
+        body = data(
+            await gql(http, COUNTS, {"ns": namespace, "filter": where, "search": search, "by": by})
+        )
+        view = body["podsView"]
+        chosen = [
+            p
+            for p in _ns(pods, namespace)
+            if (where is None or _matches(p, where)) and (search is None or _hit(p, search))
+        ]
+        assert view["counts"] == _counts(chosen, by), by
+        assert view["total"] == len(chosen) == sum(c["count"] for c in view["counts"])
+        assert view["nodes"] == []
+        assert view["pageInfo"]["hasNextPage"] is (len(chosen) > 0)
+
+
+def _hit(p: dict[str, Any], text: str) -> bool:
+    meta = p["metadata"]
+    parts = [meta["name"], meta["namespace"]]
+    for key in ("labels", "annotations"):
+        parts += [f"{k}={v}" for k, v in (meta.get(key) or {}).items()]
+    return text.lower() in "\n".join(parts).lower()
+
+
+def _matches(p: dict[str, Any], where: dict[str, Any]) -> bool:
+    if "labelSelector" in where:
+        return bool(APP(p) != "db")
+    return bool(_read(p, where["field"]) == where["value"])
+
+
+async def test_a_page_boundary_does_not_move_when_objects_come_and_go_before_it(
+    http: httpx.AsyncClient, demo: DemoUpstream, pods: list[dict[str, Any]]
+) -> None:
+    sort = [{"field": "metadata.name", "order": "ASC"}]
+    first = data(await gql(http, VIEW, {"ns": OTHER, "sort": sort, "first": 10}))["podsView"]
+    seen = _names(first["nodes"])
+    last = first["nodes"][-1]["metadata"]["name"]
+    # before the boundary: one deleted, two added; after it: one deleted
+    before = first["nodes"][3]["metadata"]["name"]
+    after_page = _names(_sorted(_ns(pods, OTHER), [("metadata.name", False)]))[12]
+    await demo.store.delete(POD, before, namespace=OTHER)
+    await demo.store.delete(POD, after_page.split("/")[1], namespace=OTHER)
+    for name in ("aaa-new", "api-000-a"):
+        made = _pod(999, OTHER) | {"metadata": {"name": name}}
+        await demo.store.create(POD, made, namespace=OTHER)
+    version = demo.store.resource_version  # the view reads at least our writes
+    body = data(
+        await gql(
+            http,
+            VIEW,
+            {
+                "ns": OTHER,
+                "sort": sort,
+                "first": 100,
+                "after": first["pageInfo"]["endCursor"],
+                "min": version,
+            },
+        )
+    )["podsView"]
+    assert int(body["resourceVersion"]) >= int(version)
+    now = sorted(
+        (p["metadata"]["name"] for p in await demo.store.list(POD, namespace=OTHER)),
+    )
+    assert _names(body["nodes"]) == [f"{OTHER}/{n}" for n in now if n > last]
+    assert f"{OTHER}/{before}" in seen and after_page not in _names(body["nodes"])
+    assert body["pageInfo"]["hasPreviousPage"] is True
+    assert body["total"] == len(now)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    where: dict[str, Any] = {"field": "metadata.name", "value": "x"}
+    for _ in range(depth - 1):
+        where = {"not": where}
+    return where
+
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "unknown field, with the nearest",
+        {"filter": {"field": "metadata.nmae", "value": "x"}},
+        "unknown field 'metadata.nmae': metadata has no field 'nmae'; "
+        "did you mean 'metadata.name'?",
+    ),
+    (
+        "unknown sort field",
+        {"sort": [{"field": "status.phaze"}]},
+        "did you mean 'status.phase'?",
+    ),
+    ("a list", {"filter": {"field": "spec.containers", "value": "x"}}, "is a list"),
+    (
+        "an object",
+        {"sort": [{"field": "metadata"}]},
+        "field 'metadata' is an object (ObjectMeta), not a scalar",
+    ),
+    ("a map", {"filter": {"field": "metadata.labels", "op": "EXISTS"}}, "is a map"),
+    (
+        "a scalar's field",
+        {"filter": {"field": "metadata.name.first", "value": "x"}},
+        "field 'metadata.name' is a scalar",
+    ),
+    (
+        "a number's value",
+        {"filter": {"field": "spec.priority", "op": "GT", "value": "high"}},
+        "is a number (int32): 'high' is not one",
+    ),
+    (
+        "a timestamp's value",
+        {"filter": {"field": "status.startTime", "op": "GT", "value": "yesterday"}},
+        "is a timestamp",
+    ),
+    (
+        "text op on a number",
+        {"filter": {"field": "spec.priority", "op": "CONTAINS", "value": "1"}},
+        "`contains` compares text",
+    ),
+    ("page too large", {"first": 501}, "`first` is a page size from 0 to 500"),
+    ("negative page", {"first": -1}, "`first` is a page size from 0 to 500"),
+    (
+        "too many conditions",
+        {"filter": {"or": [{"field": "metadata.name", "value": str(i)} for i in range(65)]}},
+        "the filter is too complex: more than 64 conditions",
+    ),
+    ("too deep", {"filter": _nested(9)}, "the filter is nested deeper than 8 levels"),
+    ("forged cursor", {"after": "bm90IGEgY3Vyc29y"}, "`after` is not a cursor of this view"),
+    ("garbage cursor", {"after": "%%%"}, "`after` is not a cursor of this view"),
+    (
+        "bad label selector",
+        {"filter": {"labelSelector": "app in (web"}},
+        "`labelSelector` does not parse",
+    ),
+    (
+        "in without values",
+        {"filter": {"field": "status.phase", "op": "IN", "value": "x"}},
+        "`in` on 'status.phase' takes `values`",
+    ),
+    ("bad version", {"min": "yesterday"}, "`minResourceVersion` is a resourceVersion"),
+]
+
+
+async def test_bad_views_are_refused_with_a_message_naming_the_field(
+    http: httpx.AsyncClient,
+) -> None:
+    sorted_by_name = [{"field": "metadata.name"}]
+    page = data(await gql(http, VIEW, {"ns": NAMESPACE, "sort": sorted_by_name, "first": 2}))
+    cursor = page["podsView"]["pageInfo"]["endCursor"]
+    cases = [
+        *BAD,
+        ("a cursor of another sort", {"after": cursor}, "from another sort"),
+    ]
+    for label, variables, message in cases:
+        body = await gql(http, VIEW, {"ns": NAMESPACE, **variables})
+        error = error_of(body)
+        assert error["extensions"]["code"] == "BAD_USER_INPUT", (label, error)
+        assert message in error["message"], (label, error["message"])
+        assert body["data"] == {"podsView": None}, label
+    body = await gql(http, COUNTS, {"ns": NAMESPACE, "by": "status.phasee"})
+    error = error_of(body)
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "did you mean 'status.phase'?" in error["message"]
+    assert error["path"] == ["podsView", "counts"]
+
+
+async def _timed(
+    http: httpx.AsyncClient, query: str, variables: dict[str, Any]
+) -> tuple[float, Any]:
+    started = time.perf_counter()
+    body = await gql(http, query, variables)
+    return time.perf_counter() - started, body
+
+
+async def test_hostile_views_are_refused_fast_while_a_neighbour_is_served(
+    gw: Gateway, http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    huge = {"or": [{"field": "metadata.name", "value": f"n{i}"} for i in range(20_000)]}
+    deep = _nested(13)  # (much deeper variables: the gateway's own depth limit, 400)
+    long_value = {"field": "metadata.name", "op": "CONTAINS", "value": "x" * 100_000}
+    wide_in = {"field": "status.phase", "op": "IN", "values": ["Running"] * 10_000}
+    hostile = [
+        (huge, "the filter is too complex"),
+        (deep, "the filter is nested deeper than 8 levels"),
+        (long_value, "longer than 1024 characters"),
+        (wide_in, "has more than 100 values"),
+    ]
+    neighbour = {"ns": NAMESPACE, "sort": [{"field": "status.startTime", "order": "DESC"}]}
+    expected = _names(_sorted(_ns(pods, NAMESPACE), [("status.startTime", True)]))[:50]
+    await gql(http, VIEW, neighbour)  # its cache is warm
+
+    async def attack(where: dict[str, Any], message: str) -> float:
+        took, body = await _timed(http, VIEW, {"ns": NAMESPACE, "filter": where})
+        error = error_of(body)
+        assert error["extensions"]["code"] == "BAD_USER_INPUT", error
+        assert message in error["message"], error["message"]
+        assert "Traceback" not in str(body) and ADMIN not in str(body)
+        return took
+
+    async def serve() -> list[float]:
+        took = []
+        for _ in range(10):
+            t, body = await _timed(http, VIEW, neighbour)
+            assert _names(data(body)["podsView"]["nodes"]) == expected
+            took.append(t)
+        return took
+
+    served, *refused = await asyncio.gather(
+        serve(), *(attack(w, m) for w, m in hostile for _ in range(3))
+    )
+    print("refused in", sorted(refused), "neighbour served in", sorted(served))
+    # orders of magnitude on a loaded machine: a refusal is a parse and a short walk
+    assert max(refused) < 5.0, refused
+    assert sorted(served)[len(served) // 2] < 2.0, served
+    # the process is up and serves the same view after
+    assert _names(data(await gql(http, VIEW, neighbour))["podsView"]["nodes"]) == expected
+    views = gw.app.state.runtime.cluster.views
+    assert len(views.caches) == 1  # no cache was opened for a refused view

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, cast
 
 import orjson
 
@@ -336,9 +336,11 @@ def _node(raw: Any, kind: ObjectType, lookup: TypeLookup, budget: _Budget, depth
 def _condition(raw: Mapping[str, Any], kind: ObjectType, lookup: TypeLookup, b: _Budget) -> Node:
     if "field" not in raw:
         raise _refuse("a condition needs a `field`")
-    op = raw.get("op", "eq")
-    if op not in OPS:
-        raise _refuse(f"unknown op {str(op)[:32]!r}: one of {', '.join(sorted(OPS))}")
+    given = raw.get("op") or "eq"
+    given = getattr(given, "value", given)  # an enum whose values are the ops (GraphQL's)
+    if given not in OPS:
+        raise _refuse(f"unknown op {str(given)[:32]!r}: one of {', '.join(sorted(OPS))}")
+    op = cast(Op, given)
     path = resolve_path(kind, raw["field"], lookup)
     if op in ("in", "notIn"):
         values = raw.get("values")
@@ -482,7 +484,8 @@ def compile_sort(raw: Any, kind: ObjectType, lookup: TypeLookup) -> tuple[SortKe
     for item in raw:
         if not isinstance(item, Mapping) or "field" not in item:
             raise _refuse("a sort key is {field, order}")
-        order = str(item.get("order") or "asc").lower()
+        order = item.get("order") or "asc"
+        order = str(getattr(order, "value", order)).lower()  # an enum of asc/desc too
         if order not in ("asc", "desc"):
             raise _refuse(f"a sort order is ASC or DESC, not {order[:16]!r}")
         keys.append(SortKey(resolve_path(kind, item["field"], lookup), order == "desc"))
