@@ -12,6 +12,7 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from gateway.core import POD
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import (
     ADMIN,
+    ALICE,
     NAMESPACE,
     Gateway,
     data,
@@ -510,3 +512,129 @@ async def test_hostile_views_are_refused_fast_while_a_neighbour_is_served(
     assert _names(data(await gql(http, VIEW, neighbour))["podsView"]["nodes"]) == expected
     views = gw.app.state.runtime.cluster.views
     assert len(views.caches) == 1  # no cache was opened for a refused view
+
+
+@pytest.mark.parametrize("mode", ["default", "shared-watches"])
+async def test_alice_sees_only_her_namespace_through_views_and_counts(
+    demo: DemoUpstream, pods: list[dict[str, Any]], mode: str, tmp_path: Path
+) -> None:
+    more: dict[str, Any] = {}
+    if mode == "shared-watches":
+        token = tmp_path / "token"
+        token.write_text(ADMIN)
+        more = {"shared_watches": True, "token_file": str(token)}
+    async with (
+        serve_gateway(demo, **more) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        mine = _names(_sorted(_ns(pods, NAMESPACE), []))
+        names, total, _ = await _walk(http, {"ns": NAMESPACE, "first": 40}, token=ALICE)
+        assert (names, total) == (mine, len(mine))
+        body = data(
+            await gql(http, COUNTS, {"ns": NAMESPACE, "by": "metadata.namespace"}, token=ALICE)
+        )
+        assert body["podsView"]["counts"] == [{"value": NAMESPACE, "count": len(mine)}]
+        for namespace in (None, OTHER):
+            for query, variables in (
+                (VIEW, {"ns": namespace}),
+                (COUNTS, {"ns": namespace, "by": "metadata.namespace"}),
+            ):
+                refused = await gql(http, query, variables, token=ALICE)
+                error = error_of(refused)
+                assert error["extensions"]["code"] == "FORBIDDEN", error
+                assert refused["data"] == {"podsView": None}
+                assert OTHER not in str(refused["errors"]) or namespace == OTHER
+                if namespace is None:
+                    assert "ask for a view of one namespace" in error["message"]
+        # the admin's view of all namespaces is beside hers, and hers never grew
+        everyone, _, _ = await _walk(http, {"first": 200})
+        assert everyone == _names(_sorted(pods, []))
+        names, _, _ = await _walk(http, {"ns": NAMESPACE, "first": 40}, token=ALICE)
+        assert names == mine
+        runtime = gateway.app.state.runtime
+        if mode == "shared-watches":  # one upstream watch of `demo` serves admin and alice
+            await _walk(http, {"ns": NAMESPACE, "first": 40})
+            keys = [u.key for u in runtime.cluster.watches.upstreams]
+            assert sum(1 for k in keys if k[0] == "shared" and k[3] == NAMESPACE) == 1
+
+
+async def test_a_cache_is_dropped_when_idle_and_a_budget_refuses_what_does_not_fit(
+    demo: DemoUpstream, pods: list[dict[str, Any]]
+) -> None:
+    await demo.store.ensure_namespace("tiny")
+    await demo.store.create(POD, _pod(1, "tiny"), namespace="tiny")
+    async with (
+        serve_gateway(demo, view_idle_seconds=0.2, view_memory_bytes=64 * 1024) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        views = gateway.app.state.runtime.cluster.views
+        small = data(await gql(http, VIEW, {"ns": "tiny"}))["podsView"]
+        assert small["total"] == 1
+        assert len(views.caches) == 1 and 0 < views.stats.bytes < 64 * 1024
+        started = time.perf_counter()
+        body = await gql(http, VIEW, {})  # all namespaces: ~160 pods, past 64 KiB
+        error = error_of(body)
+        assert error["extensions"]["code"] == "RESOURCE_EXHAUSTED", error
+        assert "--view-memory-bytes" in error["message"]
+        assert time.perf_counter() - started < 10
+        # the refused cache is gone; the small one is served still, then dropped when idle
+        assert data(await gql(http, VIEW, {"ns": "tiny"}))["podsView"]["total"] == 1
+        async with asyncio.timeout(10):
+            while views.caches:
+                await asyncio.sleep(0.05)
+        assert views.stats.bytes == 0 and views.stats.dropped_idle >= 1
+        # and made again on the next use
+        assert data(await gql(http, VIEW, {"ns": "tiny"}))["podsView"]["total"] == 1
+
+
+async def test_a_relist_after_410_keeps_the_view_exact(
+    http: httpx.AsyncClient, gw: Gateway, demo: DemoUpstream
+) -> None:
+    sort = [{"field": "metadata.name"}]
+    await _walk(http, {"ns": OTHER, "sort": sort})  # the cache is warm
+    hub = gw.app.state.runtime.cluster.watches
+    relists = hub.stats.relists
+    demo.faults.close_watches_after(1)
+    demo.faults.expire_watches(2, mode="http")
+    await demo.store.create(POD, _pod(500, OTHER), namespace=OTHER)
+    for p in (await demo.store.list(POD, namespace=OTHER))[:5]:
+        await demo.store.delete(POD, p["metadata"]["name"], namespace=OTHER)
+    await demo.store.create(POD, _pod(501, OTHER), namespace=OTHER)
+    version = demo.store.resource_version
+    names, total, pages = await _walk(http, {"ns": OTHER, "sort": sort, "min": version})
+    demo.faults.reset()
+    now = await demo.store.list(POD, namespace=OTHER)
+    assert names == _names(_sorted(now, [])) and total == len(now)
+    assert int(pages[-1]["resourceVersion"]) >= int(version)
+    assert hub.stats.relists > relists  # the watch did relist (RESYNC frames)
+
+
+async def test_discovered_kinds_have_the_same_view_in_every_schema(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(ADMIN)
+    async with (
+        DemoUpstream() as demo,
+        serve_gateway(demo, discovery_token_file=str(token)) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        live = gateway.app.state.runtime.live_schema
+        await live.wait_ready()
+        query = """{ %s(namespace: "demo", sort: [{field: "metadata.name", order: DESC}],
+                        first: 1) {
+            total resourceVersion pageInfo { hasNextPage endCursor }
+            edges { cursor node { metadata { name } } }
+            counts(groupBy: "metadata.namespace") { value count } } }"""
+        # a custom resource in its group's schema (graphql-core types), a discovered
+        # built-in kind in /graphql (strawberry types, from the catalog's model)
+        for field, path, plural in (
+            ("widgetsView", "/apis/demo.kube-gateway.dev/graphql", "widgets"),
+            ("deploymentsView", "/graphql", "deployments"),
+        ):
+            listed = await demo.store.list(plural, namespace=NAMESPACE)
+            names = sorted((i["metadata"]["name"] for i in listed), reverse=True)
+            assert names, field
+            view = data(await gql(http, query % field, path=path))[field]
+            assert view["total"] == len(names)
+            assert [e["node"]["metadata"]["name"] for e in view["edges"]] == names[:1]
+            assert view["counts"] == [{"value": NAMESPACE, "count": len(names)}]
+            assert view["pageInfo"]["hasNextPage"] is (len(names) > 1)

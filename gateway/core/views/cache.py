@@ -173,8 +173,15 @@ class ViewCache:
     # -- reading -------------------------------------------------------------------------
 
     def _check(self) -> None:
-        if self.error is not None:
-            raise self.error
+        error = self.error
+        if error is not None:
+            if isinstance(error, errors.Forbidden) and self.target.namespace is None:
+                raise errors.Forbidden(
+                    f"{error.message}; a view across all namespaces needs list and watch in "
+                    "all of them: ask for a view of one namespace you may list (`namespace`)",
+                    details=error.details,
+                ) from error
+            raise error
         if self.closed:
             raise errors.Unavailable("the view's cache was closed; ask again")
 
