@@ -87,6 +87,8 @@ class ViewCache:
         self.closed = False
         self.last_used = views.clock()
         self.ready = asyncio.Event()
+        #: Set once closed (idle, failed, or the gateway stopping).
+        self.ended = asyncio.Event()
         self._moved = asyncio.Event()
         self._sub: WatchSubscription | None = None
         self._task: asyncio.Task[None] | None = None
@@ -169,6 +171,7 @@ class ViewCache:
             self._task.cancel()
         self.ready.set()
         self._moved.set()
+        self.ended.set()
 
     # -- reading -------------------------------------------------------------------------
 
