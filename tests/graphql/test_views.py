@@ -639,3 +639,24 @@ async def test_discovered_kinds_have_the_same_view_in_every_schema(tmp_path: Pat
             assert [e["node"]["metadata"]["name"] for e in view["edges"]] == names[:1]
             assert view["counts"] == [{"value": NAMESPACE, "count": len(names)}]
             assert view["pageInfo"]["hasNextPage"] is (len(names) > 1)
+
+
+async def test_an_empty_namespace_and_a_cluster_scoped_kind_have_views(
+    http: httpx.AsyncClient, demo: DemoUpstream
+) -> None:
+    await demo.store.ensure_namespace("empty")
+    body = data(await gql(http, COUNTS, {"ns": "empty", "by": "status.phase"}))["podsView"]
+    assert body["total"] == 0 and body["counts"] == [] and body["nodes"] == []
+    assert body["pageInfo"] == {"hasNextPage": False, "endCursor": None}
+    images = await demo.store.list("images")
+    names = sorted(i["metadata"]["name"] for i in images)
+    view = data(
+        await gql(
+            http,
+            """{ imagesView(sort: [{field: "metadata.name", order: DESC}], first: 2) {
+                  total nodes { metadata { name } } pageInfo { hasNextPage } } }""",
+        )
+    )["imagesView"]
+    assert view["total"] == len(names) > 0
+    assert [n["metadata"]["name"] for n in view["nodes"]] == names[::-1][:2]
+    assert view["pageInfo"]["hasNextPage"] is (len(names) > 2)

@@ -104,6 +104,10 @@ class ViewCache:
             sub = self._sub = await self.views.hub.subscribe(
                 self.target, WatchStart("snapshot", bookmarks=True), credential
             )
+            if self.closed:  # closed while it subscribed
+                sub.close()
+                return
+            self._settle(sub)  # an empty list: ready at once, at the list's version
             while True:
                 event = await sub.next()
                 if event is None:
@@ -220,9 +224,11 @@ class ViewCache:
         assert self.version is not None
         return self.store.snapshot(self.version, paths)
 
-    async def ordered(self, spec: ViewSpec) -> Ordered:
+    async def ordered(self, spec: ViewSpec) -> tuple[str, Ordered]:
         """The matching objects in the view's order at the cache's version (at least
-        ``spec.min_resource_version``), computed once per version for all callers."""
+        ``spec.min_resource_version``), computed once per generation for all callers; and
+        that version (an order computed at an earlier version of the same generation is
+        the same objects: only bookmarks came between)."""
         snap = await self.snapshot(spec, evaluate.paths_of(spec))
         key = (snap.generation, spec.order_key)
         found = self._orders.get(key)
@@ -242,7 +248,7 @@ class ViewCache:
             found.set_result(result)
         else:
             self._orders.move_to_end(key)
-        return await asyncio.shield(found)
+        return snap.version, await asyncio.shield(found)
 
 
 class Views:
@@ -325,7 +331,8 @@ class Views:
         """
         cache = self._using(spec, credential)
         try:
-            return evaluate.page(await cache.ordered(spec), spec)
+            version, ordered = await cache.ordered(spec)
+            return evaluate.page(ordered, spec, version)
         finally:
             self._done(cache)
 

@@ -284,8 +284,9 @@ class Page:
         return self.cursors[0] if self.cursors else None
 
 
-def page(ordered: Ordered, spec: ViewSpec) -> Page:
-    """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot."""
+def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
+    """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot, at
+    ``version`` (default: the snapshot's; a later one with the same objects)."""
     start = 0
     if spec.after is not None:
         start = bisect_right(_AfterCursor(ordered, spec.after), False)
@@ -302,7 +303,7 @@ def page(ordered: Ordered, spec: ViewSpec) -> Page:
         total=len(ordered.slots),
         has_next=end < len(ordered.slots),
         has_previous=start > 0,
-        resource_version=ordered.snapshot.version,
+        resource_version=version or ordered.snapshot.version,
     )
 
 
