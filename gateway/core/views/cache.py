@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 from gateway.core import errors
+from gateway.core.lists.large import paused
 from gateway.core.upstream.budget import scope_of
 from gateway.core.upstream.credentials import Credential
 from gateway.core.views import evaluate
@@ -112,13 +113,18 @@ class ViewCache:
                 event = await sub.next()
                 if event is None:
                     raise errors.Unavailable("the view's upstream watch ended; ask again")
-                applied = 0
                 while event is not None:
-                    self._apply(event)
-                    applied += 1
-                    if applied % APPLY_PER_STEP == 0:
+                    # a step's worth, the cyclic collector held off: a fill allocates an
+                    # entry per object just after the hub decoded them all, and a full
+                    # collection then would traverse every one of them, several times
+                    with paused():
+                        for _ in range(APPLY_PER_STEP):
+                            self._apply(event)
+                            event = sub.next_nowait()
+                            if event is None:
+                                break
+                    if event is not None:
                         await asyncio.sleep(0)
-                    event = sub.next_nowait()
                 self._settle(sub)
         except asyncio.CancelledError:
             raise

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gateway.core.lists.large import paused
 from gateway.core.views.spec import FieldPath
 
 #: Field paths a store keeps columns for (the least recently used goes past it).
@@ -211,10 +212,11 @@ class Store:
             while len(values) < len(self.slots):
                 stop = min(len(values) + BUILD_STEP, len(self.slots))
                 slots = self.slots
-                values.extend(
-                    None if (e := slots[i]) is None else sort_value(path, e.obj)
-                    for i in range(len(values), stop)
-                )
+                with paused():  # a tuple per object: no full collection in between
+                    values.extend(
+                        None if (e := slots[i]) is None else sort_value(path, e.obj)
+                        for i in range(len(values), stop)
+                    )
                 if len(values) < len(self.slots):
                     await asyncio.sleep(0)
                 if column.complete:  # dropped meanwhile
