@@ -27,7 +27,7 @@ from tests.support.grpc import ADMIN, bearer, details, serve_grpc
 #: a log is read by a query and followed by a subscription).
 FIELDS_PER_ACTION: dict[Action, int] = {
     "get": 1,
-    "list": 1,
+    "list": 2,  # the list and its view (docs/views.md)
     "watch": 1,
     "create": 2,
     "replace": 2,
@@ -84,6 +84,7 @@ def test_graphql_root_fields_are_the_operations() -> None:
     assert pod == {
         "pod",
         "pods",
+        "podsView",
         "watchPods",
         "createPod",
         "createPodFromManifest",
