@@ -20,6 +20,7 @@ import pytest
 
 from gateway.core import POD
 from kube_gateway_demo import DemoUpstream
+from tests.gateway import test_fleet_graphql
 from tests.support.graphql import (
     ADMIN,
     ALICE,
@@ -31,6 +32,10 @@ from tests.support.graphql import (
     serve_gateway,
 )
 
+#: Two demo clusters (default and b; alice may read `demo` in default only), from the fleet
+#: tests.
+two = test_fleet_graphql.two
+fleet_of = test_fleet_graphql.fleet_of
 OTHER = "views-other"
 COUNT = 120
 PHASES = ("Running", "Pending", "Failed", "Succeeded")
@@ -660,3 +665,30 @@ async def test_an_empty_namespace_and_a_cluster_scoped_kind_have_views(
     assert view["total"] == len(names) > 0
     assert [n["metadata"]["name"] for n in view["nodes"]] == names[::-1][:2]
     assert view["pageInfo"]["hasNextPage"] is (len(names) > 2)
+
+
+async def test_a_view_per_cluster_inside_a_fleet_query_fails_alone(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    query = """{ fleet { cluster
+        podsView(namespace: "demo", sort: [{field: "metadata.name"}], first: 100) {
+          total nodes { metadata { name } } counts(groupBy: "metadata.namespace") { value count }
+        } } }"""
+    async with fleet_of(a, b, tmp_path) as (_, _fleet, client):
+        admin = data(await gql(client, query, path="/fleet/graphql"))["fleet"]
+        for member, upstream in zip(admin, (a, b), strict=True):
+            own = sorted(
+                p["metadata"]["name"] for p in await upstream.store.list(POD, namespace=NAMESPACE)
+            )
+            view = member["podsView"]
+            assert [n["metadata"]["name"] for n in view["nodes"]] == own, member["cluster"]
+            assert view["counts"] == [{"value": NAMESPACE, "count": len(own)}]
+        # alice may read `demo` in the default cluster, not in b: b's view fails alone
+        body = await gql(client, query, token=ALICE, path="/fleet/graphql")
+        first, second = body["data"]["fleet"]
+        assert first["podsView"]["total"] == admin[0]["podsView"]["total"]
+        assert second["podsView"] is None
+        (error,) = body["errors"]
+        assert error["extensions"]["code"] == "FORBIDDEN"
+        assert error["extensions"]["cluster"] == "b" and error["path"] == ["fleet", 1, "podsView"]
