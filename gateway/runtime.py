@@ -343,7 +343,12 @@ async def build_cluster(
     )
     stack.push_async_callback(watches.aclose)
     stack.callback(metrics.watch_hub(lambda: watches.stats, name))
-    views = Views(watches, idle=settings.view_idle_seconds, budget=settings.view_memory_bytes)
+    views = Views(
+        watches,
+        idle=settings.view_idle_seconds,
+        budget=settings.view_memory_bytes,
+        reviews=AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
+    )
     stack.push_async_callback(views.aclose)  # before the hub's: its subscriptions end first
     catalog = CatalogHolder()
     stack.callback(metrics.served_resources(lambda: len(catalog.current.registry.records), name))

@@ -187,7 +187,8 @@ _HELP: dict[str, str] = {
     "gateway's own credential (which needs list and watch on the served resources) and each "
     "subscriber is admitted by access reviews made with its own token",
     "access_recheck_seconds": "with --shared-watches: how often every subscriber's access is "
-    "reviewed again (a subscriber whose right is gone is ended with FORBIDDEN)",
+    "reviewed again (a subscriber whose right is gone is ended with FORBIDDEN); in every "
+    "mode, how long (at most 30 s) a view reuses the access review of its caller",
     "view_idle_seconds": "how long a view cache (the objects of one list for one identity, "
     "kept by a shared upstream watch) stays after the last view used it",
     "view_memory_bytes": "bytes of objects (as JSON) all view caches may hold together; a "

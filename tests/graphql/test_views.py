@@ -20,6 +20,7 @@ import pytest
 
 from gateway.core import POD
 from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.auth import TokenGrant
 from tests.gateway import test_fleet_graphql
 from tests.support.graphql import (
     ADMIN,
@@ -692,3 +693,38 @@ async def test_a_view_per_cluster_inside_a_fleet_query_fails_alone(
         (error,) = body["errors"]
         assert error["extensions"]["code"] == "FORBIDDEN"
         assert error["extensions"]["cluster"] == "b" and error["path"] == ["fleet", 1, "podsView"]
+
+
+async def test_a_revoked_right_ends_the_view_though_the_upstream_watch_goes_on(
+    demo: DemoUpstream, pods: list[dict[str, Any]]
+) -> None:
+    async with (
+        serve_gateway(demo, access_recheck_seconds=0.2) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        mine = _names(_sorted(_ns(pods, NAMESPACE), []))
+        names, _, _ = await _walk(http, {"ns": NAMESPACE, "first": 100}, token=ALICE)
+        assert names == mine
+        views = gateway.app.state.runtime.cluster.views
+        reviews = views.reviews.reviews
+        # alice's right to `demo` goes; her cache's upstream watch is not ended by that
+        demo.app.tokens[ALICE] = TokenGrant("alice", frozenset({"elsewhere"}))
+        refused = None
+        async with asyncio.timeout(10):  # the review is reused 0.2 s, then asked again
+            while refused is None:
+                body = await gql(http, VIEW, {"ns": NAMESPACE}, token=ALICE)
+                if body.get("errors"):
+                    refused = body
+                else:  # until then, she is answered from her cache as before
+                    got = _names(body["data"]["podsView"]["nodes"])
+                    assert got == mine[:50], set(got) ^ set(mine[:50])
+        error = error_of(refused)
+        assert error["extensions"]["code"] == "FORBIDDEN", error
+        assert refused["data"] == {"podsView": None}
+        assert views.reviews.reviews > reviews
+        assert not [c for c in views.caches if c.target.namespace == NAMESPACE]  # dropped
+        # and she is refused from then on, by the apiserver's own list
+        again = error_of(await gql(http, VIEW, {"ns": NAMESPACE}, token=ALICE))
+        assert again["extensions"]["code"] == "FORBIDDEN"
+        # the admin's view of the same namespace is untouched
+        assert (await _walk(http, {"ns": NAMESPACE, "first": 100}))[0] == mine

@@ -41,12 +41,14 @@ import orjson
 
 from gateway.core import errors
 from gateway.core.lists.large import paused
+from gateway.core.model.registry import Resource
 from gateway.core.upstream.budget import scope_of
 from gateway.core.upstream.credentials import Credential
 from gateway.core.views import evaluate
 from gateway.core.views.evaluate import Count, Ordered, Page
 from gateway.core.views.spec import FieldPath, ViewSpec
 from gateway.core.views.store import Entry, Snapshot, Store
+from gateway.core.watch.access import AccessReviews, forbidden
 from gateway.core.watch.hub import HubEvent, WatchHub, WatchStart, WatchSubscription, WatchTarget
 from gateway.core.watch.watcher import RESYNC_ANNOTATION, decimal_version
 
@@ -58,6 +60,23 @@ APPLY_PER_STEP = 2000
 ORDERS_KEPT = 16
 #: Seconds a view waits for its cache to reach ``minResourceVersion``.
 VERSION_WAIT = 10.0
+
+
+ALL_NAMESPACES_HINT = (
+    "a view across all namespaces needs list and watch in all of them: ask for a view of "
+    "one namespace you may list (`namespace`)"
+)
+
+
+def refused(resource: Resource, namespace: str | None) -> errors.Forbidden:
+    """The refusal of a view whose caller may not list and watch what it covers."""
+    base = forbidden(resource, namespace)
+    kind = f"{resource.plural}{'.' + resource.group if resource.group else ''}"
+    where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    message = f'{kind} is forbidden: the caller may not list and watch "{resource.plural}" {where}'
+    if namespace is None:
+        message += f"; {ALL_NAMESPACES_HINT}"
+    return errors.Forbidden(message, details=base.details)
 
 
 @dataclass(slots=True)
@@ -190,9 +209,7 @@ class ViewCache:
         if error is not None:
             if isinstance(error, errors.Forbidden) and self.target.namespace is None:
                 raise errors.Forbidden(
-                    f"{error.message}; a view across all namespaces needs list and watch in "
-                    "all of them: ask for a view of one namespace you may list (`namespace`)",
-                    details=error.details,
+                    f"{error.message}; {ALL_NAMESPACES_HINT}", details=error.details
                 ) from error
             raise error
         if self.closed:
@@ -264,6 +281,9 @@ class Views:
         hub: the cluster's watch hub (whose upstream watches fill the caches).
         idle: seconds a cache stays after its last use.
         budget: bytes of JSON all caches may hold together.
+        reviews: asks whether a caller may list and watch what a view covers, before each
+            view (default: reviews through the hub's adapter, each answer reused 30 s): an
+            upstream watch goes on after the caller's right is revoked, a view does not.
         clock: monotonic seconds.
     """
 
@@ -273,11 +293,13 @@ class Views:
         *,
         idle: float = 300.0,
         budget: int = 1 << 30,
+        reviews: AccessReviews | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.hub = hub
         self.idle = idle
         self.budget = budget
+        self.reviews = reviews if reviews is not None else AccessReviews(hub.adapter)
         self.clock = clock
         self.stats = ViewStats()
         self._caches: dict[tuple[Any, ...], ViewCache] = {}
@@ -295,6 +317,7 @@ class Views:
         )
 
     def _cache(self, spec: ViewSpec, credential: Credential) -> ViewCache:
+        """The cache of the spec's list for the caller (made now if there is none)."""
         r = spec.resource
         key = (scope_of(credential), r.key, r.version, spec.namespace)
         cache = self._caches.get(key)
@@ -318,7 +341,22 @@ class Views:
             del self._caches[cache.key]
             self.stats.caches -= 1
 
-    def _using(self, spec: ViewSpec, credential: Credential) -> ViewCache:
+    async def _using(self, spec: ViewSpec, credential: Credential) -> ViewCache:
+        """The caller's cache of the spec's list, in use until :meth:`_done`.
+
+        Every view is answered only after an access review says the caller may list and
+        watch there (the answer reused for a while): a cache made now is filled by a list
+        made with the caller's credential, but the hub may join it to an upstream watch of
+        the caller's scope that is still open (lingering) and an upstream watch goes on
+        after the caller's right is revoked; a cache whose caller is refused is dropped.
+        """
+        allowed = await self.reviews.may_watch(credential, spec.resource, spec.namespace)
+        if not allowed:
+            r = spec.resource
+            cache = self._caches.get((scope_of(credential), r.key, r.version, spec.namespace))
+            if cache is not None:
+                cache.close()
+            raise refused(spec.resource, spec.namespace)
         cache = self._cache(spec, credential)
         cache.users += 1
         cache.last_used = self.clock()
@@ -335,7 +373,7 @@ class Views:
             GatewayError: the upstream refused the caller (``Forbidden`` for a namespace
                 it may not list...), the budget is spent, the version was not reached.
         """
-        cache = self._using(spec, credential)
+        cache = await self._using(spec, credential)
         try:
             version, ordered = await cache.ordered(spec)
             return evaluate.page(ordered, spec, version)
@@ -346,7 +384,7 @@ class Views:
         self, spec: ViewSpec, by: FieldPath, credential: Credential
     ) -> tuple[int, str, list[Count]]:
         """The view's total, version and counts grouped by ``by`` (nothing is sorted)."""
-        cache = self._using(spec, credential)
+        cache = await self._using(spec, credential)
         try:
             snap = await cache.snapshot(spec, [by, *evaluate.paths_of(spec)])
 
