@@ -178,6 +178,9 @@ class ViewCache:
         if not self.in_resync and sub.resume is not None:
             self.version = sub.resume
             self.ready.set()
+        generation = self.store.generation
+        for key in [k for k in self._orders if k[0] != generation]:
+            del self._orders[key]  # orders of objects gone by (callers keep their own)
         self._moved.set()
         self._moved = asyncio.Event()
 
