@@ -224,13 +224,14 @@ class ViewCache:
 
         Raises:
             GatewayError: what ended the cache (the upstream refused the caller...).
-            Timeout: the version was not reached within :data:`VERSION_WAIT`.
+            Timeout: the version was not reached within ``Views.version_wait``.
         """
         await self.ready.wait()
         self._check()
         min_version = spec.min_resource_version
         wanted = decimal_version(min_version) if min_version else None
-        deadline = self.views.clock() + VERSION_WAIT
+        wait = self.views.version_wait
+        deadline = self.views.clock() + wait
         while True:
             await self.store.ensure(paths)
             self._check()
@@ -242,7 +243,7 @@ class ViewCache:
             if left <= 0:
                 raise errors.Timeout(
                     f"the view did not reach resourceVersion {min_version} within "
-                    f"{VERSION_WAIT:.0f} s (it stands at {self.version})"
+                    f"{wait:g} s (it stands at {self.version}); ask again"
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._moved.wait(), left)
@@ -287,6 +288,7 @@ class Views:
         reviews: asks whether a caller may list and watch what a view covers, before each
             view (default: reviews through the hub's adapter, each answer reused 30 s): an
             upstream watch goes on after the caller's right is revoked, a view does not.
+        version_wait: seconds a view waits for its cache to reach ``minResourceVersion``.
         clock: monotonic seconds.
     """
 
@@ -297,12 +299,14 @@ class Views:
         idle: float = 300.0,
         budget: int = 1 << 30,
         reviews: AccessReviews | None = None,
+        version_wait: float = VERSION_WAIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.hub = hub
         self.idle = idle
         self.budget = budget
         self.reviews = reviews if reviews is not None else AccessReviews(hub.adapter)
+        self.version_wait = version_wait
         self.clock = clock
         self.stats = ViewStats()
         self._caches: dict[tuple[Any, ...], ViewCache] = {}
