@@ -142,9 +142,13 @@ class ViewCache:
                             event = sub.next_nowait()
                             if event is None:
                                 break
+                    if self.views.stats.bytes > self.views.budget:
+                        break  # refused at once, not after the whole list
                     if event is not None:
                         await asyncio.sleep(0)
                 self._settle(sub)
+                if self.closed:
+                    return
         except asyncio.CancelledError:
             raise
         except errors.GatewayError as exc:
