@@ -27,7 +27,8 @@ from kube_gateway_demo.catalog import (
 )
 from kube_gateway_demo.fielderrors import FieldError
 from kube_gateway_demo.selectors import meta_fields
-from kube_gateway_demo.structure import validate_custom
+from kube_gateway_demo.structure import DecodeResult, validate_custom
+from kube_gateway_demo.structure import decode as decode_struct
 
 Obj = dict[str, Any]
 
@@ -56,6 +57,17 @@ class Strategy:
     def validate_name(self, name: str, prefix: bool) -> list[str]:
         """The kind's name validation (``ValidateNameFunc``)."""
         return v.dns_subdomain(name, prefix)
+
+    def decode(self, obj: Obj, version: str) -> DecodeResult:
+        """Typed decoding of a written object of ``version`` (in place): unknown fields
+        dropped and reported, the first wrong JSON type."""
+        return decode_struct(self.type_name, obj)
+
+    def admit_create(self, name: str) -> None:
+        """Refuse a create the kind's state forbids (raises :class:`DemoApiError`)."""
+
+    def mark_deleting(self, obj: Obj, now: str) -> None:
+        """What a delete adds to an object it marks as being deleted (finalizers, status)."""
 
     def fields(self, obj: Obj) -> dict[str, str]:
         """The selectable fields (``GetAttrs``)."""
@@ -816,12 +828,51 @@ class CustomResourceDefinitionStrategy(StatusStrategy):
             },
         ]
         stored = [ver["name"] for ver in spec.get("versions") or [] if ver.get("storage")]
+        names = dict(spec.get("names") or {})
+        if names.get("kind"):
+            names.setdefault("listKind", f"{names['kind']}List")
         return {
             "conditions": conditions,
-            "acceptedNames": spec.get("names") or {},
+            "acceptedNames": names,
             "storedVersions": stored,
         }
 
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        super().prepare_for_update(new, old, subresource)
+        status = new.get("status")
+        if subresource is None and isinstance(status, dict):
+            # a new storage version joins storedVersions
+            versions = (new.get("spec") or {}).get("versions") or []
+            stored = list(status.get("storedVersions") or [])
+            for ver in versions:
+                if isinstance(ver, dict) and ver.get("storage") and ver.get("name") not in stored:
+                    stored.append(ver["name"])
+            new["status"] = {**status, "storedVersions": stored}
+
+    def mark_deleting(self, obj: Obj, now: str) -> None:
+        # the apiextensions registry's Delete: the cleanup finalizer and Terminating
+        meta = obj["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if CLEANUP_FINALIZER not in finalizers:
+            meta["finalizers"] = [*finalizers, CLEANUP_FINALIZER]
+        status = dict(obj.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Terminating"]
+        conditions.append(
+            {
+                "type": "Terminating",
+                "status": "True",
+                "lastTransitionTime": now,
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource "
+                "deletion will begin soon",
+            }
+        )
+        status["conditions"] = conditions
+        obj["status"] = status
+
+
+CLEANUP_FINALIZER: Final = "customresourcecleanup.apiextensions.k8s.io"
+"""The finalizer a deleted CRD carries until its objects are gone."""
 
 SPECIFIC: Final[Mapping[str, type[Strategy]]] = {
     POD.key: PodStrategy,
