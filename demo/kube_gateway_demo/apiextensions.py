@@ -10,12 +10,13 @@ served API changes in the same step as the CRD, before any watcher of CRDs hears
   ``None``), with a :class:`DefinedResourceStrategy` that prunes, defaults and validates with
   the CRD's structural schema as stored now (:mod:`.structural`); ``storedVersions`` gains
   the storage version.  A change of the spec ends the watches of its resources (the
-  apiserver tears the old storage down and its watches end, cleanly, about a second later;
-  here at once), and clients re-watch against the new definition;
+  apiserver tears the old storage down and its watches end, cleanly, a second later:
+  ``Cluster.storage_teardown``), and clients re-watch against the new definition;
 * deleted: the delete marks it (``deletionTimestamp``, the ``customresourcecleanup``
   finalizer, ``Terminating``) and refuses creates from then on (403); the cleanup then
   deletes every object (watchers see each DELETED), and removing the finalizer deletes the
-  CRD, which ends its watches and takes its resources, discovery and OpenAPI away.
+  CRD, which takes its resources, discovery and OpenAPI away at once and ends its watches
+  a second later (the apiserver's storage teardown).
 
 The demo's built-in custom resource (``widgets.demo.kube-gateway.dev``) is served from the
 registry given to the store and is left alone here.

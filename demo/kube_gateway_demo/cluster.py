@@ -47,6 +47,9 @@ class Cluster:
         """Discovery categories of the resources CRDs define, by registry key."""
         self.generation = 0
         """Counts changes of what is served (a CRD created, changed or deleted)."""
+        self.storage_teardown = 1.0
+        """Seconds after a CRD's change or deletion that the watches of its old
+        definition end (kube-apiserver's storage teardown waits one second)."""
         self.strategies = dict(strategies)
         self.storage = storage
         self.logs = LogStore()
@@ -72,7 +75,7 @@ class Cluster:
         no records: not served, its objects kept).  ``restart_watches`` ends the watches of
         its old definition, as the apiserver's storage teardown does."""
         if restart_watches:
-            self.storage.end_watches(key)
+            self.storage.end_watches(key, after=self.storage_teardown)
         if not records or strategy is None:
             self._defined.pop(key, None)
         else:
@@ -86,7 +89,7 @@ class Cluster:
         """Stop serving a resource a CRD defined: its watches end, its objects go."""
         self._defined.pop(key, None)
         self.categories.pop(key, None)
-        self.storage.drop_collection(key)
+        self.storage.drop_collection(key, after=self.storage_teardown)
         self.strategies.pop(key, None)
         self._republish()
 

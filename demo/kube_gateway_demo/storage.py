@@ -131,16 +131,34 @@ class Storage:
         else:
             col.res = res
 
-    def end_watches(self, key: str) -> None:
-        """End every watch of a resource (its definition changed or went away)."""
+    def end_watches(self, key: str, *, after: float = 0.0) -> None:
+        """End every watch of a resource now open (its definition changed or went away),
+        ``after`` seconds from now when an event loop runs (the apiserver tears a CRD's old
+        storage down about a second after the change; watches opened since are kept)."""
         col = self._collections.get(key)
-        for w in tuple(col.watchers if col is not None else ()):
-            w.close()
+        self._end_later(tuple(col.watchers if col is not None else ()), after)
 
-    def drop_collection(self, key: str) -> None:
-        """Stop serving a resource (its CRD is gone): its watches end, its objects go."""
-        self.end_watches(key)
-        self._collections.pop(key, None)
+    def drop_collection(self, key: str, *, after: float = 0.0) -> None:
+        """Stop serving a resource (its CRD is gone): its objects go at once, its watches
+        end ``after`` seconds from now (see :meth:`end_watches`)."""
+        col = self._collections.pop(key, None)
+        self._end_later(tuple(col.watchers if col is not None else ()), after)
+
+    @staticmethod
+    def _end_later(watchers: tuple[Subscriber, ...], after: float) -> None:
+        def end() -> None:
+            for w in watchers:
+                w.close()
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            end()
+            return
+        if after > 0:
+            loop.call_later(after, end)
+        else:
+            end()
 
     def collections(self) -> Iterator[Collection]:
         """Every collection."""
