@@ -82,6 +82,93 @@ CUSTOM_VERBS: Final = (
     "watch",
 )
 
+#: The autoscaling/v1 Scale definitions a CRD's document carries when it declares a scale
+#: subresource (as kube-apiserver v1.36 publishes them).
+_SCALE_SCHEMAS: Final[Obj] = {
+    "io.k8s.api.autoscaling.v1.Scale": {
+        "description": "Scale represents a scaling request for a resource.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {
+                "description": "APIVersion defines the versioned schema of this representation "
+                "of an object. Servers should convert recognized schemas to the "
+                "latest internal value, and may reject unrecognized values. More "
+                "info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+                "type": "string",
+            },
+            "kind": {
+                "description": "Kind is a string value representing the REST resource this "
+                "object represents. Servers may infer this from the endpoint the "
+                "client submits requests to. Cannot be updated. In CamelCase. "
+                "More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+                "type": "string",
+            },
+            "metadata": {
+                "description": "Standard object metadata; More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.",
+                "default": {},
+                "allOf": [
+                    {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+                ],
+            },
+            "spec": {
+                "description": "spec defines the behavior of the scale. More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status.",
+                "default": {},
+                "allOf": [{"$ref": "#/components/schemas/io.k8s.api.autoscaling.v1.ScaleSpec"}],
+            },
+            "status": {
+                "description": "status is the current status of the scale. More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/"
+                "api-conventions.md#spec-and-status. "
+                "Read-only.",
+                "default": {},
+                "allOf": [{"$ref": "#/components/schemas/io.k8s.api.autoscaling.v1.ScaleStatus"}],
+            },
+        },
+        "x-kubernetes-group-version-kind": [
+            {"group": "autoscaling", "kind": "Scale", "version": "v1"}
+        ],
+    },
+    "io.k8s.api.autoscaling.v1.ScaleSpec": {
+        "description": "ScaleSpec describes the attributes of a scale subresource.",
+        "type": "object",
+        "properties": {
+            "replicas": {
+                "description": "replicas is the desired number of instances for the scaled object.",
+                "type": "integer",
+                "format": "int32",
+                "default": 0,
+            }
+        },
+    },
+    "io.k8s.api.autoscaling.v1.ScaleStatus": {
+        "description": "ScaleStatus represents the current status of a scale subresource.",
+        "type": "object",
+        "required": ["replicas"],
+        "properties": {
+            "replicas": {
+                "description": "replicas is the actual number of observed instances of the "
+                "scaled object.",
+                "type": "integer",
+                "format": "int32",
+                "default": 0,
+            },
+            "selector": {
+                "description": "selector is the label query over pods that should match the "
+                "replicas count. This is same as the label selector but in the "
+                "string format to avoid introspection by clients. The string "
+                "will be in the same format as the query-param syntax. More info "
+                "about label selectors: "
+                "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/",
+                "type": "string",
+            },
+        },
+    },
+}
+
 
 @functools.cache
 def raw_definitions() -> Mapping[str, Obj]:
@@ -253,6 +340,9 @@ def custom_document(crds: Obj | list[Obj], version: str) -> Obj:
         kind_id, list_id, kind, listed, res = _custom_kind(crd, version)
         schemas[kind_id] = kind
         schemas[list_id] = listed
+        served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+        if "scale" in (served.get("subresources") or {}):
+            schemas.update(json.loads(json.dumps(_SCALE_SCHEMAS)))
         paths.update(_operations(res, kind_id, list_id, _tag(group, version)))
     return {
         "openapi": "3.0.0",

@@ -210,6 +210,11 @@ async def test_a_created_crd_publishes_its_openapi_v3(client: httpx.AsyncClient)
         "$ref": "#/components/schemas/com.example.probe.v1.Gizmo"
     }
     assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in schemas
+    # the scale subresource brings autoscaling/v1 Scale along
+    assert schemas["io.k8s.api.autoscaling.v1.Scale"]["x-kubernetes-group-version-kind"] == [
+        {"group": "autoscaling", "kind": "Scale", "version": "v1"}
+    ]
+    assert schemas["io.k8s.api.autoscaling.v1.ScaleStatus"]["required"] == ["replicas"]
     assert doc["info"] == {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}
     assert f"/apis/{GROUP}/v1/namespaces/{{namespace}}/gizmos/{{name}}" in doc["paths"]
 
