@@ -466,3 +466,64 @@ async def test_creates_are_refused_while_the_crd_terminates(demo: Any) -> None:
         f'gizmos.{GROUP} "late" is forbidden: create not allowed while custom resource '
         "definition is terminating"
     )
+
+
+async def test_an_invalid_crd_is_refused_as_the_apiserver_refuses_it(
+    client: httpx.AsyncClient,
+) -> None:
+    def broken(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        crd = gizmo_crd()
+        change(crd["spec"])
+        return crd
+
+    def no_storage(spec: dict[str, Any]) -> None:
+        spec["versions"][0]["storage"] = False
+
+    def no_kind(spec: dict[str, Any]) -> None:
+        del spec["names"]["kind"]
+
+    def no_schema(spec: dict[str, Any]) -> None:
+        del spec["versions"][0]["schema"]
+
+    def untyped(spec: dict[str, Any]) -> None:
+        schema = spec["versions"][0]["schema"]["openAPIV3Schema"]
+        schema["properties"]["spec"]["properties"]["b"] = {}
+
+    cases = {
+        no_storage: [("spec.versions", "must have exactly one version marked as storage version")],
+        no_kind: [("spec.names.kind", "Required value"), ("spec.names.listKind", "Required value")],
+        no_schema: [("spec.versions[0].schema.openAPIV3Schema", "Required value")],
+        untyped: [
+            (
+                "spec.validation.openAPIV3Schema.properties[spec].properties[b].type",
+                "Required value: must not be empty for specified object fields",
+            )
+        ],
+        (lambda spec: spec.update(scope="Weird")): [
+            ("spec.scope", 'Unsupported value: "Weird": supported values: "Cluster", "Namespaced"')
+        ],
+    }
+    for change, expected in cases.items():
+        refused = await client.post(CRDS, json=broken(change))
+        assert refused.status_code == 422, refused.text
+        causes = [(c["field"], c["message"]) for c in refused.json()["details"]["causes"]]
+        # an Invalid value's rendering of the value is Go's; its field and detail are compared
+        shown = [
+            (f, m.rsplit(": ", 1)[-1] if m.startswith("Invalid value") else m) for f, m in causes
+        ]
+        assert shown == expected, causes
+        assert (await client.get(f"/apis/{GROUP}")).status_code == 404
+
+    made = await _create_crd(client, gizmo_crd())
+    assert made["spec"]["names"]["listKind"] == "GizmoList"
+    assert made["spec"]["conversion"] == {"strategy": "None"}
+    made["spec"]["scope"] = "Cluster"
+    changed = await client.put(f"{CRDS}/gizmos.{GROUP}", json=made)
+    assert changed.status_code == 422
+    assert changed.json()["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "Cluster": field is immutable',
+            "field": "spec.scope",
+        }
+    ]
