@@ -105,8 +105,8 @@ def _schema_of(version: Obj | None) -> Obj:
 class DefinedResourceStrategy(CustomResourceStrategy):
     """A custom resource whose CRD was created at run time: the generic custom-resource
     behaviour (generation, status split, sorted keys) with the CRD's own structural schema
-    for pruning, defaulting and validation (the storage version's), its subresources and its
-    ``selectableFields``."""
+    for pruning, defaulting and validation (the version written's), its subresources and
+    its ``selectableFields``."""
 
     def __init__(self, res: Resource, crd: Obj) -> None:
         super().__init__(res, "")
@@ -116,6 +116,7 @@ class DefinedResourceStrategy(CustomResourceStrategy):
             str(v.get("name")): _schema_of(v) for v in (crd.get("spec") or {}).get("versions") or []
         }
         self.schema = _schema_of(stored)
+        self._written: str | None = None
         subs = (stored or {}).get("subresources") or {}
         self.status_enabled = "status" in subs
         scale = subs.get("scale")
@@ -144,7 +145,15 @@ class DefinedResourceStrategy(CustomResourceStrategy):
     def decode(self, obj: Obj, version: str) -> DecodeResult:
         result = DecodeResult()
         result.unknown = structural.prune(self.schemas.get(version, self.schema), obj)
+        # the write that decoded it validates it next, in the same synchronous step
+        self._written = version
         return result
+
+    def _schema_now(self) -> Obj:
+        """The schema of the version the write being validated came in (the storage
+        version's for a write the demo makes itself)."""
+        version, self._written = self._written, None
+        return self.schemas.get(version or "", self.schema)
 
     def fields(self, obj: Obj) -> dict[str, str]:
         out = meta_fields(obj, self.res.namespaced)
@@ -159,11 +168,11 @@ class DefinedResourceStrategy(CustomResourceStrategy):
         return out
 
     def validate(self, obj: Obj) -> list[FieldError]:
-        return self._meta(obj) + structural.validate(self.schema, obj)
+        return self._meta(obj) + structural.validate(self._schema_now(), obj)
 
     def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
         errs = super(CustomResourceStrategy, self).validate_update(new, old, subresource)
-        return errs + structural.validate(self.schema, new)
+        return errs + structural.validate(self._schema_now(), new)
 
     def _meta(self, obj: Obj) -> list[FieldError]:
         return super(CustomResourceStrategy, self).validate(obj)

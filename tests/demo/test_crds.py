@@ -4,6 +4,7 @@ same steps): discovery, OpenAPI v3, storage, subresources, watches; then gone ag
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from collections.abc import Callable
@@ -527,3 +528,53 @@ async def test_an_invalid_crd_is_refused_as_the_apiserver_refuses_it(
             "field": "spec.scope",
         }
     ]
+
+
+async def test_each_version_validates_with_its_own_schema(client: httpx.AsyncClient) -> None:
+    strict = _version("v2", storage=False, shape={"type": "string", "enum": ["round"]})
+    await _create_crd(client, gizmo_crd(_version("v1", storage=True), strict))
+    v1 = f"/apis/{GROUP}/v1/namespaces/demo/gizmos"
+    v2 = f"/apis/{GROUP}/v2/namespaces/demo/gizmos"
+    # v1 has no "shape": pruned there; v2 checks it against its enum
+    pruned = await client.post(v1, json=gizmo("a", shape="square"))
+    assert pruned.status_code == 201 and "shape" not in pruned.json()["spec"]
+    refused = await client.post(v2, json=gizmo("b", "v2", shape="square"))
+    assert refused.status_code == 422
+    assert refused.json()["details"]["causes"][0]["field"] == "spec.shape"
+    made = await client.post(v2, json=gizmo("c", "v2", shape="round"))
+    assert made.status_code == 201, made.text
+    # one store: written through v2, read through v1
+    read = (await client.get(f"{v1}/c")).json()
+    assert (read["apiVersion"], read["spec"]["shape"]) == (f"{GROUP}/v1", "round")
+
+
+async def test_the_in_process_api_serves_defined_kinds(demo: Any) -> None:
+    store = demo.store
+    await store.create("customresourcedefinitions", gizmo_crd())
+    await store.create("gizmos", gizmo("g1", size=2), namespace="demo")
+    assert [g["spec"]["size"] for g in await store.list("gizmos", namespace="demo")] == [2]
+    crds = store.resource("customresourcedefinitions")
+    watcher = store.watches.open(crds, store.list_query(crds, None, "", ""), resource_version="0")
+    marked = await store.delete("customresourcedefinitions", f"gizmos.{GROUP}")
+    assert marked["metadata"]["deletionTimestamp"]
+    # the cleanup runs on the loop's next turn: the objects, then the definition
+    async with asyncio.timeout(5):
+        while not any(p.type == "DELETED" for p in watcher.pending):
+            watcher.wake.clear()
+            await watcher.wake.wait()
+    store.storage.remove_watcher(crds, watcher)
+    assert all(r.plural != "gizmos" for r in store.resources)
+
+
+def test_without_an_event_loop_the_cleanup_runs_at_once() -> None:
+    from kube_gateway_demo.catalog import CRD
+    from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions
+    from kube_gateway_demo.store import Store
+
+    store = Store()
+    store.writes.create(CRD, gizmo_crd(), namespace=None, opts=DemoWriteOptions())
+    gizmos = store.resource("gizmos")
+    store.writes.create(gizmos, gizmo("g1"), namespace="default", opts=DemoWriteOptions())
+    store.deletion.delete(CRD, f"gizmos.{GROUP}", namespace=None, opts=DemoDeleteOptions())
+    assert store.storage.get(CRD, f"gizmos.{GROUP}") is None
+    assert all(r.plural != "gizmos" for r in store.resources)
