@@ -22,7 +22,8 @@ import httpx
 from starlette.applications import Starlette
 
 from gateway.graphql.schema import group_scopes
-from tests.e2e.test_discovered_graphql_e2e import _message_of, _next_of, _ws
+from tests.e2e.test_discovered_graphql_e2e import _ws
+from tests.support.graphql import TransportWS
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 #: How long the gateway may take to serve (or drop) a group after its CRD changed: generous
@@ -94,6 +95,25 @@ def gadget_crd(group: str, *, shape: bool = False) -> dict[str, Any]:
             ],
         },
     }
+
+
+async def _message_of(ws: TransportWS, op: str) -> dict[str, Any]:
+    """The next message of the one subscription on ``ws``."""
+    message = await ws.recv(BOUND_S)
+    assert message.get("id") == op, message
+    return message
+
+
+async def _next_of(ws: TransportWS, op: str) -> dict[str, Any]:
+    """The next change of the one subscription on ``ws`` (``RESYNC`` frames, which the
+    gateway sends after relisting a watch the upstream refused or closed, passed over)."""
+    while True:
+        message = await _message_of(ws, op)
+        assert message["type"] == "next" and "data" in message["payload"], message
+        data: dict[str, Any] = message["payload"]["data"]
+        (event,) = data.values()
+        if event["type"] != "RESYNC":
+            return data
 
 
 async def _wait(b: CrdBackend, step: str, ready: Any) -> None:
