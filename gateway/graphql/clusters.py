@@ -32,8 +32,6 @@ from gateway.core import (
     DEFAULT,
     Cluster,
     Credential,
-    Fleet,
-    Visibility,
     credential_of_authorization,
     errors,
 )
@@ -80,44 +78,32 @@ def _always(error: Exception, prepared: object) -> Exception:
 class ClusterEndpoints:
     """The GraphQL endpoints of every cluster of a fleet (see the module docstring).
 
+    Made once the fleet serves its default cluster: that one is served by ``root`` and
+    ``groups``; every other cluster gets endpoints of its own, each made with its cluster,
+    as the fleet adds it (those it holds already at once).
+
     Args:
-        root: ``/graphql``, the default cluster's endpoint; the others copy its limits,
-            allowed origins and drain.
+        root: ``/graphql``, the default cluster's endpoint; the others copy its admission,
+            fleet and visibility.
         groups: ``/apis/{group}/graphql``, the default cluster's group endpoints.
+        live: what keeps the default cluster's schemas (``None``: discovery is off).
     """
 
-    def __init__(self, root: GraphQLApp, groups: GroupEndpoint) -> None:
+    def __init__(self, root: GraphQLApp, groups: GroupEndpoint, live: LiveSchema | None) -> None:
         self.root = root
-        #: Until bound: no cluster, none shown.
-        self.fleet = Fleet()
-        self.visibility = Visibility(self.fleet)
-        self.served: dict[str, _Served] = {}
+        self.fleet = root.fleet
+        self.visibility = root.visibility
+        self.served: dict[str, _Served] = {DEFAULT: _Served(root, groups, live)}
         #: ``/fleet/graphql``: every cluster at once.
         self.everywhere = FleetEndpoint(root)
         self._closing: set[asyncio.Task[None]] = set()
-        self._stop_listening = self.fleet.listen(self._heard)
-
-    def bind(
-        self, fleet: Fleet, visibility: Visibility, groups: GroupEndpoint, live: LiveSchema | None
-    ) -> None:
-        """Serve ``fleet`` from now on, shown to each caller as ``visibility`` says; its
-        default cluster is served by ``root`` and ``groups`` (bound already, with
-        ``live``), the others get endpoints of their own, each made with its cluster, as
-        the fleet adds them.  A binding, not a constructor argument, for one reason: these
-        endpoints' routes are the application's from :func:`~gateway.app.create_app` on,
-        while the fleet is built by the lifespan, asynchronously, later."""
-        self._stop_listening()
-        self.fleet = fleet
-        self.visibility = visibility
-        self.served[DEFAULT] = _Served(self.root, groups, live)
-        self.everywhere.bind_fleet(fleet, visibility)
-        for name, cluster in fleet:
+        for name, cluster in self.fleet:
             self._heard(name, cluster)
-        self._stop_listening = fleet.listen(self._heard)
+        self._stop_listening = self.fleet.listen(self._heard)
 
     def _heard(self, name: str, cluster: Cluster | None) -> None:
         if name == DEFAULT:
-            return  # the root's: bound by the composition root, never replaced
+            return  # the root's: made by the composition root, never replaced
         old = self.served.pop(name, None)
         if cluster is not None:
             self.served[name] = self._serve(cluster)
@@ -135,7 +121,7 @@ class ClusterEndpoints:
             task.add_done_callback(self._closing.discard)
 
     def _serve(self, cluster: Cluster) -> _Served:
-        app = self.root.sibling(cluster=cluster, fleet=self.fleet, visibility=self.visibility)
+        app = self.root.sibling(cluster=cluster)
         live = None
         if cluster.reloader is not None:
             live = LiveSchema(app, cluster.catalog)

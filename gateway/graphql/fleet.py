@@ -64,7 +64,6 @@ from gateway.core import (
     ListOptions,
     Selection,
     View,
-    Visibility,
     WatchSubscription,
     check_resume,
     decode_resume,
@@ -513,7 +512,9 @@ def _fleet_mutation(
 
 
 class FleetEndpoint(GraphQLApp):
-    """``/fleet/graphql``: the fleet schema of ``root``'s current schema, for every cluster.
+    """``/fleet/graphql``: the fleet schema of ``root``'s current schema, for every cluster
+    of ``root``'s fleet, shown to each caller as ``root``'s visibility says (``root``'s
+    cluster, the default, answers GraphiQL's settings).
 
     The schema follows ``root``'s: the first request after ``root`` swapped derives the new
     one in a worker thread (the event loop keeps serving; concurrent requests share it).
@@ -523,42 +524,33 @@ class FleetEndpoint(GraphQLApp):
         self.root = root
         self._base = root.engine
         # The root's admission: the same document policy, limits and origins.
-        super().__init__(fleet_schema(root.engine.graphql_schema), admission=root.admission)
+        super().__init__(
+            fleet_schema(root.engine.graphql_schema),
+            admission=root.admission,
+            cluster=root.cluster,
+            fleet=root.fleet,
+            visibility=root.visibility,
+        )
         #: The open fleet watches: a removed cluster's part ends, a reconfigured one's
         #: goes on on the new cluster, a new cluster joins the watches of every cluster.
-        self.streams: FleetStreams | None = None
+        self.streams = FleetStreams(self.fleet, self.visibility)
         self._deriving: asyncio.Lock | None = None
 
-    def bind_fleet(self, fleet: Fleet, visibility: Visibility) -> None:
-        """Serve ``fleet``, shown to each caller as ``visibility`` says (its default
-        cluster answers GraphiQL's settings).  A binding for the reason of
-        :meth:`ClusterEndpoints.bind <gateway.graphql.clusters.ClusterEndpoints.bind>`:
-        the route exists before the lifespan built the fleet."""
-        self.close()
-        self.fleet = fleet
-        self.visibility = visibility
-        self.cluster = fleet.get() if fleet.names() else None
-        self.streams = FleetStreams(fleet, visibility)
-
     def context(self, credential: Credential) -> Context:
-        fleet = self.fleet
-        if fleet is None or self.visibility is None or not fleet.names():
-            raise RuntimeError("FleetEndpoint serves no fleet yet: bind_fleet() one first")
-        default = fleet.get()
+        default = self.fleet.get()
         return FleetContext(
             default.adapter,
             credential,
             default.watches,
-            clusters=[c for _, c in fleet],
+            clusters=[c for _, c in self.fleet],
             visibility=self.visibility,
-            fleet=fleet,
+            fleet=self.fleet,
             streams=self.streams,
         )
 
     async def graphiql_settings(self, request: Request) -> Response:
         """GraphiQL's settings: on the demo, tabs that ask every cluster."""
-        demo = self.cluster is not None and self.cluster.demo
-        return settings_response(demo=demo, group=None, fleet=True)
+        return settings_response(demo=self.cluster.demo, group=None, fleet=True)
 
     async def _follow_root(self) -> None:
         if self._deriving is None:
@@ -578,5 +570,4 @@ class FleetEndpoint(GraphQLApp):
 
     def close(self) -> None:
         """Stop following the fleet."""
-        if self.streams is not None:
-            self.streams.close()
+        self.streams.close()

@@ -353,12 +353,7 @@ class LiveSchema:
         ended = 0
         if entry is None:
             entry = _Group(
-                self.app.sibling(
-                    built.schema,
-                    cluster=self.app.cluster,
-                    fleet=self.app.fleet,
-                    visibility=self.app.visibility,
-                ),
+                self.app.sibling(built.schema),
                 built,
                 inputs,
             )
@@ -456,15 +451,8 @@ class GroupEndpoint:
         live: what keeps the cluster's schemas (made on ``root``, so before this).
     """
 
-    def __init__(self, root: GraphQLApp, live: LiveSchema | None = None) -> None:
+    def __init__(self, root: GraphQLApp, live: LiveSchema | None) -> None:
         self.root = root
-        self.live = live
-
-    def bind(self, live: LiveSchema) -> None:
-        """Serve the group schemas ``live`` keeps from now on: the default cluster's group
-        endpoint only, whose routes exist from :func:`~gateway.app.create_app` on, before
-        the lifespan built the cluster (and its live schema) asynchronously; the other
-        clusters' are made with theirs."""
         self.live = live
 
     async def app_for(self, group: str, credential: Credential) -> GraphQLApp:
@@ -477,15 +465,13 @@ class GroupEndpoint:
             Unauthorized: the cluster does not authenticate the caller (whatever the group).
             UnknownResource: discovery is off, or the cluster serves no such group.
         """
-        root = self.root
-        cluster, visibility = root.cluster, root.visibility
-        if cluster is not None and visibility is not None:
-            credential = await cluster.adapter.identity.identified(credential)
-            if not await visibility.authenticates(cluster.name, credential):
-                raise Unauthorized(
-                    "an API group's endpoint serves callers the cluster authenticates: send "
-                    "Authorization: Bearer <token>"
-                )
+        cluster, visibility = self.root.cluster, self.root.visibility
+        credential = await cluster.adapter.identity.identified(credential)
+        if not await visibility.authenticates(cluster.name, credential):
+            raise Unauthorized(
+                "an API group's endpoint serves callers the cluster authenticates: send "
+                "Authorization: Bearer <token>"
+            )
         live = self.live
         if live is None:
             raise UnknownResource(

@@ -50,16 +50,18 @@ class _WithHeaders:
 
 
 class GraphQLApp:
-    """Serves GraphQL at one path for one cluster (``/graphql``'s: the one bound, :meth:`bind`).
+    """Serves GraphQL at one path for one cluster of a fleet.
+
+    Every endpoint is made with what it serves, once that exists: ``/graphql``'s by the
+    lifespan once it built the default cluster and the fleet (its routes are mounted then:
+    :func:`~gateway.app.create_app`), the others from it (:meth:`sibling`).
 
     Args:
         schema: the schema (the gateway's by default).
         admission: the gateway's admission rules (:mod:`gateway.graphql.admission`):
             required, so no endpoint exists without them; endpoints made from this one
             (:meth:`sibling`) share it.
-        cluster: the cluster its operations run against (its adapter and watch hub); every
-            endpoint is made with its own, but ``/graphql``'s, which the application binds
-            once built (:meth:`bind`).
+        cluster: the cluster its operations run against (its adapter and watch hub).
         fleet: every cluster the gateway serves, for the ``clusters`` query.
         visibility: which of ``fleet`` a caller may see (built over it by the composition
             root): the ``clusters`` query, and whether a caller may read the schema.
@@ -74,17 +76,17 @@ class GraphQLApp:
         schema: strawberry.Schema | GraphQLSchema | None = None,
         *,
         admission: Admission,
-        cluster: Cluster | None = None,
-        fleet: Fleet | None = None,
-        visibility: Visibility | None = None,
+        cluster: Cluster,
+        fleet: Fleet,
+        visibility: Visibility,
     ) -> None:
         if not isinstance(admission, Admission):
             raise TypeError("a GraphQL endpoint needs the gateway's Admission")
         self.admission = admission
         self.cluster = cluster
-        #: Every served cluster (the ``clusters`` query's); ``None``: the bound one alone.
+        #: Every served cluster (the ``clusters`` query's).
         self.fleet = fleet
-        #: Which clusters a caller may see (``None``: served without a fleet, all of them).
+        #: Which clusters a caller may see.
         self.visibility = visibility
         self.engine = admission.engine(schema or gateway_schema())
         self.subscriptions = Subscriptions(self.engine)
@@ -112,12 +114,15 @@ class GraphQLApp:
         schema: strawberry.Schema | GraphQLSchema | None = None,
         *,
         cluster: Cluster | None = None,
-        fleet: Fleet | None = None,
-        visibility: Visibility | None = None,
     ) -> GraphQLApp:
-        """Another endpoint with this one's admission (a group's, another cluster's)."""
+        """Another endpoint with this one's admission, fleet and visibility: a group's (on
+        this one's cluster), another cluster's (on ``cluster``)."""
         return GraphQLApp(
-            schema, admission=self.admission, cluster=cluster, fleet=fleet, visibility=visibility
+            schema,
+            admission=self.admission,
+            cluster=self.cluster if cluster is None else cluster,
+            fleet=self.fleet,
+            visibility=self.visibility,
         )
 
     def use_schema(self, schema: strawberry.Schema | GraphQLSchema) -> int:
@@ -146,16 +151,6 @@ class GraphQLApp:
 
         return self.subscriptions.end_where(ended)
 
-    def bind(self, cluster: Cluster, fleet: Fleet, visibility: Visibility) -> None:
-        """Serve ``cluster`` of ``fleet`` from now on: ``/graphql``'s only, the one
-        endpoint that cannot be made with its cluster.  Its routes are the application's
-        from :func:`~gateway.app.create_app` on, while the cluster (and the fleet) exist
-        only once the lifespan built them, asynchronously; every other endpoint is made
-        with its cluster (:meth:`sibling`)."""
-        self.cluster = cluster
-        self.fleet = fleet
-        self.visibility = visibility
-
     async def caller(self, prepared: Prepared, credential: Credential) -> Credential:
         """The credential an admitted operation runs with: in impersonate mode the user the
         home cluster says the token is; and an operation that reads the schema runs only
@@ -167,14 +162,9 @@ class GraphQLApp:
                 authenticate the caller.
         """
         cluster = self.cluster
-        if cluster is None:
-            return credential
         credential = await cluster.adapter.identity.identified(credential)
-        visibility = self.visibility
-        if (
-            prepared.reads_schema
-            and visibility is not None
-            and not await visibility.authenticates(cluster.name, credential)
+        if prepared.reads_schema and not await self.visibility.authenticates(
+            cluster.name, credential
         ):
             raise Unauthorized(
                 "reading the schema (__schema, __type) needs a credential the cluster "
@@ -183,24 +173,20 @@ class GraphQLApp:
         return credential
 
     def context(self, credential: Credential) -> Context:
-        """A fresh operation context for a caller on the bound cluster."""
+        """A fresh operation context for a caller on the endpoint's cluster."""
         cluster = self.cluster
-        if cluster is None:
-            raise RuntimeError("GraphQLApp serves no cluster yet: bind() one first")
-        fleet = self.fleet
         return Context(
             cluster.adapter,
             credential,
             cluster.watches,
-            clusters=[c for _, c in fleet] if fleet is not None else [cluster],
+            clusters=[c for _, c in self.fleet],
             visibility=self.visibility,
         )
 
     async def graphiql_settings(self, request: Request) -> Response:
-        """``GET <endpoint>/graphiql.json``: GraphiQL's start-up settings for the bound
-        cluster (its demo tokens only for the gateway's own demo upstream)."""
-        demo = self.cluster is not None and self.cluster.demo
-        return settings_response(demo=demo, group=request.path_params.get("group"))
+        """``GET <endpoint>/graphiql.json``: GraphiQL's start-up settings for the
+        endpoint's cluster (its demo tokens only for the gateway's own demo upstream)."""
+        return settings_response(demo=self.cluster.demo, group=request.path_params.get("group"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
