@@ -2,7 +2,7 @@
 
 ``demo/kube_gateway_demo/schemas/kubernetes-demo.json`` is generated, never edited by hand; the same
 command that writes the gateway's file writes it (``scripts/extract_schemas.py [--check]``).
-It holds, in the OpenAPI v2 ``definitions`` form of :mod:`gateway.core.model._extract`:
+It holds, in the OpenAPI v2 ``definitions`` form of :mod:`scripts.kube_definitions`:
 
 * every definition reachable from the kinds of :data:`~kube_gateway_demo.catalog.DEMO_REGISTRY`
   that Kubernetes defines (Deployment, Service, CustomResourceDefinition, ...), minus those
@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gateway.core.model import _extract as core
+from gateway.core.model.openapi import KEPT_KEYS
 from gateway.core.model.registry import REGISTRY
 from kube_gateway_demo.catalog import (
     CRDS,
@@ -28,6 +28,7 @@ from kube_gateway_demo.catalog import (
     SCHEMA_DIR,
     crd_definition_id,
 )
+from scripts import kube_definitions as core
 
 _META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1."
 #: Structural-schema keys that only validate values: the model keeps none of them.
@@ -115,7 +116,7 @@ def _translate(node: Mapping[str, Any], name: str, defs: dict[str, Any]) -> dict
             out[key] = _nested(value, name, defs)
         elif key == "additionalProperties" and isinstance(value, dict):
             out[key] = _nested(value, name + "Value", defs)
-        elif key in core.KEPT_KEYS:
+        elif key in KEPT_KEYS:
             out[key] = value
         else:
             raise core.ExtractError(f"{name}: unknown CRD schema key {key!r}")

@@ -17,9 +17,10 @@ apiserver serves, keeping only the definitions reachable from the served kinds:
 * every ``io.k8s.*`` definition that a hand-written supplement (:data:`SUPPLEMENT_FILES`,
   e.g. OpenShift's ``Image``) refers to.
 
-Only the keys in :data:`KEPT_KEYS` survive.  A key that is neither kept nor listed in
-:data:`DROPPED_KEYS` stops the extraction, so a new schema feature in a later release is
-noticed instead of being silently lost.
+Only the keys in ``KEPT_KEYS`` (the field model's: :mod:`gateway.core.model.openapi`)
+survive.  A key that is neither kept nor listed in :data:`DROPPED_KEYS` stops the
+extraction, so a new schema feature in a later release is noticed instead of being
+silently lost.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+from gateway.core.model.openapi import KEPT_KEYS
 from gateway.core.model.registry import REGISTRY, Registry
+from gateway.core.model.schema import SCHEMA_DIR
 
 #: The Kubernetes release whose definitions the gateway serves (the e2e suite builds
 #: kube-apiserver v1.36.x; API types do not change within a minor release).
@@ -40,7 +43,6 @@ KUBERNETES_VERSION: Final = "v1.36.0"
 SOURCE_PACKAGE: Final = "kubernetes_validate"
 SOURCE_PATH: Final = f"kubernetes-json-schema/{KUBERNETES_VERSION}-local/_definitions.json"
 
-SCHEMA_DIR: Final = Path(__file__).resolve().parent / "schemas"
 KUBERNETES_FILE: Final = "kubernetes-v1.36.json"
 #: Hand-written definition files for kinds that Kubernetes' OpenAPI does not define.
 SUPPLEMENT_FILES: Final = ("image.openshift.io-v1.json",)
@@ -62,27 +64,6 @@ META_ROOTS: Final = tuple(
     )
 )
 
-KEPT_KEYS: Final = frozenset(
-    {
-        "$ref",
-        "additionalProperties",
-        "description",
-        "enum",
-        "format",
-        "items",
-        "properties",
-        "required",
-        "type",
-        "x-kubernetes-group-version-kind",
-        "x-kubernetes-int-or-string",
-        "x-kubernetes-list-map-keys",
-        "x-kubernetes-list-type",
-        "x-kubernetes-map-type",
-        "x-kubernetes-patch-merge-key",
-        "x-kubernetes-patch-strategy",
-        "x-kubernetes-preserve-unknown-fields",
-    }
-)
 #: Keys known to carry nothing the generators use (union discriminators are documentation
 #: only: the apiserver validates them, the gateway passes the object through).
 DROPPED_KEYS: Final = frozenset({"x-kubernetes-unions"})
