@@ -19,7 +19,7 @@ from gateway.graphql.schema import (
     scope_of,
 )
 from gateway.graphql.seed import build_schema, gateway_schema, sdl
-from tests.core.test_openapi import SPEC, crd_document
+from tests.core.model.test_openapi import SPEC, crd_document
 
 _RW = frozenset(("get", "update", "patch"))
 

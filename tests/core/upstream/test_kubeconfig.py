@@ -18,7 +18,7 @@ import yaml
 from gateway.core.upstream.auth import TokenFile
 from gateway.core.upstream.config import ConfigError
 from gateway.core.upstream.kubeconfig import resolve_upstream
-from tests.core.upstream_fixtures import (
+from tests.core.upstream.upstream_fixtures import (
     FIXTURES,
     NO_SA,
     Pki,

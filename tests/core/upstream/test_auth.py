@@ -14,7 +14,7 @@ import pytest
 
 from gateway.core.upstream.auth import ExecCredentialPlugin, TokenFile
 from gateway.core.upstream.config import ConfigError
-from tests.core.upstream_fixtures import (
+from tests.core.upstream.upstream_fixtures import (
     FUTURE,
     PAST,
     PLUGIN,

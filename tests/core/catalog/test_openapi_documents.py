@@ -20,7 +20,7 @@ from gateway.core.catalog.catalog import SEED_CATALOG
 from gateway.core.catalog.discovery import Discovery, DiscoveryLimits
 from gateway.core.catalog.openapi_documents import Documents
 from gateway.core.catalog.reload import Expectations
-from tests.core.test_discovery import Cluster, scripted, serving
+from tests.core.catalog.test_discovery import Cluster, scripted, serving
 
 APPS = ("apps", "v1")
 V1 = ("stable.example.com", "v1")

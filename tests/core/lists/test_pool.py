@@ -14,7 +14,7 @@ from gateway.core.lists.body import Undecoded
 from gateway.core.lists.jobs import project
 from gateway.core.lists.large import LargeLists
 from gateway.core.lists.pool import GIVE_UP, ListWorkers, workers_for
-from tests.core.test_jobs import NAMES, _body
+from tests.core.lists.test_jobs import NAMES, _body
 
 
 async def test_workers_that_keep_dying_are_given_up_once_and_lists_still_answer(

@@ -3,7 +3,7 @@
 plugin run as a subprocess, and a TLS server on a loopback port (HTTP/1.1 and HTTP/2 by ALPN)
 that reports what the client presented: its Authorization header, its client certificate,
 SNI and protocol.  Test modules import what they use from here
-(``from tests.core.upstream_fixtures import ...``).
+(``from tests.core.upstream.upstream_fixtures import ...``).
 """
 
 from __future__ import annotations

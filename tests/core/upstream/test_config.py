@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gateway.core.upstream.auth import GatewayAuth
 from gateway.core.upstream.config import describe
-from tests.core.upstream_fixtures import (
+from tests.core.upstream.upstream_fixtures import (
     Pki,
     b64,
     exec_user,

@@ -17,7 +17,7 @@ import yaml
 
 from gateway.core.upstream.client import USER_AGENT, build_http_client
 from gateway.core.upstream.config import ConfigError
-from tests.core.upstream_fixtures import (
+from tests.core.upstream.upstream_fixtures import (
     FIXTURES,
     FUTURE,
     PAST,
