@@ -537,16 +537,8 @@ class FleetEndpoint(GraphQLApp):
         self._deriving: asyncio.Lock | None = None
 
     def context(self, credential: Credential) -> Context:
-        default = self.fleet.get()
-        return FleetContext(
-            default.adapter,
-            credential,
-            default.watches,
-            clusters=[c for _, c in self.fleet],
-            visibility=self.visibility,
-            fleet=self.fleet,
-            streams=self.streams,
-        )
+        # On the default cluster (the root's), every cluster's context made on use.
+        return self.made_context(FleetContext, credential, fleet=self.fleet, streams=self.streams)
 
     async def graphiql_settings(self, request: Request) -> Response:
         """GraphiQL's settings: on the demo, tabs that ask every cluster."""

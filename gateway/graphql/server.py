@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import strawberry
 from graphql import FieldNode, GraphQLSchema
@@ -31,6 +32,9 @@ from gateway.graphql.limits import Limits
 from gateway.graphql.persisted import Persisted
 from gateway.graphql.seed import gateway_schema
 from gateway.graphql.subscriptions import Subscriptions
+
+#: An operation context's type.
+C = TypeVar("C", bound=Context)
 
 
 class _WithHeaders:
@@ -174,13 +178,18 @@ class GraphQLApp:
 
     def context(self, credential: Credential) -> Context:
         """A fresh operation context for a caller on the endpoint's cluster."""
+        return self.made_context(Context, credential)
+
+    def made_context(self, kind: type[C], credential: Credential, **more: Any) -> C:
+        """An operation context of ``kind`` on the endpoint's cluster, with ``more``."""
         cluster = self.cluster
-        return Context(
+        return kind(
             cluster.adapter,
             credential,
             cluster.watches,
             clusters=[c for _, c in self.fleet],
             visibility=self.visibility,
+            **more,
         )
 
     async def graphiql_settings(self, request: Request) -> Response:
