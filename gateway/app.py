@@ -38,12 +38,12 @@ from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import Newcomers, scope_of
 from gateway.core.upstream.config import describe
 from gateway.core.upstream.credentials import credential_of_authorization
-from gateway.graphql.admission import Admission
-from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
-from gateway.graphql.live import GroupEndpoint, group_routes
-from gateway.graphql.origins import HostCheck, PreflightRefusal
-from gateway.graphql.persisted import Persisted
-from gateway.graphql.server import GraphQLApp, graphql_routes
+from gateway.graphql.endpoints.clusters import ClusterEndpoints, cluster_routes
+from gateway.graphql.endpoints.live import GroupEndpoint, group_routes
+from gateway.graphql.endpoints.server import GraphQLApp, graphql_routes
+from gateway.graphql.engine.admission import Admission
+from gateway.graphql.engine.persisted import Persisted
+from gateway.graphql.transport.origins import HostCheck, PreflightRefusal
 from gateway.requestid import RequestContext
 from gateway.runtime import (
     Runtime,
@@ -260,7 +260,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     drain = Drain(settings.drain_seconds)
     persisted = persisted_documents(settings)  # a wrong manifest stops here
     # The one admission of every GraphQL endpoint, present and future (each is made from
-    # this one: gateway/graphql/admission.py).
+    # this one: gateway/graphql/engine/admission.py).
     admission = Admission(persisted, allowed_origins=origins, drain=drain)
 
     @contextlib.asynccontextmanager

@@ -59,10 +59,10 @@ from gateway.core.upstream.identity import (
 )
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
-from gateway.graphql.clusters import ClusterEndpoints
-from gateway.graphql.live import LiveSchema
-from gateway.graphql.persisted import Persisted
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.endpoints.clusters import ClusterEndpoints
+from gateway.graphql.endpoints.live import LiveSchema
+from gateway.graphql.endpoints.server import GraphQLApp
+from gateway.graphql.engine.persisted import Persisted
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
 from gateway.settings import (
     Settings,

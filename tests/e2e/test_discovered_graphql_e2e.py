@@ -17,7 +17,7 @@ import pytest
 
 from gateway.core.catalog.catalog import Catalog, CatalogHolder, GroupVersion
 from gateway.core.model.registry import REGISTRY, Registry, Resource, Subresource
-from gateway.graphql.live import GroupEndpoint, LiveSchema, group_routes
+from gateway.graphql.endpoints.live import GroupEndpoint, LiveSchema, group_routes
 from gateway.settings import Settings
 from tests.e2e.apiserver import KubeAPIServer
 from tests.support.graphql import Gateway as _Gateway

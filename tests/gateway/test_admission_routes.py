@@ -39,9 +39,9 @@ from websockets.exceptions import ConnectionClosed
 
 from gateway.core import DEFAULT, Cluster, Fleet, KubeAdapter, Visibility, WatchHub
 from gateway.core.model.registry import LEASE
-from gateway.graphql.admission import Admission
-from gateway.graphql.persisted import Persisted
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.endpoints.server import GraphQLApp
+from gateway.graphql.engine.admission import Admission
+from gateway.graphql.engine.persisted import Persisted
 from kube_gateway_demo import DemoUpstream
 from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
 from tests.support.graphql import ADMIN, NAMESPACE, Gateway, TransportWS

@@ -221,7 +221,9 @@ def test_the_check_finds_what_it_looks_for() -> None:
     # The check itself: a function-level import counts, a TYPE_CHECKING one too, and a
     # circle is reported as the path that closes it.
     graph = import_graph()
-    assert "gateway.graphql.http" in graph["gateway.graphql.websocket"]  # inside a function
+    assert (
+        "gateway.graphql.transport.http" in graph["gateway.graphql.transport.websocket"]
+    )  # inside a function
     assert "gateway.core.upstream.adapter" in graph["gateway.core.watch.access"]
     circle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(circle) == [["a", "b", "c", "a"]]

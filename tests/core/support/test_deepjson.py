@@ -22,8 +22,8 @@ from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.client import build_http_client
 from gateway.core.upstream.config import UpstreamConfig
 from gateway.core.upstream.credentials import Credential
-from gateway.graphql.http import json_response
-from gateway.graphql.subscriptions import _dumps as subscription_payload
+from gateway.graphql.engine.subscriptions import _dumps as subscription_payload
+from gateway.graphql.transport.http import json_response
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2 as R
 from gateway.grpc.resource_service import object_bytes
 

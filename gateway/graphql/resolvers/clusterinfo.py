@@ -22,7 +22,7 @@ from strawberry.types import Info
 from strawberry.types.field import StrawberryField
 
 from gateway.core import Cluster
-from gateway.graphql.context import Context
+from gateway.graphql.resolvers.context import Context
 
 __all__ = ["GatewayCluster", "clusters_field"]
 

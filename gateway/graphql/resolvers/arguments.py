@@ -22,7 +22,7 @@ from gateway.core import (
     Preconditions,
     WriteOptions,
 )
-from gateway.graphql.scalars import JSON, Long, Time
+from gateway.graphql.resolvers.scalars import JSON, Long, Time
 
 
 @strawberry.enum(description="How `resourceVersion` applies to a list.")

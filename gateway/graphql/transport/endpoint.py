@@ -1,6 +1,7 @@
-"""What a transport (:mod:`gateway.graphql.http`, :mod:`gateway.graphql.websocket`) needs of
+"""What a transport (:mod:`gateway.graphql.transport.http`,
+:mod:`gateway.graphql.transport.websocket`) needs of
 the endpoint it serves: a structural type, so the transports sit below
-:class:`~gateway.graphql.server.GraphQLApp`, which dispatches to them, and neither imports
+:class:`~gateway.graphql.endpoints.server.GraphQLApp`, which dispatches to them, and neither imports
 the other's module."""
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from gateway.core import Credential, Drain
-    from gateway.graphql.admission import Admission
-    from gateway.graphql.context import Context
-    from gateway.graphql.execution import Engine, Prepared
-    from gateway.graphql.limits import Limits
-    from gateway.graphql.subscriptions import Subscriptions
+    from gateway.graphql.engine.admission import Admission
+    from gateway.graphql.engine.execution import Engine, Prepared
+    from gateway.graphql.engine.limits import Limits
+    from gateway.graphql.engine.subscriptions import Subscriptions
+    from gateway.graphql.resolvers.context import Context
 
 
 class Endpoint(Protocol):

@@ -5,7 +5,8 @@ A subscription field's resolver turns its arguments into the core's
 point (:func:`~gateway.core.calls.streaming.open_stream`), as a query field performs its operation:
 a watch is the subscriber's own subscription of the watch hub (its own start, resume and
 watch rule 31), a followed log the lines of a :class:`~gateway.core.calls.streaming.ReadAhead`.  The
-resolver returns that stream itself; :mod:`gateway.graphql.subscriptions` reads it and executes the
+resolver returns that stream itself; :mod:`gateway.graphql.engine.subscriptions` reads it and
+executes the
 document once per event for every subscriber with the same document, variables and
 identity.
 """
@@ -27,9 +28,9 @@ from gateway.core import (
     WatchSubscription,
     open_stream,
 )
-from gateway.graphql.arguments import log_options
-from gateway.graphql.context import Context
-from gateway.graphql.scalars import Time
+from gateway.graphql.resolvers.arguments import log_options
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.resolvers.scalars import Time
 
 
 def _text(root: strawberry.Parent[RawLine]) -> str:

@@ -14,7 +14,7 @@ from gateway.core import (
     credential_of_authorization,
     credential_of_token,
 )
-from gateway.graphql.loaders import Loaders
+from gateway.graphql.resolvers.loaders import Loaders
 
 if TYPE_CHECKING:
     from gateway.core import Cluster, Visibility, WatchHub
@@ -87,7 +87,8 @@ class Context:
 
     def at(self, info: Any) -> Context:
         """The context of the cluster a field's data comes from: this one (a fleet
-        operation's context answers per cluster: :class:`~gateway.graphql.fleet.FleetContext`)."""
+        operation's context answers per cluster:
+        :class:`~gateway.graphql.endpoints.fleet.FleetContext`)."""
         return self
 
     def reset_loaders(self) -> None:

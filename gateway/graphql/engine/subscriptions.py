@@ -2,7 +2,7 @@
 per event for every subscriber with the same document, variables and identity.
 
 A subscription field's resolver opens a core stream for the subscriber
-(:mod:`gateway.graphql.streams`): for a watch, its own subscription of the core's
+(:mod:`gateway.graphql.resolvers.streams`): for a watch, its own subscription of the core's
 :class:`~gateway.core.watch.hub.WatchHub`, with its own start (snapshot, now, a resume, a replay
 of the hub's history or a resync), its own bounded queue (one that falls ``max_queue``
 behind is ended with ``SLOW_SUBSCRIBER`` and its resume point) and, with
@@ -56,10 +56,10 @@ from gateway.core import (
     errors,
     scope_of,
 )
-from gateway.graphql.context import Context
+from gateway.graphql.engine.execution import Engine, Prepared, Response
+from gateway.graphql.engine.projection import ProjectingExecutor
 from gateway.graphql.errors import format_exception
-from gateway.graphql.execution import Engine, Prepared, Response
-from gateway.graphql.projection import ProjectingExecutor
+from gateway.graphql.resolvers.context import Context
 
 #: ``extensions.reason`` of the completion of a subscription ended by a drain.
 DRAINING = "DRAINING"

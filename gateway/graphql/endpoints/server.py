@@ -23,15 +23,15 @@ from gateway.core import (
     UnknownResource,
     Visibility,
 )
-from gateway.graphql import http, websocket
-from gateway.graphql.admission import Admission
-from gateway.graphql.context import Context
-from gateway.graphql.execution import Prepared
-from gateway.graphql.graphiql import NOSNIFF, STATIC_DIR, settings_response
-from gateway.graphql.limits import Limits
-from gateway.graphql.persisted import Persisted
-from gateway.graphql.seed import gateway_schema
-from gateway.graphql.subscriptions import Subscriptions
+from gateway.graphql.engine.admission import Admission
+from gateway.graphql.engine.execution import Prepared
+from gateway.graphql.engine.limits import Limits
+from gateway.graphql.engine.persisted import Persisted
+from gateway.graphql.engine.subscriptions import Subscriptions
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.schemas.seed import gateway_schema
+from gateway.graphql.transport import http, websocket
+from gateway.graphql.transport.graphiql import NOSNIFF, STATIC_DIR, settings_response
 
 #: An operation context's type.
 C = TypeVar("C", bound=Context)
@@ -62,7 +62,7 @@ class GraphQLApp:
 
     Args:
         schema: the schema (the gateway's by default).
-        admission: the gateway's admission rules (:mod:`gateway.graphql.admission`):
+        admission: the gateway's admission rules (:mod:`gateway.graphql.engine.admission`):
             required, so no endpoint exists without them; endpoints made from this one
             (:meth:`sibling`) share it.
         cluster: the cluster its operations run against (its adapter and watch hub).

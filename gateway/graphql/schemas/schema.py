@@ -1,6 +1,7 @@
 """The GraphQL schema: generated types, registry-built root fields, links, custom scalars.
 
-The seed resources' schema is built once (:mod:`gateway.graphql.seed`, committed as the SDL).
+The seed resources' schema is built once (:mod:`gateway.graphql.schemas.seed`, committed as the
+SDL).
 With discovery on, :func:`schema_for_catalog` builds the schema of a whole catalog: the seed
 kinds as they are, plus one version of every discovered resource (its group's preferred
 version), typed from the cluster's OpenAPI v3.
@@ -29,10 +30,10 @@ from gateway.core import (
     openapi,
     seed_model,
 )
-from gateway.graphql._library import graphql_schema
-from gateway.graphql.native import build_group_schema
-from gateway.graphql.objects import Built
-from gateway.graphql.seed import build_with_classes, gateway_schema, seed_build
+from gateway.graphql.resolvers.objects import Built
+from gateway.graphql.schemas._library import graphql_schema
+from gateway.graphql.schemas.native import build_group_schema
+from gateway.graphql.schemas.seed import build_with_classes, gateway_schema, seed_build
 
 log = logging.getLogger("gateway.graphql")
 

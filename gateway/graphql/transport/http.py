@@ -17,7 +17,8 @@ subscriptions, and the GraphiQL page.
   ``{}`` as heartbeat, a transport-level error as ``{"payload": null, "errors": [...]}``,
   and the closing boundary.  Queries and mutations with that ``Accept`` get plain JSON.
 * When the gateway drains (SIGTERM), a subscription's last event (SSE: with ``id:`` = its
-  resume point) or part is :func:`~gateway.graphql.subscriptions.drain_payload`, then the stream
+  resume point) or part is :func:`~gateway.graphql.engine.subscriptions.drain_payload`, then the
+  stream
   completes.
 * ``GET /graphql?query=...`` runs queries (mutations answer 405).
 * ``GET /graphql`` from a browser (``Accept: text/html``) serves GraphiQL, which reads
@@ -36,12 +37,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
 from gateway.core import Credential, deepjson, errors, refuse_impersonation
-from gateway.graphql.context import credential_from_header
+from gateway.graphql.engine.execution import Prepared, RequestError
+from gateway.graphql.engine.persisted import DOCUMENT_IDS
+from gateway.graphql.engine.subscriptions import Item, Subscriber
 from gateway.graphql.errors import ApiError, format_exception
-from gateway.graphql.execution import Prepared, RequestError
-from gateway.graphql.graphiql import page, page_headers
-from gateway.graphql.persisted import DOCUMENT_IDS
-from gateway.graphql.subscriptions import Item, Subscriber
+from gateway.graphql.resolvers.context import credential_from_header
+from gateway.graphql.transport.graphiql import page, page_headers
 from gateway.requestid import (
     note_event,
     note_operation,
@@ -50,7 +51,7 @@ from gateway.requestid import (
 )
 
 if TYPE_CHECKING:
-    from gateway.graphql.endpoint import Endpoint
+    from gateway.graphql.transport.endpoint import Endpoint
 
 JSON_TYPES = ("application/json", "application/graphql-response+json")
 
@@ -115,7 +116,7 @@ def _decode(raw: bytes) -> Any:
 def _params(request: Request) -> dict[str, Any]:
     q = request.query_params
     params: dict[str, Any] = {"query": q.get("query"), "operationName": q.get("operationName")}
-    for name in DOCUMENT_IDS:  # persisted documents (gateway/graphql/persisted.py)
+    for name in DOCUMENT_IDS:  # persisted documents (gateway/graphql/engine/persisted.py)
         if q.get(name):
             params[name] = q[name]
     for name in ("variables", "extensions"):

@@ -1,7 +1,7 @@
 """The seed resources' strawberry schema, built once, and the strawberry build itself.
 
-A module of its own below :mod:`gateway.graphql.schema` (a catalog's schemas) and
-:mod:`gateway.graphql.native` (a group's schema, which reuses the seed schema's graphql-core
+A module of its own below :mod:`gateway.graphql.schemas.schema` (a catalog's schemas) and
+:mod:`gateway.graphql.schemas.native` (a group's schema, which reuses the seed schema's graphql-core
 types): both need it, and ``schema`` imports ``native``, so living in either would make an
 import circle.
 """
@@ -15,10 +15,10 @@ import strawberry
 from strawberry.schema.config import StrawberryConfig
 
 from gateway.core import REGISTRY, Model, Registry, dict_resolver
-from gateway.graphql.links import link_fields
-from gateway.graphql.objects import Built, generate
-from gateway.graphql.operations import RootBuilder
-from gateway.graphql.scalars import SCALAR_MAP
+from gateway.graphql.resolvers.links import link_fields
+from gateway.graphql.resolvers.objects import Built, generate
+from gateway.graphql.resolvers.operations import RootBuilder
+from gateway.graphql.resolvers.scalars import SCALAR_MAP
 
 __all__ = ["build_schema", "build_with_classes", "gateway_schema", "sdl", "seed_build"]
 

@@ -42,8 +42,8 @@ import orjson
 import watchfiles
 
 from gateway.core import ConfigError
+from gateway.graphql.engine.execution import Engine, Prepared, RequestError
 from gateway.graphql.errors import ApiError, format_exception
-from gateway.graphql.execution import Engine, Prepared, RequestError
 
 log = logging.getLogger(__name__)
 

@@ -3,13 +3,14 @@
 The caller's credential comes from the ``connection_init`` payload
 (``{"Authorization": "Bearer ..."}`` or ``{"authToken": "..."}``), else from the upgrade
 request's ``Authorization`` header.  Each subscription reads its own core stream
-(:mod:`gateway.graphql.subscriptions`); each frame wraps the one serialised payload its
+(:mod:`gateway.graphql.engine.subscriptions`); each frame wraps the one serialised payload its
 shared execution made of the event.
 Each connection owns its operation tasks and cancels them when it closes.
 
 When the gateway drains (SIGTERM), each subscription's last ``next`` is
 ``{"data": null, "extensions": {"reason": "DRAINING", "resumeFrom": <rv>}}`` followed by
-``complete`` (:func:`gateway.graphql.subscriptions.drain_payload`), and a new operation gets an
+``complete`` (:func:`gateway.graphql.engine.subscriptions.drain_payload`), and a new operation gets
+an
 ``error`` with ``extensions.code`` ``DRAINING``.
 """
 
@@ -26,14 +27,18 @@ from starlette.types import Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from gateway.core import ANONYMOUS, Credential, deepjson, errors, refuse_impersonation
-from gateway.graphql.context import Context, credential_from_header, credential_from_payload
+from gateway.graphql.engine.execution import RequestError
 from gateway.graphql.errors import ApiError, format_exception
-from gateway.graphql.execution import RequestError
-from gateway.graphql.origins import REFUSAL, origin_allowed
+from gateway.graphql.resolvers.context import (
+    Context,
+    credential_from_header,
+    credential_from_payload,
+)
+from gateway.graphql.transport.origins import REFUSAL, origin_allowed
 from gateway.requestid import note_event, note_subscription_end, operation_log
 
 if TYPE_CHECKING:
-    from gateway.graphql.endpoint import Endpoint
+    from gateway.graphql.transport.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +279,7 @@ class Connection:
             log.debug("websocket operation ended with %r", task.exception())
 
     async def _run(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
-        from gateway.graphql.http import operation_name
+        from gateway.graphql.transport.http import operation_name
 
         # Counted in flight: a drain waits for a query to answer and for a subscription to
         # send its completion.

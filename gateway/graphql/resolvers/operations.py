@@ -49,13 +49,13 @@ from gateway.core import (
     operations,
     perform,
 )
-from gateway.graphql import arguments as A
-from gateway.graphql.arguments import Arg, WatchEventType
-from gateway.graphql.clusterinfo import clusters_field
-from gateway.graphql.context import Context
-from gateway.graphql.objects import GeneratedTypes, python_name, to_json
-from gateway.graphql.scalars import JSON
-from gateway.graphql.streams import LogLine, follow_log, watch
+from gateway.graphql.resolvers import arguments as A
+from gateway.graphql.resolvers.arguments import Arg, WatchEventType
+from gateway.graphql.resolvers.clusterinfo import clusters_field
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.resolvers.objects import GeneratedTypes, python_name, to_json
+from gateway.graphql.resolvers.scalars import JSON
+from gateway.graphql.resolvers.streams import LogLine, follow_log, watch
 
 Run = Callable[[Context, dict[str, Any]], Awaitable[Any]]
 Stream = Callable[..., Awaitable[AsyncIterable[Any]]]
@@ -146,7 +146,7 @@ def subscription_field(
     stream: Stream, args: Sequence[Arg], returns: Any, description: str
 ) -> StrawberryField:
     """A subscription field whose source is the core stream ``stream(context, args)`` opens
-    (returned as it is: :mod:`gateway.graphql.subscriptions` reads it)."""
+    (returned as it is: :mod:`gateway.graphql.engine.subscriptions` reads it)."""
     names = _names(args)
 
     async def resolver(info: Info[Context, None], **kwargs: Any) -> AsyncIterable[Any]:

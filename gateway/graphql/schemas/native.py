@@ -1,6 +1,6 @@
 """An API group's GraphQL schema, built as graphql-core types straight from the field model.
 
-The seed schema is built once with strawberry (:func:`gateway.graphql.seed.gateway_schema`)
+The seed schema is built once with strawberry (:func:`gateway.graphql.schemas.seed.gateway_schema`)
 and published as the SDL.  A group's schema (``/apis/<group>/graphql``) is the seed schema
 plus that group's kinds; it is built when a caller first uses it, so it must be cheap:
 strawberry spends ~5 ms per root field and ~0.5 s converting the seed types again, where
@@ -8,15 +8,16 @@ graphql-core objects cost microseconds.  So a group's schema *reuses the seed sc
 graphql-core types as they are* (``Pod``, ``ObjectMeta``, the scalars, the argument enums,
 every seed root field) and builds only the group's own types and fields here.
 
-What a generated type looks like is the same as in :mod:`gateway.graphql.objects` and
-:mod:`gateway.graphql.operations` (the same names, nullability, descriptions, ``raw``,
+What a generated type looks like is the same as in :mod:`gateway.graphql.resolvers.objects` and
+:mod:`gateway.graphql.resolvers.operations` (the same names, nullability, descriptions, ``raw``,
 ``events``, root fields and arguments), and so is what a resolver does: unary fields run the
-same :func:`~gateway.graphql.operations` runners, subscriptions the same streams, relations
+same :func:`~gateway.graphql.resolvers.operations` runners, subscriptions the same streams,
+relations
 the same batched resolvers.  Arguments are converted exactly as strawberry converts the seed
 field's (``convert_arguments`` with the seed field's arguments); an ``object`` argument
 arrives as the plain JSON dict graphql-core coerces it to.
 
-The projection (:mod:`gateway.graphql.projection`) recognises the fields made here by their
+The projection (:mod:`gateway.graphql.engine.projection`) recognises the fields made here by their
 ``extensions`` (:data:`EXTENSION`).
 """
 
@@ -53,12 +54,12 @@ from gateway.core import (
     operations,
     schema,
 )
-from gateway.graphql import operations as ops
-from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
-from gateway.graphql.links import relation_resolver
-from gateway.graphql.objects import EXTRA_ROOTS
-from gateway.graphql.seed import gateway_schema
-from gateway.graphql.streams import watch
+from gateway.graphql.resolvers import operations as ops
+from gateway.graphql.resolvers.links import relation_resolver
+from gateway.graphql.resolvers.objects import EXTRA_ROOTS
+from gateway.graphql.resolvers.streams import watch
+from gateway.graphql.schemas._library import NATIVE, graphql_schema, strawberry_definition
+from gateway.graphql.schemas.seed import gateway_schema
 
 EXTENSION: Final = NATIVE
 

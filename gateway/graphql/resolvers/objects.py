@@ -23,7 +23,7 @@ from strawberry.types.field import StrawberryField
 from strawberry.types.unset import UNSET
 
 from gateway.core import REGISTRY, Registry, Resource, schema
-from gateway.graphql.scalars import JSON, SCALAR_TYPES
+from gateway.graphql.resolvers.scalars import JSON, SCALAR_TYPES
 
 #: Definition ids generated besides the served kinds (results of deletes).
 EXTRA_ROOTS = ("io.k8s.apimachinery.pkg.apis.meta.v1.Status",)
@@ -41,7 +41,7 @@ def python_name(json_name: str) -> str:
 
 def resolve_raw(root: Any) -> Any:
     """The resolver of every output type's ``raw`` field: the upstream object itself (the
-    projection, :mod:`gateway.graphql.projection`, recognises the field by it)."""
+    projection, :mod:`gateway.graphql.engine.projection`, recognises the field by it)."""
     return root
 
 

@@ -1,11 +1,11 @@
 """Keep the GraphQL schemas in step with the catalog; build a group's schema when it is used.
 
-The gateway serves one GraphQL schema per *scope* (:func:`gateway.graphql.schema.scope_of`):
+The gateway serves one GraphQL schema per *scope* (:func:`gateway.graphql.schemas.schema.scope_of`):
 
 * ``/graphql``: the seed kinds and Kubernetes' own API groups.  Its size follows the
   Kubernetes version, not the number of CRDs.  Built after discovery's first read and
   rebuilt only when a catalog swap changes what it is built from
-  (:func:`~gateway.graphql.schema.scope_inputs`); readiness waits for it (:meth:`ready`).
+  (:func:`~gateway.graphql.schemas.schema.scope_inputs`); readiness waits for it (:meth:`ready`).
 * ``/apis/<group>/graphql``: the seed kinds and one API group's kinds, built the first time
   a caller uses it and kept while in use (at most ``max_groups`` idle ones, least recently
   used first out).  A swap that changes the group rebuilds it if it has subscribers, else
@@ -47,10 +47,10 @@ from gateway.core import (
     heap,
 )
 from gateway.core import openapi_documents as documents
-from gateway.graphql import websocket
-from gateway.graphql.context import credential_from_header
+from gateway.graphql.endpoints.server import GraphQLApp
 from gateway.graphql.errors import format_exception
-from gateway.graphql.schema import (
+from gateway.graphql.resolvers.context import credential_from_header
+from gateway.graphql.schemas.schema import (
     BUILT_IN,
     CatalogSchema,
     group_scopes,
@@ -58,7 +58,7 @@ from gateway.graphql.schema import (
     scope_documents,
     scope_inputs,
 )
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.transport import websocket
 
 log = logging.getLogger("gateway.graphql")
 

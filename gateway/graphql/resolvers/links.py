@@ -18,8 +18,8 @@ from strawberry import Info
 from strawberry.types.field import StrawberryField
 
 from gateway.core import RELATIONS, Relation, Resource
-from gateway.graphql.context import Context
-from gateway.graphql.objects import GeneratedTypes
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.resolvers.objects import GeneratedTypes
 
 Resolver = Any
 

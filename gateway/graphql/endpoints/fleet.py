@@ -71,10 +71,10 @@ from gateway.core import (
     open_fleet_stream,
     select,
 )
-from gateway.graphql.context import Context
+from gateway.graphql.endpoints.server import GraphQLApp
 from gateway.graphql.errors import code_of
-from gateway.graphql.graphiql import settings_response
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.transport.graphiql import settings_response
 
 __all__ = ["FleetContext", "FleetEndpoint", "fleet_schema"]
 

@@ -4,7 +4,7 @@
 published on npm (licences in ``static/LICENSES.txt``).  GraphiQL's build bundles the
 ``graphql-ws`` client (version 5, MIT): GraphiQL's fetcher runs subscriptions with it over
 graphql-transport-ws on the same path as queries, and sends the Headers pane as the
-``connection_init`` payload, where :func:`gateway.graphql.context.credential_from_payload`
+``connection_init`` payload, where :func:`gateway.graphql.resolvers.context.credential_from_payload`
 finds the ``Authorization`` header.
 
 The page is the same for every gateway; it asks ``<endpoint>/graphiql.json`` for its

@@ -80,7 +80,9 @@ from gateway.core import (
     nonnull_of,
     then,
 )
-from gateway.graphql._library import (
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.resolvers.objects import resolve_raw
+from gateway.graphql.schemas._library import (
     NATIVE,
     NOT_COMPLETED,
     CompletingExecutor,
@@ -89,8 +91,6 @@ from gateway.graphql._library import (
     strawberry_definition,
     subselection,
 )
-from gateway.graphql.context import Context
-from gateway.graphql.objects import resolve_raw
 
 _NO_PLAN = object()
 
@@ -101,7 +101,7 @@ def _native(field: GraphQLField) -> Any:
 
 def _is_plain(field: GraphQLField) -> bool:
     """A field strawberry resolves with the schema's default resolver (its JSON key), or
-    one :mod:`gateway.graphql.native` made to read its JSON key."""
+    one :mod:`gateway.graphql.schemas.native` made to read its JSON key."""
     if _native(field) == "plain":
         return True
     definition = strawberry_definition(field)

@@ -2,7 +2,8 @@
 
 ``/graphql`` (and ``/apis/{group}/graphql``) serve the default cluster; each cluster of the
 fleet (:class:`~gateway.core.fleet.fleet.Fleet`) gets endpoints of its own under
-``/clusters/{name}/``, with its own schemas (a :class:`~gateway.graphql.live.LiveSchema` on
+``/clusters/{name}/``, with its own schemas (a :class:`~gateway.graphql.endpoints.live.LiveSchema`
+on
 its catalog) and subscribers, made when the fleet adds the cluster and closed when it
 removes it.  ``/clusters/default/graphql`` is ``/graphql`` itself.
 
@@ -35,10 +36,10 @@ from gateway.core import (
     credential_of_authorization,
     errors,
 )
+from gateway.graphql.endpoints.fleet import FleetEndpoint
+from gateway.graphql.endpoints.live import GroupEndpoint, LiveSchema, refuse
+from gateway.graphql.endpoints.server import GraphQLApp, graphql_routes
 from gateway.graphql.errors import format_exception
-from gateway.graphql.fleet import FleetEndpoint
-from gateway.graphql.live import GroupEndpoint, LiveSchema, refuse
-from gateway.graphql.server import GraphQLApp, graphql_routes
 
 __all__ = ["ClusterEndpoints", "cluster_routes"]
 

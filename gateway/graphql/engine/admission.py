@@ -2,7 +2,8 @@
 
 ``/graphql``, ``/apis/{group}/graphql``, ``/clusters/{name}/graphql``,
 ``/clusters/{name}/apis/{group}/graphql`` and ``/fleet/graphql`` are each a
-:class:`~gateway.graphql.server.GraphQLApp`, and a ``GraphQLApp`` cannot be built without an
+:class:`~gateway.graphql.endpoints.server.GraphQLApp`, and a ``GraphQLApp`` cannot be built without
+an
 ``Admission``: the composition root makes the gateway's one, and every endpoint made later
 (a cluster added to the fleet, a group schema built on first use, the fleet endpoint) takes
 its creator's.  So the document policy (trusted documents or Automatic Persisted Queries),
@@ -28,10 +29,10 @@ import strawberry
 from graphql import GraphQLSchema, ListTypeNode, NonNullTypeNode
 
 from gateway.core import Drain
+from gateway.graphql.engine.execution import Engine, Introspections, Prepared
+from gateway.graphql.engine.limits import Limits
+from gateway.graphql.engine.persisted import Persisted
 from gateway.graphql.errors import ApiError
-from gateway.graphql.execution import Engine, Introspections, Prepared
-from gateway.graphql.limits import Limits
-from gateway.graphql.persisted import Persisted
 
 __all__ = ["Admission", "Admitted"]
 

@@ -6,7 +6,7 @@ document), after fragment cycles are refused and before validation.  Introspecti
 standard introspection queries (GraphiQL's, graphql-core's, codegen's) fit the limits with
 room to spare, and aliases multiplied through fragments under ``__schema`` must not escape
 them.  What an introspection may produce is bounded too, by the engine
-(:class:`gateway.graphql.execution.Introspections`).
+(:class:`gateway.graphql.engine.execution.Introspections`).
 """
 
 from __future__ import annotations

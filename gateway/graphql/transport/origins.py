@@ -1,7 +1,7 @@
 """Which browser origins may use the gateway.
 
-Its own module because both the HTTP side (:mod:`gateway.graphql.server`, CORS) and the
-WebSocket upgrade (:mod:`gateway.graphql.websocket`) ask it, and the server imports the
+Its own module because both the HTTP side (:mod:`gateway.graphql.endpoints.server`, CORS) and the
+WebSocket upgrade (:mod:`gateway.graphql.transport.websocket`) ask it, and the server imports the
 WebSocket transport: here it sits below both, so neither imports the other for it.  A
 refused origin is told, on both, which flag lets it in (:data:`REFUSAL`).
 """

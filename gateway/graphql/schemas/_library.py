@@ -1,8 +1,8 @@
 """Every use of strawberry's and graphql-core's internals, in one place.
 
 The gateway builds its schema with strawberry but executes it with graphql-core directly
-(:mod:`gateway.graphql.execution`: parsed documents are cached, and plain-data selections
-are completed by projecting the upstream dicts, :mod:`gateway.graphql.projection`).  The
+(:mod:`gateway.graphql.engine.execution`: parsed documents are cached, and plain-data selections
+are completed by projecting the upstream dicts, :mod:`gateway.graphql.engine.projection`).  The
 public API of the pinned versions (strawberry-graphql 0.341.2, graphql-core 3.3.2) covers
 most of it: ``graphql.execute(..., executor_class=...)``, ``Executor.build``,
 ``Executor.build_per_event_executor``, ``create_source_event_stream``,
@@ -87,7 +87,7 @@ class Substitute:
 
 _DEFINITION_KEY: Final = GraphQLCoreConverter.DEFINITION_BACKREF
 
-#: ``extensions`` key of the fields and types :mod:`gateway.graphql.native` builds without
+#: ``extensions`` key of the fields and types :mod:`gateway.graphql.schemas.native` builds without
 #: strawberry: ``"plain"`` (a field reading its JSON key), ``"raw"`` (the object itself),
 #: ``"data"`` (an object type of upstream JSON the projection may complete).
 NATIVE: Final = "kube-gateway"

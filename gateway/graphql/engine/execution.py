@@ -2,7 +2,7 @@
 
 Every transport goes through :class:`Engine`: a document is parsed, validated and checked
 against the limits once (an LRU cache keyed by its text), then executed by graphql-core
-with the :class:`~gateway.graphql.projection.ProjectingExecutor` over the strawberry-built
+with the :class:`~gateway.graphql.engine.projection.ProjectingExecutor` over the strawberry-built
 schema, whose resolvers are strawberry's.  Responses are plain dicts, serialised by the
 transports with orjson.
 """
@@ -39,10 +39,10 @@ from graphql import (
 )
 
 from gateway.core import GatewayError
-from gateway.graphql._library import NATIVE, graphql_schema, strawberry_definition
+from gateway.graphql.engine.limits import Limits, check_document, check_fragment_cycles
+from gateway.graphql.engine.projection import ProjectingExecutor, executor_for
 from gateway.graphql.errors import ApiError, format_error, format_exception
-from gateway.graphql.limits import Limits, check_document, check_fragment_cycles
-from gateway.graphql.projection import ProjectingExecutor, executor_for
+from gateway.graphql.schemas._library import NATIVE, graphql_schema, strawberry_definition
 
 OperationKind = Literal["query", "mutation", "subscription"]
 Response = dict[str, Any]
@@ -132,7 +132,7 @@ class Introspections:
     schema's answer is seconds of work that must hold neither the event loop nor the
     default thread pool, which list workers and schema builds use) and a bounded queue.
 
-    One per gateway (the :class:`~gateway.graphql.admission.Admission` holds it), shared by
+    One per gateway (the :class:`~gateway.graphql.engine.admission.Admission` holds it), shared by
     every engine.  What one introspection may produce is bounded by its engine: at most
     :data:`INTROSPECTION_FACTOR` times the fields of the schema's full standard
     introspection (which is what GraphiQL and code generators ask), so a small document
@@ -197,7 +197,7 @@ class Engine:
 
     Args:
         schema: the schema: strawberry's (its graphql-core schema is executed) or a
-            graphql-core one (a group's, :mod:`gateway.graphql.native`).
+            graphql-core one (a group's, :mod:`gateway.graphql.schemas.native`).
         limits: depth / alias / complexity limits applied to every document.
         cache_size: distinct documents kept parsed and validated.
         introspections: where introspections run (the gateway's, shared by every engine;
@@ -495,6 +495,6 @@ def _is_generated(t: GraphQLNamedType) -> bool:
         return True
     definition = strawberry_definition(t)
     origin = getattr(definition, "origin", None)
-    return getattr(origin, "__module__", None) == "gateway.graphql.objects" and not getattr(
-        definition, "is_input", False
-    )
+    return getattr(
+        origin, "__module__", None
+    ) == "gateway.graphql.resolvers.objects" and not getattr(definition, "is_input", False)
