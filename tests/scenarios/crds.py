@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 
-from gateway.graphql.schema import group_scopes
+from gateway.graphql.schemas.schema import group_scopes
 from tests.e2e.test_discovered_graphql_e2e import _ws
 from tests.support.graphql import TransportWS
 
