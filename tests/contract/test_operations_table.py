@@ -79,7 +79,7 @@ def test_graphql_root_fields_are_the_operations() -> None:
     generated.remove("clusters")
     expected = sum(FIELDS_PER_ACTION[op.action] for r in REGISTRY.values() for op in operations(r))
     assert len(generated) == expected
-    # Pod's fields, spelled out: the naming rules of gateway/graphql/operations.py.
+    # Pod's fields, spelled out: the naming rules of gateway/graphql/resolvers/operations.py.
     pod = {n for n in generated if "Pod" in n or n.startswith("pod")}
     assert pod == {
         "pod",
