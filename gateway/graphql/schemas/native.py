@@ -58,9 +58,9 @@ from gateway.graphql.resolvers import operations as ops
 from gateway.graphql.resolvers.links import relation_resolver
 from gateway.graphql.resolvers.objects import EXTRA_ROOTS
 from gateway.graphql.resolvers.streams import watch
+from gateway.graphql.resolvers.views import VIEW_DESCRIPTION, view_resolver
 from gateway.graphql.schemas._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.schemas.seed import gateway_schema
-from gateway.graphql.resolvers.views import VIEW_DESCRIPTION, view_resolver
 
 EXTENSION: Final = NATIVE
 
