@@ -18,14 +18,14 @@ run: $(STAMP)
 
 ## test: install everything, lint, type-check and run the whole suite (real kube-apiserver included)
 test: $(STAMP) e2e-bins chromium go-client audit-deps grpc-recipes client-recipes
-	$(BIN)/ruff check gateway demo tests
-	$(BIN)/ruff format --check gateway demo tests
+	$(BIN)/ruff check gateway demo tests scripts
+	$(BIN)/ruff format --check gateway demo tests scripts
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check gateway demo tests
-	$(BIN)/ruff format --check gateway demo tests
+	$(BIN)/ruff check gateway demo tests scripts
+	$(BIN)/ruff format --check gateway demo tests scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -26,7 +26,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from gateway import demomode
 from gateway.core import errors
@@ -38,12 +38,12 @@ from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import Newcomers, scope_of
 from gateway.core.upstream.config import describe
 from gateway.core.upstream.credentials import credential_of_authorization
-from gateway.graphql.admission import Admission
-from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
-from gateway.graphql.live import GroupEndpoint, group_routes
-from gateway.graphql.origins import HostCheck, PreflightRefusal
-from gateway.graphql.persisted import Persisted
-from gateway.graphql.server import GraphQLApp, graphql_routes
+from gateway.graphql.endpoints.clusters import ClusterEndpoints, cluster_routes
+from gateway.graphql.endpoints.live import GroupEndpoint, group_routes
+from gateway.graphql.endpoints.server import GraphQLApp, graphql_routes
+from gateway.graphql.engine.admission import Admission
+from gateway.graphql.engine.persisted import Persisted
+from gateway.graphql.transport.origins import HostCheck, PreflightRefusal
 from gateway.requestid import RequestContext
 from gateway.runtime import (
     Runtime,
@@ -229,6 +229,20 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def _serve_routes(stack: AsyncExitStack, app: Starlette, routes: list[BaseRoute]) -> None:
+    """Serve ``routes`` on ``app`` until ``stack`` closes: the GraphQL endpoints, made by
+    the lifespan with the cluster, fleet and visibility it built (asynchronously, after
+    :func:`create_app` made the application), so each is whole from its first request and
+    nothing is bound later.  A server sends no request before the lifespan started."""
+    app.router.routes.extend(routes)
+
+    def unmount() -> None:
+        for route in routes:
+            app.router.routes.remove(route)
+
+    stack.callback(unmount)
+
+
 def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     """Build the HTTP application; the lifespan starts the upstream side and gRPC.
 
@@ -246,11 +260,8 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     drain = Drain(settings.drain_seconds)
     persisted = persisted_documents(settings)  # a wrong manifest stops here
     # The one admission of every GraphQL endpoint, present and future (each is made from
-    # this one: gateway/graphql/admission.py).
+    # this one: gateway/graphql/engine/admission.py).
     admission = Admission(persisted, allowed_origins=origins, drain=drain)
-    graphql = GraphQLApp(admission=admission)
-    groups = GroupEndpoint(graphql)
-    clusters = ClusterEndpoints(graphql, groups)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -268,13 +279,20 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             cluster = await build_cluster(
                 stack, settings, upstream, metrics=metrics, large_lists=lists, identity=identity
             )
-            live = serve_graphql(
-                stack, graphql, groups, cluster, fleet=fleet, visibility=visibility
+            # Both front ends serve the same fleet and visibility, handed to each alike.
+            graphql = GraphQLApp(
+                admission=admission, cluster=cluster, fleet=fleet, visibility=visibility
             )
+            live = serve_graphql(stack, graphql)
             # The default cluster first; the named ones join in the background.
             serve_fleet(stack, settings, fleet, cluster, metrics, identity=identity)
-            # Both front ends serve the same fleet and visibility, handed to each alike.
-            clusters.bind(fleet, visibility, groups, live)
+            groups = GroupEndpoint(graphql, live)
+            clusters = ClusterEndpoints(graphql, groups, live)
+            _serve_routes(
+                stack,
+                app,
+                [*graphql_routes(graphql), *group_routes(groups), *cluster_routes(clusters)],
+            )
             tls = serve_tls(stack, settings, getattr(app.state, "http_tls", None))
             grpc_server, grpc_port = await serve_grpc(
                 stack,
@@ -334,9 +352,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             Route("/healthz", _healthz),
             Route("/readyz", _readyz),
             Route("/metrics", _metrics),
-            *graphql_routes(graphql),
-            *group_routes(groups),
-            *cluster_routes(clusters),
+            # The GraphQL endpoints join once the lifespan built what they serve.
         ],
         middleware=middleware,
         lifespan=lifespan,
@@ -362,9 +378,10 @@ async def served_sdl(settings: Settings) -> str:
         fleet = Fleet()  # served alone
         fleet.add(cluster.name, cluster)
         visibility = cluster_visibility(settings, fleet, Newcomers())
-        graphql = GraphQLApp(admission=Admission(Persisted()))
-        groups = GroupEndpoint(graphql)
-        live = serve_graphql(stack, graphql, groups, cluster, fleet=fleet, visibility=visibility)
+        graphql = GraphQLApp(
+            admission=Admission(Persisted()), cluster=cluster, fleet=fleet, visibility=visibility
+        )
+        live = serve_graphql(stack, graphql)
         if live is not None:  # else discovery is off: the seed schema is what is served
             await live.wait_ready()
         return print_schema(graphql.engine.graphql_schema) + "\n"

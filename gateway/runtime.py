@@ -57,12 +57,13 @@ from gateway.core.upstream.identity import (
     Impersonating,
     TokenReviews,
 )
+from gateway.core.views.cache import Views
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
-from gateway.graphql.clusters import ClusterEndpoints
-from gateway.graphql.live import GroupEndpoint, LiveSchema
-from gateway.graphql.persisted import Persisted
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.endpoints.clusters import ClusterEndpoints
+from gateway.graphql.endpoints.live import LiveSchema
+from gateway.graphql.endpoints.server import GraphQLApp
+from gateway.graphql.engine.persisted import Persisted
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
 from gateway.settings import (
     Settings,
@@ -342,6 +343,13 @@ async def build_cluster(
     )
     stack.push_async_callback(watches.aclose)
     stack.callback(metrics.watch_hub(lambda: watches.stats, name))
+    views = Views(
+        watches,
+        idle=settings.view_idle_seconds,
+        budget=settings.view_memory_bytes,
+        reviews=AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
+    )
+    stack.push_async_callback(views.aclose)  # before the hub's: its subscriptions end first
     catalog = CatalogHolder()
     stack.callback(metrics.served_resources(lambda: len(catalog.current.registry.records), name))
     reloader = _discovery(
@@ -355,6 +363,7 @@ async def build_cluster(
         demo=upstream.demo,
         name=name,
         server=upstream.config.server,
+        views=views,
     )
 
 
@@ -446,28 +455,18 @@ def _discovery(
     return reloader
 
 
-def serve_graphql(
-    stack: AsyncExitStack,
-    graphql: GraphQLApp,
-    groups: GroupEndpoint,
-    cluster: Cluster,
-    *,
-    fleet: Fleet,
-    visibility: Visibility,
-) -> LiveSchema | None:
-    """Bind the GraphQL endpoints to ``cluster`` of ``fleet`` (their routes exist before
-    the lifespan: :meth:`GraphQLApp.bind`).  With discovery on, their schemas follow its
-    catalog: the first build runs in the background (the seed schema serves meanwhile),
-    later ones on every swap; returns what keeps them in step.  The trusted documents'
-    manifest is followed meanwhile."""
-    graphql.bind(cluster, fleet, visibility)
+def serve_graphql(stack: AsyncExitStack, graphql: GraphQLApp) -> LiveSchema | None:
+    """Keep the schemas of ``/graphql`` (made with the default cluster, the fleet and the
+    visibility) in step with its cluster's catalog when discovery is on: the first build
+    runs in the background (the seed schema serves meanwhile), later ones on every swap;
+    returns what keeps them in step (``None``: discovery is off, the seed schema is
+    served).  The trusted documents' manifest is followed meanwhile."""
     background(stack, graphql.persisted.follow(), "trusted-documents")
-    if cluster.reloader is None:
+    if graphql.cluster.reloader is None:
         return None
-    live = LiveSchema(graphql, cluster.catalog)
+    live = LiveSchema(graphql, graphql.cluster.catalog)
     live.start(rebuild=True)
     stack.push_async_callback(live.aclose)
-    groups.bind(live)
     return live
 
 

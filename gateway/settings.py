@@ -63,6 +63,8 @@ class Settings:
     watch_max_queue: int = 1024
     shared_watches: bool = False
     access_recheck_seconds: float = 30.0
+    view_idle_seconds: float = 300.0
+    view_memory_bytes: int = 1024 * 1024 * 1024
     discovery: bool = True
     resources: str | None = None
     discovery_token_file: str | None = None
@@ -185,7 +187,12 @@ _HELP: dict[str, str] = {
     "gateway's own credential (which needs list and watch on the served resources) and each "
     "subscriber is admitted by access reviews made with its own token",
     "access_recheck_seconds": "with --shared-watches: how often every subscriber's access is "
-    "reviewed again (a subscriber whose right is gone is ended with FORBIDDEN)",
+    "reviewed again (a subscriber whose right is gone is ended with FORBIDDEN); in every "
+    "mode, how long (at most 30 s) a view reuses the access review of its caller",
+    "view_idle_seconds": "how long a view cache (the objects of one list for one identity, "
+    "kept by a shared upstream watch) stays after the last view used it",
+    "view_memory_bytes": "bytes of objects (as JSON) all view caches may hold together; a "
+    "view past it is refused with RESOURCE_EXHAUSTED",
     "discovery": "read the cluster's discovery and OpenAPI v3 with the gateway's own "
     "credential (--discovery-token-file, else --token-file, the kubeconfig's user or the "
     "service account) and serve what it lists beside the five built-in resources, reloaded "
@@ -269,6 +276,8 @@ _POSITIVE = frozenset(
         "watch_linger_seconds",
         "watch_max_queue",
         "access_recheck_seconds",
+        "view_idle_seconds",
+        "view_memory_bytes",
         "token_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",

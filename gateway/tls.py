@@ -53,7 +53,6 @@ class Certificates:
         self.client_ca = (
             files.grpc_client_ca_file.read_bytes() if files.grpc_client_ca_file else None
         )
-        self.reloads = 0
 
     def _current_stamps(self) -> tuple[tuple[int, int], ...]:
         paths = [self.files.cert_file, self.files.key_file]
@@ -92,7 +91,6 @@ class Certificates:
             self._stamps, self.cert, self.key = stamps, cert, key
             if self.files.grpc_client_ca_file is not None:
                 self.client_ca = self.files.grpc_client_ca_file.read_bytes()
-        self.reloads += 1
         log.info("TLS certificate reloaded from %s", self.files.cert_file)
         return True
 

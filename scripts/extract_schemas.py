@@ -1,7 +1,7 @@
 """Regenerate gateway/core/model/schemas/kubernetes-v1.36.json (see
-gateway/core/model/_extract.py) and
+scripts/kube_definitions.py) and
 the demo upstream's demo/kube_gateway_demo/schemas/kubernetes-demo.json
-(demo/kube_gateway_demo/_extract.py).
+(scripts/demo_definitions.py): build-time tools, shipped with neither distribution.
 
 Run with the project's venv, where the ``kubernetes-validate`` dev dependency is installed:
 
@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "demo")]
 
-from gateway.core.model._extract import main
-from kube_gateway_demo._extract import main as demo_main
+from scripts.demo_definitions import main as demo_main  # noqa: E402
+from scripts.kube_definitions import main  # noqa: E402
 
 if __name__ == "__main__":
     argv = sys.argv[1:]

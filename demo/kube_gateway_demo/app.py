@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -17,6 +17,7 @@ import orjson
 from gateway.core.model.registry import ENDPOINTS, POD, Resource
 from kube_gateway_demo import animate, openapi
 from kube_gateway_demo import fielderrors as fe
+from kube_gateway_demo.apiextensions import version_priority
 from kube_gateway_demo.auth import (
     Attributes,
     TokenGrant,
@@ -26,7 +27,7 @@ from kube_gateway_demo.auth import (
     self_subject_review,
     token_review,
 )
-from kube_gateway_demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE, crd_of
+from kube_gateway_demo.catalog import CRD, DEPLOYMENT, REPLICASET, SERVICE, CustomResource, crd_of
 from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.handlers import ResourceHandlers, Target
 from kube_gateway_demo.http import (
@@ -148,7 +149,8 @@ class DemoApp:
         self.store = store
         #: Gzip large responses to clients that accept it (the apiserver's default).
         self.compress = compress
-        self.groups = api_groups(store.resources)
+        self._groups = api_groups(store.resources)
+        self._served_generation = store.generation
         self.faults = faults
         self.tokens = dict(tokens)
         self.animate = animate
@@ -161,6 +163,18 @@ class DemoApp:
         self.closing = asyncio.Event()
         self._animator: asyncio.Task[None] | None = None
         self.server_address = "127.0.0.1:0"
+
+    @property
+    def groups(self) -> Groups:
+        """The served resources by ``(group, version)``: the store's registry now (a CRD
+        created, changed or deleted changes it)."""
+        if self._served_generation != self.store.generation:
+            self._groups = api_groups(self.store.resources)
+            self._served_generation = self.store.generation
+        return self._groups
+
+    def _categories(self, res: Resource) -> list[str] | None:
+        return CATEGORIES.get(res.key) or self.store.categories.get(res.key) or None
 
     def close(self) -> None:
         """Begin shutdown: end every watch, follow and delayed response promptly."""
@@ -353,6 +367,9 @@ class DemoApp:
         ):
             # a custom resource without that subresource: the lookup finds nothing
             raise not_found(t.res.plural, t.res.group, t.name)
+        if t.subresource == "scale" and isinstance(t.res, CustomResource):
+            await h.scale(req, resp, t)
+            return
         if t.subresource == "log":
             if method != "GET":
                 raise method_not_allowed()
@@ -428,10 +445,11 @@ class DemoApp:
                 ],
             }
         elif segments == ["apis"]:
+            versions = _group_versions(self.groups)
             body = {
                 "kind": "APIGroupList",
                 "apiVersion": "v1",
-                "groups": [_group(g, v) for g, v in self.groups if g],
+                "groups": [_group(g, vs) for g, vs in versions.items() if g],
             }
         elif (
             len(segments) == 2
@@ -441,7 +459,7 @@ class DemoApp:
             body = {
                 "kind": "APIGroup",
                 "apiVersion": "v1",
-                **_group(segments[1], next(v for g, v in self.groups if g == segments[1])),
+                **_group(segments[1], _group_versions(self.groups)[segments[1]]),
             }
         elif (len(segments) == 2 and segments[0] == "api" and ("", segments[1]) in self.groups) or (
             len(segments) == 3
@@ -450,7 +468,7 @@ class DemoApp:
         ):
             group = "" if segments[0] == "api" else segments[1]
             version = segments[-1]
-            body = _resource_list(group, version, self.groups[(group, version)])
+            body = _resource_list(group, version, self.groups[(group, version)], self._categories)
         else:
             raise path_not_found()
         await resp.json(200, body)
@@ -458,11 +476,16 @@ class DemoApp:
     async def _aggregated(self, resp: Responder, *, core: bool) -> None:
         """Aggregated discovery (apidiscovery.k8s.io/v2) of ``/api`` or ``/apis``."""
         by_group: dict[str, list[dict[str, Any]]] = {}
-        for (group, version), resources in self.groups.items():
+        groups = self.groups
+        ordered = sorted(
+            groups, key=lambda gv: (_first_seen(groups, gv[0]), version_priority(gv[1]))
+        )
+        for group, version in ordered:
+            resources = groups[(group, version)]
             if (group == "") != core:
                 continue
             entries = [
-                openapi.discovery_resource(r, CATEGORIES.get(r.key), custom=self._custom(r))
+                openapi.discovery_resource(r, self._categories(r), custom=self._custom(r))
                 for r in sorted(resources, key=lambda r: r.plural)
             ]
             by_group.setdefault(group, []).append(
@@ -492,24 +515,32 @@ class DemoApp:
         docs: dict[str, bytes] = {}
         for (group, version), resources in self.groups.items():
             key = openapi.gv_path(group, version)
-            custom = [r for r in resources if self._custom(r) and crd_of(r) is not None]
+            custom = [
+                r
+                for r in resources
+                if self._custom(r) and (crd_of(r) is not None or isinstance(r, CustomResource))
+            ]
             if not custom:
                 if key not in self._builtin_docs:
                     doc = openapi.builtin_document(group, version, resources)
                     self._builtin_docs[key] = openapi.render(doc)
                 docs[key] = self._builtin_docs[key]
                 continue
-            res = custom[0]
-            try:
-                crd = self.store.reads.get(CRD, f"{res.plural}.{res.group}", namespace=None)
-            except DemoApiError:
+            crds = []
+            for res in custom:
+                found = self.store.storage.get(CRD, f"{res.plural}.{res.group}")
+                if found is not None:
+                    crds.append(found)
+            if not crds:
                 continue  # the definition is gone: nothing to describe
-            rv = str(crd["metadata"]["resourceVersion"])
+            rv = ",".join(str(c["metadata"]["resourceVersion"]) for c in crds)
             cached = self._custom_docs.get(key)
             if cached is None or cached[0] != rv:
-                cached = (rv, openapi.render(openapi.custom_document(crd, version)))
+                cached = (rv, openapi.render(openapi.custom_document(crds, version)))
                 self._custom_docs[key] = cached
             docs[key] = cached[1]
+        for gone in set(self._custom_docs) - set(docs):
+            del self._custom_docs[gone]
         return docs
 
     async def _openapi(self, req: Request, resp: Responder, rest: list[str]) -> None:
@@ -659,12 +690,29 @@ def _accepts_json(accept: str) -> bool:
     return False
 
 
-def _group(group: str, version: str) -> dict[str, Any]:
-    gv = {"groupVersion": f"{group}/{version}", "version": version}
-    return {"name": group, "versions": [gv], "preferredVersion": gv}
+def _first_seen(groups: Groups, group: str) -> int:
+    return next(i for i, (g, _) in enumerate(groups) if g == group)
 
 
-def _resource_list(group: str, version: str, resources: tuple[Resource, ...]) -> dict[str, Any]:
+def _group_versions(groups: Groups) -> dict[str, list[str]]:
+    """Each group's served versions, the preferred (highest priority) first."""
+    out: dict[str, list[str]] = {}
+    for g, v in groups:
+        out.setdefault(g, []).append(v)
+    return {g: sorted(vs, key=version_priority) for g, vs in out.items()}
+
+
+def _group(group: str, versions: list[str]) -> dict[str, Any]:
+    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def _resource_list(
+    group: str,
+    version: str,
+    resources: tuple[Resource, ...],
+    categories: Callable[[Resource], list[str] | None],
+) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for r in resources:
         entry: dict[str, Any] = {
@@ -676,19 +724,21 @@ def _resource_list(group: str, version: str, resources: tuple[Resource, ...]) ->
         }
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
-        if r.key in CATEGORIES:
-            entry["categories"] = CATEGORIES[r.key]
+        found = categories(r)
+        if found:
+            entry["categories"] = found
         items.append(entry)
-        for sub in sorted(r.subresources.values(), key=lambda s: s.name):
-            items.append(
-                {
-                    "name": f"{r.plural}/{sub.name}",
-                    "singularName": "",
-                    "namespaced": r.namespaced,
-                    "kind": r.kind,
-                    "verbs": sorted(sub.verbs),
-                }
-            )
+        for sub in sorted(r.subresources.values(), key=lambda s: (s.name != "status", s.name)):
+            item: dict[str, Any] = {
+                "name": f"{r.plural}/{sub.name}",
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": sorted(sub.verbs),
+            }
+            if sub.name == "scale" and isinstance(r, CustomResource):
+                item = {**item, "group": "autoscaling", "version": "v1", "kind": "Scale"}
+            items.append(item)
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
 

@@ -13,6 +13,7 @@ CRD itself is ``crds/widgets.demo.kube-gateway.dev.yaml``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
@@ -112,6 +113,13 @@ WIDGET = Resource(
     short_names=("wg",),
     subresources=_STATUS,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class CustomResource(Resource):
+    """A resource served because a CustomResourceDefinition created at run time defines it
+    (one record per served version; see :mod:`kube_gateway_demo.apiextensions`)."""
+
 
 #: Resources served as custom resources (a CustomResourceDefinition object describes each).
 CUSTOM: Final = (WIDGET,)

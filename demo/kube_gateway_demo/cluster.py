@@ -8,7 +8,7 @@ them, so a test that sets ``store.clock`` sets every part's clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from gateway.core.model.registry import Registry, Resource
@@ -41,6 +41,15 @@ class Cluster:
     ) -> None:
         self.registry = registry
         self.resources: tuple[Resource, ...] = tuple(registry.values())
+        self._static = registry
+        self._defined: dict[str, tuple[Resource, ...]] = {}
+        self.categories: dict[str, list[str]] = {}
+        """Discovery categories of the resources CRDs define, by registry key."""
+        self.generation = 0
+        """Counts changes of what is served (a CRD created, changed or deleted)."""
+        self.storage_teardown = 1.0
+        """Seconds after a CRD's change or deletion that the watches of its old
+        definition end (kube-apiserver's storage teardown waits one second)."""
         self.strategies = dict(strategies)
         self.storage = storage
         self.logs = LogStore()
@@ -52,6 +61,43 @@ class Cluster:
         Namespaces are served, the names of the Namespace objects."""
         if self.serves(NAMESPACE):
             self.storage.hook(NAMESPACE, self._namespace_changed)
+
+    def install(
+        self,
+        key: str,
+        records: Sequence[Resource],
+        strategy: Strategy | None,
+        *,
+        categories: list[str],
+        restart_watches: bool,
+    ) -> None:
+        """Serve the records of a resource a CRD defines (replacing what it defined before;
+        no records: not served, its objects kept).  ``restart_watches`` ends the watches of
+        its old definition, as the apiserver's storage teardown does."""
+        if restart_watches:
+            self.storage.end_watches(key, after=self.storage_teardown)
+        if not records or strategy is None:
+            self._defined.pop(key, None)
+        else:
+            self._defined[key] = tuple(records)
+            self.strategies[key] = strategy
+            self.storage.add_collection(records[0])
+        self.categories[key] = categories
+        self._republish()
+
+    def uninstall(self, key: str) -> None:
+        """Stop serving a resource a CRD defined: its watches end, its objects go."""
+        self._defined.pop(key, None)
+        self.categories.pop(key, None)
+        self.storage.drop_collection(key, after=self.storage_teardown)
+        self.strategies.pop(key, None)
+        self._republish()
+
+    def _republish(self) -> None:
+        defined = [r for records in self._defined.values() for r in records]
+        self.registry = Registry((*self._static.records, *defined))
+        self.resources = (*self._static.values(), *defined)
+        self.generation += 1
 
     def serves(self, res: Resource) -> bool:
         """Whether ``res`` (that very record) is a served resource."""

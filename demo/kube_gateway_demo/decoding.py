@@ -81,7 +81,7 @@ def decode_typed(
     obj = clone(obj)
     if origin == "body":
         _check_type_meta(res, obj)
-    result = structure.decode(strat.type_name, obj)
+    result = strat.decode(obj, res.version)
     strict = [f"unknown field {fe.go_quote(u)}" for u in result.unknown]
     strict_msg = "strict decoding error: " + ", ".join(strict) if strict else ""
     if strat.custom_resource:
@@ -185,7 +185,7 @@ def decode_apply(res: Resource, strat: Strategy, name: str, body: bytes) -> Obj:
             f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
         )
     meta.setdefault("name", name)
-    result = structure.decode(strat.type_name, clone(config))
+    result = strat.decode(clone(config), res.version)
     if result.unknown or result.type_error:
         what = (
             f".{result.unknown[0]}: field not declared in schema"

@@ -50,6 +50,11 @@ class Deletion:
                 )
         grace = strat.grace_period(current, opts.grace_period_seconds)
         finalizers = meta.get("finalizers") or []
+        if not meta.get("deletionTimestamp"):
+            # what the kind's delete adds (a CRD: its cleanup finalizer)
+            probe = clone(current)
+            strat.mark_deleting(probe, rfc3339(cluster.clock()))
+            finalizers = probe["metadata"].get("finalizers") or []
         code = 200
         if grace is not None or finalizers:
             # BeforeDelete / markAsDeleting: the object is first updated as being deleted.
@@ -64,6 +69,7 @@ class Deletion:
                 mm["deletionGracePeriodSeconds"] = grace or 0
                 if int(mm.get("generation") or 0) > 0:
                     mm["generation"] = int(mm["generation"]) + 1
+                strat.mark_deleting(marked, mm["deletionTimestamp"])
                 reorder(strat, marked, stored=True)
                 if opts.dry_run:
                     return WriteResult(typed(res, marked), code, [])

@@ -13,12 +13,14 @@ from typing import Final
 import orjson
 
 from gateway.core.model.registry import Resource
+from kube_gateway_demo import apiextensions, streams
 from kube_gateway_demo import fielderrors as fe
-from kube_gateway_demo import streams
-from kube_gateway_demo.decoding import PATCH_CONTENT_TYPES, decode_body
+from kube_gateway_demo.decoding import PATCH_CONTENT_TYPES, decode_body, decode_patch
 from kube_gateway_demo.faults import Faults
 from kube_gateway_demo.http import Request, Responder
+from kube_gateway_demo.jsonutil import load_json
 from kube_gateway_demo.options import DemoDeleteOptions, DemoWriteOptions, WriteResult
+from kube_gateway_demo.patching import json_patch, merge_patch
 from kube_gateway_demo.reads import read_rv
 from kube_gateway_demo.status import (
     DemoApiError,
@@ -372,6 +374,42 @@ class ResourceHandlers:
             subresource=t.subresource,
         )
         await self._respond(resp, t, result)
+
+    async def scale(self, req: Request, resp: Responder, t: Target) -> None:
+        """The ``scale`` subresource of a custom resource (an ``autoscaling/v1`` Scale over
+        the CRD's replicas paths): get, update, and a JSON or merge patch."""
+        assert t.name is not None
+        strat = self.store.strategy(t.res)
+        current = self.store.reads.get(t.res, t.name, namespace=t.namespace)
+        if req.method == "GET":
+            await resp.json(200, apiextensions.scale_of(t.res, strat, current))
+            return
+        if req.method == "PUT":
+            self._check_body_type(req)
+            try:
+                wanted = load_json(await self._body(req))
+            except ValueError as exc:
+                raise bad_request(str(exc)) from None
+            opts = _write_options(req, "UpdateOptions")
+        else:
+            patch_type = PATCH_CONTENT_TYPES.get(req.content_type)
+            if patch_type not in ("json", "merge"):
+                raise route_unsupported_media_type()
+            patch = decode_patch(await self._body(req), patch_type)
+            base = apiextensions.scale_of(t.res, strat, current)
+            wanted = json_patch(base, patch) if patch_type == "json" else merge_patch(base, patch)
+            opts = _write_options(req, "PatchOptions", patch_type=patch_type)
+        updated = apiextensions.scaled(t.res, strat, current, wanted)
+        result = self.store.writes.update(
+            t.res,
+            t.name,
+            updated,
+            namespace=t.namespace,
+            opts=opts,
+            subresource="scale",
+            origin="internal",
+        )
+        await resp.json(200, apiextensions.scale_of(t.res, strat, result.body))
 
     async def patch(self, req: Request, resp: Responder, t: Target) -> None:
         assert t.name is not None

@@ -82,6 +82,93 @@ CUSTOM_VERBS: Final = (
     "watch",
 )
 
+#: The autoscaling/v1 Scale definitions a CRD's document carries when it declares a scale
+#: subresource (as kube-apiserver v1.36 publishes them).
+_SCALE_SCHEMAS: Final[Obj] = {
+    "io.k8s.api.autoscaling.v1.Scale": {
+        "description": "Scale represents a scaling request for a resource.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {
+                "description": "APIVersion defines the versioned schema of this representation "
+                "of an object. Servers should convert recognized schemas to the "
+                "latest internal value, and may reject unrecognized values. More "
+                "info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+                "type": "string",
+            },
+            "kind": {
+                "description": "Kind is a string value representing the REST resource this "
+                "object represents. Servers may infer this from the endpoint the "
+                "client submits requests to. Cannot be updated. In CamelCase. "
+                "More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+                "type": "string",
+            },
+            "metadata": {
+                "description": "Standard object metadata; More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.",
+                "default": {},
+                "allOf": [
+                    {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+                ],
+            },
+            "spec": {
+                "description": "spec defines the behavior of the scale. More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status.",
+                "default": {},
+                "allOf": [{"$ref": "#/components/schemas/io.k8s.api.autoscaling.v1.ScaleSpec"}],
+            },
+            "status": {
+                "description": "status is the current status of the scale. More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/"
+                "api-conventions.md#spec-and-status. "
+                "Read-only.",
+                "default": {},
+                "allOf": [{"$ref": "#/components/schemas/io.k8s.api.autoscaling.v1.ScaleStatus"}],
+            },
+        },
+        "x-kubernetes-group-version-kind": [
+            {"group": "autoscaling", "kind": "Scale", "version": "v1"}
+        ],
+    },
+    "io.k8s.api.autoscaling.v1.ScaleSpec": {
+        "description": "ScaleSpec describes the attributes of a scale subresource.",
+        "type": "object",
+        "properties": {
+            "replicas": {
+                "description": "replicas is the desired number of instances for the scaled object.",
+                "type": "integer",
+                "format": "int32",
+                "default": 0,
+            }
+        },
+    },
+    "io.k8s.api.autoscaling.v1.ScaleStatus": {
+        "description": "ScaleStatus represents the current status of a scale subresource.",
+        "type": "object",
+        "required": ["replicas"],
+        "properties": {
+            "replicas": {
+                "description": "replicas is the actual number of observed instances of the "
+                "scaled object.",
+                "type": "integer",
+                "format": "int32",
+                "default": 0,
+            },
+            "selector": {
+                "description": "selector is the label query over pods that should match the "
+                "replicas count. This is same as the label selector but in the "
+                "string format to avoid introspection by clients. The string "
+                "will be in the same format as the query-param syntax. More info "
+                "about label selectors: "
+                "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/",
+                "type": "string",
+            },
+        },
+    },
+}
+
 
 @functools.cache
 def raw_definitions() -> Mapping[str, Obj]:
@@ -240,14 +327,40 @@ def builtin_document(group: str, version: str, resources: Iterable[Resource]) ->
     }
 
 
-def custom_document(crd: Obj, version: str) -> Obj:
-    """The OpenAPI v3 document of a custom resource group/version, from its CRD."""
+def custom_document(crds: Obj | list[Obj], version: str) -> Obj:
+    """The OpenAPI v3 document of a custom resource group/version, from its CRDs (every CRD
+    of the group serving that version, as stored now)."""
+    defs = raw_definitions()
+    meta = _closure(_META + n for n in ("ObjectMeta", "ListMeta", "Status", "DeleteOptions"))
+    schemas: Obj = {name: _wrapper_v3(name, _v3(defs[name])) for name in meta}
+    paths: Obj = {}
+    group = ""
+    for crd in crds if isinstance(crds, list) else [crds]:
+        group = crd["spec"]["group"]
+        kind_id, list_id, kind, listed, res = _custom_kind(crd, version)
+        schemas[kind_id] = kind
+        schemas[list_id] = listed
+        served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+        if "scale" in (served.get("subresources") or {}):
+            schemas.update(json.loads(json.dumps(_SCALE_SCHEMAS)))
+        paths.update(_operations(res, kind_id, list_id, _tag(group, version)))
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+        "paths": dict(sorted(paths.items())),
+        "components": {"schemas": dict(sorted(schemas.items())), "securitySchemes": _SECURITY},
+    }
+
+
+def _custom_kind(crd: Obj, version: str) -> tuple[str, str, Obj, Obj, Resource]:
     spec = crd["spec"]
     group, names = spec["group"], spec["names"]
+    list_kind = names.get("listKind") or f"{names['kind']}List"
     served = next(v for v in spec["versions"] if v["name"] == version)
     kind_id = crd_definition_id(group, version, names["kind"])
-    list_id = crd_definition_id(group, version, names["listKind"])
-    kind = json.loads(json.dumps(served["schema"]["openAPIV3Schema"]))
+    list_id = crd_definition_id(group, version, list_kind)
+    schema = (served.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"}
+    kind = json.loads(json.dumps(schema))
     props = kind.setdefault("properties", {})
     for key in ("apiVersion", "kind"):
         props[key] = {"description": _DESCRIPTIONS[key], "type": "string"}
@@ -255,11 +368,12 @@ def custom_document(crd: Obj, version: str) -> Obj:
         "description": _DESCRIPTIONS["metadata"],
         "allOf": [{"$ref": _V3 + _META + "ObjectMeta"}],
     }
+    kind["properties"] = {k: props[k] for k in sorted(props)}
     kind["x-kubernetes-group-version-kind"] = [
         {"group": group, "kind": names["kind"], "version": version}
     ]
     listed = {
-        "description": f"{names['listKind']} is a list of {names['kind']}",
+        "description": f"{list_kind} is a list of {names['kind']}",
         "type": "object",
         "required": ["items"],
         "properties": {
@@ -277,14 +391,9 @@ def custom_document(crd: Obj, version: str) -> Obj:
             },
         },
         "x-kubernetes-group-version-kind": [
-            {"group": group, "kind": names["listKind"], "version": version}
+            {"group": group, "kind": list_kind, "version": version}
         ],
     }
-    defs = raw_definitions()
-    meta = _closure(_META + n for n in ("ObjectMeta", "ListMeta", "Status", "DeleteOptions"))
-    schemas: Obj = {name: _wrapper_v3(name, _v3(defs[name])) for name in meta}
-    schemas[kind_id] = kind
-    schemas[list_id] = listed
     res = Resource(
         group=group,
         version=version,
@@ -293,13 +402,7 @@ def custom_document(crd: Obj, version: str) -> Obj:
         singular=names.get("singular", ""),
         namespaced=spec.get("scope") == "Namespaced",
     )
-    tag = _tag(group, version)
-    return {
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
-        "paths": dict(sorted(_operations(res, kind_id, list_id, tag).items())),
-        "components": {"schemas": dict(sorted(schemas.items())), "securitySchemes": _SECURITY},
-    }
+    return kind_id, list_id, kind, listed, res
 
 
 def render(doc: Obj) -> bytes:
@@ -364,10 +467,14 @@ def discovery_resource(res: Resource, categories: list[str] | None, *, custom: b
     subs = [
         {
             "subresource": sub.name,
-            "responseKind": _response_kind(res, custom=custom),
+            "responseKind": (
+                {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+                if custom and sub.name == "scale"
+                else _response_kind(res, custom=custom)
+            ),
             "verbs": sorted(sub.verbs),
         }
-        for sub in sorted(res.subresources.values(), key=lambda s: s.name)
+        for sub in sorted(res.subresources.values(), key=lambda s: (s.name != "status", s.name))
     ]
     if subs:
         entry["subresources"] = subs

@@ -19,8 +19,8 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from gateway.core.model.registry import Resource
-from kube_gateway_demo.catalog import SERVED_AS_CUSTOM
-from kube_gateway_demo.status import gone
+from kube_gateway_demo.catalog import SERVED_AS_CUSTOM, CustomResource
+from kube_gateway_demo.status import gone, not_found
 
 Obj = dict[str, Any]
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -41,7 +41,7 @@ def with_rv(obj: Obj, rv: int) -> Obj:
 def typed(res: Resource, obj: Obj) -> Obj:
     """``obj`` with ``kind`` and ``apiVersion`` first, as single objects are served (custom
     resources, being maps, keep their keys sorted)."""
-    if res.key in SERVED_AS_CUSTOM:
+    if res.key in SERVED_AS_CUSTOM or isinstance(res, CustomResource):
         out = {**obj, "kind": res.kind, "apiVersion": res.api_version}
         return {k: out[k] for k in sorted(out)}
     return {"kind": res.kind, "apiVersion": res.api_version, **obj}
@@ -117,8 +117,48 @@ class Storage:
         self.closed = False
 
     def collection(self, res: Resource) -> Collection:
-        """The collection of ``res``."""
-        return self._collections[res.key]
+        """The collection of ``res`` (404 when it is no longer served: its CRD is gone)."""
+        col = self._collections.get(res.key)
+        if col is None:
+            raise not_found(res.plural, res.group, "")
+        return col
+
+    def add_collection(self, res: Resource) -> None:
+        """Serve a new resource (a CRD was created): an empty collection, unless it exists."""
+        col = self._collections.get(res.key)
+        if col is None:
+            self._collections[res.key] = Collection(res)
+        else:
+            col.res = res
+
+    def end_watches(self, key: str, *, after: float = 0.0) -> None:
+        """End every watch of a resource now open (its definition changed or went away),
+        ``after`` seconds from now when an event loop runs (the apiserver tears a CRD's old
+        storage down about a second after the change; watches opened since are kept)."""
+        col = self._collections.get(key)
+        self._end_later(tuple(col.watchers if col is not None else ()), after)
+
+    def drop_collection(self, key: str, *, after: float = 0.0) -> None:
+        """Stop serving a resource (its CRD is gone): its objects go at once, its watches
+        end ``after`` seconds from now (see :meth:`end_watches`)."""
+        col = self._collections.pop(key, None)
+        self._end_later(tuple(col.watchers if col is not None else ()), after)
+
+    @staticmethod
+    def _end_later(watchers: tuple[Subscriber, ...], after: float) -> None:
+        def end() -> None:
+            for w in watchers:
+                w.close()
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            end()
+            return
+        if after > 0:
+            loop.call_later(after, end)
+        else:
+            end()
 
     def collections(self) -> Iterator[Collection]:
         """Every collection."""
@@ -126,7 +166,7 @@ class Storage:
 
     def get(self, res: Resource, key: str) -> Obj | None:
         """The current object at ``key``."""
-        return self._collections[res.key].objects.get(key)
+        return self.collection(res).objects.get(key)
 
     def commit(self, res: Resource, key: str, kind: ChangeType, obj: Obj | None) -> Change:
         """Store a write under a fresh resourceVersion and fan it out.
@@ -134,7 +174,7 @@ class Storage:
         ``obj`` is the new state for ADDED/MODIFIED (owned by the storage from now on) and
         ignored for DELETED.  Returns the committed change (its ``obj`` carries the new RV).
         """
-        col = self._collections[res.key]
+        col = self.collection(res)
         prev = col.objects.get(key)
         self.rv += 1
         rv = self.rv
@@ -171,7 +211,7 @@ class Storage:
         Raises:
             DemoApiError: 410 when ``rv`` is older than the retained history.
         """
-        col = self._collections[res.key]
+        col = self.collection(res)
         if rv >= self.rv:
             return col.objects
         if rv < col.floor:
@@ -192,7 +232,7 @@ class Storage:
         Raises:
             DemoApiError: 410 ``too old resource version`` when history no longer reaches ``rv``.
         """
-        col = self._collections[res.key]
+        col = self.collection(res)
         if rv < col.floor:
             raise gone(f"too old resource version: {rv} ({col.floor})")
         out: list[Change] = []
@@ -214,11 +254,13 @@ class Storage:
 
     def add_watcher(self, res: Resource, watcher: Subscriber) -> None:
         """Register a watcher: from now on every commit to ``res`` is offered to it."""
-        self._collections[res.key].watchers.add(watcher)
+        self.collection(res).watchers.add(watcher)
 
     def remove_watcher(self, res: Resource, watcher: Subscriber) -> None:
         """Unregister a watcher."""
-        self._collections[res.key].watchers.discard(watcher)
+        col = self._collections.get(res.key)
+        if col is not None:
+            col.watchers.discard(watcher)
 
     def hook(self, res: Resource, hook: Hook) -> None:
         """Call ``hook`` with every change committed to ``res`` (after its watchers saw it):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 
 from gateway.core.model.registry import Registry
 from kube_gateway_demo import definitions as schema
+from kube_gateway_demo.apiextensions import Definitions
 from kube_gateway_demo.catalog import CRD, DEMO_REGISTRY, NAMESPACE, crd_of
 from kube_gateway_demo.cluster import SYSTEM_NAMESPACES, Cluster
 from kube_gateway_demo.deletion import Deletion
@@ -74,6 +75,8 @@ class Store(Cluster):
         for ns in SYSTEM_NAMESPACES:
             self.add_namespace(ns)
         if self.serves(CRD):
+            #: the CRD controller: CRDs created at run time are served
+            self.definitions = Definitions(self, frozenset(registry.keys()))
             # a served custom resource exists because its definition does
             for res in self.resources:
                 crd = crd_of(res)

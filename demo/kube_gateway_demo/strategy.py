@@ -27,7 +27,8 @@ from kube_gateway_demo.catalog import (
 )
 from kube_gateway_demo.fielderrors import FieldError
 from kube_gateway_demo.selectors import meta_fields
-from kube_gateway_demo.structure import validate_custom
+from kube_gateway_demo.structure import DecodeResult, validate_custom
+from kube_gateway_demo.structure import decode as decode_struct
 
 Obj = dict[str, Any]
 
@@ -56,6 +57,17 @@ class Strategy:
     def validate_name(self, name: str, prefix: bool) -> list[str]:
         """The kind's name validation (``ValidateNameFunc``)."""
         return v.dns_subdomain(name, prefix)
+
+    def decode(self, obj: Obj, version: str) -> DecodeResult:
+        """Typed decoding of a written object of ``version`` (in place): unknown fields
+        dropped and reported, the first wrong JSON type."""
+        return decode_struct(self.type_name, obj)
+
+    def admit_create(self, name: str) -> None:
+        """Refuse a create the kind's state forbids (raises :class:`DemoApiError`)."""
+
+    def mark_deleting(self, obj: Obj, now: str) -> None:
+        """What a delete adds to an object it marks as being deleted (finalizers, status)."""
 
     def fields(self, obj: Obj) -> dict[str, str]:
         """The selectable fields (``GetAttrs``)."""
@@ -794,7 +806,28 @@ class CustomResourceDefinitionStrategy(StatusStrategy):
             errs.append(
                 fe.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
             )
-        return errs
+        return errs + _validate_crd_spec(spec)
+
+    def validate_update(self, new: Obj, old: Obj, subresource: str | None) -> list[FieldError]:
+        errs = super().validate_update(new, old, subresource)
+        if subresource is not None:
+            return errs
+        spec, before = new.get("spec") or {}, old.get("spec") or {}
+        if spec.get("scope") != before.get("scope"):
+            errs.append(fe.invalid("spec.scope", spec.get("scope"), "field is immutable"))
+        return errs + _validate_crd_spec(spec)
+
+    def default(self, obj: Obj) -> None:
+        # SetDefaults_CustomResourceDefinition: listKind, singular, conversion None
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        names = spec.get("names")
+        if isinstance(names, dict) and names.get("kind"):
+            names.setdefault("listKind", f"{names['kind']}List")
+        if isinstance(names, dict) and names.get("plural"):
+            names.setdefault("singular", str(names.get("kind", "")).lower())
+        spec.setdefault("conversion", {"strategy": "None"})
 
     def initial_status(self, obj: Obj) -> Obj:
         spec = obj.get("spec") or {}
@@ -816,12 +849,116 @@ class CustomResourceDefinitionStrategy(StatusStrategy):
             },
         ]
         stored = [ver["name"] for ver in spec.get("versions") or [] if ver.get("storage")]
+        names = dict(spec.get("names") or {})
+        if names.get("kind"):
+            names.setdefault("listKind", f"{names['kind']}List")
         return {
             "conditions": conditions,
-            "acceptedNames": spec.get("names") or {},
+            "acceptedNames": names,
             "storedVersions": stored,
         }
 
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str | None) -> None:
+        super().prepare_for_update(new, old, subresource)
+        status = new.get("status")
+        if subresource is None and isinstance(status, dict):
+            # a new storage version joins storedVersions
+            versions = (new.get("spec") or {}).get("versions") or []
+            stored = list(status.get("storedVersions") or [])
+            for ver in versions:
+                if isinstance(ver, dict) and ver.get("storage") and ver.get("name") not in stored:
+                    stored.append(ver["name"])
+            new["status"] = {**status, "storedVersions": stored}
+
+    def mark_deleting(self, obj: Obj, now: str) -> None:
+        # the apiextensions registry's Delete: the cleanup finalizer and Terminating
+        meta = obj["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if CLEANUP_FINALIZER not in finalizers:
+            meta["finalizers"] = [*finalizers, CLEANUP_FINALIZER]
+        status = dict(obj.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Terminating"]
+        conditions.append(
+            {
+                "type": "Terminating",
+                "status": "True",
+                "lastTransitionTime": now,
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource "
+                "deletion will begin soon",
+            }
+        )
+        status["conditions"] = conditions
+        obj["status"] = status
+
+
+def _validate_crd_spec(spec: Obj) -> list[FieldError]:
+    """The checks of ``ValidateCustomResourceDefinitionSpec`` a demo user meets first: the
+    group, names, scope, one storage version, a structural schema for each version."""
+    errs: list[FieldError] = []
+    if not spec.get("group"):
+        errs.append(fe.required("spec.group", ""))
+    names = spec.get("names")
+    if not isinstance(names, dict):
+        names = {}
+    for key in ("plural", "kind", "listKind"):
+        if not names.get(key):
+            errs.append(fe.required(f"spec.names.{key}", ""))
+    scope = spec.get("scope")
+    if scope not in ("Cluster", "Namespaced"):
+        errs.append(fe.not_supported("spec.scope", scope, ("Cluster", "Namespaced")))
+    versions = [v for v in spec.get("versions") or [] if isinstance(v, dict)]
+    if sum(1 for v in versions if v.get("storage")) != 1:
+        errs.append(
+            fe.invalid(
+                "spec.versions",
+                versions,
+                "must have exactly one version marked as storage version",
+            )
+        )
+    schemas = [(v.get("schema") or {}).get("openAPIV3Schema") for v in versions]
+    same = len({repr(s) for s in schemas}) == 1
+    for i, schema in enumerate(schemas):
+        where = f"spec.versions[{i}].schema.openAPIV3Schema"
+        if not isinstance(schema, dict):
+            errs.append(fe.required(where, ""))
+        elif not same or i == 0:
+            path = "spec.validation.openAPIV3Schema" if same else where
+            errs += _structural(schema, path)
+    return errs
+
+
+def _structural(schema: Obj, path: str) -> list[FieldError]:
+    """A schema's nodes each need a type (``must not be empty for specified object
+    fields``), but where int-or-string or preserve-unknown-fields stands in for one."""
+    errs: list[FieldError] = []
+    stack: list[tuple[Any, str]] = [(schema, path)]
+    while stack:
+        node, where = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        for name, sub in sorted((node.get("properties") or {}).items(), reverse=True):
+            here = f"{where}.properties[{name}]"
+            if isinstance(sub, dict) and not (
+                sub.get("type")
+                or sub.get("x-kubernetes-int-or-string")
+                or sub.get("x-kubernetes-preserve-unknown-fields")
+            ):
+                errs.append(
+                    fe.required(f"{here}.type", "must not be empty for specified object fields")
+                )
+            stack.append((sub, here))
+        items = node.get("items")
+        if isinstance(items, dict):
+            stack.append((items, f"{where}.items"))
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            stack.append((extra, f"{where}.additionalProperties"))
+    return errs
+
+
+CLEANUP_FINALIZER: Final = "customresourcecleanup.apiextensions.k8s.io"
+"""The finalizer a deleted CRD carries until its objects are gone."""
 
 SPECIFIC: Final[Mapping[str, type[Strategy]]] = {
     POD.key: PodStrategy,

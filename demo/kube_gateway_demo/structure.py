@@ -67,7 +67,7 @@ def object_of(t: TypeRef | None) -> str | None:
 
 def child(type_name: str | None, key: str) -> tuple[Field | None, str | None]:
     """The field ``key`` of ``type_name`` and the object type its values (or items) have."""
-    if type_name is None:
+    if not type_name:  # no schema model (a custom resource defined at run time)
         return None, None
     f = fields(type_name).get(key)
     return f, object_of(f.type) if f is not None else None
@@ -77,7 +77,7 @@ def is_atomic(f: Field | None, type_name: str | None) -> bool:
     """Whether a struct value is owned and replaced as a whole (``+structType=atomic``)."""
     if f is not None and f.map_type == "atomic":
         return True
-    return type_name is not None and schema.object_type(type_name).map_type == "atomic"
+    return bool(type_name) and schema.object_type(str(type_name)).map_type == "atomic"
 
 
 def go_type(t: TypeRef) -> str:

@@ -31,7 +31,7 @@ class Pending:
     change: Change | None = None
 
     def line(self, res: Resource) -> bytes:
-        if self.change is not None and self.change.type == self.type:
+        if self.change is not None and self.change.type == self.type and self.change.res == res:
             return self.change.line()
         if self.type in ("BOOKMARK", "ERROR"):
             return encode_event(self.type, self.obj)

@@ -105,6 +105,7 @@ class Writes:
         if keep_status and isinstance(status, dict):
             obj["status"] = status
         name = str(meta.get("name") or "")
+        strat.admit_create(name)
         errs = strat.validate(obj)
         if errs:
             raise invalid(res.kind, res.group, name, errs)

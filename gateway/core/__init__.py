@@ -5,9 +5,10 @@ at any depth), ``process`` (metrics, tracing, the drain, the C heap), ``model`` 
 the schema, OpenAPI, relations, options), ``lists`` (large lists: slices, projections, the
 protobuf wire, worker processes), ``upstream`` (configuration, credentials, the httpx clients,
 budgets, the adapter, identity), ``watch`` (watchers, the hub, changed-fields filters, access
-reviews, log follows), ``catalog`` (discovery, OpenAPI documents, reloads), ``fleet`` (clusters,
-the fleet, fan-out, merged watches, visibility) and ``calls`` (``perform`` and ``open_stream``,
-the two entry points of every operation).  Each imports only from below it
+reviews, log follows), ``catalog`` (discovery, OpenAPI documents, reloads), ``views``
+(sorted, filtered, counted pages of whole lists, from caches the hub feeds), ``fleet``
+(clusters, the fleet, fan-out, merged watches, visibility) and ``calls`` (``perform`` and
+``open_stream``, the two entry points of every operation).  Each imports only from below it
 (``tests/gateway/test_layers.py``).  What is not named here is the core's own business.
 """
 
@@ -103,6 +104,10 @@ from gateway.core.upstream.credentials import (
     credential_of_token,
 )
 from gateway.core.upstream.identity import refuse_impersonation
+from gateway.core.views.cache import Views
+from gateway.core.views.evaluate import Count as ViewCount
+from gateway.core.views.evaluate import Page as ViewPage
+from gateway.core.views.spec import ViewSpec, resolve_path, view_spec
 from gateway.core.watch.changed import Digest, StreamChanges, digest
 from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.watch.logfollow import RawLine
@@ -180,6 +185,10 @@ __all__ = [
     "Undecoded",
     "UnknownResource",
     "View",
+    "ViewCount",
+    "ViewPage",
+    "ViewSpec",
+    "Views",
     "Visibility",
     "WatchEvent",
     "WatchHub",
@@ -215,6 +224,7 @@ __all__ = [
     "operations",
     "perform",
     "refuse_impersonation",
+    "resolve_path",
     "schema",
     "scope_of",
     "seed_model",
@@ -222,5 +232,6 @@ __all__ = [
     "then",
     "tracing",
     "varint",
+    "view_spec",
     "wire",
 ]

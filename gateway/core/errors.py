@@ -124,6 +124,12 @@ class MethodNotSupported(BadRequest):
     code = 405
 
 
+class InvalidView(BadRequest):
+    """A view (filter, search, sort, page, cursor, counts) the caller got wrong: refused
+    before any work, with a message naming the field (``BAD_USER_INPUT`` in GraphQL,
+    ``INVALID_ARGUMENT`` in gRPC)."""
+
+
 class Unauthorized(GatewayError):
     code = 401
     default_reason = "Unauthorized"

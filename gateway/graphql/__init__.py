@@ -9,8 +9,8 @@ Public surface::
 
 from __future__ import annotations
 
-from gateway.graphql.limits import Limits
-from gateway.graphql.seed import build_schema, gateway_schema, sdl
-from gateway.graphql.server import GraphQLApp, graphql_routes
+from gateway.graphql.endpoints.server import GraphQLApp, graphql_routes
+from gateway.graphql.engine.limits import Limits
+from gateway.graphql.schemas.seed import build_schema, gateway_schema, sdl
 
 __all__ = ["GraphQLApp", "Limits", "build_schema", "gateway_schema", "graphql_routes", "sdl"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gateway.graphql.seed import sdl
+from gateway.graphql.schemas.seed import sdl
 
 
 def main(argv: list[str]) -> int:

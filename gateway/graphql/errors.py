@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 CODES: dict[type[core.GatewayError], str] = {
     core.UnknownResource: "NOT_FOUND",
     core.MethodNotSupported: "METHOD_NOT_ALLOWED",
+    core.InvalidView: "BAD_USER_INPUT",
     core.BadRequest: "BAD_REQUEST",
     core.Unauthorized: "UNAUTHENTICATED",
     core.Forbidden: "FORBIDDEN",

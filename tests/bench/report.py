@@ -292,7 +292,7 @@ so the CRDs add only their discovery to a cluster until their groups are asked f
 measured here). The tracemalloc row is one added cluster's Python memory by where it was
 allocated (tracemalloc, after its schema is built and a first query answered). Clusters
 whose catalogs give the same schema inputs share one schema object
-(`gateway/graphql/live.py`, `SharedSchemas`), and clusters that serve the same OpenAPI
+(`gateway/graphql/endpoints/live.py`, `SharedSchemas`), and clusters that serve the same OpenAPI
 documents byte for byte share one parse of each (`gateway/core/catalog/openapi_documents.py`,
 `shared_document`): one added cluster now holds 2.4-3.9 MB of Python memory with the
 built-in kinds and 5.2 MB with 100 CRDs (51.1 MB before either; the documents alone were

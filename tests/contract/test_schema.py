@@ -9,9 +9,10 @@ from types import FrameType
 
 import pytest
 
-from gateway.core.model import _extract, schema
+from gateway.core.model import schema
 from gateway.core.model.registry import REGISTRY
 from gateway.core.model.schema import Field, ListOf, MapOf, ObjectType, Ref, Scalar, SchemaError
+from scripts import kube_definitions as _extract
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 

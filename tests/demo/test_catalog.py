@@ -11,8 +11,8 @@ import pytest
 
 from gateway.core.model.registry import REGISTRY
 from kube_gateway_demo import DemoUpstream
-from kube_gateway_demo import _extract as demo_extract
 from kube_gateway_demo.catalog import DEMO_REGISTRY, WIDGET_CRD
+from scripts import demo_definitions as demo_extract
 
 from .conftest import WatchReader
 

@@ -36,9 +36,9 @@ from graphql import (
     print_schema,
 )
 
-from gateway.graphql.execution import Engine
-from gateway.graphql.limits import Limits
-from gateway.graphql.seed import gateway_schema
+from gateway.graphql.engine.execution import Engine
+from gateway.graphql.engine.limits import Limits
+from gateway.graphql.schemas.seed import gateway_schema
 from tests.deploy.test_readme_commands import blocks
 from tests.support.serve_process import Served, clean_env, serve_process
 

@@ -161,7 +161,7 @@ def test_the_wheel_holds_every_module_and_the_package_data(wheel: Path) -> None:
         assert modules and not [m for m in modules if m not in names]
         data = sorted(
             [*(ROOT / "gateway/core/model/schemas").glob("*.json")]
-            + [p for p in (ROOT / "gateway/graphql/static").iterdir() if p.is_file()]
+            + [p for p in (ROOT / "gateway/graphql/transport/static").iterdir() if p.is_file()]
         )
         assert len(data) >= 4
         for path in data:

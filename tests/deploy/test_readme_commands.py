@@ -43,9 +43,10 @@ DOCUMENTS = (
     ROOT / "protos" / "README.md",
     ROOT / "docs" / "configuration.md",
     ROOT / "docs" / "graphql.md",
+    ROOT / "docs" / "views.md",
 )
 #: Documents whose graphql blocks are sent; protos/README.md shows gRPC only.
-GRAPHQL_DOCUMENTS = {"README.md", "docs/configuration.md", "docs/graphql.md"}
+GRAPHQL_DOCUMENTS = {"README.md", "docs/configuration.md", "docs/graphql.md", "docs/views.md"}
 GO_CLIENT = ROOT / "tests" / "go-client"
 TOOLS = GO_CLIENT / ".bin"
 ERROR_MARKS = ('"errors"', "ERROR:", "Code:")
@@ -324,7 +325,11 @@ def test_the_examples_are_found() -> None:
         "docs/configuration.md",
         "docs/graphql.md",
     }
-    assert {e.doc for e in found if e.kind == "graphql"} == {"README.md", "docs/graphql.md"}
+    assert {e.doc for e in found if e.kind == "graphql"} == {
+        "README.md",
+        "docs/graphql.md",
+        "docs/views.md",
+    }
     assert sum(e.text.lstrip().startswith("grpcurl") for e in sh) >= 2
     assert any(e.text.startswith("AUTH=") and "grpcurl" in e.text for e in sh)
     assert any("base64 -w0" in e.text for e in sh)

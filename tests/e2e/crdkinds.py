@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from gateway.core.model.registry import Resource
-from gateway.graphql import operations as ops
-from gateway.graphql.live import LiveSchema
+from gateway.graphql.endpoints.live import LiveSchema
+from gateway.graphql.resolvers import operations as ops
 from tests.support.graphql import TransportWS
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

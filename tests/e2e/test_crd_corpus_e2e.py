@@ -25,7 +25,7 @@ import httpx
 import pytest
 from graphql import get_introspection_query
 
-from gateway.graphql.schema import group_scopes
+from gateway.graphql.schemas.schema import group_scopes
 from tests.e2e import crdkinds
 from tests.e2e.apiserver import KubeAPIServer
 from tests.support import crdcorpus, crdexample

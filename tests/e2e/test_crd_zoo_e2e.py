@@ -19,8 +19,8 @@ import httpx
 import pytest
 from graphql import GraphQLObjectType, get_named_type
 
-from gateway.graphql._library import graphql_schema
-from gateway.graphql.schema import group_scopes, printed, schema_for_catalog
+from gateway.graphql.schemas._library import graphql_schema
+from gateway.graphql.schemas.schema import group_scopes, printed, schema_for_catalog
 from tests.e2e import crdkinds
 from tests.e2e.apiserver import KubeAPIServer
 from tests.support import crdcorpus, crdopenapi, crdzoo

@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.graphql.schema import group_scopes
+from gateway.graphql.schemas.schema import group_scopes
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2_grpc as services
 from gateway.settings import Settings

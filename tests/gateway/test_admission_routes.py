@@ -37,10 +37,11 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from gateway.core import DEFAULT, Cluster, Fleet, KubeAdapter, Visibility, WatchHub
 from gateway.core.model.registry import LEASE
-from gateway.graphql.admission import Admission
-from gateway.graphql.persisted import Persisted
-from gateway.graphql.server import GraphQLApp
+from gateway.graphql.endpoints.server import GraphQLApp
+from gateway.graphql.engine.admission import Admission
+from gateway.graphql.engine.persisted import Persisted
 from kube_gateway_demo import DemoUpstream
 from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
 from tests.support.graphql import ADMIN, NAMESPACE, Gateway, TransportWS
@@ -181,13 +182,18 @@ def test_every_route_is_classified() -> None:
     assert not set(OPERATIONS) & NO_OPERATIONS
 
 
-def test_an_endpoint_cannot_be_built_without_the_admission() -> None:
-    with pytest.raises(TypeError):
-        GraphQLApp()  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        GraphQLApp(admission=None)  # type: ignore[arg-type]
-    app = GraphQLApp(admission=Admission(Persisted()))
-    assert app.sibling().admission is app.admission
+async def test_an_endpoint_cannot_be_built_without_the_admission() -> None:
+    async with httpx.AsyncClient(base_url="http://127.0.0.1:1") as http:
+        adapter = KubeAdapter(http)
+        fleet = Fleet()
+        fleet.add(DEFAULT, Cluster(adapter, WatchHub(adapter)))
+        served = {"cluster": fleet.get(), "fleet": fleet, "visibility": Visibility(fleet)}
+        with pytest.raises(TypeError):
+            GraphQLApp(**served)  # type: ignore[call-arg]
+        with pytest.raises(TypeError):
+            GraphQLApp(admission=None, **served)  # type: ignore[arg-type]
+        app = GraphQLApp(admission=Admission(Persisted()), **served)
+        assert app.sibling().admission is app.admission
 
 
 async def test_trusted_documents_hold_on_every_route(tmp_path: Path) -> None:

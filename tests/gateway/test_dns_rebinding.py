@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.graphql.origins import host_allowed
+from gateway.graphql.transport.origins import host_allowed
 from kube_gateway_demo import DemoUpstream
 from tests.gateway.test_fleet import gateway
 from tests.support.graphql import ADMIN

@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from gateway.core.model.registry import EVENT, LEASE, POD
-from gateway.graphql.clusters import ClusterEndpoints
-from gateway.graphql.live import SHARED
+from gateway.graphql.endpoints.clusters import ClusterEndpoints
+from gateway.graphql.endpoints.live import SHARED
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import gateway, kubeconfig, lease, serves, until

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from websockets.asyncio.client import connect
 
-from gateway.graphql.operations import YAML_MAX_NODES
+from gateway.graphql.resolvers.operations import YAML_MAX_NODES
 from gateway.grpc.gen.kubegateway.v1 import leases_pb2, leases_pb2_grpc
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream

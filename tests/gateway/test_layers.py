@@ -10,16 +10,22 @@ The layers, bottom up:
 
 * ``gateway.core``: all behaviour, in subpackages that each import only from below
   (:data:`CORE_LAYERS`): ``errors``, ``support``, ``process``, ``model``, ``lists``,
-  ``upstream``, ``watch``, ``catalog``, ``fleet``, ``calls``; ``gateway/core/__init__.py``
-  is the front door that re-exports the public surface.  The core imports nothing of the
-  gateway outside itself.
+  ``upstream``, ``watch``, ``catalog``, ``views``, ``fleet``, ``calls``;
+  ``gateway/core/__init__.py`` is the front door that re-exports the public surface.  The
+  core imports nothing of the gateway outside itself.
 * ``gateway.requestid``, ``logs``, ``settings``, ``tls``, ``shutdown``, ``httpserver``:
   the process's edges (request ids and access lines, log lines, settings, certificates,
   the drain's HTTP gate, the HTTP server's timeouts and connection cap); the core's front
   door and each other only.
 * ``gateway.graphql`` and ``gateway.grpc``: the two front ends; the core's front door
   (``from gateway.core import ...``, never a module inside it), the request context
-  (``gateway.requestid``) and themselves, never each other.
+  (``gateway.requestid``) and themselves, never each other.  ``gateway.graphql`` is in
+  subpackages that each import only from below (:data:`GRAPHQL_LAYERS`): ``errors``
+  (the core's errors as GraphQL errors), ``resolvers`` (types and resolvers, the
+  operation's context), ``schemas`` (whole schemas), ``engine`` (running an operation:
+  limits, execution, documents, subscriptions, admission), ``transport`` (HTTP, SSE,
+  WebSocket, GraphiQL), ``endpoints`` (what the application mounts); its
+  ``__init__.py`` and ``__main__.py`` use them all.
 * ``gateway.runtime``, then ``gateway.app``, then ``gateway.cli``: the composition root,
   which alone knows every layer and may reach inside the core to build it.
 """
@@ -64,16 +70,33 @@ CORE_LAYERS = (
     "gateway.core.upstream",
     "gateway.core.watch",
     "gateway.core.catalog",
+    "gateway.core.views",
     "gateway.core.fleet",
     "gateway.core.calls",
 )
+#: The GraphQL front end's subpackages, bottom up: each may import itself and those before
+#: it (and what the front end may: :data:`FRONT_END`).
+GRAPHQL_LAYERS = (
+    "gateway.graphql.errors",
+    "gateway.graphql.resolvers",
+    "gateway.graphql.schemas",
+    "gateway.graphql.engine",
+    "gateway.graphql.transport",
+    "gateway.graphql.endpoints",
+)
+#: What a front end may import from outside itself.
+FRONT_END = (*PUBLIC, "gateway.requestid")
 #: What each part may import from the gateway (itself always), by module name prefix.
 ALLOWED: Mapping[str, tuple[str, ...]] = {
     FRONT_DOOR: CORE_LAYERS,
     **{layer: CORE_LAYERS[:i] for i, layer in enumerate(CORE_LAYERS)},
     **{edge: (*PUBLIC, *EDGES) for edge in EDGES},
-    "gateway.graphql": (*PUBLIC, "gateway.requestid", "gateway.demomode"),
-    "gateway.grpc": (*PUBLIC, "gateway.requestid"),
+    "gateway.graphql": (*FRONT_END, "gateway.demomode"),
+    **{
+        layer: (*FRONT_END, "gateway.demomode", *GRAPHQL_LAYERS[:i])
+        for i, layer in enumerate(GRAPHQL_LAYERS)
+    },
+    "gateway.grpc": FRONT_END,
     "gateway.runtime": ("gateway.core", *EDGES, "gateway.graphql", "gateway.grpc"),
     "gateway.app": ("gateway.core", *EDGES, "gateway.graphql", "gateway.runtime"),
     "gateway.cli": ("gateway.core", *EDGES, "gateway.app", "gateway.runtime"),
@@ -217,17 +240,29 @@ def test_every_module_has_a_layer() -> None:
     assert [n for n in modules() if _part(n) is None] == ["gateway"]
 
 
+def test_every_graphql_module_sits_in_a_subpackage() -> None:
+    # Only the package's front (and the command) use every layer; a new module says which
+    # layer it is in by where it is (scripts/regroup.py places one merged at the top).
+    top = [n for n in modules() if _part(n) == "gateway.graphql"]
+    assert top == ["gateway.graphql", "gateway.graphql.__main__"]
+
+
 def test_the_check_finds_what_it_looks_for() -> None:
     # The check itself: a function-level import counts, a TYPE_CHECKING one too, and a
     # circle is reported as the path that closes it.
     graph = import_graph()
-    assert "gateway.graphql.http" in graph["gateway.graphql.websocket"]  # inside a function
+    assert (
+        "gateway.graphql.transport.http" in graph["gateway.graphql.transport.websocket"]
+    )  # inside a function
     assert "gateway.core.upstream.adapter" in graph["gateway.core.watch.access"]
     circle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(circle) == [["a", "b", "c", "a"]]
     assert _part("gateway.core") == FRONT_DOOR and _part("gateway.core.fleet.cluster") == (
         "gateway.core.fleet"
     )
+    # a GraphQL layer may use those below it, never those above
+    engine = ALLOWED[_part("gateway.graphql.engine.execution") or ""]
+    assert "gateway.graphql.schemas" in engine and "gateway.graphql.transport" not in engine
     # a front end may use the front door, never a module behind it
     assert _within("gateway.core", FRONT_DOOR) and not _within("gateway.core.errors", FRONT_DOOR)
 

@@ -5,7 +5,7 @@ from dataclasses import fields
 
 import pytest
 
-from gateway.graphql.limits import Limits
+from gateway.graphql.engine.limits import Limits
 from gateway.grpc.server import GrpcOptions
 from gateway.runtime import grpc_options
 from gateway.settings import ClusterSpec, Settings, cluster_specs, load

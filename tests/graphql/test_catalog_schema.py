@@ -9,8 +9,8 @@ from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
 
 from gateway.core.catalog.catalog import Catalog, GroupVersion
 from gateway.core.model.registry import REGISTRY, Registry, Resource, Subresource
-from gateway.graphql._library import graphql_schema
-from gateway.graphql.schema import (
+from gateway.graphql.schemas._library import graphql_schema
+from gateway.graphql.schemas.schema import (
     BUILT_IN,
     CatalogSchema,
     group_scopes,
@@ -18,8 +18,8 @@ from gateway.graphql.schema import (
     schema_for_catalog,
     scope_of,
 )
-from gateway.graphql.seed import build_schema, gateway_schema, sdl
-from tests.core.test_openapi import SPEC, crd_document
+from gateway.graphql.schemas.seed import build_schema, gateway_schema, sdl
+from tests.core.model.test_openapi import SPEC, crd_document
 
 _RW = frozenset(("get", "update", "patch"))
 

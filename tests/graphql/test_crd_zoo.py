@@ -24,9 +24,9 @@ from graphql import (
 )
 
 from gateway.core.catalog.catalog import Catalog
-from gateway.graphql._library import graphql_schema
-from gateway.graphql.schema import CatalogSchema, printed, schema_for_catalog
-from gateway.graphql.seed import build_schema, gateway_schema
+from gateway.graphql.schemas._library import graphql_schema
+from gateway.graphql.schemas.schema import CatalogSchema, printed, schema_for_catalog
+from gateway.graphql.schemas.seed import build_schema, gateway_schema
 from tests.graphql.test_catalog_schema import _shape
 from tests.support import crdopenapi, crdzoo
 

@@ -12,11 +12,11 @@ from graphql import GraphQLError
 from gateway.core import errors as core
 from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.credentials import Credential
-from gateway.graphql.context import Context
+from gateway.graphql.engine.execution import Engine
+from gateway.graphql.engine.limits import Limits
 from gateway.graphql.errors import CODES, format_exception
-from gateway.graphql.execution import Engine
-from gateway.graphql.limits import Limits
-from gateway.graphql.schema import gateway_schema
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.schemas.schema import gateway_schema
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import ANONYMOUS, DEFAULT_TOKENS, TokenGrant
 from tests.support.graphql import (

@@ -8,9 +8,9 @@ import asyncio
 
 from graphql import get_introspection_query
 
-from gateway.graphql.execution import INTROSPECTIONS_KEPT, Engine
-from gateway.graphql.limits import Limits
-from gateway.graphql.schema import gateway_schema
+from gateway.graphql.engine.execution import INTROSPECTIONS_KEPT, Engine
+from gateway.graphql.engine.limits import Limits
+from gateway.graphql.schemas.schema import gateway_schema
 
 TYPE = "query($n: String!) { __type(name: $n) { name fields { name } } }"
 

@@ -11,7 +11,7 @@ import httpx
 
 from gateway.core.lists.large import LARGE_LIST
 from gateway.core.model.registry import POD
-from gateway.graphql.projection import SLICE
+from gateway.graphql.engine.projection import SLICE
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, Gateway
 

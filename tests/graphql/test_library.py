@@ -1,4 +1,4 @@
-"""What :mod:`gateway.graphql._library` relies on in strawberry and graphql-core internals.
+"""What :mod:`gateway.graphql.schemas._library` relies on in strawberry and graphql-core internals.
 
 Each test pins one internal as the gateway uses it, on a small schema of its own, so that an
 upgrade of strawberry-graphql or graphql-core that changes it fails here, by name, rather
@@ -27,7 +27,7 @@ from graphql import (
 )
 from strawberry.schema.config import StrawberryConfig
 
-from gateway.graphql._library import (
+from gateway.graphql.schemas._library import (
     NOT_COMPLETED,
     CompletingExecutor,
     Fields,

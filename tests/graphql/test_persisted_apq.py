@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.graphql.persisted import APQ_CHARS, APQ_ENTRIES, Persisted, Registered
+from gateway.graphql.engine.persisted import APQ_CHARS, APQ_ENTRIES, Persisted, Registered
 from kube_gateway_demo import DemoUpstream
 from tests.support.calls import calls_to
 from tests.support.graphql import ADMIN, NAMESPACE, Gateway, serve_gateway, ws_client

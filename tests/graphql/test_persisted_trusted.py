@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from gateway.core.upstream.config import ConfigError
-from gateway.graphql.persisted import Persisted, parse_manifest, sha256_hex
+from gateway.graphql.engine.persisted import Persisted, parse_manifest, sha256_hex
 from gateway.settings import load
 from kube_gateway_demo import DemoUpstream
 from tests.graphql.test_http_subscriptions import MULTIPART_ACCEPT, parts

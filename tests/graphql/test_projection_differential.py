@@ -57,12 +57,12 @@ from strawberry.dataloader import DataLoader
 
 from gateway.core.lists import projections as projectcode
 from gateway.core.lists.large import LARGE_LIST
-from gateway.graphql import projection
-from gateway.graphql._library import NOT_COMPLETED, Fields, graphql_schema
-from gateway.graphql.execution import Engine, format_result
-from gateway.graphql.limits import Limits
-from gateway.graphql.projection import SLICE
-from gateway.graphql.schema import gateway_schema
+from gateway.graphql.engine import projection
+from gateway.graphql.engine.execution import Engine, format_result
+from gateway.graphql.engine.limits import Limits
+from gateway.graphql.engine.projection import SLICE
+from gateway.graphql.schemas._library import NOT_COMPLETED, Fields, graphql_schema
+from gateway.graphql.schemas.schema import gateway_schema
 
 CASES = 300
 #: The validation rules a generated document could break (the variable rules, the slowest,

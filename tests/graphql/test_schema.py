@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.core.model import schema as source
-from gateway.graphql._library import graphql_schema
-from gateway.graphql.seed import gateway_schema, sdl
+from gateway.graphql.schemas._library import graphql_schema
+from gateway.graphql.schemas.seed import gateway_schema, sdl
 
 SDL_FILE = Path(__file__).resolve().parents[2] / "graphql_schema" / "schema.graphql"
 

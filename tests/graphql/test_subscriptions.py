@@ -14,7 +14,7 @@ import pytest
 
 from gateway.core.upstream.budget import scope_of
 from gateway.core.upstream.credentials import Credential
-from gateway.graphql.context import Context
+from gateway.graphql.resolvers.context import Context
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, SSE, Gateway, unique, ws_client
 

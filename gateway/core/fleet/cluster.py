@@ -19,6 +19,7 @@ import httpx
 from gateway.core.catalog.catalog import CatalogHolder
 from gateway.core.catalog.reload import CatalogReloader
 from gateway.core.upstream.adapter import KubeAdapter
+from gateway.core.views.cache import Views
 from gateway.core.watch.hub import WatchHub
 
 __all__ = ["DEFAULT", "Cluster", "Readiness", "ServerVersion"]
@@ -117,6 +118,8 @@ class Cluster:
     name: str = DEFAULT
     #: The API server's URL, for listings (never a credential).
     server: str = ""
+    #: The view caches, fed by :attr:`watches` (``None``: views are not served).
+    views: Views | None = None
     #: The upstream's own ``/readyz``, asked on the adapter's request pool.
     readiness: Readiness = field(init=False)
     #: The API server's version, asked with the gateway's identity where it has one.

@@ -1,6 +1,6 @@
 """Compiled projections of upstream JSON: one generated function per object and selection.
 
-The GraphQL fast path (:mod:`gateway.graphql.projection`) decides *what* a selection reads
+The GraphQL fast path (:mod:`gateway.graphql.engine.projection`) decides *what* a selection reads
 from the upstream dicts; this module turns that decision into code: a generated function per
 object type and selection, which reads each key, passes a well-formed leaf through without a
 call and raises :class:`Fallback` on anything it cannot pass through unchanged.

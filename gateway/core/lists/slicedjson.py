@@ -32,7 +32,7 @@ A run that does not parse at a candidate is retried up to the next candidates
 (:data:`RETRIES`); any other failure (no ``"items":[``, a pretty-printed body, invalid JSON,
 more odd candidates) falls back to one decode of the whole body, which either gives
 the same value or raises the same error as it would have.  The value is always identical to
-``orjson.loads(body)``: ``tests/core/test_slicedjson.py`` proves it on generated adversarial
+``orjson.loads(body)``: ``tests/core/lists/test_slicedjson.py`` proves it on generated adversarial
 bodies.
 
 A body or a run nested deeper than ``orjson`` takes (1,024 levels; the apiserver stores

@@ -8,7 +8,7 @@ it imports what a job needs (:mod:`~gateway.core.lists.jobs`,
 :mod:`~gateway.core.lists.projections`, :mod:`~gateway.core.lists.protowire`, ``msgspec``,
 ``orjson``) and little else: ``gateway.core`` is registered as a bare package before, so that
 the core's front door (``gateway/core/__init__.py``, which imports all of the core, httpx
-among it) is not run there (``tests/core/test_worker.py`` holds it to that).
+among it) is not run there (``tests/core/lists/test_worker.py`` holds it to that).
 
 It speaks a small framed protocol over its stdin and stdout, one list at a time; the body
 itself goes through a memory file the two share (Linux), mapped here, not sent down the pipe.

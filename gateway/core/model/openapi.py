@@ -26,7 +26,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from gateway.core.model._extract import KEPT_KEYS
 from gateway.core.model.registry import Resource
 from gateway.core.model.schema import (
     WRAPPERS,
@@ -47,9 +46,32 @@ from gateway.core.model.schema import (
 
 _V3_PREFIX: Final = "#/components/schemas/"
 _V2_PREFIX: Final = "#/definitions/"
-#: Schema keys that carry meaning for the field model, besides the structural ones walked
-#: here (``properties``, ``items``, ``additionalProperties``): the build-time extraction's
-#: list.  The rest (defaults, validations, examples, nullable, ...) are dropped.
+#: Schema keys that carry meaning for the field model: the build-time extraction of the
+#: committed definitions files (``scripts/kube_definitions.py``) keeps these and no other.
+KEPT_KEYS: Final = frozenset(
+    {
+        "$ref",
+        "additionalProperties",
+        "description",
+        "enum",
+        "format",
+        "items",
+        "properties",
+        "required",
+        "type",
+        "x-kubernetes-group-version-kind",
+        "x-kubernetes-int-or-string",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-list-type",
+        "x-kubernetes-map-type",
+        "x-kubernetes-patch-merge-key",
+        "x-kubernetes-patch-strategy",
+        "x-kubernetes-preserve-unknown-fields",
+    }
+)
+#: Those besides the structural ones walked here (``properties``, ``items``,
+#: ``additionalProperties``).  The rest (defaults, validations, examples, nullable, ...) are
+#: dropped.
 _KEPT: Final = KEPT_KEYS - {"properties", "items", "additionalProperties"}
 _IDENTIFIER: Final = re.compile(r"[^0-9A-Za-z]+")
 

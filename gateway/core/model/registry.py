@@ -200,11 +200,5 @@ class Registry(Mapping[str, Resource]):
         """The resource served at ``group/version/plural``, if any."""
         return self._by_gvr.get((group, version, plural))
 
-    def by_kind(self, api_version: str, kind: str) -> Resource | None:
-        for r in self._by_key.values():
-            if r.kind == kind and r.api_version == api_version:
-                return r
-        return None
-
 
 REGISTRY = Registry((POD, EVENT, ENDPOINTS, LEASE, IMAGE))

@@ -1,7 +1,8 @@
 """Relations between served kinds, as data: which field leads from an object to which others.
 
 Each :class:`Relation` becomes a field on the source kind's GraphQL type when both kinds are
-served (:mod:`gateway.graphql.links` resolves them, batched per request: N parents cost one
+served (:mod:`gateway.graphql.resolvers.links` resolves them, batched per request: N parents cost
+one
 upstream list per target kind and namespace, never one call per parent).  Adding a relation is
 a line here.
 """

@@ -3,7 +3,7 @@
 The model is read once (cached) from the definitions files in ``gateway/core/model/schemas/``:
 
 * ``kubernetes-v1.36.json``: generated from the Kubernetes OpenAPI by
-  ``scripts/extract_schemas.py`` (see :mod:`gateway.core.model._extract`); never edited by hand.
+  ``scripts/extract_schemas.py`` (see ``scripts/kube_definitions.py``); never edited by hand.
 * ``image.openshift.io-v1.json``: OpenShift's ``Image``, hand-written in the same OpenAPI v2
   ``definitions`` form from the OpenShift API reference ("Image [image.openshift.io/v1]")
   and the Go types of github.com/openshift/api (``image/v1``).

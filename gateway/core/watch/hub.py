@@ -42,7 +42,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from gateway.core import errors
@@ -93,13 +93,6 @@ class WatchStart:
     initial_events_end: bool = False
     bookmarks: bool = False
     changed_only: bool = False
-
-    def resuming(self, resource_version: str) -> WatchStart:
-        """This start, but after ``resource_version`` whatever it asked (a client that
-        brings its own resume point, as an SSE ``Last-Event-ID``)."""
-        return replace(
-            self, mode="resume", resource_version=resource_version, initial_events_end=False
-        )
 
     @classmethod
     def from_options(cls, options: ListOptions, *, changed_only: bool = False) -> WatchStart:

@@ -1,0 +1,329 @@
+"""Evaluating a view: pure functions of (a store snapshot, a spec).
+
+Nothing here awaits or touches the cache: :func:`order` takes a
+:class:`~gateway.core.views.store.Snapshot` (the objects at one resourceVersion, with
+columns of sort values) and a :class:`~gateway.core.views.spec.ViewSpec` and returns the
+matching objects in the view's order; :func:`page` cuts a page of it at a cursor;
+:func:`counts` groups the matching objects by a field.  A live view (a later step) reruns
+the same functions per batch of changes; the cache runs them in a worker thread, so the
+event loop is held for no more than the interpreter's switch interval at a time.
+
+Order: each sort key compares ``(rank, value)`` (:func:`~gateway.core.views.store.sort_value`):
+rank 0 for an absent value (first when ascending, last when descending), 1 for a value of
+the field's type, 2 for a value of another type (compared as text); ties are broken by
+(namespace, name) ascending, so the order is total and a cursor (the position of the
+page's last item) names one place in it: a page boundary does not move when objects are
+added or removed before it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.core.views.spec import (
+    AllOf,
+    AnyOf,
+    Condition,
+    FieldPath,
+    FieldRequirement,
+    LabelRequirement,
+    Node,
+    NoneOf,
+    Position,
+    SortKey,
+    ViewSpec,
+    encode_cursor,
+)
+from gateway.core.views.store import Snapshot, sort_value
+
+#: A test of one slot of a snapshot.
+Predicate = Callable[[int], bool]
+
+
+def paths_of(spec: ViewSpec) -> list[FieldPath]:
+    """The field paths a view reads: sort keys first, then its filter's."""
+    found = [k.path for k in spec.sort]
+
+    def walk(node: Node | None) -> None:
+        if isinstance(node, AllOf | AnyOf):
+            for part in node.parts:
+                walk(part)
+        elif isinstance(node, NoneOf):
+            walk(node.part)
+        elif isinstance(node, Condition | FieldRequirement):
+            found.append(node.path)
+
+    walk(spec.filter)
+    unique: dict[tuple[str, ...], FieldPath] = {}
+    for path in found:
+        unique.setdefault(path.keys, path)
+    return list(unique.values())
+
+
+def column(snap: Snapshot, path: FieldPath) -> list[tuple[int, Any] | None]:
+    """The sort values of ``path`` by slot: the snapshot's column, else read now."""
+    found = snap.columns.get(path.keys)
+    if found is None:
+        found = [None if e is None else sort_value(path, e.obj) for e in snap.slots]
+        snap.columns[path.keys] = found
+    return found
+
+
+# -- the filter ------------------------------------------------------------------------------
+
+
+def _value(t: tuple[int, Any] | None) -> Any:
+    """A column's value as the filter compares it (``None``: absent)."""
+    return None if t is None or t[0] == 0 else t[1]
+
+
+def _compare(op: str, have: Any, want: Any) -> bool:
+    if type(have) is not type(want) and not (
+        type(have) in (int, float) and type(want) in (int, float)
+    ):
+        return False
+    if op == "lt":
+        return bool(have < want)
+    if op == "lte":
+        return bool(have <= want)
+    if op == "gt":
+        return bool(have > want)
+    return bool(have >= want)
+
+
+def _same(have: Any, want: Any) -> bool:
+    if type(want) is bool or type(have) is bool:
+        return type(have) is type(want) and have == want
+    return bool(have == want)
+
+
+def predicate(node: Node, snap: Snapshot) -> Predicate:
+    """The filter tree as a test of a slot."""
+    if isinstance(node, AllOf):
+        parts = [predicate(p, snap) for p in node.parts]
+        return lambda i: all(p(i) for p in parts)
+    if isinstance(node, AnyOf):
+        parts = [predicate(p, snap) for p in node.parts]
+        return lambda i: any(p(i) for p in parts)
+    if isinstance(node, NoneOf):
+        inner = predicate(node.part, snap)
+        return lambda i: not inner(i)
+    if isinstance(node, LabelRequirement):
+        return _label(node, snap)
+    if isinstance(node, FieldRequirement):
+        col, equal, value = column(snap, node.path), node.equal, node.value
+
+        def by_field(i: int) -> bool:
+            t = col[i]
+            text = "" if t is None or t[0] == 0 else _text(t[1])
+            return (text == value) is equal
+
+        return by_field
+    assert isinstance(node, Condition)
+    return _condition(node, column(snap, node.path))
+
+
+def _text(value: Any) -> str:
+    if type(value) is bool:
+        return "true" if value else "false"
+    return value if type(value) is str else str(value)
+
+
+def _label(req: LabelRequirement, snap: Snapshot) -> Predicate:
+    key, values, slots = req.key, req.values, snap.slots
+
+    def label(i: int) -> Any:
+        e = slots[i]
+        meta = e.obj.get("metadata") if e is not None else None
+        found = meta.get("labels") if type(meta) is dict else None
+        return found.get(key) if type(found) is dict else None
+
+    if req.op in ("=", "in"):
+        return lambda i: label(i) in values
+    if req.op in ("!=", "notin"):
+        return lambda i: label(i) not in values
+
+    def has(i: int) -> bool:
+        e = slots[i]
+        meta = e.obj.get("metadata") if e is not None else None
+        found = meta.get("labels") if type(meta) is dict else None
+        return type(found) is dict and key in found
+
+    if req.op == "exists":
+        return has
+    return lambda i: not has(i)
+
+
+def _condition(c: Condition, col: list[tuple[int, Any] | None]) -> Predicate:
+    op, values = c.op, c.values
+    if op == "exists":
+        wanted = values[0]
+        return lambda i: (_value(col[i]) is not None) is wanted
+    if op == "in":
+        members = values
+        return lambda i: any(_same(_value(col[i]), v) for v in members)
+    if op == "notIn":
+        members = values
+        return lambda i: not any(_same(_value(col[i]), v) for v in members)
+    want = values[0]
+    if op == "eq":
+        if type(want) is str:
+            return lambda i: (t := col[i]) is not None and t[0] != 0 and t[1] == want
+        return lambda i: _same(_value(col[i]), want)
+    if op == "ne":
+        if type(want) is str:
+            return lambda i: not ((t := col[i]) is not None and t[0] != 0 and t[1] == want)
+        return lambda i: not _same(_value(col[i]), want)
+    if op == "prefix":
+        return lambda i: (t := col[i]) is not None and t[0] == 1 and t[1].startswith(want)
+    if op == "contains":
+        return lambda i: (t := col[i]) is not None and t[0] == 1 and want in t[1]
+    return lambda i: (v := _value(col[i])) is not None and _compare(op, v, want)
+
+
+def matching(snap: Snapshot, spec: ViewSpec) -> list[int]:
+    """The slots the spec's filter and search select, in (namespace, name) order."""
+    found = snap.by_name
+    if spec.search is not None:
+        needle, slots = spec.search, snap.slots
+        found = [i for i in found if needle in slots[i].search_text()]  # type: ignore[union-attr]
+    if spec.filter is not None:
+        test = predicate(spec.filter, snap)
+        found = [i for i in found if test(i)]
+    return found
+
+
+# -- order, page, counts ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ordered:
+    """The matching slots of one snapshot in a view's order."""
+
+    snapshot: Snapshot
+    slots: list[int]
+    sort: tuple[SortKey, ...]
+
+    def position(self, j: int) -> Position:
+        """The position of the ``j``-th item of the order (what its cursor holds)."""
+        i = self.slots[j]
+        snap = self.snapshot
+        name = snap.names[i]
+        assert name is not None
+        return (*(column(snap, k.path)[i] for k in self.sort), *name)
+
+
+def order(snap: Snapshot, spec: ViewSpec) -> Ordered:
+    """Filter, search and sort one snapshot (see the module for the order): in the
+    tiebreaker's order already (:attr:`~gateway.core.views.store.Snapshot.by_name`), then
+    sorted by each key from the last (the sorts are stable; the keys are list lookups, no
+    Python call per object)."""
+    found = list(matching(snap, spec))
+    for key in reversed(spec.sort):
+        values: Any = column(snap, key.path).__getitem__
+        found.sort(key=values, reverse=key.descending)
+    return Ordered(snap, found, spec.sort)
+
+
+def _after(position: Position, cursor: Position, sort: tuple[SortKey, ...]) -> bool:
+    """Whether ``position`` comes strictly after ``cursor`` in the order."""
+    for i, key in enumerate(sort):
+        have, at = position[i], cursor[i]
+        if have == at:
+            continue
+        try:
+            later = have > at
+        except TypeError:
+            later = str(have) > str(at)
+        return bool(later) != key.descending
+    return (position[-2], position[-1]) > (cursor[-2], cursor[-1])
+
+
+class _AfterCursor(Sequence[bool]):
+    """An order seen as "after the cursor?" (False... then True...), for bisect."""
+
+    def __init__(self, ordered: Ordered, cursor: Position) -> None:
+        self.ordered, self.cursor = ordered, cursor
+
+    def __len__(self) -> int:
+        return len(self.ordered.slots)
+
+    def __getitem__(self, j: Any) -> Any:
+        return _after(self.ordered.position(j), self.cursor, self.ordered.sort)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a view.
+
+    Attributes:
+        items: the objects of the page, in order (the hub's own: read only).
+        cursors: each item's cursor.
+        total: how many objects the view selects (all pages).
+        has_next: more items follow the page.
+        has_previous: items come before the page.
+        resource_version: the version of the snapshot the page was cut from.
+    """
+
+    items: list[dict[str, Any]]
+    cursors: list[str]
+    total: int
+    has_next: bool
+    has_previous: bool
+    resource_version: str
+
+    @property
+    def end_cursor(self) -> str | None:
+        return self.cursors[-1] if self.cursors else None
+
+    @property
+    def start_cursor(self) -> str | None:
+        return self.cursors[0] if self.cursors else None
+
+
+def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
+    """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot, at
+    ``version`` (default: the snapshot's; a later one with the same objects)."""
+    start = 0
+    if spec.after is not None:
+        start = bisect_right(_AfterCursor(ordered, spec.after), False)
+    end = min(start + spec.first, len(ordered.slots))
+    slots = ordered.snapshot.slots
+    items = []
+    for j in range(start, end):
+        e = slots[ordered.slots[j]]
+        assert e is not None
+        items.append(e.obj)
+    return Page(
+        items=items,
+        cursors=[encode_cursor(spec.sort, ordered.position(j)) for j in range(start, end)],
+        total=len(ordered.slots),
+        has_next=end < len(ordered.slots),
+        has_previous=start > 0,
+        resource_version=version or ordered.snapshot.version,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """How many selected objects have ``value`` at the grouped field (``None``: absent)."""
+
+    value: str | None
+    count: int
+
+
+def counts(snap: Snapshot, found: Sequence[int], by: FieldPath) -> list[Count]:
+    """The selected slots grouped by a field's value (as text), most frequent first, then
+    by value (absent last)."""
+    col = column(snap, by)
+    groups: dict[Any, int] = {}
+    for i in found:
+        t = col[i]
+        value = None if t is None or t[0] == 0 else t[1]
+        groups[value] = groups.get(value, 0) + 1
+    out = [Count(None if v is None else _text(v), n) for v, n in groups.items()]
+    out.sort(key=lambda c: (-c.count, c.value is None, c.value or ""))
+    return out

@@ -1,0 +1,500 @@
+"""Parse, validate, limit and execute operations against the strawberry schema.
+
+Every transport goes through :class:`Engine`: a document is parsed, validated and checked
+against the limits once (an LRU cache keyed by its text), then executed by graphql-core
+with the :class:`~gateway.graphql.engine.projection.ProjectingExecutor` over the strawberry-built
+schema, whose resolvers are strawberry's.  Responses are plain dicts, serialised by the
+transports with orjson.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import OrderedDict
+from collections.abc import AsyncIterable, Awaitable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import orjson
+import strawberry
+from graphql import (
+    DocumentNode,
+    ExecutionResult,
+    Executor,
+    FieldNode,
+    GraphQLError,
+    GraphQLNamedType,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    create_source_event_stream,
+    execute,
+    execute_subscription_event,
+    get_introspection_query,
+    get_operation_ast,
+    parse,
+    print_ast,
+    validate,
+)
+
+from gateway.core import GatewayError
+from gateway.graphql.engine.limits import Limits, check_document, check_fragment_cycles
+from gateway.graphql.engine.projection import ProjectingExecutor, executor_for
+from gateway.graphql.errors import ApiError, format_error, format_exception
+from gateway.graphql.schemas._library import NATIVE, graphql_schema, strawberry_definition
+
+OperationKind = Literal["query", "mutation", "subscription"]
+Response = dict[str, Any]
+
+
+class RequestError(Exception):
+    """A request that cannot execute (bad syntax, invalid, over a limit): errors, no data."""
+
+    def __init__(
+        self,
+        errors: list[dict[str, Any]],
+        status: int = 400,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(errors[0]["message"] if errors else "bad request")
+        self.errors = errors
+        self.status = status
+        #: HTTP headers of the refusal (a persisted query's miss is not to be cached).
+        self.headers = dict(headers or {})
+
+    def response(self) -> Response:
+        return {"errors": self.errors}
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A parsed, validated and limit-checked operation of a document."""
+
+    query: str
+    document: DocumentNode
+    operation: OperationDefinitionNode
+    operation_name: str | None
+    #: The engine (and so the schema) that validated it, which also executes it: an
+    #: operation prepared before a schema swap finishes on the schema it was checked against.
+    engine: Engine | None = field(default=None, compare=False, repr=False)
+    #: Whether the document reads the schema (``__schema``, ``__type``): introspection,
+    #: which only callers the cluster authenticates may run.
+    reads_schema: bool = False
+
+    @property
+    def kind(self) -> OperationKind:
+        return self.operation.operation.value
+
+
+def _bad(message: str, code: str = "BAD_REQUEST", status: int = 400) -> RequestError:
+    return RequestError(
+        [format_exception(ApiError(message, code=code, http_status=status))], status
+    )
+
+
+class _OverBudget(BaseException):
+    """Raised inside an introspection's execution when it has produced its budget of
+    fields: a ``BaseException``, so graphql-core's field error handling (which catches
+    ``Exception``) does not turn it into one error per remaining field, and the execution
+    stops at once."""
+
+
+class _Tally:
+    __slots__ = ("resolved",)
+
+    def __init__(self) -> None:
+        self.resolved = 0
+
+
+class _BoundedExecutor(Executor[Any]):
+    """graphql-core's executor, stopped once it has resolved ``budget`` fields; each
+    execution is a subclass of its own (:func:`_bounded`) whose ``tally`` counts them."""
+
+    budget = 0
+    tally = _Tally()
+
+    def execute_field(self, *args: Any, **kwargs: Any) -> Any:
+        tally = self.tally
+        tally.resolved += 1
+        if tally.resolved > self.budget:
+            raise _OverBudget
+        return super().execute_field(*args, **kwargs)
+
+
+def _bounded(budget: int) -> type[_BoundedExecutor]:
+    """An executor class for one execution: at most ``budget`` fields, counted afresh."""
+    return type("BoundedIntrospection", (_BoundedExecutor,), {"budget": budget, "tally": _Tally()})
+
+
+class Introspections:
+    """Where every endpoint's introspections run: a few threads of their own (a large
+    schema's answer is seconds of work that must hold neither the event loop nor the
+    default thread pool, which list workers and schema builds use) and a bounded queue.
+
+    One per gateway (the :class:`~gateway.graphql.engine.admission.Admission` holds it), shared by
+    every engine.  What one introspection may produce is bounded by its engine: at most
+    :data:`INTROSPECTION_FACTOR` times the fields of the schema's full standard
+    introspection (which is what GraphiQL and code generators ask), so a small document
+    that multiplies ``__schema`` through aliases and fragments is refused, not computed.
+
+    Args:
+        workers: threads answering introspections.
+        waiting: introspections that may wait for a thread; more are refused
+            (``TOO_MANY_REQUESTS``, retry after a second).
+    """
+
+    def __init__(self, workers: int = 1, waiting: int = 8) -> None:
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="introspection")
+        self._admitted = 0
+        self._max = workers + waiting
+
+    @property
+    def running(self) -> int:
+        """Introspections running or waiting now."""
+        return self._admitted
+
+    async def run(self, work: Any, *args: Any) -> Any:
+        """Run ``work(*args)`` on one of the threads.
+
+        Raises:
+            ApiError: ``TOO_MANY_REQUESTS``: the threads are busy and the queue is full.
+        """
+        if self._admitted >= self._max:
+            raise ApiError(
+                "too many schema introspections are running: retry in a second",
+                code="TOO_MANY_REQUESTS",
+                http_status=429,
+                retryAfter=1,
+            )
+        self._admitted += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
+        finally:
+            self._admitted -= 1
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+#: An introspection may resolve this many times the fields of the full standard one (the
+#: richest variant GraphiQL and code generators send).
+INTROSPECTION_FACTOR = 1.5
+_RICHEST_INTROSPECTION = get_introspection_query(
+    descriptions=True,
+    specified_by_url=True,
+    directive_is_repeatable=True,
+    schema_description=True,
+    input_value_deprecation=True,
+    one_of=True,
+)
+#: ... and at least this many (a tiny schema's budget would refuse honest documents).
+INTROSPECTION_FLOOR = 20_000
+
+
+class Engine:
+    """Executes GraphQL operations for every transport.
+
+    Args:
+        schema: the schema: strawberry's (its graphql-core schema is executed) or a
+            graphql-core one (a group's, :mod:`gateway.graphql.schemas.native`).
+        limits: depth / alias / complexity limits applied to every document.
+        cache_size: distinct documents kept parsed and validated.
+        introspections: where introspections run (the gateway's, shared by every engine;
+            one of its own when not given).
+    """
+
+    def __init__(
+        self,
+        schema: strawberry.Schema | GraphQLSchema,
+        limits: Limits,
+        cache_size: int = 512,
+        introspections: Introspections | None = None,
+    ) -> None:
+        self.schema = schema
+        self.introspections = introspections or Introspections()
+        #: Fields the schema's full standard introspection resolves (0: not counted yet).
+        self._standard_fields = 0
+        self.graphql_schema: GraphQLSchema = graphql_schema(schema)
+        self.limits = limits
+        #: Valid documents only (a failure is cheap to find again and must not evict
+        #: valid ones), bounded in count and in bytes of text.
+        self._documents: OrderedDict[str, tuple[DocumentNode, bool]] = OrderedDict()
+        self._cached_bytes = 0
+        self._cache_size = cache_size
+        #: Answers to introspection-only operations, by document, operation and variables.
+        self._introspections: OrderedDict[IntrospectionKey, Response] = OrderedDict()
+        self._introspecting: dict[IntrospectionKey, asyncio.Future[tuple[Response, int]]] = {}
+        data_types = frozenset(
+            name
+            for name, t in self.graphql_schema.type_map.items()
+            if not name.startswith("__") and _is_generated(t)
+        )
+        self.executor_class: type[ProjectingExecutor] = executor_for(data_types)
+
+    # -- preparing -------------------------------------------------------------------------
+
+    def _document(self, query: str) -> tuple[DocumentNode, bool]:
+        cached = self._documents.get(query)
+        if cached is not None:
+            self._documents.move_to_end(query)
+            return cached
+        document = self._parse(query)  # raises RequestError: never cached
+        self._documents[query] = document
+        self._cached_bytes += len(query)
+        while self._documents and (
+            len(self._documents) > self._cache_size or self._cached_bytes > self.limits.cache_bytes
+        ):
+            evicted, _ = self._documents.popitem(last=False)
+            self._cached_bytes -= len(evicted)
+        return document
+
+    def _parse(self, query: str) -> tuple[DocumentNode, bool]:
+        """Cheap before expensive: size, then a token-limited parse, then the depth, alias
+        and complexity limits, and only then the schema validation.  Returns the document
+        and whether it reads the schema."""
+        limits = self.limits
+        if len(query) > limits.max_document_bytes:
+            raise _bad(
+                f"the GraphQL document is larger than {limits.max_document_bytes} bytes",
+                code="DOCUMENT_TOO_LARGE",
+                status=413,
+            )
+        try:
+            document = parse(query, no_location=False, max_tokens=limits.max_tokens)
+            check_fragment_cycles(document)
+            reads_schema = check_document(document, limits)
+        except GraphQLError as error:
+            error.extensions = {**(error.extensions or {}), "code": "GRAPHQL_PARSE_FAILED"}
+            raise RequestError([format_error(error)]) from None
+        except ApiError as exc:
+            raise RequestError([format_exception(exc)]) from None
+        except RecursionError:
+            # braces nested thousands deep: the parser itself recurses
+            raise _bad("the GraphQL document nests too deeply", code="QUERY_TOO_DEEP") from None
+        errors = validate(self.graphql_schema, document)
+        if errors:
+            raise RequestError([format_error(e) for e in errors])
+        return document, reads_schema
+
+    def prepare(self, query: Any, operation_name: Any = None) -> Prepared:
+        """Parse (cached), validate and limit-check; pick the operation.
+
+        Raises:
+            RequestError: the request cannot be executed.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise _bad("a GraphQL request needs a `query` string")
+        if operation_name is not None and not isinstance(operation_name, str):
+            raise _bad("`operationName` must be a string")
+        document, reads_schema = self._document(query)
+        operation = get_operation_ast(document, operation_name)
+        if operation is None:
+            message = (
+                f"unknown operation named {operation_name!r}"
+                if operation_name
+                else "the document has several operations: give `operationName`"
+            )
+            raise _bad(message)
+        return Prepared(query, document, operation, operation_name, self, reads_schema)
+
+    # -- executing -------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        prepared: Prepared,
+        variables: Mapping[str, Any] | None,
+        context: Any,
+        root: Any = None,
+    ) -> Response:
+        """Execute a query or mutation; field errors come back as partial data."""
+        if prepared.engine is not None and prepared.engine is not self:
+            return await prepared.engine.execute(prepared, variables, context, root)
+        key = _introspection_key(prepared, variables)
+        if key is not None:
+            return await self._introspect(key, prepared, variables)
+        result = execute(
+            self.graphql_schema,
+            prepared.document,
+            root_value=root,
+            context_value=context,
+            variable_values=dict(variables) if variables else None,
+            operation_name=prepared.operation_name,
+            executor_class=self.executor_class,
+        )
+        if inspect.isawaitable(result):
+            result = await result
+        return format_result(result)
+
+    async def _introspect(
+        self, key: IntrospectionKey, prepared: Prepared, variables: Mapping[str, Any] | None
+    ) -> Response:
+        """An operation that reads only the schema: the same answer for every caller, so it
+        is kept (GraphiQL and code generators ask the same large document again and again),
+        computed once however many ask at once, on the gateway's introspection threads
+        (:class:`Introspections`), and bounded in what it may produce."""
+        cached = self._introspections.get(key)
+        if cached is not None:
+            self._introspections.move_to_end(key)
+            return cached
+        running = self._introspecting.get(key)
+        if running is None:
+            running = asyncio.ensure_future(
+                self.introspections.run(self._introspection, prepared, variables)
+            )
+            self._introspecting[key] = running
+            running.add_done_callback(lambda _: self._introspecting.pop(key, None))
+        try:
+            response, resolved = await asyncio.shield(running)
+        except ApiError as exc:
+            return {"errors": [format_exception(exc)]}
+        # Only answers no larger than the standard one are kept: what an engine keeps is
+        # what honest clients ask, whatever else is asked of it.
+        if "errors" not in response and resolved <= self._standard_fields:
+            self._introspections[key] = response
+            while len(self._introspections) > INTROSPECTIONS_KEPT:
+                self._introspections.popitem(last=False)
+        return response
+
+    async def warm_introspection(self) -> None:
+        """Answer the standard full introspection (GraphiQL's, graphql-core's and most
+        clients' first request) before anyone asks."""
+        await self.execute(self.prepare(get_introspection_query()), None, None)
+        await self.introspections.run(self._budget)
+
+    def _budget(self) -> int:
+        """The fields an introspection may resolve, sized on first use by the full standard
+        introspection (run once: its size is the schema's, not a caller's)."""
+        if not self._standard_fields:
+            counting = _bounded(1 << 62)
+            standard = self.prepare(_RICHEST_INTROSPECTION)
+            execute(self.graphql_schema, standard.document, executor_class=counting)
+            self._standard_fields = counting.tally.resolved
+        return max(int(INTROSPECTION_FACTOR * self._standard_fields), INTROSPECTION_FLOOR)
+
+    def _introspection(
+        self, prepared: Prepared, variables: Mapping[str, Any] | None
+    ) -> tuple[Response, int]:
+        budget = self._budget()
+        bounded = _bounded(budget)
+        try:
+            result = execute(
+                self.graphql_schema,
+                prepared.document,
+                variable_values=dict(variables) if variables else None,
+                operation_name=prepared.operation_name,
+                executor_class=bounded,
+            )
+        except _OverBudget:
+            error = ApiError(
+                f"the introspection would resolve more than {budget} fields (1.5 times the "
+                "schema's full introspection): ask for the full introspection once instead",
+                code="QUERY_TOO_COMPLEX",
+            )
+            return {"errors": [format_exception(error)]}, bounded.tally.resolved
+        assert not inspect.isawaitable(result)  # introspection resolves synchronously
+        return format_result(result), bounded.tally.resolved
+
+    def subscriber(
+        self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
+    ) -> ProjectingExecutor | Response:
+        """The executor of a subscription for one subscriber's context, or an error response
+        (variables that do not fit the document)."""
+        if prepared.engine is not None and prepared.engine is not self:
+            return prepared.engine.subscriber(prepared, variables, context)
+        executor = self.executor_class.build(
+            self.graphql_schema,
+            prepared.document,
+            None,
+            context,
+            dict(variables) if variables else None,
+            prepared.operation_name,
+        )
+        if isinstance(executor, list):
+            return {"errors": [format_error(e) for e in executor]}
+        return cast(ProjectingExecutor, executor)
+
+    @staticmethod
+    async def source(executor: ProjectingExecutor) -> AsyncIterable[Any] | Response:
+        """Start a subscription's source stream (``CreateSourceEventStream``): what the root
+        field's resolver returns (a core stream for the gateway's own fields), or an error
+        response when the subscription cannot start.
+
+        Raises:
+            GatewayError: what refused to open the stream (a budget, the upstream's 403...):
+                the subscription fails as if its stream had broken at once.
+        """
+        stream = create_source_event_stream(executor)
+        if inspect.isawaitable(stream):
+            stream = await stream
+        if isinstance(stream, ExecutionResult):
+            errors_ = stream.errors or []
+            if len(errors_) == 1 and isinstance(errors_[0].original_error, GatewayError):
+                raise errors_[0].original_error
+            return format_result(stream)
+        return stream
+
+    @staticmethod
+    def render(executor: ProjectingExecutor, payload: Any) -> Response | Awaitable[Response]:
+        """Execute the subscription document for one source event: the response at once
+        when no resolver had to wait (the usual case), else an awaitable of it."""
+        result = execute_subscription_event(executor.build_per_event_executor(payload))
+        if inspect.isawaitable(result):
+            return _formatted(result)
+        return format_result(result)
+
+
+async def _formatted(result: Awaitable[ExecutionResult]) -> Response:
+    return format_result(await result)
+
+
+#: An introspection-only operation: its document, operation name and variables.
+IntrospectionKey = tuple[str, str | None, bytes]
+#: Introspection answers an engine keeps (each a few MB for a large schema).
+INTROSPECTIONS_KEPT = 4
+_INTROSPECTION_FIELDS = frozenset(("__schema", "__type", "__typename"))
+
+
+def _introspection_key(
+    prepared: Prepared, variables: Mapping[str, Any] | None
+) -> IntrospectionKey | None:
+    """The cache key of an operation that reads only the schema (every root selection is
+    ``__schema``, ``__type`` or ``__typename``), else ``None``."""
+    operation = prepared.operation
+    if operation.operation.value != "query":
+        return None
+    for selection in operation.selection_set.selections:
+        if not isinstance(selection, FieldNode) or selection.name.value not in (
+            _INTROSPECTION_FIELDS
+        ):
+            return None
+        if selection.directives:
+            return None
+    try:
+        frozen = orjson.dumps(dict(variables or {}), option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    # The document as printed, not as sent: GraphiQL's (graphql-js) and graphql-core's
+    # introspection queries differ only in their layout.
+    return (print_ast(prepared.document), prepared.operation_name, frozen)
+
+
+def format_result(result: ExecutionResult) -> Response:
+    """An execution result as the response dict (``errors`` first when present)."""
+    out: Response = {}
+    if result.errors:
+        out["errors"] = [format_error(e) for e in result.errors]
+        if result.data is None and all(not e.path for e in result.errors):
+            return out  # a request error: execution never started, so no `data`
+    out["data"] = result.data
+    return out
+
+
+def _is_generated(t: GraphQLNamedType) -> bool:
+    if (getattr(t, "extensions", None) or {}).get(NATIVE) == "data":
+        return True
+    definition = strawberry_definition(t)
+    origin = getattr(definition, "origin", None)
+    return getattr(
+        origin, "__module__", None
+    ) == "gateway.graphql.resolvers.objects" and not getattr(definition, "is_input", False)

@@ -1,0 +1,506 @@
+"""The fast path: complete plain-data selections by projecting dicts, not per-field resolvers.
+
+A stock GraphQL execution calls a resolver and a completion step for every field of every
+object: for a list of 5,000 pods selecting 15 fields that is most of a second of Python
+(docs/performance.md).  The generated Kubernetes types are plain data (every field is its
+JSON key), so when a selection below a field touches only such fields, the result is a
+projection of the upstream dict, computed here by a plan compiled once per selection: one
+generated function per object type and selection, which reads each key, passes a
+well-formed leaf through without a call and sends anything else to the scalar's own
+serialiser.
+
+The plan is used only when it is exactly equivalent: any field with its own resolver
+(links, ``raw`` excepted), an abstract type, ``@defer``, or a value the serialiser would
+change or refuse (a null where the schema says non-null, a wrong shape, an ``Int`` out of
+range) makes the executor complete that value the ordinary way, so errors and partial data
+are the spec's.  ``tests/graphql/test_projection_differential.py`` holds the two to the same
+data, errors and bytes on generated queries and damaged data.
+
+A large list (``LARGE_LIST`` items or more) is completed :data:`SLICE` items per event-loop
+step, so that other callers are served in between; the core's large-list scope
+(:mod:`gateway.core.lists.large`, the operation's adapter's) holds the cyclic collector off
+from the first slice and frees the decoded body the same way once nothing else holds it.
+Like any asynchronous resolver, such a list lets the other fields of its operation complete
+meanwhile: the errors of fields completing concurrently may come in another order than a
+synchronous completion would give.
+
+With list workers (:mod:`gateway.core.lists.pool`), a large list body reaches its field's
+completion undecoded (the resolver asked for it: ``LargeLists.handed_on(..., deferrable=True)``),
+and the core's large-list scope is given a plan's plain-data form (:attr:`Plan.spec`) to go
+with it to a worker process (``LargeLists.projected``), whose projected JSON is embedded in
+the answer as it is; a body no worker can project is decoded there and completed as above.
+The generated code is :mod:`gateway.core.lists.projections`'s, the same in both places.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from types import CoroutineType
+from typing import Any, cast
+
+import orjson
+from graphql import (
+    FragmentSpreadNode,
+    GraphQLEnumType,
+    GraphQLField,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLScalarType,
+    InlineFragmentNode,
+    SelectionSetNode,
+    Undefined,
+)
+
+from gateway.core import (
+    ALWAYS,
+    CHECKS,
+    CONST,
+    COPY,
+    LARGE_LIST,
+    LEAF,
+    PASSTHROUGH,
+    READ,
+    SELF,
+    Fallback,
+    LargeLists,
+    Project,
+    Spec,
+    Step,
+    Undecoded,
+    dict_resolver,
+    generate,
+    identity,
+    is_large,
+    leaf_of,
+    list_of,
+    nonnull_of,
+    then,
+)
+from gateway.graphql.resolvers.context import Context
+from gateway.graphql.resolvers.objects import resolve_raw
+from gateway.graphql.schemas._library import (
+    NATIVE,
+    NOT_COMPLETED,
+    CompletingExecutor,
+    Fields,
+    Substitute,
+    strawberry_definition,
+    subselection,
+)
+
+_NO_PLAN = object()
+
+
+def _native(field: GraphQLField) -> Any:
+    return field.extensions.get(NATIVE) if field.extensions else None
+
+
+def _is_plain(field: GraphQLField) -> bool:
+    """A field strawberry resolves with the schema's default resolver (its JSON key), or
+    one :mod:`gateway.graphql.schemas.native` made to read its JSON key."""
+    if _native(field) == "plain":
+        return True
+    definition = strawberry_definition(field)
+    return bool(getattr(definition, "is_basic_field", False))
+
+
+def _is_raw(field: GraphQLField) -> bool:
+    if _native(field) == "raw":
+        return True
+    definition = strawberry_definition(field)
+    resolver = getattr(definition, "base_resolver", None)
+    return resolver is not None and getattr(resolver, "wrapped_func", None) is resolve_raw
+
+
+def _leaf(scalar: GraphQLScalarType) -> Project | None:
+    if scalar.name not in PASSTHROUGH:
+        return None
+    return leaf_of(scalar.name, _serializer(scalar))
+
+
+def _serializer(scalar: GraphQLScalarType) -> Project:
+    """The scalar's serialiser where graphql-core would accept its result; anything else
+    (an error, or null: graphql-core reports it) falls back."""
+    serialize = scalar.serialize
+
+    def run(value: Any) -> Any:
+        try:
+            out = serialize(value)
+        except Exception:
+            raise Fallback from None
+        if out is None or out is Undefined:
+            raise Fallback
+        return out
+
+    return run
+
+
+#: Items of a large list projected in one event-loop step (a few milliseconds of work).
+SLICE = 250
+#: Plans kept per engine across executions (each holds its document's field nodes alive).
+SHARED_PLANS = 1024
+
+
+class Plan:
+    """The compiled completion of one type under one selection.
+
+    Attributes:
+        run: completes a non-null value, or raises :class:`Fallback`.
+        kind: ``"nonnull"``, ``"list"``, ``"leaf"`` or ``"object"``.
+        inner: the plan of the wrapped type (non-null) or of the items (list).
+        nullable_items: a list whose items may be null.
+        lists: an object's list-valued fields ``(response key, JSON key, plan)``, which a
+            large list may be completed in slices for (:meth:`ProjectingExecutor._sliced`).
+    """
+
+    __slots__ = (
+        "_done",
+        "_source",
+        "inner",
+        "kind",
+        "lists",
+        "nullable_items",
+        "run",
+        "spec",
+        "steps",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        run: Project,
+        inner: Plan | None = None,
+        *,
+        nullable_items: bool = False,
+        lists: tuple[tuple[str, str, Plan], ...] = (),
+        source: tuple[str, Callable[[frozenset[str]], Callable[[Any, Any], Any]]] | None = None,
+        steps: tuple[Step, ...] | None = None,
+        spec: Spec = (),
+    ) -> None:
+        self.kind = kind
+        #: The plan as plain data (:mod:`gateway.core.lists.projections`), for a list worker.
+        self.spec = spec
+        self.run = run
+        self.inner = inner
+        self.nullable_items = nullable_items
+        self.lists = lists
+        self._source = source
+        #: An object's steps (for the generated code of a parent object).
+        self.steps = steps
+        self._done: dict[frozenset[str], Callable[[Any, Any], Any]] = {}
+
+    def with_done(self, keys: frozenset[str]) -> Callable[[Any, Any], Any]:
+        """This object's projection taking the fields ``keys`` already completed:
+        ``f(value, done)`` with ``done[key]`` their values."""
+        fn = self._done.get(keys)
+        if fn is None:
+            assert self._source is not None
+            fn = self._done[keys] = self._source[1](keys)
+        return fn
+
+
+class ProjectingExecutor(CompletingExecutor):
+    """A graphql-core executor that projects plain-data subtrees in one compiled step.
+
+    Plans are cached per execution (each event of a subscription is one), keyed by the
+    identity of the collected field list, which graphql-core memoises.  A large list
+    (``LARGE_LIST`` items or more, or a list object with as many ``items``) is completed
+    in slices of :data:`SLICE` items, yielding to the event loop in between.
+    """
+
+    _plans: dict[tuple[int, int], Any]
+    #: Names of the object types the projection may complete (the generated types).
+    data_types: frozenset[str] = frozenset()
+    #: Plans that do not depend on the variables (no ``@skip``/``@include`` below them),
+    #: shared by every execution of the engine: a cached document's field nodes are the same
+    #: objects in every request, so the plan compiled for them once serves all (one per
+    #: :func:`executor_for` class, that is per engine and schema; bounded, least recent out).
+    shared_plans: OrderedDict[tuple[int, tuple[int, ...]], tuple[Any, tuple[Any, ...]]]
+    _varies: bool
+    _own_large_lists: LargeLists
+
+    def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
+        if type(return_type) is GraphQLScalarType:
+            return NOT_COMPLETED
+        if type(result) is Undecoded:
+            return self._undecoded(return_type, fields, result)
+        plan = self._plan(return_type, fields)
+        if is_large(result):
+            if plan is not None:
+                return self._sliced(plan, result)
+            # Completed the ordinary way in this step: the collector is held off until it
+            # ends, when the decoded body is dropped (it need never traverse it).
+            self._large_lists().hold_until_next_turn()
+            return NOT_COMPLETED
+        if plan is not None:
+            try:
+                return plan.run(result)
+            except Fallback:
+                pass
+        return NOT_COMPLETED
+
+    async def _undecoded(
+        self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded
+    ) -> Any:
+        """A large list body the large-list scope handed on undecoded: projected by a list
+        worker (``LargeLists.projected``) into JSON embedded as it is, or, when no worker can
+        (no plan for this selection, a value only a serialiser here can complete, no
+        worker), decoded and completed as any decoded list is."""
+        plan = self._plan(return_type, fields)
+        value = await self._large_lists().projected(body, None if plan is None else plan.spec)
+        if type(value) is bytes:
+            return orjson.Fragment(value)
+        done = self.complete_directly(return_type, fields, value)
+        if type(done) is CoroutineType:
+            done = await done
+        return Substitute(value) if done is NOT_COMPLETED else done
+
+    async def _sliced(self, plan: Plan, value: Any) -> Any:
+        """Complete a large value in slices, then let the core free it in slices.
+
+        Returns :data:`NOT_COMPLETED` when the value does not fit the plan: the executor
+        then completes all of it the ordinary way.
+        """
+        try:
+            return await self._large_lists().complete(
+                value, lambda v: _in_slices(plan, v), per_turn=SLICE
+            )
+        except Fallback:
+            return NOT_COMPLETED
+
+    def _large_lists(self) -> LargeLists:
+        """The large-list scope's owner: the operation's adapter's (one executor without a
+        gateway context, as in the differential tests, gets one of its own)."""
+        context = self.context_value
+        if isinstance(context, Context):
+            return context.adapter.large_lists
+        try:
+            return self._own_large_lists
+        except AttributeError:
+            self._own_large_lists = LargeLists()
+            return self._own_large_lists
+
+    def _plan(self, return_type: GraphQLOutputType, fdl: Fields) -> Plan | None:
+        try:
+            plans = self._plans
+        except AttributeError:
+            plans = self._plans = {}
+        key = (id(return_type), id(fdl))
+        plan = plans.get(key, _NO_PLAN)
+        if plan is _NO_PLAN:
+            nodes = tuple(fd.node for fd in fdl)
+            shared_key = (id(return_type), tuple(map(id, nodes)))
+            shared = self.shared_plans.get(shared_key)
+            if shared is not None:
+                # The stored nodes are kept alive with the plan: equal ids, same nodes.
+                plan = shared[0]
+                self.shared_plans.move_to_end(shared_key)
+            else:
+                named = return_type
+                while isinstance(named, GraphQLNonNull | GraphQLList):
+                    named = named.of_type
+                self._varies = False
+                plan = (
+                    self._compile(return_type, fdl)
+                    if isinstance(named, GraphQLObjectType) and named.name in self.data_types
+                    else None
+                )
+                if not self._varies:
+                    self.shared_plans[shared_key] = (plan, (return_type, *nodes))
+                    while len(self.shared_plans) > SHARED_PLANS:
+                        self.shared_plans.popitem(last=False)
+            # Keep fdl alive with its plan so that its id cannot be reused.
+            plans[key] = plan
+            plans[(id(fdl), 0)] = fdl
+        return cast("Plan | None", plan)
+
+    def _compile(self, t: GraphQLOutputType, fdl: Fields) -> Plan | None:
+        if isinstance(t, GraphQLNonNull):
+            inner = self._compile(t.of_type, fdl)
+            if inner is None:
+                return None
+            return Plan("nonnull", nonnull_of(inner.run), inner, spec=("nonnull", inner.spec))
+        if isinstance(t, GraphQLList):
+            item = self._compile(t.of_type, fdl)
+            if item is None:
+                return None
+            nullable_items = not isinstance(t.of_type, GraphQLNonNull)
+            return Plan(
+                "list",
+                list_of(item.run, nullable_items),
+                item,
+                nullable_items=nullable_items,
+                spec=("list", nullable_items, item.spec),
+            )
+        if isinstance(t, GraphQLScalarType):
+            if t.name not in PASSTHROUGH:
+                return None
+            return Plan("leaf", _leaf(t) or identity, spec=("leaf", t.name))
+        if isinstance(t, GraphQLEnumType) or not isinstance(t, GraphQLObjectType):
+            return None
+        if t.name not in self.data_types:
+            return None
+        return self._compile_object(t, fdl)
+
+    def _compile_object(self, t: GraphQLObjectType, fdl: Fields) -> Plan | None:
+        if not self._varies and any(
+            _directed(fd.node.selection_set, self.fragments, set()) for fd in fdl
+        ):
+            self._varies = True  # what is selected here depends on the variables
+        selected = subselection(self, t, fdl)
+        if selected is None:
+            return None
+        steps: list[Step] = []
+        specs: list[Spec] = []
+        lists: list[tuple[str, str, Plan]] = []
+        for response_key, (node, sub) in selected.items():
+            name = node.name.value
+            if name == "__typename":
+                steps.append(Step(response_key, CONST, t.name))
+                specs.append((response_key, CONST, t.name, None, None, False))
+                continue
+            field = t.fields.get(name)
+            if field is None:
+                return None
+            if _is_raw(field):
+                steps.append(Step(response_key, SELF, ""))
+                specs.append((response_key, SELF, "", None, None, False))
+                continue
+            if not _is_plain(field) or node.arguments:
+                return None
+            ft = field.type
+            python_name = name if _native(field) == "plain" else _python_name(field)
+            if python_name is None:
+                return None
+            check: str | None = None
+            plan = None
+            if isinstance(ft, GraphQLScalarType):
+                if ft.name not in PASSTHROUGH:
+                    return None
+                fn = _leaf(ft)
+                how = LEAF if fn else COPY
+                check = CHECKS.get(ft.name)
+                fn_spec: Spec | None = ("leaf", ft.name) if fn else None
+            else:
+                plan = self._compile(ft, sub)
+                if plan is None:
+                    return None
+                fn = plan.run
+                fn_spec = plan.spec
+                # A non-null field: its plan sees a null (and falls back on it).
+                how = ALWAYS if isinstance(ft, GraphQLNonNull) else LEAF
+                if python_name == name and plan.kind in ("list", "nonnull"):
+                    lists.append((response_key, name, plan))
+            if python_name != name:
+                # The schema's resolver reads the Python name first (``continue_``).
+                steps.append(Step(response_key, READ, python_name, then(how, fn)))
+                specs.append((response_key, READ, python_name, None, ("then", how, fn_spec), False))
+            else:
+                inline = (
+                    plan.steps
+                    if plan is not None and how == LEAF and plan.kind == "object"
+                    else None
+                )
+                steps.append(Step(response_key, how, name, fn, check, inline))
+                specs.append((response_key, how, name, check, fn_spec, inline is not None))
+        frozen = tuple(steps)
+
+        def source(done: frozenset[str]) -> Callable[[Any, Any], Any]:
+            return cast("Callable[[Any, Any], Any]", generate(t.name, frozen, done))
+
+        run = generate(t.name, frozen, frozenset())
+        return Plan(
+            "object",
+            run,
+            lists=tuple(lists),
+            source=(t.name, source),
+            steps=frozen,
+            spec=("object", t.name, tuple(specs)),
+        )
+
+
+async def _in_slices(plan: Plan, value: Any) -> Any:
+    """``plan.run(value)``, a large list in it completed :data:`SLICE` items per step."""
+    if plan.kind == "nonnull":
+        assert plan.inner is not None
+        if value is None:
+            raise Fallback
+        out = await _in_slices(plan.inner, value)
+        if out is None:
+            raise Fallback
+        return out
+    if plan.kind == "list" and type(value) is list and len(value) > SLICE:
+        assert plan.inner is not None
+        item = plan.inner.run
+        items: list[Any] = []
+        for start in range(0, len(value), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            chunk = value[start : start + SLICE]
+            if plan.nullable_items:
+                items += [None if v is None else item(v) for v in chunk]
+            else:
+                items += [item(v) for v in chunk]
+        return items
+    if plan.kind == "object" and type(value) is dict:
+        done: dict[str, Any] = {}
+        for response_key, name, inner in plan.lists:
+            v = value.get(name)
+            if type(v) is list and len(v) >= LARGE_LIST:
+                done[response_key] = await _in_slices(inner, v)
+        if done:
+            return plan.with_done(frozenset(done))(value, done)
+    return plan.run(value)
+
+
+def _python_name(field: GraphQLField) -> str | None:
+    """The key the schema's default resolver reads for ``field``, or ``None`` when that is
+    not :func:`~gateway.core.lists.projections.dict_resolver`."""
+    definition = strawberry_definition(field)
+    if getattr(definition, "default_resolver", None) is not dict_resolver:
+        return None
+    name = getattr(definition, "python_name", None)
+    return name if isinstance(name, str) else None
+
+
+def _directed(
+    selection_set: SelectionSetNode | None,
+    fragments: Mapping[str, Any],
+    seen: set[str],
+) -> bool:
+    """Does a selection set (its fragments included, not its fields' own selections) hold a
+    directive (``@skip``/``@include``: what it selects then depends on the variables)?"""
+    if selection_set is None:
+        return False
+    for selection in selection_set.selections:
+        if selection.directives:
+            return True
+        if isinstance(selection, InlineFragmentNode):
+            if _directed(selection.selection_set, fragments, seen):
+                return True
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            if name not in seen:
+                seen.add(name)
+                details = fragments.get(name)  # graphql-core's FragmentDetails
+                if details is None:
+                    continue
+                if details.variable_signatures or _directed(
+                    details.definition.selection_set, fragments, seen
+                ):
+                    return True
+    return False
+
+
+def executor_for(data_types: frozenset[str]) -> type[ProjectingExecutor]:
+    """A :class:`ProjectingExecutor` subclass that may project ``data_types``, with its own
+    cache of shared plans."""
+    return type(
+        "SchemaProjectingExecutor",
+        (ProjectingExecutor,),
+        {"data_types": data_types, "shared_plans": OrderedDict()},
+    )

@@ -1,0 +1,426 @@
+"""Views in GraphQL: a Relay-style connection of every served kind (``podsView``).
+
+For each kind with a ``list`` operation, the same data makes the same shape (the strawberry
+seed schema through :class:`~gateway.graphql.resolvers.operations.RootBuilder`, a group's schema
+through :mod:`gateway.graphql.schemas.native`)::
+
+    podsView(namespace: String, filter: ViewFilter, search: String, sort: [ViewSort!],
+             first: Int = 50, after: String, minResourceVersion: String): PodView
+
+    type PodView { edges: [PodViewEdge!]! nodes: [Pod!]! pageInfo: ViewPageInfo!
+                   total: Int! resourceVersion: String!
+                   counts(groupBy: String!): [ViewCount!]! }
+
+``nodes`` and ``edges.node`` are the kind's own type: the projection
+(:mod:`gateway.graphql.engine.projection`) completes them as it completes a list's items.  What a
+view means is the core's (:mod:`gateway.core.views`); here only the conversion of the
+arguments and the answer's fields.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import strawberry
+from graphql import GraphQLSchema
+from strawberry.types.field import StrawberryField
+
+from gateway.core import (
+    ObjectType,
+    Resource,
+    ViewCount,
+    ViewPage,
+    ViewSpec,
+    errors,
+    resolve_path,
+    view_spec,
+)
+from gateway.graphql.resolvers.arguments import Arg
+from gateway.graphql.resolvers.context import Context
+
+if TYPE_CHECKING:
+    from gateway.core import Views
+
+Lookup = Callable[[str], ObjectType]
+
+
+@strawberry.enum(name="ViewOrder", description="A sort key's direction.")
+class ViewOrder(enum.Enum):
+    ASC = "asc"
+    DESC = "desc"
+
+
+@strawberry.enum(
+    name="ViewOp",
+    description="How a filter condition compares a field (typed: numbers as numbers, "
+    "timestamps as instants).",
+)
+class ViewOp(enum.Enum):
+    EQ = "eq"
+    NE = "ne"
+    IN = "in"
+    NOT_IN = "notIn"
+    PREFIX = "prefix"
+    CONTAINS = "contains"
+    EXISTS = "exists"
+    LT = "lt"
+    LTE = "lte"
+    GT = "gt"
+    GTE = "gte"
+
+
+@strawberry.input(
+    name="ViewFilter",
+    description="A filter of a view: a condition (`field`, `op`, `value` or `values`), "
+    "`and`/`or` of filters, `not` a filter, and/or label and field selectors with the "
+    "apiserver's syntax; several given together are ANDed.",
+)
+class ViewFilter:
+    and_: Optional[list[ViewFilter]] = strawberry.field(name="and", default=None)  # noqa: UP045
+    or_: Optional[list[ViewFilter]] = strawberry.field(name="or", default=None)  # noqa: UP045
+    not_: Optional[ViewFilter] = strawberry.field(name="not", default=None)  # noqa: UP045
+    field: Optional[str] = strawberry.field(  # noqa: UP045
+        default=None, description="A field path: `metadata.name`, `metadata.labels.app`."
+    )
+    op: Optional[ViewOp] = strawberry.field(default=None, description="Default EQ.")  # noqa: UP045
+    value: Optional[str] = strawberry.field(  # noqa: UP045
+        default=None, description="The value, as text (`42`, `2026-01-02T15:04:05Z`, `true`)."
+    )
+    values: Optional[list[str]] = strawberry.field(  # noqa: UP045
+        default=None, description="The values of IN and NOT_IN."
+    )
+    label_selector: Optional[str] = strawberry.field(  # noqa: UP045
+        name="labelSelector", default=None, description="`app=web,tier in (a,b),!canary`"
+    )
+    field_selector: Optional[str] = strawberry.field(  # noqa: UP045
+        name="fieldSelector", default=None, description="`status.phase=Running`"
+    )
+
+
+@strawberry.input(name="ViewSort", description="A sort key of a view.")
+class ViewSort:
+    field: str = strawberry.field(description="A scalar field path.")
+    order: ViewOrder = ViewOrder.ASC
+
+
+@strawberry.type(name="ViewPageInfo", description="Where a page of a view stands (Relay).")
+class ViewPageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: Optional[str]  # noqa: UP045
+    end_cursor: Optional[str]  # noqa: UP045
+
+
+@strawberry.type(name="ViewCount", description="How many objects of a view have a value.")
+class ViewCountType:
+    value: Optional[str] = strawberry.field(description="The value as text; null: absent.")  # noqa: UP045
+    count: int
+
+
+_FILTER_NAMES = (
+    ("and", "and_"),
+    ("or", "or_"),
+    ("not", "not_"),
+    ("field", "field"),
+    ("op", "op"),
+    ("value", "value"),
+    ("values", "values"),
+    ("labelSelector", "label_selector"),
+    ("fieldSelector", "field_selector"),
+)
+
+
+class _Filter(Mapping[str, Any]):
+    """A :class:`ViewFilter` as the plain mapping the core reads, converted as it reads it
+    (so a huge or deep filter is refused at the core's cap, not walked whole first)."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.keys_ = [g for g, p in _FILTER_NAMES if getattr(source, p, None) is not None]
+
+    def __getitem__(self, key: str) -> Any:
+        python = dict(_FILTER_NAMES)[key]
+        value = getattr(self.source, python, None)
+        if value is None:
+            raise KeyError(key)
+        if key in ("and", "or"):
+            return _Filters(value)
+        if key == "not":
+            return _Filter(value)
+        if key == "op":
+            return value.value if isinstance(value, enum.Enum) else value
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys_)
+
+    def __len__(self) -> int:
+        return len(self.keys_)
+
+
+class _Filters(Sequence[Any]):
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: Any) -> Any:
+        return _Filter(self.items[i])
+
+
+def _sort(value: Any) -> list[Any] | None:
+    if value is None:
+        return None
+    if len(value) > 64:  # the core's cap is smaller: refused there, after a short walk
+        value = value[:65]
+    return [
+        s
+        if isinstance(s, Mapping)
+        else {"field": s.field, "order": getattr(s.order, "value", s.order)}
+        for s in value
+    ]
+
+
+class Edge:
+    __slots__ = ("cursor", "node")
+
+    def __init__(self, cursor: str, node: Any) -> None:
+        self.cursor, self.node = cursor, node
+
+
+class PageInfo:
+    __slots__ = ("end_cursor", "has_next_page", "has_previous_page", "start_cursor")
+
+    def __init__(self, page: ViewPage) -> None:
+        self.has_next_page = page.has_next
+        self.has_previous_page = page.has_previous
+        self.start_cursor = page.start_cursor
+        self.end_cursor = page.end_cursor
+
+
+class ViewAnswer:
+    """What a view field answers (its fields read these attributes)."""
+
+    __slots__ = ("_ctx", "_kind", "_lookup", "_spec", "page", "page_info", "resource_version")
+
+    def __init__(
+        self, ctx: Context, spec: ViewSpec, kind: ObjectType, lookup: Lookup, page: ViewPage
+    ) -> None:
+        self._ctx, self._spec, self._kind, self._lookup = ctx, spec, kind, lookup
+        self.page = page
+        self.page_info = PageInfo(page)
+        self.resource_version = page.resource_version
+
+    @property
+    def nodes(self) -> list[Any]:
+        return self.page.items
+
+    @property
+    def edges(self) -> list[Edge]:
+        return [Edge(c, n) for c, n in zip(self.page.cursors, self.page.items, strict=True)]
+
+    @property
+    def total(self) -> int:
+        return self.page.total
+
+    async def counts(self, group_by: str) -> list[ViewCount]:
+        by = resolve_path(self._kind, group_by, self._lookup)
+        spec = self._spec
+        if spec.min_resource_version is None:  # the counts of the page's own version
+            spec = _at_least(spec, self.resource_version)
+        _total, _version, groups = await _views(self._ctx).counts(spec, by, self._ctx.credential)
+        return groups
+
+
+def _at_least(spec: ViewSpec, version: str) -> ViewSpec:
+    from dataclasses import replace
+
+    return replace(spec, min_resource_version=version if version.isdigit() else None)
+
+
+def _views(ctx: Context) -> Views:
+    views = ctx.views
+    if views is None:
+        raise errors.Unavailable("views are not served by this endpoint")
+    return views
+
+
+async def run_view(
+    ctx: Context, a: Mapping[str, Any], r: Resource, kind: ObjectType, lookup: Lookup
+) -> ViewAnswer:
+    """The body of a view field (``a``: its arguments by GraphQL name, as graphql-core
+    coerced them: plain dicts and lists, enum members; or strawberry's inputs)."""
+    views = _views(ctx)
+    with ctx.adapter.metrics.operation("graphql", "View", r.key):
+        raw = a.get("filter")
+        spec = view_spec(
+            r,
+            kind,
+            lookup,
+            namespace=a.get("namespace"),
+            filter=raw if raw is None or isinstance(raw, Mapping) else _Filter(raw),
+            search=a.get("search"),
+            sort=_sort(a.get("sort")),
+            first=a.get("first"),
+            after=a.get("after"),
+            min_resource_version=a.get("minResourceVersion"),
+        )
+        page = await views.page(spec, ctx.credential)
+    return ViewAnswer(ctx, spec, kind, lookup, page)
+
+
+Resolve = Callable[..., Awaitable[Any]]
+
+
+def view_resolver(r: Resource, kind: ObjectType, lookup: Lookup) -> Resolve:
+    """A graphql-core resolver of ``r``'s view field that reads the arguments as
+    graphql-core coerced them.
+
+    Strawberry's own argument conversion builds an input object per filter node at about
+    150 µs each (3 s for a hostile filter of 20,000 conditions, before any cap could
+    refuse it); the coerced values are plain data the core reads, and refuses at its caps
+    after a short walk."""
+
+    async def resolve(root: Any, info: Any, **raw: Any) -> Any:
+        return await run_view(info.context, raw, r, kind, lookup)
+
+    return resolve
+
+
+def install(schema: GraphQLSchema, resolvers: Mapping[str, Resolve]) -> None:
+    """Give the view fields of a strawberry-built schema :func:`view_resolver`'s resolvers
+    (what :mod:`gateway.graphql.schemas.native` gives its own)."""
+    query = schema.query_type
+    assert query is not None
+    for name, resolve in resolvers.items():
+        query.fields[name].resolve = resolve
+
+
+# -- the fields ----------------------------------------------------------------------------
+
+
+def view_args(r: Resource) -> tuple[Arg, ...]:
+    """The arguments of a view field (``namespace`` for namespaced kinds)."""
+    namespace = (
+        (Arg("namespace", Optional[str], "The namespace; omit it for all namespaces."),)  # noqa: UP045
+        if r.namespaced
+        else ()
+    )
+    return (
+        *namespace,
+        Arg("filter", Optional[ViewFilter], "Which objects (default: all)."),  # noqa: UP045
+        Arg(
+            "search",
+            Optional[str],  # noqa: UP045
+            "Free text, case-insensitive, in names, namespaces, labels and annotations.",
+        ),
+        Arg(
+            "sort",
+            Optional[list[ViewSort]],  # noqa: UP045
+            "Sort keys, most significant first; ties by (namespace, name).",
+        ),
+        Arg("first", Optional[int], "Items per page (0 to 500; default 50)."),  # noqa: UP045
+        Arg("after", Optional[str], "The `endCursor` of the previous page."),  # noqa: UP045
+        Arg(
+            "minResourceVersion",
+            Optional[str],  # noqa: UP045
+            "Answer at this resourceVersion or later (read your own write).",
+        ),
+    )
+
+
+VIEW_DESCRIPTION = (
+    "A view of {plural}: filtered, searched, sorted, in pages by cursor, with a total and "
+    "counts, answered from a cache the gateway keeps while views use it."
+)
+
+
+def view_types(name: str, kind_cls: type) -> type:
+    """The strawberry connection type ``{name}View`` (and its edge) of a kind."""
+    edge = type(f"{name}ViewEdge", (), {"__module__": __name__})
+    edge.__annotations__ = {"cursor": str, "node": kind_cls}
+    edge_cls = strawberry.type(edge, name=f"{name}ViewEdge", description=f"A {name} of a view.")
+
+    async def counts(
+        root: ViewAnswer,
+        group_by: Annotated[
+            str, strawberry.argument(name="groupBy", description="A scalar field path.")
+        ],
+    ) -> list[ViewCountType]:
+        return await root.counts(group_by)  # type: ignore[return-value]
+
+    view = type(
+        f"{name}View",
+        (),
+        {
+            "__module__": __name__,
+            "counts": strawberry.field(
+                resolver=counts,
+                description="The view's objects (all pages) counted by a field's value, "
+                "most frequent first.",
+            ),
+            "edges": strawberry.field(description="The page's objects with their cursors."),
+            "nodes": strawberry.field(description="The page's objects."),
+            "page_info": strawberry.field(description="Where the page stands."),
+            "total": strawberry.field(description="How many objects the view selects."),
+            "resource_version": strawberry.field(
+                description="The resourceVersion the answer reflects."
+            ),
+        },
+    )
+    view.__annotations__ = {
+        "edges": list[edge_cls],  # type: ignore[valid-type]
+        "nodes": list[kind_cls],  # type: ignore[valid-type]
+        "page_info": ViewPageInfo,
+        "total": int,
+        "resource_version": str,
+    }
+    return strawberry.type(
+        view,
+        name=f"{name}View",
+        description=f"A page of a view of {name} objects, its total and counts.",
+    )
+
+
+def view_field(
+    r: Resource,
+    kind: ObjectType,
+    lookup: Lookup,
+    returns: Any,
+    query_field: Callable[..., StrawberryField],
+) -> StrawberryField:
+    """The seed schema's view field of ``r`` (made with the operations' ``query_field``;
+    its resolver is replaced by :func:`view_resolver`'s once the schema is built,
+    :func:`install`)."""
+
+    async def run(ctx: Context, a: dict[str, Any]) -> Any:
+        return await run_view(ctx, a, r, kind, lookup)
+
+    return query_field(
+        run,
+        view_args(r),
+        Optional[returns],  # noqa: UP045
+        VIEW_DESCRIPTION.format(plural=r.plural),
+    )
+
+
+__all__ = [
+    "Edge",
+    "PageInfo",
+    "ViewAnswer",
+    "ViewCountType",
+    "ViewFilter",
+    "ViewOp",
+    "ViewOrder",
+    "ViewPageInfo",
+    "ViewSort",
+    "install",
+    "run_view",
+    "view_args",
+    "view_field",
+    "view_resolver",
+    "view_types",
+]

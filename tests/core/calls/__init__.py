@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/calls``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/catalog``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/fleet``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/lists``, a module's by its name."""

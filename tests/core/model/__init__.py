@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/model``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/process``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/support``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/upstream``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/views``, a module's by its name."""

@@ -1,0 +1,1 @@
+"""Tests of ``gateway/core/watch``, a module's by its name."""

@@ -1,0 +1,730 @@
+"""Views over GraphQL on the demo upstream: every operator, sorts, pages by cursor, counts,
+errors, RBAC, and hostile views refused fast while a neighbour is served.
+
+Each view is checked against the test's own evaluation of the same pods (written here,
+independently of the gateway's): the filter as the docs state it, sorted with the
+(namespace, name) tiebreaker, all pages concatenated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.core import POD
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.auth import TokenGrant
+from tests.gateway import test_fleet_graphql
+from tests.support.graphql import (
+    ADMIN,
+    ALICE,
+    NAMESPACE,
+    Gateway,
+    data,
+    error_of,
+    gql,
+    serve_gateway,
+)
+
+#: Two demo clusters (default and b; alice may read `demo` in default only), from the fleet
+#: tests.
+two = test_fleet_graphql.two
+fleet_of = test_fleet_graphql.fleet_of
+OTHER = "views-other"
+COUNT = 120
+PHASES = ("Running", "Pending", "Failed", "Succeeded")
+NODES = ("node-a", "node-b", "node-c", None)
+
+
+def _pod(i: int, namespace: str) -> dict[str, Any]:
+    rnd = random.Random(i * 7 + len(namespace))
+    labels = {"app": rnd.choice(("web", "api", "db")), "index": str(i)}
+    if i % 5 == 0:
+        labels["canary"] = "true"
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nginx"}]}
+    node = NODES[i % 4]
+    if node is not None:
+        spec["nodeName"] = node
+    if i % 3:
+        spec["priority"] = rnd.randint(-5, 5) * 1000
+    return {
+        "metadata": {
+            "name": f"{labels['app']}-{i:03d}-{rnd.choice(('x', 'y', 'zz'))}",
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"team": rnd.choice(("Blue", "Green"))},
+        },
+        "spec": spec,
+        "status": {
+            "phase": PHASES[rnd.randrange(4)],
+            "startTime": f"2026-0{rnd.randint(1, 9)}-1{rnd.randint(0, 9)}T0{rnd.randint(0, 9)}"
+            f":{rnd.randint(10, 59)}:00Z",
+        },
+    }
+
+
+@pytest.fixture
+async def pods(demo: DemoUpstream) -> list[dict[str, Any]]:
+    await demo.store.ensure_namespace(OTHER)
+    made = [_pod(i, NAMESPACE) for i in range(COUNT)] + [_pod(i, OTHER) for i in range(40)]
+    for ns in (NAMESPACE, OTHER):
+        await demo.store.bulk_create(POD, (p for p in made if p["metadata"]["namespace"] == ns))
+    listed: list[dict[str, Any]] = await demo.store.list(POD)
+    return listed
+
+
+@pytest.fixture
+async def gw(demo: DemoUpstream, pods: list[dict[str, Any]]) -> AsyncIterator[Gateway]:
+    async with serve_gateway(demo) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+async def http(gw: Gateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=gw.url, timeout=30) as c:
+        yield c
+
+
+# -- the test's own evaluation -------------------------------------------------------------
+
+
+def _read(obj: Any, path: str) -> Any:
+    if path.startswith("metadata.labels."):
+        return (obj["metadata"].get("labels") or {}).get(path[len("metadata.labels.") :])
+    for key in path.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _ns(pods: list[dict[str, Any]], namespace: str | None) -> list[dict[str, Any]]:
+    return [p for p in pods if namespace is None or p["metadata"]["namespace"] == namespace]
+
+
+def _sorted(items: list[dict[str, Any]], keys: list[tuple[str, bool]]) -> list[dict[str, Any]]:
+    out = sorted(items, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+    for path, desc in reversed(keys):
+        present = [p for p in out if _read(p, path) is not None]
+        absent = [p for p in out if _read(p, path) is None]
+        present.sort(key=lambda p, path=path: _read(p, path), reverse=desc)
+        out = present + absent if desc else absent + present
+    return out
+
+
+def _names(items: list[dict[str, Any]]) -> list[str]:
+    return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in items]
+
+
+VIEW = """query($ns: String, $filter: ViewFilter, $search: String, $sort: [ViewSort!],
+                $first: Int, $after: String, $min: String) {
+  podsView(namespace: $ns, filter: $filter, search: $search, sort: $sort, first: $first,
+           after: $after, minResourceVersion: $min) {
+    total resourceVersion
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    edges { cursor node { metadata { name namespace } } }
+    nodes { metadata { name namespace labels } spec { nodeName priority } status { phase } }
+  }
+}"""
+
+
+async def _walk(
+    http: httpx.AsyncClient, variables: dict[str, Any], token: str = ADMIN
+) -> tuple[list[str], int, list[dict[str, Any]]]:
+    """Every page of a view, concatenated; its total; the pages."""
+    names: list[str] = []
+    pages = []
+    after = None
+    for _ in range(1000):
+        body = data(await gql(http, VIEW, {**variables, "after": after}, token=token))
+        view = body["podsView"]
+        pages.append(view)
+        names += _names(view["nodes"])
+        assert _names([e["node"] for e in view["edges"]]) == _names(view["nodes"])
+        if not view["pageInfo"]["hasNextPage"]:
+            return names, view["total"], pages
+        after = view["pageInfo"]["endCursor"]
+        assert after == view["edges"][-1]["cursor"]
+    raise AssertionError("the pages never ended")
+
+
+def _get(path: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda p: _read(p, path)
+
+
+PHASE, NODE, APP, CANARY = (
+    _get("status.phase"),
+    _get("spec.nodeName"),
+    _get("metadata.labels.app"),
+    _get("metadata.labels.canary"),
+)
+PRIORITY, STARTED = _get("spec.priority"), _get("status.startTime")
+Case = tuple[str, dict[str, Any], Callable[[dict[str, Any]], bool]]
+CASES: list[Case] = [
+    ("eq", {"field": "status.phase", "value": "Running"}, lambda p: PHASE(p) == "Running"),
+    (
+        "ne",
+        {"field": "spec.nodeName", "op": "NE", "value": "node-a"},
+        lambda p: NODE(p) != "node-a",
+    ),
+    (
+        "in",
+        {"field": "status.phase", "op": "IN", "values": ["Failed", "Pending"]},
+        lambda p: PHASE(p) in ("Failed", "Pending"),
+    ),
+    (
+        "notIn",
+        {"field": "metadata.labels.app", "op": "NOT_IN", "values": ["web"]},
+        lambda p: APP(p) != "web",
+    ),
+    (
+        "prefix",
+        {"field": "metadata.name", "op": "PREFIX", "value": "api-0"},
+        lambda p: p["metadata"]["name"].startswith("api-0"),
+    ),
+    (
+        "contains",
+        {"field": "metadata.name", "op": "CONTAINS", "value": "zz"},
+        lambda p: "zz" in p["metadata"]["name"],
+    ),
+    ("exists", {"field": "spec.nodeName", "op": "EXISTS"}, lambda p: NODE(p) is not None),
+    (
+        "not exists",
+        {"field": "metadata.labels.canary", "op": "EXISTS", "value": "false"},
+        lambda p: CANARY(p) is None,
+    ),
+    (
+        "lt number",
+        {"field": "spec.priority", "op": "LT", "value": "0"},
+        lambda p: PRIORITY(p) is not None and PRIORITY(p) < 0,
+    ),
+    (
+        "gte number",
+        {"field": "spec.priority", "op": "GTE", "value": "2000"},
+        lambda p: PRIORITY(p) is not None and PRIORITY(p) >= 2000,
+    ),
+    (
+        "lte time (another zone's notation)",
+        {"field": "status.startTime", "op": "LTE", "value": "2026-05-15T02:00:00+02:00"},
+        lambda p: STARTED(p) is not None and STARTED(p) <= "2026-05-15T00:00:00Z",
+    ),
+    (
+        "gt time",
+        {"field": "status.startTime", "op": "GT", "value": "2026-03-01T00:00:00Z"},
+        lambda p: STARTED(p) is not None and STARTED(p) > "2026-03-01T00:00:00Z",
+    ),
+    (
+        "and/or/not",
+        {
+            "or": [
+                {
+                    "and": [
+                        {"field": "status.phase", "value": "Running"},
+                        {"not": {"field": "metadata.labels.app", "value": "db"}},
+                    ]
+                },
+                {"field": "metadata.labels.canary", "op": "EXISTS"},
+            ]
+        },
+        lambda p: (PHASE(p) == "Running" and APP(p) != "db") or CANARY(p) is not None,
+    ),
+    (
+        "labelSelector",
+        {"labelSelector": "app in (web,api),!canary"},
+        lambda p: APP(p) in ("web", "api") and CANARY(p) is None,
+    ),
+    (
+        "fieldSelector",
+        {"fieldSelector": "status.phase!=Running,spec.nodeName=node-b"},
+        lambda p: PHASE(p) != "Running" and NODE(p) == "node-b",
+    ),
+]
+
+SORTS: list[list[tuple[str, bool]]] = [
+    [],
+    [("status.startTime", True)],
+    [("spec.priority", False), ("metadata.name", True)],
+    [("spec.nodeName", True)],
+]
+
+
+async def test_every_operator_and_sort_pages_through_exactly_the_tests_own_answer(
+    http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    for label, where, test in CASES:
+        for keys in SORTS:
+            for namespace in (NAMESPACE, None):
+                sort = [{"field": f, "order": "DESC" if d else "ASC"} for f, d in keys]
+                names, total, _ = await _walk(
+                    http, {"ns": namespace, "filter": where, "sort": sort, "first": 7}
+                )
+                expected = _names(_sorted([p for p in _ns(pods, namespace) if test(p)], keys))
+                assert expected, label  # every case selects something
+                assert names == expected, (label, keys, namespace)
+                assert total == len(expected)
+
+
+COUNTS = """query($ns: String, $filter: ViewFilter, $search: String, $by: String!) {
+  podsView(namespace: $ns, filter: $filter, search: $search, first: 0) {
+    total resourceVersion nodes { metadata { name } } pageInfo { hasNextPage endCursor }
+    counts(groupBy: $by) { value count }
+  }
+}"""
+
+
+def _counts(items: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:
+    found: dict[Any, int] = {}
+    for p in items:
+        value = _read(p, path)
+        found[value] = found.get(value, 0) + 1
+    out = [{"value": None if v is None else str(v), "count": n} for v, n in found.items()]
+    return sorted(out, key=lambda c: (-c["count"], c["value"] is None, c["value"] or ""))
+
+
+async def test_search_counts_and_totals_match_the_tests_own_answer(
+    http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    # search: case-insensitive, in name, namespace, labels and annotations (keys and values)
+    for text in ("ZZ", "blue", "canary", "views-oth", "app=db"):
+        names, total, _ = await _walk(http, {"search": text, "first": 50})
+        expected = _names(_sorted([p for p in pods if _hit(p, text)], []))
+        assert expected, text
+        assert (names, total) == (expected, len(expected)), text
+    # counts by a field, a label, the namespace; with a filter, a search, in one namespace
+    for by, namespace, where, search in [
+        ("status.phase", None, None, None),
+        ("metadata.labels.app", NAMESPACE, {"field": "status.phase", "value": "Running"}, None),
+        ("metadata.namespace", None, None, "web"),
+        ("spec.nodeName", OTHER, {"labelSelector": "app!=db"}, None),
+        ("spec.priority", NAMESPACE, None, None),
+    ]:
+        body = data(
+            await gql(http, COUNTS, {"ns": namespace, "filter": where, "search": search, "by": by})
+        )
+        view = body["podsView"]
+        chosen = [
+            p
+            for p in _ns(pods, namespace)
+            if (where is None or _matches(p, where)) and (search is None or _hit(p, search))
+        ]
+        assert view["counts"] == _counts(chosen, by), by
+        assert view["total"] == len(chosen) == sum(c["count"] for c in view["counts"])
+        assert view["nodes"] == []
+        assert view["pageInfo"]["hasNextPage"] is (len(chosen) > 0)
+
+
+def _hit(p: dict[str, Any], text: str) -> bool:
+    meta = p["metadata"]
+    parts = [meta["name"], meta["namespace"]]
+    for key in ("labels", "annotations"):
+        parts += [f"{k}={v}" for k, v in (meta.get(key) or {}).items()]
+    return text.lower() in "\n".join(parts).lower()
+
+
+def _matches(p: dict[str, Any], where: dict[str, Any]) -> bool:
+    if "labelSelector" in where:
+        return bool(APP(p) != "db")
+    return bool(_read(p, where["field"]) == where["value"])
+
+
+async def test_a_page_boundary_does_not_move_when_objects_come_and_go_before_it(
+    http: httpx.AsyncClient, demo: DemoUpstream, pods: list[dict[str, Any]]
+) -> None:
+    sort = [{"field": "metadata.name", "order": "ASC"}]
+    first = data(await gql(http, VIEW, {"ns": OTHER, "sort": sort, "first": 10}))["podsView"]
+    seen = _names(first["nodes"])
+    last = first["nodes"][-1]["metadata"]["name"]
+    # before the boundary: one deleted, two added; after it: one deleted
+    before = first["nodes"][3]["metadata"]["name"]
+    after_page = _names(_sorted(_ns(pods, OTHER), [("metadata.name", False)]))[12]
+    await demo.store.delete(POD, before, namespace=OTHER)
+    await demo.store.delete(POD, after_page.split("/")[1], namespace=OTHER)
+    for name in ("aaa-new", "api-000-a"):
+        made = _pod(999, OTHER) | {"metadata": {"name": name}}
+        await demo.store.create(POD, made, namespace=OTHER)
+    version = demo.store.resource_version  # the view reads at least our writes
+    body = data(
+        await gql(
+            http,
+            VIEW,
+            {
+                "ns": OTHER,
+                "sort": sort,
+                "first": 100,
+                "after": first["pageInfo"]["endCursor"],
+                "min": version,
+            },
+        )
+    )["podsView"]
+    assert int(body["resourceVersion"]) >= int(version)
+    now = sorted(
+        (p["metadata"]["name"] for p in await demo.store.list(POD, namespace=OTHER)),
+    )
+    assert _names(body["nodes"]) == [f"{OTHER}/{n}" for n in now if n > last]
+    assert f"{OTHER}/{before}" in seen and after_page not in _names(body["nodes"])
+    assert body["pageInfo"]["hasPreviousPage"] is True
+    assert body["total"] == len(now)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    where: dict[str, Any] = {"field": "metadata.name", "value": "x"}
+    for _ in range(depth - 1):
+        where = {"not": where}
+    return where
+
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "unknown field, with the nearest",
+        {"filter": {"field": "metadata.nmae", "value": "x"}},
+        "unknown field 'metadata.nmae': metadata has no field 'nmae'; "
+        "did you mean 'metadata.name'?",
+    ),
+    (
+        "unknown sort field",
+        {"sort": [{"field": "status.phaze"}]},
+        "did you mean 'status.phase'?",
+    ),
+    ("a list", {"filter": {"field": "spec.containers", "value": "x"}}, "is a list"),
+    (
+        "an object",
+        {"sort": [{"field": "metadata"}]},
+        "field 'metadata' is an object (ObjectMeta), not a scalar",
+    ),
+    ("a map", {"filter": {"field": "metadata.labels", "op": "EXISTS"}}, "is a map"),
+    (
+        "a scalar's field",
+        {"filter": {"field": "metadata.name.first", "value": "x"}},
+        "field 'metadata.name' is a scalar",
+    ),
+    (
+        "a number's value",
+        {"filter": {"field": "spec.priority", "op": "GT", "value": "high"}},
+        "is a number (int32): 'high' is not one",
+    ),
+    (
+        "a timestamp's value",
+        {"filter": {"field": "status.startTime", "op": "GT", "value": "yesterday"}},
+        "is a timestamp",
+    ),
+    (
+        "text op on a number",
+        {"filter": {"field": "spec.priority", "op": "CONTAINS", "value": "1"}},
+        "`contains` compares text",
+    ),
+    ("page too large", {"first": 501}, "`first` is a page size from 0 to 500"),
+    ("negative page", {"first": -1}, "`first` is a page size from 0 to 500"),
+    (
+        "too many conditions",
+        {"filter": {"or": [{"field": "metadata.name", "value": str(i)} for i in range(65)]}},
+        "the filter is too complex: more than 64 conditions",
+    ),
+    ("too deep", {"filter": _nested(9)}, "the filter is nested deeper than 8 levels"),
+    ("forged cursor", {"after": "bm90IGEgY3Vyc29y"}, "`after` is not a cursor of this view"),
+    ("garbage cursor", {"after": "%%%"}, "`after` is not a cursor of this view"),
+    (
+        "bad label selector",
+        {"filter": {"labelSelector": "app in (web"}},
+        "`labelSelector` does not parse",
+    ),
+    (
+        "in without values",
+        {"filter": {"field": "status.phase", "op": "IN", "value": "x"}},
+        "`in` on 'status.phase' takes `values`",
+    ),
+    ("bad version", {"min": "yesterday"}, "`minResourceVersion` is a resourceVersion"),
+]
+
+
+async def test_bad_views_are_refused_with_a_message_naming_the_field(
+    http: httpx.AsyncClient,
+) -> None:
+    sorted_by_name = [{"field": "metadata.name"}]
+    page = data(await gql(http, VIEW, {"ns": NAMESPACE, "sort": sorted_by_name, "first": 2}))
+    cursor = page["podsView"]["pageInfo"]["endCursor"]
+    cases = [
+        *BAD,
+        ("a cursor of another sort", {"after": cursor}, "from another sort"),
+    ]
+    for label, variables, message in cases:
+        body = await gql(http, VIEW, {"ns": NAMESPACE, **variables})
+        error = error_of(body)
+        assert error["extensions"]["code"] == "BAD_USER_INPUT", (label, error)
+        assert message in error["message"], (label, error["message"])
+        assert body["data"] == {"podsView": None}, label
+    body = await gql(http, COUNTS, {"ns": NAMESPACE, "by": "status.phasee"})
+    error = error_of(body)
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "did you mean 'status.phase'?" in error["message"]
+    assert error["path"] == ["podsView", "counts"]
+
+
+async def _timed(
+    http: httpx.AsyncClient, query: str, variables: dict[str, Any]
+) -> tuple[float, Any]:
+    started = time.perf_counter()
+    body = await gql(http, query, variables)
+    return time.perf_counter() - started, body
+
+
+async def test_hostile_views_are_refused_fast_while_a_neighbour_is_served(
+    gw: Gateway, http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    huge = {"or": [{"field": "metadata.name", "value": f"n{i}"} for i in range(20_000)]}
+    deep = _nested(13)  # (much deeper variables: the gateway's own depth limit, 400)
+    long_value = {"field": "metadata.name", "op": "CONTAINS", "value": "x" * 100_000}
+    wide_in = {"field": "status.phase", "op": "IN", "values": ["Running"] * 10_000}
+    hostile = [
+        (huge, "the filter is too complex"),
+        (deep, "the filter is nested deeper than 8 levels"),
+        (long_value, "longer than 1024 characters"),
+        (wide_in, "has more than 100 values"),
+    ]
+    neighbour = {"ns": NAMESPACE, "sort": [{"field": "status.startTime", "order": "DESC"}]}
+    expected = _names(_sorted(_ns(pods, NAMESPACE), [("status.startTime", True)]))[:50]
+    await gql(http, VIEW, neighbour)  # its cache is warm
+
+    async def attack(where: dict[str, Any], message: str) -> float:
+        took, body = await _timed(http, VIEW, {"ns": NAMESPACE, "filter": where})
+        error = error_of(body)
+        assert error["extensions"]["code"] == "BAD_USER_INPUT", error
+        assert message in error["message"], error["message"]
+        assert "Traceback" not in str(body) and ADMIN not in str(body)
+        return took
+
+    async def serve() -> list[float]:
+        took = []
+        for _ in range(10):
+            t, body = await _timed(http, VIEW, neighbour)
+            assert _names(data(body)["podsView"]["nodes"]) == expected
+            took.append(t)
+        return took
+
+    served, *refused = await asyncio.gather(
+        serve(), *(attack(w, m) for w, m in hostile for _ in range(3))
+    )
+    print("refused in", sorted(refused), "neighbour served in", sorted(served))
+    # orders of magnitude on a loaded machine: a refusal is a parse and a short walk
+    assert max(refused) < 5.0, refused
+    assert sorted(served)[len(served) // 2] < 2.0, served
+    # the process is up and serves the same view after
+    assert _names(data(await gql(http, VIEW, neighbour))["podsView"]["nodes"]) == expected
+    views = gw.app.state.runtime.cluster.views
+    assert len(views.caches) == 1  # no cache was opened for a refused view
+
+
+@pytest.mark.parametrize("mode", ["default", "shared-watches"])
+async def test_alice_sees_only_her_namespace_through_views_and_counts(
+    demo: DemoUpstream, pods: list[dict[str, Any]], mode: str, tmp_path: Path
+) -> None:
+    more: dict[str, Any] = {}
+    if mode == "shared-watches":
+        token = tmp_path / "token"
+        token.write_text(ADMIN)
+        more = {"shared_watches": True, "token_file": str(token)}
+    async with (
+        serve_gateway(demo, **more) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        mine = _names(_sorted(_ns(pods, NAMESPACE), []))
+        names, total, _ = await _walk(http, {"ns": NAMESPACE, "first": 40}, token=ALICE)
+        assert (names, total) == (mine, len(mine))
+        body = data(
+            await gql(http, COUNTS, {"ns": NAMESPACE, "by": "metadata.namespace"}, token=ALICE)
+        )
+        assert body["podsView"]["counts"] == [{"value": NAMESPACE, "count": len(mine)}]
+        for namespace in (None, OTHER):
+            for query, variables in (
+                (VIEW, {"ns": namespace}),
+                (COUNTS, {"ns": namespace, "by": "metadata.namespace"}),
+            ):
+                refused = await gql(http, query, variables, token=ALICE)
+                error = error_of(refused)
+                assert error["extensions"]["code"] == "FORBIDDEN", error
+                assert refused["data"] == {"podsView": None}
+                assert OTHER not in str(refused["errors"]) or namespace == OTHER
+                if namespace is None:
+                    assert "ask for a view of one namespace" in error["message"]
+        # the admin's view of all namespaces is beside hers, and hers never grew
+        everyone, _, _ = await _walk(http, {"first": 200})
+        assert everyone == _names(_sorted(pods, []))
+        names, _, _ = await _walk(http, {"ns": NAMESPACE, "first": 40}, token=ALICE)
+        assert names == mine
+        runtime = gateway.app.state.runtime
+        if mode == "shared-watches":  # one upstream watch of `demo` serves admin and alice
+            await _walk(http, {"ns": NAMESPACE, "first": 40})
+            keys = [u.key for u in runtime.cluster.watches.upstreams]
+            assert sum(1 for k in keys if k[0] == "shared" and k[3] == NAMESPACE) == 1
+
+
+async def test_a_cache_is_dropped_when_idle_and_a_budget_refuses_what_does_not_fit(
+    demo: DemoUpstream, pods: list[dict[str, Any]]
+) -> None:
+    await demo.store.ensure_namespace("tiny")
+    await demo.store.create(POD, _pod(1, "tiny"), namespace="tiny")
+    async with (
+        serve_gateway(demo, view_idle_seconds=0.2, view_memory_bytes=64 * 1024) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        views = gateway.app.state.runtime.cluster.views
+        small = data(await gql(http, VIEW, {"ns": "tiny"}))["podsView"]
+        assert small["total"] == 1
+        assert len(views.caches) == 1 and 0 < views.stats.bytes < 64 * 1024
+        started = time.perf_counter()
+        body = await gql(http, VIEW, {})  # all namespaces: ~160 pods, past 64 KiB
+        error = error_of(body)
+        assert error["extensions"]["code"] == "RESOURCE_EXHAUSTED", error
+        assert "--view-memory-bytes" in error["message"]
+        assert time.perf_counter() - started < 10
+        # the refused cache is gone; the small one is served still, then dropped when idle
+        assert data(await gql(http, VIEW, {"ns": "tiny"}))["podsView"]["total"] == 1
+        (cache,) = views.caches
+        async with asyncio.timeout(10):
+            await cache.ended.wait()
+        assert not views.caches
+        assert views.stats.bytes == 0 and views.stats.dropped_idle >= 1
+        # and made again on the next use
+        assert data(await gql(http, VIEW, {"ns": "tiny"}))["podsView"]["total"] == 1
+
+
+async def test_a_relist_after_410_keeps_the_view_exact(
+    http: httpx.AsyncClient, gw: Gateway, demo: DemoUpstream
+) -> None:
+    sort = [{"field": "metadata.name"}]
+    await _walk(http, {"ns": OTHER, "sort": sort})  # the cache is warm
+    hub = gw.app.state.runtime.cluster.watches
+    relists = hub.stats.relists
+    demo.faults.close_watches_after(1)
+    demo.faults.expire_watches(2, mode="http")
+    await demo.store.create(POD, _pod(500, OTHER), namespace=OTHER)
+    for p in (await demo.store.list(POD, namespace=OTHER))[:5]:
+        await demo.store.delete(POD, p["metadata"]["name"], namespace=OTHER)
+    await demo.store.create(POD, _pod(501, OTHER), namespace=OTHER)
+    version = demo.store.resource_version
+    names, total, pages = await _walk(http, {"ns": OTHER, "sort": sort, "min": version})
+    demo.faults.reset()
+    now = await demo.store.list(POD, namespace=OTHER)
+    assert names == _names(_sorted(now, [])) and total == len(now)
+    assert int(pages[-1]["resourceVersion"]) >= int(version)
+    assert hub.stats.relists > relists  # the watch did relist (RESYNC frames)
+
+
+async def test_discovered_kinds_have_the_same_view_in_every_schema(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(ADMIN)
+    async with (
+        DemoUpstream() as demo,
+        serve_gateway(demo, discovery_token_file=str(token)) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        live = gateway.app.state.runtime.live_schema
+        await live.wait_ready()
+        query = """{ %s(namespace: "demo", sort: [{field: "metadata.name", order: DESC}],
+                        first: 1) {
+            total resourceVersion pageInfo { hasNextPage endCursor }
+            edges { cursor node { metadata { name } } }
+            counts(groupBy: "metadata.namespace") { value count } } }"""
+        # a custom resource in its group's schema (graphql-core types), a discovered
+        # built-in kind in /graphql (strawberry types, from the catalog's model)
+        for field, path, plural in (
+            ("widgetsView", "/apis/demo.kube-gateway.dev/graphql", "widgets"),
+            ("deploymentsView", "/graphql", "deployments"),
+        ):
+            listed = await demo.store.list(plural, namespace=NAMESPACE)
+            names = sorted((i["metadata"]["name"] for i in listed), reverse=True)
+            assert names, field
+            view = data(await gql(http, query % field, path=path))[field]
+            assert view["total"] == len(names)
+            assert [e["node"]["metadata"]["name"] for e in view["edges"]] == names[:1]
+            assert view["counts"] == [{"value": NAMESPACE, "count": len(names)}]
+            assert view["pageInfo"]["hasNextPage"] is (len(names) > 1)
+
+
+async def test_an_empty_namespace_and_a_cluster_scoped_kind_have_views(
+    http: httpx.AsyncClient, demo: DemoUpstream
+) -> None:
+    await demo.store.ensure_namespace("empty")
+    body = data(await gql(http, COUNTS, {"ns": "empty", "by": "status.phase"}))["podsView"]
+    assert body["total"] == 0 and body["counts"] == [] and body["nodes"] == []
+    assert body["pageInfo"] == {"hasNextPage": False, "endCursor": None}
+    images = await demo.store.list("images")
+    names = sorted(i["metadata"]["name"] for i in images)
+    view = data(
+        await gql(
+            http,
+            """{ imagesView(sort: [{field: "metadata.name", order: DESC}], first: 2) {
+                  total nodes { metadata { name } } pageInfo { hasNextPage } } }""",
+        )
+    )["imagesView"]
+    assert view["total"] == len(names) > 0
+    assert [n["metadata"]["name"] for n in view["nodes"]] == names[::-1][:2]
+    assert view["pageInfo"]["hasNextPage"] is (len(names) > 2)
+
+
+async def test_a_view_per_cluster_inside_a_fleet_query_fails_alone(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    query = """{ fleet { cluster
+        podsView(namespace: "demo", sort: [{field: "metadata.name"}], first: 100) {
+          total nodes { metadata { name } } counts(groupBy: "metadata.namespace") { value count }
+        } } }"""
+    async with fleet_of(a, b, tmp_path) as (_, _fleet, client):
+        admin = data(await gql(client, query, path="/fleet/graphql"))["fleet"]
+        for member, upstream in zip(admin, (a, b), strict=True):
+            own = sorted(
+                p["metadata"]["name"] for p in await upstream.store.list(POD, namespace=NAMESPACE)
+            )
+            view = member["podsView"]
+            assert [n["metadata"]["name"] for n in view["nodes"]] == own, member["cluster"]
+            assert view["counts"] == [{"value": NAMESPACE, "count": len(own)}]
+        # alice may read `demo` in the default cluster, not in b: b's view fails alone
+        body = await gql(client, query, token=ALICE, path="/fleet/graphql")
+        first, second = body["data"]["fleet"]
+        assert first["podsView"]["total"] == admin[0]["podsView"]["total"]
+        assert second["podsView"] is None
+        (error,) = body["errors"]
+        assert error["extensions"]["code"] == "FORBIDDEN"
+        assert error["extensions"]["cluster"] == "b" and error["path"] == ["fleet", 1, "podsView"]
+
+
+async def test_a_revoked_right_ends_the_view_though_the_upstream_watch_goes_on(
+    demo: DemoUpstream, pods: list[dict[str, Any]]
+) -> None:
+    async with (
+        serve_gateway(demo, access_recheck_seconds=0.2) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as http,
+    ):
+        mine = _names(_sorted(_ns(pods, NAMESPACE), []))
+        names, _, _ = await _walk(http, {"ns": NAMESPACE, "first": 100}, token=ALICE)
+        assert names == mine
+        views = gateway.app.state.runtime.cluster.views
+        reviews = views.reviews.reviews
+        # alice's right to `demo` goes; her cache's upstream watch is not ended by that
+        demo.app.tokens[ALICE] = TokenGrant("alice", frozenset({"elsewhere"}))
+        refused = None
+        async with asyncio.timeout(10):  # the review is reused 0.2 s, then asked again
+            while refused is None:
+                body = await gql(http, VIEW, {"ns": NAMESPACE}, token=ALICE)
+                if body.get("errors"):
+                    refused = body
+                else:  # until then, she is answered from her cache as before
+                    got = _names(body["data"]["podsView"]["nodes"])
+                    assert got == mine[:50], set(got) ^ set(mine[:50])
+        error = error_of(refused)
+        assert error["extensions"]["code"] == "FORBIDDEN", error
+        assert refused["data"] == {"podsView": None}
+        assert views.reviews.reviews > reviews
+        assert not [c for c in views.caches if c.target.namespace == NAMESPACE]  # dropped
+        # and she is refused from then on, by the apiserver's own list
+        again = error_of(await gql(http, VIEW, {"ns": NAMESPACE}, token=ALICE))
+        assert again["extensions"]["code"] == "FORBIDDEN"
+        # the admin's view of the same namespace is untouched
+        assert (await _walk(http, {"ns": NAMESPACE, "first": 100}))[0] == mine
