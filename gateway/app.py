@@ -40,6 +40,7 @@ from gateway.core.upstream.config import describe
 from gateway.core.upstream.credentials import credential_of_authorization
 from gateway.graphql.admission import Admission
 from gateway.graphql.clusters import ClusterEndpoints, cluster_routes
+from gateway.graphql.collector import COLLECTOR as SCHEMA_COLLECTOR
 from gateway.graphql.live import GroupEndpoint, group_routes
 from gateway.graphql.origins import HostCheck, PreflightRefusal
 from gateway.graphql.persisted import Persisted
@@ -227,6 +228,8 @@ def tune_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    # Each schema built from now on is frozen too (gateway/graphql/collector.py).
+    SCHEMA_COLLECTOR.freeze = True
 
 
 def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
@@ -250,7 +253,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     admission = Admission(persisted, allowed_origins=origins, drain=drain)
     graphql = GraphQLApp(admission=admission)
     groups = GroupEndpoint(graphql)
-    clusters = ClusterEndpoints(graphql, groups)
+    clusters = ClusterEndpoints(
+        graphql, groups, group_idle_seconds=settings.group_schema_idle_seconds
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -269,7 +274,13 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 stack, settings, upstream, metrics=metrics, large_lists=lists, identity=identity
             )
             live = serve_graphql(
-                stack, graphql, groups, cluster, fleet=fleet, visibility=visibility
+                stack,
+                graphql,
+                groups,
+                cluster,
+                fleet=fleet,
+                visibility=visibility,
+                group_idle_seconds=settings.group_schema_idle_seconds,
             )
             # The default cluster first; the named ones join in the background.
             serve_fleet(stack, settings, fleet, cluster, metrics, identity=identity)

@@ -60,7 +60,7 @@ from gateway.core.upstream.identity import (
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
 from gateway.graphql.clusters import ClusterEndpoints
-from gateway.graphql.live import GroupEndpoint, LiveSchema
+from gateway.graphql.live import GROUP_IDLE_SECONDS, GroupEndpoint, LiveSchema
 from gateway.graphql.persisted import Persisted
 from gateway.graphql.server import GraphQLApp
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
@@ -454,6 +454,7 @@ def serve_graphql(
     *,
     fleet: Fleet,
     visibility: Visibility,
+    group_idle_seconds: float = GROUP_IDLE_SECONDS,
 ) -> LiveSchema | None:
     """Bind the GraphQL endpoints to ``cluster`` of ``fleet`` (their routes exist before
     the lifespan: :meth:`GraphQLApp.bind`).  With discovery on, their schemas follow its
@@ -464,7 +465,7 @@ def serve_graphql(
     background(stack, graphql.persisted.follow(), "trusted-documents")
     if cluster.reloader is None:
         return None
-    live = LiveSchema(graphql, cluster.catalog)
+    live = LiveSchema(graphql, cluster.catalog, idle_seconds=group_idle_seconds)
     live.start(rebuild=True)
     stack.push_async_callback(live.aclose)
     groups.bind(live)

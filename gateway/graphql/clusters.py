@@ -39,7 +39,7 @@ from gateway.core import (
 )
 from gateway.graphql.errors import format_exception
 from gateway.graphql.fleet import FleetEndpoint
-from gateway.graphql.live import GroupEndpoint, LiveSchema, refuse
+from gateway.graphql.live import GROUP_IDLE_SECONDS, GroupEndpoint, LiveSchema, refuse
 from gateway.graphql.server import GraphQLApp, graphql_routes
 
 __all__ = ["ClusterEndpoints", "cluster_routes"]
@@ -86,8 +86,16 @@ class ClusterEndpoints:
         groups: ``/apis/{group}/graphql``, the default cluster's group endpoints.
     """
 
-    def __init__(self, root: GraphQLApp, groups: GroupEndpoint) -> None:
+    def __init__(
+        self,
+        root: GraphQLApp,
+        groups: GroupEndpoint,
+        *,
+        group_idle_seconds: float = GROUP_IDLE_SECONDS,
+    ) -> None:
         self.root = root
+        #: How long each cluster's unused group schemas are kept.
+        self.group_idle_seconds = group_idle_seconds
         #: Until bound: no cluster, none shown.
         self.fleet = Fleet()
         self.visibility = Visibility(self.fleet)
@@ -138,7 +146,7 @@ class ClusterEndpoints:
         app = self.root.sibling(cluster=cluster, fleet=self.fleet, visibility=self.visibility)
         live = None
         if cluster.reloader is not None:
-            live = LiveSchema(app, cluster.catalog)
+            live = LiveSchema(app, cluster.catalog, idle_seconds=self.group_idle_seconds)
             live.start(rebuild=True)
         return _Served(app, GroupEndpoint(app, live), live)
 

@@ -1,0 +1,171 @@
+"""Schemas and the cyclic garbage collector: built without a collection, then never walked.
+
+A schema is hundreds of thousands of objects in reference cycles (a group's: up to 135,000
+for monitoring.coreos.com's 10 kinds; ``/graphql``'s more) that live as long as they are
+served.  Measured on main ``093eaa4`` with 104 groups used (``tests/bench/bench_scale.py
+--all-groups --stall-trace``): young collections during builds walked the half-built schema
+(generation 1 holds up to 20 x 20,000 survivors with the serving thresholds) for 80-220 ms
+each, wherever they triggered, the event loop included; the oldest generation held 2.7
+million objects (served schemas and dropped ones waiting for a full collection, RSS 749 MB),
+and a full collection over it would hold the GIL for seconds.  So, while serving
+(``kube-gateway serve``, :func:`gateway.app.tune_garbage_collector`):
+
+* before a build, a full collection (it walks what is not frozen only: what came since the
+  last build) and :func:`gc.freeze`, so the build starts with empty generations;
+* during it the collector is held off (:meth:`SchemaCollector.building`, counted across
+  threads): the build is allocation after allocation of objects that all live on;
+* after it, :func:`gc.freeze` again: the new schema goes to the permanent generation, which
+  no collection walks.  What became garbage during the build's window (its temporaries, and
+  the requests served meanwhile, in cycles) is frozen with it: the bench's churn rounds show
+  what that costs (RSS flat within 10 %).
+
+A frozen object is still freed when nothing refers to it any more, but a cycle in the
+permanent generation is never found.  A group schema given back is therefore *dismantled*
+once no cluster serves it (:func:`dismantle_schema`: its own types' attributes cleared, the
+seed's shared types left alone; each engine it had, :func:`dismantle_engine`), after which
+reference counting frees it whole.  A schema that cannot be
+dismantled (``/graphql``'s, strawberry classes shared with the next build) is *owed*
+(:meth:`SchemaCollector.owe`): the next :meth:`SchemaCollector.settle` unfreezes, collects
+everything once and freezes again (one long pause, on a ``/graphql`` rebuild or a cluster's
+removal only).
+
+In a process the gateway does not own (tests, an embedding application) nothing is frozen
+and only the hold applies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
+
+from gateway.graphql._library import graphql_schema
+from gateway.graphql.execution import Engine
+from gateway.graphql.native import GroupBuilder
+from gateway.graphql.seed import gateway_schema
+
+log = logging.getLogger("gateway.graphql")
+
+
+class SchemaCollector:
+    """How schema builds meet the cyclic garbage collector (see the module's docstring).
+
+    Args:
+        freeze: freeze each schema built (the process is the gateway's own).
+    """
+
+    def __init__(self, *, freeze: bool = False) -> None:
+        self.freeze = freeze
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._ours = False
+        #: Schemas dropped that only a full collection frees.
+        self.owed = 0
+        #: Full collections run to pay what was owed (for tests and logs).
+        self.settled = 0
+
+    @contextlib.contextmanager
+    def building(self) -> Iterator[None]:
+        """The block of a build (any thread): no collection starts until every build
+        running ends."""
+        with self._lock:
+            if self._holders == 0 and gc.isenabled():
+                gc.disable()
+                self._ours = True
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0 and self._ours:
+                    self._ours = False
+                    gc.enable()
+
+    def before_build(self) -> None:
+        """On the event loop, before a build: collect what is not frozen yet, freeze it."""
+        if self.freeze:
+            gc.collect()
+            gc.freeze()
+
+    def after_build(self) -> None:
+        """On the event loop, once a build ended: the new schema out of every collection."""
+        if self.freeze:
+            gc.freeze()
+
+    def owe(self) -> None:
+        """A schema that :func:`dismantle` cannot free was dropped."""
+        if self.freeze:
+            self.owed += 1
+
+    def settle(self) -> None:
+        """Pay what is owed: unfreeze, one full collection, freeze again."""
+        if not (self.freeze and self.owed):
+            return
+        self.owed = 0
+        self.settled += 1
+        started = time.perf_counter()
+        gc.unfreeze()
+        found = gc.collect()
+        gc.freeze()
+        log.info(
+            "full garbage collection for dropped schemas: %d objects freed in %.0f ms",
+            found,
+            (time.perf_counter() - started) * 1000,
+        )
+
+
+@functools.cache
+def _shared_types() -> frozenset[int]:
+    """The seed schema's types (every group schema holds them as they are): never cleared."""
+    seed = graphql_schema(gateway_schema())
+    return frozenset(id(t) for t in seed.type_map.values())
+
+
+def dismantle_engine(engine: Engine) -> None:
+    """Drop what ``engine`` holds (its caches, its schema): it serves nothing any more."""
+    if "schema" not in engine.__dict__:
+        return  # dismantled already
+    engine.executor_class.shared_plans.clear()
+    engine.__dict__.clear()
+
+
+def dismantle_schema(schema: GraphQLSchema) -> None:
+    """Break the reference cycles of a group's schema nothing serves any more, so reference
+    counting frees it without a collection: every object and input type its build made lose
+    their attributes, and so does the schema.  Never the seed's types, which every group
+    shares, nor a scalar, an enum or an introspection type, which may be graphql-core's own
+    singletons.  Only for a group's graphql-core schema (:mod:`gateway.graphql.native`)."""
+    shared = _shared_types()
+    builders: dict[int, GroupBuilder] = {}
+    for name, named in list(schema.__dict__.get("type_map", {}).items()):
+        if (
+            isinstance(named, GraphQLObjectType | GraphQLInputObjectType)
+            and not name.startswith("__")
+            and id(named) not in shared
+        ):
+            # A type's fields thunk is a method of the builder that made it, which holds
+            # every type it made (and relation thunks of its own methods: a cycle too).
+            owner = getattr(getattr(named.__dict__.get("_fields"), "func", None), "__self__", None)
+            if isinstance(owner, GroupBuilder):
+                builders[id(owner)] = owner
+            named.__dict__.clear()
+    for builder in builders.values():
+        builder.__dict__.clear()
+    schema.__dict__.clear()
+
+
+def dismantled(schema: GraphQLSchema) -> bool:
+    """Was ``schema`` dismantled (:func:`dismantle_schema`)?"""
+    return not schema.__dict__
+
+
+#: The process's (the collector is the process's too): frozen only once
+#: :func:`gateway.app.tune_garbage_collector` says the process is the gateway's own.
+COLLECTOR = SchemaCollector()
