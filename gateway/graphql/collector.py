@@ -10,14 +10,14 @@ million objects (served schemas and dropped ones waiting for a full collection, 
 and a full collection over it would hold the GIL for seconds.  So, while serving
 (``kube-gateway serve``, :func:`gateway.app.tune_garbage_collector`):
 
-* before a build, a full collection (it walks what is not frozen only: what came since the
-  last build) and :func:`gc.freeze`, so the build starts with empty generations;
+* before a build, a collection of the young generations (a short walk) and
+  :func:`gc.freeze`, so the build starts with empty generations;
 * during it the collector is held off (:meth:`SchemaCollector.building`, counted across
   threads): the build is allocation after allocation of objects that all live on;
-* after it, :func:`gc.freeze` again: the new schema goes to the permanent generation, which
-  no collection walks.  What became garbage during the build's window (its temporaries, and
-  the requests served meanwhile, in cycles) is frozen with it: the bench's churn rounds show
-  what that costs (RSS flat within 10 %).
+* as it ends, in its thread, before the collector is back on, :func:`gc.freeze` again: the
+  new schema goes to the permanent generation, which no collection walks.  What became
+  garbage during the build's window (its temporaries, and the requests served meanwhile,
+  in cycles) is frozen with it: the bench's churn rounds show what that costs.
 
 A frozen object is still freed when nothing refers to it any more, but a cycle in the
 permanent generation is never found.  A group schema given back is therefore *dismantled*
@@ -35,13 +35,16 @@ and only the hold applies.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import gc
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
 
@@ -69,11 +72,15 @@ class SchemaCollector:
         self.owed = 0
         #: Full collections run to pay what was owed (for tests and logs).
         self.settled = 0
+        #: Objects whose attributes are cleared a slice at a time (:meth:`clear_later`).
+        self._clearing: deque[Any] = deque()
+        self._clearer: asyncio.Task[None] | None = None
 
     @contextlib.contextmanager
     def building(self) -> Iterator[None]:
         """The block of a build (any thread): no collection starts until every build
-        running ends."""
+        running ends; the last to end freezes what they built (before the collector may
+        run again, which would walk all of it once)."""
         with self._lock:
             if self._holders == 0 and gc.isenabled():
                 gc.disable()
@@ -84,23 +91,23 @@ class SchemaCollector:
         finally:
             with self._lock:
                 self._holders -= 1
-                if self._holders == 0 and self._ours:
-                    self._ours = False
-                    gc.enable()
+                if self._holders == 0:
+                    if self.freeze:
+                        gc.freeze()
+                    if self._ours:
+                        self._ours = False
+                        gc.enable()
 
     def before_build(self) -> None:
-        """On the event loop, before a build: collect what is not frozen yet, freeze it."""
+        """On the event loop, before a build: the young generations' garbage collected (a
+        short walk: they hold what came since the last collection), what is left frozen,
+        so the freeze that ends the build takes little else than the schema."""
         if self.freeze:
-            gc.collect()
-            gc.freeze()
-
-    def after_build(self) -> None:
-        """On the event loop, once a build ended: the new schema out of every collection."""
-        if self.freeze:
+            gc.collect(1)
             gc.freeze()
 
     def owe(self) -> None:
-        """A schema that :func:`dismantle` cannot free was dropped."""
+        """A schema that cannot be dismantled (``/graphql``'s) was dropped."""
         if self.freeze:
             self.owed += 1
 
@@ -120,6 +127,38 @@ class SchemaCollector:
             (time.perf_counter() - started) * 1000,
         )
 
+    def clear_later(self, objects: Iterable[Any]) -> None:
+        """Clear the attributes of ``objects`` (each freeing what only it held), a slice at
+        a time on the event loop: freeing a large schema at once holds the loop for tens of
+        milliseconds.  At once when no loop runs."""
+        self._clearing.extend(objects)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._clear(len(self._clearing))
+            return
+        if self._clearer is None or self._clearer.done():
+            self._clearer = loop.create_task(self._clear_all(), name="graphql-schema-clearer")
+
+    def _clear(self, count: int) -> None:
+        for _ in range(min(count, len(self._clearing))):
+            self._clearing.popleft().__dict__.clear()
+
+    async def _clear_all(self) -> None:
+        while self._clearing:
+            self._clear(CLEAR_SLICE)
+            await asyncio.sleep(0)
+
+    async def cleared(self) -> None:
+        """Wait until everything handed to :meth:`clear_later` is cleared."""
+        while self._clearer is not None and not self._clearer.done():
+            await asyncio.shield(self._clearer)
+
+
+#: Objects cleared per event-loop turn when a schema is dismantled (a type frees its fields,
+#: ~25 objects on average).
+CLEAR_SLICE = 64
+
 
 @functools.cache
 def _shared_types() -> frozenset[int]:
@@ -136,14 +175,17 @@ def dismantle_engine(engine: Engine) -> None:
     engine.__dict__.clear()
 
 
-def dismantle_schema(schema: GraphQLSchema) -> None:
+def dismantle_schema(schema: GraphQLSchema, collector: SchemaCollector) -> None:
     """Break the reference cycles of a group's schema nothing serves any more, so reference
     counting frees it without a collection: every object and input type its build made lose
-    their attributes, and so does the schema.  Never the seed's types, which every group
-    shares, nor a scalar, an enum or an introspection type, which may be graphql-core's own
-    singletons.  Only for a group's graphql-core schema (:mod:`gateway.graphql.native`)."""
+    their attributes (a slice at a time: :meth:`SchemaCollector.clear_later`), and so do
+    the builder that made them and the schema (at once: :func:`dismantled` is true from
+    now on).  Never the seed's types, which every group shares, nor a scalar, an enum or an
+    introspection type, which may be graphql-core's own singletons.  Only for a group's
+    graphql-core schema (:mod:`gateway.graphql.native`)."""
     shared = _shared_types()
     builders: dict[int, GroupBuilder] = {}
+    owned: list[Any] = []
     for name, named in list(schema.__dict__.get("type_map", {}).items()):
         if (
             isinstance(named, GraphQLObjectType | GraphQLInputObjectType)
@@ -155,10 +197,9 @@ def dismantle_schema(schema: GraphQLSchema) -> None:
             owner = getattr(getattr(named.__dict__.get("_fields"), "func", None), "__self__", None)
             if isinstance(owner, GroupBuilder):
                 builders[id(owner)] = owner
-            named.__dict__.clear()
-    for builder in builders.values():
-        builder.__dict__.clear()
+            owned.append(named)
     schema.__dict__.clear()
+    collector.clear_later([*owned, *builders.values()])
 
 
 def dismantled(schema: GraphQLSchema) -> bool:

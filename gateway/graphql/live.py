@@ -384,10 +384,7 @@ class LiveSchema:
             async with self._builds:  # one build at a time: each holds the GIL in slices
                 docs = await documents.load(catalog, scope_documents(catalog, scope))
                 collector.before_build()
-                try:
-                    return await asyncio.to_thread(held, docs)
-                finally:
-                    collector.after_build()
+                return await asyncio.to_thread(held, docs)
 
         inputs = await asyncio.to_thread(scope_inputs, catalog, scope)
         return await SHARED.get(scope, inputs, previous, build)
@@ -575,6 +572,7 @@ class LiveSchema:
         _served(self.current, self.collector, -1)
         self.current = None
         self.collector.settle()
+        await self.collector.cleared()
 
 
 def _always(error: Exception, prepared: object) -> Exception:
@@ -597,7 +595,7 @@ def _served(built: CatalogSchema | None, collector: SchemaCollector, change: int
         return
     del _SERVING[key]
     if isinstance(built.schema, GraphQLSchema):
-        dismantle_schema(built.schema)
+        dismantle_schema(built.schema, collector)
     else:
         collector.owe()
 
