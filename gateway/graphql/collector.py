@@ -86,13 +86,18 @@ class SchemaCollector:
                 gc.disable()
                 self._ours = True
             self._holders += 1
+        built = False
         try:
             yield
+            built = True
         finally:
             with self._lock:
                 self._holders -= 1
                 if self._holders == 0:
-                    if self.freeze:
+                    # A failed build's exception holds its frames, and they the half-built
+                    # schema, in cycles: frozen, they would never be freed.  Left to the
+                    # young collections instead.
+                    if self.freeze and built:
                         gc.freeze()
                     if self._ours:
                         self._ours = False
