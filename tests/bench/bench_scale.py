@@ -653,6 +653,8 @@ def gateway(
             *args,
             ready=False,
             env=env,
+            # `python -m` puts the working directory first on the path: another source's
+            cwd=Path(env["KG_GATEWAY_SRC"]) if env and "KG_GATEWAY_SRC" in env else None,
         ) as served:
             yield served, t0
 
@@ -997,6 +999,16 @@ def rows(
     return out
 
 
+def gateway_env(stall_trace: Path | None, source: Path | None) -> dict[str, str] | None:
+    """The gateway's environment for ``--stall-trace`` and ``--gateway-src``."""
+    env = stalltrace.env(stall_trace) if stall_trace is not None else {}
+    if source is not None:
+        paths = [str(source.resolve()), *filter(None, [env.get("PYTHONPATH")])]
+        env["PYTHONPATH"] = ":".join(paths)
+        env["KG_GATEWAY_SRC"] = str(source.resolve())
+    return env or None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
@@ -1020,6 +1032,13 @@ def main() -> None:
         "file (tests/bench/stalltrace)",
     )
     parser.add_argument(
+        "--gateway-src",
+        type=Path,
+        default=None,
+        help="import the gateway from this directory instead (one holding another commit's "
+        "gateway/, e.g. from git archive: a before/after under the same conditions)",
+    )
+    parser.add_argument(
         "gateway_args", nargs="*", help="more `kube-gateway serve` flags (after --)"
     )
     parser.add_argument(
@@ -1036,7 +1055,7 @@ def main() -> None:
         timeout=args.startup_timeout,
         all_groups=args.all_groups,
         churn_crds=args.churn_crds,
-        env=stalltrace.env(args.stall_trace) if args.stall_trace else None,
+        env=gateway_env(args.stall_trace, args.gateway_src),
         gateway_args=args.gateway_args,
     )
     print()
