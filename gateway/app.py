@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any, ClassVar
@@ -213,6 +214,8 @@ async def _demo_upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
 
 #: Young-generation thresholds of the cyclic GC while serving (Python's are 700, 10, 10).
 GC_THRESHOLDS = (20_000, 20, 20)
+#: The GIL's switch interval while serving, in seconds (Python's is 0.005).
+SWITCH_INTERVAL = 0.001
 
 
 def tune_garbage_collector() -> None:
@@ -230,6 +233,11 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
     # Each schema built from now on is frozen too (gateway/graphql/collector.py).
     SCHEMA_COLLECTOR.freeze = True
+    # A thread in pure Python (a schema build, an introspection) keeps the GIL for up to
+    # the switch interval each time the event loop wants it back, and the loop wants it
+    # back after every wait for I/O: 5 ms each (Python's default) added up to event-loop
+    # lags over 50 ms during CRD churn (tests/bench/stalltrace).
+    sys.setswitchinterval(SWITCH_INTERVAL)
 
 
 def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
