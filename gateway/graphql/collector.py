@@ -51,6 +51,7 @@ from typing import Any
 
 from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
 
+from gateway.core import heap
 from gateway.graphql._library import graphql_schema
 from gateway.graphql.execution import Engine
 from gateway.graphql.native import GroupBuilder
@@ -161,6 +162,9 @@ class SchemaCollector:
         while self._clearing:
             self._clear(CLEAR_SLICE)
             await asyncio.sleep(0)
+        # What the schemas held came from the C heap too (dict tables, long strings): give
+        # its free pages back (a thread; the loop goes on).
+        await heap.give_back()
 
     async def cleared(self) -> None:
         """Wait until everything handed to :meth:`clear_later` is cleared."""
