@@ -262,6 +262,8 @@ class LiveSchema:
         self.taken = -1
         self.groups: OrderedDict[str, _Group] = OrderedDict()
         self._building: dict[str, asyncio.Future[_Group]] = {}
+        #: The inputs each group's last build failed for: not built again until they change.
+        self._failed: dict[str, tuple[Any, ...]] = {}
         self._builds = asyncio.Lock()
         self._wanted: Catalog | None = None
         self._changed = asyncio.Event()
@@ -430,6 +432,13 @@ class LiveSchema:
             self.groups.move_to_end(group)
             entry.used = time.monotonic()
             return entry
+        if self._failed.get(group) == inputs:
+            # The same inputs fail the same way: a build is hundreds of milliseconds of
+            # the GIL, and what a failed one leaves is freed by a collection only.
+            raise Internal(
+                f"the GraphQL schema of API group {group!r} could not be built (logged "
+                "when it failed; it is built again once the group changes)"
+            )
         building = self._building.get(group)
         if building is None:
             building = asyncio.ensure_future(self._build_group(catalog, group, inputs))
@@ -440,7 +449,12 @@ class LiveSchema:
     async def _build_group(self, catalog: Catalog, group: str, inputs: tuple[Any, ...]) -> _Group:
         entry = self.groups.get(group)
         started = time.perf_counter()
-        built = await self._build(catalog, group, entry.built if entry is not None else None)
+        try:
+            built = await self._build(catalog, group, entry.built if entry is not None else None)
+        except Exception:
+            self._failed[group] = inputs
+            raise
+        self._failed.pop(group, None)
         seconds = time.perf_counter() - started
         ended = 0
         if entry is None:
@@ -510,6 +524,7 @@ class LiveSchema:
 
     async def _refresh_groups(self, catalog: Catalog) -> None:
         served = group_scopes(catalog)
+        self._failed = {g: inputs for g, inputs in self._failed.items() if g in served}
         for group, entry in list(self.groups.items()):
             if group not in served:
                 gone = UnknownResource(f"API group {group!r} is no longer served by the cluster")
