@@ -584,9 +584,10 @@ class LiveSchema:
         for group, entry in list(self.groups.items()):
             await entry.app.subscriptions.aclose()
             self._drop(group)
+        # A /graphql schema nobody serves any more is paid for at the next rebuild (not
+        # here: at shutdown a full collection only delays the exit, by seconds).
         _served(self.current, self.collector, -1)
         self.current = None
-        self.collector.settle()
         await self.collector.cleared()
 
 
