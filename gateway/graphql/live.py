@@ -339,10 +339,10 @@ class LiveSchema:
             started = time.perf_counter()
             built = await self._build(catalog, BUILT_IN, self.current)
             seconds = time.perf_counter() - started
+            _served(built, self.collector, +1)
+            _served(self.current, self.collector, -1)  # the one it replaces
             self.current, self.current_inputs = built, inputs
             ended = self.app.use_schema(built.schema)
-            _served(self.current, self.collector, -1)
-            _served(built, self.collector, +1)
             self._warm(self.app)
             self._swapped_in(Swap(catalog.generation, len(built.registry), ended, seconds))
             self._ready_changed.set()
