@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any, ClassVar
@@ -42,6 +43,7 @@ from gateway.graphql.endpoints.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.endpoints.live import GroupEndpoint, group_routes
 from gateway.graphql.endpoints.server import GraphQLApp, graphql_routes
 from gateway.graphql.engine.admission import Admission
+from gateway.graphql.engine.collector import COLLECTOR as SCHEMA_COLLECTOR
 from gateway.graphql.engine.persisted import Persisted
 from gateway.graphql.transport.origins import HostCheck, PreflightRefusal
 from gateway.requestid import RequestContext
@@ -212,6 +214,8 @@ async def _demo_upstream(stack: AsyncExitStack, settings: Settings) -> Upstream:
 
 #: Young-generation thresholds of the cyclic GC while serving (Python's are 700, 10, 10).
 GC_THRESHOLDS = (20_000, 20, 20)
+#: The GIL's switch interval while serving, in seconds (Python's is 0.005).
+SWITCH_INTERVAL = 0.001
 
 
 def tune_garbage_collector() -> None:
@@ -227,6 +231,13 @@ def tune_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    # Each schema built from now on is frozen too (gateway/graphql/engine/collector.py).
+    SCHEMA_COLLECTOR.freeze = True
+    # A thread in pure Python (a schema build, an introspection) keeps the GIL for up to
+    # the switch interval each time the event loop wants it back, and the loop wants it
+    # back after every wait for I/O: 5 ms each (Python's default) added up to event-loop
+    # lags over 50 ms during CRD churn (tests/bench/stalltrace).
+    sys.setswitchinterval(SWITCH_INTERVAL)
 
 
 def _serve_routes(stack: AsyncExitStack, app: Starlette, routes: list[BaseRoute]) -> None:
@@ -283,11 +294,15 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             graphql = GraphQLApp(
                 admission=admission, cluster=cluster, fleet=fleet, visibility=visibility
             )
-            live = serve_graphql(stack, graphql)
+            live = serve_graphql(
+                stack, graphql, group_idle_seconds=settings.group_schema_idle_seconds
+            )
             # The default cluster first; the named ones join in the background.
             serve_fleet(stack, settings, fleet, cluster, metrics, identity=identity)
             groups = GroupEndpoint(graphql, live)
-            clusters = ClusterEndpoints(graphql, groups, live)
+            clusters = ClusterEndpoints(
+                graphql, groups, live, group_idle_seconds=settings.group_schema_idle_seconds
+            )
             _serve_routes(
                 stack,
                 app,

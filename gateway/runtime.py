@@ -61,7 +61,7 @@ from gateway.core.views.cache import Views
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
 from gateway.graphql.endpoints.clusters import ClusterEndpoints
-from gateway.graphql.endpoints.live import LiveSchema
+from gateway.graphql.endpoints.live import GROUP_IDLE_SECONDS, LiveSchema
 from gateway.graphql.endpoints.server import GraphQLApp
 from gateway.graphql.engine.persisted import Persisted
 from gateway.grpc.server import GrpcOptions, set_health, start_grpc
@@ -455,7 +455,12 @@ def _discovery(
     return reloader
 
 
-def serve_graphql(stack: AsyncExitStack, graphql: GraphQLApp) -> LiveSchema | None:
+def serve_graphql(
+    stack: AsyncExitStack,
+    graphql: GraphQLApp,
+    *,
+    group_idle_seconds: float = GROUP_IDLE_SECONDS,
+) -> LiveSchema | None:
     """Keep the schemas of ``/graphql`` (made with the default cluster, the fleet and the
     visibility) in step with its cluster's catalog when discovery is on: the first build
     runs in the background (the seed schema serves meanwhile), later ones on every swap;
@@ -464,7 +469,7 @@ def serve_graphql(stack: AsyncExitStack, graphql: GraphQLApp) -> LiveSchema | No
     background(stack, graphql.persisted.follow(), "trusted-documents")
     if graphql.cluster.reloader is None:
         return None
-    live = LiveSchema(graphql, graphql.cluster.catalog)
+    live = LiveSchema(graphql, graphql.cluster.catalog, idle_seconds=group_idle_seconds)
     live.start(rebuild=True)
     stack.push_async_callback(live.aclose)
     return live

@@ -68,6 +68,7 @@ class Settings:
     discovery: bool = True
     resources: str | None = None
     discovery_token_file: str | None = None
+    group_schema_idle_seconds: float = 300.0
     grpc_max_message_bytes: int = 64 * 1024 * 1024
     grpc_max_request_bytes: int = 4 * 1024 * 1024
     grpc_max_concurrent_rpcs: int = 4096
@@ -203,6 +204,10 @@ _HELP: dict[str, str] = {
     "resource (each call still carries the caller's token, so RBAC decides, secrets too)",
     "discovery_token_file": "file with the bearer token discovery and the CRD/APIService "
     "watches use (default: the gateway's own credential, if one is configured)",
+    "group_schema_idle_seconds": "an API group's GraphQL schema (/apis/GROUP/graphql, "
+    "built on first use) that no request, connection or subscription has used for this "
+    "long is given back (built again on its next use); at most 16 unused ones are kept "
+    "whatever this says",
     "grpc_max_request_bytes": "largest gRPC request message in bytes (larger ones are "
     "refused with RESOURCE_EXHAUSTED)",
     "grpc_max_concurrent_rpcs": "gRPC calls served at once, Watch streams included (more "
@@ -283,6 +288,7 @@ _POSITIVE = frozenset(
         "drain_seconds",
         "http_header_timeout_seconds",
         "http_idle_timeout_seconds",
+        "group_schema_idle_seconds",
         "demo_clusters",
         "max_new_caller_reviews",
         "grpc_max_message_bytes",

@@ -80,6 +80,7 @@ MOVES: Final[Mapping[str, str]] = {
     "gateway/graphql/_library.py": "gateway/graphql/schemas/_library.py",
     "gateway/graphql/seed.py": "gateway/graphql/schemas/seed.py",
     "gateway/graphql/native.py": "gateway/graphql/schemas/native.py",
+    "gateway/graphql/collector.py": "gateway/graphql/engine/collector.py",
     "gateway/graphql/schema.py": "gateway/graphql/schemas/schema.py",
     "gateway/graphql/limits.py": "gateway/graphql/engine/limits.py",
     "gateway/graphql/projection.py": "gateway/graphql/engine/projection.py",

@@ -72,6 +72,7 @@ from typing import Any
 import httpx
 from graphql import get_introspection_query
 
+from tests.bench import stalltrace
 from tests.bench.report import Row, not_measured, row, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 from tests.support import crdcorpus
@@ -356,6 +357,23 @@ def first_group_call(served: Served, token: str, group: str, query: str) -> tupl
         return time.perf_counter() - start, r.status_code, discovered_data(r)
 
 
+def use_groups(served: Served, token: str, groups: Sequence[str]) -> tuple[float, int]:
+    """``{ __typename }`` at every group's endpoint once, one after the other (each builds
+    its group's schema unless the gateway keeps it): (seconds, answers that were not 200)."""
+    failed = 0
+    with httpx.Client(
+        base_url=served.http,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=120.0,
+        trust_env=False,
+    ) as client:
+        start = time.perf_counter()
+        for group in groups:
+            r = client.post(f"/apis/{group}/graphql", json={"query": "{ __typename }"})
+            failed += r.status_code != 200
+        return time.perf_counter() - start, failed
+
+
 # -- churn -------------------------------------------------------------------------------
 
 
@@ -522,6 +540,10 @@ class Churn:
     #: were over 50 ms.
     loop_samples: int = 0
     loop_stalls: int = 0
+    #: RSS (MB) after each round (and, with ``every_group``, its use of every group).
+    rss_rounds: list[float] = field(default_factory=list)
+    #: Group endpoints that did not answer 200 when used after a round.
+    group_failures: int = 0
 
 
 async def churn(
@@ -530,7 +552,12 @@ async def churn(
     crds: Sequence[dict[str, Any]],
     rounds: int,
     timeout: float,
+    *,
+    every_group: Sequence[str] = (),
 ) -> Churn:
+    """``rounds`` of: ``crds`` deleted and re-created, then (``every_group``) each of those
+    groups' endpoints used once; the gets of two tickers (the gateway's ``/graphql`` and the
+    apiserver straight) meanwhile."""
     token = kube.tokens["admin"]
     pid = served.proc.pid
     ticker = Ticker(served.http, token, limit=IDLE_S + timeout + 60)
@@ -540,6 +567,8 @@ async def churn(
     lag_before = loop_lag(served.http, token)
     ticker.start()
     direct.start()
+    rss_rounds: list[float] = []
+    group_failures = 0
     try:
         idle_start = time.monotonic()
         await asyncio.sleep(IDLE_S)
@@ -548,9 +577,17 @@ async def churn(
         for i in range(rounds):
             gone = await crdcorpus.delete(kube.url, token, kube.ca_file, crds)
             back = await crdcorpus.install(kube.url, token, kube.ca_file, crds)
+            used = ""
+            if every_group:
+                took, failed_groups = await asyncio.to_thread(
+                    use_groups, served, token, every_group
+                )
+                group_failures += failed_groups
+                used = f", every group used in {took:.1f}s ({failed_groups} not 200)"
+            rss_rounds.append(rss_mb(pid))
             log(
                 f"churn round {i + 1}: deleted {len(crds)} CRDs in {gone:.1f}s, "
-                f"re-created in {back:.1f}s"
+                f"re-created in {back:.1f}s{used}; RSS {rss_rounds[-1]:.0f} MB"
             )
         # Until the schema has caught up with the newest catalog and nothing new was logged
         # for SETTLE_QUIET_S (bounded by the timeout).
@@ -590,6 +627,8 @@ async def churn(
         rss_after=rss_mb(pid),
         loop_samples=lag_after[0] - lag_before[0],
         loop_stalls=lag_after[1] - lag_before[1],
+        rss_rounds=rss_rounds,
+        group_failures=group_failures,
     )
 
 
@@ -597,7 +636,9 @@ async def churn(
 
 
 @contextlib.contextmanager
-def gateway(kube: KubeAPIServer) -> Iterator[tuple[Served, float]]:
+def gateway(
+    kube: KubeAPIServer, env: dict[str, str] | None = None, *args: str
+) -> Iterator[tuple[Served, float]]:
     """``kube-gateway serve`` on loopback ports with the admin kubeconfig; its start time."""
     with tempfile.TemporaryDirectory(prefix="kg-bench-scale-") as home:
         t0 = time.monotonic()
@@ -609,7 +650,11 @@ def gateway(kube: KubeAPIServer) -> Iterator[tuple[Served, float]]:
             "json",
             "--drain-seconds",
             "2",
+            *args,
             ready=False,
+            env=env,
+            # `python -m` puts the working directory first on the path: another source's
+            cwd=Path(env["KG_GATEWAY_SRC"]) if env and "KG_GATEWAY_SRC" in env else None,
         ) as served:
             yield served, t0
 
@@ -620,12 +665,17 @@ def step(
     *,
     churn_rounds: int,
     timeout: float,
+    all_groups: bool = False,
+    churn_crds: int = CHURN_CRDS,
+    env: dict[str, str] | None = None,
+    gateway_args: Sequence[str] = (),
 ) -> list[Row]:
     n = len(crds)
     token = kube.tokens["admin"]
     tag = f"scale N={n:,} CRDs"
     rows: list[Row] = []
-    with gateway(kube) as (served, t0):
+    every_group = crdcorpus.groups(crds) if all_groups else []
+    with gateway(kube, env, *gateway_args) as (served, t0):
         start = asyncio.run(measure_startup(served, t0, token, n, timeout))
         if served.proc.poll() is not None:
             raise RuntimeError(f"the gateway exited:\n{''.join(served.lines[-20:])}")
@@ -794,9 +844,30 @@ def step(
                     )
                 )
 
+        if every_group:
+            took, failed_groups = use_groups(served, token, every_group)
+            time.sleep(SETTLE_RSS_S)
+            used_rss = rss_mb(served.proc.pid)
+            log(
+                f"N={n}: every one of {len(every_group)} group endpoints used once in "
+                f"{took:.1f}s ({failed_groups} not 200); RSS {used_rss:.0f} MB"
+            )
+            rows.append(
+                row(
+                    f"{tag}: RSS after every group's endpoint was used once",
+                    used_rss,
+                    "MB",
+                    max_value=300,
+                    note=f"{NOTE}; {len(every_group)} groups, {{ __typename }} at each in "
+                    f"turn ({took:.0f} s, {failed_groups} not 200), {SETTLE_RSS_S:g} s later",
+                )
+            )
+
         if n >= CHURN_MIN_N and churn_rounds > 0:
-            victims = list(crds[-CHURN_CRDS:])
-            c = asyncio.run(churn(kube, served, victims, churn_rounds, timeout))
+            victims = list(crds[-churn_crds:])
+            c = asyncio.run(
+                churn(kube, served, victims, churn_rounds, timeout, every_group=every_group)
+            )
             log(
                 f"N={n}: churn of {len(victims)} CRDs x {churn_rounds} over {c.seconds:.1f}s "
                 f"({c.rebuilds} schema rebuilds): seed gets p50/p99/max "
@@ -810,6 +881,24 @@ def step(
             )
             if not c.settled:
                 log(f"N={n}: the schema had not caught up with the catalog when churn ended")
+            if c.rss_rounds:
+                rows.append(
+                    row(
+                        f"{tag}: RSS over {len(c.rss_rounds)} churn rounds, highest (direct "
+                        "column: before the churn)",
+                        max(c.rss_rounds),
+                        "MB",
+                        c.rss_before,
+                        max_ratio=1.1,
+                        note=f"{NOTE}; after each round "
+                        + " / ".join(f"{r:.0f}" for r in c.rss_rounds)
+                        + (
+                            f" MB, every group used after each ({c.group_failures} not 200)"
+                            if every_group
+                            else " MB"
+                        ),
+                    )
+                )
             what = f"{tag}: seed get every 20 ms during CRD churn"
             churn_note = (
                 f"{NOTE}; {CHURN_CRDS} CRDs deleted and re-created x{churn_rounds}, "
@@ -824,6 +913,7 @@ def step(
                     c.churn[1],
                     "ms",
                     c.direct[1],
+                    max_ratio=1.2,
                     note=f"{NOTE}; the same list straight from the apiserver every 20 ms "
                     "during the same churn",
                 ),
@@ -837,7 +927,7 @@ def step(
                     f"{c.churn_gets + c.idle_gets} gets",
                 ),
                 row(
-                    f"{tag}: event-loop stalls over 50 ms during CRD churn",
+                    f"{tag}: event-loop lag samples over 50 ms during CRD churn",
                     c.loop_stalls,
                     "",
                     max_value=0,
@@ -869,6 +959,10 @@ def rows(
     *,
     churn_rounds: int = 3,
     timeout: float | None = None,
+    all_groups: bool = False,
+    churn_crds: int = CHURN_CRDS,
+    env: dict[str, str] | None = None,
+    gateway_args: Sequence[str] = (),
 ) -> list[Row]:
     """Every step, on one apiserver; the CRDs of a step stay for the next (larger) one."""
     corpus = crdcorpus.load()
@@ -892,8 +986,27 @@ def rows(
                     f"/openapi/v3 lists them)"
                 )
             step_timeout = timeout if timeout is not None else max(180.0, 1.5 * n)
-            out += step(kube, crds, churn_rounds=churn_rounds, timeout=step_timeout)
+            out += step(
+                kube,
+                crds,
+                churn_rounds=churn_rounds,
+                timeout=step_timeout,
+                all_groups=all_groups,
+                churn_crds=churn_crds,
+                env=env,
+                gateway_args=gateway_args,
+            )
     return out
+
+
+def gateway_env(stall_trace: Path | None, source: Path | None) -> dict[str, str] | None:
+    """The gateway's environment for ``--stall-trace`` and ``--gateway-src``."""
+    env = stalltrace.env(stall_trace) if stall_trace is not None else {}
+    if source is not None:
+        paths = [str(source.resolve()), *filter(None, [env.get("PYTHONPATH")])]
+        env["PYTHONPATH"] = ":".join(paths)
+        env["KG_GATEWAY_SRC"] = str(source.resolve())
+    return env or None
 
 
 def main() -> None:
@@ -903,6 +1016,32 @@ def main() -> None:
     )
     parser.add_argument("--churn-rounds", type=int, default=3)
     parser.add_argument(
+        "--churn-crds", type=int, default=CHURN_CRDS, help="CRDs deleted and re-created a round"
+    )
+    parser.add_argument(
+        "--all-groups",
+        action="store_true",
+        help="use every group's endpoint once before the churn and after each churn round "
+        "(RSS after each)",
+    )
+    parser.add_argument(
+        "--stall-trace",
+        type=Path,
+        default=None,
+        help="the gateway appends what held its GIL or event loop for 30 ms or more to this "
+        "file (tests/bench/stalltrace)",
+    )
+    parser.add_argument(
+        "--gateway-src",
+        type=Path,
+        default=None,
+        help="import the gateway from this directory instead (one holding another commit's "
+        "gateway/, e.g. from git archive: a before/after under the same conditions)",
+    )
+    parser.add_argument(
+        "gateway_args", nargs="*", help="more `kube-gateway serve` flags (after --)"
+    )
+    parser.add_argument(
         "--startup-timeout",
         type=float,
         default=None,
@@ -910,7 +1049,15 @@ def main() -> None:
     )
     args = parser.parse_args()
     counts = [int(c) for c in args.crds.split(",") if c.strip()]
-    table = rows(counts, churn_rounds=args.churn_rounds, timeout=args.startup_timeout)
+    table = rows(
+        counts,
+        churn_rounds=args.churn_rounds,
+        timeout=args.startup_timeout,
+        all_groups=args.all_groups,
+        churn_crds=args.churn_crds,
+        env=gateway_env(args.stall_trace, args.gateway_src),
+        gateway_args=args.gateway_args,
+    )
     print()
     print(text_table(table))
 

@@ -37,7 +37,7 @@ from gateway.core import (
     errors,
 )
 from gateway.graphql.endpoints.fleet import FleetEndpoint
-from gateway.graphql.endpoints.live import GroupEndpoint, LiveSchema, refuse
+from gateway.graphql.endpoints.live import GROUP_IDLE_SECONDS, GroupEndpoint, LiveSchema, refuse
 from gateway.graphql.endpoints.server import GraphQLApp, graphql_routes
 from gateway.graphql.errors import format_exception
 
@@ -90,8 +90,17 @@ class ClusterEndpoints:
         live: what keeps the default cluster's schemas (``None``: discovery is off).
     """
 
-    def __init__(self, root: GraphQLApp, groups: GroupEndpoint, live: LiveSchema | None) -> None:
+    def __init__(
+        self,
+        root: GraphQLApp,
+        groups: GroupEndpoint,
+        live: LiveSchema | None,
+        *,
+        group_idle_seconds: float = GROUP_IDLE_SECONDS,
+    ) -> None:
         self.root = root
+        #: How long each cluster's unused group schemas are kept.
+        self.group_idle_seconds = group_idle_seconds
         self.fleet = root.fleet
         self.visibility = root.visibility
         self.served: dict[str, _Served] = {DEFAULT: _Served(root, groups, live)}
@@ -125,7 +134,7 @@ class ClusterEndpoints:
         app = self.root.sibling(cluster=cluster)
         live = None
         if cluster.reloader is not None:
-            live = LiveSchema(app, cluster.catalog)
+            live = LiveSchema(app, cluster.catalog, idle_seconds=self.group_idle_seconds)
             live.start(rebuild=True)
         return _Served(app, GroupEndpoint(app, live), live)
 

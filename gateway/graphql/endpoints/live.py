@@ -7,14 +7,20 @@ The gateway serves one GraphQL schema per *scope* (:func:`gateway.graphql.schema
   rebuilt only when a catalog swap changes what it is built from
   (:func:`~gateway.graphql.schemas.schema.scope_inputs`); readiness waits for it (:meth:`ready`).
 * ``/apis/<group>/graphql``: the seed kinds and one API group's kinds, built the first time
-  a caller uses it and kept while in use (at most ``max_groups`` idle ones, least recently
-  used first out).  A swap that changes the group rebuilds it if it has subscribers, else
-  drops it (the next use builds it again); a removed group's subscriptions end.
+  a caller uses it and kept while in use: a group with a request, a connection or a
+  subscription open is kept; an idle one is given back once unused for ``idle_seconds``
+  (``--group-schema-idle-seconds``), or earlier when more than ``max_groups`` are idle
+  (least recently used first out).  A swap that changes the group rebuilds it if it has
+  subscribers, else drops it (the next use builds it again); a removed group's
+  subscriptions end.  A schema given back, or replaced by a rebuild, is dismantled
+  (:func:`gateway.graphql.engine.collector.dismantle`) once no request or connection that may
+  still use it is open, so it is freed at once, without a full garbage collection.
 
 Builds run in a worker thread (the build is pure Python; the event loop keeps serving
 between the thread's GIL slices), one at a time, with the OpenAPI documents read on the
-event loop before (:func:`gateway.core.catalog.openapi_documents.load`).  Catalogs that arrive
-while the
+event loop before (:func:`gateway.core.catalog.openapi_documents.load`), and no cyclic
+garbage collection meanwhile; what they build is frozen out of every later collection
+(:class:`gateway.graphql.engine.collector.SchemaCollector`).  Catalogs that arrive while the
 ``/graphql`` build runs coalesce: the next build takes the newest one.
 """
 
@@ -25,11 +31,13 @@ import functools
 import logging
 import time
 import weakref
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
+from graphql import GraphQLSchema
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
@@ -48,6 +56,14 @@ from gateway.core import (
 )
 from gateway.core import openapi_documents as documents
 from gateway.graphql.endpoints.server import GraphQLApp
+from gateway.graphql.engine.collector import (
+    COLLECTOR,
+    SchemaCollector,
+    dismantle_engine,
+    dismantle_schema,
+    dismantled,
+)
+from gateway.graphql.engine.execution import Engine
 from gateway.graphql.errors import format_exception
 from gateway.graphql.resolvers.context import credential_from_header
 from gateway.graphql.schemas.schema import (
@@ -64,6 +80,8 @@ log = logging.getLogger("gateway.graphql")
 
 #: Group schemas kept without a subscription (each is rebuilt on its next use once out).
 MAX_IDLE_GROUPS = 16
+#: Seconds a group schema nobody uses is kept (``--group-schema-idle-seconds``).
+GROUP_IDLE_SECONDS = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +103,35 @@ class _Group:
     app: GraphQLApp
     built: CatalogSchema
     inputs: tuple[Any, ...]
+    #: When a request or connection last began or ended (``time.monotonic``).
+    used: float = 0.0
+    #: The schema's generation: one more at each rebuild.
+    epoch: int = 0
+    #: Requests and connections open on the app, by the epoch they began in.
+    open: Counter[int] = field(default_factory=Counter)
+    #: Engines a rebuild replaced, each with the epoch that replaced it and its schema:
+    #: dismantled once nothing that began before that epoch is open.
+    retired: list[tuple[int, Engine, CatalogSchema]] = field(default_factory=list)
+    #: Given back (no longer kept): its engine is dismantled once nothing is open.
+    dropped: bool = False
+
+    def busy(self) -> bool:
+        return bool(self.open) or bool(self.app.subscriptions.executions)
+
+    def release(self, collector: SchemaCollector) -> None:
+        """Dismantle every engine nothing open may still use (and its schema, unless
+        another cluster serves it too)."""
+        oldest = min(self.open) if self.open else None
+        kept = []
+        for epoch, engine, built in self.retired:
+            if oldest is None or oldest >= epoch:
+                _retire(engine, built, collector)
+            else:
+                kept.append((epoch, engine, built))
+        self.retired = kept
+        # (a subscription lives in a request or a connection: none is open)
+        if self.dropped and oldest is None and "schema" in self.app.engine.__dict__:
+            _retire(self.app.engine, self.built, collector)
 
 
 @dataclass(slots=True, eq=False)
@@ -142,7 +189,7 @@ class SharedSchemas:
                     self.shared += 1
                     return await asyncio.shield(entry.building)
                 found = entry.built() if entry.built is not None else None
-                if found is not None:
+                if found is not None and not _given_back(found):
                     self.shared += 1
                     return found
         future: asyncio.Future[CatalogSchema] = loop.create_future()
@@ -166,6 +213,11 @@ class SharedSchemas:
         return built
 
 
+def _given_back(built: CatalogSchema) -> bool:
+    """A group schema dismantled (nothing served it; its last references going)."""
+    return isinstance(built.schema, GraphQLSchema) and dismantled(built.schema)
+
+
 #: The process's shared schemas (every cluster's :class:`LiveSchema` builds through it).
 SHARED = SharedSchemas()
 
@@ -176,7 +228,9 @@ class LiveSchema:
     Args:
         app: the ``/graphql`` endpoint.
         holder: the catalog of the cluster the app serves.
-        max_groups: group schemas kept while nobody subscribes to them.
+        max_groups: group schemas kept while nobody uses them.
+        idle_seconds: how long a group schema nobody uses is kept.
+        collector: how builds meet the cyclic garbage collector (the process's).
     """
 
     def __init__(
@@ -184,11 +238,19 @@ class LiveSchema:
         app: GraphQLApp,
         holder: CatalogHolder,
         max_groups: int = MAX_IDLE_GROUPS,
+        *,
+        idle_seconds: float = GROUP_IDLE_SECONDS,
+        collector: SchemaCollector = COLLECTOR,
     ) -> None:
         self.app = app
         self.holder = holder
 
         self.max_groups = max_groups
+        self.idle_seconds = idle_seconds
+        self.collector = collector
+        #: Group schemas given back for being idle, and sweeps run (for tests and logs).
+        self.given_back = 0
+        self.sweeps = 0
         self.current: CatalogSchema | None = None
         #: What the served ``/graphql`` schema was built from: the app starts with the seed
         #: schema, which is the seed catalog's (generation 0, before discovery's first read).
@@ -200,11 +262,14 @@ class LiveSchema:
         self.taken = -1
         self.groups: OrderedDict[str, _Group] = OrderedDict()
         self._building: dict[str, asyncio.Future[_Group]] = {}
+        #: The inputs each group's last build failed for: not built again until they change.
+        self._failed: dict[str, tuple[Any, ...]] = {}
         self._builds = asyncio.Lock()
         self._wanted: Catalog | None = None
         self._changed = asyncio.Event()
         self._swapped = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self._ready_changed = asyncio.Event()
         self._warming: set[asyncio.Task[None]] = set()
         self._stop_listening = holder.listen(self._heard)
@@ -220,6 +285,7 @@ class LiveSchema:
             self._wanted = self.holder.current
             self._changed.set()
         self._task = asyncio.create_task(self._run(), name="graphql-live-schema")
+        self._sweeper = asyncio.create_task(self._sweep(), name="graphql-group-sweeper")
 
     def ready(self) -> bool:
         """Has discovery read the cluster, and does ``/graphql`` serve the schema of the
@@ -273,12 +339,15 @@ class LiveSchema:
             started = time.perf_counter()
             built = await self._build(catalog, BUILT_IN, self.current)
             seconds = time.perf_counter() - started
+            _served(built, self.collector, +1)
+            _served(self.current, self.collector, -1)  # the one it replaces
             self.current, self.current_inputs = built, inputs
             ended = self.app.use_schema(built.schema)
             self._warm(self.app)
             self._swapped_in(Swap(catalog.generation, len(built.registry), ended, seconds))
             self._ready_changed.set()
         await self._refresh_groups(catalog)
+        self.collector.settle()  # a /graphql schema no cluster serves any more
         # The discovery and the build freed most of what they allocated: give it back.
         await heap.give_back()
         self.taken = catalog.generation
@@ -307,12 +376,17 @@ class LiveSchema:
     async def _build(
         self, catalog: Catalog, scope: str, previous: CatalogSchema | None
     ) -> CatalogSchema:
+        collector = self.collector
+
+        def held(docs: Any) -> CatalogSchema:
+            with collector.building():
+                return schema_for_catalog(catalog, previous, scope=scope, documents=docs)
+
         async def build() -> CatalogSchema:
             async with self._builds:  # one build at a time: each holds the GIL in slices
                 docs = await documents.load(catalog, scope_documents(catalog, scope))
-                return await asyncio.to_thread(
-                    schema_for_catalog, catalog, previous, scope=scope, documents=docs
-                )
+                collector.before_build()
+                return await asyncio.to_thread(held, docs)
 
         inputs = await asyncio.to_thread(scope_inputs, catalog, scope)
         return await SHARED.get(scope, inputs, previous, build)
@@ -326,6 +400,26 @@ class LiveSchema:
             UnknownResource: the catalog serves no resource of ``group`` in a schema of its
                 own (unknown, or one of Kubernetes' own groups: ``/graphql`` serves those).
         """
+        return (await self._group(group)).app
+
+    @asynccontextmanager
+    async def using(self, group: str) -> AsyncIterator[GraphQLApp]:
+        """``group``'s endpoint (as :meth:`group_app`), kept, and its schema whole, until
+        the block ends: a request or a connection is served inside one."""
+        entry = await self._group(group)
+        epoch = entry.epoch
+        entry.open[epoch] += 1
+        entry.used = time.monotonic()
+        try:
+            yield entry.app
+        finally:
+            entry.open[epoch] -= 1
+            if not entry.open[epoch]:
+                del entry.open[epoch]
+            entry.used = time.monotonic()
+            entry.release(self.collector)
+
+    async def _group(self, group: str) -> _Group:
         catalog = self.holder.current
         if group not in group_scopes(catalog):
             raise UnknownResource(
@@ -336,19 +430,31 @@ class LiveSchema:
         inputs = scope_inputs(catalog, group)
         if entry is not None and entry.inputs == inputs:
             self.groups.move_to_end(group)
-            return entry.app
+            entry.used = time.monotonic()
+            return entry
+        if self._failed.get(group) == inputs:
+            # The same inputs fail the same way: a build is hundreds of milliseconds of
+            # the GIL, and what a failed one leaves is freed by a collection only.
+            raise Internal(
+                f"the GraphQL schema of API group {group!r} could not be built (logged "
+                "when it failed; it is built again once the group changes)"
+            )
         building = self._building.get(group)
         if building is None:
             building = asyncio.ensure_future(self._build_group(catalog, group, inputs))
             self._building[group] = building
             building.add_done_callback(lambda _: self._building.pop(group, None))
-        entry = await asyncio.shield(building)
-        return entry.app
+        return await asyncio.shield(building)
 
     async def _build_group(self, catalog: Catalog, group: str, inputs: tuple[Any, ...]) -> _Group:
         entry = self.groups.get(group)
         started = time.perf_counter()
-        built = await self._build(catalog, group, entry.built if entry is not None else None)
+        try:
+            built = await self._build(catalog, group, entry.built if entry is not None else None)
+        except Exception:
+            self._failed[group] = inputs
+            raise
+        self._failed.pop(group, None)
         seconds = time.perf_counter() - started
         ended = 0
         if entry is None:
@@ -358,26 +464,67 @@ class LiveSchema:
                 inputs,
             )
         else:
+            old, old_built = entry.app.engine, entry.built
             ended = entry.app.use_schema(built.schema)
             entry.built, entry.inputs = built, inputs
+            entry.epoch += 1
+            entry.retired.append((entry.epoch, old, old_built))
+            entry.release(self.collector)
+        _served(built, self.collector, +1)
+        entry.used = time.monotonic()
         self.groups[group] = entry
         self.groups.move_to_end(group)
         self._swapped_in(Swap(catalog.generation, len(built.registry), ended, seconds, group))
         self._evict()
         return entry
 
+    def _drop(self, group: str) -> None:
+        """No longer keep ``group``'s schema (its next use builds it again)."""
+        entry = self.groups.pop(group, None)
+        if entry is not None:
+            entry.dropped = True
+            entry.release(self.collector)
+
     def _evict(self) -> None:
-        idle = [g for g, e in self.groups.items() if not e.app.subscriptions.executions]
+        """Give back the least recently used idle group schemas past ``max_groups``."""
+        idle = [g for g, e in self.groups.items() if not e.busy()]
         for group in idle[: max(0, len(idle) - self.max_groups)]:
-            del self.groups[group]
+            self._drop(group)
+
+    def sweep(self) -> int:
+        """Give back every group schema unused for ``idle_seconds``; how many."""
+        now = time.monotonic()
+        idle = [
+            g for g, e in self.groups.items() if not e.busy() and now - e.used >= self.idle_seconds
+        ]
+        for group in idle:
+            self._drop(group)
+        if idle:
+            self.given_back += len(idle)
+            log.info(
+                "gave back %d GraphQL group schema(s) unused for %gs: %s",
+                len(idle),
+                self.idle_seconds,
+                ", ".join(idle[:5]) + (", ..." if len(idle) > 5 else ""),
+            )
+        return len(idle)
+
+    async def _sweep(self) -> None:
+        every = min(30.0, max(0.05, self.idle_seconds / 4))
+        while True:
+            await asyncio.sleep(every)
+            self.sweeps += 1
+            if self.sweep():
+                await heap.give_back()
 
     async def _refresh_groups(self, catalog: Catalog) -> None:
         served = group_scopes(catalog)
+        self._failed = {g: inputs for g, inputs in self._failed.items() if g in served}
         for group, entry in list(self.groups.items()):
             if group not in served:
                 gone = UnknownResource(f"API group {group!r} is no longer served by the cluster")
                 entry.app.subscriptions.end_where(functools.partial(_always, gone))
-                del self.groups[group]
+                self._drop(group)
                 continue
             inputs = scope_inputs(catalog, group)
             if inputs == entry.inputs:
@@ -388,7 +535,7 @@ class LiveSchema:
                 except Exception:
                     log.exception("rebuilding the GraphQL schema of %s failed", group)
             else:  # nobody waits: the next use builds it
-                del self.groups[group]
+                self._drop(group)
 
     # -- waiting and closing ---------------------------------------------------------------
 
@@ -421,20 +568,53 @@ class LiveSchema:
 
     async def aclose(self) -> None:
         self._stop_listening()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in (self._task, self._sweeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         for building in self._building.values():
             building.cancel()
         for warming in self._warming:
             warming.cancel()
-        for entry in self.groups.values():
+        for group, entry in list(self.groups.items()):
             await entry.app.subscriptions.aclose()
-        self.groups.clear()
+            self._drop(group)
+        # A /graphql schema nobody serves any more is paid for at the next rebuild (not
+        # here: at shutdown a full collection only delays the exit, by seconds).
+        _served(self.current, self.collector, -1)
+        self.current = None
+        await self.collector.cleared()
 
 
 def _always(error: Exception, prepared: object) -> Exception:
     return error
+
+
+#: How many live schemas serve each ``/graphql`` schema (clusters share equal ones), by id.
+_SERVING: Counter[int] = Counter()
+
+
+def _served(built: CatalogSchema | None, collector: SchemaCollector, change: int) -> None:
+    """Count a schema served (``+1``) or no longer (``-1``) by a cluster's endpoint: one
+    nobody serves is dismantled (a group's), or owed to the collector (``/graphql``'s:
+    strawberry's classes cannot be)."""
+    if built is None:
+        return
+    key = id(built)
+    _SERVING[key] += change
+    if _SERVING[key] > 0:
+        return
+    del _SERVING[key]
+    if isinstance(built.schema, GraphQLSchema):
+        dismantle_schema(built.schema, collector)
+    else:
+        collector.owe()
+
+
+def _retire(engine: Engine, built: CatalogSchema, collector: SchemaCollector) -> None:
+    """An engine nothing uses any more, and its schema unless another cluster serves it."""
+    dismantle_engine(engine)
+    _served(built, collector, -1)
 
 
 def _endpoint(scope: str) -> str:
@@ -455,11 +635,13 @@ class GroupEndpoint:
         self.root = root
         self.live = live
 
-    async def app_for(self, group: str, credential: Credential) -> GraphQLApp:
-        """The endpoint of ``group``, built on first use, for a caller the cluster
-        authenticates only: whether a group exists is discovery, which Kubernetes shows
-        authenticated users only, and a build is work an anonymous caller must not be able
-        to make the gateway do (or undo, by asking for groups past those kept).
+    @asynccontextmanager
+    async def serving(self, group: str, credential: Credential) -> AsyncIterator[GraphQLApp]:
+        """The endpoint of ``group``, built on first use and kept until the block ends
+        (:meth:`LiveSchema.using`), for a caller the cluster authenticates only: whether a
+        group exists is discovery, which Kubernetes shows authenticated users only, and a
+        build is work an anonymous caller must not be able to make the gateway do (or undo,
+        by asking for groups past those kept).
 
         Raises:
             Unauthorized: the cluster does not authenticate the caller (whatever the group).
@@ -477,8 +659,9 @@ class GroupEndpoint:
             raise UnknownResource(
                 "discovery is off: the gateway serves the built-in resources at /graphql only"
             )
+        using = live.using(group)
         try:
-            return await live.group_app(group)
+            app = await using.__aenter__()
         except GatewayError:
             raise
         except Exception:
@@ -486,32 +669,37 @@ class GroupEndpoint:
             raise Internal(
                 f"the GraphQL schema of API group {group!r} could not be built"
             ) from None
+        try:
+            yield app
+        finally:
+            await using.__aexit__(None, None, None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         group = scope["path_params"]["group"]
-        if scope["type"] == "websocket":
-            # The caller is known once connection_init arrives: the root admits the
-            # connection (its limits and origins are every endpoint's), the group's
-            # endpoint serves it.
-            await websocket.serve(
-                self.root,
-                WebSocket(scope, receive, send),
-                send,
-                resolve=functools.partial(self.app_for, group),
-            )
-            return
-        request = Request(scope, receive)
-        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
-            await self.root(scope, receive, send)  # GraphiQL's page: the same for every path
-            return
-        try:
-            credential = credential_from_header(request.headers.get("authorization"))
-            app = await self.app_for(group, credential)
-        except GatewayError as exc:
-            status = exc.code if exc.code in (401, 404) else 500
-            await refuse(scope, receive, send, exc, status)
-            return
-        await app(scope, receive, send)
+        async with AsyncExitStack() as stack:
+            if scope["type"] == "websocket":
+                # The caller is known once connection_init arrives: the root admits the
+                # connection (its limits and origins are every endpoint's), the group's
+                # endpoint serves it, and is kept until the connection ends.
+                async def resolve(credential: Credential) -> GraphQLApp:
+                    return await stack.enter_async_context(self.serving(group, credential))
+
+                await websocket.serve(
+                    self.root, WebSocket(scope, receive, send), send, resolve=resolve
+                )
+                return
+            request = Request(scope, receive)
+            if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+                await self.root(scope, receive, send)  # GraphiQL's page: the same everywhere
+                return
+            try:
+                credential = credential_from_header(request.headers.get("authorization"))
+                app = await stack.enter_async_context(self.serving(group, credential))
+            except GatewayError as exc:
+                status = exc.code if exc.code in (401, 404) else 500
+                await refuse(scope, receive, send, exc, status)
+                return
+            await app(scope, receive, send)
 
 
 async def refuse(
