@@ -21,7 +21,7 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 @dataclass(frozen=True)
 class Names:
-    """A kind's root fields in its group's schema (as :mod:`gateway.graphql.native` names
+    """A kind's root fields in its group's schema (as :mod:`gateway.graphql.schemas.native` names
     them from the kind's GraphQL type name)."""
 
     resource: Resource
