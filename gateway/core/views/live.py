@@ -166,6 +166,15 @@ class LiveSubscription:
         self._pending = page
         self._wake.set()
 
+    def __aiter__(self) -> LiveSubscription:
+        return self
+
+    async def __anext__(self) -> LivePage:
+        page = await self.next()
+        if page is None:
+            raise StopAsyncIteration
+        return page
+
     def next_nowait(self) -> LivePage | None:
         page = self._pending
         if page is not None:
@@ -176,11 +185,18 @@ class LiveSubscription:
         return page
 
     async def next(self) -> LivePage | None:
+        """The latest page not read yet, waiting for one; ``None`` once closed.
+
+        Raises:
+            GatewayError: what ended the subscription (``Forbidden``, a slow reader...).
+        """
         while not self.closed:
             page = self.next_nowait()
             if page is not None:
                 return page
             await self._wake.wait()
+        if self.error is not None:
+            raise self.error
         return None
 
     def fail(self, error: errors.GatewayError) -> None:
@@ -228,6 +244,8 @@ class LiveView:
         self.every_change = every_change
         self.subscribers: set[LiveSubscription] = set()
         self.last: LivePage | None = None
+        #: The version of the last evaluation (published or not).
+        self.version: str | None = None
         self._fingerprint: tuple[Any, ...] | None = None
         self._task: asyncio.Task[None] | None = None
         self.ended = False
@@ -276,6 +294,7 @@ class LiveView:
                     version, ordered = await cache.ordered(spec)
                     page = evaluate.page(ordered, spec, version)
                     self.owner.stats.evaluations += 1
+                    self.version = version
                     evaluated_at = loop.time()
                     changed = ordered.snapshot.generation != generation
                     generation = ordered.snapshot.generation
