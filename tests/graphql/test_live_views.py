@@ -45,6 +45,16 @@ LIVE = """subscription($ns: String, $first: Int, $interval: Int, $notify: Boolea
   }
 }"""
 
+#: The same view, its resourceVersion under an alias and the page through a fragment.
+ALIASED = """subscription($ns: String, $first: Int, $sort: [ViewSort!]) {
+  podsView(namespace: $ns, sort: $sort, first: $first) { ...page version: resourceVersion }
+}
+fragment page on PodView {
+  total
+  pageInfo { hasNextPage endCursor }
+  nodes { metadata { name labels } }
+}"""
+
 QUERY = """query($ns: String, $first: Int, $sort: [ViewSort!]) {
   podsView(namespace: $ns, sort: $sort, first: $first) {
     total resourceVersion
@@ -106,9 +116,15 @@ async def test_the_page_at_once_then_visible_changes_only(demo: DemoUpstream, gw
     await _namespace(demo, ns)
     live = _live(gw)
     variables = {"ns": ns, "first": 5, "sort": BY_NAME}
-    async with ws_client(gw) as ws, httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
+    async with (
+        ws_client(gw) as ws,
+        ws_client(gw) as aliased,
+        httpx.AsyncClient(base_url=gw.url, timeout=30) as http,
+    ):
         op = await ws.subscribe(LIVE, variables)
+        other = await aliased.subscribe(ALIASED, variables)
         first = (await ws.next(op))["data"]["podsView"]
+        assert (await aliased.next(other))["data"]["podsView"]["total"] == 10
         assert _names(first) == [f"live-{i:02d}" for i in range(5)]
         assert first["total"] == 10 and first["pageInfo"]["hasNextPage"]
         # the first update is the view query's answer at the same version
@@ -134,6 +150,10 @@ async def test_the_page_at_once_then_visible_changes_only(demo: DemoUpstream, gw
         )
         update = (await ws.next(op))["data"]["podsView"]
         assert update["nodes"][2]["metadata"]["labels"] == {"app": "web", "color": "red"}
+        # the aliased document saw the same: nothing, then this change
+        seen = (await aliased.next(other))["data"]["podsView"]
+        assert seen["nodes"] == update["nodes"]
+        assert seen["version"] == update["resourceVersion"]
         assert int(update["resourceVersion"]) > int(outside["metadata"]["resourceVersion"])
 
         # an item enters (and the last one leaves), the total changes

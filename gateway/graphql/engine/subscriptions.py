@@ -114,25 +114,42 @@ class Item:
             self._digest = _digest_of(deepjson.loads(self.payload), keys)
         return self._digest
 
-    def shown(self) -> Digest:
+    def shown(self, versions: tuple[str, ...]) -> Digest:
         """The digest of a live view's update as its subscriber sees it: the payload
-        without the view's ``resourceVersion`` (which moves with every change anywhere in
-        the cache).  Computed once per item."""
+        without the view's ``resourceVersion`` (under the response keys ``versions``: it
+        moves with every change anywhere in the cache).  Computed once per item."""
         if self._shown is None:
-            self._shown = _shown_of(deepjson.loads(self.payload))
+            self._shown = _shown_of(deepjson.loads(self.payload), versions)
         return self._shown
 
 
-def _shown_of(response: Response) -> Digest:
+def _shown_of(response: Response, versions: tuple[str, ...]) -> Digest:
     data = response.get("data")
     if isinstance(data, dict):
         data = {
-            key: {k: v for k, v in view.items() if k != "resourceVersion"}
+            key: {k: v for k, v in view.items() if k not in versions}
             if isinstance(view, dict)
             else view
             for key, view in data.items()
         }
     return digest(deepjson.dumps([data, response.get("errors")]))
+
+
+def version_selections(prepared: Prepared) -> tuple[str, ...]:
+    """The response keys (alias or name) of a live view's ``resourceVersion``."""
+    fragments = {
+        d.name.value: d
+        for d in prepared.document.definitions
+        if isinstance(d, FragmentDefinitionNode)
+    }
+    return tuple(
+        {
+            (field.alias.value if field.alias else field.name.value): None
+            for root in _fields(prepared.operation.selection_set, fragments)
+            for field in _fields(root.selection_set, fragments)
+            if field.name.value == "resourceVersion"
+        }
+    )
 
 
 def _digest_of(response: Response, keys: Iterable[str]) -> Digest:
@@ -330,7 +347,7 @@ class Subscriber:
                 if (
                     isinstance(source, LiveSubscription)
                     and not source.notify
-                    and source.unchanged(item.shown())
+                    and source.unchanged(item.shown(version_selections(self.execution.prepared)))
                 ):
                     continue  # a live view whose rendered page is what it sent last
                 return item
