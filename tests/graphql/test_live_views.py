@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 from gateway.core import POD, LiveViews, credential_of_token, errors
 from kube_gateway_demo import DemoUpstream
@@ -34,6 +37,7 @@ from tests.support.graphql import (
     serve_gateway,
     ws_client,
 )
+from tests.support.serve_process import serve_process_async
 
 LIVE = """subscription($ns: String, $first: Int, $interval: Int, $notify: Boolean,
                       $sort: [ViewSort!]) {
@@ -349,3 +353,33 @@ async def test_bad_input_is_refused_clearly(
         # the connection goes on serving
         ok = await ws.subscribe(LIVE, {"ns": NAMESPACE, "first": 1})
         assert "total" in (await ws.next(ok))["data"]["podsView"]
+
+
+async def test_a_drain_ends_live_views_with_the_drains_completion(tmp_path: Path) -> None:
+    ns = "live-drain"
+    async with DemoUpstream() as demo:
+        await _namespace(demo, ns, 3)
+        async with (
+            serve_process_async(
+                tmp_path, "--server", demo.url, "--drain-seconds", "120", "--log-level", "info"
+            ) as served,
+            connect(
+                served.http.replace("http", "ws") + "/graphql",
+                subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+            ) as socket,
+        ):
+            ws = TransportWS(socket)
+            await ws.send(
+                {"type": "connection_init", "payload": {"Authorization": f"Bearer {ADMIN}"}}
+            )
+            assert (await ws.recv(60))["type"] == "connection_ack"
+            op = await ws.subscribe(LIVE, {"ns": ns, "sort": BY_NAME})
+            first = (await ws.next(op, 60))["data"]["podsView"]
+            assert first["total"] == 3
+            served.proc.send_signal(signal.SIGTERM)
+            completion = await ws.next(op, 60)
+            assert completion == {
+                "data": None,
+                "extensions": {"reason": "DRAINING", "resumeFrom": first["resourceVersion"]},
+            }
+            assert await ws.recv(60) == {"id": op, "type": "complete"}
