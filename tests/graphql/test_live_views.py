@@ -265,12 +265,19 @@ async def test_notify_mode_says_the_page_changed_without_its_objects(
         assert update["nodes"] == []
 
 
+@pytest.mark.parametrize("mode", ["default", "shared-watches"])
 async def test_a_revoked_right_ends_the_live_view_with_forbidden(
-    demo: DemoUpstream, gw: Gateway
+    demo: DemoUpstream, mode: str, tmp_path: Path
 ) -> None:
     await _namespace(demo, NAMESPACE, 6)
+    more: dict[str, Any] = {}
+    if mode == "shared-watches":
+        token = tmp_path / "token"
+        token.write_text(ADMIN)
+        more = {"shared_watches": True, "token_file": str(token)}
     variables = {"ns": NAMESPACE, "first": 3, "sort": BY_NAME}
     async with (
+        serve_gateway(demo, access_recheck_seconds=0.2, **more) as gw,
         ws_client(gw, payload={"Authorization": f"Bearer {ALICE}"}) as alice,
         ws_client(gw) as admin,
     ):
@@ -383,3 +390,33 @@ async def test_a_drain_ends_live_views_with_the_drains_completion(tmp_path: Path
                 "extensions": {"reason": "DRAINING", "resumeFrom": first["resourceVersion"]},
             }
             assert await ws.recv(60) == {"id": op, "type": "complete"}
+
+
+async def test_discovered_kinds_have_the_same_live_view_in_every_schema(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(ADMIN)
+    document = """subscription { %s(namespace: "demo", first: 1,
+        sort: [{field: "metadata.name", order: DESC}]) {
+        total edges { cursor node { metadata { name } } } } }"""
+    async with (
+        DemoUpstream() as demo,
+        serve_gateway(demo, discovery_token_file=str(token)) as gateway,
+    ):
+        await gateway.app.state.runtime.live_schema.wait_ready()
+        # a custom resource in its group's schema (graphql-core types), a discovered
+        # built-in kind in /graphql (strawberry types, from the catalog's model)
+        for field, path, plural in (
+            ("widgetsView", "/apis/demo.kube-gateway.dev/graphql", "widgets"),
+            ("deploymentsView", "/graphql", "deployments"),
+        ):
+            listed = await demo.store.list(plural, namespace=NAMESPACE)
+            names = sorted((i["metadata"]["name"] for i in listed), reverse=True)
+            async with ws_client(gateway, path=path) as ws:
+                op = await ws.subscribe(document % field)
+                view = (await ws.next(op))["data"][field]
+                assert view["total"] == len(names)
+                assert [e["node"]["metadata"]["name"] for e in view["edges"]] == names[:1]
+                await demo.store.delete(plural, names[0], namespace=NAMESPACE)
+                view = (await ws.next(op))["data"][field]
+                assert view["total"] == len(names) - 1
+                assert [e["node"]["metadata"]["name"] for e in view["edges"]] == names[1:2]
