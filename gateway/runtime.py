@@ -58,6 +58,7 @@ from gateway.core.upstream.identity import (
     TokenReviews,
 )
 from gateway.core.views.cache import Views
+from gateway.core.views.live import LiveViews
 from gateway.core.watch.access import AccessReviews
 from gateway.core.watch.hub import SharedWatches, WatchHub
 from gateway.graphql.endpoints.clusters import ClusterEndpoints
@@ -350,6 +351,12 @@ async def build_cluster(
         reviews=AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
     )
     stack.push_async_callback(views.aclose)  # before the hub's: its subscriptions end first
+    live = LiveViews.attach(
+        views,
+        interval=min(10.0, max(0.05, settings.live_view_interval_ms / 1000)),
+        recheck=min(30.0, settings.access_recheck_seconds),
+    )
+    stack.push_async_callback(live.aclose)  # before the caches': live views end first
     catalog = CatalogHolder()
     stack.callback(metrics.served_resources(lambda: len(catalog.current.registry.records), name))
     reloader = _discovery(

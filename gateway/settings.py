@@ -65,6 +65,7 @@ class Settings:
     access_recheck_seconds: float = 30.0
     view_idle_seconds: float = 300.0
     view_memory_bytes: int = 1024 * 1024 * 1024
+    live_view_interval_ms: int = 250
     discovery: bool = True
     resources: str | None = None
     discovery_token_file: str | None = None
@@ -194,6 +195,9 @@ _HELP: dict[str, str] = {
     "kept by a shared upstream watch) stays after the last view used it",
     "view_memory_bytes": "bytes of objects (as JSON) all view caches may hold together; a "
     "view past it is refused with RESOURCE_EXHAUSTED",
+    "live_view_interval_ms": "the least time between two updates of a live view (changes "
+    "within it are coalesced into one evaluation); a subscription may ask for its own "
+    "(`interval`, 50 to 10000 ms)",
     "discovery": "read the cluster's discovery and OpenAPI v3 with the gateway's own "
     "credential (--discovery-token-file, else --token-file, the kubeconfig's user or the "
     "service account) and serve what it lists beside the five built-in resources, reloaded "
@@ -283,6 +287,7 @@ _POSITIVE = frozenset(
         "access_recheck_seconds",
         "view_idle_seconds",
         "view_memory_bytes",
+        "live_view_interval_ms",
         "token_recheck_seconds",
         "tls_reload_seconds",
         "drain_seconds",

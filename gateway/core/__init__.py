@@ -107,6 +107,7 @@ from gateway.core.upstream.identity import refuse_impersonation
 from gateway.core.views.cache import Views
 from gateway.core.views.evaluate import Count as ViewCount
 from gateway.core.views.evaluate import Page as ViewPage
+from gateway.core.views.live import LivePage, LiveSubscription, LiveViews, interval_of
 from gateway.core.views.spec import ViewSpec, resolve_path, view_spec
 from gateway.core.watch.changed import Digest, StreamChanges, digest
 from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
@@ -153,6 +154,9 @@ __all__ = [
     "ListEncoding",
     "ListOf",
     "ListOptions",
+    "LivePage",
+    "LiveSubscription",
+    "LiveViews",
     "LogOptions",
     "LogStream",
     "MapOf",
@@ -211,6 +215,7 @@ __all__ = [
     "generate",
     "heap",
     "identity",
+    "interval_of",
     "is_large",
     "leaf_of",
     "length_prefixed",

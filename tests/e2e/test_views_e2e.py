@@ -6,7 +6,8 @@ filter and sort of a consistent list read from the apiserver at exactly the view
 resourceVersion (``resourceVersionMatch=Exact``).  Then again while the test changes
 objects concurrently: every object unchanged during the walk appears exactly once across
 the pages.  alice (namespace ``team-a`` only) never sees another namespace through a view
-or a count.
+or a count.  A live view (the view as a subscription) under churn: every update equals the
+test's own filter and sort of a consistent list at the update's resourceVersion.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 from tests.e2e.apiserver import KubeAPIServer
-from tests.support.graphql import serve_app
+from tests.support.graphql import TransportWS, serve_app
 
 NS = "views-e2e"
 ALICE_NS = "team-a"
@@ -343,3 +345,74 @@ async def test_alice_never_sees_another_namespace_through_a_view_or_a_count(
                 assert "pods is forbidden" in error["message"], error
                 if namespace is None:
                     assert "ask for a view of one namespace" in error["message"]
+
+
+LIVE = """subscription($ns: String, $sort: [ViewSort!], $first: Int) {
+  podsView(namespace: $ns, sort: $sort, first: $first) {
+    total resourceVersion
+    nodes { metadata { namespace name resourceVersion } }
+  }
+}"""
+
+
+async def test_a_live_view_under_churn_equals_a_consistent_list_at_each_update(
+    kube_apiserver: KubeAPIServer, kube: httpx.AsyncClient, gateway: str
+) -> None:
+    keys = [("metadata.labels.app", True)]
+    first = 20
+    rnd = random.Random(292)
+    url = gateway.replace("http://", "ws://") + "/graphql"
+    async with connect(url, subprotocols=["graphql-transport-ws"]) as socket:  # type: ignore[list-item]
+        ws = TransportWS(socket)
+        await ws.send({"type": "connection_init", "payload": kube_apiserver.headers("admin")})
+        assert (await ws.recv(60))["type"] == "connection_ack"
+        op = await ws.subscribe(
+            LIVE, {"ns": NS, "sort": [{"field": keys[0][0], "order": "DESC"}], "first": first}
+        )
+        updates = [(await ws.next(op, 60))["data"]["podsView"]]
+        names = [
+            p["metadata"]["name"]
+            for p in (await kube.get(f"/api/v1/namespaces/{NS}/pods")).json()["items"]
+        ]
+
+        async def churn() -> None:
+            for i in range(90):
+                victim = rnd.choice(names)
+                if i % 3 == 0:
+                    await kube.delete(f"/api/v1/namespaces/{NS}/pods/{victim}?gracePeriodSeconds=0")
+                elif i % 3 == 1:
+                    await kube.post(f"/api/v1/namespaces/{NS}/pods", json=_pod(20_000 + i, "live"))
+                else:
+                    await kube.patch(
+                        f"/api/v1/namespaces/{NS}/pods/{victim}",
+                        json={"metadata": {"labels": {"app": rnd.choice(APPS)}}},
+                        headers={"Content-Type": "application/merge-patch+json"},
+                    )
+            # the last change is visible for sure: first in the order
+            final = _pod(29_999, "live")
+            final["metadata"]["labels"]["app"] = "zzz"
+            made = await kube.post(f"/api/v1/namespaces/{NS}/pods", json=final)
+            assert made.status_code == 201, made.text[:300]
+
+        worker = asyncio.create_task(churn())
+        try:
+            while True:
+                view = (await ws.next(op, 60))["data"]["podsView"]
+                updates.append(view)
+                if view["nodes"] and view["nodes"][0]["metadata"]["name"].endswith("-29999"):
+                    break
+        finally:
+            await worker
+    assert len(updates) >= 3  # the page at once, updates during the churn, the last change
+    for view in updates:
+        items = await _consistent(kube, view["resourceVersion"])
+        expected = _order(items, keys)
+        assert view["total"] == len(items)
+        got = [f"{n['metadata']['namespace']}/{n['metadata']['name']}" for n in view["nodes"]]
+        assert got == expected[:first]
+        versions = {
+            f"{NS}/{p['metadata']['name']}": p["metadata"]["resourceVersion"] for p in items
+        }
+        for n in view["nodes"]:
+            meta = n["metadata"]
+            assert versions[f"{meta['namespace']}/{meta['name']}"] == meta["resourceVersion"]

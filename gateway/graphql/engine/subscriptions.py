@@ -47,6 +47,8 @@ from gateway.core import (
     FleetEvent,
     FleetStream,
     HubEvent,
+    LivePage,
+    LiveSubscription,
     ReadAhead,
     Stream,
     StreamChanges,
@@ -92,6 +94,7 @@ class Item:
     resume: str | None
     _frames: dict[Any, str] | None = None
     _digest: Digest | None = None
+    _shown: Digest | None = None
 
     def framed(self, key: Any, frame: Callable[[str], str]) -> str:
         """``frame(payload)``, computed once per ``key`` (the op id, the protocol...)."""
@@ -110,6 +113,43 @@ class Item:
         if self._digest is None:
             self._digest = _digest_of(deepjson.loads(self.payload), keys)
         return self._digest
+
+    def shown(self, versions: tuple[str, ...]) -> Digest:
+        """The digest of a live view's update as its subscriber sees it: the payload
+        without the view's ``resourceVersion`` (under the response keys ``versions``: it
+        moves with every change anywhere in the cache).  Computed once per item."""
+        if self._shown is None:
+            self._shown = _shown_of(deepjson.loads(self.payload), versions)
+        return self._shown
+
+
+def _shown_of(response: Response, versions: tuple[str, ...]) -> Digest:
+    data = response.get("data")
+    if isinstance(data, dict):
+        data = {
+            key: {k: v for k, v in view.items() if k not in versions}
+            if isinstance(view, dict)
+            else view
+            for key, view in data.items()
+        }
+    return digest(deepjson.dumps([data, response.get("errors")]))
+
+
+def version_selections(prepared: Prepared) -> tuple[str, ...]:
+    """The response keys (alias or name) of a live view's ``resourceVersion``."""
+    fragments = {
+        d.name.value: d
+        for d in prepared.document.definitions
+        if isinstance(d, FragmentDefinitionNode)
+    }
+    return tuple(
+        {
+            (field.alias.value if field.alias else field.name.value): None
+            for root in _fields(prepared.operation.selection_set, fragments)
+            for field in _fields(root.selection_set, fragments)
+            if field.name.value == "resourceVersion"
+        }
+    )
 
 
 def _digest_of(response: Response, keys: Iterable[str]) -> Digest:
@@ -260,7 +300,7 @@ class Subscriber:
         source = self.source
         if source is None or self.finished or self._pending is not None:
             return None
-        if self._changes_keys is not None:
+        if self._changes_keys is not None or isinstance(source, LiveSubscription):
             return None  # the comparison may have to execute an earlier state: next_item
         event = source.next_nowait()
         if event is None:
@@ -304,6 +344,12 @@ class Subscriber:
                     event, functools.partial(item.digest, self._keys()), self._earlier
                 ):
                     continue  # nothing the document selects changed (watch rule 31)
+                if (
+                    isinstance(source, LiveSubscription)
+                    and not source.notify
+                    and source.unchanged(item.shown(version_selections(self.execution.prepared)))
+                ):
+                    continue  # a live view whose rendered page is what it sent last
                 return item
             except asyncio.CancelledError:
                 raise
@@ -372,7 +418,7 @@ class Subscriber:
             return False
         source: Stream[Any] = (
             started
-            if isinstance(started, (WatchSubscription, ReadAhead, FleetStream))
+            if isinstance(started, (WatchSubscription, ReadAhead, FleetStream, LiveSubscription))
             else ReadAhead(_iterate(started))
         )
         if self.finished:  # ended while the source opened
@@ -392,7 +438,7 @@ class Subscriber:
     def _render(self, event: Any) -> Item | Awaitable[Item]:
         """The item of an event: the execution's, made by whichever subscriber read it
         first (a hub event), else made for this subscriber."""
-        if isinstance(event, (HubEvent, FleetEvent)):
+        if isinstance(event, (HubEvent, FleetEvent, LivePage)):
             return event.encoded(self.execution, self._execute)  # type: ignore[no-any-return]
         return self._execute(event)
 

@@ -418,6 +418,8 @@ class RootBuilder:
         self.subscription: dict[str, StrawberryField] = {}
         #: The resolvers the view fields get once the schema is built (``views.install``).
         self.view_resolvers: dict[str, views.Resolve] = {}
+        #: The live view fields' ``subscribe`` and ``resolve``, given the same way.
+        self.live_resolvers: dict[str, tuple[views.Resolve, Callable[..., Any]]] = {}
         for r in registry.values():
             for op in operations(r):
                 getattr(self, f"_{op.action}")(op)
@@ -485,10 +487,12 @@ class RootBuilder:
         def lookup(def_id: str) -> schema.ObjectType:
             return built[def_id].object_type
 
-        self.query[field] = views.view_field(
-            r, kind, lookup, views.view_types(name, self.types.kinds[name]), query_field
-        )
+        view_type = views.view_types(name, self.types.kinds[name])
+        self.query[field] = views.view_field(r, kind, lookup, view_type, query_field)
         self.view_resolvers[field] = views.view_resolver(r, kind, lookup)
+        if "watch" in r.verbs:  # the live view: the same field as a subscription
+            self.subscription[field] = views.live_view_field(r, view_type, subscription_field)
+            self.live_resolvers[field] = views.live_view_resolvers(r, kind, lookup)
 
     def _watch(self, op: Operation) -> None:
         r = op.resource

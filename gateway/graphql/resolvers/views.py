@@ -28,12 +28,16 @@ from graphql import GraphQLSchema
 from strawberry.types.field import StrawberryField
 
 from gateway.core import (
+    LivePage,
+    LiveSubscription,
+    LiveViews,
     ObjectType,
     Resource,
     ViewCount,
     ViewPage,
     ViewSpec,
     errors,
+    interval_of,
     resolve_path,
     view_spec,
 )
@@ -255,21 +259,25 @@ async def run_view(
     coerced them: plain dicts and lists, enum members; or strawberry's inputs)."""
     views = _views(ctx)
     with ctx.adapter.metrics.operation("graphql", "View", r.key):
-        raw = a.get("filter")
-        spec = view_spec(
-            r,
-            kind,
-            lookup,
-            namespace=a.get("namespace"),
-            filter=raw if raw is None or isinstance(raw, Mapping) else _Filter(raw),
-            search=a.get("search"),
-            sort=_sort(a.get("sort")),
-            first=a.get("first"),
-            after=a.get("after"),
-            min_resource_version=a.get("minResourceVersion"),
-        )
+        spec = _spec_of(a, r, kind, lookup)
         page = await views.page(spec, ctx.credential)
     return ViewAnswer(ctx, spec, kind, lookup, page)
+
+
+def _spec_of(a: Mapping[str, Any], r: Resource, kind: ObjectType, lookup: Lookup) -> ViewSpec:
+    raw = a.get("filter")
+    return view_spec(
+        r,
+        kind,
+        lookup,
+        namespace=a.get("namespace"),
+        filter=raw if raw is None or isinstance(raw, Mapping) else _Filter(raw),
+        search=a.get("search"),
+        sort=_sort(a.get("sort")),
+        first=a.get("first"),
+        after=a.get("after"),
+        min_resource_version=a.get("minResourceVersion"),
+    )
 
 
 Resolve = Callable[..., Awaitable[Any]]
@@ -290,13 +298,141 @@ def view_resolver(r: Resource, kind: ObjectType, lookup: Lookup) -> Resolve:
     return resolve
 
 
-def install(schema: GraphQLSchema, resolvers: Mapping[str, Resolve]) -> None:
-    """Give the view fields of a strawberry-built schema :func:`view_resolver`'s resolvers
-    (what :mod:`gateway.graphql.schemas.native` gives its own)."""
+def install(
+    schema: GraphQLSchema,
+    resolvers: Mapping[str, Resolve],
+    live: Mapping[str, tuple[Resolve, Callable[..., Any]]] | None = None,
+) -> None:
+    """Give the view fields of a strawberry-built schema :func:`view_resolver`'s resolvers,
+    and its live view fields :func:`live_view_resolvers`' (what
+    :mod:`gateway.graphql.schemas.native` gives its own)."""
     query = schema.query_type
     assert query is not None
     for name, resolve in resolvers.items():
         query.fields[name].resolve = resolve
+    subscription = schema.subscription_type
+    for name, (subscribe, each) in (live or {}).items():
+        assert subscription is not None
+        subscription.fields[name].subscribe = subscribe
+        subscription.fields[name].resolve = each
+
+
+# -- live views ----------------------------------------------------------------------------
+
+
+class LiveAnswer(ViewAnswer):
+    """An update of a live view; in notify mode without its objects (the client refetches
+    the page with the view query)."""
+
+    __slots__ = ("_notify",)
+
+    def __init__(  # noqa: PLR0917
+        self,
+        ctx: Context,
+        spec: ViewSpec,
+        kind: ObjectType,
+        lookup: Lookup,
+        page: ViewPage,
+        notify: bool,
+    ) -> None:
+        super().__init__(ctx, spec, kind, lookup, page)
+        self._notify = notify
+
+    @property
+    def nodes(self) -> list[Any]:
+        return [] if self._notify else self.page.items
+
+    @property
+    def edges(self) -> list[Edge]:
+        return [] if self._notify else super().edges
+
+
+def _selects(info: Any, name: str) -> bool:
+    """Whether the root field's selection reads ``name`` (through fragments)."""
+    fragments = getattr(info, "fragments", None) or {}
+    stack = [n.selection_set for n in info.field_nodes]
+    while stack:
+        selection_set = stack.pop()
+        if selection_set is None:
+            continue
+        for selection in selection_set.selections:
+            kind = selection.kind
+            if kind == "field":
+                if selection.name.value == name:
+                    return True
+            elif kind == "inline_fragment":
+                stack.append(selection.selection_set)
+            elif kind == "fragment_spread":
+                fragment = fragments.get(selection.name.value)
+                if fragment is not None:
+                    stack.append(fragment.selection_set)
+    return False
+
+
+def live_view_resolvers(
+    r: Resource, kind: ObjectType, lookup: Lookup
+) -> tuple[Resolve, Callable[..., Any]]:
+    """The ``subscribe`` and per-update ``resolve`` of ``r``'s live view field: the source
+    is the caller's :class:`~gateway.core.LiveSubscription` (shared evaluation, coalescing,
+    leases: :mod:`gateway.core.views.live`); each update renders as the query's answer."""
+
+    async def subscribe(root: Any, info: Any, **raw: Any) -> LiveSubscription:
+        ctx: Context = info.context
+        live = LiveViews.of(_views(ctx))
+        with ctx.adapter.metrics.operation("graphql", "LiveView", r.key):
+            spec = _spec_of(raw, r, kind, lookup)
+            return await live.subscribe(
+                spec,
+                ctx.credential,
+                interval=interval_of(raw.get("interval"), live.interval),
+                notify=bool(raw.get("notify")),
+                every_change=_selects(info, "counts"),
+            )
+
+    def resolve(root: LivePage, info: Any, **raw: Any) -> LiveAnswer:
+        return LiveAnswer(info.context, root.spec, kind, lookup, root.page, bool(raw.get("notify")))
+
+    return subscribe, resolve
+
+
+def live_view_args(r: Resource) -> tuple[Arg, ...]:
+    """The arguments of a live view field: the view's, and how it is kept live."""
+    return (
+        *view_args(r),
+        Arg(
+            "interval",
+            Optional[int],  # noqa: UP045
+            "At most one update per this many milliseconds (50 to 10000; default "
+            "--live-view-interval-ms, 250).",
+        ),
+        Arg(
+            "notify",
+            Optional[bool],  # noqa: UP045
+            "Only say that the page changed (`nodes` and `edges` empty: refetch the view "
+            "query); default false.",
+        ),
+    )
+
+
+LIVE_VIEW_DESCRIPTION = (
+    "A live view of {plural}: the view's page at once, then again whenever what it shows "
+    "changes (objects entering, leaving or moving, a selected field, the total), at most "
+    "once per `interval`."
+)
+
+
+async def _unset(ctx: Context, a: dict[str, Any]) -> Any:  # replaced by install()
+    raise errors.Internal("the live view field was not installed")
+
+
+def live_view_field(
+    r: Resource, returns: Any, subscription_field: Callable[..., StrawberryField]
+) -> StrawberryField:
+    """The seed schema's live view field of ``r`` (its ``subscribe`` and ``resolve`` are
+    :func:`live_view_resolvers`', given once the schema is built, :func:`install`)."""
+    return subscription_field(
+        _unset, live_view_args(r), returns, LIVE_VIEW_DESCRIPTION.format(plural=r.plural)
+    )
 
 
 # -- the fields ----------------------------------------------------------------------------
@@ -408,7 +544,9 @@ def view_field(
 
 
 __all__ = [
+    "LIVE_VIEW_DESCRIPTION",
     "Edge",
+    "LiveAnswer",
     "PageInfo",
     "ViewAnswer",
     "ViewCountType",
@@ -418,6 +556,9 @@ __all__ = [
     "ViewPageInfo",
     "ViewSort",
     "install",
+    "live_view_args",
+    "live_view_field",
+    "live_view_resolvers",
     "run_view",
     "view_args",
     "view_field",

@@ -59,7 +59,12 @@ from gateway.graphql.resolvers import operations as ops
 from gateway.graphql.resolvers.links import relation_resolver
 from gateway.graphql.resolvers.objects import EXTRA_ROOTS
 from gateway.graphql.resolvers.streams import watch
-from gateway.graphql.resolvers.views import VIEW_DESCRIPTION, view_resolver
+from gateway.graphql.resolvers.views import (
+    LIVE_VIEW_DESCRIPTION,
+    VIEW_DESCRIPTION,
+    live_view_resolvers,
+    view_resolver,
+)
 from gateway.graphql.schemas._library import NATIVE, graphql_schema, strawberry_definition
 from gateway.graphql.schemas.seed import gateway_schema
 
@@ -393,7 +398,10 @@ class GroupBuilder:
                 f"One page of {r.plural}"
                 + (" in a namespace, or in all namespaces." if r.namespaced else "."),
             )
-            query[ops.list_field_name(r, n) + "View"] = self._view(r, n, kind)
+            name = ops.list_field_name(r, n) + "View"
+            query[name] = self._view(r, n, kind)
+            if "watch" in r.verbs:  # the live view: the same field as a subscription
+                subscription[name] = self._live_view(r, query[name].type)
         elif op.action == "watch":
             subscription["watch" + ops.plural_type_name(r, n)] = self._watch(op, n, kind)
         elif op.action == "create":
@@ -512,10 +520,31 @@ class GroupBuilder:
         kind_type = self.model.kind_type(r.group, r.version, r.kind)
         return GraphQLField(
             view,
-            args=self._args("podsView", r),
+            args=self._args_of(self.seed.query["podsView"].args, r),  # not the live one
             resolve=view_resolver(r, kind_type, self.model.object_type),
             description=VIEW_DESCRIPTION.format(plural=r.plural),
         )
+
+    def _live_view(self, r: Resource, view: GraphQLOutputType) -> GraphQLField:
+        """The kind's live view field, shaped as the seed's
+        (:func:`gateway.graphql.resolvers.views.live_view_resolvers`)."""
+        kind_type = self.model.kind_type(r.group, r.version, r.kind)
+        subscribe, resolve = live_view_resolvers(r, kind_type, self.model.object_type)
+        seed = self.seed.subscription["podsView"]
+        return GraphQLField(
+            GraphQLNonNull(view),  # type: ignore[arg-type]
+            args=self._args_of(seed.args, r),
+            subscribe=subscribe,
+            resolve=resolve,
+            description=LIVE_VIEW_DESCRIPTION.format(plural=r.plural),
+        )
+
+    @staticmethod
+    def _args_of(seed: Mapping[str, GraphQLArgument], r: Resource) -> dict[str, Any]:
+        args = dict(seed)
+        if not r.namespaced:
+            args.pop("namespace", None)
+        return args
 
     def _result(
         self,

@@ -46,7 +46,7 @@ def build_with_classes(
         subscription=subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP, default_resolver=dict_resolver),
     )
-    views.install(graphql_schema(built), roots.view_resolvers)
+    views.install(graphql_schema(built), roots.view_resolvers, roots.live_resolvers)
     return built, types.built
 
 
