@@ -121,9 +121,15 @@ async def exposed(channel: grpc.aio.Channel) -> list[Method]:
     return methods
 
 
-async def call(channel: grpc.aio.Channel, method: Method, payload: bytes, metadata: Any) -> Outcome:
+async def call(
+    channel: grpc.aio.Channel, method: Method, payload: bytes | None, metadata: Any
+) -> Outcome:
     """One call of ``method`` with ``payload`` (raw bytes): its status, or ``None`` when it
-    was served (an answer, or the first message of a stream, which is then cancelled)."""
+    was served (an answer, or the first message of a stream, which is then cancelled).
+
+    A client stream opened with no ``payload`` sends nothing: a refusal at the call's start
+    is then read as the server sent it (a write racing the refusal may fail on the client,
+    and grpc reports that write's failure, ``INTERNAL``, instead of the server's status)."""
     kind = {
         (False, False): channel.unary_unary,
         (False, True): channel.unary_stream,
@@ -133,11 +139,12 @@ async def call(channel: grpc.aio.Channel, method: Method, payload: bytes, metada
     stub = kind(method.path, request_serializer=_identity, response_deserializer=_identity)
     if method.client_streaming:
         pending = stub(metadata=metadata, timeout=STEP)
-        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            await pending.write(payload)
-            await pending.done_writing()
+        if payload is not None:
+            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                await pending.write(payload)
+                await pending.done_writing()
     else:
-        pending = stub(payload, metadata=metadata, timeout=STEP)
+        pending = stub(payload or b"", metadata=metadata, timeout=STEP)
     try:
         if method.server_streaming:
             await pending.read()
@@ -242,7 +249,7 @@ async def missing_defenses(channel: grpc.aio.Channel, methods: list[Method]) -> 
     held = await _hold_places(channel, PER_PEER)  # this peer's every place taken
     try:
         for method in streaming:
-            got = await call(channel, method, b"", ())
+            got = await call(channel, method, None if method.client_streaming else b"", ())
             expect(
                 method,
                 "unauthenticated stream bound",
