@@ -107,7 +107,10 @@ from gateway.core.upstream.identity import refuse_impersonation
 from gateway.core.views.cache import Views
 from gateway.core.views.evaluate import Count as ViewCount
 from gateway.core.views.evaluate import Page as ViewPage
-from gateway.core.views.spec import ViewSpec, resolve_path, view_spec
+from gateway.core.views.kinds import kind_model
+from gateway.core.views.spec import MAX_COUNT_GROUPS, ViewSpec, resolve_path, view_spec
+from gateway.core.views.spec import MAX_SORT_KEYS as MAX_VIEW_SORT_KEYS
+from gateway.core.views.spec import MAX_VALUES as MAX_VIEW_VALUES
 from gateway.core.watch.changed import Digest, StreamChanges, digest
 from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.watch.logfollow import RawLine
@@ -123,6 +126,9 @@ __all__ = [
     "JSON",
     "LARGE_LIST",
     "LEAF",
+    "MAX_COUNT_GROUPS",
+    "MAX_VIEW_SORT_KEYS",
+    "MAX_VIEW_VALUES",
     "PASSTHROUGH",
     "POD",
     "READ",
@@ -212,6 +218,7 @@ __all__ = [
     "heap",
     "identity",
     "is_large",
+    "kind_model",
     "leaf_of",
     "length_prefixed",
     "list_body",
