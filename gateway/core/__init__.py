@@ -108,6 +108,8 @@ from gateway.core.views.cache import Views
 from gateway.core.views.evaluate import Count as ViewCount
 from gateway.core.views.evaluate import Page as ViewPage
 from gateway.core.views.kinds import kind_model
+from gateway.core.views.merge import MergedPage, decode_fleet_cursor
+from gateway.core.views.merge import merge as merge_views
 from gateway.core.views.spec import MAX_COUNT_GROUPS, ViewSpec, resolve_path, view_spec
 from gateway.core.views.spec import MAX_SORT_KEYS as MAX_VIEW_SORT_KEYS
 from gateway.core.views.spec import MAX_VALUES as MAX_VIEW_VALUES
@@ -162,6 +164,7 @@ __all__ = [
     "LogOptions",
     "LogStream",
     "MapOf",
+    "MergedPage",
     "Model",
     "ObjectType",
     "Operation",
@@ -205,6 +208,7 @@ __all__ = [
     "check_resume",
     "credential_of_authorization",
     "credential_of_token",
+    "decode_fleet_cursor",
     "decode_resume",
     "deepjson",
     "dict_resolver",
@@ -223,6 +227,7 @@ __all__ = [
     "length_prefixed",
     "list_body",
     "list_of",
+    "merge_views",
     "nonnull_of",
     "open_fleet_stream",
     "open_stream",
