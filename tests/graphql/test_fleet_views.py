@@ -4,16 +4,22 @@ Each merged view, all pages concatenated, equals the test's own filter and sort 
 clusters' pods together (the cluster name as the last tiebreaker: the same pod is put in
 both clusters, so ties across clusters happen), with per-cluster and total counts; alice,
 whom cluster b refuses in ``demo``, gets her items of the default cluster and b's error as
-b's own; the caller's mistakes are the field's ``BAD_USER_INPUT``.
+b's own; the caller's mistakes are the field's ``BAD_USER_INPUT``; hostile views (a cursor of
+10,000 clusters, 500 KB long, a filter of 20,000 conditions, endless cluster lists) are
+refused fast while a neighbour is served.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from gateway.core import POD
@@ -249,3 +255,73 @@ async def test_each_objects_relations_come_from_its_own_cluster(
         body = data(await gql(client, query, {"name": shared}, path=FLEET))["podsView"]
         found = {e["cluster"]: [x["message"] for x in e["node"]["events"]] for e in body["edges"]}
         assert found == {"b": ["in-b"], "default": ["in-a"]}
+
+
+async def test_hostile_merged_views_are_refused_fast_while_a_neighbour_is_served(
+    two: tuple[DemoUpstream, DemoUpstream],
+    pods: dict[str, list[dict[str, Any]]],
+    tmp_path: Path,
+) -> None:
+    a, b = two
+    by_name = [{"field": "metadata.name"}]
+    # a cursor naming 10,000 clusters, one of 500 KB, a filter of 20,000 conditions, a
+    # cluster list of 10,000 names
+    wide = base64.urlsafe_b64encode(
+        orjson.dumps(["fleet", "x", {f"c{i}": "x" for i in range(10_000)}])
+    ).decode()
+    hostile = [
+        ({"sort": by_name, "after": wide}, "`after` is not a cursor", "BAD_USER_INPUT"),
+        ({"sort": by_name, "after": "A" * 500_000}, "`after` is not a cursor", "BAD_USER_INPUT"),
+        (
+            {
+                "filter": {
+                    "or": [{"field": "metadata.name", "value": str(i)} for i in range(20_000)]
+                }
+            },
+            "the filter is too complex",
+            "BAD_USER_INPUT",
+        ),
+        ({"clusters": [f"c{i}" for i in range(900)]}, "a fleet call names at most", "INVALID"),
+    ]
+    neighbour = {"ns": NAMESPACE, "sort": [{"field": "status.startTime", "order": "DESC"}]}
+    expected = _own(pods, [("status.startTime", True)])[:50]
+    async with fleet_of(a, b, tmp_path) as (_, _fleet, client):
+        await gql(client, VIEW, neighbour, path=FLEET)  # both clusters' caches are warm
+
+        async def attack(variables: dict[str, Any], text: str, code: str) -> float:
+            started = time.perf_counter()
+            body = await gql(client, VIEW, {"ns": NAMESPACE, **variables}, path=FLEET)
+            took = time.perf_counter() - started
+            error = error_of(body)
+            assert error["extensions"]["code"] == code, error
+            assert text in error["message"], error["message"]
+            assert "Traceback" not in str(body) and ADMIN not in str(body)
+            return took
+
+        async def serve() -> list[float]:
+            took = []
+            for _ in range(8):
+                started = time.perf_counter()
+                view = data(await gql(client, VIEW, neighbour, path=FLEET))["podsView"]
+                took.append(time.perf_counter() - started)
+                got = [
+                    f"{e['cluster']}:{e['node']['metadata']['namespace']}/"
+                    f"{e['node']['metadata']['name']}"
+                    for e in view["edges"]
+                ]
+                assert got == expected
+            return took
+
+        async def endless() -> float:  # refused by the endpoint before any resolver
+            started = time.perf_counter()
+            variables = {"ns": NAMESPACE, "clusters": [f"c{i}" for i in range(100_000)]}
+            body = await gql(client, VIEW, variables, path=FLEET, expect=400)
+            assert "a list variable holds at most" in error_of(body)["message"]
+            return time.perf_counter() - started
+
+        served, *refused = await asyncio.gather(
+            serve(), endless(), *(attack(v, t, c) for v, t, c in hostile for _ in range(2))
+        )
+        print("refused in", sorted(refused), "neighbour served in", sorted(served))
+        assert max(refused) < 5.0, refused  # orders of magnitude on a loaded machine
+        assert sorted(served)[len(served) // 2] < 2.0, served
