@@ -60,11 +60,14 @@ from gateway.core import (
     Operation,
     Resource,
     TooDeep,
+    ViewPage,
     Views,
+    ViewSpec,
     WatchHub,
     WatchSubscription,
     check_listed,
     check_resume,
+    decode_fleet_cursor,
     deepjson,
     digest,
     each_cluster,
@@ -74,6 +77,7 @@ from gateway.core import (
     kind_model,
     length_prefixed,
     list_body,
+    merge_views,
     open_fleet_stream,
     open_stream,
     perform,
@@ -140,6 +144,7 @@ _LIST_CLUSTERS: Final = field_tag(resource_pb2.ResourceList.CLUSTERS_FIELD_NUMBE
 _VIEW_EDGES: Final = field_tag(resource_pb2.ResourceView.EDGES_FIELD_NUMBER)
 _EDGE_CURSOR: Final = field_tag(resource_pb2.ViewEdge.CURSOR_FIELD_NUMBER)
 _EDGE_OBJECT: Final = field_tag(resource_pb2.ViewEdge.OBJECT_FIELD_NUMBER)
+_EDGE_CLUSTER: Final = field_tag(resource_pb2.ViewEdge.CLUSTER_FIELD_NUMBER)
 _MEMBER_CLUSTER: Final = field_tag(resource_pb2.ClusterResourceList.CLUSTER_FIELD_NUMBER)
 _MEMBER_LIST: Final = field_tag(resource_pb2.ClusterResourceList.LIST_FIELD_NUMBER)
 _MEMBER_ERROR: Final = field_tag(resource_pb2.ClusterResourceList.ERROR_FIELD_NUMBER)
@@ -336,27 +341,14 @@ class ResourceServiceServicer(ServicerBase):
         """A page of a view (:mod:`gateway.core.views`): the request read as the plain
         data GraphQL's arguments are, validated by the same core (the same caps and
         messages), answered from the cluster's view caches."""
-        if self.views is None:
-            raise errors.Unavailable("views are not served by this endpoint")
-        r = op.resource
-        kind, lookup = await kind_model(self.catalog.current, r)
-        spec = view_spec(
-            r,
-            kind,
-            lookup,
-            namespace=request.namespace or None,
-            filter=_ViewFilter(request.filter) if request.HasField("filter") else None,
-            search=request.search or None,
-            sort=_view_sort(request.sort),
-            first=request.first if request.HasField("first") else None,
-            after=request.after or None,
-            min_resource_version=request.min_resource_version or None,
-        )
         if len(request.count_by) > MAX_COUNT_GROUPS:
             raise errors.InvalidView(f"`count_by` has more than {MAX_COUNT_GROUPS} fields")
-        groups = [resolve_path(kind, by, lookup) for by in request.count_by]
-        mask = self._mask(request)
-        page = await self.views.page(spec, credential)
+        if request.clusters:
+            return await self._fleet_view(request, credential)
+        answer = await _one_view(
+            self.views, self.catalog, op.resource, request, credential, after=request.after or None
+        )
+        page = answer.page
         head = resource_pb2.ResourceView(
             page_info=resource_pb2.ViewPageInfo(
                 has_next_page=page.has_next,
@@ -366,33 +358,81 @@ class ResourceServiceServicer(ServicerBase):
             ),
             total=page.total,
             resource_version=page.resource_version,
+            counts=answer.counts,
         )
-        if groups:
-            # the counts of the page's own version (as GraphQL's `counts`)
-            at = dataclasses.replace(
-                spec,
-                min_resource_version=spec.min_resource_version
-                or (page.resource_version if page.resource_version.isdigit() else None),
-            )
-            for text, by in zip(request.count_by, groups, strict=True):
-                _total, _version, found = await self.views.counts(at, by, credential)
-                head.counts.add(
-                    group_by=text,
-                    counts=[
-                        resource_pb2.ViewCount(value=c.value, count=c.count)
-                        if c.value is not None
-                        else resource_pb2.ViewCount(count=c.count)
-                        for c in found
-                    ],
-                )
-        rep = request.representation
+        mask, rep = self._mask(request), request.representation
         parts = [head.SerializeToString()]
         for cursor, item in zip(page.cursors, page.items, strict=True):
-            obj = masks.project(item, mask, loose=True) if mask is not None else item
-            edge = length_prefixed(_EDGE_CURSOR, cursor.encode()) + length_prefixed(
-                _EDGE_OBJECT, object_bytes(obj, rep)
+            parts.append(_edge(cursor, item, mask, rep, b""))
+        return b"".join(parts)
+
+    async def _fleet_view(self, request: Any, credential: Credential) -> bytes:
+        """A view merged across the named clusters (:func:`gateway.core.views.merge.merge`):
+        each asked concurrently for the first ``first`` items after its own position, by
+        the same view as that cluster alone; a cluster's refusal is its own
+        ``ClusterView.error``, a mistake of the caller's the call's ``INVALID_ARGUMENT``."""
+        assert self.fleet is not None  # admitted: a fleet call needs a fleet
+        positions = decode_fleet_cursor(None, request.after) if request.after else {}
+
+        async def one(name: str, cluster: Cluster) -> _ViewAnswer:
+            op = self._member("list", request, cluster)
+            return await _one_view(
+                cluster.views,
+                cluster.catalog,
+                op.resource,
+                request,
+                credential,
+                after=positions.get(name),
             )
-            parts.append(length_prefixed(_VIEW_EDGES, edge))
+
+        fleet = self.fleet.fleet
+        selection = await select(fleet, self.fleet.visibility.view(credential), request.clusters)
+        results = await each_cluster(fleet, selection, one)
+        for _name, result in results:  # the caller's mistake is the call's, not a cluster's
+            if isinstance(result, errors.InvalidView):
+                result.cluster = None
+                raise result
+        answered = [(n, r) for n, r in results if isinstance(r, _ViewAnswer)]
+        head = resource_pb2.ResourceView()
+        if answered:
+            spec = answered[0][1].spec
+            if request.after:
+                decode_fleet_cursor(spec.sort, request.after)  # of this view's sort
+            merged = merge_views(
+                spec.sort, spec.first, [(n, r.page) for n, r in answered], positions
+            )
+            head.page_info.CopyFrom(
+                resource_pb2.ViewPageInfo(
+                    has_next_page=merged.has_next,
+                    has_previous_page=merged.has_previous,
+                    start_cursor=merged.start_cursor or "",
+                    end_cursor=merged.end_cursor or "",
+                )
+            )
+            head.total = merged.total
+            head.counts.extend(_summed([r.counts for _, r in answered], request.count_by))
+        else:
+            merged = None
+            head.page_info.has_previous_page = bool(positions)
+        for name, result in results:
+            if isinstance(result, _ViewAnswer):
+                head.clusters.add(
+                    cluster=name,
+                    total=result.page.total,
+                    resource_version=result.page.resource_version,
+                    counts=result.counts,
+                )
+            else:
+                error = resource_pb2.ClusterStatus.FromString(_status_bytes(result))
+                head.clusters.add(cluster=name, error=error)
+        mask, rep = self._mask(request), request.representation
+        parts = [head.SerializeToString()]
+        tags: dict[str, bytes] = {}
+        for item in merged.items if merged is not None else ():
+            tag = tags.get(item.cluster)
+            if tag is None:
+                tag = tags[item.cluster] = length_prefixed(_EDGE_CLUSTER, item.cluster.encode())
+            parts.append(_edge(item.cursor, item.obj, mask, rep, tag))
         return b"".join(parts)
 
     def _list_encoding(self, rep: int, mask: masks.Tree | None) -> ListEncoding:
@@ -562,6 +602,101 @@ class ResourceServiceServicer(ServicerBase):
                 yield data
         finally:
             stream.close()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ViewAnswer:
+    """One cluster's answer to a ``View``: its spec, its page, its counts (as messages)."""
+
+    spec: ViewSpec
+    page: ViewPage
+    counts: list[Any]
+
+
+async def _one_view(
+    views: Views | None,
+    catalog: CatalogHolder,
+    r: Resource,
+    request: Any,
+    credential: Credential,
+    *,
+    after: str | None,
+) -> _ViewAnswer:
+    """A page of ``request``'s view of one cluster, after ``after``, and its counts."""
+    if views is None:
+        raise errors.Unavailable("views are not served by this endpoint")
+    kind, lookup = await kind_model(catalog.current, r)
+    spec = view_spec(
+        r,
+        kind,
+        lookup,
+        namespace=request.namespace or None,
+        filter=_ViewFilter(request.filter) if request.HasField("filter") else None,
+        search=request.search or None,
+        sort=_view_sort(request.sort),
+        first=request.first if request.HasField("first") else None,
+        after=after,
+        min_resource_version=request.min_resource_version or None,
+    )
+    groups = [resolve_path(kind, by, lookup) for by in request.count_by]
+    page = await views.page(spec, credential)
+    counts = []
+    if groups:
+        # the counts of the page's own version (as GraphQL's `counts`)
+        at = dataclasses.replace(
+            spec,
+            min_resource_version=spec.min_resource_version
+            or (page.resource_version if page.resource_version.isdigit() else None),
+        )
+        for text, by in zip(request.count_by, groups, strict=True):
+            _total, _version, found = await views.counts(at, by, credential)
+            counts.append(
+                resource_pb2.ViewCounts(
+                    group_by=text,
+                    counts=[
+                        resource_pb2.ViewCount(value=c.value, count=c.count)
+                        if c.value is not None
+                        else resource_pb2.ViewCount(count=c.count)
+                        for c in found
+                    ],
+                )
+            )
+    return _ViewAnswer(spec, page, counts)
+
+
+def _summed(per_cluster: Sequence[Sequence[Any]], count_by: Sequence[str]) -> list[Any]:
+    """Every cluster's counts of each ``count_by`` added up, most frequent first."""
+    out = []
+    for i, text in enumerate(count_by):
+        total: dict[str | None, int] = {}
+        for counts in per_cluster:
+            for c in counts[i].counts:
+                value = c.value if c.HasField("value") else None
+                total[value] = total.get(value, 0) + c.count
+        ordered = sorted(total.items(), key=lambda vc: (-vc[1], vc[0] is None, vc[0] or ""))
+        out.append(
+            resource_pb2.ViewCounts(
+                group_by=text,
+                counts=[
+                    resource_pb2.ViewCount(value=v, count=n)
+                    if v is not None
+                    else resource_pb2.ViewCount(count=n)
+                    for v, n in ordered
+                ],
+            )
+        )
+    return out
+
+
+def _edge(cursor: str, item: JSON, mask: masks.Tree | None, rep: int, tag: bytes) -> bytes:
+    """A ``ViewEdge`` (with its ``cluster`` tag, if any) as a ``ResourceView.edges`` entry."""
+    obj = masks.project(item, mask, loose=True) if mask is not None else item
+    edge = (
+        length_prefixed(_EDGE_CURSOR, cursor.encode())
+        + length_prefixed(_EDGE_OBJECT, object_bytes(obj, rep))
+        + tag
+    )
+    return length_prefixed(_VIEW_EDGES, edge)
 
 
 _VIEW_KEYS: Final = (

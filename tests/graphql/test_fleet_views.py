@@ -50,6 +50,11 @@ VIEW = """query($clusters: [String!], $ns: String, $filter: ViewFilter, $search:
 
 @pytest.fixture
 async def pods(two: tuple[DemoUpstream, DemoUpstream]) -> dict[str, list[dict[str, Any]]]:
+    return await make_pods(two)
+
+
+async def make_pods(two: tuple[DemoUpstream, DemoUpstream]) -> dict[str, list[dict[str, Any]]]:
+    """Both clusters' pods of namespace ``demo``, by cluster, after putting ours in."""
     a, b = two
     for upstream, ids in ((a, [*BOTH, *ONLY_A]), (b, [*BOTH, *ONLY_B])):
         await upstream.store.bulk_create(POD, (views._pod(i, NAMESPACE) for i in ids))

@@ -22,12 +22,14 @@ import pytest
 
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from kube_gateway_demo import DemoUpstream
+from tests.graphql import test_fleet_views as fleet_views
 from tests.graphql import test_views as graphql_views
 from tests.support.graphql import ADMIN, ALICE, NAMESPACE, Gateway, demo, serve_gateway
 
-__all__ = ["demo", "pods"]  # fixtures
+__all__ = ["demo", "fleet_pods", "pods", "two"]  # fixtures
 
 pods = graphql_views.pods
+two = fleet_views.two
 OTHER = graphql_views.OTHER
 _names, _ns, _sorted = graphql_views._names, graphql_views._ns, graphql_views._sorted
 _hit, _matches, _counts = graphql_views._hit, graphql_views._matches, graphql_views._counts
@@ -160,6 +162,11 @@ class Client:
             after = view.page_info.end_cursor
             assert after == view.edges[-1].cursor
         raise AssertionError("the pages never ended")
+
+
+@pytest.fixture
+async def fleet_pods(two: tuple[DemoUpstream, DemoUpstream]) -> dict[str, list[dict[str, Any]]]:
+    return await fleet_views.make_pods(two)
 
 
 @pytest.fixture
@@ -423,3 +430,79 @@ async def test_discovered_and_cluster_scoped_kinds_have_views(tmp_path: Path) ->
             )
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "did you mean 'metadata.name'?" in (error.details() or ""), plural
+
+
+# -- a view merged across clusters (clusters on View) --------------------------------------
+
+
+async def test_a_merged_view_over_grpc_is_one_order_with_each_clusters_error_its_own(
+    two: tuple[DemoUpstream, DemoUpstream],
+    fleet_pods: dict[str, list[dict[str, Any]]],
+    tmp_path: Path,
+) -> None:
+    a, b = two
+    async with (
+        fleet_views.fleet_of(a, b, tmp_path) as (served, _fleet, _client),
+        client_of(served) as rpc,
+    ):
+        for keys in fleet_views.SORTS:
+            sort = [{"field": f, "order": "DESC" if d else "ASC"} for f, d in keys]
+            names: list[str] = []
+            after = None
+            for _ in range(100):
+                req = request(ns=NAMESPACE, sort=sort, first=9, after=after)
+                req.clusters.append("*")
+                view = await rpc.view(req)
+                assert [c.cluster for c in view.clusters] == ["default", "b"]
+                assert all(not c.HasField("error") for c in view.clusters)
+                names += [
+                    f"{e.cluster}:{NAMESPACE}/{orjson.loads(e.object.json)['metadata']['name']}"
+                    for e in view.edges
+                ]
+                if not view.page_info.has_next_page:
+                    break
+                after = view.page_info.end_cursor
+            assert names == fleet_views._own(fleet_pods, keys), keys
+            assert view.total == sum(len(fleet_pods[c]) for c in ("default", "b"))
+        # counts per cluster and in total
+        req = request(ns=NAMESPACE, first=0, count_by=["status.phase"])
+        req.clusters.extend(["default", "b"])
+        view = await rpc.view(req)
+        both = fleet_pods["default"] + fleet_pods["b"]
+
+        def listed(counts: Any) -> list[dict[str, Any]]:
+            return [
+                {"value": c.value if c.HasField("value") else None, "count": c.count}
+                for c in counts.counts
+            ]
+
+        assert listed(view.counts[0]) == graphql_views._counts(both, "status.phase")
+        assert [listed(c.counts[0]) for c in view.clusters] == [
+            graphql_views._counts(fleet_pods[c], "status.phase") for c in ("default", "b")
+        ]
+        # alice: b refuses her `demo`; the default cluster's pods are served, b's error
+        # is b's own, and nothing of b's is in the answer
+        req = request(ns=NAMESPACE, first=500, sort=[{"field": "metadata.name"}])
+        req.clusters.append("*")
+        view = await rpc.view(req, ALICE)
+        assert {e.cluster for e in view.edges} == {"default"}
+        assert len(view.edges) == view.total == len(fleet_pods["default"])
+        default, other = view.clusters
+        assert default.total == len(fleet_pods["default"]) and not default.HasField("error")
+        assert (
+            other.cluster == "b" and other.error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+        )
+        # the caller's mistakes are the call's
+        for bad, text in (
+            (request(ns=NAMESPACE, sort=[{"field": "metadata.nmae"}]), "did you mean"),
+            (request(ns=NAMESPACE, after="bm90IGEgY3Vyc29y"), "`after` is not a cursor"),
+        ):
+            bad.clusters.append("*")
+            error = await rpc.refusal(bad)
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+            assert text in (error.details() or "")
+        too_many = request(ns=NAMESPACE)
+        too_many.clusters.extend(f"c{i}" for i in range(900))
+        error = await rpc.refusal(too_many)
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "a fleet call names at most" in (error.details() or "")

@@ -379,7 +379,7 @@ class ViewSort(_message.Message):
     def __init__(self, field: _Optional[str] = ..., order: _Optional[_Union[ViewOrder, str]] = ...) -> None: ...
 
 class ViewResourcesRequest(_message.Message):
-    __slots__ = ("group", "version", "resource", "namespace", "filter", "search", "sort", "first", "after", "min_resource_version", "count_by", "read_mask", "representation")
+    __slots__ = ("group", "version", "resource", "namespace", "filter", "search", "sort", "first", "after", "min_resource_version", "count_by", "read_mask", "representation", "clusters")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -393,6 +393,7 @@ class ViewResourcesRequest(_message.Message):
     COUNT_BY_FIELD_NUMBER: _ClassVar[int]
     READ_MASK_FIELD_NUMBER: _ClassVar[int]
     REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     group: str
     version: str
     resource: str
@@ -406,15 +407,18 @@ class ViewResourcesRequest(_message.Message):
     count_by: _containers.RepeatedScalarFieldContainer[str]
     read_mask: _field_mask_pb2.FieldMask
     representation: Representation
-    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., filter: _Optional[_Union[ViewFilter, _Mapping]] = ..., search: _Optional[str] = ..., sort: _Optional[_Iterable[_Union[ViewSort, _Mapping]]] = ..., first: _Optional[int] = ..., after: _Optional[str] = ..., min_resource_version: _Optional[str] = ..., count_by: _Optional[_Iterable[str]] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ...) -> None: ...
+    clusters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., filter: _Optional[_Union[ViewFilter, _Mapping]] = ..., search: _Optional[str] = ..., sort: _Optional[_Iterable[_Union[ViewSort, _Mapping]]] = ..., first: _Optional[int] = ..., after: _Optional[str] = ..., min_resource_version: _Optional[str] = ..., count_by: _Optional[_Iterable[str]] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., clusters: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ViewEdge(_message.Message):
-    __slots__ = ("cursor", "object")
+    __slots__ = ("cursor", "object", "cluster")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     object: ResourceObject
-    def __init__(self, cursor: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ...) -> None: ...
+    cluster: str
+    def __init__(self, cursor: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ..., cluster: _Optional[str] = ...) -> None: ...
 
 class ViewPageInfo(_message.Message):
     __slots__ = ("has_next_page", "has_previous_page", "start_cursor", "end_cursor")
@@ -445,15 +449,31 @@ class ViewCounts(_message.Message):
     def __init__(self, group_by: _Optional[str] = ..., counts: _Optional[_Iterable[_Union[ViewCount, _Mapping]]] = ...) -> None: ...
 
 class ResourceView(_message.Message):
-    __slots__ = ("edges", "page_info", "total", "resource_version", "counts")
+    __slots__ = ("edges", "page_info", "total", "resource_version", "counts", "clusters")
     EDGES_FIELD_NUMBER: _ClassVar[int]
     PAGE_INFO_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     edges: _containers.RepeatedCompositeFieldContainer[ViewEdge]
     page_info: ViewPageInfo
     total: int
     resource_version: str
     counts: _containers.RepeatedCompositeFieldContainer[ViewCounts]
-    def __init__(self, edges: _Optional[_Iterable[_Union[ViewEdge, _Mapping]]] = ..., page_info: _Optional[_Union[ViewPageInfo, _Mapping]] = ..., total: _Optional[int] = ..., resource_version: _Optional[str] = ..., counts: _Optional[_Iterable[_Union[ViewCounts, _Mapping]]] = ...) -> None: ...
+    clusters: _containers.RepeatedCompositeFieldContainer[ClusterView]
+    def __init__(self, edges: _Optional[_Iterable[_Union[ViewEdge, _Mapping]]] = ..., page_info: _Optional[_Union[ViewPageInfo, _Mapping]] = ..., total: _Optional[int] = ..., resource_version: _Optional[str] = ..., counts: _Optional[_Iterable[_Union[ViewCounts, _Mapping]]] = ..., clusters: _Optional[_Iterable[_Union[ClusterView, _Mapping]]] = ...) -> None: ...
+
+class ClusterView(_message.Message):
+    __slots__ = ("cluster", "total", "resource_version", "counts", "error")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    total: int
+    resource_version: str
+    counts: _containers.RepeatedCompositeFieldContainer[ViewCounts]
+    error: ClusterStatus
+    def __init__(self, cluster: _Optional[str] = ..., total: _Optional[int] = ..., resource_version: _Optional[str] = ..., counts: _Optional[_Iterable[_Union[ViewCounts, _Mapping]]] = ..., error: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...
