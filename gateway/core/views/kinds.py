@@ -46,11 +46,20 @@ async def kind_model(catalog: Catalog, r: Resource) -> tuple[ObjectType, TypeLoo
             return seed.kind_type(r.group, r.version, r.kind), seed.object_type
         except SchemaError:
             raise _undescribed(r) from None
-    models: dict[tuple[str, str], asyncio.Future[Model]] = catalog.derived.setdefault(_DERIVED, {})
+    # per group/version: the model once built, or the build callers wait for (a future
+    # of the loop that started it; the model itself is kept once built)
+    models: dict[tuple[str, str], Model | asyncio.Future[Model]] = catalog.derived.setdefault(
+        _DERIVED, {}
+    )
     key = (r.group, r.version)
     found = models.get(key)
-    if found is None:
-        found = models[key] = asyncio.get_running_loop().create_future()
+    if isinstance(found, Model):
+        model = found
+    elif found is not None:
+        model = await asyncio.shield(found)
+    else:
+        building: asyncio.Future[Model] = asyncio.get_running_loop().create_future()
+        models[key] = building
         try:
             documents = await load(catalog, [key])
             resources = [
@@ -63,12 +72,12 @@ async def kind_model(catalog: Catalog, r: Resource) -> tuple[ObjectType, TypeLoo
             )
         except BaseException as exc:
             models.pop(key, None)
-            found.set_exception(exc)
-            found.exception()  # retrieved: nobody else may be waiting
+            building.set_exception(exc)
+            building.exception()  # retrieved: nobody else may be waiting
             raise
-        found.set_result(model)
-    model = await asyncio.shield(found)
+        models[key] = model
+        building.set_result(model)
     try:
         return model.kind_type(r.group, r.version, r.kind), model.object_type
-    except Exception:
+    except SchemaError:
         raise _undescribed(r) from None
