@@ -109,7 +109,7 @@ from gateway.core.views.evaluate import Count as ViewCount
 from gateway.core.views.evaluate import Page as ViewPage
 from gateway.core.views.kinds import kind_model
 from gateway.core.views.merge import MergedPage, decode_fleet_cursor
-from gateway.core.views.merge import merge as merge_views
+from gateway.core.views.merge import merge_off_loop as merge_views
 from gateway.core.views.spec import MAX_COUNT_GROUPS, ViewSpec, resolve_path, view_spec
 from gateway.core.views.spec import MAX_SORT_KEYS as MAX_VIEW_SORT_KEYS
 from gateway.core.views.spec import MAX_VALUES as MAX_VIEW_VALUES

@@ -398,7 +398,7 @@ class ResourceServiceServicer(ServicerBase):
             spec = answered[0][1].spec
             if request.after:
                 decode_fleet_cursor(spec.sort, request.after)  # of this view's sort
-            merged = merge_views(
+            merged = await merge_views(
                 spec.sort, spec.first, [(n, r.page) for n, r in answered], positions
             )
             head.page_info.CopyFrom(

@@ -261,7 +261,7 @@ def _merged_field(  # noqa: PLR0917 (the parts of one field, each named once)
         else:
             if after is not None:
                 decode_fleet_cursor(spec.sort, after)  # of this view's sort, or refused
-            page = merge_views(spec.sort, spec.first, answered, positions)
+            page = await merge_views(spec.sort, spec.first, answered, positions)
         ctx.merged.update(
             ((info.path.key, key, j), item.cluster)
             for j, item in enumerate(page.items)
