@@ -276,7 +276,9 @@ BAD = [
 ]
 
 
-async def test_bad_views_are_invalid_argument_with_graphqls_messages(rpc: Client) -> None:
+async def test_bad_views_are_invalid_argument_with_graphqls_messages(
+    rpc: Client, gw: Gateway
+) -> None:
     page = await rpc.view(request(ns=NAMESPACE, sort=[{"field": "metadata.name"}], first=2))
     cursor = page.page_info.end_cursor
     cases = [*BAD, ("a cursor of another sort", {"after": cursor}, "from another sort")]
@@ -284,6 +286,29 @@ async def test_bad_views_are_invalid_argument_with_graphqls_messages(rpc: Client
         error = await rpc.refusal(request(ns=NAMESPACE, **variables))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (label, error)
         assert text in (error.details() or ""), (label, error.details())
+    # counted in the metrics as views (as GraphQL counts them), never as lists
+    registry = gw.app.state.runtime.cluster.adapter.metrics.registry
+
+    def count(operation: str, ok: bool) -> float:
+        total = 0.0
+        for family in registry.collect():
+            if family.name != "kube_gateway_operations":
+                continue
+            for sample in family.samples:
+                labels = sample.labels
+                if (
+                    sample.name.endswith("_total")
+                    and labels.get("transport") == "grpc"
+                    and labels.get("operation") == operation
+                    and labels.get("resource") == "pods"
+                    and (labels.get("outcome") == "ok") is ok
+                ):
+                    total += sample.value
+        return total
+
+    assert count("View", ok=True) >= 1
+    assert count("View", ok=False) >= len(cases)
+    assert count("List", ok=True) == count("List", ok=False) == 0
 
 
 async def test_hostile_views_are_refused_fast_while_a_neighbour_is_served(
