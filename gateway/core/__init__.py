@@ -107,8 +107,13 @@ from gateway.core.upstream.identity import refuse_impersonation
 from gateway.core.views.cache import Views
 from gateway.core.views.evaluate import Count as ViewCount
 from gateway.core.views.evaluate import Page as ViewPage
+from gateway.core.views.kinds import kind_model
 from gateway.core.views.live import LivePage, LiveSubscription, LiveViews, interval_of
-from gateway.core.views.spec import ViewSpec, resolve_path, view_spec
+from gateway.core.views.merge import MergedPage, decode_fleet_cursor
+from gateway.core.views.merge import merge_off_loop as merge_views
+from gateway.core.views.spec import MAX_COUNT_GROUPS, ViewSpec, resolve_path, view_spec
+from gateway.core.views.spec import MAX_SORT_KEYS as MAX_VIEW_SORT_KEYS
+from gateway.core.views.spec import MAX_VALUES as MAX_VIEW_VALUES
 from gateway.core.watch.changed import Digest, StreamChanges, digest
 from gateway.core.watch.hub import HubEvent, WatchHub, WatchSubscription
 from gateway.core.watch.logfollow import RawLine
@@ -124,6 +129,9 @@ __all__ = [
     "JSON",
     "LARGE_LIST",
     "LEAF",
+    "MAX_COUNT_GROUPS",
+    "MAX_VIEW_SORT_KEYS",
+    "MAX_VIEW_VALUES",
     "PASSTHROUGH",
     "POD",
     "READ",
@@ -160,6 +168,7 @@ __all__ = [
     "LogOptions",
     "LogStream",
     "MapOf",
+    "MergedPage",
     "Model",
     "ObjectType",
     "Operation",
@@ -203,6 +212,7 @@ __all__ = [
     "check_resume",
     "credential_of_authorization",
     "credential_of_token",
+    "decode_fleet_cursor",
     "decode_resume",
     "deepjson",
     "dict_resolver",
@@ -217,10 +227,12 @@ __all__ = [
     "identity",
     "interval_of",
     "is_large",
+    "kind_model",
     "leaf_of",
     "length_prefixed",
     "list_body",
     "list_of",
+    "merge_views",
     "nonnull_of",
     "open_fleet_stream",
     "open_stream",

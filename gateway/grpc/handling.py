@@ -405,6 +405,10 @@ class ServicerBase(abc.ABC):
             GatewayError: refused (a verb or subresource the resource does not serve).
         """
 
+    def metric_name(self, method: str, op: Operation) -> str:
+        """What the metrics and traces call a call of ``method`` (its operation's name)."""
+        return op.name
+
     @abc.abstractmethod
     def unresolved(self, method: str) -> Operation:
         """The operation a call is counted as when :meth:`operation` refused it."""
@@ -453,7 +457,7 @@ class ServicerBase(abc.ABC):
             op, refused = self.operation(method, request), None
         except Exception as exc:  # counted as a refusal of the unresolved operation
             op, refused = self.unresolved(method), exc
-        with self.adapter.metrics.operation("grpc", op.name, op.resource.key):
+        with self.adapter.metrics.operation("grpc", self.metric_name(method, op), op.resource.key):
             if refused is not None:
                 try:
                     raise refused

@@ -36,13 +36,17 @@ Without ``clusters`` nothing changes: the ``x-kube-cluster`` metadata's cluster 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
 import orjson
 
 from gateway.core import (
+    MAX_COUNT_GROUPS,
+    MAX_VIEW_SORT_KEYS,
+    MAX_VIEW_VALUES,
     Action,
     CatalogHolder,
     Cluster,
@@ -56,23 +60,31 @@ from gateway.core import (
     Operation,
     Resource,
     TooDeep,
+    ViewPage,
+    Views,
+    ViewSpec,
     WatchHub,
     WatchSubscription,
     check_listed,
     check_resume,
+    decode_fleet_cursor,
     deepjson,
     digest,
     each_cluster,
     encode_struct,
     errors,
     field_tag,
+    kind_model,
     length_prefixed,
     list_body,
+    merge_views,
     open_fleet_stream,
     open_stream,
     perform,
+    resolve_path,
     select,
     varint,
+    view_spec,
     wire,
 )
 from gateway.grpc import mask as masks
@@ -105,6 +117,8 @@ _ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
         "Patch": "patch",
         "Delete": "delete",
         "DeleteCollection": "deletecollection",
+        # a view reads a list (the core's views review list and watch themselves)
+        "View": "list",
     }
 )
 
@@ -127,6 +141,10 @@ _EVENT_OBJECT: Final = field_tag(resource_pb2.ResourceWatchEvent.OBJECT_FIELD_NU
 _EVENT_CLUSTER: Final = field_tag(resource_pb2.ResourceWatchEvent.CLUSTER_FIELD_NUMBER)
 _EVENT_ERROR: Final = field_tag(resource_pb2.ResourceWatchEvent.ERROR_FIELD_NUMBER)
 _LIST_CLUSTERS: Final = field_tag(resource_pb2.ResourceList.CLUSTERS_FIELD_NUMBER)
+_VIEW_EDGES: Final = field_tag(resource_pb2.ResourceView.EDGES_FIELD_NUMBER)
+_EDGE_CURSOR: Final = field_tag(resource_pb2.ViewEdge.CURSOR_FIELD_NUMBER)
+_EDGE_OBJECT: Final = field_tag(resource_pb2.ViewEdge.OBJECT_FIELD_NUMBER)
+_EDGE_CLUSTER: Final = field_tag(resource_pb2.ViewEdge.CLUSTER_FIELD_NUMBER)
 _MEMBER_CLUSTER: Final = field_tag(resource_pb2.ClusterResourceList.CLUSTER_FIELD_NUMBER)
 _MEMBER_LIST: Final = field_tag(resource_pb2.ClusterResourceList.LIST_FIELD_NUMBER)
 _MEMBER_ERROR: Final = field_tag(resource_pb2.ClusterResourceList.ERROR_FIELD_NUMBER)
@@ -183,11 +201,13 @@ class ResourceServiceServicer(ServicerBase):
         *,
         opened: OpenStreams | None = None,
         fleet: FleetStreams | None = None,
+        views: Views | None = None,
     ) -> None:
         super().__init__(adapter, watches, drain, opened)
         self.catalog = catalog
         self.codec = conversions
         self.fleet = fleet
+        self.views = views
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -244,6 +264,10 @@ class ResourceServiceServicer(ServicerBase):
     def unresolved(self, method: str) -> Operation:
         return Operation(UNRESOLVED, _ACTIONS[method])
 
+    def metric_name(self, method: str, op: Operation) -> str:
+        # a view reads a list, but is counted as GraphQL counts it: its own operation
+        return "View" if method == "View" else op.name
+
     def _member(self, action: Action, request: Any, cluster: Cluster) -> Operation:
         """One cluster's operation of a fleet call, on that cluster's catalog, admitted.
 
@@ -290,6 +314,8 @@ class ResourceServiceServicer(ServicerBase):
         credential: Credential,
         timeout: float | None,
     ) -> bytes:
+        if method == "View":
+            return await self._view(op, request, credential)
         if op.action == "list" and request.clusters:
             return await self._fleet_list(request, credential, timeout)
         mask = self._mask(request) if op.action in ("get", "list") else None
@@ -314,6 +340,104 @@ class ResourceServiceServicer(ServicerBase):
         if mask is not None:
             answer = masks.project(answer, mask, loose=True)
         return object_bytes(answer, rep)
+
+    async def _view(self, op: Operation, request: Any, credential: Credential) -> bytes:
+        """A page of a view (:mod:`gateway.core.views`): the request read as the plain
+        data GraphQL's arguments are, validated by the same core (the same caps and
+        messages), answered from the cluster's view caches."""
+        if len(request.count_by) > MAX_COUNT_GROUPS:
+            raise errors.InvalidView(f"`count_by` has more than {MAX_COUNT_GROUPS} fields")
+        if request.clusters:
+            return await self._fleet_view(request, credential)
+        answer = await _one_view(
+            self.views, self.catalog, op.resource, request, credential, after=request.after or None
+        )
+        page = answer.page
+        head = resource_pb2.ResourceView(
+            page_info=resource_pb2.ViewPageInfo(
+                has_next_page=page.has_next,
+                has_previous_page=page.has_previous,
+                start_cursor=page.start_cursor or "",
+                end_cursor=page.end_cursor or "",
+            ),
+            total=page.total,
+            resource_version=page.resource_version,
+            counts=answer.counts,
+        )
+        mask, rep = self._mask(request), request.representation
+        parts = [head.SerializeToString()]
+        for cursor, item in zip(page.cursors, page.items, strict=True):
+            parts.append(_edge(cursor, item, mask, rep, b""))
+        return b"".join(parts)
+
+    async def _fleet_view(self, request: Any, credential: Credential) -> bytes:
+        """A view merged across the named clusters (:func:`gateway.core.views.merge.merge`):
+        each asked concurrently for the first ``first`` items after its own position, by
+        the same view as that cluster alone; a cluster's refusal is its own
+        ``ClusterView.error``, a mistake of the caller's the call's ``INVALID_ARGUMENT``."""
+        assert self.fleet is not None  # admitted: a fleet call needs a fleet
+        positions = decode_fleet_cursor(None, request.after) if request.after else {}
+
+        async def one(name: str, cluster: Cluster) -> _ViewAnswer:
+            op = self._member("list", request, cluster)
+            return await _one_view(
+                cluster.views,
+                cluster.catalog,
+                op.resource,
+                request,
+                credential,
+                after=positions.get(name),
+            )
+
+        fleet = self.fleet.fleet
+        selection = await select(fleet, self.fleet.visibility.view(credential), request.clusters)
+        results = await each_cluster(fleet, selection, one)
+        for _name, result in results:  # the caller's mistake is the call's, not a cluster's
+            if isinstance(result, errors.InvalidView):
+                result.cluster = None
+                raise result
+        answered = [(n, r) for n, r in results if isinstance(r, _ViewAnswer)]
+        head = resource_pb2.ResourceView()
+        if answered:
+            spec = answered[0][1].spec
+            if request.after:
+                decode_fleet_cursor(spec.sort, request.after)  # of this view's sort
+            merged = await merge_views(
+                spec.sort, spec.first, [(n, r.page) for n, r in answered], positions
+            )
+            head.page_info.CopyFrom(
+                resource_pb2.ViewPageInfo(
+                    has_next_page=merged.has_next,
+                    has_previous_page=merged.has_previous,
+                    start_cursor=merged.start_cursor or "",
+                    end_cursor=merged.end_cursor or "",
+                )
+            )
+            head.total = merged.total
+            head.counts.extend(_summed([r.counts for _, r in answered], request.count_by))
+        else:
+            merged = None
+            head.page_info.has_previous_page = bool(positions)
+        for name, result in results:
+            if isinstance(result, _ViewAnswer):
+                head.clusters.add(
+                    cluster=name,
+                    total=result.page.total,
+                    resource_version=result.page.resource_version,
+                    counts=result.counts,
+                )
+            else:
+                error = resource_pb2.ClusterStatus.FromString(_status_bytes(result))
+                head.clusters.add(cluster=name, error=error)
+        mask, rep = self._mask(request), request.representation
+        parts = [head.SerializeToString()]
+        tags: dict[str, bytes] = {}
+        for item in merged.items if merged is not None else ():
+            tag = tags.get(item.cluster)
+            if tag is None:
+                tag = tags[item.cluster] = length_prefixed(_EDGE_CLUSTER, item.cluster.encode())
+            parts.append(_edge(item.cursor, item.obj, mask, rep, tag))
+        return b"".join(parts)
 
     def _list_encoding(self, rep: int, mask: masks.Tree | None) -> ListEncoding:
         """How a ``ResourceList`` is written (in slices of
@@ -482,6 +606,199 @@ class ResourceServiceServicer(ServicerBase):
                 yield data
         finally:
             stream.close()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ViewAnswer:
+    """One cluster's answer to a ``View``: its spec, its page, its counts (as messages)."""
+
+    spec: ViewSpec
+    page: ViewPage
+    counts: list[Any]
+
+
+async def _one_view(
+    views: Views | None,
+    catalog: CatalogHolder,
+    r: Resource,
+    request: Any,
+    credential: Credential,
+    *,
+    after: str | None,
+) -> _ViewAnswer:
+    """A page of ``request``'s view of one cluster, after ``after``, and its counts."""
+    if views is None:
+        raise errors.Unavailable("views are not served by this endpoint")
+    kind, lookup = await kind_model(catalog.current, r)
+    spec = view_spec(
+        r,
+        kind,
+        lookup,
+        namespace=request.namespace or None,
+        filter=_ViewFilter(request.filter) if request.HasField("filter") else None,
+        search=request.search or None,
+        sort=_view_sort(request.sort),
+        first=request.first if request.HasField("first") else None,
+        after=after,
+        min_resource_version=request.min_resource_version or None,
+    )
+    groups = [resolve_path(kind, by, lookup) for by in request.count_by]
+    page = await views.page(spec, credential)
+    counts = []
+    if groups:
+        # the counts of the page's own version (as GraphQL's `counts`)
+        at = dataclasses.replace(
+            spec,
+            min_resource_version=spec.min_resource_version
+            or (page.resource_version if page.resource_version.isdigit() else None),
+        )
+        for text, by in zip(request.count_by, groups, strict=True):
+            _total, _version, found = await views.counts(at, by, credential)
+            counts.append(
+                resource_pb2.ViewCounts(
+                    group_by=text,
+                    counts=[
+                        resource_pb2.ViewCount(value=c.value, count=c.count)
+                        if c.value is not None
+                        else resource_pb2.ViewCount(count=c.count)
+                        for c in found
+                    ],
+                )
+            )
+    return _ViewAnswer(spec, page, counts)
+
+
+def _summed(per_cluster: Sequence[Sequence[Any]], count_by: Sequence[str]) -> list[Any]:
+    """Every cluster's counts of each ``count_by`` added up, most frequent first."""
+    out = []
+    for i, text in enumerate(count_by):
+        total: dict[str | None, int] = {}
+        for counts in per_cluster:
+            for c in counts[i].counts:
+                value = c.value if c.HasField("value") else None
+                total[value] = total.get(value, 0) + c.count
+        ordered = sorted(total.items(), key=lambda vc: (-vc[1], vc[0] is None, vc[0] or ""))
+        out.append(
+            resource_pb2.ViewCounts(
+                group_by=text,
+                counts=[
+                    resource_pb2.ViewCount(value=v, count=n)
+                    if v is not None
+                    else resource_pb2.ViewCount(count=n)
+                    for v, n in ordered
+                ],
+            )
+        )
+    return out
+
+
+def _edge(cursor: str, item: JSON, mask: masks.Tree | None, rep: int, tag: bytes) -> bytes:
+    """A ``ViewEdge`` (with its ``cluster`` tag, if any) as a ``ResourceView.edges`` entry."""
+    obj = masks.project(item, mask, loose=True) if mask is not None else item
+    edge = (
+        length_prefixed(_EDGE_CURSOR, cursor.encode())
+        + length_prefixed(_EDGE_OBJECT, object_bytes(obj, rep))
+        + tag
+    )
+    return length_prefixed(_VIEW_EDGES, edge)
+
+
+_VIEW_KEYS: Final = (
+    ("and", "all_of"),
+    ("or", "any_of"),
+    ("not", "negate"),
+    ("field", "field"),
+    ("op", "op"),
+    ("value", "value"),
+    ("values", "values"),
+    ("labelSelector", "label_selector"),
+    ("fieldSelector", "field_selector"),
+)
+_VIEW_OPS: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        v.number: "".join(
+            w.capitalize() if i else w.lower()
+            for i, w in enumerate(v.name.removeprefix("VIEW_OP_").split("_"))
+        )
+        for v in resource_pb2.ViewOp.DESCRIPTOR.values
+        if v.number
+    }
+)
+
+
+class _ViewFilter(Mapping[str, Any]):
+    """A ``ViewFilter`` message as the plain mapping the core reads (GraphQL's names),
+    converted as it reads it, so a huge or deep filter is refused at the core's caps after
+    a short walk.  Proto3 has no "unset" for most fields: an empty string, an empty list
+    and ``VIEW_OP_UNSPECIFIED`` are absent (so IN with no values is refused, as GraphQL refuses
+    IN without ``values``)."""
+
+    __slots__ = ("keys_", "message")
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+        self.keys_ = [g for g, _ in _VIEW_KEYS if self._has(g)]
+
+    def _has(self, key: str) -> bool:
+        m = self.message
+        if key == "not":
+            return bool(m.HasField("negate"))
+        if key == "value":
+            return bool(m.HasField("value"))
+        if key == "op":
+            return bool(m.op)
+        if key == "values":
+            return len(m.values) > 0
+        return bool(len(getattr(m, dict(_VIEW_KEYS)[key])))
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys_:
+            raise KeyError(key)
+        m = self.message
+        if key in ("and", "or"):
+            return _ViewFilters(getattr(m, dict(_VIEW_KEYS)[key]))
+        if key == "not":
+            return _ViewFilter(m.negate)
+        if key == "op":
+            return _VIEW_OPS.get(m.op, str(m.op))
+        if key == "values":
+            values = m.values
+            # the core's cap is smaller: refused there, without copying them all
+            return (
+                list(values[: MAX_VIEW_VALUES + 1])
+                if len(values) > MAX_VIEW_VALUES
+                else list(values)
+            )
+        return getattr(m, dict(_VIEW_KEYS)[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys_)
+
+    def __len__(self) -> int:
+        return len(self.keys_)
+
+
+class _ViewFilters(Sequence[Any]):
+    __slots__ = ("items",)
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: Any) -> Any:
+        return _ViewFilter(self.items[i])
+
+
+def _view_sort(keys: Sequence[Any]) -> list[dict[str, str]] | None:
+    if not keys:
+        return None
+    # the core refuses more than its cap: a few past it are enough to say so
+    return [
+        {"field": k.field, "order": "desc" if k.order == resource_pb2.VIEW_ORDER_DESC else "asc"}
+        for k in keys[: MAX_VIEW_SORT_KEYS + 1]
+    ]
 
 
 def _fleet_call(request: Any) -> bool:

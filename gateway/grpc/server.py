@@ -225,7 +225,14 @@ async def start_grpc(
                 for svc in c.services
             ),
             ResourceServiceServicer(
-                a, hub, cluster.catalog, conversions, drain, opened=opened, fleet=fleet_streams
+                a,
+                hub,
+                cluster.catalog,
+                conversions,
+                drain,
+                opened=opened,
+                fleet=fleet_streams,
+                views=cluster.views,
             ),
         ]
 

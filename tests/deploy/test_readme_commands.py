@@ -79,6 +79,19 @@ ANSWERS: dict[str, Callable[[dict[str, Any]], bool]] = {
             for m in a["data"]["fleet"]
         )
     ),
+    # docs/views.md: a view over gRPC, its page masked and counted
+    "ResourceService/View": lambda a: (
+        len(a["edges"]) == 5
+        and all(set(e["object"]["struct"]) <= {"metadata", "status"} for e in a["edges"])
+        and "status.phase" in a["counts"][0].values()  # group_by (grpcurl: proto names)
+    ),
+    # docs/views.md: one view merged across both demo clusters, each item tagged
+    "namespacesView": lambda a: (
+        [c["cluster"] for c in a["data"]["namespacesView"]["clusters"]] == ["default", "demo-2"]
+        and a["data"]["namespacesView"]["total"]
+        == sum(c["total"] for c in a["data"]["namespacesView"]["clusters"])
+        and len(a["data"]["namespacesView"]["edges"]) == 3
+    ),
     # "Many clusters": one entry per demo cluster, each its own list (its own namespace in it)
     '"clusters": ["*"]': lambda a: (
         [m["cluster"] for m in a["clusters"]] == ["default", "demo-2"]
@@ -324,6 +337,7 @@ def test_the_examples_are_found() -> None:
         "protos/README.md",
         "docs/configuration.md",
         "docs/graphql.md",
+        "docs/views.md",
     }
     assert {e.doc for e in found if e.kind == "graphql"} == {
         "README.md",

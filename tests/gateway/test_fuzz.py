@@ -158,6 +158,7 @@ GRPC_METHODS = [
     "/kubegateway.v1.PodService/Patch",
     "/kubegateway.v1.LeaseService/Delete",
     "/kubegateway.v1.EventService/DeleteCollection",
+    "/kubegateway.v1.ResourceService/View",
     "/kubegateway.v1.ClusterService/ListClusters",
     "/grpc.health.v1.Health/Check",
 ]

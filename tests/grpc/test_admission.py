@@ -333,6 +333,8 @@ async def test_every_exposed_method_passes_every_defense(upstream: DemoUpstream)
         # the table is the server's own: every service, and the streams among its methods
         assert {m.service for m in methods} == set(service_names())
         assert len(methods) >= 60
+        # views (issue 29) pass the same admission as every other method
+        assert "/kubegateway.v1.ResourceService/View" in {m.path for m in methods}
         assert {m.path for m in methods if m.server_streaming} >= {
             "/grpc.health.v1.Health/Watch",
             "/kubegateway.v1.PodService/Watch",

@@ -49,6 +49,9 @@ MAX_TEXT: Final = 1024
 MAX_SORT_KEYS: Final = 4
 #: Characters of a cursor.
 MAX_CURSOR: Final = 4096
+#: Fields one view answer is counted by (gRPC's ``count_by``; GraphQL's ``counts`` fields
+#: are bounded by the query's own limits).
+MAX_COUNT_GROUPS: Final = 8
 
 Op: TypeAlias = Literal[
     "eq", "ne", "in", "notIn", "prefix", "contains", "exists", "lt", "lte", "gt", "gte"

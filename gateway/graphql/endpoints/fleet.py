@@ -16,6 +16,10 @@ included) reshaped for many clusters; it follows that schema as it is rebuilt:
 - ``mutation { fleet(clusters: [String!]!) }`` lists one ``ClusterMutation`` per named
   cluster (naming them is required: ``"*"`` for every cluster the caller may see), which
   has every mutation of ``/graphql`` done in that cluster, partial in the same way.
+- ``podsView(clusters: [String!], ...)`` (each kind's view field of ``/graphql``, at the
+  root): one view merged across the named clusters, globally sorted, one cursor, each
+  object tagged with its cluster, each cluster's error its own
+  (:mod:`gateway.graphql.endpoints.fleet_views`).
 - ``watchX(clusters: [String!], resumeFrom: JSON, ...)`` merges the watch of every named
   cluster (:class:`~gateway.core.fleet.watches.FleetStream`); each event carries its
   ``cluster`` and that cluster's ``resourceVersion``.  ``resumeFrom`` is an object of
@@ -71,6 +75,7 @@ from gateway.core import (
     open_fleet_stream,
     select,
 )
+from gateway.graphql.endpoints.fleet_views import merged_view_fields
 from gateway.graphql.endpoints.server import GraphQLApp
 from gateway.graphql.errors import code_of
 from gateway.graphql.resolvers.context import Context
@@ -131,6 +136,9 @@ class FleetContext(Context):
     streams: FleetStreams | None = None
     #: What this operation's caller sees, asked at most once (made on first use).
     seen: View | None = None
+    #: The cluster of each object of a merged view's page: (response key, "edges" or
+    #: "nodes", index) -> cluster (:mod:`gateway.graphql.endpoints.fleet_views`).
+    merged: dict[tuple[Any, Any, Any], str] = field(default_factory=dict)
 
     def member(self, name: str) -> Context:
         """The context of cluster ``name`` for this operation.
@@ -173,6 +181,12 @@ class FleetContext(Context):
         root = info.root_value
         if isinstance(root, FleetEvent):
             return self.member(root.cluster)
+        if self.merged:  # below an object of a merged view: that object's cluster
+            keys = info.path.as_list()
+            if len(keys) >= 3:
+                origin = self.merged.get((keys[0], keys[1], keys[2]))
+                if origin is not None:
+                    return self.member(origin)
         path, prev = info.path, info.path.prev
         while prev is not None and prev.prev is not None:
             path, prev = prev, prev.prev
@@ -446,6 +460,8 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
     }
     if "clusters" in query.fields:
         root_fields = {"clusters": query.fields["clusters"], **root_fields}
+    # one view of each kind merged across clusters (fleet_views)
+    root_fields.update(merged_view_fields(query, _CLUSTERS_ARG, _MEMBER_ERROR))
     mutation = None
     if base.mutation_type is not None:
         mutation = _fleet_mutation(base.mutation_type, member_fields)

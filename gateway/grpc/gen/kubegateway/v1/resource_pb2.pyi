@@ -17,9 +17,45 @@ class Representation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPRESENTATION_UNSPECIFIED: _ClassVar[Representation]
     REPRESENTATION_JSON: _ClassVar[Representation]
     REPRESENTATION_STRUCT: _ClassVar[Representation]
+
+class ViewOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VIEW_OP_UNSPECIFIED: _ClassVar[ViewOp]
+    VIEW_OP_EQ: _ClassVar[ViewOp]
+    VIEW_OP_NE: _ClassVar[ViewOp]
+    VIEW_OP_IN: _ClassVar[ViewOp]
+    VIEW_OP_NOT_IN: _ClassVar[ViewOp]
+    VIEW_OP_PREFIX: _ClassVar[ViewOp]
+    VIEW_OP_CONTAINS: _ClassVar[ViewOp]
+    VIEW_OP_EXISTS: _ClassVar[ViewOp]
+    VIEW_OP_LT: _ClassVar[ViewOp]
+    VIEW_OP_LTE: _ClassVar[ViewOp]
+    VIEW_OP_GT: _ClassVar[ViewOp]
+    VIEW_OP_GTE: _ClassVar[ViewOp]
+
+class ViewOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VIEW_ORDER_UNSPECIFIED: _ClassVar[ViewOrder]
+    VIEW_ORDER_ASC: _ClassVar[ViewOrder]
+    VIEW_ORDER_DESC: _ClassVar[ViewOrder]
 REPRESENTATION_UNSPECIFIED: Representation
 REPRESENTATION_JSON: Representation
 REPRESENTATION_STRUCT: Representation
+VIEW_OP_UNSPECIFIED: ViewOp
+VIEW_OP_EQ: ViewOp
+VIEW_OP_NE: ViewOp
+VIEW_OP_IN: ViewOp
+VIEW_OP_NOT_IN: ViewOp
+VIEW_OP_PREFIX: ViewOp
+VIEW_OP_CONTAINS: ViewOp
+VIEW_OP_EXISTS: ViewOp
+VIEW_OP_LT: ViewOp
+VIEW_OP_LTE: ViewOp
+VIEW_OP_GT: ViewOp
+VIEW_OP_GTE: ViewOp
+VIEW_ORDER_UNSPECIFIED: ViewOrder
+VIEW_ORDER_ASC: ViewOrder
+VIEW_ORDER_DESC: ViewOrder
 
 class ResourceObject(_message.Message):
     __slots__ = ("json", "struct")
@@ -311,3 +347,133 @@ class DeleteCollectionResourcesResponse(_message.Message):
     list: ResourceList
     status: _meta_pb2.Status
     def __init__(self, list: _Optional[_Union[ResourceList, _Mapping]] = ..., status: _Optional[_Union[_meta_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class ViewFilter(_message.Message):
+    __slots__ = ("all_of", "any_of", "negate", "field", "op", "value", "values", "label_selector", "field_selector")
+    ALL_OF_FIELD_NUMBER: _ClassVar[int]
+    ANY_OF_FIELD_NUMBER: _ClassVar[int]
+    NEGATE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    all_of: _containers.RepeatedCompositeFieldContainer[ViewFilter]
+    any_of: _containers.RepeatedCompositeFieldContainer[ViewFilter]
+    negate: ViewFilter
+    field: str
+    op: ViewOp
+    value: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    label_selector: str
+    field_selector: str
+    def __init__(self, all_of: _Optional[_Iterable[_Union[ViewFilter, _Mapping]]] = ..., any_of: _Optional[_Iterable[_Union[ViewFilter, _Mapping]]] = ..., negate: _Optional[_Union[ViewFilter, _Mapping]] = ..., field: _Optional[str] = ..., op: _Optional[_Union[ViewOp, str]] = ..., value: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ...) -> None: ...
+
+class ViewSort(_message.Message):
+    __slots__ = ("field", "order")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    order: ViewOrder
+    def __init__(self, field: _Optional[str] = ..., order: _Optional[_Union[ViewOrder, str]] = ...) -> None: ...
+
+class ViewResourcesRequest(_message.Message):
+    __slots__ = ("group", "version", "resource", "namespace", "filter", "search", "sort", "first", "after", "min_resource_version", "count_by", "read_mask", "representation", "clusters")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    SORT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    MIN_RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COUNT_BY_FIELD_NUMBER: _ClassVar[int]
+    READ_MASK_FIELD_NUMBER: _ClassVar[int]
+    REPRESENTATION_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    filter: ViewFilter
+    search: str
+    sort: _containers.RepeatedCompositeFieldContainer[ViewSort]
+    first: int
+    after: str
+    min_resource_version: str
+    count_by: _containers.RepeatedScalarFieldContainer[str]
+    read_mask: _field_mask_pb2.FieldMask
+    representation: Representation
+    clusters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., filter: _Optional[_Union[ViewFilter, _Mapping]] = ..., search: _Optional[str] = ..., sort: _Optional[_Iterable[_Union[ViewSort, _Mapping]]] = ..., first: _Optional[int] = ..., after: _Optional[str] = ..., min_resource_version: _Optional[str] = ..., count_by: _Optional[_Iterable[str]] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., clusters: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ViewEdge(_message.Message):
+    __slots__ = ("cursor", "object", "cluster")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    object: ResourceObject
+    cluster: str
+    def __init__(self, cursor: _Optional[str] = ..., object: _Optional[_Union[ResourceObject, _Mapping]] = ..., cluster: _Optional[str] = ...) -> None: ...
+
+class ViewPageInfo(_message.Message):
+    __slots__ = ("has_next_page", "has_previous_page", "start_cursor", "end_cursor")
+    HAS_NEXT_PAGE_FIELD_NUMBER: _ClassVar[int]
+    HAS_PREVIOUS_PAGE_FIELD_NUMBER: _ClassVar[int]
+    START_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    END_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str
+    end_cursor: str
+    def __init__(self, has_next_page: _Optional[bool] = ..., has_previous_page: _Optional[bool] = ..., start_cursor: _Optional[str] = ..., end_cursor: _Optional[str] = ...) -> None: ...
+
+class ViewCount(_message.Message):
+    __slots__ = ("value", "count")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    value: str
+    count: int
+    def __init__(self, value: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ViewCounts(_message.Message):
+    __slots__ = ("group_by", "counts")
+    GROUP_BY_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    group_by: str
+    counts: _containers.RepeatedCompositeFieldContainer[ViewCount]
+    def __init__(self, group_by: _Optional[str] = ..., counts: _Optional[_Iterable[_Union[ViewCount, _Mapping]]] = ...) -> None: ...
+
+class ResourceView(_message.Message):
+    __slots__ = ("edges", "page_info", "total", "resource_version", "counts", "clusters")
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_INFO_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    edges: _containers.RepeatedCompositeFieldContainer[ViewEdge]
+    page_info: ViewPageInfo
+    total: int
+    resource_version: str
+    counts: _containers.RepeatedCompositeFieldContainer[ViewCounts]
+    clusters: _containers.RepeatedCompositeFieldContainer[ClusterView]
+    def __init__(self, edges: _Optional[_Iterable[_Union[ViewEdge, _Mapping]]] = ..., page_info: _Optional[_Union[ViewPageInfo, _Mapping]] = ..., total: _Optional[int] = ..., resource_version: _Optional[str] = ..., counts: _Optional[_Iterable[_Union[ViewCounts, _Mapping]]] = ..., clusters: _Optional[_Iterable[_Union[ClusterView, _Mapping]]] = ...) -> None: ...
+
+class ClusterView(_message.Message):
+    __slots__ = ("cluster", "total", "resource_version", "counts", "error")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    total: int
+    resource_version: str
+    counts: _containers.RepeatedCompositeFieldContainer[ViewCounts]
+    error: ClusterStatus
+    def __init__(self, cluster: _Optional[str] = ..., total: _Optional[int] = ..., resource_version: _Optional[str] = ..., counts: _Optional[_Iterable[_Union[ViewCounts, _Mapping]]] = ..., error: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...

@@ -78,6 +78,11 @@ class ResourceServiceStub:
                 request_serializer=kubegateway_dot_v1_dot_resource__pb2.DeleteCollectionResourcesRequest.SerializeToString,
                 response_deserializer=kubegateway_dot_v1_dot_resource__pb2.DeleteCollectionResourcesResponse.FromString,
                 _registered_method=True)
+        self.View = channel.unary_unary(
+                '/kubegateway.v1.ResourceService/View',
+                request_serializer=kubegateway_dot_v1_dot_resource__pb2.ViewResourcesRequest.SerializeToString,
+                response_deserializer=kubegateway_dot_v1_dot_resource__pb2.ResourceView.FromString,
+                _registered_method=True)
 
 
 class ResourceServiceServicer:
@@ -145,6 +150,14 @@ class ResourceServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def View(self, request, context):
+        """A view of a list: filtered, searched, sorted, one page after a cursor, with a total and
+        counts (docs/views.md); the same semantics, caps and messages as GraphQL's views.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResourceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -187,6 +200,11 @@ def add_ResourceServiceServicer_to_server(servicer, server):
                     servicer.DeleteCollection,
                     request_deserializer=kubegateway_dot_v1_dot_resource__pb2.DeleteCollectionResourcesRequest.FromString,
                     response_serializer=kubegateway_dot_v1_dot_resource__pb2.DeleteCollectionResourcesResponse.SerializeToString,
+            ),
+            'View': grpc.unary_unary_rpc_method_handler(
+                    servicer.View,
+                    request_deserializer=kubegateway_dot_v1_dot_resource__pb2.ViewResourcesRequest.FromString,
+                    response_serializer=kubegateway_dot_v1_dot_resource__pb2.ResourceView.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -409,6 +427,33 @@ class ResourceService:
             '/kubegateway.v1.ResourceService/DeleteCollection',
             kubegateway_dot_v1_dot_resource__pb2.DeleteCollectionResourcesRequest.SerializeToString,
             kubegateway_dot_v1_dot_resource__pb2.DeleteCollectionResourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def View(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kubegateway.v1.ResourceService/View',
+            kubegateway_dot_v1_dot_resource__pb2.ViewResourcesRequest.SerializeToString,
+            kubegateway_dot_v1_dot_resource__pb2.ResourceView.FromString,
             options,
             channel_credentials,
             insecure,
