@@ -18,9 +18,11 @@ added or removed before it.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress, islice, repeat
+from operator import and_, or_
 from typing import Any
 
 from gateway.core.views.spec import (
@@ -184,48 +186,207 @@ def _condition(c: Condition, col: list[tuple[int, Any] | None]) -> Predicate:
     return lambda i: (v := _value(col[i])) is not None and _compare(op, v, want)
 
 
+#: A filter's result by slot: whether the slot's object is selected (free slots: anything).
+Mask = list[bool]
+
+
+def _texts(snap: Snapshot, path: FieldPath) -> list[str]:
+    """A column's text values by slot (``""``: absent, or not text of the field's type),
+    once per snapshot generation: substring and prefix tests then run over plain strings."""
+    memo_key = f"texts:{'.'.join(path.keys)}"
+    found: list[str] | None = snap.memo.get(memo_key)
+    if found is None:
+        col = column(snap, path)
+        found = [t[1] if t is not None and t[0] == 1 and type(t[1]) is str else "" for t in col]
+        snap.memo[memo_key] = found
+    return found
+
+
+def mask(node: Node, snap: Snapshot) -> Mask:
+    """The filter tree evaluated over every slot at once: a list comprehension per
+    condition, the tree combined by C-level ``and``/``or`` over whole lists (no Python
+    call per object and node)."""
+    n = len(snap.slots)
+    if isinstance(node, AllOf | AnyOf):
+        parts = [mask(p, snap) for p in node.parts]
+        if not parts:
+            return [isinstance(node, AllOf)] * n
+        combine = and_ if isinstance(node, AllOf) else or_
+        out = parts[0]
+        for part in parts[1:]:
+            out = list(map(combine, out, part))
+        return out
+    if isinstance(node, NoneOf):
+        return [not x for x in mask(node.part, snap)]
+    if isinstance(node, Condition) and node.op in ("contains", "prefix", "eq", "ne"):
+        want = node.values[0]
+        if type(want) is str:
+            if want and node.op in ("contains", "prefix"):
+                # absent values are "" here, which a non-empty text neither contains nor
+                # starts: one C-level map over the column
+                text_test = str.__contains__ if node.op == "contains" else str.startswith
+                return list(map(text_test, _texts(snap, node.path), repeat(want)))
+            if node.path.kind not in ("int32", "int64", "double", "boolean"):
+                col = column(snap, node.path)
+                if node.op == "eq":
+                    return [t is not None and t[0] != 0 and t[1] == want for t in col]
+                return [not (t is not None and t[0] != 0 and t[1] == want) for t in col]
+    test = predicate(node, snap)
+    return [test(i) for i in range(n)]
+
+
+def selected(snap: Snapshot, spec: ViewSpec) -> Mask | None:
+    """The slots the spec's filter and search select (``None``: every slot)."""
+    found: Mask | None = None
+    if spec.search is not None:
+        texts: list[str] | None = snap.memo.get("search")
+        if texts is None:  # once per generation (each entry keeps its own besides)
+            texts = [e.search_text() if e is not None else "" for e in snap.slots]
+            snap.memo["search"] = texts
+        found = list(map(str.__contains__, texts, repeat(spec.search)))
+    if spec.filter is not None:
+        by_filter = mask(spec.filter, snap)
+        found = by_filter if found is None else list(map(and_, found, by_filter))
+    return found
+
+
 def matching(snap: Snapshot, spec: ViewSpec) -> list[int]:
     """The slots the spec's filter and search select, in (namespace, name) order."""
-    found = snap.by_name
-    if spec.search is not None:
-        needle, slots = spec.search, snap.slots
-        found = [i for i in found if needle in slots[i].search_text()]  # type: ignore[union-attr]
-    if spec.filter is not None:
-        test = predicate(spec.filter, snap)
-        found = [i for i in found if test(i)]
-    return found
+    found = selected(snap, spec)
+    by_name = snap.by_name
+    if found is None:
+        return by_name
+    return list(compress(by_name, map(found.__getitem__, by_name)))
 
 
 # -- order, page, counts ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class Ordered:
-    """The matching slots of one snapshot in a view's order."""
+    """The matching slots of one snapshot in a view's order.
 
-    snapshot: Snapshot
-    slots: list[int]
-    sort: tuple[SortKey, ...]
+    With one sort key whose column has an index (:attr:`Snapshot.indexes`), or none, the
+    order is not computed: a page walks the index from its cursor (found by bisection),
+    skipping what the filter does not select, until the page is full; :attr:`total` is the
+    number of selected slots.  Otherwise (several keys, an index not built yet) the
+    selected slots are sorted once, as :attr:`slots`.
+    """
+
+    __slots__ = ("_slots", "index", "mask", "snapshot", "sort", "total")
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        sort: tuple[SortKey, ...],
+        slots: list[int] | None = None,
+        *,
+        index: list[int] | None = None,
+        mask: Mask | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.sort = sort
+        self._slots = slots
+        #: The index walked (ascending by the single key, then namespace and name).
+        self.index = index
+        self.mask = mask
+        if slots is not None:
+            self.total = len(slots)
+        elif mask is None:
+            self.total = len(index or ())
+        else:
+            assert index is not None
+            # free slots may be selected (``not``...): they are not in the index
+            self.total = mask.count(True) - sum(map(mask.__getitem__, snapshot.free))
+
+    @property
+    def slots(self) -> list[int]:
+        """Every selected slot in order (made on first use by a walk)."""
+        found = self._slots
+        if found is None:
+            found = self._slots = list(self.walk(None))
+        return found
 
     def position(self, j: int) -> Position:
         """The position of the ``j``-th item of the order (what its cursor holds)."""
-        i = self.slots[j]
+        return self.position_of(self.slots[j])
+
+    def position_of(self, i: int) -> Position:
+        """The position of slot ``i`` (what its cursor holds)."""
         snap = self.snapshot
         name = snap.names[i]
         assert name is not None
         return (*(column(snap, k.path)[i] for k in self.sort), *name)
 
+    def walk(self, after: Position | None) -> Iterator[int]:
+        """The selected slots in order, from just after ``after`` (lazily, on an index)."""
+        if self._slots is not None and self.index is None:
+            start = 0
+            if after is not None:
+                start = bisect_right(_AfterCursor(self, after), False)
+            yield from self._slots[start:]
+            return
+        index, test = self.index, self.mask
+        assert index is not None
+        for i in self._walk_index(index, after):
+            if test is None or test[i]:
+                yield i
+
+    def _walk_index(self, index: list[int], after: Position | None) -> Iterator[int]:
+        snap = self.snapshot
+        names = snap.names
+        if not self.sort:
+            name_key: Any = names.__getitem__
+            start = 0 if after is None else bisect_right(index, tuple(after), key=name_key)
+            yield from index[start:]
+            return
+        values = column(snap, self.sort[0].path)
+        value_of: Any = values.__getitem__
+
+        def both(i: int) -> tuple[Any, Any]:
+            return (values[i], names[i])
+
+        if not self.sort[0].descending:
+            start = 0 if after is None else bisect_right(index, (after[0], after[1:]), key=both)
+            yield from index[start:]
+            return
+        # descending by value, ties still (namespace, name) ascending: runs of one value,
+        # each walked forward, from the greatest value down
+        hi = len(index)
+        if after is not None:
+            value = after[0]
+            lo = bisect_right(index, (value, after[1:]), key=both)
+            run_end = bisect_right(index, value, key=value_of)
+            yield from index[lo:run_end]
+            hi = bisect_left(index, value, key=value_of)
+        j = hi - 1
+        while j >= 0:
+            value = values[index[j]]
+            k = j
+            while k > 0 and values[index[k - 1]] == value:
+                k -= 1
+            yield from index[k : j + 1]
+            j = k - 1
+
 
 def order(snap: Snapshot, spec: ViewSpec) -> Ordered:
-    """Filter, search and sort one snapshot (see the module for the order): in the
-    tiebreaker's order already (:attr:`~gateway.core.views.store.Snapshot.by_name`), then
-    sorted by each key from the last (the sorts are stable; the keys are list lookups, no
-    Python call per object)."""
+    """Filter, search and sort one snapshot (see the module for the order).
+
+    One sort key with an index, or none: the selected slots as a mask over the index, the
+    order a walk of it (:class:`Ordered`).  Otherwise in the tiebreaker's order already
+    (:attr:`~gateway.core.views.store.Snapshot.by_name`), then sorted by each key from the
+    last (the sorts are stable; the keys are list lookups, no Python call per object)."""
+    index: list[int] | None = None
+    if not spec.sort:
+        index = snap.by_name
+    elif len(spec.sort) == 1:
+        index = snap.indexes.get(spec.sort[0].path.keys)
+    if index is not None:
+        return Ordered(snap, spec.sort, index=index, mask=selected(snap, spec))
     found = list(matching(snap, spec))
     for key in reversed(spec.sort):
         values: Any = column(snap, key.path).__getitem__
         found.sort(key=values, reverse=key.descending)
-    return Ordered(snap, found, spec.sort)
+    return Ordered(snap, spec.sort, found)
 
 
 def _after(position: Position, cursor: Position, sort: tuple[SortKey, ...]) -> bool:
@@ -287,22 +448,32 @@ class Page:
 def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
     """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot, at
     ``version`` (default: the snapshot's; a later one with the same objects)."""
-    start = 0
-    if spec.after is not None:
-        start = bisect_right(_AfterCursor(ordered, spec.after), False)
-    end = min(start + spec.first, len(ordered.slots))
     slots = ordered.snapshot.slots
+    try:
+        walk = ordered.walk(spec.after)
+        chosen = list(islice(walk, spec.first))
+        has_next = next(walk, None) is not None
+    except TypeError:  # a cursor's value of another type than the column's: compare as text
+        ordered = Ordered(ordered.snapshot, ordered.sort, ordered.slots)
+        walk = ordered.walk(spec.after)
+        chosen = list(islice(walk, spec.first))
+        has_next = next(walk, None) is not None
+    has_previous = False
+    if spec.after is not None:  # an item of the order comes at or before the cursor
+        first = next(ordered.walk(None), None)
+        after = chosen[0] if chosen else next(ordered.walk(spec.after), None)
+        has_previous = first is not None and first != after
     items = []
-    for j in range(start, end):
-        e = slots[ordered.slots[j]]
+    for i in chosen:
+        e = slots[i]
         assert e is not None
         items.append(e.obj)
     return Page(
         items=items,
-        cursors=[encode_cursor(spec.sort, ordered.position(j)) for j in range(start, end)],
-        total=len(ordered.slots),
-        has_next=end < len(ordered.slots),
-        has_previous=start > 0,
+        cursors=[encode_cursor(spec.sort, ordered.position_of(i)) for i in chosen],
+        total=ordered.total,
+        has_next=has_next,
+        has_previous=has_previous,
         resource_version=version or ordered.snapshot.version,
     )
 

@@ -20,7 +20,8 @@ fleets) without touching evaluation.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -87,6 +88,13 @@ def sort_value(path: FieldPath, obj: Any) -> tuple[int, Any]:
     return (2, obj if type(obj) is str else str(obj))
 
 
+def _keyer(
+    values: list[tuple[int, Any] | None], names: list[tuple[str, str] | None]
+) -> Callable[[int], tuple[Any, Any]]:
+    """The order of an index: a slot's (sort value, (namespace, name))."""
+    return lambda i: (values[i], names[i])
+
+
 @dataclass(slots=True)
 class Column:
     path: FieldPath
@@ -98,6 +106,14 @@ class Column:
     #: The store generation of :attr:`copy`.
     copied_at: int = -1
     copy: list[tuple[int, Any] | None] | None = None
+    #: The occupied slots in ascending (value, namespace, name) order, kept up to date by
+    #: every put and delete once built (``None`` until then): a sort by this column is a
+    #: walk of it.
+    index: list[int] | None = None
+    #: Slots changed while the index is being built (re-placed when it is in).
+    dirty: set[int] | None = None
+    #: The index as the last snapshot copied it, and the generation it was copied at.
+    index_copy: tuple[int, list[int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +128,17 @@ class Snapshot:
     #: Shared by every snapshot of this generation: what one evaluation computed of it
     #: that the next may reuse (the occupied slots in (namespace, name) order).
     memo: dict[str, Any]
+    #: For the columns that have one, their index (:attr:`Column.index`) at this
+    #: generation.
+    indexes: dict[tuple[str, ...], list[int]] = field(default_factory=dict)
+
+    @property
+    def free(self) -> list[int]:
+        """The free slots, computed once per generation."""
+        found: list[int] | None = self.memo.get("free")
+        if found is None:
+            found = self.memo["free"] = [i for i, n in enumerate(self.names) if n is None]
+        return found
 
     @property
     def by_name(self) -> list[int]:
@@ -148,6 +175,8 @@ class Store:
         """Store (or replace) the object at ``key``; returns the bytes it adds."""
         added = entry.size
         slot = self.index.get(key)
+        if slot is not None:
+            self._unindex(slot)
         if slot is None:
             if self.free:
                 slot = self.free.pop()
@@ -163,12 +192,19 @@ class Store:
             assert old is not None
             added -= old.size
             self.slots[slot] = entry
+        names = self.names
         for column in self.columns.values():
             values = column.values
             if slot < len(values):
                 values[slot] = sort_value(column.path, entry.obj)
             elif column.complete:
                 values.append(sort_value(column.path, entry.obj))
+            else:
+                continue
+            if column.index is not None:
+                insort(column.index, slot, key=_keyer(values, names))
+            elif column.dirty is not None:
+                column.dirty.add(slot)
         self.bytes += added
         self.generation += 1
         return added
@@ -180,6 +216,7 @@ class Store:
             return 0
         old = self.slots[slot]
         assert old is not None
+        self._unindex(slot)
         self.slots[slot] = None
         self.names[slot] = None
         self.free.append(slot)
@@ -189,6 +226,47 @@ class Store:
         self.bytes -= old.size
         self.generation += 1
         return old.size
+
+    def _unindex(self, slot: int) -> None:
+        """Take an occupied slot out of the columns' indexes (before it changes)."""
+        names = self.names
+        for column in self.columns.values():
+            index, values = column.index, column.values
+            if index is not None and slot < len(values):
+                key = _keyer(values, names)
+                at = bisect_left(index, key(slot), key=key)
+                if at < len(index) and index[at] == slot:
+                    del index[at]
+                else:  # not where its value says (cannot happen): the slow way
+                    index.remove(slot)
+            elif column.dirty is not None:
+                column.dirty.add(slot)
+
+    async def _build_index(self, column: Column) -> None:
+        """Sort the column's occupied slots in a worker thread (keys frozen when taken),
+        then re-place on the event loop the slots that changed meanwhile."""
+        dirty = column.dirty = set()
+        values, names = list(column.values), list(self.names)  # as they stand now
+
+        def sort() -> list[int]:
+            found = [i for i, n in enumerate(names) if n is not None]
+            found.sort(key=names.__getitem__)  # type: ignore[arg-type]
+            found.sort(key=values.__getitem__)  # type: ignore[arg-type]  # stable: ties by name
+            return found
+
+        try:
+            ordered = await asyncio.to_thread(sort)
+        finally:
+            column.dirty = None
+        if self.columns.get(column.path.keys) is not column:
+            return  # dropped meanwhile
+        index = [i for i in ordered if i not in dirty] if dirty else ordered
+        values, names = column.values, self.names
+        key = _keyer(values, names)
+        for i in dirty:
+            if i < len(names) and names[i] is not None and i < len(values):
+                insort(index, i, key=key)
+        column.index = index
 
     def clear(self) -> None:
         self.__init__()  # type: ignore[misc]
@@ -223,6 +301,8 @@ class Store:
                     break
             column.complete = True
             column.finished.set()
+            if self.columns.get(path.keys) is column:
+                await self._build_index(column)
 
     def snapshot(self, version: str, paths: Iterable[FieldPath]) -> Snapshot:
         """The store now, with the columns of ``paths`` that are complete (:meth:`ensure`
@@ -232,6 +312,7 @@ class Store:
         if copied is None or copied[0] != generation:
             copied = self._copied = (generation, list(self.slots), list(self.names), {})
         columns = {}
+        indexes: dict[tuple[str, ...], list[int]] = {}
         for path in paths:
             column = self.columns.get(path.keys)
             if column is None or not column.complete or len(column.values) != len(self.slots):
@@ -240,4 +321,8 @@ class Store:
                 column.copy = list(column.values)
                 column.copied_at = generation
             columns[path.keys] = column.copy
-        return Snapshot(version, generation, copied[1], copied[2], columns, copied[3])
+            if column.index is not None:
+                if column.index_copy is None or column.index_copy[0] != generation:
+                    column.index_copy = (generation, list(column.index))
+                indexes[path.keys] = column.index_copy[1]
+        return Snapshot(version, generation, copied[1], copied[2], columns, copied[3], indexes)

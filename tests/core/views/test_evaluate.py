@@ -193,3 +193,78 @@ def test_a_page_boundary_holds_when_objects_come_and_go_before_it() -> None:
     everything = _expected([e.obj for e in store.slots if e is not None], keys)  # the order now
     assert names == everything[everything.index(shown[-1]) + 1 :]
     assert rest.has_previous
+
+
+def _churn(rnd: random.Random, store: Store, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Deletions, replacements with moved values, and new objects in the freed slots."""
+    for o in objs[:30]:
+        store.delete(f"{o['metadata']['namespace']}/{o['metadata']['name']}")
+    for old in objs[30:80]:
+        o = {**old, "spec": {**old["spec"], "priority": rnd.randrange(-3, 4)}}
+        o["status"] = {**o["status"], "startTime": f"2026-0{rnd.randrange(1, 4)}-01T00:00:00Z"}
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    fresh = [_obj(rnd, 1000 + i) for i in range(40)]
+    for o in fresh:
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    return [e.obj for e in store.slots if e is not None]
+
+
+def test_indexes_kept_through_churn_walk_to_the_tests_own_order() -> None:
+    """A sort by one key walks the column's index (kept by every put and delete after it
+    was built, and through changes made while it was being built): every filter, both
+    orders, every page, against the test's own order of the objects stored now."""
+    rnd = random.Random(33)
+    objs = [_obj(rnd, i) for i in range(300)]
+    store = Store()
+    for o in objs:
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    keys_built = [("spec.priority", False), ("status.startTime", True)]
+    paths = evaluate.paths_of(_spec(None, keys_built, 1))
+
+    async def build_while_churning() -> list[dict[str, Any]]:
+        first = asyncio.create_task(store.ensure(paths[:1]))
+        await asyncio.sleep(0)  # it runs: the column is built, its index sorted in a thread
+        assert store.columns[paths[0].keys].dirty is not None  # the index is being sorted
+        live = _churn(rnd, store, objs)  # changes while it is sorted
+        await first
+        await store.ensure(paths)
+        return live
+
+    live = asyncio.run(build_while_churning())
+    assert all(store.columns[p.keys].index is not None for p in paths)
+    live = _churn(rnd, store, [o for o in live])  # and changes after
+    for where, test in FILTERS:
+        for keys in (
+            [("spec.priority", False)],
+            [("spec.priority", True)],
+            [("status.startTime", True)],
+            [("status.startTime", False)],
+            [],
+        ):
+            spec = _spec(where, keys, 9)
+            snap = store.snapshot("1", evaluate.paths_of(spec))
+            assert evaluate.order(snap, spec).index is not None  # the walk, not a sort
+            got = _walk(store, spec)
+            assert got == _expected([o for o in live if test(o)], keys), (where, keys)
+
+
+def test_has_previous_and_next_on_a_walked_index() -> None:
+    rnd = random.Random(5)
+    store = Store()
+    for o in (_obj(rnd, i) for i in range(50)):
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    spec = _spec(None, [("spec.priority", True)], 10)
+    paths = evaluate.paths_of(spec)
+    asyncio.run(store.ensure(paths))
+    ordered = evaluate.order(store.snapshot("1", paths), spec)
+    first = evaluate.page(ordered, spec)
+    assert first.has_next and not first.has_previous and first.total == 50
+    assert first.end_cursor is not None
+    second = replace(spec, after=decode_cursor(spec.sort, first.end_cursor))
+    page = evaluate.page(ordered, second)
+    assert page.has_previous and page.has_next and len(page.items) == 10
+    counted = evaluate.page(ordered, replace(second, first=0))
+    assert counted.has_previous and counted.has_next and counted.total == 50
+    last = replace(second, first=500)
+    rest = evaluate.page(ordered, last)
+    assert rest.has_previous and not rest.has_next and len(rest.items) == 40
