@@ -237,7 +237,10 @@ class ViewCache:
         wait = self.views.version_wait
         deadline = self.views.clock() + wait
         while True:
-            await self.store.ensure(paths)
+            # an index only for a sort by one key: a page of it is then a walk
+            await self.store.ensure(
+                paths, [k.path for k in spec.sort] if len(spec.sort) == 1 else []
+            )
             self._check()
             if not self.in_resync and (
                 wanted is None or (decimal_version(self.version) or 0) >= wanted
@@ -400,7 +403,7 @@ class Views:
             snap = await cache.snapshot(spec, [by, *evaluate.paths_of(spec)])
 
             def count() -> tuple[int, list[Count]]:
-                found = evaluate.matching(snap, spec)
+                found = evaluate.selected_slots(snap, spec)
                 return len(found), evaluate.counts(snap, found, by)
 
             self.stats.evaluations += 1

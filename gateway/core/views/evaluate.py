@@ -19,10 +19,11 @@ added or removed before it.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import compress, islice, repeat
-from operator import and_, or_
+from itertools import accumulate, compress, islice, repeat
+from operator import add, and_, or_
 from typing import Any
 
 from gateway.core.views.spec import (
@@ -202,6 +203,44 @@ def _texts(snap: Snapshot, path: FieldPath) -> list[str]:
     return found
 
 
+def _joined(snap: Snapshot, memo_key: str, texts: list[str]) -> tuple[str, list[int]]:
+    """``texts`` as one string (``\n`` between them) and where each starts, once per
+    generation: a substring is then found by ``str.find`` over all of them at C speed."""
+    key = f"joined:{memo_key}"
+    found: tuple[str, list[int]] | None = snap.memo.get(key)
+    if found is None:
+        starts = list(accumulate(map(add, map(len, texts), repeat(1)), initial=0))
+        found = snap.memo[key] = ("\n".join(texts), starts)
+    return found
+
+
+def _having(snap: Snapshot, memo_key: str, texts: list[str], want: str, prefix: bool) -> Mask:
+    """Which of ``texts`` contain (or start with) the non-empty ``want``.
+
+    Few matches (the usual filter): ``str.find`` over the texts joined, each match mapped
+    to its text by bisection, so the cost is the C scan plus a step per match; many: one
+    C-level ``map`` over the texts."""
+    if "\n" not in want:
+        joined, starts = _joined(snap, memo_key, texts)
+        needle = "\n" + want if prefix else want
+        if joined.count(needle) * 8 < len(texts):
+            found = [False] * len(texts)
+            if prefix and joined.startswith(want):
+                found[0] = True
+            at = joined.find(needle)
+            skip = 1 if prefix else 0
+            while at != -1:
+                i = bisect_right(starts, at + skip) - 1
+                if prefix and starts[i] != at + 1:  # a newline inside a text, not its start
+                    at = joined.find(needle, at + 1)
+                    continue
+                found[i] = True
+                at = joined.find(needle, starts[i + 1] - skip)
+            return found
+    test = str.startswith if prefix else str.__contains__
+    return list(map(test, texts, repeat(want)))
+
+
 def mask(node: Node, snap: Snapshot) -> Mask:
     """The filter tree evaluated over every slot at once: a list comprehension per
     condition, the tree combined by C-level ``and``/``or`` over whole lists (no Python
@@ -224,8 +263,9 @@ def mask(node: Node, snap: Snapshot) -> Mask:
             if want and node.op in ("contains", "prefix"):
                 # absent values are "" here, which a non-empty text neither contains nor
                 # starts: one C-level map over the column
-                text_test = str.__contains__ if node.op == "contains" else str.startswith
-                return list(map(text_test, _texts(snap, node.path), repeat(want)))
+                texts = _texts(snap, node.path)
+                name = ".".join(node.path.keys)
+                return _having(snap, name, texts, want, node.op == "prefix")
             if node.path.kind not in ("int32", "int64", "double", "boolean"):
                 col = column(snap, node.path)
                 if node.op == "eq":
@@ -243,11 +283,23 @@ def selected(snap: Snapshot, spec: ViewSpec) -> Mask | None:
         if texts is None:  # once per generation (each entry keeps its own besides)
             texts = [e.search_text() if e is not None else "" for e in snap.slots]
             snap.memo["search"] = texts
-        found = list(map(str.__contains__, texts, repeat(spec.search)))
+        if spec.search:
+            found = _having(snap, "\nsearch", texts, spec.search, False)
+        else:
+            found = [True] * len(texts)
     if spec.filter is not None:
         by_filter = mask(spec.filter, snap)
         found = by_filter if found is None else list(map(and_, found, by_filter))
     return found
+
+
+def selected_slots(snap: Snapshot, spec: ViewSpec) -> list[int]:
+    """The slots the spec's filter and search select, in no particular order."""
+    occupied = snap.occupied
+    found = selected(snap, spec)
+    if found is None:
+        return occupied
+    return list(compress(occupied, map(found.__getitem__, occupied)))
 
 
 def matching(snap: Snapshot, spec: ViewSpec) -> list[int]:
@@ -327,19 +379,23 @@ class Ordered:
             return
         index, test = self.index, self.mask
         assert index is not None
-        for i in self._walk_index(index, after):
-            if test is None or test[i]:
-                yield i
+        line, start = self._line(index, after)
+        tail = line[start:]
+        if test is None:
+            yield from tail
+        else:  # C-level: the slots of the line, those the filter selects
+            yield from compress(tail, map(test.__getitem__, tail))
 
-    def _walk_index(self, index: list[int], after: Position | None) -> Iterator[int]:
+    def _line(self, index: list[int], after: Position | None) -> tuple[list[int], int]:
+        """The order's slots, selected or not (the index, or its descending order), and
+        where the items after ``after`` start in it."""
         snap = self.snapshot
         names = snap.names
         if not self.sort:
             name_key: Any = names.__getitem__
-            start = 0 if after is None else bisect_right(index, tuple(after), key=name_key)
-            yield from index[start:]
-            return
-        values = column(snap, self.sort[0].path)
+            return index, 0 if after is None else bisect_right(index, tuple(after), key=name_key)
+        path = self.sort[0].path
+        values = column(snap, path)
         value_of: Any = values.__getitem__
 
         def both(i: int) -> tuple[Any, Any]:
@@ -347,25 +403,21 @@ class Ordered:
 
         if not self.sort[0].descending:
             start = 0 if after is None else bisect_right(index, (after[0], after[1:]), key=both)
-            yield from index[start:]
-            return
-        # descending by value, ties still (namespace, name) ascending: runs of one value,
-        # each walked forward, from the greatest value down
-        hi = len(index)
-        if after is not None:
-            value = after[0]
-            lo = bisect_right(index, (value, after[1:]), key=both)
-            run_end = bisect_right(index, value, key=value_of)
-            yield from index[lo:run_end]
-            hi = bisect_left(index, value, key=value_of)
-        j = hi - 1
-        while j >= 0:
-            value = values[index[j]]
-            k = j
-            while k > 0 and values[index[k - 1]] == value:
-                k -= 1
-            yield from index[k : j + 1]
-            j = k - 1
+            return index, start
+        # descending by value, ties still (namespace, name) ascending: a stable sort of
+        # the ascending index, reversed (once per generation)
+        memo_key = f"desc:{'.'.join(path.keys)}"
+        line: list[int] | None = snap.memo.get(memo_key)
+        if line is None:
+            line = snap.memo[memo_key] = sorted(index, key=value_of, reverse=True)
+        if after is None:
+            return line, 0
+        # before the cursor: every greater value, and its own value's names up to its own
+        value = after[0]
+        run_start = bisect_left(index, value, key=value_of)
+        run_end = bisect_right(index, value, key=value_of)
+        upto = bisect_right(index, (value, after[1:]), key=both)
+        return line, (len(index) - run_end) + (upto - run_start)
 
 
 def order(snap: Snapshot, spec: ViewSpec) -> Ordered:
@@ -491,10 +543,9 @@ def counts(snap: Snapshot, found: Sequence[int], by: FieldPath) -> list[Count]:
     by value (absent last)."""
     col = column(snap, by)
     groups: dict[Any, int] = {}
-    for i in found:
-        t = col[i]
+    for t, n in Counter(map(col.__getitem__, found)).items():  # C-level counting
         value = None if t is None or t[0] == 0 else t[1]
-        groups[value] = groups.get(value, 0) + 1
+        groups[value] = groups.get(value, 0) + n
     out = [Count(None if v is None else _text(v), n) for v, n in groups.items()]
     out.sort(key=lambda c: (-c.count, c.value is None, c.value or ""))
     return out

@@ -133,6 +133,14 @@ class Snapshot:
     indexes: dict[tuple[str, ...], list[int]] = field(default_factory=dict)
 
     @property
+    def occupied(self) -> list[int]:
+        """The occupied slots in slot order, computed once per generation."""
+        found: list[int] | None = self.memo.get("occupied")
+        if found is None:
+            found = self.memo["occupied"] = [i for i, n in enumerate(self.names) if n is not None]
+        return found
+
+    @property
     def free(self) -> list[int]:
         """The free slots, computed once per generation."""
         found: list[int] | None = self.memo.get("free")
@@ -271,13 +279,25 @@ class Store:
     def clear(self) -> None:
         self.__init__()  # type: ignore[misc]
 
-    async def ensure(self, paths: Iterable[FieldPath]) -> None:
-        """Columns for ``paths``, built now if new (a chunk per event-loop step)."""
+    async def ensure(
+        self, paths: Iterable[FieldPath], indexed: Iterable[FieldPath] | None = None
+    ) -> None:
+        """Columns for ``paths``, built now if new (a chunk per event-loop step), with an
+        index for those of ``indexed`` (default: every one), sorted now if they have none."""
+        paths = list(paths)
+        wanted = {p.keys for p in (paths if indexed is None else indexed)}
         for path in paths:
             column = self.columns.get(path.keys)
             if column is not None:
                 self.columns[path.keys] = self.columns.pop(path.keys)  # most recent last
                 await column.finished.wait()  # another caller may be building it
+                if (
+                    path.keys in wanted
+                    and column.index is None
+                    and column.dirty is None
+                    and self.columns.get(path.keys) is column
+                ):
+                    await self._build_index(column)
                 continue
             column = Column(path, [])
             self.columns[path.keys] = column
@@ -301,7 +321,7 @@ class Store:
                     break
             column.complete = True
             column.finished.set()
-            if self.columns.get(path.keys) is column:
+            if path.keys in wanted and self.columns.get(path.keys) is column:
                 await self._build_index(column)
 
     def snapshot(self, version: str, paths: Iterable[FieldPath]) -> Snapshot:

@@ -268,3 +268,53 @@ def test_has_previous_and_next_on_a_walked_index() -> None:
     last = replace(second, first=500)
     rest = evaluate.page(ordered, last)
     assert rest.has_previous and not rest.has_next and len(rest.items) == 40
+
+
+def test_substring_prefix_and_search_few_and_many_matches() -> None:
+    """Contains, prefix and search, each with few matches (found in the joined texts) and
+    with many (a map over them), on texts with newlines, empty ones and absent ones."""
+    rnd = random.Random(11)
+    objs = []
+    for i in range(400):
+        o = _obj(rnd, i)
+        if i % 7 == 0:
+            o["spec"]["nodeName"] = f"n{i}\nrare-{i % 3}"  # a newline inside a value
+        elif i % 11 == 0:
+            o["spec"]["nodeName"] = ""
+        objs.append(o)
+    store = Store()
+    for o in objs:
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    for op, value in [
+        ("contains", "rare-1"),
+        ("contains", "n"),
+        ("contains", "1\nr"),
+        ("prefix", "rare"),
+        ("prefix", "n1"),
+        ("prefix", "n"),
+        ("contains", "-12"),
+    ]:
+        where = {"field": "spec.nodeName", "op": op, "value": value}
+
+        def test(o: dict[str, Any], op: str = op, value: str = value) -> bool:
+            have = _read(o, "spec.nodeName")
+            if type(have) is not str:
+                return False
+            return have.startswith(value) if op == "prefix" else value in have
+
+        for keys in ([], [("spec.nodeName", True)]):
+            got = _walk(store, _spec(where, keys, 13))
+            assert got == _expected([o for o in objs if test(o)], keys), (op, value, keys)
+    for needle in ("p03", "a", "rare", "app=x"):
+        spec = replace(_spec(None, [], 500), search=needle)
+        got = _walk(store, spec)
+        want = [
+            o
+            for o in objs
+            if needle
+            in "\n".join(
+                [o["metadata"]["name"], o["metadata"]["namespace"]]
+                + [f"{k}={v}" for k, v in o["metadata"]["labels"].items()]
+            ).lower()
+        ]
+        assert got == _expected(want, []), needle
