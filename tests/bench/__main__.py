@@ -9,7 +9,8 @@ load client (``make go-client`` builds it), then the CRD scale steps on a real k
 (``make e2e-bins`` builds it; 0, 235 and 1,000 published CRDs, 0 only with ``--quick``), then
 many clusters from one gateway: the fleet list of two upstreams against each cluster's own
 list, and the memory each added cluster costs on a real kube-apiserver (1, 2, 4 and 8 added
-clusters, built-in kinds and 100 CRDs; ``--quick``: 1 added cluster, 10 CRDs).  Each bench
+clusters, built-in kinds and 100 CRDs; ``--quick``: 1 added cluster, 10 CRDs), then views of
+30,000 realistic pods (``--quick``: 3,000).  Each bench
 prints its own details as it goes; a bench that fails is reported in the table and the others
 still run.  ``--quick`` is for trying the driver: small sizes, and nothing written unless
 ``--out`` is given.  The soak (``tests/bench/soak.py``: churn and hostile clients beside
@@ -34,6 +35,7 @@ from tests.bench import (
     bench_graphql_list,
     bench_loop_hold,
     bench_scale,
+    bench_views,
     grpc_conversion,
     soak,
 )
@@ -95,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             crds=10 if args.quick else 100,
         ),
     )
+    rows += _run("bench_views", lambda: bench_views.rows(3000 if args.quick else 30_000))
     if args.soak_minutes:
         rows += _run("soak", lambda: soak.rows(soak.Plan(minutes=args.soak_minutes)))
     rows += NOT_MEASURED

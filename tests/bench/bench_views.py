@@ -1,6 +1,6 @@
 """Benchmark: views of realistic pods through the gateway (issue 29's speed section).
 
-    .venv/bin/python -m tests.bench.bench_views [--pods 30000]
+    .venv/bin/python -m tests.bench.bench_views [--pods 30000] [--out BENCHMARKS.md]
 
 ``--pods`` realistic pods (``tests/bench/realistic.py``, the pods of ``bench_graphql_list``,
 made unique and given varied phases and start times) in one namespace of a demo upstream;
@@ -8,19 +8,25 @@ the gateway in process over loopback.  Printed: a plain list of the same pods (o
 15 fields), the first (cold) view, the JSON the cache holds against the process's RSS
 growth, a warm view (its order computed already), 50 concurrent callers with 50 distinct
 filters (50 evaluations) and with the same view, counts by ``status.phase``, the next page
-by cursor, and the bytes of a first page against the full list's.  Not yet a row of
-``make bench`` (a later step of the issue).
+by cursor, and the bytes of a first page against the full list's; and the longest stall
+of the event loop (a 10 ms ticker in the gateway's process) while the cold view fills the
+cache and while the concurrent callers are served.  :func:`rows` makes them the "Views"
+section of ``BENCHMARKS.md`` (``make bench``); ``--out`` puts that section into an existing
+``BENCHMARKS.md`` (replacing the section of the same title) without running the others.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import random
 import statistics
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,6 +36,7 @@ from gateway.core import POD
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
 from tests.bench.bench_graphql_list import NAMESPACE, QUERY, _manifest
+from tests.bench.report import Row, row, splice, text_table
 from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
@@ -72,7 +79,31 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def bench(pods: int) -> None:
+@contextlib.asynccontextmanager
+async def _ticker() -> AsyncIterator[list[float]]:
+    """The event loop's stalls while inside: how late each 10 ms tick came, in ms."""
+    stalls: list[float] = []
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            stalls.append((now - last) * 1000 - 10)
+            last = now
+
+    task = asyncio.create_task(tick())
+    try:
+        yield stalls
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def bench(pods: int) -> dict[str, float]:
+    """Measure (printing the details); the figures by name."""
+    r: dict[str, float] = {}
     async with DemoUpstream(seed=False) as demo:
         await demo.store.bulk_create(POD, (_pod(i) for i in range(pods)), namespace=NAMESPACE)
         settings = Settings(
@@ -106,46 +137,140 @@ async def bench(pods: int) -> None:
             took, _, _ = await ask(ONE_FIELD, ns)
             print(f"plain list of {pods} pods, 1 field: {took:.0f} ms")
             took, _, full = await ask(QUERY, ns)
+            r["list"], r["list_bytes"] = took, full
             print(f"plain list of {pods} pods, 15 fields: {took:.0f} ms, {full:,} bytes")
             gc.collect()
             before = _rss()
-            took, body, size = await ask(VIEW, {**ns, "v": "1"})
+            async with _ticker() as stalls:
+                took, body, size = await ask(VIEW, {**ns, "v": "1"})
+            r["cold"], r["page_bytes"], r["cold_stall"] = took, size, max(stalls, default=0)
             total = body["data"]["podsView"]["total"]
             print(f"first (cold) view: {took:.0f} ms (total {total}); first page {size:,} bytes")
+            print(f"  longest event-loop stall meanwhile: {r['cold_stall']:.0f} ms")
             print(f"  first page against the full list: 1/{full / size:.0f} of the bytes")
             views = app.state.runtime.cluster.views
             gc.collect()
+            r["json_mb"], r["rss_mb"] = views.stats.bytes / 1e6, (_rss() - before) / 1e6
             print(
-                f"cache: {views.stats.bytes / 1e6:.0f} MB of JSON; process RSS "
-                f"+{(_rss() - before) / 1e6:.0f} MB (the hub's decoded objects and the cache)"
+                f"cache: {r['json_mb']:.0f} MB of JSON; process RSS "
+                f"+{r['rss_mb']:.0f} MB (the hub's decoded objects and the cache)"
             )
             warm = [(await ask(VIEW, {**ns, "v": "1"}))[0] for _ in range(20)]
-            print(f"warm view: p50 {statistics.median(warm):.1f} ms, p99 {_p(warm, 0.99):.1f} ms")
+            r["warm_p50"], r["warm_p99"] = statistics.median(warm), _p(warm, 0.99)
+            print(f"warm view: p50 {r['warm_p50']:.1f} ms, p99 {r['warm_p99']:.1f} ms")
             values = [f"{i:02x}" for i in range(50)]
-            distinct = await asyncio.gather(*(ask(VIEW, {**ns, "v": v}) for v in values))
-            times = [t for t, _, _ in distinct]
+            async with _ticker() as stalls:
+                distinct = await asyncio.gather(*(ask(VIEW, {**ns, "v": v}) for v in values))
+                times = [t for t, _, _ in distinct]
+                r["distinct_p50"], r["distinct_p99"] = statistics.median(times), _p(times, 0.99)
+                print(
+                    f"50 concurrent callers, 50 distinct filters: p50 {r['distinct_p50']:.0f}"
+                    f" ms, p99 {r['distinct_p99']:.0f} ms"
+                )
+                same = await asyncio.gather(*(ask(VIEW, {**ns, "v": "1"}) for _ in range(50)))
+                times = [t for t, _, _ in same]
+            r["same_p50"], r["same_p99"] = statistics.median(times), _p(times, 0.99)
+            r["warm_stall"] = max(stalls, default=0)
             print(
-                f"50 concurrent callers, 50 distinct filters: p50 {statistics.median(times):.0f}"
-                f" ms, p99 {_p(times, 0.99):.0f} ms"
+                f"50 concurrent callers, one view: p50 {r['same_p50']:.0f} ms, "
+                f"p99 {r['same_p99']:.0f} ms"
             )
-            same = await asyncio.gather(*(ask(VIEW, {**ns, "v": "1"}) for _ in range(50)))
-            times = [t for t, _, _ in same]
-            print(
-                f"50 concurrent callers, one view: p50 {statistics.median(times):.0f} ms, "
-                f"p99 {_p(times, 0.99):.0f} ms"
-            )
+            print(f"  longest event-loop stall meanwhile: {r['warm_stall']:.0f} ms")
             counted = [(await ask(COUNTS, ns))[0] for _ in range(10)]
-            print(f"counts by status.phase: p50 {statistics.median(counted):.1f} ms")
+            r["counts_p50"] = statistics.median(counted)
+            print(f"counts by status.phase: p50 {r['counts_p50']:.1f} ms")
             cursor = body["data"]["podsView"]["pageInfo"]["endCursor"]
             pages = [(await ask(VIEW, {**ns, "v": "1", "after": cursor}))[0] for _ in range(10)]
-            print(f"next page by cursor: p50 {statistics.median(pages):.1f} ms")
+            r["next_p50"] = statistics.median(pages)
+            print(f"next page by cursor: p50 {r['next_p50']:.1f} ms")
+            r["load"] = os.getloadavg()[0]
             print(f"load average: {os.getloadavg()}")
+    return r
+
+
+#: Rancher steve's published figures (its SQL cache; Rancher's own scale tests), beside ours
+#: where they compare.
+STEVE_MEMORY = "steve: ~2 GiB instead of ~10 GiB"
+STEVE_PAGING = "steve: paging 60-630 % faster than without its cache"
+
+
+def rows(pods: int = 30_000) -> list[Row]:
+    """Measure (printing the details) and return the rows of the "Views" section."""
+    r = asyncio.run(bench(pods))
+    n = f"{pods:,} pods"
+    load = f"load {r['load']:.1f}"
+    return [
+        row(
+            f"views: first (cold) view, {n}",
+            r["cold"],
+            "ms",
+            r["list"],
+            max_ratio=1,
+            note="direct: a plain list of the same pods, 15 fields",
+        ),
+        row(f"views: warm view, {n}, p50", r["warm_p50"], "ms", max_value=20, note=STEVE_PAGING),
+        row(f"views: warm view, {n}, p99", r["warm_p99"], "ms", max_value=50),
+        row(
+            "views: 50 concurrent callers, 50 distinct views, p50",
+            r["distinct_p50"],
+            "ms",
+            max_value=20,
+            note=load,
+        ),
+        row(
+            "views: 50 concurrent callers, 50 distinct views, p99",
+            r["distinct_p99"],
+            "ms",
+            max_value=50,
+            note=load,
+        ),
+        row(
+            "views: 50 concurrent callers, one view, p50",
+            r["same_p50"],
+            "ms",
+            max_value=20,
+            note=load,
+        ),
+        row("views: 50 concurrent callers, one view, p99", r["same_p99"], "ms", max_value=50),
+        row("views: counts by status.phase, p50", r["counts_p50"], "ms", max_value=20),
+        row("views: next page by cursor, p50", r["next_p50"], "ms", max_value=20),
+        row(
+            f"views: process memory after the cold view, {n}",
+            r["rss_mb"],
+            "MB",
+            r["json_mb"],
+            max_ratio=2,
+            note=f"direct: the JSON of the cached objects; {STEVE_MEMORY}",
+        ),
+        row(
+            "views: bytes of a first page (50 items, 15 fields)",
+            r["page_bytes"],
+            "B",
+            r["list_bytes"],
+            note="direct: the full list, 15 fields",
+        ),
+        row("views: longest event-loop stall, cold view", r["cold_stall"], "ms", max_value=50),
+        row(
+            "views: longest event-loop stall, concurrent callers",
+            r["warm_stall"],
+            "ms",
+            max_value=50,
+        ),
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pods", type=int, default=30_000)
-    asyncio.run(bench(parser.parse_args().pods))
+    parser.add_argument(
+        "--out", type=Path, default=None, help="put the section into this BENCHMARKS.md"
+    )
+    args = parser.parse_args()
+    table = rows(args.pods)
+    print()
+    print(text_table(table))
+    if args.out is not None:
+        args.out.write_text(splice(args.out.read_text(), table))
 
 
 if __name__ == "__main__":
