@@ -180,9 +180,13 @@ below: absolute figures of one long run; not part of `make bench` unless asked f
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
 #: gap (kept here, next to the table, so every unmet row of a run says it).
 CAUSES: dict[str, str] = {
-    "views: first (cold) view": "the hub's list and watch of every pod decoded whole "
-    "(the watch machinery keeps each object as Python data), then the cyclic collector's "
-    "full collections over those objects; the cache's own fill and its index are a small part.",
+    "views: first (cold) view": "the cyclic collector: the hub's list of every pod is "
+    "decoded whole with the collector held off, and when it is back on a young collection "
+    "(0.9 s) and a middle one (3.0 s) walk those millions of live objects (measured by "
+    "sampling the loop during the view); with the collector held off until the cache is "
+    "filled and the filled objects frozen, as schema builds do, the same view took 4.3 s "
+    "instead of 7.6 s, no collection over 50 ms (that hold has to be shared with the schema "
+    "builds' before it lands).  The cache's own fill and its index are a small part.",
     "views: process memory": "the hub's objects as Python data (about 5x their JSON); the "
     "cache adds references, a column of sort values per field used and an index per sort key.",
     "views: 50 concurrent callers": "one interpreter: each request's GraphQL execution and "
@@ -191,8 +195,10 @@ CAUSES: dict[str, str] = {
     "views: warm view": "the GraphQL execution and rendering of the page on a loaded machine.",
     "views: counts": "a scan of the column of 30,000 values on a loaded machine.",
     "views: next page": "the GraphQL execution and rendering of the page on a loaded machine.",
+    "views: longest event-loop stall, cold view": "the collections of the first (cold) "
+    "view's row, one of them 3.0 s, on the event loop.",
     "views: longest event-loop stall": "a worker thread's evaluation holds the interpreter "
-    "for its switch interval at a time, and the collector's full collections over the hub's "
+    "for its switch interval at a time, and the collector's collections over the hub's "
     "objects; on a loaded machine the process also waits for a CPU.",
     "one watch event to a gRPC message": "the machine's speed in that run: the figure "
     "follows the row's reference (orjson dumps+loads of the same event's JSON, in its note), "

@@ -1,5 +1,11 @@
 """Evaluating a view: pure functions of (a store snapshot, a spec).
 
+Evaluation is done in C-level pieces wherever it can be: the filter becomes one list of
+booleans per slot (a mask: ``str.find`` over a column's texts joined, ``map`` over a
+column, lists combined by ``map(and_, ...)``), the total is counted in the mask, and a
+page of a view sorted by one key is the index of that key (kept by the store) walked from
+the cursor through ``itertools.compress``, so no Python code runs per object.
+
 Nothing here awaits or touches the cache: :func:`order` takes a
 :class:`~gateway.core.views.store.Snapshot` (the objects at one resourceVersion, with
 columns of sort values) and a :class:`~gateway.core.views.spec.ViewSpec` and returns the
