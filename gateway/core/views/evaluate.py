@@ -547,11 +547,13 @@ class Count:
 def counts(snap: Snapshot, found: Sequence[int], by: FieldPath) -> list[Count]:
     """The selected slots grouped by a field's value (as text), most frequent first, then
     by value (absent last)."""
-    col = column(snap, by)
-    groups: dict[Any, int] = {}
-    for t, n in Counter(map(col.__getitem__, found)).items():  # C-level counting
-        value = None if t is None or t[0] == 0 else t[1]
-        groups[value] = groups.get(value, 0) + n
+    memo_key = f"counted:{'.'.join(by.keys)}"
+    values: list[Any] | None = snap.memo.get(memo_key)
+    if values is None:  # the values as counted (None: absent), once per generation
+        values = [None if t is None or t[0] == 0 else t[1] for t in column(snap, by)]
+        snap.memo[memo_key] = values
+    # C-level counting; a string's hash is kept by the string, a tuple's is not
+    groups = Counter(map(values.__getitem__, found))
     out = [Count(None if v is None else _text(v), n) for v, n in groups.items()]
     out.sort(key=lambda c: (-c.count, c.value is None, c.value or ""))
     return out
