@@ -135,7 +135,9 @@ async def test_a_group_schema_in_use_is_kept_past_the_idle_bound(idling: Gateway
     assert live.given_back == 1
 
 
-async def test_rebuilds_of_a_group_leave_no_schema_in_the_frozen_generation(idling: Gateway) -> None:
+async def test_rebuilds_of_a_group_leave_no_schema_in_the_frozen_generation(
+    idling: Gateway,
+) -> None:
     """As ``kube-gateway serve`` runs (each build frozen out of the collector): rebuild the
     group eight times through the real app, each given back and dismantled, and the
     permanent generation holds no schema of theirs: its cyclic garbage (never freed)
