@@ -10,6 +10,7 @@ transports with orjson.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import time
 from collections import OrderedDict
@@ -299,6 +300,8 @@ class Engine:
         #: Answers to introspection-only operations, by document, operation and variables.
         self._introspections: OrderedDict[IntrospectionKey, Response] = OrderedDict()
         self._introspecting: dict[IntrospectionKey, asyncio.Future[tuple[Response, int]]] = {}
+        #: Refusals of introspections over their budget, by the digest of their key.
+        self._refused: OrderedDict[bytes, Response] = OrderedDict()
         data_types = frozenset(
             name
             for name, t in self.graphql_schema.type_map.items()
@@ -439,6 +442,11 @@ class Engine:
         if cached is not None:
             self._introspections.move_to_end(key)
             return cached
+        digest = hashlib.sha256(repr(key).encode()).digest()
+        refused = self._refused.get(digest)
+        if refused is not None:  # over its budget before: the same work, the same refusal
+            self._refused.move_to_end(digest)
+            return refused
         running = self._introspecting.get(key)
         if running is None:
             running = asyncio.ensure_future(
@@ -456,6 +464,13 @@ class Engine:
             self._introspections[key] = response
             while len(self._introspections) > INTROSPECTIONS_KEPT:
                 self._introspections.popitem(last=False)
+        elif _over_budget(response):
+            # ... and a document refused for its size is refused again at once, not after
+            # the same 1.5 introspections of work (a hostile client repeats itself); kept by
+            # digest (a few bytes each, whatever the document's size)
+            self._refused[digest] = response
+            while len(self._refused) > REFUSALS_KEPT:
+                self._refused.popitem(last=False)
         return response
 
     async def warm_introspection(self) -> None:
@@ -554,6 +569,18 @@ async def _formatted(result: Awaitable[ExecutionResult]) -> Response:
 IntrospectionKey = tuple[str, str | None, bytes]
 #: Introspection answers an engine keeps (each a few MB for a large schema).
 INTROSPECTIONS_KEPT = 4
+#: Refusals of introspections over their budget an engine keeps (a few hundred bytes each).
+REFUSALS_KEPT = 64
+
+
+def _over_budget(response: Response) -> bool:
+    """Is ``response`` the refusal of an introspection that reached its budget?"""
+    errors_: list[dict[str, Any]] = response.get("errors") or []
+    return len(errors_) == 1 and (errors_[0].get("extensions") or {}).get("code") == (
+        "QUERY_TOO_COMPLEX"
+    )
+
+
 _INTROSPECTION_FIELDS = frozenset(("__schema", "__type", "__typename"))
 
 
