@@ -512,14 +512,15 @@ class Engine:
         assert not inspect.isawaitable(result)  # introspection resolves synchronously
         return format_result(result), bounded.tally.resolved
 
-    def subscriber(
+    async def subscriber(
         self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
     ) -> ProjectingExecutor | Response:
         """The executor of a subscription for one subscriber's context, or an error response
-        (variables that do not fit the document)."""
+        (variables that do not fit the document).  Large ``variables`` are coerced on a
+        :class:`Coercions` thread, as for :meth:`execute`."""
         if prepared.engine is not None and prepared.engine is not self:
-            return prepared.engine.subscriber(prepared, variables, context)
-        executor = self.executor_class.build(
+            return await prepared.engine.subscriber(prepared, variables, context)
+        build = (
             self.graphql_schema,
             prepared.document,
             None,
@@ -527,6 +528,13 @@ class Engine:
             dict(variables) if variables else None,
             prepared.operation_name,
         )
+        if variables and count_values(variables, COERCED_ON_LOOP) > COERCED_ON_LOOP:
+            try:
+                executor = await self.coercions.run(self.executor_class.build, *build)
+            except ApiError as exc:
+                return {"errors": [format_exception(exc)]}
+        else:
+            executor = self.executor_class.build(*build)
         if isinstance(executor, list):
             return {"errors": [format_error(e) for e in executor]}
         return cast(ProjectingExecutor, executor)
