@@ -243,6 +243,29 @@ CAUSES: dict[str, str] = {
     "measured, most of it below Python.",
     "fan-out gRPC Watch, 1,000 subscribers x 20/s: RSS": "per stream: grpc's C core call state "
     "(~17 KB of the ~30 KB; Python's part is ~12.6 KB).",
+    "soak: event-loop lag samples over 100 ms": "measured with the stall trace "
+    "(tests/bench/stalltrace.py) in 3-minute soaks on 2026-11-28: on main, with the machine "
+    "short of CPU (1-minute load 4.5-5 on 2 cores), the GIL held by the introspection "
+    "thread computing the hostile clients' budget-stopped introspections (1.5 full "
+    "introspections of work each, every 3 s; the gateway at 57-66% of a core): 2 samples "
+    "over 100 ms with every hostile client, 4 (up to 500 ms) with the introspections alone; "
+    "at start-up a young collection after the first schema build (234 ms).  Since then an "
+    "introspection works in 2 ms slices with 2 ms pauses and a refusal for the budget is "
+    "kept (the same document is refused at once): back to back on a quiet machine (load "
+    "1-1.5), main then the change, both had 0 samples over 100 ms, the gateway used 66% then "
+    "8% of a core, the small query's p99 after warm-up 62.3 then 14.9 ms; back to back on a "
+    "machine at load 9-11 (other agents), 20 then 16 samples (longest bucket 500 then 1,000 "
+    "ms), 50% then 9% of a core, p99 464 then 453 ms: at 30 of the 34 late wakes of the "
+    "change's run the introspection thread was in its pause, holding no GIL, so those "
+    "lags are the process waiting for a CPU, which no change inside it removes.  Left on the "
+    "loop, each under 100 ms on a quiet machine: a 4 MB request body's decode (orjson, "
+    "19-27 ms; it would hold the GIL in a thread too), the collection that ends each group "
+    "schema build (walks the new schema once: 50-190 ms for the largest groups), OpenAPI "
+    "and discovery documents' decode (28-34 ms).",
+    "soak: longest event-loop stall": "as for the lag samples over 100 ms (the row above): "
+    "the introspection thread's GIL on main when the machine is short of CPU; since then "
+    "the longest were in the 100 ms bucket (the collection that ends a schema build, a "
+    "WebSocket frame's deflate, a 4 MB body's decode).",
 }
 
 
