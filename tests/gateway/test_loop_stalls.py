@@ -207,9 +207,10 @@ async def test_large_variables_are_coerced_off_the_loop_and_oversized_ones_refus
     # graphql-core's coercion no longer holds the loop: what is left on it (the body's
     # decode, the count, strawberry's conversion of the coerced filter, the view's checks)
     # is about half of each request (measured: a longest lag of 74-98 ms for requests of
-    # 150-160 ms; 207 ms, longer than the request, with the coercion on the loop)
+    # 150-160 ms, 0.5-0.6 of it under load; 207 ms, 1.3 times the request, with the
+    # coercion on the loop: the bound sits between, with room for a loaded machine)
     assert len(took) >= 3
-    assert max(lags) < 0.8 * coerced_s, (max(lags), coerced_s)
+    assert max(lags) < 0.9 * coerced_s, (max(lags), coerced_s)
     assert median < 0.25, took
 
 
