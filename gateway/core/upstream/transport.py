@@ -162,7 +162,15 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(str(protocol.lost) or "the connection was lost")
 
     async def aclose(self) -> None:
-        self._transport.close()
+        # As anyio does: close, let the loop run the close (the socket is released in a
+        # callback the close schedules), then abort what is left (a TLS transport would
+        # otherwise wait for the server's close_notify).
+        transport = self._transport
+        if transport.is_closing():
+            return
+        transport.close()
+        await asyncio.sleep(0)
+        transport.abort()
 
     async def start_tls(
         self,
