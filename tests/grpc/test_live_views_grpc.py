@@ -343,7 +343,7 @@ async def test_a_drain_ends_the_call_unavailable_with_the_last_pages_version(
     ],
 )
 async def test_bad_input_is_refused_clearly_beside_a_served_neighbour(
-    demo: DemoUpstream, rpc: Rpc, case: tuple[dict[str, Any], str, str]
+    demo: DemoUpstream, gw: Gateway, rpc: Rpc, case: tuple[dict[str, Any], str, str]
 ) -> None:
     change, field, says = case
     ns = "grpc-live-bad"
@@ -363,6 +363,19 @@ async def test_bad_input_is_refused_clearly_beside_a_served_neighbour(
     if field:
         (violation,) = details(refused)["BadRequest"].field_violations
         assert violation.field == field
+    # counted in the metrics as a live view (as GraphQL counts them), never as a list
+    registry = gw.app.state.runtime.cluster.adapter.metrics.registry
+    counted = {
+        sample.labels.get("operation")
+        for family in registry.collect()
+        if family.name == "kube_gateway_operations"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+        and sample.labels.get("transport") == "grpc"
+        and sample.labels.get("resource") == "pods"
+    }
+    # (a request naming clusters is refused before its resource is read)
+    assert ("LiveView" in counted) is not bool(field) and "List" not in counted, counted
     # the neighbour is served on
     await demo.store.create(POD, _pod("a-new", ns))
     assert _names(await _read(neighbour))[0] == "a-new"
