@@ -256,6 +256,7 @@ def _client(
         cfg,
         gateway_identity=identity,
         http2=settings.upstream_http2,
+        network=settings.upstream_network,
         max_connections=pool,
         internal=internal,
         impersonate=callers.client_auth,

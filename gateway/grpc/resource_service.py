@@ -57,6 +57,8 @@ from gateway.core import (
     HubEvent,
     KubeAdapter,
     ListEncoding,
+    LivePage,
+    LiveViews,
     Operation,
     Resource,
     TooDeep,
@@ -74,6 +76,7 @@ from gateway.core import (
     encode_struct,
     errors,
     field_tag,
+    interval_of,
     kind_model,
     length_prefixed,
     list_body,
@@ -119,6 +122,7 @@ _ACTIONS: Final[Mapping[str, Action]] = MappingProxyType(
         "DeleteCollection": "deletecollection",
         # a view reads a list (the core's views review list and watch themselves)
         "View": "list",
+        "WatchView": "list",
     }
 )
 
@@ -145,6 +149,7 @@ _VIEW_EDGES: Final = field_tag(resource_pb2.ResourceView.EDGES_FIELD_NUMBER)
 _EDGE_CURSOR: Final = field_tag(resource_pb2.ViewEdge.CURSOR_FIELD_NUMBER)
 _EDGE_OBJECT: Final = field_tag(resource_pb2.ViewEdge.OBJECT_FIELD_NUMBER)
 _EDGE_CLUSTER: Final = field_tag(resource_pb2.ViewEdge.CLUSTER_FIELD_NUMBER)
+_VIEW_VERSION: Final = field_tag(resource_pb2.ResourceView.RESOURCE_VERSION_FIELD_NUMBER)
 _MEMBER_CLUSTER: Final = field_tag(resource_pb2.ClusterResourceList.CLUSTER_FIELD_NUMBER)
 _MEMBER_LIST: Final = field_tag(resource_pb2.ClusterResourceList.LIST_FIELD_NUMBER)
 _MEMBER_ERROR: Final = field_tag(resource_pb2.ClusterResourceList.ERROR_FIELD_NUMBER)
@@ -218,6 +223,8 @@ class ResourceServiceServicer(ServicerBase):
 
     def operation(self, method: str, request: Any) -> Operation:
         action = _ACTIONS[method]
+        if method == "WatchView":
+            request = _watched_view(request)
         for field in ("version", "resource"):
             if not getattr(request, field):
                 raise invalid(field, f"{field} is required", "FieldValueRequired")
@@ -242,6 +249,8 @@ class ResourceServiceServicer(ServicerBase):
         return Operation(resource, action, getattr(request, "subresource", "") or None)
 
     def admit(self, op: Operation, request: Any) -> None:
+        if isinstance(request, resource_pb2.WatchViewRequest):
+            request = _watched_view(request)
         if _fleet_call(request):
             if self.fleet is None:
                 raise invalid("clusters", "this server serves no fleet: leave clusters empty")
@@ -266,7 +275,9 @@ class ResourceServiceServicer(ServicerBase):
 
     def metric_name(self, method: str, op: Operation) -> str:
         # a view reads a list, but is counted as GraphQL counts it: its own operation
-        return "View" if method == "View" else op.name
+        if method == "View":
+            return "View"
+        return "LiveView" if method == "WatchView" else op.name
 
     def _member(self, action: Action, request: Any, cluster: Cluster) -> Operation:
         """One cluster's operation of a fleet call, on that cluster's catalog, admitted.
@@ -513,6 +524,8 @@ class ResourceServiceServicer(ServicerBase):
     def stream(
         self, method: str, op: Operation, request: Any, credential: Credential
     ) -> AsyncGenerator[bytes, None]:
+        if method == "WatchView":
+            return self._live_view(op, request, credential)
         mask = self._mask(request)
         rep = request.representation
 
@@ -553,6 +566,84 @@ class ResourceServiceServicer(ServicerBase):
             digest_of=digest_of,
             opened=self.opened,
         )
+
+    async def _live_view(
+        self, op: Operation, request: Any, credential: Credential
+    ) -> AsyncGenerator[bytes, None]:
+        """A live view (``WatchView``): a subscriber of the core's live view of the request's
+        view (:mod:`gateway.core.views.live`: one evaluation per view and batch of changes
+        for every subscriber, GraphQL's and gRPC's alike, coalesced to one per interval,
+        the subscriber budget's lease, the access rechecks, a slow reader ended alone).
+
+        Each update is a ``ResourceView``, encoded once per page and encoding (read mask,
+        representation, counts, notify) for every subscriber that asks for the same; an
+        update whose message (short of its ``resource_version``) is the one this caller
+        was sent last is not sent (a change of a field its read mask leaves out).  A drain
+        ends the call ``UNAVAILABLE`` with the version of the last page sent (``ErrorInfo``
+        metadata ``resourceVersion``), as a ``Watch``'s."""
+        view = request.view
+        if len(view.count_by) > MAX_COUNT_GROUPS:
+            raise errors.InvalidView(f"`count_by` has more than {MAX_COUNT_GROUPS} fields")
+        if self.views is None:
+            raise errors.Unavailable("views are not served by this endpoint")
+        live = LiveViews.of(self.views)
+        interval = interval_of(
+            request.interval_ms if request.HasField("interval_ms") else None, live.interval
+        )
+        spec, groups = await _view_spec(self.catalog, op.resource, view, after=view.after or None)
+        notify = request.notify
+        sub = await live.subscribe(
+            spec, credential, interval=interval, notify=notify, every_change=bool(groups)
+        )
+        mask, rep = self._mask(view), view.representation
+        paths = tuple(view.read_mask.paths) if mask is not None else None
+        key = ("WatchView", paths, rep == STRUCT, tuple(view.count_by), notify)
+        views = self.views
+
+        async def encode(update: LivePage) -> tuple[bytes, bytes]:
+            page = update.page
+            counts = await _counts_of(
+                views, update.spec, page, credential, count_by=view.count_by, groups=groups
+            )
+            head = resource_pb2.ResourceView(
+                page_info=resource_pb2.ViewPageInfo(
+                    has_next_page=page.has_next,
+                    has_previous_page=page.has_previous,
+                    start_cursor=page.start_cursor or "",
+                    end_cursor=page.end_cursor or "",
+                ),
+                total=page.total,
+                counts=counts,
+            )
+            parts = [head.SerializeToString()]
+            if not notify:
+                for cursor, item in zip(page.cursors, page.items, strict=True):
+                    parts.append(_edge(cursor, item, mask, rep, b""))
+            shown = b"".join(parts)
+            # the version last (a field's order on the wire is free): what is shown is
+            # the message short of it
+            return shown, shown + length_prefixed(_VIEW_VERSION, page.resource_version.encode())
+
+        def encoded(update: LivePage) -> asyncio.Future[tuple[bytes, bytes]]:
+            return asyncio.ensure_future(encode(update))
+
+        end = sub.fail
+        try:
+            self.opened.hold(end)
+            while True:
+                update = await sub.next()
+                if update is None:
+                    return
+                shown, data = await asyncio.shield(update.encoded(key, encoded))
+                if not notify and sub.unchanged(shown):
+                    continue  # nothing this caller is sent changed
+                yield data
+        except errors.Draining:
+            # resumable from the last page this caller read, as a Watch is
+            raise errors.Draining(resource_version=sub.resume) from None
+        finally:
+            self.opened.release(end)
+            sub.close()
 
     async def _fleet_watch(
         self,
@@ -629,6 +720,19 @@ async def _one_view(
     """A page of ``request``'s view of one cluster, after ``after``, and its counts."""
     if views is None:
         raise errors.Unavailable("views are not served by this endpoint")
+    spec, groups = await _view_spec(catalog, r, request, after=after)
+    page = await views.page(spec, credential)
+    counts = await _counts_of(
+        views, spec, page, credential, count_by=request.count_by, groups=groups
+    )
+    return _ViewAnswer(spec, page, counts)
+
+
+async def _view_spec(
+    catalog: CatalogHolder, r: Resource, request: Any, *, after: str | None
+) -> tuple[ViewSpec, list[Any]]:
+    """The spec of ``request``'s view of ``r`` (validated by the core) and the field paths
+    of its ``count_by``."""
     kind, lookup = await kind_model(catalog.current, r)
     spec = view_spec(
         r,
@@ -642,9 +746,21 @@ async def _one_view(
         after=after,
         min_resource_version=request.min_resource_version or None,
     )
-    groups = [resolve_path(kind, by, lookup) for by in request.count_by]
-    page = await views.page(spec, credential)
-    counts = []
+    return spec, [resolve_path(kind, by, lookup) for by in request.count_by]
+
+
+async def _counts_of(
+    views: Views,
+    spec: ViewSpec,
+    page: ViewPage,
+    credential: Credential,
+    *,
+    count_by: Sequence[str],
+    groups: Sequence[Any],
+) -> list[Any]:
+    """The ``ViewCounts`` of each of ``count_by`` (its path in ``groups``), at the page's
+    version or later."""
+    counts: list[Any] = []
     if groups:
         # the counts of the page's own version (as GraphQL's `counts`)
         at = dataclasses.replace(
@@ -652,7 +768,7 @@ async def _one_view(
             min_resource_version=spec.min_resource_version
             or (page.resource_version if page.resource_version.isdigit() else None),
         )
-        for text, by in zip(request.count_by, groups, strict=True):
+        for text, by in zip(count_by, groups, strict=True):
             _total, _version, found = await views.counts(at, by, credential)
             counts.append(
                 resource_pb2.ViewCounts(
@@ -665,7 +781,7 @@ async def _one_view(
                     ],
                 )
             )
-    return _ViewAnswer(spec, page, counts)
+    return counts
 
 
 def _summed(per_cluster: Sequence[Sequence[Any]], count_by: Sequence[str]) -> list[Any]:
@@ -799,6 +915,22 @@ def _view_sort(keys: Sequence[Any]) -> list[dict[str, str]] | None:
         {"field": k.field, "order": "desc" if k.order == resource_pb2.VIEW_ORDER_DESC else "asc"}
         for k in keys[: MAX_VIEW_SORT_KEYS + 1]
     ]
+
+
+def _watched_view(request: Any) -> Any:
+    """The view a ``WatchViewRequest`` keeps live (refused across clusters).
+
+    Raises:
+        InvalidParameter: ``view.clusters`` is set: a live view is one cluster's.
+    """
+    view = request.view
+    if view.clusters:
+        raise invalid(
+            "view.clusters",
+            "a live view is one cluster's: leave view.clusters empty and name the cluster "
+            "with the x-kube-cluster metadata (View merges a view across clusters)",
+        )
+    return view
 
 
 def _fleet_call(request: Any) -> bool:

@@ -2,20 +2,21 @@
 
     .venv/bin/python -m tests.bench [--quick] [--out BENCHMARKS.md] [--soak-minutes 30]
 
-Order: the CPU-bound conversion and list figures first (before the fan-out runs leave
-processes and sockets behind), then small gets while large lists convert, then gets, then
-the in-process GraphQL fan-out, then the fan-out of the gateway as a subprocess with the Go
-load client (``make go-client`` builds it), then the CRD scale steps on a real kube-apiserver
-(``make e2e-bins`` builds it; 0, 235 and 1,000 published CRDs, 0 only with ``--quick``), then
-many clusters from one gateway: the fleet list of two upstreams against each cluster's own
-list, and the memory each added cluster costs on a real kube-apiserver (1, 2, 4 and 8 added
-clusters, built-in kinds and 100 CRDs; ``--quick``: 1 added cluster, 10 CRDs), then views of
-30,000 realistic pods (``--quick``: 3,000).  Each bench
-prints its own details as it goes; a bench that fails is reported in the table and the others
-still run.  ``--quick`` is for trying the driver: small sizes, and nothing written unless
-``--out`` is given.  The soak (``tests/bench/soak.py``: churn and hostile clients beside
-well-behaved subscribers on a real kube-apiserver) runs last and only with ``--soak-minutes``;
-without it, the "Soak" section of the file written is kept as it was.
+Order: the CPU-bound conversion and list figures first (before the fan-out runs leave processes
+and sockets behind), then small gets while large lists convert, then gets, then the per-request
+cost on a real kube-apiserver with the Go load clients hey and ghz
+(``tests/bench/bench_rps.py``), then the in-process GraphQL fan-out, then the fan-out of the
+gateway as a subprocess with the Go load client (``make go-client`` builds it), then the CRD
+scale steps on a real kube-apiserver (``make e2e-bins`` builds it; 0, 235 and 1,000 published
+CRDs, 0 only with ``--quick``), then many clusters from one gateway: the fleet list of two
+upstreams against each cluster's own list, and the memory each added cluster costs on a real
+kube-apiserver (1, 2, 4 and 8 added clusters, built-in kinds and 100 CRDs; ``--quick``: 1 added
+cluster, 10 CRDs), then views of 30,000 realistic pods (``--quick``: 3,000). Each bench prints
+its own details as it goes; a bench that fails is reported
+in the table and the others still run. ``--quick`` is for trying the driver: small sizes, and
+nothing written unless ``--out`` is given. The soak (``tests/bench/soak.py``: churn and hostile
+clients beside well-behaved subscribers on a real kube-apiserver) runs last and only with
+``--soak-minutes``; without it, the "Soak" section of the file written is kept as it was.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tests.bench import (
     bench_graphql_fanout,
     bench_graphql_list,
     bench_loop_hold,
+    bench_rps,
     bench_scale,
     bench_views,
     grpc_conversion,
@@ -80,6 +82,10 @@ def main(argv: list[str] | None = None) -> None:
         lambda: bench_loop_hold.rows(pods, 1 if args.quick else 3, 60 if args.quick else 300),
     )
     rows += _run("bench_get", lambda: bench_get.rows(100 if args.quick else 400))
+    rows += _run(
+        "bench_rps",
+        lambda: bench_rps.rows(320 if args.quick else 3000, 50 if args.quick else 300),
+    )
     rows += _run(
         "bench_graphql_fanout", lambda: bench_graphql_fanout.rows(subscribers=gql_subscribers)
     )

@@ -1,7 +1,7 @@
 """Benchmark: live views under churn (issue 29's speed section, live views).
 
     .venv/bin/python -m tests.bench.bench_live_views [--pods 3000] [--subscribers 1000]
-        [--views 10] [--rate 100] [--seconds 10] [--notify]
+        [--views 10] [--rate 100] [--seconds 10] [--notify] [--grpc]
 
 ``--pods`` realistic pods (those of ``bench_views``) in one namespace of a demo upstream;
 the gateway in process over loopback.  ``--subscribers`` WebSocket subscribers (100 per
@@ -13,7 +13,9 @@ probe pod's).  Printed: the evaluations per live view and per batch (the issue's
 1,000 subscribers of 10 views cost at most 10 evaluations per batch), the updates sent,
 and the latency from a change written to the demo store to the probe subscriber's update
 showing it (p50, p99; the goal: 300 ms p99 with the 250 ms interval), and the event loop's
-longest stall seen by a 10 ms ticker.  Not a row of ``make bench`` yet.
+longest stall seen by a 10 ms ticker.  With ``--grpc`` the subscribers are gRPC
+``ResourceService.WatchView`` streams (100 per channel, the same views, a read mask of
+the same 15 fields); the probe stays a GraphQL subscriber.  Not a row of ``make bench`` yet.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import statistics
 import time
 from typing import Any
 
+import grpc
 from websockets.asyncio.client import connect
 
 from gateway.core import POD, LiveViews
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
 from tests.bench.bench_graphql_list import NAMESPACE
@@ -54,6 +58,34 @@ PROBE = """subscription($ns: String) {
   podsView(namespace: $ns, filter: {labelSelector: "probe"}) {
     resourceVersion nodes { metadata { name labels } } } }"""
 PER_CONNECTION = 100
+#: The 15 fields of ``NODES``, as a gRPC read mask.
+MASK = [
+    *(
+        f"metadata.{f}"
+        for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"]
+    ),
+    "metadata.labels",
+    "spec.nodeName",
+    "spec.serviceAccountName",
+    "spec.containers.name",
+    "spec.containers.image",
+    *(f"status.{f}" for f in ["phase", "podIP", "hostIP", "startTime", "qosClass"]),
+]
+
+
+def _watch_view(value: str, notify: bool) -> resource_pb2.WatchViewRequest:
+    """``LIVE`` (or ``NOTIFY``) as a gRPC ``WatchView`` request."""
+    req = resource_pb2.WatchViewRequest(notify=notify)
+    view = req.view
+    view.version, view.resource, view.namespace, view.first = "v1", "pods", NAMESPACE, 50
+    view.filter.field, view.filter.op, view.filter.value = (
+        "metadata.name",
+        resource_pb2.VIEW_OP_CONTAINS,
+        value,
+    )
+    view.sort.add(field="status.startTime", order=resource_pb2.VIEW_ORDER_DESC)
+    view.read_mask.paths.extend(MASK)
+    return req
 
 
 async def _ws(url: str) -> tuple[Any, TransportWS]:
@@ -65,7 +97,13 @@ async def _ws(url: str) -> tuple[Any, TransportWS]:
 
 
 async def bench(  # noqa: PLR0917
-    pods: int, subscribers: int, views: int, rate: float, seconds: float, notify: bool = False
+    pods: int,
+    subscribers: int,
+    views: int,
+    rate: float,
+    seconds: float,
+    notify: bool = False,
+    over_grpc: bool = False,
 ) -> None:
     async with DemoUpstream(seed=False) as demo:
         await demo.store.bulk_create(POD, (_pod(i) for i in range(pods)), namespace=NAMESPACE)
@@ -89,8 +127,21 @@ async def bench(  # noqa: PLR0917
             live = LiveViews.of(app.state.runtime.cluster.views)
             values = [f"{i:x}" for i in range(views)]
             clients: list[TransportWS] = []
+            calls: list[Any] = []
             started = time.perf_counter()
-            for start in range(0, subscribers, PER_CONNECTION):
+            auth = (("authorization", f"Bearer {TOKEN}"),)
+            for start in range(0, subscribers if over_grpc else 0, PER_CONNECTION):
+                port = app.state.runtime.grpc_port
+                channel = grpc.aio.insecure_channel(
+                    f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", -1)]
+                )
+                stack.push_async_callback(channel.close)
+                stub = resource_pb2_grpc.ResourceServiceStub(channel)
+                for j in range(start, min(subscribers, start + PER_CONNECTION)):
+                    calls.append(
+                        stub.WatchView(_watch_view(values[j % views], notify), metadata=auth)
+                    )
+            for start in range(0, 0 if over_grpc else subscribers, PER_CONNECTION):
                 socket, ws = await _ws(ws_url)
                 stack.push_async_callback(socket.close)
                 clients.append(ws)
@@ -99,14 +150,17 @@ async def bench(  # noqa: PLR0917
                         NOTIFY if notify else LIVE, {"ns": NAMESPACE, "v": values[j % views]}
                     )
             counts = [min(PER_CONNECTION, subscribers - i) for i in range(0, subscribers, 100)]
+            counts = [] if over_grpc else counts
 
             async def firsts(ws: TransportWS, n: int) -> None:
                 for _ in range(n):
                     assert (await ws.recv(600))["type"] == "next"
 
             await asyncio.gather(*(firsts(c, n) for c, n in zip(clients, counts, strict=True)))
+            await asyncio.gather(*(c.read() for c in calls))
             print(
-                f"{subscribers} subscribers of {views} live views of {pods} pods: first pages "
+                f"{subscribers} {'gRPC' if over_grpc else 'GraphQL'} subscribers of {views} "
+                f"live views of {pods} pods: first pages "
                 f"in {time.perf_counter() - started:.1f} s; live views {len(live.live)}"
             )
             socket, probe_ws = await _ws(ws_url)
@@ -123,7 +177,14 @@ async def bench(  # noqa: PLR0917
                     if message["type"] == "next":
                         updates += 1
 
+            async def count_grpc(call: Any) -> None:
+                nonlocal updates
+                while True:
+                    await call.read()
+                    updates += 1
+
             readers = [asyncio.create_task(count(c)) for c in clients]
+            readers += [asyncio.create_task(count_grpc(c)) for c in calls]
             written: dict[str, float] = {}
             latencies: list[float] = []
 
@@ -174,6 +235,8 @@ async def bench(  # noqa: PLR0917
             await asyncio.sleep(1.0)  # the last interval's updates
             for task in (*readers, watcher, tick):
                 task.cancel()
+            for call in calls:
+                call.cancel()
             evaluated = live.stats.evaluations - evaluations
             rounds = max(1, round(took / live.interval))
             print(
@@ -206,8 +269,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--notify", action="store_true", help="the subscribers in notify mode")
+    parser.add_argument("--grpc", action="store_true", help="the subscribers over gRPC WatchView")
     a = parser.parse_args()
-    asyncio.run(bench(a.pods, a.subscribers, a.views, a.rate, a.seconds, a.notify))
+    asyncio.run(bench(a.pods, a.subscribers, a.views, a.rate, a.seconds, a.notify, a.grpc))
 
 
 if __name__ == "__main__":

@@ -246,6 +246,14 @@ CAUSES: dict[str, str] = {
     "inflates it beside the gateway: 0.99-1.08x in three runs.  The lever left for "
     "uncompressed bodies: writing each received chunk straight into the worker's memory "
     "file (no join, no copy after the last byte; estimated to gain 5-10 %).",
+    "rps: ": "per request, in the gateway (docs/performance.md, Per-request cost, has the "
+    "profiles): graphql-core's and strawberry's execution, the access line (a JSON line "
+    "written to stderr per request), the writes of the answer and of the upstream request, "
+    "and on gRPC grpc's C core, its poller thread and the eager initial metadata (one more "
+    "batch per call). The upstream client's pool and network layer, the largest cost "
+    "before, were cut: gateway CPU per request -23 to -61 % (--upstream-network asyncio). A "
+    "loaded machine (the direct "
+    "row's note) adds to every p50.",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
@@ -263,12 +271,56 @@ CAUSES: dict[str, str] = {
     "measured, most of it below Python.",
     "fan-out gRPC Watch, 1,000 subscribers x 20/s: RSS": "per stream: grpc's C core call state "
     "(~17 KB of the ~30 KB; Python's part is ~12.6 KB).",
+    "soak: event-loop lag samples over 100 ms": "measured with the stall trace "
+    "(tests/bench/stalltrace.py) in 3-minute soaks on 2026-11-28: on main, with the machine "
+    "short of CPU (1-minute load 4.5-5 on 2 cores), the GIL held by the introspection "
+    "thread computing the hostile clients' budget-stopped introspections (1.5 full "
+    "introspections of work each, every 3 s; the gateway at 57-66% of a core): 2 samples "
+    "over 100 ms with every hostile client, 4 (up to 500 ms) with the introspections alone; "
+    "at start-up a young collection after the first schema build (234 ms).  Since then an "
+    "introspection works in 2 ms slices with 2 ms pauses and a refusal for the budget is "
+    "kept (the same document is refused at once): back to back on a quiet machine (load "
+    "1-1.5), main then the change, both had 0 samples over 100 ms, the gateway used 66% then "
+    "8% of a core, the small query's p99 after warm-up 62.3 then 14.9 ms; back to back on a "
+    "machine at load 9-11 (other agents), 20 then 16 samples (longest bucket 500 then 1,000 "
+    "ms), 50% then 9% of a core, p99 464 then 453 ms: at 30 of the 34 late wakes of the "
+    "change's run the introspection thread was in its pause, holding no GIL, so those "
+    "lags are the process waiting for a CPU, which no change inside it removes.  Left on the "
+    "loop, each under 100 ms on a quiet machine: a 4 MB request body's decode (orjson, "
+    "19-27 ms; it would hold the GIL in a thread too), the collection that ends each group "
+    "schema build (walks the new schema once: 50-190 ms for the largest groups), OpenAPI "
+    "and discovery documents' decode (28-34 ms).",
+    "soak: longest event-loop stall": "as for the lag samples over 100 ms (the row above): "
+    "the introspection thread's GIL on main when the machine is short of CPU; since then "
+    "the longest were in the 100 ms bucket (the collection that ends a schema build, a "
+    "WebSocket frame's deflate, a 4 MB body's decode).",
 }
 
 
 #: Sections of their own after the main table: title -> (the start of their rows' scenario
 #: names, how they were measured).
 SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "Per-request cost": (
+        ("rps: ",),
+        """\
+How measured (`tests/bench/bench_rps.py`, its docstring says more; `python -m
+tests.bench.bench_rps --out BENCHMARKS.md` refreshes this section alone): a real
+kube-apiserver (the e2e build) holding 20 pods, two `kube-gateway serve` processes on it
+(default settings; the second with `--trusted-documents`), and Go load clients the project
+builds (`tests/go-client/build.sh load`: `hey` for HTTP, `ghz` for gRPC), each in its own
+process.  Per row: 3,000 requests at 32 concurrent (requests/s), then 300 one at a time
+(p50), after a warm-up.  The direct rows are `hey` GETs of one pod at the apiserver itself
+(HTTPS, HTTP/1.1 keep-alive, as the gateway's own upstream client).  The GraphQL rows select
+15 fields of one pod (`pod`) or of 10 (`pods(limit: 10)`); the gRPC rows are
+`PodService/Get` and `PodService/List` with `limit: 10`; the trusted-document row sends the
+get by `documentId`.  CPU per request is `utime + stime` of `/proc/PID/stat` (every thread)
+around the 32-concurrent run, divided by its requests: the gateway's for its rows, the
+apiserver's for the direct one (the ratio of a gateway CPU row is to that); each note gives
+the apiserver's CPU per request in that row and the gateway's upstream requests per request
+(its own `/metrics`).  The load clients, the apiserver, etcd and the gateways share the two
+CPUs: requests/s is bound by the busiest of them; CPU per request is the figure that
+survives a loaded machine best.""",
+    ),
     "Many clusters": (
         ("fleet: ",),
         """\

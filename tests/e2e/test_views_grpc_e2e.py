@@ -4,11 +4,14 @@ The differential test of ``test_views_e2e.py`` (whose pods, views and own evalua
 module reuses) through a real gRPC client: every view, all pages concatenated, equals the
 test's own filter and sort of a list read from the apiserver at exactly the view's
 resourceVersion; its counts equal the test's own.  alice (``team-a`` only) is served hers and
-refused the rest, ``PERMISSION_DENIED``, counts included.
+refused the rest, ``PERMISSION_DENIED``, counts included.  A live view (``WatchView``) under
+churn equals, at each update, a list read at exactly that update's resourceVersion.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +19,7 @@ import grpc
 import orjson
 import pytest
 
-from gateway.grpc.gen.kubegateway.v1 import resource_pb2_grpc
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from tests.e2e import test_views_e2e as e2e
 from tests.e2e.apiserver import KubeAPIServer
 from tests.grpc.test_views_grpc import request
@@ -121,3 +124,76 @@ async def test_alice_is_served_her_namespace_and_refused_the_rest_over_grpc(
             assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
             details = refused.value.details() or ""
             assert NS not in details or namespace == NS
+
+
+async def test_a_grpc_live_view_under_churn_equals_a_consistent_list_at_each_update(
+    kube_apiserver: KubeAPIServer, kube: Any, stub: resource_pb2_grpc.ResourceServiceStub
+) -> None:
+    keys = [("metadata.labels.app", True)]
+    first = 20
+    rnd = random.Random(2929)
+    admin = (("authorization", f"Bearer {kube_apiserver.tokens['admin']}"),)
+    live = resource_pb2.WatchViewRequest()
+    live.view.CopyFrom(
+        request(
+            ns=NS,
+            sort=[{"field": keys[0][0], "order": "DESC"}],
+            first=first,
+            mask=["metadata.namespace", "metadata.name", "metadata.resourceVersion"],
+        )
+    )
+    call = stub.WatchView(live, metadata=admin, timeout=600)
+    updates = [await call.read()]
+    names = [
+        p["metadata"]["name"]
+        for p in (await kube.get(f"/api/v1/namespaces/{NS}/pods")).json()["items"]
+    ]
+
+    async def churn() -> None:
+        for i in range(60):
+            victim = rnd.choice(names)
+            if i % 3 == 0:
+                await kube.delete(f"/api/v1/namespaces/{NS}/pods/{victim}?gracePeriodSeconds=0")
+            elif i % 3 == 1:
+                await kube.post(f"/api/v1/namespaces/{NS}/pods", json=e2e._pod(21_000 + i, "glive"))
+            else:
+                await kube.patch(
+                    f"/api/v1/namespaces/{NS}/pods/{victim}",
+                    json={"metadata": {"labels": {"app": rnd.choice(e2e.APPS)}}},
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+        # the last change is visible for sure: first in the order
+        final = e2e._pod(21_999, "glive")
+        final["metadata"]["labels"]["app"] = "zzz"
+        made = await kube.post(f"/api/v1/namespaces/{NS}/pods", json=final)
+        assert made.status_code == 201, made.text[:300]
+
+    worker = asyncio.create_task(churn())
+    try:
+        while True:
+            async with asyncio.timeout(60):
+                view = await call.read()
+            updates.append(view)
+            top = orjson.loads(view.edges[0].object.json)["metadata"]["name"] if view.edges else ""
+            if top.endswith("-21999"):
+                break
+    finally:
+        await worker
+        call.cancel()
+    assert len(updates) >= 3  # the page at once, updates during the churn, the last change
+    for view in updates:
+        items = await e2e._consistent(kube, view.resource_version)
+        expected = e2e._order(items, keys)
+        assert view.total == len(items)
+        shown = [orjson.loads(edge.object.json)["metadata"] for edge in view.edges]
+        assert [f"{m['namespace']}/{m['name']}" for m in shown] == expected[:first]
+        versions = {
+            f"{NS}/{p['metadata']['name']}": p["metadata"]["resourceVersion"] for p in items
+        }
+        for m in shown:
+            assert versions[f"{m['namespace']}/{m['name']}"] == m["resourceVersion"]
+    # alice may not watch this namespace: refused at once
+    alice = (("authorization", f"Bearer {kube_apiserver.tokens['alice']}"),)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.WatchView(live, metadata=alice, timeout=60).read()
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED

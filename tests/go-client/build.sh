@@ -6,6 +6,11 @@
 #
 #   bash tests/go-client/build.sh            # what `make go-client` (and `make test`) runs
 #   GO_CLIENT_FORCE=1 bash tests/go-client/build.sh
+#   bash tests/go-client/build.sh load       # only hey and ghz, the load clients of bench_rps
+#
+# `load` builds (or reuses) the two Go load generators of tests/bench/bench_rps.py, hey (HTTP)
+# and ghz (gRPC), pinned below, into the same .bin, the way grpcurl is built; nothing else
+# builds them (not `make test`): the bench asks for them when it runs.
 #
 # Everything is pinned and reproducible: protoc comes from the pinned grpcio-tools of the
 # project venv, protoc-gen-go and protoc-gen-go-grpc are `tool` dependencies of go.mod (built
@@ -60,6 +65,27 @@ mkdir -p "$bin_dir"
 exec 9>"$bin_dir/.lock"
 if command -v flock >/dev/null; then
     flock 9
+fi
+
+# hey and ghz: the request-rate bench's load clients, built only when asked for (`load`),
+# with a stamp of their versions and the toolchain, as grpcurl.
+if [[ "${1:-}" == "load" ]]; then
+    hey_version=v0.1.5
+    ghz_version=v0.120.0
+    load_stamp="$bin_dir/.load-stamp"
+    want_load="hey $hey_version ghz $ghz_version $("$go_bin" env GOVERSION GOOS GOARCH | tr '\n' ' ')"
+    if [[ -n "${GO_CLIENT_FORCE:-}" || ! -x "$bin_dir/hey" || ! -x "$bin_dir/ghz" \
+          || ! -f "$load_stamp" || "$(cat "$load_stamp")" != "$want_load" ]]; then
+        rm -f "$load_stamp"
+        log "building hey $hey_version and ghz $ghz_version (go install from the module proxy)"
+        GOBIN="$bin_dir" GOFLAGS="-trimpath -buildvcs=false" \
+            "$go_bin" install "github.com/rakyll/hey@$hey_version"
+        GOBIN="$bin_dir" GOFLAGS="-trimpath -buildvcs=false" \
+            "$go_bin" install "github.com/bojand/ghz/cmd/ghz@$ghz_version"
+        echo "$want_load" > "$load_stamp"
+    fi
+    log "up to date: $bin_dir/hey, $bin_dir/ghz ($((SECONDS - start))s)"
+    exit 0
 fi
 
 # grpcurl has its own stamp (its version and the toolchain), so a proto change does not

@@ -133,3 +133,37 @@ async def test_a_group_schema_in_use_is_kept_past_the_idle_bound(idling: Gateway
     # once the connection is gone, it is idle: given back
     await until(lambda: GROUP not in live.groups)
     assert live.given_back == 1
+
+
+async def test_rebuilds_of_a_group_leave_no_schema_in_the_frozen_generation(
+    idling: Gateway,
+) -> None:
+    """As ``kube-gateway serve`` runs (each build frozen out of the collector): rebuild the
+    group eight times through the real app, each given back and dismantled, and the
+    permanent generation holds no schema of theirs: its cyclic garbage (never freed)
+    bounded by what was in flight when a build froze, not by the schema."""
+    live = live_of(idling)
+    collector = live.collector
+    assert await widgets(idling) == ["blue-widget", "red-widget"]
+    await until(lambda: GROUP not in live.groups)
+    await collector.cleared()
+    gc.collect()
+    gc.freeze()
+    collector.freeze = True
+    rebuilds = 8
+    try:
+        for _ in range(rebuilds):
+            assert await widgets(idling) == ["blue-widget", "red-widget"]
+            await until(lambda: GROUP not in live.groups)
+            await collector.cleared()
+        gc.collect()  # what is not frozen: the collector frees it as usual
+        gc.unfreeze()
+        leaked = gc.collect()  # cyclic garbage that was frozen: a leak while serving
+    finally:
+        collector.freeze = False
+        gc.unfreeze()
+    assert builds(live) == rebuilds + 1
+    # Not zero: an upstream request and an operation in flight when a build froze are
+    # frozen with it and leak once they end (~200 objects a rebuild measured here; issue
+    # 31 goal 3, left).  A schema leaking would be 750 or more a rebuild (the demo group's, frozen).
+    assert leaked < rebuilds * 400, leaked

@@ -734,13 +734,19 @@ async def test_reflection_describes_the_resource_service(gw: GrpcGateway) -> Non
         "Delete",
         "DeleteCollection",
         "View",
+        "WatchView",
     ]
     view = next(m for m in service.method if m.name == "View")
     assert (view.input_type, view.output_type) == (
         ".kubegateway.v1.ViewResourcesRequest",
         ".kubegateway.v1.ResourceView",
     )
-    assert [m.name for m in service.method if m.server_streaming] == ["Watch"]
+    live = next(m for m in service.method if m.name == "WatchView")
+    assert (live.input_type, live.output_type) == (
+        ".kubegateway.v1.WatchViewRequest",
+        ".kubegateway.v1.ResourceView",
+    )
+    assert [m.name for m in service.method if m.server_streaming] == ["Watch", "WatchView"]
     health = await health_pb2_grpc.HealthStub(gw.channel).Check(
         health_pb2.HealthCheckRequest(service="kubegateway.v1.ResourceService")
     )

@@ -27,6 +27,7 @@ import httpx
 
 from gateway.core.upstream.auth import gateway_auth
 from gateway.core.upstream.config import ConfigError, UpstreamConfig
+from gateway.core.upstream.transport import use_asyncio_backend
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -134,6 +135,7 @@ def build_http_client(
     *,
     gateway_identity: bool = False,
     http2: bool = False,
+    network: str = "asyncio",
     max_connections: int = 512,
     transport: httpx.AsyncBaseTransport | None = None,
     internal: str | None = None,
@@ -160,6 +162,8 @@ def build_http_client(
         cfg: the resolved upstream configuration.
         gateway_identity: present the gateway's own credential (explicit, logged mode).
         http2: offer HTTP/2 to ``https`` servers (see above for why it is off by default).
+        network: ``"asyncio"``: the pool's connections on the event loop's own transports
+            (:mod:`gateway.core.upstream.transport`); ``"anyio"``: httpcore's default.
         max_connections: connection pool size.
         transport: a transport to use instead of the default one (its TLS and pool
             settings are then its own).
@@ -199,6 +203,10 @@ def build_http_client(
             ),
             trust_env=False,
         )
+        # The pool's connections on the loop's own transports, not anyio's streams (see
+        # gateway.core.upstream.transport: the largest per-request cost it removes).
+        if network == "asyncio" and not use_asyncio_backend(transport):
+            logger.warning("httpx keeps no httpcore pool here: the upstream uses anyio streams")
     hooks: dict[str, list[Callable[..., Any]]] = {"request": [], "response": []}
     if cfg.tls_server_name and cfg.is_tls:
         hooks["request"].append(_sni_hook(cfg.tls_server_name))

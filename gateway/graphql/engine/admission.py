@@ -14,9 +14,10 @@ second copy to forget.
 Every transport of an endpoint (POST, GET, SSE, multipart, both WebSocket protocols) turns
 a request's parameters into an operation through :meth:`Admission.admit`, the one place
 that checks ``variables`` and ``extensions``, finds the document (trusted, persisted or
-sent), parses and limits it, and refuses variables the operation does not declare and
-list variables longer than :data:`MAX_LIST_VARIABLE_ITEMS` (before graphql-core reads them
-item by item).
+sent), parses and limits it, and refuses variables the operation does not declare,
+list variables longer than :data:`MAX_LIST_VARIABLE_ITEMS` and ``variables`` of more than
+``Limits.max_variable_values`` values at any depth (before graphql-core reads them item by
+item; what is admitted and large is coerced off the event loop, by the engine).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ import strawberry
 from graphql import GraphQLSchema, ListTypeNode, NonNullTypeNode
 
 from gateway.core import Drain
-from gateway.graphql.engine.execution import Engine, Introspections, Prepared
-from gateway.graphql.engine.limits import Limits
+from gateway.graphql.engine.execution import Coercions, Engine, Introspections, Prepared
+from gateway.graphql.engine.limits import Limits, count_values
 from gateway.graphql.engine.persisted import Persisted
 from gateway.graphql.errors import ApiError
 
@@ -61,6 +62,7 @@ class Admission:
         drain: the application's drain (operations are counted in flight and refused while
             draining).
         introspections: where every endpoint's introspections run, bounded.
+        coercions: where every endpoint coerces large ``variables``, bounded.
     """
 
     persisted: Persisted
@@ -68,10 +70,13 @@ class Admission:
     allowed_origins: frozenset[str] = frozenset()
     drain: Drain = field(default_factory=Drain)
     introspections: Introspections = field(default_factory=Introspections)
+    coercions: Coercions = field(default_factory=Coercions)
 
     def engine(self, schema: strawberry.Schema | GraphQLSchema) -> Engine:
         """An engine for ``schema`` under these rules."""
-        return Engine(schema, self.limits, introspections=self.introspections)
+        return Engine(
+            schema, self.limits, introspections=self.introspections, coercions=self.coercions
+        )
 
     def admit(self, engine: Engine, params: Mapping[str, Any]) -> Admitted:
         """The operation ``params`` asks ``engine`` for, parsed, validated and limited.
@@ -92,6 +97,7 @@ class Admission:
         if variables:
             _declared_only(prepared, variables)
             _bounded_lists(prepared, variables)
+            _bounded_values(variables, self.limits.max_variable_values)
         return Admitted(prepared, variables)
 
 
@@ -134,3 +140,14 @@ def _bounded_lists(prepared: Prepared, variables: Mapping[str, Any]) -> None:
                 f"{MAX_LIST_VARIABLE_ITEMS}",
                 code="BAD_REQUEST",
             )
+
+
+def _bounded_values(variables: Mapping[str, Any], most: int) -> None:
+    """Refuse ``variables`` holding more than ``most`` values at any depth (a walk of at
+    most ``most + 1`` steps), before graphql-core coerces them one by one."""
+    if count_values(variables, most) > most:
+        raise ApiError(
+            f"`variables` holds more than {most} values (objects, lists and scalars at any "
+            "depth); send fewer",
+            code="BAD_REQUEST",
+        )

@@ -10,7 +10,9 @@ transports with orjson.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Awaitable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +41,12 @@ from graphql import (
 )
 
 from gateway.core import GatewayError
-from gateway.graphql.engine.limits import Limits, check_document, check_fragment_cycles
+from gateway.graphql.engine.limits import (
+    Limits,
+    check_document,
+    check_fragment_cycles,
+    count_values,
+)
 from gateway.graphql.engine.projection import ProjectingExecutor, executor_for
 from gateway.graphql.errors import ApiError, format_error, format_exception
 from gateway.graphql.schemas._library import NATIVE, graphql_schema, strawberry_definition
@@ -101,15 +108,29 @@ class _OverBudget(BaseException):
 
 
 class _Tally:
-    __slots__ = ("resolved",)
+    __slots__ = ("resolved", "slice_started")
 
     def __init__(self) -> None:
         self.resolved = 0
+        self.slice_started = time.perf_counter()
+
+
+#: An introspection's thread works at most this long (seconds) before it pauses...
+INTROSPECTION_SLICE_S = 0.002
+#: ... for this long, holding no GIL: the event loop gets the interpreter at once, and on a
+#: machine short of CPU an introspection (a budget-stopped hostile one included) takes at
+#: most about half of one core from the process, not all of it (measured by the soak's
+#: stall trace: 30-240 ms GIL waits before, with the 1 ms switch interval).
+INTROSPECTION_PAUSE_S = 0.002
+#: Fields resolved between two looks at the clock (~0.1-0.3 ms of work).
+_CLOCK_EVERY = 64
 
 
 class _BoundedExecutor(Executor[Any]):
     """graphql-core's executor, stopped once it has resolved ``budget`` fields; each
-    execution is a subclass of its own (:func:`_bounded`) whose ``tally`` counts them."""
+    execution is a subclass of its own (:func:`_bounded`) whose ``tally`` counts them.  It
+    runs on an introspection thread only (:class:`Introspections`), in slices of
+    :data:`INTROSPECTION_SLICE_S` with a pause of :data:`INTROSPECTION_PAUSE_S` between two."""
 
     budget = 0
     tally = _Tally()
@@ -119,6 +140,11 @@ class _BoundedExecutor(Executor[Any]):
         tally.resolved += 1
         if tally.resolved > self.budget:
             raise _OverBudget
+        if not tally.resolved % _CLOCK_EVERY:
+            now = time.perf_counter()
+            if now - tally.slice_started >= INTROSPECTION_SLICE_S:
+                time.sleep(INTROSPECTION_PAUSE_S)  # on an introspection thread, never the loop
+                tally.slice_started = time.perf_counter()
         return super().execute_field(*args, **kwargs)
 
 
@@ -177,6 +203,52 @@ class Introspections:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+class Coercions:
+    """Where the ``variables`` of a request too large to coerce on the event loop are coerced
+    (graphql-core coerces each value in Python, ~6 us each: a 1 MB input, 0.6 s): a thread
+    of their own and a bounded queue, one per gateway (the
+    :class:`~gateway.graphql.engine.admission.Admission` holds it), shared by every engine.
+    The admission bounds what one request may send (``Limits.max_variable_values``).
+
+    Args:
+        workers: threads coercing variables.
+        waiting: requests that may wait for a thread; more are refused
+            (``TOO_MANY_REQUESTS``, retry after a second).
+    """
+
+    def __init__(self, workers: int = 1, waiting: int = 16) -> None:
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="coercion")
+        self._admitted = 0
+        self._max = workers + waiting
+
+    async def run(self, work: Any, *args: Any) -> Any:
+        """Run ``work(*args)`` on the coercion thread.
+
+        Raises:
+            ApiError: ``TOO_MANY_REQUESTS``: the thread is busy and the queue is full.
+        """
+        if self._admitted >= self._max:
+            raise ApiError(
+                "too many requests with large variables are waiting: retry in a second",
+                code="TOO_MANY_REQUESTS",
+                http_status=429,
+                retryAfter=1,
+            )
+        self._admitted += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
+        finally:
+            self._admitted -= 1
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+#: Variables of more values than this (at any depth) are coerced on a :class:`Coercions`
+#: thread; fewer (every ordinary request: ~6 ms at most) on the event loop, at no thread hop.
+COERCED_ON_LOOP = 1_000
+
+
 #: An introspection may resolve this many times the fields of the full standard one (the
 #: richest variant GraphiQL and code generators send).
 INTROSPECTION_FACTOR = 1.5
@@ -202,6 +274,7 @@ class Engine:
         cache_size: distinct documents kept parsed and validated.
         introspections: where introspections run (the gateway's, shared by every engine;
             one of its own when not given).
+        coercions: where large ``variables`` are coerced (likewise).
     """
 
     def __init__(
@@ -210,9 +283,11 @@ class Engine:
         limits: Limits,
         cache_size: int = 512,
         introspections: Introspections | None = None,
+        coercions: Coercions | None = None,
     ) -> None:
         self.schema = schema
         self.introspections = introspections or Introspections()
+        self.coercions = coercions or Coercions()
         #: Fields the schema's full standard introspection resolves (0: not counted yet).
         self._standard_fields = 0
         self.graphql_schema: GraphQLSchema = graphql_schema(schema)
@@ -225,6 +300,8 @@ class Engine:
         #: Answers to introspection-only operations, by document, operation and variables.
         self._introspections: OrderedDict[IntrospectionKey, Response] = OrderedDict()
         self._introspecting: dict[IntrospectionKey, asyncio.Future[tuple[Response, int]]] = {}
+        #: Refusals of introspections over their budget, by the digest of their key.
+        self._refused: OrderedDict[bytes, Response] = OrderedDict()
         data_types = frozenset(
             name
             for name, t in self.graphql_schema.type_map.items()
@@ -313,6 +390,8 @@ class Engine:
         key = _introspection_key(prepared, variables)
         if key is not None:
             return await self._introspect(key, prepared, variables)
+        if variables and count_values(variables, COERCED_ON_LOOP) > COERCED_ON_LOOP:
+            return await self._execute_coerced_aside(prepared, variables, context, root)
         result = execute(
             self.graphql_schema,
             prepared.document,
@@ -326,6 +405,32 @@ class Engine:
             result = await result
         return format_result(result)
 
+    async def _execute_coerced_aside(
+        self, prepared: Prepared, variables: Mapping[str, Any], context: Any, root: Any
+    ) -> Response:
+        """:meth:`execute` of an operation whose variables are large: graphql-core's
+        executor is built (the variables coerced) on a :class:`Coercions` thread, then the
+        operation executes on the event loop, as graphql-core's ``execute`` would."""
+        try:
+            executor = await self.coercions.run(
+                self.executor_class.build,
+                self.graphql_schema,
+                prepared.document,
+                root,
+                context,
+                dict(variables),
+                prepared.operation_name,
+            )
+        except ApiError as exc:
+            return {"errors": [format_exception(exc)]}
+        if isinstance(executor, list):
+            return format_result(ExecutionResult(None, errors=executor))
+        result = executor.execute_operation()
+        if inspect.isawaitable(result):
+            result = await result
+        assert isinstance(result, ExecutionResult)  # no @defer or @stream in the schemas
+        return format_result(result)
+
     async def _introspect(
         self, key: IntrospectionKey, prepared: Prepared, variables: Mapping[str, Any] | None
     ) -> Response:
@@ -337,6 +442,11 @@ class Engine:
         if cached is not None:
             self._introspections.move_to_end(key)
             return cached
+        digest = hashlib.sha256(repr(key).encode()).digest()
+        refused = self._refused.get(digest)
+        if refused is not None:  # over its budget before: the same work, the same refusal
+            self._refused.move_to_end(digest)
+            return refused
         running = self._introspecting.get(key)
         if running is None:
             running = asyncio.ensure_future(
@@ -354,6 +464,13 @@ class Engine:
             self._introspections[key] = response
             while len(self._introspections) > INTROSPECTIONS_KEPT:
                 self._introspections.popitem(last=False)
+        elif _over_budget(response):
+            # ... and a document refused for its size is refused again at once, not after
+            # the same 1.5 introspections of work (a hostile client repeats itself); kept by
+            # digest (a few bytes each, whatever the document's size)
+            self._refused[digest] = response
+            while len(self._refused) > REFUSALS_KEPT:
+                self._refused.popitem(last=False)
         return response
 
     async def warm_introspection(self) -> None:
@@ -395,14 +512,15 @@ class Engine:
         assert not inspect.isawaitable(result)  # introspection resolves synchronously
         return format_result(result), bounded.tally.resolved
 
-    def subscriber(
+    async def subscriber(
         self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
     ) -> ProjectingExecutor | Response:
         """The executor of a subscription for one subscriber's context, or an error response
-        (variables that do not fit the document)."""
+        (variables that do not fit the document).  Large ``variables`` are coerced on a
+        :class:`Coercions` thread, as for :meth:`execute`."""
         if prepared.engine is not None and prepared.engine is not self:
-            return prepared.engine.subscriber(prepared, variables, context)
-        executor = self.executor_class.build(
+            return await prepared.engine.subscriber(prepared, variables, context)
+        build = (
             self.graphql_schema,
             prepared.document,
             None,
@@ -410,6 +528,13 @@ class Engine:
             dict(variables) if variables else None,
             prepared.operation_name,
         )
+        if variables and count_values(variables, COERCED_ON_LOOP) > COERCED_ON_LOOP:
+            try:
+                executor = await self.coercions.run(self.executor_class.build, *build)
+            except ApiError as exc:
+                return {"errors": [format_exception(exc)]}
+        else:
+            executor = self.executor_class.build(*build)
         if isinstance(executor, list):
             return {"errors": [format_error(e) for e in executor]}
         return cast(ProjectingExecutor, executor)
@@ -452,6 +577,18 @@ async def _formatted(result: Awaitable[ExecutionResult]) -> Response:
 IntrospectionKey = tuple[str, str | None, bytes]
 #: Introspection answers an engine keeps (each a few MB for a large schema).
 INTROSPECTIONS_KEPT = 4
+#: Refusals of introspections over their budget an engine keeps (a few hundred bytes each).
+REFUSALS_KEPT = 64
+
+
+def _over_budget(response: Response) -> bool:
+    """Is ``response`` the refusal of an introspection that reached its budget?"""
+    errors_: list[dict[str, Any]] = response.get("errors") or []
+    return len(errors_) == 1 and (errors_[0].get("extensions") or {}).get("code") == (
+        "QUERY_TOO_COMPLEX"
+    )
+
+
 _INTROSPECTION_FIELDS = frozenset(("__schema", "__type", "__typename"))
 
 

@@ -12,6 +12,7 @@ them.  What an introspection may produce is bounded too, by the engine
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from graphql import (
     DocumentNode,
@@ -40,6 +41,9 @@ class Limits:
             before it is parsed.
         max_tokens: lexical tokens in one document, counted while parsing (parsing stops
             at the first one over).
+        max_variable_values: values in one request's ``variables``, every object, list,
+            string, number, boolean and null at any depth counted (graphql-core coerces
+            them one by one: ~6 us each).
         cache_bytes: document text kept parsed and validated, in total.
         max_queue: events queued for one slow subscriber before it is ended.
         heartbeat_seconds: interval of keep-alives on idle subscription streams.
@@ -53,10 +57,28 @@ class Limits:
     max_body_bytes: int = 4 * 1024 * 1024
     max_document_bytes: int = 32 * 1024
     max_tokens: int = 5_000
+    max_variable_values: int = 100_000
     cache_bytes: int = 4 * 1024 * 1024
     max_queue: int = 1024
     heartbeat_seconds: float = 15.0
     connection_init_seconds: float = 10.0
+
+
+def count_values(value: Any, stop: int) -> int:
+    """The values in ``value`` (itself, and every item and member at any depth), counted up
+    to ``stop + 1`` at most (so the walk costs at most that many steps, whatever was sent)."""
+    count = 0
+    todo = [value]
+    while todo:
+        current = todo.pop()
+        count += 1
+        if count > stop:
+            return count
+        if current.__class__ is dict:
+            todo.extend(current.values())
+        elif current.__class__ is list:
+            todo.extend(current)
+    return count
 
 
 #: The fields that read the schema itself (``__typename`` reads an object's type name only).

@@ -404,7 +404,7 @@ class Subscriber:
         owner, execution = self.owner, self.execution
         context, self.context = self.context, None  # only the source needs it
         assert context is not None
-        executor = owner.engine.subscriber(execution.prepared, execution.variables, context)
+        executor = await owner.engine.subscriber(execution.prepared, execution.variables, context)
         if isinstance(executor, dict):
             self._finish(final=_dumps(executor))
             return False

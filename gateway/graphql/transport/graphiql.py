@@ -77,6 +77,27 @@ mutation LabelWebPod($patch: JSON!) {
 }
 """
 
+DEMO_LIVE_VIEW = """\
+# A live view: the "web" pods of demo, sorted,
+# with their total, at once and then again only
+# when what it shows changes (the ticker pods do
+# not touch it). Run LabelWebPod (previous tab)
+# with another label value: it arrives here.
+subscription LiveWebPods {
+  podsView(
+    namespace: "demo"
+    filter: { labelSelector: "app=web" }
+    sort: [{ field: "metadata.name" }]
+    first: 10
+    interval: 250
+  ) {
+    total
+    resourceVersion
+    nodes { metadata { name labels } status { phase } }
+  }
+}
+"""
+
 DEMO_RELATIONS = """\
 # Kinds the gateway discovered in the cluster, and the
 # relations between them (each batched: one upstream
@@ -146,9 +167,9 @@ def settings(*, demo: bool, group: str | None = None, fleet: bool = False) -> di
 
     In demo mode: ``headers`` (the Headers pane of every tab, new ones included),
     ``storage`` (the localStorage namespace) and ``tabs`` (an example query, subscription
-    and mutation on the demo data, and a query across discovered kinds' relations at
-    ``/graphql``, or the demo's custom resource at its group's endpoint); ``fleet``: the
-    fleet endpoint's (a query and a watch of every cluster).
+    and mutation on the demo data, and at ``/graphql`` a live view and a query across
+    discovered kinds' relations, or the demo's custom resource at its group's endpoint);
+    ``fleet``: the fleet endpoint's (a query and a watch of every cluster).
     """
     if not demo:
         return {}
@@ -164,6 +185,8 @@ def settings(*, demo: bool, group: str | None = None, fleet: bool = False) -> di
         {"query": DEMO_SUBSCRIPTION, "headers": headers},
         {"query": DEMO_MUTATION, "variables": variables, "headers": headers},
     ]
+    if group is None:
+        tabs.append({"query": DEMO_LIVE_VIEW, "headers": headers})
     if group is None or group == DEMO_GROUP:
         tabs.append({"query": last, "headers": headers})
     return {"headers": headers, "storage": DEMO_STORAGE, "tabs": tabs}

@@ -410,6 +410,16 @@ class ViewResourcesRequest(_message.Message):
     clusters: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, group: _Optional[str] = ..., version: _Optional[str] = ..., resource: _Optional[str] = ..., namespace: _Optional[str] = ..., filter: _Optional[_Union[ViewFilter, _Mapping]] = ..., search: _Optional[str] = ..., sort: _Optional[_Iterable[_Union[ViewSort, _Mapping]]] = ..., first: _Optional[int] = ..., after: _Optional[str] = ..., min_resource_version: _Optional[str] = ..., count_by: _Optional[_Iterable[str]] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., representation: _Optional[_Union[Representation, str]] = ..., clusters: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class WatchViewRequest(_message.Message):
+    __slots__ = ("view", "interval_ms", "notify")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
+    view: ViewResourcesRequest
+    interval_ms: int
+    notify: bool
+    def __init__(self, view: _Optional[_Union[ViewResourcesRequest, _Mapping]] = ..., interval_ms: _Optional[int] = ..., notify: _Optional[bool] = ...) -> None: ...
+
 class ViewEdge(_message.Message):
     __slots__ = ("cursor", "object", "cluster")
     CURSOR_FIELD_NUMBER: _ClassVar[int]

@@ -83,6 +83,11 @@ class ResourceServiceStub:
                 request_serializer=kubegateway_dot_v1_dot_resource__pb2.ViewResourcesRequest.SerializeToString,
                 response_deserializer=kubegateway_dot_v1_dot_resource__pb2.ResourceView.FromString,
                 _registered_method=True)
+        self.WatchView = channel.unary_stream(
+                '/kubegateway.v1.ResourceService/WatchView',
+                request_serializer=kubegateway_dot_v1_dot_resource__pb2.WatchViewRequest.SerializeToString,
+                response_deserializer=kubegateway_dot_v1_dot_resource__pb2.ResourceView.FromString,
+                _registered_method=True)
 
 
 class ResourceServiceServicer:
@@ -158,6 +163,16 @@ class ResourceServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchView(self, request, context):
+        """A live view: the view's page at once, then again whenever what it shows changes
+        (objects entering, leaving or moving, a field the read_mask keeps, the total), at most
+        once per interval; subscribers of the same view share one evaluation per batch of
+        changes (docs/views.md, "Live views").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResourceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -204,6 +219,11 @@ def add_ResourceServiceServicer_to_server(servicer, server):
             'View': grpc.unary_unary_rpc_method_handler(
                     servicer.View,
                     request_deserializer=kubegateway_dot_v1_dot_resource__pb2.ViewResourcesRequest.FromString,
+                    response_serializer=kubegateway_dot_v1_dot_resource__pb2.ResourceView.SerializeToString,
+            ),
+            'WatchView': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchView,
+                    request_deserializer=kubegateway_dot_v1_dot_resource__pb2.WatchViewRequest.FromString,
                     response_serializer=kubegateway_dot_v1_dot_resource__pb2.ResourceView.SerializeToString,
             ),
     }
@@ -453,6 +473,33 @@ class ResourceService:
             target,
             '/kubegateway.v1.ResourceService/View',
             kubegateway_dot_v1_dot_resource__pb2.ViewResourcesRequest.SerializeToString,
+            kubegateway_dot_v1_dot_resource__pb2.ResourceView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchView(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kubegateway.v1.ResourceService/WatchView',
+            kubegateway_dot_v1_dot_resource__pb2.WatchViewRequest.SerializeToString,
             kubegateway_dot_v1_dot_resource__pb2.ResourceView.FromString,
             options,
             channel_credentials,

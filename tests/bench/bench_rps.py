@@ -1,0 +1,408 @@
+"""Benchmark: the cost of one small request through the gateway, against the same request
+made straight to a real kube-apiserver in the same run (issue 30).
+
+    .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 300] \
+        [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...]
+
+One etcd + kube-apiserver (``tests/e2e/apiserver.py``) holding 20 pods in ``team-a``, and two
+``kube-gateway serve`` processes on it (admin kubeconfig, loopback ports, default settings):
+one serving any document, one with ``--trusted-documents`` (a manifest of the get's
+document).  The load comes from Go clients the project builds (``bash
+tests/go-client/build.sh load``: ``hey`` for HTTP, ``ghz`` for gRPC, pinned there, in
+``tests/go-client/.bin``), in processes of their own, so they are not this process's loop.
+Rows, each with the bearer token of the apiserver's admin:
+
+* **direct**: ``hey`` GET of one pod at the apiserver (HTTPS, HTTP/1.1, keep-alive);
+* **GraphQL get**: ``POST /graphql`` ``pod(namespace, name)`` selecting 15 fields;
+* **GraphQL list of 10**: ``pods(namespace, limit: 10)``, the same 15 fields of each;
+* **gRPC Get** / **gRPC List of 10**: ``ghz`` calls of ``PodService/Get`` and
+  ``PodService/List`` (``limit: 10``), over one HTTP/2 connection (the descriptors from
+  ``protos/``, compiled by grpcio-tools' protoc);
+* **trusted-document get**: the GraphQL get named by ``documentId`` on the gateway serving
+  the manifest.
+
+Per row: ``--requests`` requests at 32 concurrent (requests/s), then ``--single`` one at a
+time (p50), after a warm-up; each gateway's and the apiserver's CPU time (``utime + stime``
+of ``/proc/PID/stat``, every thread) is read around the 32-concurrent run and divided by its
+requests, and the gateway's upstream requests (its ``/metrics``,
+``kube_gateway_upstream_request_duration_seconds_count``) are counted around it.  Every
+answer must be a success: a run with an error or a non-200 status fails the bench.  Ratios
+are to the direct row of the same run: requests/s and p50 to the direct figures, the
+gateway's CPU per request to the apiserver's CPU per direct request.  Not a timed test:
+the machine is shared; the CPU per request is the figure that survives the noise best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc_tools
+import httpx
+from grpc_tools import protoc
+
+from tests.bench.report import Row, row, splice, text_table
+from tests.e2e.apiserver import KubeAPIServer, running_apiserver
+from tests.support.serve_process import Served, serve_process
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = REPO / "tests" / "go-client" / ".bin"
+NAMESPACE = "team-a"
+PODS = 20
+NAME = "pod-00"
+CONCURRENCY = 32
+FIELDS = """metadata { name namespace uid resourceVersion creationTimestamp labels }
+    spec { nodeName serviceAccountName containers { name image } }
+    status { phase podIP hostIP startTime qosClass }"""
+GET = f"""query Get($ns: String!, $name: String!) {{
+  pod(namespace: $ns, name: $name) {{
+    {FIELDS}
+  }}
+}}"""
+LIST = f"""query List($ns: String!) {{
+  pods(namespace: $ns, limit: 10) {{ items {{
+    {FIELDS}
+  }} }}
+}}"""
+UPSTREAM = "kube_gateway_upstream_request_duration_seconds_count"
+#: Issue 30's goals: gateway CPU per small request, and the latency added at 1 concurrent.
+CPU_GOAL_MS = 0.5
+ADDED_GOAL_MS = 0.5
+
+
+def log(message: str) -> None:
+    print(f"bench_rps: {message}", flush=True)
+
+
+# -- the processes ---------------------------------------------------------------------------
+
+
+def load_clients() -> tuple[Path, Path]:
+    """``hey`` and ``ghz``, built (or reused) by ``tests/go-client/build.sh load``."""
+    subprocess.run(["bash", str(REPO / "tests/go-client/build.sh"), "load"], check=True)
+    return BIN / "hey", BIN / "ghz"
+
+
+def protoset(path: Path) -> Path:
+    """``PodService``'s descriptors with their imports, for ghz (the gateway's reflection
+    resolves services, and ghz asks for the method's symbol)."""
+    include = Path(grpc_tools.__file__).parent / "_proto"
+    argv = ["-I", str(REPO / "protos"), "-I", str(include), "--include_imports"]
+    argv += [f"--descriptor_set_out={path}", "kubegateway/v1/pods.proto"]
+    if protoc.main(["protoc", *argv]) != 0:
+        raise RuntimeError("protoc could not write the descriptor set")
+    return path
+
+
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (every thread), in ms."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def apiserver_pid(kube: KubeAPIServer) -> int:
+    """The pid of the kube-apiserver serving ``kube`` (found by its ``--secure-port``)."""
+    port = kube.url.rsplit(":", 1)[1]
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            argv
+            and argv[0].endswith(b"kube-apiserver")
+            and f"--secure-port={port}".encode() in argv
+        ):
+            return int(cmdline.parent.name)
+    raise RuntimeError(f"no kube-apiserver process with --secure-port={port}")
+
+
+def create_pods(kube: KubeAPIServer) -> None:
+    with httpx.Client(base_url=kube.url, verify=kube.ssl_context(), timeout=30) as api:
+        for i in range(PODS):
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"pod-{i:02d}", "labels": {"app": "bench", "n": str(i)}},
+                "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+            }
+            r = api.post(
+                f"/api/v1/namespaces/{NAMESPACE}/pods", json=body, headers=kube.headers("admin")
+            )
+            assert r.status_code in (201, 409), r.text
+
+
+@contextlib.contextmanager
+def gateway(kube: KubeAPIServer, *more: str) -> Iterator[Served]:
+    with (
+        tempfile.TemporaryDirectory(prefix="kg-rps-") as home,
+        serve_process(
+            Path(home),
+            "--kubeconfig",
+            kube.kubeconfigs["admin"],
+            *more,
+        ) as served,
+    ):
+        served.wait_serving()
+        yield served
+
+
+def metric_sum(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+# -- one load run ----------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One run of a Go load client: requests made, requests/s, p50 (ms)."""
+
+    requests: int
+    rps: float
+    p50_ms: float
+
+
+@dataclass(frozen=True)
+class Load:
+    """The Go load clients and the bearer token they send."""
+
+    hey_bin: Path
+    ghz_bin: Path
+    protoset: Path
+    token: str
+
+    def hey(self, url: str, body: bytes | None, n: int, c: int) -> Run:
+        """``hey`` GET (``body`` None) or POST of ``body``; every answer must be a 200.  hey
+        sends ``n // c`` requests from each of its ``c`` workers: ``n`` is rounded down."""
+        n = n // c * c
+        argv = [str(self.hey_bin), "-n", str(n), "-c", str(c)]
+        argv += ["-H", f"Authorization: Bearer {self.token}"]
+        if body is not None:
+            argv += ["-m", "POST", "-T", "application/json", "-d", body.decode()]
+        done = subprocess.run([*argv, url], check=False, capture_output=True, text=True)
+        if done.returncode != 0:  # the message, not the command (it holds the token)
+            raise RuntimeError(f"hey {url} failed ({done.returncode}): {done.stderr[-2000:]}")
+        out = done.stdout
+        codes = dict(re.findall(r"\[(\d+)\]\s+(\d+) responses", out))
+        if "Error distribution" in out or codes != {"200": str(n)}:
+            raise RuntimeError(f"hey: not every answer was a 200:\n{out}")
+        rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+        p50 = re.search(r"50%+ in ([\d.]+) secs", out)
+        assert rps is not None and p50 is not None, out
+        return Run(n, float(rps.group(1)), float(p50.group(1)) * 1000)
+
+    def ghz(self, target: str, call: str, data: dict[str, object], n: int, c: int) -> Run:
+        """``ghz`` unary calls of ``call``; every call must end OK."""
+        argv = [str(self.ghz_bin), "--insecure", "--protoset", str(self.protoset)]
+        argv += ["--call", call, "-d", json.dumps(data)]
+        argv += ["-m", json.dumps({"authorization": f"Bearer {self.token}"})]
+        argv += ["-n", str(n), "-c", str(c), "-O", "json", target]
+        done = subprocess.run(argv, check=False, capture_output=True, text=True)
+        if done.returncode != 0:  # the message, not the command (it holds the token)
+            raise RuntimeError(f"ghz {call} failed ({done.returncode}): {done.stderr[-2000:]}")
+        out = json.loads(done.stdout)
+        if out.get("statusCodeDistribution") != {"OK": n} or out.get("errorDistribution"):
+            raise RuntimeError(
+                f"ghz: not every call ended OK: {out.get('statusCodeDistribution')} "
+                f"{out.get('errorDistribution')}"
+            )
+        p50 = next(d["latency"] for d in out["latencyDistribution"] if d["percentage"] == 50)
+        return Run(n, float(out["rps"]), p50 / 1e6)
+
+
+# -- the bench -------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    """One row's figures: requests/s at 32 concurrent, p50 at 1, CPU per request (ms) of the
+    process serving it (the apiserver for direct, else the gateway), the apiserver's CPU per
+    request too, and upstream requests per request (gateway rows)."""
+
+    name: str
+    rps: float
+    p50_ms: float
+    cpu_ms: float
+    apiserver_cpu_ms: float
+    upstream_per_request: float | None
+
+
+def bench(requests: int, single: int, gateway_args: Sequence[str] = ()) -> list[Figures]:
+    hey_bin, ghz_bin = load_clients()
+    out: list[Figures] = []
+    with running_apiserver() as kube, tempfile.TemporaryDirectory(prefix="kg-rps-") as d:
+        log(f"kube-apiserver ready in {kube.startup_seconds}s")
+        create_pods(kube)
+        load = Load(hey_bin, ghz_bin, protoset(Path(d) / "pods.protoset"), kube.tokens["admin"])
+        manifest = Path(d) / "trusted.json"
+        manifest.write_text(json.dumps({"get": GET}))
+        with (
+            gateway(kube, *gateway_args) as gw,
+            gateway(kube, "--trusted-documents", str(manifest), *gateway_args) as trusted,
+        ):
+            api_pid = apiserver_pid(kube)
+            variables = {"ns": NAMESPACE, "name": NAME}
+            get = json.dumps({"query": GET, "variables": variables}).encode()
+            lst = json.dumps({"query": LIST, "variables": {"ns": NAMESPACE}}).encode()
+            by_id = json.dumps({"documentId": "get", "variables": variables}).encode()
+            direct = f"{kube.url}/api/v1/namespaces/{NAMESPACE}/pods/{NAME}"
+            pod_get = {"namespace": NAMESPACE, "name": NAME}
+            pod_list = {"namespace": NAMESPACE, "limit": 10}
+            service = "kubegateway.v1.PodService"
+            modes: list[tuple[str, Served | None, Callable[[int, int], Run]]] = [
+                ("direct", None, lambda n, c: load.hey(direct, None, n, c)),
+                ("GraphQL get", gw, lambda n, c: load.hey(f"{gw.http}/graphql", get, n, c)),
+                (
+                    "GraphQL list of 10",
+                    gw,
+                    lambda n, c: load.hey(f"{gw.http}/graphql", lst, n, c),
+                ),
+                ("gRPC Get", gw, lambda n, c: load.ghz(gw.grpc, f"{service}.Get", pod_get, n, c)),
+                (
+                    "gRPC List of 10",
+                    gw,
+                    lambda n, c: load.ghz(gw.grpc, f"{service}.List", pod_list, n, c),
+                ),
+                (
+                    "trusted-document get",
+                    trusted,
+                    lambda n, c: load.hey(f"{trusted.http}/graphql", by_id, n, c),
+                ),
+            ]
+            for name, served, fn in modes:
+                out.append(
+                    measure(
+                        name,
+                        served,
+                        fn,
+                        api_pid=api_pid,
+                        token=load.token,
+                        requests=requests,
+                        single=single,
+                    )
+                )
+            for served in (gw, trusted):
+                if served.proc.poll() is not None:
+                    raise RuntimeError(f"a gateway exited during the bench:\n{served.log}")
+    return out
+
+
+def measure(
+    name: str,
+    served: Served | None,
+    fn: Callable[[int, int], Run],
+    *,
+    api_pid: int,
+    token: str,
+    requests: int,
+    single: int,
+) -> Figures:
+    """One row: a warm-up, ``requests`` at 32 concurrent with the CPU times and upstream
+    requests around them, then ``single`` one at a time."""
+    fn(max(2 * CONCURRENCY, requests // 10), CONCURRENCY)  # warm: connections, caches
+    pid = served.proc.pid if served is not None else api_pid
+    before = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
+    loaded = fn(requests, CONCURRENCY)
+    after = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
+    one = fn(single, 1)
+    figures = Figures(
+        name,
+        loaded.rps,
+        one.p50_ms,
+        (after[0] - before[0]) / loaded.requests,
+        (after[1] - before[1]) / loaded.requests,
+        None if served is None else (after[2] - before[2]) / loaded.requests,
+    )
+    log(
+        f"{name}: {figures.rps:,.0f} req/s at {CONCURRENCY}, p50 {figures.p50_ms:.2f} ms at 1, "
+        f"CPU {figures.cpu_ms:.3f} ms/request (apiserver {figures.apiserver_cpu_ms:.3f}), "
+        f"upstream requests per request {figures.upstream_per_request}"
+    )
+    return figures
+
+
+def _upstream(served: Served | None, token: str) -> float:
+    if served is None:
+        return 0.0
+    r = httpx.get(f"{served.http}/metrics", headers={"Authorization": f"Bearer {token}"})
+    r.raise_for_status()
+    return metric_sum(r.text, UPSTREAM)
+
+
+def added_row(scenario: str, figure: float, direct: float) -> Row:
+    """A p50 row judged on the latency it adds to the direct call's."""
+    added = figure - direct
+    measured = row(scenario, figure, "ms", direct, note=f"added {added:+.2f} ms")
+    goal = f"≤ +{ADDED_GOAL_MS:g} ms added"
+    return dataclasses.replace(measured, goal=goal, met=added <= ADDED_GOAL_MS)
+
+
+def figure_rows(figures: Sequence[Figures], requests: int, load: float) -> list[Row]:
+    """The table's rows; ``load`` is the machine's 1-minute load average after the run."""
+    direct = figures[0]
+    out = [
+        row(f"rps: direct GET, requests/s, concurrency {CONCURRENCY}", direct.rps, "req/s"),
+        row("rps: direct GET, p50, concurrency 1", direct.p50_ms, "ms"),
+        row(
+            "rps: direct GET, apiserver CPU per request",
+            direct.cpu_ms,
+            "ms",
+            note=f"{requests} requests per row; load average {load:.1f} on {os.cpu_count()} CPUs",
+        ),
+    ]
+    for f in figures[1:]:
+        out += [
+            row(
+                f"rps: {f.name}, requests/s, concurrency {CONCURRENCY}", f.rps, "req/s", direct.rps
+            ),
+            added_row(f"rps: {f.name}, p50, concurrency 1", f.p50_ms, direct.p50_ms),
+            row(
+                f"rps: {f.name}, gateway CPU per request",
+                f.cpu_ms,
+                "ms",
+                direct.cpu_ms,
+                max_value=CPU_GOAL_MS,
+                note=f"apiserver {f.apiserver_cpu_ms:.2f} ms; upstream requests per request "
+                f"{f.upstream_per_request or 0:.2f}",
+            ),
+        ]
+    return out
+
+
+def rows(requests: int = 3000, single: int = 300, gateway_args: Sequence[str] = ()) -> list[Row]:
+    """Measure (printing the details) and return the rows of the benchmark table."""
+    figures = bench(requests, single, gateway_args)
+    return figure_rows(figures, requests, os.getloadavg()[0])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--single", type=int, default=300)
+    parser.add_argument("--gateway-arg", action="append", default=[])
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    table = rows(args.requests, args.single, args.gateway_arg)
+    print(text_table(table))
+    if args.out is not None:
+        args.out.write_text(splice(args.out.read_text(), table))
+        print(f"written to {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The request-rate bench (``tests/bench/bench_rps.py``): its rows, its section in
+``BENCHMARKS.md``, and a run of a few seconds on the real kube-apiserver with the Go load
+clients that reports every figure (the values are the bench's business, not a test's)."""
+
+from __future__ import annotations
+
+import datetime
+import math
+
+import pytest
+
+from tests.bench import bench_rps
+from tests.bench.bench_rps import Figures, figure_rows
+from tests.bench.report import document, row, splice
+
+MODES = (
+    "GraphQL get",
+    "GraphQL list of 10",
+    "gRPC Get",
+    "gRPC List of 10",
+    "trusted-document get",
+)
+
+
+def test_rows_compare_each_mode_with_the_direct_call_of_the_same_run() -> None:
+    direct = Figures("direct", 4000, 0.7, 0.36, 0.36, None)
+    fast = Figures("GraphQL get", 2000, 1.1, 0.4, 0.37, 1.0)
+    slow = Figures("gRPC Get", 400, 2.5, 2.0, 0.37, 1.0)
+    rows = {r.scenario: r for r in figure_rows([direct, fast, slow], 3000, 4.0)}
+    assert rows["rps: GraphQL get, requests/s, concurrency 32"].ratio == 0.5
+    p50 = rows["rps: GraphQL get, p50, concurrency 1"]
+    assert p50.met is True and p50.note == "added +0.40 ms" and p50.goal == "≤ +0.5 ms added"
+    assert rows["rps: gRPC Get, p50, concurrency 1"].met is False
+    cpu = rows["rps: gRPC Get, gateway CPU per request"]
+    assert cpu.met is False and cpu.ratio == pytest.approx(2.0 / 0.36)
+    assert rows["rps: GraphQL get, gateway CPU per request"].met is True
+    assert len(rows) == 3 + 2 * 3
+
+
+def test_the_section_is_spliced_in_with_its_unmet_goals() -> None:
+    when = datetime.datetime(2026, 1, 1)
+    main = [row("get one pod, gRPC, p50, concurrency 1", 3, "ms", 1.0, max_ratio=2)]
+    figures = [
+        Figures("direct", 4000, 0.7, 0.36, 0.36, None),
+        Figures("gRPC Get", 400, 2.5, 2.0, 0.4, 1.0),
+    ]
+    rps = figure_rows(figures, 3000, 4.0)
+    text = splice(document(main, when=when, info={}), rps)
+    assert text == document(main + rps, when=when, info={})
+    assert "## Per-request cost\n" in text
+    assert "- **rps: gRPC Get, gateway CPU per request" in text
+
+
+@pytest.mark.e2e
+def test_a_short_run_on_the_real_apiserver_reports_every_figure() -> None:
+    rows = bench_rps.rows(requests=96, single=10)
+    for r in rows:
+        print(r)
+    assert len(rows) == 3 + 3 * len(MODES)
+    for r in rows:
+        assert r.scenario.startswith("rps: ")
+        assert r.figure is not None and math.isfinite(r.figure) and r.figure >= 0, r
+    for mode in MODES:
+        cpu = next(r for r in rows if r.scenario == f"rps: {mode}, gateway CPU per request")
+        # one upstream request for each request the gateway served, none more
+        assert "upstream requests per request 1.00" in cpu.note, cpu
