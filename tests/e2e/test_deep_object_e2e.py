@@ -23,6 +23,7 @@ from gateway.core.support import deepjson
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2 as R
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2_grpc as services
 from tests.e2e.apiserver import KubeAPIServer
+from tests.support.collector import frozen_heap
 from tests.support.graphql import TransportWS, serve_app
 
 pytestmark = pytest.mark.e2e
@@ -119,11 +120,14 @@ async def _next(ws: TransportWS, op_id: str) -> dict[str, Any]:
 
 
 class LoopLag:
-    """The longest the event loop went without running a 1 ms ticker (a stalled loop)."""
+    """The longest the event loop went without running a 1 ms ticker (a stalled loop), the
+    suite's own heap frozen meanwhile as ``serve`` freezes the gateway's
+    (tests/support/collector.py)."""
 
     def __init__(self) -> None:
         self.worst = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._frozen = frozen_heap()
 
     async def _tick(self) -> None:
         last = time.perf_counter()
@@ -134,6 +138,7 @@ class LoopLag:
             last = now
 
     async def __aenter__(self) -> LoopLag:
+        self._frozen.__enter__()
         self._task = asyncio.create_task(self._tick())
         return self
 
@@ -142,6 +147,7 @@ class LoopLag:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        self._frozen.__exit__(None, None, None)
 
 
 class SSE:

@@ -180,7 +180,9 @@ async def test_a_grpc_live_view_under_churn_equals_a_consistent_list_at_each_upd
     finally:
         await worker
         call.cancel()
-    assert len(updates) >= 3  # the page at once, updates during the churn, the last change
+    # the page at once and the last change at least (coalescing may fold every change of
+    # the churn into fewer updates, down to the last one on a slow machine)
+    assert len(updates) >= 2
     for view in updates:
         items = await e2e._consistent(kube, view.resource_version)
         expected = e2e._order(items, keys)

@@ -27,6 +27,7 @@ from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from kube_gateway_demo import DemoUpstream
 from tests.gateway.test_fleet import gateway, kubeconfig, lease, serves, until
 from tests.gateway.test_fleet_graphql import LEASES
+from tests.support.collector import frozen_heap
 from tests.support.graphql import ADMIN, NAMESPACE, data, gql
 
 FLEET = "/fleet/graphql"
@@ -121,8 +122,11 @@ async def served(
     async with gateway(a, *flags) as (gw, fleet, client):
         await until(fleet, serves("b"))
         port = gw.app.state.runtime.grpc_port
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield client, resource_pb2_grpc.ResourceServiceStub(channel)
+        # the suite's own heap frozen, as serve freezes the gateway's (neighbours' latency
+        # is measured: tests/support/collector.py)
+        with frozen_heap():
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                yield client, resource_pb2_grpc.ResourceServiceStub(channel)
 
 
 def _list_request(clusters: list[str]) -> resource_pb2.ListResourcesRequest:

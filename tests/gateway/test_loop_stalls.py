@@ -20,6 +20,7 @@ import orjson
 from kube_gateway_demo import DemoUpstream
 from tests.gateway.test_admission_routes import NESTED
 from tests.gateway.test_fleet_graphql import FLEET, WATCH, _until_lease, fleet_of, two
+from tests.support.collector import frozen_heap
 from tests.support.graphql import ADMIN, Gateway, ws_client
 
 __all__ = ["two"]  # the fixture, for the fleet test
@@ -30,7 +31,9 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
 @asynccontextmanager
 async def loop_lag() -> AsyncIterator[list[float]]:
-    """The event loop's lags (seconds) while the block runs: how late each 5 ms tick woke."""
+    """The event loop's lags (seconds) while the block runs: how late each 5 ms tick woke
+    (the suite's own heap frozen, as ``serve`` freezes the gateway's:
+    tests/support/collector.py)."""
     lags: list[float] = []
     stop = asyncio.Event()
 
@@ -40,12 +43,13 @@ async def loop_lag() -> AsyncIterator[list[float]]:
             await asyncio.sleep(0.005)
             lags.append(time.perf_counter() - began - 0.005)
 
-    ticker = asyncio.create_task(tick())
-    try:
-        yield lags
-    finally:
-        stop.set()
-        await ticker
+    with frozen_heap():
+        ticker = asyncio.create_task(tick())
+        try:
+            yield lags
+        finally:
+            stop.set()
+            await ticker
 
 
 def _thread_cpu_s(prefix: str) -> float:
