@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -88,17 +91,31 @@ def test_past_orjsons_limit_the_value_is_whole_and_held_no_deeper_than_frozen(de
         encode_struct(deepjson.loads(data))
 
 
+#: Run in a process of its own: the suite's process may still be finishing an earlier test's
+#: background work (a schema build holds the collector off while it runs, and the next
+#: allocation pays its young collection), which is not the decoder's step.
+_STEPS = """
+import contextlib, json, sys, time
+from gateway.core.support import deepjson
+data = b"[" * 10_000 + b"]" * 10_000
+gen = deepjson.parse(data)
+steps, worst, last = 0, 0.0, time.perf_counter()
+with contextlib.suppress(StopIteration):
+    while True:
+        next(gen)
+        now = time.perf_counter()
+        steps, worst, last = steps + 1, max(worst, now - last), now
+print(json.dumps({"steps": steps, "worst": worst}))
+"""
+
+
 def test_a_deep_decode_goes_in_bounded_steps() -> None:
-    data = b"[" * 10_000 + b"]" * 10_000
-    gen = deepjson.parse(data)
-    steps, worst, last = 0, 0.0, time.perf_counter()
-    # the suite's heap frozen as serve freezes the gateway's (tests/support/collector.py)
-    with frozen_heap(), contextlib.suppress(StopIteration):
-        while True:
-            next(gen)
-            now = time.perf_counter()
-            steps, worst, last = steps + 1, max(worst, now - last), now
-    assert steps >= 20_000 // deepjson.STEP_TOKENS
+    ran = subprocess.run(
+        [sys.executable, "-c", _STEPS], capture_output=True, text=True, timeout=120, check=True
+    )
+    measured = json.loads(ran.stdout)
+    assert measured["steps"] >= 20_000 // deepjson.STEP_TOKENS
+    worst = measured["worst"]
     assert worst < 0.1, worst  # ~1 ms a step; generous for a loaded machine
 
 
