@@ -153,31 +153,27 @@ def _bounded(budget: int) -> type[_BoundedExecutor]:
     return type("BoundedIntrospection", (_BoundedExecutor,), {"budget": budget, "tally": _Tally()})
 
 
-class Introspections:
-    """Where every endpoint's introspections run: a few threads of their own (a large
-    schema's answer is seconds of work that must hold neither the event loop nor the
-    default thread pool, which list workers and schema builds use) and a bounded queue.
-
-    One per gateway (the :class:`~gateway.graphql.engine.admission.Admission` holds it), shared by
-    every engine.  What one introspection may produce is bounded by its engine: at most
-    :data:`INTROSPECTION_FACTOR` times the fields of the schema's full standard
-    introspection (which is what GraphiQL and code generators ask), so a small document
-    that multiplies ``__schema`` through aliases and fragments is refused, not computed.
+class BoundedThreads:
+    """A few threads of their own and a bounded queue: work that must hold neither the event
+    loop nor the default thread pool (which list workers and schema builds use).
 
     Args:
-        workers: threads answering introspections.
-        waiting: introspections that may wait for a thread; more are refused
-            (``TOO_MANY_REQUESTS``, retry after a second).
+        name: the threads' name prefix.
+        busy: what a caller refused because every place is taken is told.
+        workers: threads.
+        waiting: calls that may wait for a thread; more are refused (``TOO_MANY_REQUESTS``,
+            retry after a second).
     """
 
-    def __init__(self, workers: int = 1, waiting: int = 8) -> None:
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="introspection")
+    def __init__(self, name: str, busy: str, workers: int, waiting: int) -> None:
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
+        self._busy = busy
         self._admitted = 0
         self._max = workers + waiting
 
     @property
     def running(self) -> int:
-        """Introspections running or waiting now."""
+        """Calls running or waiting now."""
         return self._admitted
 
     async def run(self, work: Any, *args: Any) -> Any:
@@ -187,12 +183,7 @@ class Introspections:
             ApiError: ``TOO_MANY_REQUESTS``: the threads are busy and the queue is full.
         """
         if self._admitted >= self._max:
-            raise ApiError(
-                "too many schema introspections are running: retry in a second",
-                code="TOO_MANY_REQUESTS",
-                http_status=429,
-                retryAfter=1,
-            )
+            raise ApiError(self._busy, code="TOO_MANY_REQUESTS", http_status=429, retryAfter=1)
         self._admitted += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
@@ -203,45 +194,42 @@ class Introspections:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class Coercions:
-    """Where the ``variables`` of a request too large to coerce on the event loop are coerced
-    (graphql-core coerces each value in Python, ~6 us each: a 1 MB input, 0.6 s): a thread
-    of their own and a bounded queue, one per gateway (the
-    :class:`~gateway.graphql.engine.admission.Admission` holds it), shared by every engine.
-    The admission bounds what one request may send (``Limits.max_variable_values``).
+class Introspections(BoundedThreads):
+    """Where every endpoint's introspections run (a large schema's answer is seconds of
+    work).
 
-    Args:
-        workers: threads coercing variables.
-        waiting: requests that may wait for a thread; more are refused
-            (``TOO_MANY_REQUESTS``, retry after a second).
+    One per gateway (the :class:`~gateway.graphql.engine.admission.Admission` holds it), shared by
+    every engine.  What one introspection may produce is bounded by its engine: at most
+    :data:`INTROSPECTION_FACTOR` times the fields of the schema's full standard
+    introspection (which is what GraphiQL and code generators ask), so a small document
+    that multiplies ``__schema`` through aliases and fragments is refused, not computed.
+    """
+
+    def __init__(self, workers: int = 1, waiting: int = 8) -> None:
+        super().__init__(
+            "introspection",
+            "too many schema introspections are running: retry in a second",
+            workers,
+            waiting,
+        )
+
+
+class Coercions(BoundedThreads):
+    """Where the ``variables`` of a request too large to coerce on the event loop are coerced
+    (graphql-core coerces each value in Python, ~6 us each: a 1 MB input, 0.6 s).
+
+    One per gateway (the :class:`~gateway.graphql.engine.admission.Admission` holds it), shared
+    by every engine.  The admission bounds what one request may send
+    (``Limits.max_variable_values``).
     """
 
     def __init__(self, workers: int = 1, waiting: int = 16) -> None:
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="coercion")
-        self._admitted = 0
-        self._max = workers + waiting
-
-    async def run(self, work: Any, *args: Any) -> Any:
-        """Run ``work(*args)`` on the coercion thread.
-
-        Raises:
-            ApiError: ``TOO_MANY_REQUESTS``: the thread is busy and the queue is full.
-        """
-        if self._admitted >= self._max:
-            raise ApiError(
-                "too many requests with large variables are waiting: retry in a second",
-                code="TOO_MANY_REQUESTS",
-                http_status=429,
-                retryAfter=1,
-            )
-        self._admitted += 1
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
-        finally:
-            self._admitted -= 1
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        super().__init__(
+            "coercion",
+            "too many requests with large variables are waiting: retry in a second",
+            workers,
+            waiting,
+        )
 
 
 #: Variables of more values than this (at any depth) are coerced on a :class:`Coercions`
