@@ -7,6 +7,7 @@ by orders of magnitude (the machine is shared)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -52,16 +53,24 @@ async def loop_lag() -> AsyncIterator[list[float]]:
             await ticker
 
 
-def _thread_cpu_s(prefix: str) -> float:
-    """CPU seconds used so far by this process's threads whose name starts with ``prefix``."""
+def _thread_cpu(prefix: str) -> dict[int, float]:
+    """CPU seconds used so far by each of this process's threads whose name starts with
+    ``prefix`` (by native id)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    used: dict[int, float] = {}
     for thread in threading.enumerate():
         if thread.name.startswith(prefix) and thread.native_id is not None:
-            with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    return total
+            with contextlib.suppress(FileNotFoundError):  # it ended meanwhile
+                with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                used[thread.native_id] = (int(fields[11]) + int(fields[12])) / ticks
+    return used
+
+
+def _thread_cpu_since(before: dict[int, float], prefix: str) -> float:
+    """CPU seconds the ``prefix`` threads used since ``before`` (per thread: an earlier
+    test's thread that ended meanwhile takes nothing away)."""
+    return sum(used - before.get(tid, 0.0) for tid, used in _thread_cpu(prefix).items())
 
 
 async def _neighbour(client: httpx.AsyncClient, stop: asyncio.Event) -> list[float]:
@@ -93,7 +102,7 @@ async def test_budget_stopped_introspections_leave_the_loop_and_a_neighbour_serv
     ):
         assert "errors" not in (await client.post("/graphql", json={"query": QUERY})).json()
         stop = asyncio.Event()
-        cpu_before = _thread_cpu_s("introspection")
+        cpu_before = _thread_cpu("introspection")
         began = time.perf_counter()
         async with loop_lag() as lags:
             normal = asyncio.create_task(_neighbour(client, stop))
@@ -103,7 +112,7 @@ async def test_budget_stopped_introspections_leave_the_loop_and_a_neighbour_serv
             stop.set()
             took = await normal
         wall = time.perf_counter() - began
-        cpu = _thread_cpu_s("introspection") - cpu_before
+        cpu = _thread_cpu_since(cpu_before, "introspection")
     median = sorted(took)[len(took) // 2]
     print(
         f"introspection CPU {cpu:.2f} s of {wall:.2f} s; loop lag max {max(lags) * 1000:.0f} ms;"
@@ -125,14 +134,14 @@ async def test_budget_stopped_introspections_leave_the_loop_and_a_neighbour_serv
 
     # The same document again: refused at once, from the engine's refusals, no work done.
     async with httpx.AsyncClient(base_url=gateway.url, headers=AUTH, timeout=60) as attacker:
-        cpu_before = _thread_cpu_s("introspection")
+        cpu_before = _thread_cpu("introspection")
         began = time.perf_counter()
         again = [
             await attacker.post("/graphql", json={"query": document})
             for document in _variants(NESTED, 4)
         ]
         again_s = time.perf_counter() - began
-        again_cpu = _thread_cpu_s("introspection") - cpu_before
+        again_cpu = _thread_cpu_since(cpu_before, "introspection")
     print(f"repeated: 4 refused in {again_s * 1000:.0f} ms, introspection CPU {again_cpu:.2f} s")
     assert [r.json()["errors"][0]["extensions"]["code"] for r in again] == ["QUERY_TOO_COMPLEX"] * 4
     assert again_cpu < 0.1 * cpu, (again_cpu, cpu)  # no introspection ran again
