@@ -23,6 +23,7 @@ from typing import Any
 
 import grpc
 import httpx
+import orjson
 
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from kube_gateway_demo import DemoUpstream
@@ -231,3 +232,75 @@ async def test_every_cluster_reviews_callers_under_the_one_budget(tmp_path: Path
                 assert shared is not None
                 assert shared.access.newcomers is one, name
             assert gw.app.state.metrics_access.newcomers is one
+
+
+async def test_a_flood_of_random_tokens_at_shared_watches_is_refused_past_the_budget(
+    tmp_path: Path,
+) -> None:
+    """With --shared-watches each subscriber is admitted by access reviews with its own
+    token: 100 random tokens opening gRPC watches, 50 at once, send a bounded number of
+    reviews and are refused RESOURCE_EXHAUSTED past the budget, while the administrator's
+    watch, opened before, goes on delivering."""
+    own = tmp_path / "token"
+    own.write_text(ADMIN)  # the gateway's own credential, for the shared watches
+    flags = ("--shared-watches", "--token-file", str(own), "--max-new-caller-reviews", str(RATE))
+    leases = resource_pb2.WatchResourcesRequest(
+        group="coordination.k8s.io", version="v1", resource="leases", namespace=NAMESPACE
+    )
+    async with (
+        DemoUpstream() as demo,
+        gateway(demo, *flags) as (gw, _fleet, client),
+        grpc.aio.insecure_channel(f"127.0.0.1:{gw.app.state.runtime.grpc_port}") as channel,
+    ):
+        stub = resource_pb2_grpc.ResourceServiceStub(channel)
+        watch = stub.Watch(leases, metadata=(("authorization", f"Bearer {ADMIN}"),), timeout=60)
+        await lease(demo, "before")
+        seen: set[str] = set()
+
+        async def until_seen(name: str) -> None:
+            async with asyncio.timeout(30):
+                while name not in seen:
+                    event = await watch.read()
+                    assert event is not grpc.aio.EOF
+                    seen.add(orjson.loads(event.object.json)["metadata"].get("name", ""))
+
+        await until_seen("before")  # admitted, reviewed: the administrator is known
+        before = await _access_reviews(client)
+        outcomes: dict[str, int] = {}
+        refusals: list[float] = []
+
+        async def stranger(i: int) -> None:
+            token = f"random-{secrets.token_hex(8)}-{i}"
+            started = time.perf_counter()
+            call = stub.Watch(leases, metadata=(("authorization", f"Bearer {token}"),), timeout=30)
+            try:
+                await call.read()
+                raise AssertionError("a random token was admitted to a watch")
+            except grpc.aio.AioRpcError as exc:
+                outcomes[exc.code().name] = outcomes.get(exc.code().name, 0) + 1
+                if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    assert exc.details() == REFUSED
+                    refusals.append(time.perf_counter() - started)
+                else:
+                    assert exc.code() == grpc.StatusCode.UNAUTHENTICATED, exc
+
+        started = time.perf_counter()
+        for batch in range(2):
+            await asyncio.gather(*(stranger(batch * 50 + i) for i in range(50)))
+        elapsed = time.perf_counter() - started
+        await lease(demo, "after")
+        await until_seen("after")  # the administrator's watch goes on
+        watch.cancel()
+        after = await _access_reviews(client)
+    sent = {code: n - before.get(code, 0) for code, n in after.items()}
+    admitted = outcomes.get("UNAUTHENTICATED", 0)
+    median = statistics.median(refusals) if refusals else float("nan")
+    print(
+        f"100 random tokens at shared watches in {elapsed:.1f} s: {outcomes}, access reviews "
+        f"sent {sent}; refusals median {median * 1000:.0f} ms, slowest "
+        f"{max(refusals, default=0) * 1000:.0f} ms"
+    )
+    assert admitted <= sent.get("401", 0) <= 2 * admitted
+    assert admitted <= 25 + RATE * elapsed + 1
+    assert outcomes.get("RESOURCE_EXHAUSTED", 0) == 100 - admitted >= 100 - 25 - RATE * elapsed - 1
+    assert median < 1.0  # refused before anything is sent
