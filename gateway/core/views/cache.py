@@ -6,8 +6,10 @@ scope (:class:`~gateway.core.watch.hub.WatchHub`: one list + watch per scope, th
 GraphQL subscriptions and gRPC ``Watch`` use), started from a snapshot, so it is exact at
 the version of the last event it took.  A relist after a 410 reaches it inside ``RESYNC``
 frames; while one is open, answers wait for its end (the state in between belongs to no
-version).  The objects are the hub's own (shared, read only): a cache adds an
-:class:`~gateway.core.views.evaluate.Entry` per object, not a copy.
+version).  The objects are the hub's own JSON (its compact state's ``bytes``, shared,
+read only): a cache adds an :class:`~gateway.core.views.store.Entry` per object, not a
+copy, and fills from a snapshot without decoding anything (the hub's events carry the
+JSON and the key); the columns a view reads are then built by decoding each object once.
 
 Authorization is the hub's: the cache is subscribed with the caller's credential, so in the
 default mode it belongs to the caller's scope and is filled by a list and a watch the
@@ -36,8 +38,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from gateway.core import errors
 from gateway.core.lists.large import paused
@@ -159,19 +159,26 @@ class ViewCache:
 
     def _apply(self, event: HubEvent) -> None:
         kind = event.type
+        if kind == "BOOKMARK":
+            return
+        raw, key = event.raw, event.key
+        if raw is not None and key is not None and kind != "DELETED":
+            # a snapshot's event: the hub's JSON and key, nothing decoded
+            self.views.stats.bytes += self.store.put(key, Entry.keyed(key, raw))
+            return
         obj = event.object
         if kind == "RESYNC":
             meta = obj.get("metadata") or {}
             self.in_resync = (meta.get("annotations") or {}).get(RESYNC_ANNOTATION) == "begin"
             return
-        if kind == "BOOKMARK" or type(obj) is not dict:
+        if type(obj) is not dict:
             return
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
         if kind == "DELETED":
             self.views.stats.bytes -= self.store.delete(key)
         else:
-            self.views.stats.bytes += self.store.put(key, Entry(obj, len(orjson.dumps(obj))))
+            self.views.stats.bytes += self.store.put(key, Entry.of(obj, raw), obj)
 
     def _settle(self, sub: WatchSubscription) -> None:
         """After a batch: the version, the budget, and wake whoever waits."""
