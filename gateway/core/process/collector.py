@@ -9,6 +9,14 @@ the holds are counted here, once for the process: the first hold turns the colle
 (if it was on), the last one to end turns it back on, and none of them ever turns on a
 collector it did not turn off (a test or an embedding application that disabled it keeps
 it disabled).  Counted with a lock: schema builds take their hold in worker threads.
+
+What a fill leaves behind lives on (a view cache's entries and columns: a few objects per
+cached object), and each full collection would walk it again.  Where the process is the
+gateway's own (``kube-gateway serve`` sets :attr:`CollectorHold.freeze`, as it does for
+schema builds), :meth:`CollectorHold.settle` after a large fill collects the youngest
+generation (the garbage of whatever ran meanwhile, so it is not frozen with the fill) and
+freezes what is left: no collection walks it again, and it is still freed by reference
+counting (what a fill keeps holds no reference cycles).
 """
 
 from __future__ import annotations
@@ -24,13 +32,17 @@ __all__ = ["HOLD", "CollectorHold"]
 class CollectorHold:
     """A count of holds of the cyclic collector (see the module)."""
 
-    __slots__ = ("_holders", "_lock", "_ours")
+    __slots__ = ("_holders", "_lock", "_ours", "freeze", "settled")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holders = 0
         #: Whether the first open hold turned the collector off (the last turns it back on).
         self._ours = False
+        #: Freeze what a large fill leaves (:meth:`settle`): the process is the gateway's.
+        self.freeze = False
+        #: Settles that froze (for tests and logs).
+        self.settled = 0
 
     @property
     def holders(self) -> int:
@@ -53,6 +65,14 @@ class CollectorHold:
             if self._holders == 0 and self._ours:
                 self._ours = False
                 gc.enable()
+
+    def settle(self) -> None:
+        """After a large fill of long-lived objects (on the event loop): where freezing is
+        on, the youngest generation collected and what is left frozen (see the module)."""
+        if self.freeze:
+            gc.collect(0)
+            gc.freeze()
+            self.settled += 1
 
     @contextmanager
     def held(self) -> Iterator[None]:

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core import errors
-from gateway.core.lists.large import paused
 from gateway.core.model.registry import Resource
+from gateway.core.process.collector import HOLD
 from gateway.core.upstream.budget import scope_of
 from gateway.core.upstream.credentials import Credential
 from gateway.core.views import evaluate
@@ -132,20 +132,25 @@ class ViewCache:
                 event = await sub.next()
                 if event is None:
                     raise errors.Unavailable("the view's upstream watch ended; ask again")
-                while event is not None:
-                    # a step's worth, the cyclic collector held off: a fill allocates an
-                    # entry per object just after the hub decoded them all, and a full
-                    # collection then would traverse every one of them, several times
-                    with paused():
+                # the batch with the cyclic collector held off (the process's count): a
+                # fill allocates an entry per object, and a collection in between would
+                # walk every one made so far, again and again; a large one frozen after,
+                # where the process is the gateway's own (HOLD.settle)
+                applied = 0
+                with HOLD.held():
+                    while event is not None:
                         for _ in range(APPLY_PER_STEP):
                             self._apply(event)
+                            applied += 1
                             event = sub.next_nowait()
                             if event is None:
                                 break
-                    if self.views.stats.bytes > self.views.budget:
-                        break  # refused at once, not after the whole list
-                    if event is not None:
-                        await asyncio.sleep(0)
+                        if self.views.stats.bytes > self.views.budget:
+                            break  # refused at once, not after the whole list
+                        if event is not None:
+                            await asyncio.sleep(0)
+                if applied >= APPLY_PER_STEP:
+                    HOLD.settle()
                 self._settle(sub)
                 if self.closed:
                     return
@@ -280,7 +285,7 @@ class ViewCache:
                 self._orders.popitem(last=False)
             self.views.stats.evaluations += 1
             try:
-                result = await asyncio.to_thread(evaluate.order, snap, spec)
+                result = await asyncio.to_thread(_order, snap, spec)
             except BaseException as exc:
                 self._orders.pop(key, None)
                 found.set_exception(exc)
@@ -290,6 +295,15 @@ class ViewCache:
         else:
             self._orders.move_to_end(key)
         return snap.version, await asyncio.shield(found)
+
+
+def _order(snap: Snapshot, spec: ViewSpec) -> Ordered:
+    """:func:`evaluate.order <gateway.core.views.evaluate.order>`, and the line its pages
+    walk made now, in the worker thread (a descending order's is a sort of the whole
+    index: 46 ms of the event loop for 30,000 pods if the first page made it)."""
+    found = evaluate.order(snap, spec)
+    next(found.walk(None), None)
+    return found
 
 
 class Views:

@@ -42,7 +42,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core.lists.large import paused
+from gateway.core.process.collector import HOLD
 from gateway.core.views.spec import FieldPath
 from gateway.core.watch.compact import encode
 
@@ -50,6 +50,9 @@ from gateway.core.watch.compact import encode
 MAX_COLUMNS: Final = 16
 #: JSON bytes decoded per event-loop step while new columns are filled (~1-2 ms).
 BUILD_BYTES: Final = 512 * 1024
+#: A store of at least this many slots is frozen after new columns are filled
+#: (:meth:`~gateway.core.process.collector.CollectorHold.settle`).
+SETTLE_SLOTS: Final = 2000
 
 _NUMBERS = frozenset(("int32", "int64", "double"))
 
@@ -388,6 +391,12 @@ class Store:
         :data:`BUILD_BYTES` of JSON per event-loop step (the decoded objects freed at once,
         the collector held off within a step).  Objects put meanwhile are filled in as the
         build reaches them; a column dropped meanwhile (its ``complete`` set) is left."""
+        with HOLD.held():  # a value per object and column: no collection in between
+            await self._fill_held(columns)
+        if len(self.slots) >= SETTLE_SLOTS:
+            HOLD.settle()  # frozen where the process is the gateway's own
+
+    async def _fill_held(self, columns: list[Column]) -> None:
         loads = orjson.loads
         while True:
             live = [c for c in columns if not c.complete]
@@ -398,19 +407,18 @@ class Store:
             if done >= len(slots):
                 return
             budget = BUILD_BYTES
-            with paused():  # a tuple per object and column: no collection in between
-                while done < len(slots) and budget > 0:
-                    e = slots[done]
-                    if e is None:
-                        for c in live:
-                            c.values.append(None)
-                    else:
-                        raw = e.raw
-                        budget -= len(raw)
-                        obj = loads(raw)
-                        for c in live:
-                            c.values.append(sort_value(c.path, obj))
-                    done += 1
+            while done < len(slots) and budget > 0:
+                e = slots[done]
+                if e is None:
+                    for c in live:
+                        c.values.append(None)
+                else:
+                    raw = e.raw
+                    budget -= len(raw)
+                    obj = loads(raw)
+                    for c in live:
+                        c.values.append(sort_value(c.path, obj))
+                done += 1
             if done < len(self.slots):
                 await asyncio.sleep(0)
 

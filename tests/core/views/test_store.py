@@ -1,5 +1,5 @@
-"""What a view cache costs the process: memory against the JSON it holds, the event loop
-while it fills (issue 29's goals), against the demo upstream over real sockets.
+"""What a view cache's store costs the process: memory against the JSON it holds, the event
+loop while it fills (issue 29's goals), against the demo upstream over real sockets.
 
 Realistic pods (``tests/bench/realistic.py``, ~5 KB of JSON each): the hub keeps each as
 its JSON and the cache shares those very bytes, so what the process holds for them is
@@ -150,8 +150,8 @@ async def test_a_cold_view_fills_its_cache_without_stalling_the_event_loop() -> 
                 page = await cached.page(_spec(), ADMIN)
         assert page.total > 0 and len(page.items) == 50
         assert len(ticks) > 10
-        # the goal: no step of the loop over 50 ms while the cache fills (measured 13-17
-        # ms of CPU; with the decoded list walked by the collector, 305 ms)
+        # the goal: no step of the loop over 50 ms while the cache fills (measured: 13-17
+        # ms of CPU; 305 ms when the hub kept the decoded list and the collector walked it)
         held = max(cpu for _, cpu in ticks)
         assert held < 0.05, f"the event loop ran {held * 1000:.0f} ms between two ticks"
         # and in wall time, whatever else the machine runs, never seconds
