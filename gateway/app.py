@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import BaseRoute, Route
 
 from gateway import demomode
-from gateway.core import errors
+from gateway.core import COLLECTOR_HOLD, errors
 from gateway.core.fleet.fleet import Fleet
 from gateway.core.process.drain import Drain
 from gateway.core.process.metrics import Metrics
@@ -244,8 +244,10 @@ def tune_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-    # Each schema built from now on is frozen too (gateway/graphql/engine/collector.py).
+    # Each schema built from now on is frozen too (gateway/graphql/engine/collector.py),
+    # and so is what a large view cache fill leaves (gateway/core/process/collector.py).
     SCHEMA_COLLECTOR.freeze = True
+    COLLECTOR_HOLD.freeze = True
     # A thread in pure Python (a schema build, an introspection) keeps the GIL for up to
     # the switch interval each time the event loop wants it back, and the loop wants it
     # back after every wait for I/O: 5 ms each (Python's default) added up to event-loop

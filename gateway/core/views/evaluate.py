@@ -46,7 +46,7 @@ from gateway.core.views.spec import (
     ViewSpec,
     encode_cursor,
 )
-from gateway.core.views.store import Snapshot, sort_value
+from gateway.core.views.store import Snapshot, label_path, sort_value
 
 #: A test of one slot of a snapshot.
 Predicate = Callable[[int], bool]
@@ -64,6 +64,8 @@ def paths_of(spec: ViewSpec) -> list[FieldPath]:
             walk(node.part)
         elif isinstance(node, Condition | FieldRequirement):
             found.append(node.path)
+        elif isinstance(node, LabelRequirement):
+            found.append(label_path(node.key))
 
     walk(spec.filter)
     unique: dict[tuple[str, ...], FieldPath] = {}
@@ -142,13 +144,13 @@ def _text(value: Any) -> str:
 
 
 def _label(req: LabelRequirement, snap: Snapshot) -> Predicate:
-    key, values, slots = req.key, req.values, snap.slots
+    """A label selector's requirement, read from the label's column (rank 1: a text value;
+    a label's value is always text, so rank 0 is an absent label)."""
+    col, values = column(snap, label_path(req.key)), req.values
 
     def label(i: int) -> Any:
-        e = slots[i]
-        meta = e.obj.get("metadata") if e is not None else None
-        found = meta.get("labels") if type(meta) is dict else None
-        return found.get(key) if type(found) is dict else None
+        t = col[i]
+        return t[1] if t is not None and t[0] == 1 else None
 
     if req.op in ("=", "in"):
         return lambda i: label(i) in values
@@ -156,10 +158,8 @@ def _label(req: LabelRequirement, snap: Snapshot) -> Predicate:
         return lambda i: label(i) not in values
 
     def has(i: int) -> bool:
-        e = slots[i]
-        meta = e.obj.get("metadata") if e is not None else None
-        found = meta.get("labels") if type(meta) is dict else None
-        return type(found) is dict and key in found
+        t = col[i]
+        return t is not None and t[0] != 0
 
     if req.op == "exists":
         return has
