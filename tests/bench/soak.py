@@ -1130,9 +1130,12 @@ def gateway(
             "--drain-seconds",
             "1",
             *more,
+            ready=False,
             env=env,
         ) as served,
     ):
+        # A traced heap (--heap-trace) slows the start several times over.
+        served.wait_ready(timeout=600 if env and "KG_HEAP_TRACE" in env else 60)
         served.wait_serving()
         yield served
 

@@ -54,7 +54,16 @@ if os.environ.get("KG_HEAP_TRACE") and "gateway.cli" in getattr(sys, "orig_argv"
         def collect() -> str:
             """A full collection whose garbage is kept to be described, then freed: what
             cyclic garbage held (large strings and bytes by the container holding them,
-            frames by their code)."""
+            frames by their code).  With ``KG_HEAP_TRACE_UNFREEZE`` the permanent generation
+            (``gc.freeze``, which serve uses around schema builds) is walked too: cyclic
+            garbage frozen while it was still alive is found only so."""
+            unfreeze = bool(os.environ.get("KG_HEAP_TRACE_UNFREEZE"))
+            frozen = gc.get_freeze_count()
+            if unfreeze:
+                # What the collector would find anyway goes first: what is left to find
+                # is the garbage the permanent generation held.
+                gc.collect()
+                gc.unfreeze()
             gc.set_debug(gc.DEBUG_SAVEALL)
             try:
                 found = gc.collect()
@@ -63,6 +72,7 @@ if os.environ.get("KG_HEAP_TRACE") and "gateway.cli" in getattr(sys, "orig_argv"
             finally:
                 gc.set_debug(0)
             kinds = Counter(type(o).__name__ for o in garbage)
+            shallow = sum(sys.getsizeof(o) for o in garbage)
             large: Counter[str] = Counter()
             held = 0
             for o in garbage:
@@ -80,9 +90,14 @@ if os.environ.get("KG_HEAP_TRACE") and "gateway.cli" in getattr(sys, "orig_argv"
             h2 = heap()
             mb = 1 << 20
             del garbage
+            if unfreeze:
+                gc.collect()  # frees what was kept to be described, now let go
+                gc.freeze()
             h3 = heap()
             lines = [
-                f"   gc: {found} unreachable objects; large strings/bytes they held "
+                f"   gc: {found} unreachable objects (of {frozen} frozen before: "
+                f"{'walked' if unfreeze else 'not walked'}), {shallow / mb:.1f} MB shallow; "
+                f"large strings/bytes they held "
                 f"{held / mb:.1f} MB; glibc in use after freeing them "
                 f"{(h3['system'] - h3['free']) / mb:.1f} MB "
                 f"(was {(h2['system'] - h2['free']) / mb:.1f})",
