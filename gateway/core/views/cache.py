@@ -35,7 +35,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -53,6 +53,7 @@ from gateway.core.watch.hub import HubEvent, WatchHub, WatchStart, WatchSubscrip
 from gateway.core.watch.watcher import RESYNC_ANNOTATION, decimal_version
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Events applied per event-loop step while a cache fills.
 APPLY_PER_STEP = 2000
@@ -60,6 +61,8 @@ APPLY_PER_STEP = 2000
 ORDERS_KEPT = 16
 #: Seconds a view waits for its cache to reach ``minResourceVersion``.
 VERSION_WAIT = 10.0
+#: CPU seconds under which an evaluation runs on the event loop (see :func:`_evaluate`).
+INLINE_SECONDS = 0.002
 
 
 ALL_NAMESPACES_HINT = (
@@ -273,7 +276,7 @@ class ViewCache:
                 self._orders.popitem(last=False)
             self.views.stats.evaluations += 1
             try:
-                result = await asyncio.to_thread(evaluate.order, snap, spec)
+                result = await _evaluate(snap, spec, evaluate.order, snap, spec)
             except BaseException as exc:
                 self._orders.pop(key, None)
                 found.set_exception(exc)
@@ -283,6 +286,28 @@ class ViewCache:
         else:
             self._orders.move_to_end(key)
         return snap.version, await asyncio.shield(found)
+
+
+async def _evaluate(snap: Snapshot, spec: ViewSpec, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, an evaluation of ``spec`` on ``snap``: on the event loop when one of
+    the same shape (:func:`~gateway.core.views.evaluate.shape`) and function took less than
+    :data:`INLINE_SECONDS` of CPU at this generation (the structures it reads are built:
+    what is left is a few C-level passes), else in a worker thread, its CPU measured.
+
+    A worker thread costs a hand-off each way and, with many callers at once, waits for
+    the interpreter's lock behind the others."""
+    key = f"cpu:{fn.__name__}:{evaluate.shape(spec)!r}"
+    cost = snap.memo.get(key)
+
+    def timed() -> T:
+        started = time.thread_time()
+        result = fn(*args)
+        snap.memo[key] = time.thread_time() - started
+        return result
+
+    if cost is not None and cost < INLINE_SECONDS:
+        return timed()
+    return await asyncio.to_thread(timed)
 
 
 class Views:
@@ -402,12 +427,8 @@ class Views:
         try:
             snap = await cache.snapshot(spec, [by, *evaluate.paths_of(spec)])
 
-            def count() -> tuple[int, list[Count]]:
-                found = evaluate.selected_slots(snap, spec)
-                return len(found), evaluate.counts(snap, found, by)
-
             self.stats.evaluations += 1
-            total, groups = await asyncio.to_thread(count)
+            total, groups = await _evaluate(snap, spec, evaluate.tally, snap, spec, by)
             return total, snap.version, groups
         finally:
             self._done(cache)

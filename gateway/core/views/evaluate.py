@@ -1,10 +1,13 @@
 """Evaluating a view: pure functions of (a store snapshot, a spec).
 
-Evaluation is done in C-level pieces wherever it can be: the filter becomes one list of
-booleans per slot (a mask: ``str.find`` over a column's texts joined, ``map`` over a
-column, lists combined by ``map(and_, ...)``), the total is counted in the mask, and a
-page of a view sorted by one key is the index of that key (kept by the store) walked from
-the cursor through ``itertools.compress``, so no Python code runs per object.
+Evaluation is done in C-level pieces wherever it can be: the filter becomes one byte per
+slot (a mask, :mod:`gateway.core.views.columns`: a substring marked in a column's texts
+joined, a condition tested once per distinct value of its column and the answers
+translated over the column's codes, masks combined by integer ``&``/``|``), the total is
+counted in the mask, counts grouped by a field are counted in its codes with the mask
+applied, and a page of a view sorted by one key is the index of that key (kept by the
+store) walked from the cursor through ``itertools.compress``, so no Python code runs per
+object.
 
 Nothing here awaits or touches the cache: :func:`order` takes a
 :class:`~gateway.core.views.store.Snapshot` (the objects at one resourceVersion, with
@@ -26,12 +29,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, islice, repeat
-from operator import add, and_, or_
+from itertools import compress, islice, repeat
 from typing import Any
 
+from gateway.core.views import columns
 from gateway.core.views.spec import (
     AllOf,
     AnyOf,
@@ -70,6 +73,30 @@ def paths_of(spec: ViewSpec) -> list[FieldPath]:
     for path in found:
         unique.setdefault(path.keys, path)
     return list(unique.values())
+
+
+def shape(spec: ViewSpec) -> tuple[Any, ...]:
+    """What the cost of evaluating a view depends on, short of its values: the sort, the
+    filter's tree with each node's path and op, whether it searches (a view of the same
+    shape at the same generation reads the same structures, built by the first)."""
+
+    def walk(node: Node) -> Any:
+        if isinstance(node, AllOf | AnyOf):
+            return (isinstance(node, AllOf), tuple(walk(p) for p in node.parts))
+        if isinstance(node, NoneOf):
+            return ("not", walk(node.part))
+        if isinstance(node, Condition):
+            empty = node.op in ("contains", "prefix") and node.values[0] == ""
+            return (node.path.kind, node.path.keys, node.op, empty)
+        if isinstance(node, LabelRequirement):
+            return ("label", node.key, node.op)
+        return ("field", node.path.kind, node.path.keys)
+
+    return (
+        tuple((k.path.keys, k.descending) for k in spec.sort),
+        None if spec.search is None else spec.search == "",
+        None if spec.filter is None else walk(spec.filter),
+    )
 
 
 def column(snap: Snapshot, path: FieldPath) -> list[tuple[int, Any] | None]:
@@ -194,7 +221,7 @@ def _condition(c: Condition, col: list[tuple[int, Any] | None]) -> Predicate:
 
 
 #: A filter's result by slot: whether the slot's object is selected (free slots: anything).
-Mask = list[bool]
+Mask = columns.Mask
 
 
 def _texts(snap: Snapshot, path: FieldPath) -> list[str]:
@@ -209,76 +236,102 @@ def _texts(snap: Snapshot, path: FieldPath) -> list[str]:
     return found
 
 
-def _joined(snap: Snapshot, memo_key: str, texts: list[str]) -> tuple[str, list[int]]:
-    """``texts`` as one string (``\n`` between them) and where each starts, once per
-    generation: a substring is then found by ``str.find`` over all of them at C speed."""
-    key = f"joined:{memo_key}"
-    found: tuple[str, list[int]] | None = snap.memo.get(key)
+def _having(snap: Snapshot, memo_key: str, texts: list[str], want: str, prefix: bool) -> Mask:
+    """Which of ``texts`` contain (or start with) the non-empty ``want``: the texts joined
+    as UTF-8 and marked in C (:func:`gateway.core.views.columns.having`), else (a text or
+    ``want`` holding the separator or the marker) one C-level ``map`` over them."""
+    data = columns.joined(snap, memo_key, texts)
+    if data is not None:
+        found = columns.having(data, len(texts), want, prefix)
+        if found is not None:
+            return found
+    test = str.startswith if prefix else str.__contains__
+    return columns.of_bools(map(test, texts, repeat(want)))
+
+
+def _label_path(key: str) -> FieldPath:
+    return FieldPath(f"metadata.labels.{key}", ("metadata", "labels", key), "string")
+
+
+def _memo_column(snap: Snapshot, path: FieldPath) -> list[tuple[int, Any] | None]:
+    """A column the snapshot does not keep (a label's): read once per generation."""
+    found = snap.columns.get(path.keys)
     if found is None:
-        starts = list(accumulate(map(add, map(len, texts), repeat(1)), initial=0))
-        found = snap.memo[key] = ("\n".join(texts), starts)
+        memo_key = f"column:{path.kind}:{path.keys!r}"
+        found = snap.memo.get(memo_key)
+        if found is None:
+            found = snap.memo[memo_key] = [
+                None if e is None else sort_value(path, e.obj) for e in snap.slots
+            ]
     return found
 
 
-def _having(snap: Snapshot, memo_key: str, texts: list[str], want: str, prefix: bool) -> Mask:
-    """Which of ``texts`` contain (or start with) the non-empty ``want``.
+def _by_codes(node: Node, snap: Snapshot) -> Mask | None:
+    """The mask of a condition or requirement from its column's codes (the test run once
+    per distinct value, :mod:`gateway.core.views.columns`); ``None`` where that does not
+    apply (the caller tests each slot)."""
+    if isinstance(node, Condition):
+        found = columns.codes(snap, node.path, column(snap, node.path))
+        by_value = columns.by_value(found, _condition(node, found.keys))
+        if by_value is not None or node.op not in ("eq", "ne", "in", "notIn"):
+            return by_value
+        # many distinct values: the keys equal to the wanted values (a rank-2 value is
+        # text, which equals only a text)
+        wanted = [(r, v) for v in node.values for r in ((1, 2) if type(v) is str else (1,))]
+        chosen = found.members(wanted)
+        return chosen if node.op in ("eq", "in") else columns.negate(chosen)
+    if isinstance(node, LabelRequirement):
+        if node.op in ("exists", "!"):
+            return None  # the key's presence, not its value (a null value is present)
+        path = _label_path(node.key)
+        found = columns.codes(snap, path, _memo_column(snap, path))
+        values = node.values
 
-    Few matches (the usual filter): ``str.find`` over the texts joined, each match mapped
-    to its text by bisection, so the cost is the C scan plus a step per match; many: one
-    C-level ``map`` over the texts."""
-    if "\n" not in want:
-        joined, starts = _joined(snap, memo_key, texts)
-        needle = "\n" + want if prefix else want
-        if joined.count(needle) * 8 < len(texts):
-            found = [False] * len(texts)
-            if prefix and joined.startswith(want):
-                found[0] = True
-            at = joined.find(needle)
-            skip = 1 if prefix else 0
-            while at != -1:
-                i = bisect_right(starts, at + skip) - 1
-                if prefix and starts[i] != at + 1:  # a newline inside a text, not its start
-                    at = joined.find(needle, at + 1)
-                    continue
-                found[i] = True
-                at = joined.find(needle, starts[i + 1] - skip)
-            return found
-    test = str.startswith if prefix else str.__contains__
-    return list(map(test, texts, repeat(want)))
+        def labelled(k: int) -> bool:  # a label's value is text: one of another type is no
+            t = found.keys[k]  # member of a set of texts
+            return t is not None and t[0] == 1 and t[1] in values
+
+        members: Mask | None = columns.by_value(found, labelled)
+        if members is None:
+            members = found.members((1, v) for v in values)
+        return members if node.op in ("=", "in") else columns.negate(members)
+    if isinstance(node, FieldRequirement) and columns.exact_classes(node.path):
+        found = columns.codes(snap, node.path, column(snap, node.path))
+        equal, value = node.equal, node.value
+
+        def matches(k: int) -> bool:
+            t = found.keys[k]
+            text = "" if t is None or t[0] == 0 else _text(t[1])
+            return (text == value) is equal
+
+        return columns.by_value(found, matches)
+    return None
 
 
 def mask(node: Node, snap: Snapshot) -> Mask:
-    """The filter tree evaluated over every slot at once: a list comprehension per
-    condition, the tree combined by C-level ``and``/``or`` over whole lists (no Python
-    call per object and node)."""
+    """The filter tree evaluated over every slot at once: each condition a C-level pass
+    (texts marked in their joined bytes, a column's codes translated, a ``map``), the
+    tree combined by integer ``&``/``|`` over the masks (no Python call per object)."""
     n = len(snap.slots)
     if isinstance(node, AllOf | AnyOf):
         parts = [mask(p, snap) for p in node.parts]
         if not parts:
-            return [isinstance(node, AllOf)] * n
-        combine = and_ if isinstance(node, AllOf) else or_
-        out = parts[0]
-        for part in parts[1:]:
-            out = list(map(combine, out, part))
-        return out
+            return columns.full(n, isinstance(node, AllOf))
+        return columns.combine(parts, isinstance(node, AllOf))
     if isinstance(node, NoneOf):
-        return [not x for x in mask(node.part, snap)]
-    if isinstance(node, Condition) and node.op in ("contains", "prefix", "eq", "ne"):
+        return columns.negate(mask(node.part, snap))
+    if isinstance(node, Condition) and node.op in ("contains", "prefix"):
         want = node.values[0]
-        if type(want) is str:
-            if want and node.op in ("contains", "prefix"):
-                # absent values are "" here, which a non-empty text neither contains nor
-                # starts: one C-level map over the column
-                texts = _texts(snap, node.path)
-                name = ".".join(node.path.keys)
-                return _having(snap, name, texts, want, node.op == "prefix")
-            if node.path.kind not in ("int32", "int64", "double", "boolean"):
-                col = column(snap, node.path)
-                if node.op == "eq":
-                    return [t is not None and t[0] != 0 and t[1] == want for t in col]
-                return [not (t is not None and t[0] != 0 and t[1] == want) for t in col]
+        if type(want) is str and want:
+            # absent values are "" here, which a non-empty text neither contains nor starts
+            texts = _texts(snap, node.path)
+            name = ".".join(node.path.keys)
+            return _having(snap, name, texts, want, node.op == "prefix")
+    found = _by_codes(node, snap)
+    if found is not None:
+        return found
     test = predicate(node, snap)
-    return [test(i) for i in range(n)]
+    return columns.of_bools(map(test, range(n)))
 
 
 def selected(snap: Snapshot, spec: ViewSpec) -> Mask | None:
@@ -292,10 +345,10 @@ def selected(snap: Snapshot, spec: ViewSpec) -> Mask | None:
         if spec.search:
             found = _having(snap, "\nsearch", texts, spec.search, False)
         else:
-            found = [True] * len(texts)
+            found = columns.full(len(texts), True)
     if spec.filter is not None:
         by_filter = mask(spec.filter, snap)
-        found = by_filter if found is None else list(map(and_, found, by_filter))
+        found = by_filter if found is None else columns.combine([found, by_filter], True)
     return found
 
 
@@ -354,7 +407,7 @@ class Ordered:
         else:
             assert index is not None
             # free slots may be selected (``not``...): they are not in the index
-            self.total = mask.count(True) - sum(map(mask.__getitem__, snapshot.free))
+            self.total = mask.count(1) - sum(map(mask.__getitem__, snapshot.free))
 
     @property
     def slots(self) -> list[int]:
@@ -553,7 +606,41 @@ def counts(snap: Snapshot, found: Sequence[int], by: FieldPath) -> list[Count]:
         values = [None if t is None or t[0] == 0 else t[1] for t in column(snap, by)]
         snap.memo[memo_key] = values
     # C-level counting; a string's hash is kept by the string, a tuple's is not
-    groups = Counter(map(values.__getitem__, found))
-    out = [Count(None if v is None else _text(v), n) for v, n in groups.items()]
-    out.sort(key=lambda c: (-c.count, c.value is None, c.value or ""))
-    return out
+    return _sorted_counts(Counter(map(values.__getitem__, found)).items())
+
+
+def _sorted_counts(groups: Iterable[tuple[Any, int]]) -> list[Count]:
+    """Most frequent first, then by value as text (absent last; a boolean after the text of
+    the same spelling, so that the order is total)."""
+    found = sorted(
+        groups,
+        key=lambda g: (
+            -g[1],
+            g[0] is None,
+            "" if g[0] is None else _text(g[0]),
+            type(g[0]) is bool,
+        ),
+    )
+    return [Count(None if v is None else _text(v), n) for v, n in found]
+
+
+def tally(snap: Snapshot, spec: ViewSpec, by: FieldPath) -> tuple[int, list[Count]]:
+    """The view's total and its selected objects grouped by ``by`` (:func:`counts`): from
+    the filter's mask and ``by``'s codes, a C-level count per distinct value, where the
+    codes apply (a field of text, time or boolean with at most 256 distinct values); else
+    from the selected slots."""
+    found = selected(snap, spec)
+    if columns.exact_classes(by):
+        codes = columns.codes(snap, by, column(snap, by))
+        groups = columns.grouped(codes, found)
+        if groups is not None:
+            merged: dict[Any, int] = {}  # a value of the field's type and its text alike
+            for key, n in groups:
+                value = _value(key)
+                merged[value] = merged.get(value, 0) + n
+            return sum(merged.values()), _sorted_counts(merged.items())
+    occupied = snap.occupied
+    slots = (
+        occupied if found is None else list(compress(occupied, map(found.__getitem__, occupied)))
+    )
+    return len(slots), counts(snap, slots, by)
