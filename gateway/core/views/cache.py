@@ -276,7 +276,8 @@ class ViewCache:
                 self._orders.popitem(last=False)
             self.views.stats.evaluations += 1
             try:
-                result = await _evaluate(snap, spec, evaluate.order, snap, spec)
+                shape = f"order:{evaluate.shape(spec)!r}"
+                result = await _evaluate(snap, shape, evaluate.order, snap, spec)
             except BaseException as exc:
                 self._orders.pop(key, None)
                 found.set_exception(exc)
@@ -288,15 +289,16 @@ class ViewCache:
         return snap.version, await asyncio.shield(found)
 
 
-async def _evaluate(snap: Snapshot, spec: ViewSpec, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)``, an evaluation of ``spec`` on ``snap``: on the event loop when one of
-    the same shape (:func:`~gateway.core.views.evaluate.shape`) and function took less than
-    :data:`INLINE_SECONDS` of CPU at this generation (the structures it reads are built:
-    what is left is a few C-level passes), else in a worker thread, its CPU measured.
+async def _evaluate(snap: Snapshot, shape: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, an evaluation on ``snap``: on the event loop when one of the same
+    ``shape`` (the function, :func:`~gateway.core.views.evaluate.shape` and what else its
+    cost depends on) took less than :data:`INLINE_SECONDS` of CPU at this generation (the
+    structures it reads are built: what is left is a few C-level passes), else in a worker
+    thread, its CPU measured.
 
     A worker thread costs a hand-off each way and, with many callers at once, waits for
     the interpreter's lock behind the others."""
-    key = f"cpu:{fn.__name__}:{evaluate.shape(spec)!r}"
+    key = f"cpu:{shape}"
     cost = snap.memo.get(key)
 
     def timed() -> T:
@@ -428,7 +430,8 @@ class Views:
             snap = await cache.snapshot(spec, [by, *evaluate.paths_of(spec)])
 
             self.stats.evaluations += 1
-            total, groups = await _evaluate(snap, spec, evaluate.tally, snap, spec, by)
+            shape = f"tally:{by.kind}:{by.keys!r}:{evaluate.shape(spec)!r}"
+            total, groups = await _evaluate(snap, shape, evaluate.tally, snap, spec, by)
             return total, snap.version, groups
         finally:
             self._done(cache)
