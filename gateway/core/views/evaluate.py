@@ -14,8 +14,9 @@ Nothing here awaits or touches the cache: :func:`order` takes a
 columns of sort values) and a :class:`~gateway.core.views.spec.ViewSpec` and returns the
 matching objects in the view's order; :func:`page` cuts a page of it at a cursor;
 :func:`counts` groups the matching objects by a field.  A live view (a later step) reruns
-the same functions per batch of changes; the cache runs them in a worker thread, so the
-event loop is held for no more than the interpreter's switch interval at a time.
+the same functions per batch of changes; the cache runs them in a worker thread, or on
+the event loop once one of the same shape (:func:`shape`) was measured to take under 2 ms
+at that generation (:func:`gateway.core.views.cache._evaluate`).
 
 Order: each sort key compares ``(rank, value)`` (:func:`~gateway.core.views.store.sort_value`):
 rank 0 for an absent value (first when ascending, last when descending), 1 for a value of
@@ -334,14 +335,19 @@ def mask(node: Node, snap: Snapshot) -> Mask:
     return columns.of_bools(map(test, range(n)))
 
 
+def _search_texts(snap: Snapshot) -> list[str]:
+    """Every slot's search text, once per generation (each entry keeps its own besides)."""
+    texts: list[str] | None = snap.memo.get("search")
+    if texts is None:
+        texts = snap.memo["search"] = [e.search_text() if e is not None else "" for e in snap.slots]
+    return texts
+
+
 def selected(snap: Snapshot, spec: ViewSpec) -> Mask | None:
     """The slots the spec's filter and search select (``None``: every slot)."""
     found: Mask | None = None
     if spec.search is not None:
-        texts: list[str] | None = snap.memo.get("search")
-        if texts is None:  # once per generation (each entry keeps its own besides)
-            texts = [e.search_text() if e is not None else "" for e in snap.slots]
-            snap.memo["search"] = texts
+        texts = _search_texts(snap)
         if spec.search:
             found = _having(snap, "\nsearch", texts, spec.search, False)
         else:
@@ -465,10 +471,7 @@ class Ordered:
             return index, start
         # descending by value, ties still (namespace, name) ascending: a stable sort of
         # the ascending index, reversed (once per generation)
-        memo_key = f"desc:{'.'.join(path.keys)}"
-        line: list[int] | None = snap.memo.get(memo_key)
-        if line is None:
-            line = snap.memo[memo_key] = sorted(index, key=value_of, reverse=True)
+        line = _descending(snap, path, index)
         if after is None:
             return line, 0
         # before the cursor: every greater value, and its own value's names up to its own
@@ -477,6 +480,56 @@ class Ordered:
         run_end = bisect_right(index, value, key=value_of)
         upto = bisect_right(index, (value, after[1:]), key=both)
         return line, (len(index) - run_end) + (upto - run_start)
+
+
+def _descending(snap: Snapshot, path: FieldPath, index: list[int]) -> list[int]:
+    """The index of ``path`` in descending order of value, ties still by (namespace, name)
+    ascending: a stable sort of the ascending index, reversed (once per generation)."""
+    memo_key = f"desc:{'.'.join(path.keys)}"
+    line: list[int] | None = snap.memo.get(memo_key)
+    if line is None:
+        value_of: Any = column(snap, path).__getitem__
+        line = snap.memo[memo_key] = sorted(index, key=value_of, reverse=True)
+    return line
+
+
+def prepare(snap: Snapshot, spec: ViewSpec, by: FieldPath | None = None) -> None:
+    """Build what evaluations of the spec's :func:`shape` (and counts by ``by``) read at
+    this generation, whatever their values: the texts joined, the codes of the filter's
+    columns, the descending line of the sort's index or the order by name.  What is left
+    of an evaluation after it is a few C-level passes, measured by the cache to decide
+    where the next ones run (:func:`gateway.core.views.cache._evaluate`)."""
+    snap.free  # noqa: B018 (a property that computes and keeps it)
+    if spec.search:
+        texts = _search_texts(snap)
+        columns.joined(snap, "\nsearch", texts)
+
+    def walk(node: Node) -> None:
+        if isinstance(node, AllOf | AnyOf):
+            for part in node.parts:
+                walk(part)
+        elif isinstance(node, NoneOf):
+            walk(node.part)
+        elif isinstance(node, Condition) and node.op in ("contains", "prefix"):
+            if type(node.values[0]) is str and node.values[0]:
+                columns.joined(snap, ".".join(node.path.keys), _texts(snap, node.path))
+        elif isinstance(node, Condition) or (
+            isinstance(node, FieldRequirement) and columns.exact_classes(node.path)
+        ):
+            columns.codes(snap, node.path, column(snap, node.path))
+        elif isinstance(node, LabelRequirement) and node.op not in ("exists", "!"):
+            path = _label_path(node.key)
+            columns.codes(snap, path, _memo_column(snap, path))
+
+    if spec.filter is not None:
+        walk(spec.filter)
+    index = snap.indexes.get(spec.sort[0].path.keys) if len(spec.sort) == 1 else None
+    if index is None:
+        snap.by_name  # noqa: B018
+    elif spec.sort[0].descending:
+        _descending(snap, spec.sort[0].path, index)
+    if by is not None and columns.exact_classes(by):
+        columns.codes(snap, by, column(snap, by))
 
 
 def order(snap: Snapshot, spec: ViewSpec) -> Ordered:
