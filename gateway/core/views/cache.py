@@ -301,19 +301,27 @@ async def _evaluate(
 
     The first of its shape at this generation builds what every such evaluation reads
     (``prepare``: texts joined, codes, the sort's line) and is then measured, both in a
-    worker thread; evaluations of the same shape that come meanwhile wait for it.  Then each
-    runs on the event loop when the measure is under :data:`INLINE_SECONDS` of CPU (what is
-    left is a few C-level passes), else in a worker thread, measured again.  A worker thread
-    costs a hand-off each way and, with many callers at once, waits for the interpreter's
-    lock behind the others: for 50 concurrent views that was most of their latency."""
+    worker thread; evaluations of the same shape that come meanwhile wait for its measure.
+    Then each runs on the event loop when the least CPU an evaluation of its shape took at
+    this generation is under :data:`INLINE_SECONDS` (what is left is a few C-level passes),
+    else in a worker thread, measured, one at a time while the others of its shape wait for
+    its measure (a first measure can take a collection of the collector with it).  A worker
+    thread costs a hand-off each way and, with many callers at once, waits for the
+    interpreter's lock behind the others: for 50 concurrent views of 30,000 objects that
+    was most of their latency."""
     memo = snap.memo
     key = f"cpu:{shape}"
 
     def timed() -> T:
         started = time.thread_time()
         result = fn(*args)
-        memo[key] = time.thread_time() - started
+        took = time.thread_time() - started
+        memo[key] = min(took, memo.get(key, took))
         return result
+
+    def cheap() -> bool:
+        cost = memo.get(key)
+        return cost is not None and cost < INLINE_SECONDS
 
     first: asyncio.Future[Any] | None = memo.get(f"first:{shape}")
     if first is None:
@@ -326,10 +334,16 @@ async def _evaluate(
         return await asyncio.shield(first)
     if not first.done():
         await asyncio.wait([first])  # its outcome is its caller's; only its measure is read
-    cost = memo.get(key)
-    if cost is not None and cost < INLINE_SECONDS:
+    if cheap():
         return timed()
-    return await asyncio.to_thread(timed)
+    measuring: asyncio.Future[Any] | None = memo.get(f"measuring:{shape}")
+    if measuring is not None and not measuring.done():
+        await asyncio.wait([measuring])
+        if cheap():
+            return timed()
+        return await asyncio.to_thread(timed)
+    measuring = memo[f"measuring:{shape}"] = asyncio.ensure_future(asyncio.to_thread(timed))
+    return await asyncio.shield(measuring)
 
 
 class Views:

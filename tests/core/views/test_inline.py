@@ -1,0 +1,58 @@
+"""Where the cache runs an evaluation (:func:`gateway.core.views.cache._evaluate`): the first
+of a shape at a version in a worker thread (what it reads built first, once), the others
+of that shape on the event loop once it measured cheap, in worker threads when it did not.
+
+Real threads and a real event loop; the evaluations are plain functions that record the
+thread they ran in (one of them burns CPU past the inline bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from gateway.core.views import cache
+from gateway.core.views.store import Store
+
+
+def _burn(seconds: float) -> None:
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+
+
+def test_cheap_evaluations_run_on_the_loop_and_dear_ones_in_threads() -> None:
+    snap = Store().snapshot("1", [])
+    prepared: list[int] = []
+    ran: dict[str, list[int]] = {"cheap": [], "dear": []}
+
+    def evaluation(kind: str) -> str:
+        ran[kind].append(threading.get_ident())
+        if kind == "dear":
+            _burn(cache.INLINE_SECONDS * 3)
+        return kind
+
+    async def main() -> int:
+        loop_thread = threading.get_ident()
+        for kind in ("cheap", "dear"):
+            answers = await asyncio.gather(
+                *(
+                    cache._evaluate(snap, kind, lambda: prepared.append(1), evaluation, kind)
+                    for _ in range(8)
+                )
+            )
+            assert answers == [kind] * 8
+            answers = await asyncio.gather(
+                *(cache._evaluate(snap, kind, prepared.clear, evaluation, kind) for _ in range(8))
+            )
+            assert answers == [kind] * 8
+        return loop_thread
+
+    loop_thread = asyncio.run(main())
+    assert prepared == [1, 1]  # once per shape, by the first of each; never again
+    cheap, dear = ran["cheap"], ran["dear"]
+    assert cheap[0] != loop_thread and dear[0] != loop_thread  # the first: in a thread
+    assert cheap[1:] == [loop_thread] * 15  # measured cheap: on the loop, none waiting
+    assert loop_thread not in dear  # measured dear: every one in a worker thread
+    assert len(dear) == 16
