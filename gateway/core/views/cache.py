@@ -335,15 +335,28 @@ async def _evaluate(
     if not first.done():
         await asyncio.wait([first])  # its outcome is its caller's; only its measure is read
     if cheap():
-        return timed()
+        return await _inline(memo, timed)
     measuring: asyncio.Future[Any] | None = memo.get(f"measuring:{shape}")
     if measuring is not None and not measuring.done():
         await asyncio.wait([measuring])
         if cheap():
-            return timed()
+            return await _inline(memo, timed)
         return await asyncio.to_thread(timed)
     measuring = memo[f"measuring:{shape}"] = asyncio.ensure_future(asyncio.to_thread(timed))
     return await asyncio.shield(measuring)
+
+
+async def _inline(memo: dict[str, Any], timed: Callable[[], T]) -> T:
+    """``timed()`` on the event loop, one at a time with a turn of the loop after each:
+    callers that woke together (they waited for a measure) do not hold the loop for all
+    of their evaluations in one turn."""
+    lock: asyncio.Lock | None = memo.get("inline:lock")
+    if lock is None:
+        lock = memo["inline:lock"] = asyncio.Lock()
+    async with lock:
+        result = timed()
+        await asyncio.sleep(0)
+    return result
 
 
 class Views:
