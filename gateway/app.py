@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import BaseRoute, Route
 
 from gateway import demomode
-from gateway.core import errors
+from gateway.core import COLLECTOR_HOLD, errors
 from gateway.core.fleet.fleet import Fleet
 from gateway.core.process.drain import Drain
 from gateway.core.process.metrics import Metrics
@@ -39,6 +39,7 @@ from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import Newcomers, scope_of
 from gateway.core.upstream.config import describe
 from gateway.core.upstream.credentials import credential_of_authorization
+from gateway.core.upstream.identity import FORWARD
 from gateway.graphql.endpoints.clusters import ClusterEndpoints, cluster_routes
 from gateway.graphql.endpoints.live import GroupEndpoint, group_routes
 from gateway.graphql.endpoints.server import GraphQLApp, graphql_routes
@@ -82,15 +83,18 @@ class MetricsAccess:
     (a SelfSubjectAccessReview made with the caller's credential, so in impersonate mode
     for the impersonated user; Prometheus' usual ClusterRole has that rule).  No token:
     401 at once, nothing asked upstream.  An answer is kept for its caller (by a hash of
-    its token) 60 s, a refusal 10 s.  ``anyone``: every caller (the metrics name every
-    cluster and served resource).
+    its token) 60 s, a refusal 10 s.  A token the gateway does not know yet draws on the one
+    budget of reviews of new callers (``newcomers``; in impersonate mode the home cluster's
+    TokenReview does): past it, 429 at once, nothing asked.
+    ``anyone``: every caller (the metrics name every cluster and served resource).
     """
 
     ALLOWED_TTL: ClassVar[float] = 60.0
     REFUSED_TTL: ClassVar[float] = 10.0
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, newcomers: Newcomers) -> None:
         self.mode = mode
+        self.newcomers = newcomers
         self._answers: Answers[str, int] = Answers(max_entries=1_000)
 
     async def refusal(self, request: Request, adapter: KubeAdapter) -> Response | None:
@@ -104,15 +108,24 @@ class MetricsAccess:
         if credential is None or not credential.subject:
             return self._refused(401)
 
+        scope = scope_of(credential)
+
         async def ask() -> tuple[int, float]:
+            if adapter.identity.mode == FORWARD:  # else the TokenReview's admission
+                self.newcomers.admit(scope)
             try:
                 allowed = await adapter.path_review("/metrics", "get", credential=credential)
             except errors.Unauthorized:
                 return 401, self.REFUSED_TTL
+            self.newcomers.remember(scope)  # answered: the cluster authenticated the caller
             return (200, self.ALLOWED_TTL) if allowed else (403, self.REFUSED_TTL)
 
         try:
-            status = await self._answers.get(scope_of(credential), ask)
+            status = await self._answers.get(scope, ask)
+        except errors.ResourceExhausted as exc:
+            return PlainTextResponse(
+                f"/metrics: {exc.message}\n", status_code=429, headers={"retry-after": "1"}
+            )
         except errors.GatewayError as exc:
             return PlainTextResponse(
                 f"/metrics: the cluster's authorizer could not be asked: {exc.message}\n",
@@ -231,8 +244,10 @@ def tune_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-    # Each schema built from now on is frozen too (gateway/graphql/engine/collector.py).
+    # Each schema built from now on is frozen too (gateway/graphql/engine/collector.py),
+    # and so is what a large view cache fill leaves (gateway/core/process/collector.py).
     SCHEMA_COLLECTOR.freeze = True
+    COLLECTOR_HOLD.freeze = True
     # A thread in pure Python (a schema build, an introspection) keeps the GIL for up to
     # the switch interval each time the event loop wants it back, and the loop wants it
     # back after every wait for I/O: 5 ms each (Python's default) added up to event-loop
@@ -273,6 +288,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
     # The one admission of every GraphQL endpoint, present and future (each is made from
     # this one: gateway/graphql/engine/admission.py).
     admission = Admission(persisted, allowed_origins=origins, drain=drain)
+    # The one budget of reviews of callers not known yet, for every way in: visibility's
+    # reviews, TokenReviews, the access reviews of views and shared watches, /metrics.
+    newcomers = Newcomers(rate=settings.max_new_caller_reviews)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -283,12 +301,17 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
             # which of its clusters and how callers are identified on them (impersonate
             # mode's TokenReviews find the home cluster in it), then the clusters.
             fleet = Fleet()
-            newcomers = Newcomers(rate=settings.max_new_caller_reviews)  # one budget for all
             visibility = cluster_visibility(settings, fleet, newcomers)
             identity = identity_strategy(settings, fleet, newcomers)
             lists = serve_list_work(stack, settings, metrics)  # every cluster's, started on use
             cluster = await build_cluster(
-                stack, settings, upstream, metrics=metrics, large_lists=lists, identity=identity
+                stack,
+                settings,
+                upstream,
+                metrics=metrics,
+                large_lists=lists,
+                identity=identity,
+                newcomers=newcomers,
             )
             # Both front ends serve the same fleet and visibility, handed to each alike.
             graphql = GraphQLApp(
@@ -298,7 +321,9 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
                 stack, graphql, group_idle_seconds=settings.group_schema_idle_seconds
             )
             # The default cluster first; the named ones join in the background.
-            serve_fleet(stack, settings, fleet, cluster, metrics, identity=identity)
+            serve_fleet(
+                stack, settings, fleet, cluster, metrics, identity=identity, newcomers=newcomers
+            )
             groups = GroupEndpoint(graphql, live)
             clusters = ClusterEndpoints(
                 graphql, groups, live, group_idle_seconds=settings.group_schema_idle_seconds
@@ -373,7 +398,7 @@ def create_app(settings: Settings, *, tune_gc: bool = False) -> Starlette:
         lifespan=lifespan,
     )
     app.state.drain = drain  # the command's signal handling asks it to drain
-    app.state.metrics_access = MetricsAccess(settings.metrics_access)
+    app.state.metrics_access = MetricsAccess(settings.metrics_access, newcomers)
     return app
 
 

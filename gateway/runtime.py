@@ -282,6 +282,7 @@ async def build_cluster(
     name: str = DEFAULT,
     large_lists: LargeLists | None = None,
     identity: Identity = FORWARDING,
+    newcomers: Newcomers | None = None,
 ) -> Cluster:
     """Build the runtime of one upstream cluster; its teardown goes on ``stack``.
 
@@ -298,8 +299,13 @@ async def build_cluster(
     (:mod:`gateway.core.upstream.identity`).
 
     ``large_lists``: the process's large-list scope, shared by every cluster (the cyclic
-    collector they hold off is the process's); a new one by default.
+    collector they hold off is the process's); a new one by default.  ``newcomers``: the
+    gateway's one budget of reviews of callers not known yet (``--max-new-caller-reviews``),
+    which the access reviews of views and shared watches draw on as visibility's reviews
+    and TokenReviews do; one of this cluster's own by default.
     """
+    if newcomers is None:
+        newcomers = Newcomers(rate=settings.max_new_caller_reviews)
     own = settings.gateway_identity
     cfg = _as_gateway(upstream) if identity.mode == IMPERSONATE else upstream.config
     http = _client(
@@ -334,7 +340,7 @@ async def build_cluster(
     )
     watches = WatchHub(
         adapter,
-        shared=_shared_watches(stack, settings, upstream, adapter, metrics),
+        shared=_shared_watches(stack, settings, upstream, adapter, metrics, newcomers=newcomers),
         subscribers=Budget(
             "subscriptions",
             settings.max_subscriptions,
@@ -349,7 +355,9 @@ async def build_cluster(
         watches,
         idle=settings.view_idle_seconds,
         budget=settings.view_memory_bytes,
-        reviews=AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
+        reviews=AccessReviews(
+            adapter, newcomers=newcomers, ttl=min(30.0, settings.access_recheck_seconds)
+        ),
     )
     stack.push_async_callback(views.aclose)  # before the hub's: its subscriptions end first
     live = LiveViews.attach(
@@ -381,6 +389,8 @@ def _shared_watches(
     upstream: Upstream,
     adapter: KubeAdapter,
     metrics: Metrics,
+    *,
+    newcomers: Newcomers,
 ) -> SharedWatches | None:
     """With ``--shared-watches``: the gateway's own identity makes the shared upstream
     watches (and their lists); callers are admitted by reviews made with their own tokens."""
@@ -397,7 +407,7 @@ def _shared_watches(
             metrics=metrics,
             large_lists=adapter.large_lists,
         ),
-        AccessReviews(adapter, ttl=min(30.0, settings.access_recheck_seconds)),
+        AccessReviews(adapter, newcomers=newcomers, ttl=min(30.0, settings.access_recheck_seconds)),
         recheck=settings.access_recheck_seconds,
     )
     log.warning(
@@ -674,6 +684,8 @@ class FleetBuilder:
             what names the default cluster's own credential (``--token-file``,
             ``--discovery-token-file``, ``--gateway-identity``): its kubeconfig's user is
             the gateway's identity there.
+        newcomers: the gateway's one budget of reviews of callers not known yet, which
+            every named cluster's access reviews draw on (one of its own by default).
     """
 
     def __init__(
@@ -684,6 +696,7 @@ class FleetBuilder:
         large_lists: LargeLists | None = None,
         *,
         identity: Identity = FORWARDING,
+        newcomers: Newcomers | None = None,
     ) -> None:
         self.large_lists = large_lists
         self.settings = dataclasses.replace(
@@ -694,6 +707,10 @@ class FleetBuilder:
         #: How callers are identified on each named cluster (impersonate mode: the callers
         #: the home cluster authenticates are impersonated).
         self.identity = identity
+        #: The one budget of reviews of callers not known yet, every cluster's.
+        self.newcomers = (
+            newcomers if newcomers is not None else Newcomers(rate=settings.max_new_caller_reviews)
+        )
         self.members: dict[str, _Member] = {}
         self._groups: dict[str, dict[str, ClusterSource]] = {}
         #: What the last configuration or scan logged, by kind (see :meth:`_say`).
@@ -757,6 +774,7 @@ class FleetBuilder:
                         name=source.name,
                         large_lists=self.large_lists,
                         identity=self.identity,
+                        newcomers=self.newcomers,
                     )
                     self.fleet.add(source.name, cluster)
                     served.set()
@@ -910,12 +928,21 @@ def serve_fleet(
     metrics: Metrics,
     *,
     identity: Identity = FORWARDING,
+    newcomers: Newcomers | None = None,
 ) -> None:
     """Serve ``default`` in ``fleet``, then the named clusters built in the background
-    with ``identity`` (and ``--clusters-dir`` followed) until the stack closes."""
+    with ``identity`` and ``newcomers`` (and ``--clusters-dir`` followed) until the stack
+    closes."""
     fleet.add(DEFAULT, default)
     stack.push_async_callback(identity.aclose)  # impersonate mode: its token rechecks
-    builder = FleetBuilder(settings, fleet, metrics, default.adapter.large_lists, identity=identity)
+    builder = FleetBuilder(
+        settings,
+        fleet,
+        metrics,
+        default.adapter.large_lists,
+        identity=identity,
+        newcomers=newcomers,
+    )
     stack.push_async_callback(builder.aclose)
     builder.configure("flags", cluster_sources(settings))
     if settings.clusters_dir:

@@ -156,11 +156,12 @@ _HELP: dict[str, str] = {
     "caller's token goes unasked (visibility reviews, a fleet call's default set) only to "
     "these, the default cluster and the demo clusters; any other cluster gets it only when "
     "the caller names it (see docs/identity.md)",
-    "max_new_caller_reviews": "visibility reviews per second, for everyone together, of "
-    "callers the gateway does not know yet (the SelfSubjectReviews that decide which "
-    "clusters a caller sees): past it, and past a burst of five seconds' worth, such a "
-    "caller is refused with RESOURCE_EXHAUSTED; a caller a review authenticated in the "
-    "last hour passes free",
+    "max_new_caller_reviews": "reviews per second, for everyone together, of callers the "
+    "gateway does not know yet (the SelfSubjectReviews that decide which clusters a caller "
+    "sees, the access reviews that admit a caller to a view, a shared watch or /metrics, "
+    "impersonate mode's TokenReviews): past it, and past a burst of five seconds' worth, "
+    "such a caller is refused with RESOURCE_EXHAUSTED; a caller a review authenticated in "
+    "the last hour passes free",
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
     "default because the apiserver closes a shared HTTP/2 connection after any caller's "
     "rejected token, and requests queue silently past its 100 streams per connection",

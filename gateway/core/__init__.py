@@ -92,6 +92,7 @@ from gateway.core.model.schema import (
 )
 from gateway.core.model.values import JSON
 from gateway.core.process import heap, tracing
+from gateway.core.process.collector import HOLD as COLLECTOR_HOLD
 from gateway.core.process.drain import Drain
 from gateway.core.support import deepjson
 from gateway.core.upstream.adapter import KubeAdapter
@@ -123,6 +124,7 @@ __all__ = [
     "ALWAYS",
     "ANONYMOUS",
     "CHECKS",
+    "COLLECTOR_HOLD",
     "CONST",
     "COPY",
     "DEFAULT",

@@ -217,7 +217,7 @@ async def bench(pods: int) -> dict[str, float]:
             r["json_mb"], r["rss_mb"] = views.stats.bytes / 1e6, (_rss() - before) / 1e6
             print(
                 f"cache: {r['json_mb']:.0f} MB of JSON; process RSS "
-                f"+{r['rss_mb']:.0f} MB (the hub's decoded objects and the cache)"
+                f"+{r['rss_mb']:.0f} MB (the hub's JSON, shared with the cache, entries, columns)"
             )
             warm = [(await ask(VIEW, {**ns, "v": "1"}))[0] for _ in range(20)]
             r["warm_p50"], r["warm_p99"] = statistics.median(warm), _p(warm, 0.99)

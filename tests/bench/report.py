@@ -180,15 +180,18 @@ below: absolute figures of one long run; not part of `make bench` unless asked f
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
 #: gap (kept here, next to the table, so every unmet row of a run says it).
 CAUSES: dict[str, str] = {
-    "views: first (cold) view": "the cyclic collector: the hub's list of every pod is "
-    "decoded whole with the collector held off, and when it is back on a young collection "
-    "(0.9 s) and a middle one (3.0 s) walk those millions of live objects (measured by "
-    "sampling the loop during the view); with the collector held off until the cache is "
-    "filled and the filled objects frozen, as schema builds do, the same view took 4.3 s "
-    "instead of 7.6 s, no collection over 50 ms (that hold has to be shared with the schema "
-    "builds' before it lands).  The cache's own fill and its index are a small part.",
-    "views: process memory": "the hub's objects as Python data (about 5x their JSON); the "
-    "cache adds references, a column of sort values per field used and an index per sort key.",
+    "views: first (cold) view": "the work of the first view on one interpreter, measured "
+    "with the upstream in a child process (1.9 s of the gateway's CPU for 30,000 pods): the "
+    "list's decode (in slices), its encoding into the hub's compact JSON and the free of the "
+    "decoded objects, then a second decode of every object for the view's columns; a plain "
+    "list hands its decode and projection to list workers (other processes).  The "
+    "collector's walks of the decoded list (a young collection of 0.9 s and a middle one of "
+    "3.0 s before) are gone: nothing decoded outlives the fill.  Next lever: the compact "
+    "encoding and the columns made in a list worker.",
+    "views: process memory": "the process's heap around the fill (the cache itself: the "
+    "hub's JSON, shared, about 1x, with entries and columns 1.22-1.23x, measured with the "
+    "upstream in this process and in a child); what the 800 MB of decoded objects freed "
+    "leaves in glibc's and Python's arenas varies with the machine's load.",
     "views: 50 concurrent callers": "one interpreter: 50 requests at once wait for each "
     "other's CPU, so the median waits for about 25 of them. The gateway's CPU per distinct "
     "view is 3.5-4.3 ms (the CPU row), of which the evaluation (the columnar filter over "
@@ -199,11 +202,14 @@ CAUSES: dict[str, str] = {
     "views: counts": "the request's HTTP and GraphQL execution on a loaded machine (the "
     "count itself is a C count per value of the field's codes, 0.2 ms for 30,000).",
     "views: next page": "the GraphQL execution and rendering of the page on a loaded machine.",
-    "views: longest event-loop stall, cold view": "the collections of the first (cold) "
-    "view's row, one of them 3.0 s, on the event loop.",
+    "views: longest event-loop stall, cold view": "the demo upstream in the same process "
+    "serialising the 155 MB list in one step, and the gateway's one step joining the "
+    "received body (httpx, 70 ms of CPU for 155 MB); with the upstream in a child process "
+    "every step of the fill, its compaction and the columns' build is under 20 ms of CPU "
+    "(tests/core/views/test_store.py).",
     "views: longest event-loop stall": "a worker thread's evaluation holds the interpreter "
-    "for its switch interval at a time, and the collector's collections over the hub's "
-    "objects; on a loaded machine the process also waits for a CPU.",
+    "for its switch interval at a time, and each request's GraphQL execution runs between "
+    "the ticks; on a loaded machine the process also waits for a CPU.",
     "one watch event to a gRPC message": "the machine's speed in that run: the figure "
     "follows the row's reference (orjson dumps+loads of the same event's JSON, in its note), "
     "38 us when the reference is 36-37 us; a run where the reference is 50 us or more "

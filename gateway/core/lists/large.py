@@ -36,11 +36,13 @@ can do, and the body is large), is decoded in slices (large) or in one piece:
 * :meth:`LargeLists.decode` — any other JSON body (the adapter's), held off in the scope
   it is given, else during its decode.
 
-The state (how many holds are open, whether the first one turned the collector off, the
-tasks freeing values) lives in a :class:`LargeLists` the adapter owns, one per gateway, and
-in each :class:`ListScope`.  Holds are counted there, so overlapping lists of several tasks
-keep the collector off until the last one ends, and none of them ever turns on a collector
-it did not turn off.  No ambient state: each call names the scope it works in.
+The state (how many holds are open, the tasks freeing values) lives in a
+:class:`LargeLists` the adapter owns, one per gateway, and in each :class:`ListScope`.
+Holds are counted there, and together they are one hold of the process's count
+(:mod:`gateway.core.process.collector`, which schema builds and view fills hold too), so
+overlapping lists, builds and fills keep the collector off until the last one ends, and
+none of them ever turns on a collector it did not turn off.  No ambient state: each call
+names the scope it works in.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from gateway.core.lists.jobs import Job, project, split_wire
 from gateway.core.lists.pool import ListWorkers
 from gateway.core.lists.projections import Spec
 from gateway.core.model.values import JSON
+from gateway.core.process.collector import HOLD
 from gateway.core.support import deepjson
 
 __all__ = [
@@ -104,19 +107,20 @@ class _Paused:
 
     def __enter__(self) -> None:
         if self._paused:
-            gc.disable()
+            HOLD.take()
 
     def __exit__(self, *exc: object) -> None:
         if self._paused:
-            gc.enable()
+            HOLD.give()
 
 
 def paused(when: bool = True) -> _Paused:
     """A ``with`` block of synchronous work run with the cyclic collector off (``when``
     false, or the collector already off: left as it is).
 
-    Nothing else runs during synchronous work, so the pause needs no count; it ends with
-    the block, also by an exception.
+    A hold of the process's count (:mod:`gateway.core.process.collector`): a schema build
+    in a thread that starts or ends meanwhile neither turns the collector on under it nor
+    has it turned on under itself; it ends with the block, also by an exception.
     """
     return _Paused(when and gc.isenabled())
 
@@ -279,31 +283,29 @@ class LargeLists:
     One event loop thread uses it: no lock is needed.
     """
 
-    __slots__ = ("_freeing", "_holders", "_ours", "workers")
+    __slots__ = ("_freeing", "_holders", "workers")
 
     def __init__(self, workers: ListWorkers | None = None) -> None:
         #: The process's list workers (``None``: none; :mod:`gateway.core.lists.pool`).
         self.workers = workers
-        #: Holds open now (scopes that hold).
+        #: Holds open now (scopes that hold); together one hold of the process's count.
         self._holders = 0
-        #: Whether the first open hold turned the collector off (the last turns it back on).
-        self._ours = False
         #: The tasks freeing values handed over (the event loop only weakly holds a task).
         self._freeing: set[asyncio.Task[None]] = set()
 
     # -- holds ---------------------------------------------------------------------------
 
     def _take(self) -> None:
-        if self._holders == 0 and gc.isenabled():
-            gc.disable()
-            self._ours = True
+        # the process's count (schema builds and view fills hold it too): the last hold
+        # of all, not of this scope's kind, turns the collector back on
+        if self._holders == 0:
+            HOLD.take()
         self._holders += 1
 
     def _give(self) -> None:
         self._holders -= 1
-        if self._holders == 0 and self._ours:
-            self._ours = False
-            gc.enable()
+        if self._holders == 0:
+            HOLD.give()
 
     def scope(self, *, linger: bool = False) -> ListScope:
         """A new scope (see :class:`ListScope`); it holds nothing until asked to."""

@@ -50,7 +50,7 @@ from gateway.core.views.spec import (
     ViewSpec,
     encode_cursor,
 )
-from gateway.core.views.store import Snapshot, sort_value
+from gateway.core.views.store import Snapshot, label_path, sort_value
 
 #: A test of one slot of a snapshot.
 Predicate = Callable[[int], bool]
@@ -68,6 +68,8 @@ def paths_of(spec: ViewSpec) -> list[FieldPath]:
             walk(node.part)
         elif isinstance(node, Condition | FieldRequirement):
             found.append(node.path)
+        elif isinstance(node, LabelRequirement):
+            found.append(label_path(node.key))
 
     walk(spec.filter)
     unique: dict[tuple[str, ...], FieldPath] = {}
@@ -170,13 +172,18 @@ def _text(value: Any) -> str:
 
 
 def _label(req: LabelRequirement, snap: Snapshot) -> Predicate:
-    key, values, slots = req.key, req.values, snap.slots
+    """A label selector's requirement, read from the label's column (rank 1: a text value;
+    a label's value is always text, so rank 0 is an absent label)."""
+    return _label_test(req, column(snap, label_path(req.key)))
+
+
+def _label_test(req: LabelRequirement, col: list[tuple[int, Any] | None]) -> Predicate:
+    """:func:`_label` over a given column (the label's, or its distinct values)."""
+    values = req.values
 
     def label(i: int) -> Any:
-        e = slots[i]
-        meta = e.obj.get("metadata") if e is not None else None
-        found = meta.get("labels") if type(meta) is dict else None
-        return found.get(key) if type(found) is dict else None
+        t = col[i]
+        return t[1] if t is not None and t[0] == 1 else None
 
     if req.op in ("=", "in"):
         return lambda i: label(i) in values
@@ -184,10 +191,8 @@ def _label(req: LabelRequirement, snap: Snapshot) -> Predicate:
         return lambda i: label(i) not in values
 
     def has(i: int) -> bool:
-        e = slots[i]
-        meta = e.obj.get("metadata") if e is not None else None
-        found = meta.get("labels") if type(meta) is dict else None
-        return type(found) is dict and key in found
+        t = col[i]
+        return t is not None and t[0] != 0
 
     if req.op == "exists":
         return has
@@ -250,23 +255,6 @@ def _having(snap: Snapshot, memo_key: str, texts: list[str], want: str, prefix: 
     return columns.of_bools(map(test, texts, repeat(want)))
 
 
-def _label_path(key: str) -> FieldPath:
-    return FieldPath(f"metadata.labels.{key}", ("metadata", "labels", key), "string")
-
-
-def _memo_column(snap: Snapshot, path: FieldPath) -> list[tuple[int, Any] | None]:
-    """A column the snapshot does not keep (a label's): read once per generation."""
-    found = snap.columns.get(path.keys)
-    if found is None:
-        memo_key = f"column:{path.kind}:{path.keys!r}"
-        found = snap.memo.get(memo_key)
-        if found is None:
-            found = snap.memo[memo_key] = [
-                None if e is None else sort_value(path, e.obj) for e in snap.slots
-            ]
-    return found
-
-
 def _by_codes(node: Node, snap: Snapshot) -> Mask | None:
     """The mask of a condition or requirement from its column's codes (the test run once
     per distinct value, :mod:`gateway.core.views.columns`); ``None`` where that does not
@@ -282,19 +270,13 @@ def _by_codes(node: Node, snap: Snapshot) -> Mask | None:
         chosen = found.members(wanted)
         return chosen if node.op in ("eq", "in") else columns.negate(chosen)
     if isinstance(node, LabelRequirement):
-        if node.op in ("exists", "!"):
-            return None  # the key's presence, not its value (a null value is present)
-        path = _label_path(node.key)
-        found = columns.codes(snap, path, _memo_column(snap, path))
-        values = node.values
-
-        def labelled(k: int) -> bool:  # a label's value is text: one of another type is no
-            t = found.keys[k]  # member of a set of texts
-            return t is not None and t[0] == 1 and t[1] in values
-
-        members: Mask | None = columns.by_value(found, labelled)
-        if members is None:
-            members = found.members((1, v) for v in values)
+        path = label_path(node.key)
+        found = columns.codes(snap, path, column(snap, path))
+        members: Mask | None = columns.by_value(found, _label_test(node, found.keys))
+        if members is not None or node.op in ("exists", "!"):
+            return members
+        # many distinct values: a label's value is text (rank 1) or absent
+        members = found.members((1, v) for v in node.values)
         return members if node.op in ("=", "in") else columns.negate(members)
     if isinstance(node, FieldRequirement) and columns.exact_classes(node.path):
         found = columns.codes(snap, node.path, column(snap, node.path))
@@ -517,9 +499,9 @@ def prepare(snap: Snapshot, spec: ViewSpec, by: FieldPath | None = None) -> None
             isinstance(node, FieldRequirement) and columns.exact_classes(node.path)
         ):
             columns.codes(snap, node.path, column(snap, node.path))
-        elif isinstance(node, LabelRequirement) and node.op not in ("exists", "!"):
-            path = _label_path(node.key)
-            columns.codes(snap, path, _memo_column(snap, path))
+        elif isinstance(node, LabelRequirement):
+            path = label_path(node.key)
+            columns.codes(snap, path, column(snap, path))
 
     if spec.filter is not None:
         walk(spec.filter)

@@ -100,9 +100,10 @@ class LivePage:
 
 def fingerprint(page: Page) -> tuple[Any, ...]:
     """What a page shows, short of the rendering: items (and their versions), cursors,
-    total, page info; not the page's resourceVersion."""
+    total, page info; not the page's resourceVersion.  An item is named by its values, not
+    its identity: the store decodes an object anew for each page (it keeps its JSON)."""
     items = tuple(
-        (m.get("namespace"), m.get("name"), m.get("resourceVersion"), id(obj))
+        (m.get("namespace"), m.get("name"), m.get("uid"), m.get("resourceVersion"))
         for obj in page.items
         if type(m := obj.get("metadata")) is dict
     )

@@ -1,12 +1,12 @@
 """The in-memory store of one view cache: objects in slots, with columns of sort values.
 
 Measured on 30,000 realistic pods (``tests/bench/realistic.py``), what evaluating a view
-costs is reading field values out of 30,000 scattered dicts, not comparing them: a sort
+costs is reading field values out of 30,000 scattered objects, not comparing them: a sort
 that calls a Python function per object to read ``metadata.creationTimestamp`` is several
 times slower than one over a list of the values.  So the store keeps, for every field path
 a view has used (at most :data:`MAX_COLUMNS`), a *column*: the field's sort value
-(:func:`sort_value`) of each slot, kept up to date as events arrive.  A new column is built
-a chunk of :data:`BUILD_STEP` slots per event-loop step.  A column a view sorts by (one
+(:func:`sort_value`) of each slot, kept up to date as events arrive.  New columns are built
+together, :data:`BUILD_BYTES` of JSON decoded per event-loop step.  A column a view sorts by (one
 key) also has an *index*: its occupied slots in ascending (value, namespace, name) order,
 sorted once in a worker thread and then kept by every put and delete (a bisection and a
 list insert each), so a page of a sorted view is a walk of it from the cursor, not a sort
@@ -15,10 +15,21 @@ and the columns it needs (a copy of a list of references: a fraction of a millis
 30,000), so evaluation (:mod:`gateway.core.views.evaluate`) runs in a worker thread on
 data that no event changes under it.
 
-SQLite (what Rancher's steve uses) was the other choice; the slots and columns keep the
-hub's objects as they are (no second copy of the JSON, no serialisation per event), and a
-store with the same snapshot interface can replace this one (a shared store for large
-fleets) without touching evaluation.
+Each object is kept as its JSON, the very ``bytes`` the hub's compact state keeps
+(:mod:`gateway.core.watch.compact`; a hub event carries them as ``raw``): one copy for the
+hub and every cache of its watch, about 1x the JSON, where decoded Python objects cost about
+5x and are millions of objects for the cyclic collector to walk.  What views read of every
+object lives in the columns (Python values, built by decoding each object once for all
+the columns a view asks for at once, a slice of :data:`BUILD_BYTES` per event-loop step);
+an object itself is decoded only to answer (a page's items) or for what has no column (a
+search's text, made once per object).  Measured (``tests/bench/bench_views.py``): the
+process's memory after the first view of 30,000 pods, against the JSON of the cached
+objects, BENCHMARKS.md's "Views".
+
+SQLite (what Rancher's steve uses) was the other choice; the slots and columns share the
+hub's JSON (no second copy, no serialisation per event), and a store with the same
+snapshot interface can replace this one (a shared store for large fleets) without
+touching evaluation.
 """
 
 from __future__ import annotations
@@ -29,32 +40,72 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gateway.core.lists.large import paused
+import orjson
+
+from gateway.core.process.collector import HOLD
 from gateway.core.views.spec import FieldPath
+from gateway.core.watch.compact import encode
 
 #: Field paths a store keeps columns for (the least recently used goes past it).
 MAX_COLUMNS: Final = 16
-#: Slots a new column is filled with per event-loop step.
-BUILD_STEP: Final = 2000
+#: JSON bytes decoded per event-loop step while new columns are filled (~1-2 ms).
+BUILD_BYTES: Final = 512 * 1024
+#: A store of at least this many slots is frozen after new columns are filled
+#: (:meth:`~gateway.core.process.collector.CollectorHold.settle`).
+SETTLE_SLOTS: Final = 2000
 
 _NUMBERS = frozenset(("int32", "int64", "double"))
 
 
 class Entry:
-    """One stored object, with its (namespace, name) and a lazily made search text."""
+    """One stored object: its JSON, its (namespace, name), a lazily made search text.
 
-    __slots__ = ("name", "namespace", "obj", "size", "text")
+    ``Entry(obj)`` is the entry of a decoded object (encoded here; ``size`` is ignored, the
+    size is its JSON's); :meth:`keyed` and :meth:`of` make one from JSON the caller has.
+    """
 
-    def __init__(self, obj: dict[str, Any], size: int) -> None:
+    __slots__ = ("name", "namespace", "raw", "text")
+
+    def __init__(self, obj: dict[str, Any], size: int | None = None) -> None:
+        self._set(obj, encode(obj))
+
+    def _set(self, obj: dict[str, Any], raw: bytes) -> None:
         meta = obj.get("metadata")
         meta = meta if type(meta) is dict else {}
-        self.obj = obj
         self.namespace: str = meta.get("namespace") or ""
         self.name: str = meta.get("name") or ""
-        #: The bytes of its JSON (what the memory budget counts).
-        self.size = size
+        #: The object's JSON (the hub's own ``bytes``, shared: read only).
+        self.raw = raw
         #: The lower-cased search text, made on the first search.
         self.text: str | None = None
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], raw: bytes | None = None) -> Entry:
+        """The entry of a decoded object and its JSON ``raw`` (encoded here if ``None``)."""
+        entry = cls.__new__(cls)
+        entry._set(obj, raw if raw is not None else encode(obj))
+        return entry
+
+    @classmethod
+    def keyed(cls, key: str, raw: bytes) -> Entry:
+        """The entry of the JSON ``raw`` of the object at ``key`` (``namespace/name``, as
+        the hub keys its state), without decoding it."""
+        entry = cls.__new__(cls)
+        entry.namespace, _, entry.name = key.partition("/")
+        entry.raw = raw
+        entry.text = None
+        return entry
+
+    @property
+    def size(self) -> int:
+        """The bytes of its JSON (what the memory budget counts)."""
+        return len(self.raw)
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        """The object, decoded anew from its JSON at each read (keep what you read)."""
+        found: dict[str, Any] = orjson.loads(self.raw)
+        return found
 
     def search_text(self) -> str:
         text = self.text
@@ -67,6 +118,12 @@ class Entry:
                     parts.extend(f"{k}={v}" for k, v in found.items())
             text = self.text = "\n".join(parts).lower()
         return text
+
+
+def label_path(key: str) -> FieldPath:
+    """The path of the label ``key`` (``metadata.labels[key]``): a label selector's
+    requirement reads the column of it, as a filter on a field reads the field's."""
+    return FieldPath(f"metadata.labels.{key}", ("metadata", "labels", key), "string")
 
 
 def sort_value(path: FieldPath, obj: Any) -> tuple[int, Any]:
@@ -183,8 +240,10 @@ class Store:
     def __len__(self) -> int:
         return len(self.index)
 
-    def put(self, key: str, entry: Entry) -> int:
-        """Store (or replace) the object at ``key``; returns the bytes it adds."""
+    def put(self, key: str, entry: Entry, obj: dict[str, Any] | None = None) -> int:
+        """Store (or replace) the object at ``key`` (``obj``: the entry's object decoded,
+        when the caller has it; else it is decoded here if a column needs it); returns the
+        bytes it adds."""
         added = entry.size
         slot = self.index.get(key)
         if slot is not None:
@@ -208,9 +267,13 @@ class Store:
         for column in self.columns.values():
             values = column.values
             if slot < len(values):
-                values[slot] = sort_value(column.path, entry.obj)
+                if obj is None:
+                    obj = entry.obj
+                values[slot] = sort_value(column.path, obj)
             elif column.complete:
-                values.append(sort_value(column.path, entry.obj))
+                if obj is None:
+                    obj = entry.obj
+                values.append(sort_value(column.path, obj))
             else:
                 continue
             if column.index is not None:
@@ -286,47 +349,78 @@ class Store:
     async def ensure(
         self, paths: Iterable[FieldPath], indexed: Iterable[FieldPath] | None = None
     ) -> None:
-        """Columns for ``paths``, built now if new (a chunk per event-loop step), with an
-        index for those of ``indexed`` (default: every one), sorted now if they have none."""
+        """Columns for ``paths``, built now if new (each object decoded once for all the
+        new ones, :data:`BUILD_BYTES` of JSON per event-loop step), with an index for those
+        of ``indexed`` (default: every one), sorted now if they have none."""
         paths = list(paths)
         wanted = {p.keys for p in (paths if indexed is None else indexed)}
+        new: list[Column] = []
+        existing: list[Column] = []
         for path in paths:
             column = self.columns.get(path.keys)
             if column is not None:
                 self.columns[path.keys] = self.columns.pop(path.keys)  # most recent last
-                await column.finished.wait()  # another caller may be building it
-                if (
-                    path.keys in wanted
-                    and column.index is None
-                    and column.dirty is None
-                    and self.columns.get(path.keys) is column
-                ):
-                    await self._build_index(column)
+                existing.append(column)
                 continue
             column = Column(path, [])
             self.columns[path.keys] = column
+            new.append(column)
             while len(self.columns) > MAX_COLUMNS:
                 oldest = next(iter(self.columns))
                 dropped = self.columns.pop(oldest)
                 dropped.complete = True  # a builder of it stops
                 dropped.finished.set()
-            values = column.values
-            while len(values) < len(self.slots):
-                stop = min(len(values) + BUILD_STEP, len(self.slots))
-                slots = self.slots
-                with paused():  # a tuple per object: no full collection in between
-                    values.extend(
-                        None if (e := slots[i]) is None else sort_value(path, e.obj)
-                        for i in range(len(values), stop)
-                    )
-                if len(values) < len(self.slots):
-                    await asyncio.sleep(0)
-                if column.complete:  # dropped meanwhile
-                    break
-            column.complete = True
-            column.finished.set()
-            if path.keys in wanted and self.columns.get(path.keys) is column:
+        if new:
+            await self._fill(new)
+            for column in new:
+                column.complete = True
+                column.finished.set()
+        for column in existing:
+            await column.finished.wait()  # another caller may be building it
+        for column in (*new, *existing):
+            if (
+                column.path.keys in wanted
+                and column.index is None
+                and column.dirty is None
+                and self.columns.get(column.path.keys) is column
+            ):
                 await self._build_index(column)
+
+    async def _fill(self, columns: list[Column]) -> None:
+        """Fill new columns together: each object decoded once for all of them, a slice of
+        :data:`BUILD_BYTES` of JSON per event-loop step (the decoded objects freed at once,
+        the collector held off within a step).  Objects put meanwhile are filled in as the
+        build reaches them; a column dropped meanwhile (its ``complete`` set) is left."""
+        with HOLD.held():  # a value per object and column: no collection in between
+            await self._fill_held(columns)
+        if len(self.slots) >= SETTLE_SLOTS:
+            HOLD.settle()  # frozen where the process is the gateway's own
+
+    async def _fill_held(self, columns: list[Column]) -> None:
+        loads = orjson.loads
+        while True:
+            live = [c for c in columns if not c.complete]
+            if not live:
+                return
+            slots = self.slots
+            done = len(live[0].values)
+            if done >= len(slots):
+                return
+            budget = BUILD_BYTES
+            while done < len(slots) and budget > 0:
+                e = slots[done]
+                if e is None:
+                    for c in live:
+                        c.values.append(None)
+                else:
+                    raw = e.raw
+                    budget -= len(raw)
+                    obj = loads(raw)
+                    for c in live:
+                        c.values.append(sort_value(c.path, obj))
+                done += 1
+            if done < len(self.slots):
+                await asyncio.sleep(0)
 
     def snapshot(self, version: str, paths: Iterable[FieldPath]) -> Snapshot:
         """The store now, with the columns of ``paths`` that are complete (:meth:`ensure`

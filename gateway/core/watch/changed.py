@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Protocol
 
 from gateway.core.model.values import JSON
@@ -87,7 +87,9 @@ class StreamChanges:
         before: what a resuming subscriber holds of the objects its replay may change
             (:func:`history_before`).
         origin: the hub's objects when a subscriber without initial events joined, by
-            namespace/name (read only, shared with the hub).
+            namespace/name (a copy of the hub's state, taken as it joined: decoded
+            objects, or a :class:`~gateway.core.watch.compact.CompactState` that decodes
+            each one read).
     """
 
     __slots__ = ("before", "digests", "origin")
@@ -95,7 +97,7 @@ class StreamChanges:
     def __init__(
         self,
         before: dict[str, JSON | None] | None = None,
-        origin: dict[str, JSON] | None = None,
+        origin: MutableMapping[str, JSON] | None = None,
     ) -> None:
         self.before = before or {}
         self.origin = origin

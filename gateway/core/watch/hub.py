@@ -42,19 +42,23 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, cast
+
+import orjson
 
 from gateway.core import errors
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import Resource
 from gateway.core.model.values import JSON
+from gateway.core.process import heap
 from gateway.core.support.wakeup import Wakeup
 from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import Budget, Lease, scope_of
 from gateway.core.upstream.credentials import ANONYMOUS, Credential
 from gateway.core.watch.access import AccessReviews, forbidden
 from gateway.core.watch.changed import StreamChanges, history_before
+from gateway.core.watch.compact import CompactState
 from gateway.core.watch.watcher import (
     INITIAL_EVENTS_END,
     RESYNC_ANNOTATION,
@@ -64,6 +68,7 @@ from gateway.core.watch.watcher import (
     WatchEvent,
     decimal_version,
     marker,
+    object_key,
     resource_version_of,
 )
 
@@ -142,7 +147,6 @@ class WatchTarget:
         )
 
 
-@dataclass(slots=True)
 class HubEvent:
     """One event as a subscriber receives it.
 
@@ -152,15 +156,69 @@ class HubEvent:
         resource_version: the event's resourceVersion.
         resume: the resume point once this event is taken, or ``None`` inside an
             incomplete snapshot or ``RESYNC`` frame.
+        raw: the object's JSON as the hub's compact state keeps it (the same ``bytes``),
+            for an ``ADDED`` or ``MODIFIED`` object the state holds; else ``None``.
+        key: the object's namespace/name, when the hub knows it without reading the
+            object (a snapshot's events); else ``None``.
+
+    An event of a snapshot or resync is made from the hub's compact state
+    (:class:`~gateway.core.watch.compact.CompactState`) with ``raw`` and ``key`` only: its
+    ``object`` (and its ``resource_version``) is decoded when first read, so a subscriber
+    that keeps the JSON (a view cache) never decodes it.
     """
 
-    type: EventType
-    object: JSON
-    resource_version: str
-    resume: str | None
-    _encoded: dict[Any, Any] | None = field(default=None, repr=False)
-    #: Subscribers that have it queued and not taken yet.
-    readers: int = field(default=0, repr=False)
+    __slots__ = (
+        "_at",
+        "_encoded",
+        "_object",
+        "_version",
+        "key",
+        "raw",
+        "readers",
+        "resume",
+        "type",
+    )
+
+    def __init__(
+        self,
+        type: EventType,
+        object: JSON | None,
+        resource_version: str | None,
+        resume: str | None,
+        *,
+        raw: bytes | None = None,
+        key: str | None = None,
+        at: str = "",
+    ) -> None:
+        self.type = type
+        self._object = object
+        self._version = resource_version
+        self.resume = resume
+        self.raw = raw
+        self.key = key
+        #: The version of an object that has none of its own (a lazy event's).
+        self._at = at
+        self._encoded: dict[Any, Any] | None = None
+        #: Subscribers that have it queued and not taken yet.
+        self.readers = 0
+
+    @property
+    def object(self) -> JSON:
+        found = self._object
+        if found is None:
+            assert self.raw is not None
+            found = self._object = orjson.loads(self.raw)
+        return found
+
+    @property
+    def resource_version(self) -> str:
+        found = self._version
+        if found is None:
+            found = self._version = resource_version_of(self.object) or self._at
+        return found
+
+    def __repr__(self) -> str:
+        return f"HubEvent({self.type!r}, {self.key or object_key(self.object)!r})"
 
     def encoded(self, key: Any, encode: Callable[[HubEvent], Any]) -> Any:
         """``encode(self)``, computed once per key for every subscriber of this event.
@@ -432,6 +490,9 @@ class Upstream:
             credential=credential,
             bookmarks=True,
             backoff=hub.backoff,
+            # each object kept as its JSON: a fifth of the memory of decoded objects, and
+            # nothing for the cyclic collector to walk (gateway/core/watch/compact.py)
+            state=CompactState(),
         )
         self.subscribers: set[WatchSubscription] = set()
         #: Subscribers waiting for the initial list (they hold the watch open too).
@@ -500,6 +561,12 @@ class Upstream:
             self._linger.cancel()
         for sub in list(self.subscribers):
             sub.end(self.failure)
+        state = self.watcher.state
+        if len(state) >= GIVE_BACK_OBJECTS:
+            # nobody reads it any more (a snapshot being read holds its own references):
+            # freed now, and the C heap's free pages given back to the system
+            state.clear()
+            self.hub._give_back()
 
     def close(self) -> None:
         """Stop the upstream watch; subscribers end cleanly."""
@@ -550,7 +617,7 @@ class Upstream:
             else:
                 self.history_floor = event.resource_version
         resume = None if self.in_resync else self.watcher.resource_version
-        item = HubEvent(kind, event.object, event.resource_version, resume)
+        item = HubEvent(kind, event.object, event.resource_version, resume, raw=event.raw)
         if kind in ("ADDED", "MODIFIED", "DELETED") and not self.in_resync:
             history = self.history
             if len(history) >= self.hub.history:
@@ -581,7 +648,9 @@ class Upstream:
             assert start.resource_version is not None
             return StreamChanges(before=history_before(self.history, start.resource_version))
         if start.mode == "now" and self.watcher.state_floor is None:
-            return StreamChanges(origin=dict(self.watcher.state))
+            state = self.watcher.state
+            held = state.copy() if isinstance(state, CompactState) else dict(state)
+            return StreamChanges(origin=held)
         return StreamChanges()
 
     def starting_point(self, start: WatchStart) -> StartPoint:
@@ -590,7 +659,7 @@ class Upstream:
         if start.mode == "now":
             return StartPoint(None, at or None, decimal_version(at))
         if start.mode == "snapshot":
-            objects = list(self.watcher.state.values())
+            objects = self._objects()
             initial = self._snapshot(objects, at, start.initial_events_end)
             return StartPoint(initial, None if objects else at or None, decimal_version(at))
         wanted = start.resource_version
@@ -599,26 +668,43 @@ class Upstream:
         last = self.watcher.resource_version or at
         replay = self._replay(wanted, last)
         if replay is None:
-            objects = list(self.watcher.state.values())
+            objects = self._objects()
             return StartPoint(self._resync(objects, at), None, decimal_version(at))
         floor = last if replay else wanted
         return StartPoint(iter(replay), wanted, decimal_version(floor))
 
-    def _snapshot(self, objects: list[JSON], at: str, end_marker: bool) -> Iterator[HubEvent]:
+    def _objects(self) -> list[tuple[str, bytes]] | list[JSON]:
+        """The hub's objects now (a list of references, taken in one step): (key, JSON)
+        pairs of a compact state, else the objects."""
+        state = self.watcher.state
+        if isinstance(state, CompactState):
+            return state.raw_items()
+        return list(state.values())
+
+    @staticmethod
+    def _added(found: tuple[str, bytes] | JSON, at: str, resume: str | None) -> HubEvent:
+        if isinstance(found, tuple):
+            key, data = found
+            return HubEvent("ADDED", None, None, resume, raw=data, key=key, at=at)
+        return HubEvent("ADDED", found, resource_version_of(found) or at, resume)
+
+    def _snapshot(
+        self, objects: list[tuple[str, bytes]] | list[JSON], at: str, end_marker: bool
+    ) -> Iterator[HubEvent]:
         last = len(objects) - 1
-        for i, obj in enumerate(objects):
-            rv = resource_version_of(obj) or at
-            yield HubEvent("ADDED", obj, rv, at if i == last else None)
+        added = self._added
+        for i, found in enumerate(objects):
+            yield added(cast(Any, found), at, at if i == last else None)
         if end_marker:
             end = marker(self.target.resource, at, {INITIAL_EVENTS_END: "true"})
             yield HubEvent("BOOKMARK", end, at, at)
 
-    def _resync(self, objects: list[JSON], at: str) -> Iterator[HubEvent]:
+    def _resync(self, objects: list[tuple[str, bytes]] | list[JSON], at: str) -> Iterator[HubEvent]:
         resource = self.target.resource
         begin = marker(resource, at, {RESYNC_ANNOTATION: "begin"})
         yield HubEvent("RESYNC", begin, at, None)
-        for obj in objects:
-            yield HubEvent("ADDED", obj, resource_version_of(obj) or at, None)
+        for found in objects:
+            yield self._added(cast(Any, found), at, None)
         yield HubEvent("RESYNC", marker(resource, at, {RESYNC_ANNOTATION: "end"}), at, at)
 
     def _replay(self, wanted: str, at: str) -> list[HubEvent] | None:
@@ -641,6 +727,10 @@ class Upstream:
             return []  # at or past the hub's point: changes after it, as they come
         return [e for e in self.history if (decimal_version(e.resource_version) or 0) > n]
 
+
+#: An upstream watch that closes holding at least this many objects gives the C heap's
+#: free pages back (``malloc_trim``): its state's JSON is in blocks glibc would keep.
+GIVE_BACK_OBJECTS = 1000
 
 #: The scope of upstream watches shared across identities (``--shared-watches``).
 SHARED_SCOPE = "shared"
@@ -700,6 +790,8 @@ class WatchHub:
         self.stats = HubStats()
         self._upstreams: dict[tuple[Any, ...], Upstream] = {}
         self._rechecks: asyncio.Task[None] | None = None
+        #: Tasks giving the C heap's free pages back (the event loop holds tasks weakly).
+        self._trims: set[asyncio.Task[None]] = set()
         #: Shutting down: no new subscriber (see :meth:`drain`).
         self.draining = False
 
@@ -780,6 +872,17 @@ class WatchHub:
             if upstream is not None:
                 upstream._idle_check()  # a joiner that gave up must not keep it open
             raise
+
+    def _give_back(self) -> None:
+        """Give the C heap's free pages back to the system, in a thread (the JSON of a
+        large state is in C heap blocks, which glibc keeps for reuse once freed)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(heap.give_back(), name="watch-hub-give-back")
+        self._trims.add(task)
+        task.add_done_callback(self._trims.discard)
 
     def _forget(self, upstream: Upstream) -> None:
         if self._upstreams.get(upstream.key) is upstream:

@@ -51,7 +51,7 @@ from typing import Any
 
 from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
 
-from gateway.core import heap
+from gateway.core import COLLECTOR_HOLD, heap
 from gateway.graphql.engine.execution import Engine
 from gateway.graphql.schemas._library import graphql_schema
 from gateway.graphql.schemas.native import GroupBuilder
@@ -71,7 +71,6 @@ class SchemaCollector:
         self.freeze = freeze
         self._lock = threading.Lock()
         self._holders = 0
-        self._ours = False
         #: Schemas dropped that only a full collection frees.
         self.owed = 0
         #: Full collections run to pay what was owed (for tests and logs).
@@ -86,10 +85,10 @@ class SchemaCollector:
         running ends; the last to end freezes what they built (before the collector may
         run again, which would walk all of it once)."""
         with self._lock:
-            if self._holders == 0 and gc.isenabled():
-                gc.disable()
-                self._ours = True
             self._holders += 1
+        # the process's count: a list's decode or a view's fill that ends meanwhile does
+        # not turn the collector on under the build, nor the build under them
+        COLLECTOR_HOLD.take()
         built = False
         try:
             yield
@@ -97,20 +96,17 @@ class SchemaCollector:
         finally:
             with self._lock:
                 self._holders -= 1
-                if self._holders == 0:
-                    # A failed build's exception holds its frames, and they the half-built
-                    # schema, in cycles: frozen, they would never be freed.  Left to the
-                    # young collections instead.
-                    if self.freeze and built:
-                        # The youngest generation holds the schema and whatever the event
-                        # loop served meanwhile: its garbage (operations' cycles) is
-                        # collected first, one walk of the new schema, or it would be frozen
-                        # with the schema and never be freed.
-                        gc.collect(0)
-                        gc.freeze()
-                    if self._ours:
-                        self._ours = False
-                        gc.enable()
+                # A failed build's exception holds its frames, and they the half-built
+                # schema, in cycles: frozen, they would never be freed.  Left to the young
+                # collections instead.
+                if self._holders == 0 and self.freeze and built:
+                    # The youngest generation holds the schema and whatever the event loop
+                    # served meanwhile: its garbage (operations' cycles) is collected first,
+                    # one walk of the new schema, or it would be frozen with the schema and
+                    # never be freed.
+                    gc.collect(0)
+                    gc.freeze()
+            COLLECTOR_HOLD.give()
 
     def before_build(self) -> None:
         """On the event loop, before a build: the youngest generation's garbage collected

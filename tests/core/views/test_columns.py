@@ -213,11 +213,11 @@ def _plain_order(snap: Snapshot, spec: ViewSpec, slots: list[int]) -> list[int]:
 
 def _walk(snap: Snapshot, spec: ViewSpec) -> tuple[list[int], int]:
     ordered = evaluate.order(snap, spec)
-    by_obj = {id(e.obj): i for i, e in enumerate(snap.slots) if e is not None}
+    by_name = {n: i for i, n in enumerate(snap.names) if n is not None}
     found: list[int] = []
     while True:
         page = evaluate.page(ordered, spec)
-        found += [by_obj[id(o)] for o in page.items]
+        found += [by_name[o["metadata"]["namespace"], o["metadata"]["name"]] for o in page.items]
         if not page.has_next:
             return found, page.total
         assert page.end_cursor is not None
