@@ -193,11 +193,13 @@ CAUSES: dict[str, str] = {
     "upstream in this process and in a child); what the 800 MB of decoded objects freed "
     "leaves in glibc's and Python's arenas varies with the machine's load.",
     "views: 50 concurrent callers": "one interpreter: 50 requests at once wait for each "
-    "other's CPU, so the median waits for about 25 of them. The gateway's CPU per distinct "
-    "view is 3.5-4.3 ms (the CPU row), of which the evaluation (the columnar filter over "
-    "30,000 names and the walk of the sort index) is about 1.8 ms and the rest is each "
-    "request's HTTP, GraphQL execution and rendering of 50 objects; p50 20 ms for 50 "
-    "callers at once would need under 1 ms of CPU per request in all, or several processes.",
+    "other's CPU, so the median waits for about 25 of them. Measured before the compact "
+    "store: the gateway's CPU per distinct view 3.5-4.3 ms, of which the evaluation (the "
+    "columnar filter over 30,000 names and the walk of the sort index) about 1.8 ms and the "
+    "rest each request's HTTP, GraphQL execution and rendering of 50 objects; p50 20 ms for "
+    "50 callers at once would need under 1 ms of CPU per request in all, or several "
+    "processes. With the compact store a second burst of distinct views costs 20-23 ms of "
+    "CPU per view (without the columnar filters too: 23 ms), not explained yet.",
     "views: warm view": "the GraphQL execution and rendering of the page on a loaded machine.",
     "views: counts": "the request's HTTP and GraphQL execution on a loaded machine (the "
     "count itself is a C count per value of the field's codes, 0.2 ms for 30,000).",
