@@ -7,8 +7,11 @@ made unique and given varied phases and start times) in one namespace of a demo 
 the gateway in process over loopback.  Printed: a plain list of the same pods (one field,
 15 fields), the first (cold) view, the JSON the cache holds against the process's RSS
 growth, a warm view (its order computed already), 50 concurrent callers with 50 distinct
-filters (50 evaluations) and with the same view, counts by ``status.phase``, the next page
-by cursor, and the bytes of a first page against the full list's; and the longest stall
+filters (50 evaluations; with the process's CPU per view, the bench's client included) and
+with the same view, 50 distinct filters again from a client process of its own (the
+gateway's CPU per view alone: this process's CPU over the burst, divided by 50), counts by
+``status.phase``, the next page by cursor, and the bytes of a first page against the full
+list's; and the longest stall
 of the event loop (a 10 ms ticker in the gateway's process) while the cold view fills the
 cache and while the concurrent callers are served.  :func:`rows` makes them the "Views"
 section of ``BENCHMARKS.md`` (``make bench``); ``--out`` puts that section into an existing
@@ -24,6 +27,7 @@ import gc
 import os
 import random
 import statistics
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -55,6 +59,66 @@ VIEW = (
 COUNTS = """query($ns: String) { podsView(namespace: $ns, first: 0) {
   total counts(groupBy: "status.phase") { value count } } }"""
 ONE_FIELD = "query($ns: String!) { pods(namespace: $ns) { items { metadata { name } } } }"
+
+#: The concurrent callers from a process of their own (argv: url, token, query, namespace,
+#: warm-up values, measured values): a burst of the warm-up values (connections open),
+#: ``ready``, then on a line from stdin the measured burst, its latencies (ms) as JSON.
+_CLIENT = r"""
+import asyncio, json, sys, time
+import httpx
+
+async def main():
+    url, token, query, ns = sys.argv[1:5]
+    warm, values = json.loads(sys.argv[5]), json.loads(sys.argv[6])
+    async with httpx.AsyncClient(
+        base_url=url, timeout=600, limits=httpx.Limits(max_connections=100)
+    ) as client:
+        async def ask(v):
+            started = time.perf_counter()
+            response = await client.post(
+                "/graphql",
+                json={"query": query, "variables": {"ns": ns, "v": v}},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            took = (time.perf_counter() - started) * 1000
+            assert "errors" not in response.json(), response.text[:500]
+            return took
+        await asyncio.gather(*(ask(v) for v in warm))
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        times = await asyncio.gather(*(ask(v) for v in values))
+        print(json.dumps(times), flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def _burst_from_another_process(url: str, values: list[str]) -> tuple[list[float], float]:
+    """50 concurrent callers of distinct views from a client process of their own: their
+    latencies (ms), and the CPU this process (the gateway) spent per view (ms)."""
+    warm = [f"{i:02x}" for i in range(100, 100 + len(values))]  # other orders: not kept
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _CLIENT,
+        url,
+        TOKEN,
+        VIEW,
+        NAMESPACE,
+        orjson.dumps(warm).decode(),
+        orjson.dumps(values).decode(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    assert (await proc.stdout.readline()).strip() == b"ready"
+    cpu = time.process_time()
+    proc.stdin.write(b"go\n")
+    await proc.stdin.drain()
+    line = await proc.stdout.readline()
+    cpu = time.process_time() - cpu
+    assert await proc.wait() == 0
+    return orjson.loads(line), cpu * 1000 / len(values)
 
 
 def _pod(i: int) -> dict[str, Any]:
@@ -160,12 +224,15 @@ async def bench(pods: int) -> dict[str, float]:
             print(f"warm view: p50 {r['warm_p50']:.1f} ms, p99 {r['warm_p99']:.1f} ms")
             values = [f"{i:02x}" for i in range(50)]
             async with _ticker() as stalls:
+                cpu = time.process_time()
                 distinct = await asyncio.gather(*(ask(VIEW, {**ns, "v": v}) for v in values))
+                r["distinct_cpu"] = (time.process_time() - cpu) * 1000 / len(values)
                 times = [t for t, _, _ in distinct]
                 r["distinct_p50"], r["distinct_p99"] = statistics.median(times), _p(times, 0.99)
                 print(
                     f"50 concurrent callers, 50 distinct filters: p50 {r['distinct_p50']:.0f}"
-                    f" ms, p99 {r['distinct_p99']:.0f} ms"
+                    f" ms, p99 {r['distinct_p99']:.0f} ms; CPU per view (gateway and client) "
+                    f"{r['distinct_cpu']:.1f} ms"
                 )
                 same = await asyncio.gather(*(ask(VIEW, {**ns, "v": "1"}) for _ in range(50)))
                 times = [t for t, _, _ in same]
@@ -176,6 +243,13 @@ async def bench(pods: int) -> dict[str, float]:
                 f"p99 {r['same_p99']:.0f} ms"
             )
             print(f"  longest event-loop stall meanwhile: {r['warm_stall']:.0f} ms")
+            times, r["remote_cpu"] = await _burst_from_another_process(url, values)
+            r["remote_p50"], r["remote_p99"] = statistics.median(times), _p(times, 0.99)
+            print(
+                f"50 concurrent callers from another process, 50 distinct filters: p50 "
+                f"{r['remote_p50']:.0f} ms, p99 {r['remote_p99']:.0f} ms; the gateway's CPU "
+                f"per view {r['remote_cpu']:.1f} ms"
+            )
             counted = [(await ask(COUNTS, ns))[0] for _ in range(10)]
             r["counts_p50"] = statistics.median(counted)
             print(f"counts by status.phase: p50 {r['counts_p50']:.1f} ms")
@@ -232,6 +306,16 @@ def rows(pods: int = 30_000) -> list[Row]:
             note=load,
         ),
         row("views: 50 concurrent callers, one view, p99", r["same_p99"], "ms", max_value=50),
+        row(
+            "views: CPU per view, 50 distinct views (the gateway and the bench's client)",
+            r["distinct_cpu"],
+            "ms",
+        ),
+        row(
+            "views: the gateway's CPU per view, 50 distinct views (client in another process)",
+            r["remote_cpu"],
+            "ms",
+        ),
         row("views: counts by status.phase, p50", r["counts_p50"], "ms", max_value=20),
         row("views: next page by cursor, p50", r["next_p50"], "ms", max_value=20),
         row(

@@ -1,18 +1,22 @@
 """Evaluating a view: pure functions of (a store snapshot, a spec).
 
-Evaluation is done in C-level pieces wherever it can be: the filter becomes one list of
-booleans per slot (a mask: ``str.find`` over a column's texts joined, ``map`` over a
-column, lists combined by ``map(and_, ...)``), the total is counted in the mask, and a
-page of a view sorted by one key is the index of that key (kept by the store) walked from
-the cursor through ``itertools.compress``, so no Python code runs per object.
+Evaluation is done in C-level pieces wherever it can be: the filter becomes one byte per
+slot (a mask, :mod:`gateway.core.views.columns`: a substring marked in a column's texts
+joined, a condition tested once per distinct value of its column and the answers
+translated over the column's codes, masks combined by integer ``&``/``|``), the total is
+counted in the mask, counts grouped by a field are counted in its codes with the mask
+applied, and a page of a view sorted by one key is the index of that key (kept by the
+store) walked from the cursor through ``itertools.compress``, so no Python code runs per
+object.
 
 Nothing here awaits or touches the cache: :func:`order` takes a
 :class:`~gateway.core.views.store.Snapshot` (the objects at one resourceVersion, with
 columns of sort values) and a :class:`~gateway.core.views.spec.ViewSpec` and returns the
 matching objects in the view's order; :func:`page` cuts a page of it at a cursor;
 :func:`counts` groups the matching objects by a field.  A live view (a later step) reruns
-the same functions per batch of changes; the cache runs them in a worker thread, so the
-event loop is held for no more than the interpreter's switch interval at a time.
+the same functions per batch of changes; the cache runs them in a worker thread, or on
+the event loop once one of the same shape (:func:`shape`) was measured to take under 2 ms
+at that generation (:func:`gateway.core.views.cache._evaluate`).
 
 Order: each sort key compares ``(rank, value)`` (:func:`~gateway.core.views.store.sort_value`):
 rank 0 for an absent value (first when ascending, last when descending), 1 for a value of
@@ -26,12 +30,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, islice, repeat
-from operator import add, and_, or_
+from itertools import compress, islice, repeat
 from typing import Any
 
+from gateway.core.views import columns
 from gateway.core.views.spec import (
     AllOf,
     AnyOf,
@@ -72,6 +76,30 @@ def paths_of(spec: ViewSpec) -> list[FieldPath]:
     for path in found:
         unique.setdefault(path.keys, path)
     return list(unique.values())
+
+
+def shape(spec: ViewSpec) -> tuple[Any, ...]:
+    """What the cost of evaluating a view depends on, short of its values: the sort, the
+    filter's tree with each node's path and op, whether it searches (a view of the same
+    shape at the same generation reads the same structures, built by the first)."""
+
+    def walk(node: Node) -> Any:
+        if isinstance(node, AllOf | AnyOf):
+            return (isinstance(node, AllOf), tuple(walk(p) for p in node.parts))
+        if isinstance(node, NoneOf):
+            return ("not", walk(node.part))
+        if isinstance(node, Condition):
+            empty = node.op in ("contains", "prefix") and node.values[0] == ""
+            return (node.path.kind, node.path.keys, node.op, empty)
+        if isinstance(node, LabelRequirement):
+            return ("label", node.key, node.op)
+        return ("field", node.path.kind, node.path.keys)
+
+    return (
+        tuple((k.path.keys, k.descending) for k in spec.sort),
+        None if spec.search is None else spec.search == "",
+        None if spec.filter is None else walk(spec.filter),
+    )
 
 
 def column(snap: Snapshot, path: FieldPath) -> list[tuple[int, Any] | None]:
@@ -146,7 +174,12 @@ def _text(value: Any) -> str:
 def _label(req: LabelRequirement, snap: Snapshot) -> Predicate:
     """A label selector's requirement, read from the label's column (rank 1: a text value;
     a label's value is always text, so rank 0 is an absent label)."""
-    col, values = column(snap, label_path(req.key)), req.values
+    return _label_test(req, column(snap, label_path(req.key)))
+
+
+def _label_test(req: LabelRequirement, col: list[tuple[int, Any] | None]) -> Predicate:
+    """:func:`_label` over a given column (the label's, or its distinct values)."""
+    values = req.values
 
     def label(i: int) -> Any:
         t = col[i]
@@ -194,7 +227,7 @@ def _condition(c: Condition, col: list[tuple[int, Any] | None]) -> Predicate:
 
 
 #: A filter's result by slot: whether the slot's object is selected (free slots: anything).
-Mask = list[bool]
+Mask = columns.Mask
 
 
 def _texts(snap: Snapshot, path: FieldPath) -> list[str]:
@@ -209,93 +242,101 @@ def _texts(snap: Snapshot, path: FieldPath) -> list[str]:
     return found
 
 
-def _joined(snap: Snapshot, memo_key: str, texts: list[str]) -> tuple[str, list[int]]:
-    """``texts`` as one string (``\n`` between them) and where each starts, once per
-    generation: a substring is then found by ``str.find`` over all of them at C speed."""
-    key = f"joined:{memo_key}"
-    found: tuple[str, list[int]] | None = snap.memo.get(key)
-    if found is None:
-        starts = list(accumulate(map(add, map(len, texts), repeat(1)), initial=0))
-        found = snap.memo[key] = ("\n".join(texts), starts)
-    return found
-
-
 def _having(snap: Snapshot, memo_key: str, texts: list[str], want: str, prefix: bool) -> Mask:
-    """Which of ``texts`` contain (or start with) the non-empty ``want``.
-
-    Few matches (the usual filter): ``str.find`` over the texts joined, each match mapped
-    to its text by bisection, so the cost is the C scan plus a step per match; many: one
-    C-level ``map`` over the texts."""
-    if "\n" not in want:
-        joined, starts = _joined(snap, memo_key, texts)
-        needle = "\n" + want if prefix else want
-        if joined.count(needle) * 8 < len(texts):
-            found = [False] * len(texts)
-            if prefix and joined.startswith(want):
-                found[0] = True
-            at = joined.find(needle)
-            skip = 1 if prefix else 0
-            while at != -1:
-                i = bisect_right(starts, at + skip) - 1
-                if prefix and starts[i] != at + 1:  # a newline inside a text, not its start
-                    at = joined.find(needle, at + 1)
-                    continue
-                found[i] = True
-                at = joined.find(needle, starts[i + 1] - skip)
+    """Which of ``texts`` contain (or start with) the non-empty ``want``: the texts joined
+    as UTF-8 and marked in C (:func:`gateway.core.views.columns.having`), else (a text or
+    ``want`` holding the separator or the marker) one C-level ``map`` over them."""
+    data = columns.joined(snap, memo_key, texts)
+    if data is not None:
+        found = columns.having(data, len(texts), want, prefix)
+        if found is not None:
             return found
     test = str.startswith if prefix else str.__contains__
-    return list(map(test, texts, repeat(want)))
+    return columns.of_bools(map(test, texts, repeat(want)))
+
+
+def _by_codes(node: Node, snap: Snapshot) -> Mask | None:
+    """The mask of a condition or requirement from its column's codes (the test run once
+    per distinct value, :mod:`gateway.core.views.columns`); ``None`` where that does not
+    apply (the caller tests each slot)."""
+    if isinstance(node, Condition):
+        found = columns.codes(snap, node.path, column(snap, node.path))
+        by_value = columns.by_value(found, _condition(node, found.keys))
+        if by_value is not None or node.op not in ("eq", "ne", "in", "notIn"):
+            return by_value
+        # many distinct values: the keys equal to the wanted values (a rank-2 value is
+        # text, which equals only a text)
+        wanted = [(r, v) for v in node.values for r in ((1, 2) if type(v) is str else (1,))]
+        chosen = found.members(wanted)
+        return chosen if node.op in ("eq", "in") else columns.negate(chosen)
+    if isinstance(node, LabelRequirement):
+        path = label_path(node.key)
+        found = columns.codes(snap, path, column(snap, path))
+        members: Mask | None = columns.by_value(found, _label_test(node, found.keys))
+        if members is not None or node.op in ("exists", "!"):
+            return members
+        # many distinct values: a label's value is text (rank 1) or absent
+        members = found.members((1, v) for v in node.values)
+        return members if node.op in ("=", "in") else columns.negate(members)
+    if isinstance(node, FieldRequirement) and columns.exact_classes(node.path):
+        found = columns.codes(snap, node.path, column(snap, node.path))
+        equal, value = node.equal, node.value
+
+        def matches(k: int) -> bool:
+            t = found.keys[k]
+            text = "" if t is None or t[0] == 0 else _text(t[1])
+            return (text == value) is equal
+
+        return columns.by_value(found, matches)
+    return None
 
 
 def mask(node: Node, snap: Snapshot) -> Mask:
-    """The filter tree evaluated over every slot at once: a list comprehension per
-    condition, the tree combined by C-level ``and``/``or`` over whole lists (no Python
-    call per object and node)."""
+    """The filter tree evaluated over every slot at once: each condition a C-level pass
+    (texts marked in their joined bytes, a column's codes translated, a ``map``), the
+    tree combined by integer ``&``/``|`` over the masks (no Python call per object)."""
     n = len(snap.slots)
     if isinstance(node, AllOf | AnyOf):
         parts = [mask(p, snap) for p in node.parts]
         if not parts:
-            return [isinstance(node, AllOf)] * n
-        combine = and_ if isinstance(node, AllOf) else or_
-        out = parts[0]
-        for part in parts[1:]:
-            out = list(map(combine, out, part))
-        return out
+            return columns.full(n, isinstance(node, AllOf))
+        return columns.combine(parts, isinstance(node, AllOf))
     if isinstance(node, NoneOf):
-        return [not x for x in mask(node.part, snap)]
-    if isinstance(node, Condition) and node.op in ("contains", "prefix", "eq", "ne"):
+        return columns.negate(mask(node.part, snap))
+    if isinstance(node, Condition) and node.op in ("contains", "prefix"):
         want = node.values[0]
-        if type(want) is str:
-            if want and node.op in ("contains", "prefix"):
-                # absent values are "" here, which a non-empty text neither contains nor
-                # starts: one C-level map over the column
-                texts = _texts(snap, node.path)
-                name = ".".join(node.path.keys)
-                return _having(snap, name, texts, want, node.op == "prefix")
-            if node.path.kind not in ("int32", "int64", "double", "boolean"):
-                col = column(snap, node.path)
-                if node.op == "eq":
-                    return [t is not None and t[0] != 0 and t[1] == want for t in col]
-                return [not (t is not None and t[0] != 0 and t[1] == want) for t in col]
+        if type(want) is str and want:
+            # absent values are "" here, which a non-empty text neither contains nor starts
+            texts = _texts(snap, node.path)
+            name = ".".join(node.path.keys)
+            return _having(snap, name, texts, want, node.op == "prefix")
+    found = _by_codes(node, snap)
+    if found is not None:
+        return found
     test = predicate(node, snap)
-    return [test(i) for i in range(n)]
+    return columns.of_bools(map(test, range(n)))
+
+
+def _search_texts(snap: Snapshot) -> list[str]:
+    """Every slot's search text, once per generation (each entry keeps its own besides)."""
+    texts: list[str] | None = snap.memo.get("search")
+    if texts is None:
+        texts = snap.memo["search"] = [e.search_text() if e is not None else "" for e in snap.slots]
+    return texts
 
 
 def selected(snap: Snapshot, spec: ViewSpec) -> Mask | None:
     """The slots the spec's filter and search select (``None``: every slot)."""
     found: Mask | None = None
     if spec.search is not None:
-        texts: list[str] | None = snap.memo.get("search")
-        if texts is None:  # once per generation (each entry keeps its own besides)
-            texts = [e.search_text() if e is not None else "" for e in snap.slots]
-            snap.memo["search"] = texts
+        texts = _search_texts(snap)
         if spec.search:
             found = _having(snap, "\nsearch", texts, spec.search, False)
         else:
-            found = [True] * len(texts)
+            found = columns.full(len(texts), True)
     if spec.filter is not None:
         by_filter = mask(spec.filter, snap)
-        found = by_filter if found is None else list(map(and_, found, by_filter))
+        found = by_filter if found is None else columns.combine([found, by_filter], True)
     return found
 
 
@@ -354,7 +395,7 @@ class Ordered:
         else:
             assert index is not None
             # free slots may be selected (``not``...): they are not in the index
-            self.total = mask.count(True) - sum(map(mask.__getitem__, snapshot.free))
+            self.total = mask.count(1) - sum(map(mask.__getitem__, snapshot.free))
 
     @property
     def slots(self) -> list[int]:
@@ -412,10 +453,7 @@ class Ordered:
             return index, start
         # descending by value, ties still (namespace, name) ascending: a stable sort of
         # the ascending index, reversed (once per generation)
-        memo_key = f"desc:{'.'.join(path.keys)}"
-        line: list[int] | None = snap.memo.get(memo_key)
-        if line is None:
-            line = snap.memo[memo_key] = sorted(index, key=value_of, reverse=True)
+        line = _descending(snap, path, index)
         if after is None:
             return line, 0
         # before the cursor: every greater value, and its own value's names up to its own
@@ -424,6 +462,56 @@ class Ordered:
         run_end = bisect_right(index, value, key=value_of)
         upto = bisect_right(index, (value, after[1:]), key=both)
         return line, (len(index) - run_end) + (upto - run_start)
+
+
+def _descending(snap: Snapshot, path: FieldPath, index: list[int]) -> list[int]:
+    """The index of ``path`` in descending order of value, ties still by (namespace, name)
+    ascending: a stable sort of the ascending index, reversed (once per generation)."""
+    memo_key = f"desc:{'.'.join(path.keys)}"
+    line: list[int] | None = snap.memo.get(memo_key)
+    if line is None:
+        value_of: Any = column(snap, path).__getitem__
+        line = snap.memo[memo_key] = sorted(index, key=value_of, reverse=True)
+    return line
+
+
+def prepare(snap: Snapshot, spec: ViewSpec, by: FieldPath | None = None) -> None:
+    """Build what evaluations of the spec's :func:`shape` (and counts by ``by``) read at
+    this generation, whatever their values: the texts joined, the codes of the filter's
+    columns, the descending line of the sort's index or the order by name.  What is left
+    of an evaluation after it is a few C-level passes, measured by the cache to decide
+    where the next ones run (:func:`gateway.core.views.cache._evaluate`)."""
+    snap.free  # noqa: B018 (a property that computes and keeps it)
+    if spec.search:
+        texts = _search_texts(snap)
+        columns.joined(snap, "\nsearch", texts)
+
+    def walk(node: Node) -> None:
+        if isinstance(node, AllOf | AnyOf):
+            for part in node.parts:
+                walk(part)
+        elif isinstance(node, NoneOf):
+            walk(node.part)
+        elif isinstance(node, Condition) and node.op in ("contains", "prefix"):
+            if type(node.values[0]) is str and node.values[0]:
+                columns.joined(snap, ".".join(node.path.keys), _texts(snap, node.path))
+        elif isinstance(node, Condition) or (
+            isinstance(node, FieldRequirement) and columns.exact_classes(node.path)
+        ):
+            columns.codes(snap, node.path, column(snap, node.path))
+        elif isinstance(node, LabelRequirement):
+            path = label_path(node.key)
+            columns.codes(snap, path, column(snap, path))
+
+    if spec.filter is not None:
+        walk(spec.filter)
+    index = snap.indexes.get(spec.sort[0].path.keys) if len(spec.sort) == 1 else None
+    if index is None:
+        snap.by_name  # noqa: B018
+    elif spec.sort[0].descending:
+        _descending(snap, spec.sort[0].path, index)
+    if by is not None and columns.exact_classes(by):
+        columns.codes(snap, by, column(snap, by))
 
 
 def order(snap: Snapshot, spec: ViewSpec) -> Ordered:
@@ -553,7 +641,41 @@ def counts(snap: Snapshot, found: Sequence[int], by: FieldPath) -> list[Count]:
         values = [None if t is None or t[0] == 0 else t[1] for t in column(snap, by)]
         snap.memo[memo_key] = values
     # C-level counting; a string's hash is kept by the string, a tuple's is not
-    groups = Counter(map(values.__getitem__, found))
-    out = [Count(None if v is None else _text(v), n) for v, n in groups.items()]
-    out.sort(key=lambda c: (-c.count, c.value is None, c.value or ""))
-    return out
+    return _sorted_counts(Counter(map(values.__getitem__, found)).items())
+
+
+def _sorted_counts(groups: Iterable[tuple[Any, int]]) -> list[Count]:
+    """Most frequent first, then by value as text (absent last; a boolean after the text of
+    the same spelling, so that the order is total)."""
+    found = sorted(
+        groups,
+        key=lambda g: (
+            -g[1],
+            g[0] is None,
+            "" if g[0] is None else _text(g[0]),
+            type(g[0]) is bool,
+        ),
+    )
+    return [Count(None if v is None else _text(v), n) for v, n in found]
+
+
+def tally(snap: Snapshot, spec: ViewSpec, by: FieldPath) -> tuple[int, list[Count]]:
+    """The view's total and its selected objects grouped by ``by`` (:func:`counts`): from
+    the filter's mask and ``by``'s codes, a C-level count per distinct value, where the
+    codes apply (a field of text, time or boolean with at most 256 distinct values); else
+    from the selected slots."""
+    found = selected(snap, spec)
+    if columns.exact_classes(by):
+        codes = columns.codes(snap, by, column(snap, by))
+        groups = columns.grouped(codes, found)
+        if groups is not None:
+            merged: dict[Any, int] = {}  # a value of the field's type and its text alike
+            for key, n in groups:
+                value = _value(key)
+                merged[value] = merged.get(value, 0) + n
+            return sum(merged.values()), _sorted_counts(merged.items())
+    occupied = snap.occupied
+    slots = (
+        occupied if found is None else list(compress(occupied, map(found.__getitem__, occupied)))
+    )
+    return len(slots), counts(snap, slots, by)
