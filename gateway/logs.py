@@ -23,6 +23,8 @@ whatever a caller sent off the log all the same:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 import sys
@@ -36,6 +38,7 @@ from gateway.requestid import current_request_id
 __all__ = [
     "FORMATS",
     "JsonFormatter",
+    "LoopBatchedHandler",
     "TextFormatter",
     "WireDumps",
     "configure",
@@ -156,6 +159,67 @@ def resolve_format(fmt: str, stream: TextIO) -> Literal["json", "text"]:
     return fmt  # type: ignore[return-value]
 
 
+class LoopBatchedHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that writes the lines logged during one event-loop step together.
+
+    A line logged on a thread running an event loop (every request's access line) joins
+    the lines of the same loop step, and they are written with one ``write`` when the
+    loop's next step begins (``call_soon``): one system call per step for any number of
+    requests ending in it, instead of one per line (stderr is line-buffered: each line was
+    a ``write`` of its own, docs/performance.md).  Order is kept: a line logged on any
+    other thread (a schema build's, an introspection's) writes the waiting ones first;
+    :meth:`flush` (and so ``logging.shutdown`` at exit) writes them too.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self._waiting: list[str] = []
+        #: Loops with a write of the waiting lines scheduled.
+        self._scheduled: set[asyncio.AbstractEventLoop] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+            return
+        loop = asyncio._get_running_loop()
+        if loop is None or loop.is_closed():
+            self._waiting.append(line)
+            self._write_waiting()
+            return
+        self._waiting.append(line)
+        if loop not in self._scheduled:
+            if self._scheduled:  # a loop closed before its step ended holds nothing here
+                self._scheduled = {other for other in self._scheduled if not other.is_closed()}
+            self._scheduled.add(loop)
+            loop.call_soon(self._step_done, loop)
+
+    def _step_done(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self.lock or contextlib.nullcontext():
+            self._scheduled.discard(loop)
+            self._write_waiting()
+
+    def _write_waiting(self) -> None:
+        """Write the waiting lines (the handler's lock held)."""
+        if not self._waiting:
+            return
+        text = "".join(self._waiting)
+        self._waiting.clear()
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except Exception:  # a closed or broken stream: as StreamHandler.emit would
+            self.handleError(logging.makeLogRecord({"msg": text.rstrip("\n")}))
+
+    def flush(self) -> None:
+        with self.lock or contextlib.nullcontext():
+            self._write_waiting()
+        super().flush()
+
+
 def configure(level: str, fmt: str = "auto", stream: TextIO | None = None) -> None:
     """Send every logger's records to ``stream`` (stderr) in one format at ``level``.
 
@@ -163,9 +227,19 @@ def configure(level: str, fmt: str = "auto", stream: TextIO | None = None) -> No
     gateway writes its own access lines (``gateway.access``).  httpx's line per upstream
     request (its URL holds the caller's selectors and object names) is kept for
     ``debug``: the access line and the upstream metrics say enough.
+
+    Records do not look up what no line of either format shows (the caller's source file,
+    line and function, the thread, the process): the logging HOWTO's "Optimization" flags.
+    Lines logged on the event loop are written once per loop step
+    (:class:`LoopBatchedHandler`).  Both together: an access line 17 -> 11 us of CPU
+    (docs/performance.md).
     """
     out = stream if stream is not None else sys.stderr
-    handler = logging.StreamHandler(out)
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    handler = LoopBatchedHandler(out)
     handler.setFormatter(JsonFormatter() if resolve_format(fmt, out) == "json" else TextFormatter())
     handler.addFilter(WireDumps())
     root = logging.getLogger()

@@ -344,3 +344,53 @@ def test_a_request_path_cannot_forge_a_text_log_line(tmp_path: Path) -> None:
         in line
     )
     assert "\x1b" not in served.log
+
+
+def test_lines_of_one_loop_step_are_written_together_in_order() -> None:
+    """The handler ``configure`` installs writes the lines one event-loop step logged with
+    one write when the next step begins; a line from another thread, and a flush, write
+    the waiting ones first, so the order is the order they were logged in."""
+    import asyncio
+    import threading
+
+    from gateway.logs import LoopBatchedHandler
+
+    class Stream:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> None:
+            self.writes.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    stream = Stream()
+    handler = LoopBatchedHandler(stream)  # type: ignore[arg-type]
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("test.batched")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+
+        async def serve() -> None:
+            for i in range(3):
+                logger.warning("step-one-%d", i)
+            assert stream.writes == []  # not before the step ends
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert stream.writes == ["step-one-0\nstep-one-1\nstep-one-2\n"]
+            logger.warning("waiting")
+            thread = threading.Thread(target=logger.warning, args=("from-a-thread",))
+            thread.start()
+            thread.join()
+            assert stream.writes[1:] == ["waiting\nfrom-a-thread\n"]
+            logger.warning("flushed")
+            handler.flush()
+            assert stream.writes[2:] == ["flushed\n"]
+
+        asyncio.run(serve())
+        logger.warning("no loop")
+        assert stream.writes[3:] == ["no loop\n"]
+    finally:
+        logger.removeHandler(handler)

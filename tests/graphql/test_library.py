@@ -7,6 +7,7 @@ than somewhere in the projection or the subscriptions.
 
 from __future__ import annotations
 
+import enum
 import inspect
 from collections.abc import AsyncIterator
 from typing import Any
@@ -240,3 +241,42 @@ async def test_graphql_core_shares_the_subfield_memo_with_per_event_executors(co
 async def test_a_subscription_executor_does_not_grow_with_its_events(count: int) -> None:
     built = await _subscribe_events(CompletingExecutor, count)
     assert built._relevant_sub_fields == {}
+
+
+@strawberry.enum
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+def test_strawberry_passes_scalar_and_enum_arguments_as_graphql_core_coerced_them() -> None:
+    """What :func:`~gateway.graphql.resolvers.operations.install_direct` relies on: for
+    scalar and enum arguments strawberry's resolver gets the values graphql-core coerced,
+    unchanged, and only those the request gave (or that have a schema default)."""
+    from gateway.graphql.resolvers.operations import install_direct
+
+    seen: dict[str, Any] = {}
+
+    @strawberry.type
+    class Query:
+        @strawberry.field
+        def pick(
+            self,
+            name: str,
+            count: int | None = None,
+            colour: _Colour | None = None,
+            flag: bool | None = False,
+        ) -> str:
+            seen.update(name=name, count=count, colour=colour, flag=flag)
+            return "ok"
+
+    built = graphql_schema(strawberry.Schema(query=Query))
+    document = parse('{ pick(name: "a", colour: RED) }')
+    assert execute(built, document).data == {"pick": "ok"}  # type: ignore[union-attr]
+    given: dict[str, Any] = {}
+    field = built.query_type.fields["pick"]  # type: ignore[union-attr]
+    field.resolve = lambda root, info, **args: given.update(args) or "ok"
+    assert execute(built, document).data == {"pick": "ok"}  # type: ignore[union-attr]
+    # defaults are the schema's, given by graphql-core either way
+    assert given == {"name": "a", "count": None, "colour": _Colour.RED, "flag": False}
+    assert {k: v for k, v in seen.items() if k in given} == given
+    assert install_direct(built, {}) == 0  # nothing made by the RootBuilder here

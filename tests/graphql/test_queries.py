@@ -196,3 +196,20 @@ async def test_get_transport_runs_queries_only(client: httpx.AsyncClient) -> Non
     asset = await client.get("/graphql/static/graphiql.min.js")
     assert asset.status_code == 200
     assert len(asset.content) > 1_000_000
+
+
+def test_unary_root_fields_with_scalar_arguments_call_their_runner_directly() -> None:
+    """graphql-core calls the runner of ``pod`` and ``pods`` straight (no strawberry
+    resolver in between); a field taking an input object (``createPod``'s ``object``,
+    ``deletePod``'s ``preconditions``) keeps strawberry's conversion."""
+    from gateway.graphql.schemas._library import graphql_schema
+    from gateway.graphql.schemas.seed import gateway_schema
+
+    built = graphql_schema(gateway_schema())
+    query, mutation = built.query_type, built.mutation_type
+    assert query is not None and mutation is not None
+    direct = "_direct.<locals>.resolve"
+    for field in (query.fields["pod"], query.fields["pods"], query.fields["podLog"]):
+        assert field.resolve is not None and field.resolve.__qualname__ == direct
+    for field in (mutation.fields["createPod"], mutation.fields["deletePod"]):
+        assert field.resolve is not None and field.resolve.__qualname__ != direct

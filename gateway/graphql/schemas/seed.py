@@ -18,7 +18,7 @@ from gateway.core import REGISTRY, Model, Registry, dict_resolver
 from gateway.graphql.resolvers import views
 from gateway.graphql.resolvers.links import link_fields
 from gateway.graphql.resolvers.objects import Built, generate
-from gateway.graphql.resolvers.operations import RootBuilder
+from gateway.graphql.resolvers.operations import RootBuilder, install_direct
 from gateway.graphql.resolvers.scalars import SCALAR_MAP
 from gateway.graphql.schemas._library import graphql_schema
 
@@ -46,6 +46,7 @@ def build_with_classes(
         subscription=subscription,
         config=StrawberryConfig(scalar_map=SCALAR_MAP, default_resolver=dict_resolver),
     )
+    install_direct(graphql_schema(built), {"Query": roots.query, "Mutation": roots.mutation})
     views.install(graphql_schema(built), roots.view_resolvers, roots.live_resolvers)
     return built, types.built
 

@@ -176,3 +176,16 @@ async def test_the_anyio_fallback_keeps_httpcores_own_backend(pki: Pki, tmp_path
             assert (await client.get("/api")).status_code == 200
     finally:
         await server.close()
+
+
+async def test_httpcore_finds_the_async_library_without_a_failed_import() -> None:
+    """httpcore asks which async library runs (``sniffio``) for every lock and event it sets
+    up, 4 times per upstream request; without ``sniffio`` installed each ask is a failed
+    import that searches the whole path (~25 us, docs/performance.md).  It is a dependency:
+    the ask is a look-up in ``sys.modules``."""
+    import sys
+
+    from httpcore._synchronization import current_async_library
+
+    assert current_async_library() == "asyncio"
+    assert "sniffio" in sys.modules
