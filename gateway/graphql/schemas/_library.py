@@ -97,7 +97,8 @@ _DEFINITION_KEY: Final = GraphQLCoreConverter.DEFINITION_BACKREF
 
 #: ``extensions`` key of the fields and types :mod:`gateway.graphql.schemas.native` builds without
 #: strawberry: ``"plain"`` (a field reading its JSON key), ``"raw"`` (the object itself),
-#: ``"data"`` (an object type of upstream JSON the projection may complete).
+#: ``"data"`` (an object type of upstream JSON the projection may complete), ``"input"`` (an
+#: input field).
 NATIVE: Final = "kube-gateway"
 
 
