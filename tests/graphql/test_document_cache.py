@@ -9,11 +9,15 @@ cannot grow the cache beyond its bounds.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import graphql
 import httpx
 
+from gateway.graphql.engine.execution import Engine
+from gateway.graphql.engine.limits import Limits
+from gateway.graphql.schemas.seed import gateway_schema
 from tests.support.calls import calls_to
 from tests.support.graphql import NAMESPACE, Gateway, data, error_of
 
@@ -141,3 +145,31 @@ async def test_many_distinct_documents_keep_the_cache_bounded(
     with calls_to(graphql.parse) as calls:
         assert await _post(client, {"query": first}) == (200, {"data": {"__typename": "Query"}})
     assert calls == {graphql.parse: 1}
+
+
+def test_a_parsed_document_is_no_reference_cycle() -> None:
+    """graphql-core links a document's tokens both ways; the engine keeps them linked
+    forward only, so a document the cache drops is freed by reference counting at once (a
+    cycle would wait for the cyclic collector, and one a schema build froze would never
+    go: gateway/graphql/engine/collector.py)."""
+    engine = Engine(gateway_schema(), Limits(), cache_size=1)
+    query = "query First { a: __typename b: __typename }"
+    token = engine.prepare(query).document.loc.start_token  # type: ignore[union-attr]
+    tokens = set()
+    while token is not None:
+        tokens.add(id(token))
+        token = token.next
+    del token
+    assert len(tokens) > 8
+    gc.collect()  # the validation's own garbage (it held the document too)
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        engine.prepare("{ __typename }")  # evicts the first
+        gc.collect()
+        cyclic = [o for o in gc.garbage if id(o) in tokens]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert cyclic == [], "a dropped document's tokens wait for the cyclic collector"

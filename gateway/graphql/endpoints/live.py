@@ -18,8 +18,8 @@ The gateway serves one GraphQL schema per *scope* (:func:`gateway.graphql.schema
 
 Builds run in a worker thread (the build is pure Python; the event loop keeps serving
 between the thread's GIL slices), one at a time, with the OpenAPI documents read on the
-event loop before (:func:`gateway.core.catalog.openapi_documents.load`), and no cyclic
-garbage collection meanwhile; what they build is frozen out of every later collection
+event loop before (:func:`gateway.core.catalog.openapi_documents.load`); what they build is
+frozen out of every later collection as it is built
 (:class:`gateway.graphql.engine.collector.SchemaCollector`).  Catalogs that arrive while the
 ``/graphql`` build runs coalesce: the next build takes the newest one.
 """

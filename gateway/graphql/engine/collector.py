@@ -1,4 +1,4 @@
-"""Schemas and the cyclic garbage collector: built without a collection, then never walked.
+"""Schemas and the cyclic garbage collector: frozen out of collections as they are built.
 
 A schema is hundreds of thousands of objects in reference cycles (a group's: up to 135,000
 for monitoring.coreos.com's 10 kinds; ``/graphql``'s more) that live as long as they are
@@ -12,35 +12,37 @@ and a full collection over it would hold the GIL for seconds.  So, while serving
 
 * before a build, a collection of the youngest generation (a short walk) and
   :func:`gc.freeze`, so the build starts with empty generations;
-* during it the collector is held off (:meth:`SchemaCollector.building`, counted across
-  threads): the build is allocation after allocation of objects that all live on;
-* as it ends, in its thread, before the collector is back on, one collection of the
-  youngest generation (the requests served during the build left their cyclic garbage
-  there: frozen, it would never be freed; measured, ~1 million objects over three churn
-  rounds) and :func:`gc.freeze` again: the new schema goes to the permanent generation,
-  which no collection walks.  What is frozen and becomes cyclic garbage later (an
-  operation in flight at that moment) is never freed: the bench's churn rounds show what
-  that costs.
+* during it, every collection (they come every 20,000 objects allocated, the youngest
+  generation's threshold) is followed by :func:`gc.freeze` (:meth:`SchemaCollector.building`,
+  counted across threads): the build is allocation after allocation of objects that all
+  live on, so each collection walks about a threshold's worth of them, once, and they move
+  to the permanent generation, which no collection walks.  Holding the collector off for
+  the whole build instead left one collection of the whole schema at its end (50-190 ms
+  for a copy of monitoring.coreos.com on the loaded bench machine, in the build's thread
+  but holding the GIL: the event loop waited as long);
+* as it ends, in its thread, one collection of the youngest generation (the requests
+  served meanwhile left their cyclic garbage there) and a last freeze.
 
-A frozen object is still freed when nothing refers to it any more, but a cycle in the
-permanent generation is never found.  A group schema given back is therefore *dismantled*
-once no cluster serves it (:func:`dismantle_schema`: its own types' attributes cleared, the
-seed's shared types left alone; each engine it had, :func:`dismantle_engine`), after which
-reference counting frees it whole.  A schema that cannot be
-dismantled (``/graphql``'s, strawberry classes shared with the next build) is *owed*
-(:meth:`SchemaCollector.owe`): the next :meth:`SchemaCollector.settle` unfreezes, collects
-everything once and freezes again (one long pause, on a ``/graphql`` rebuild or a cluster's
-removal only).
+What a freeze catches alive and becomes cyclic garbage later is never freed, so what lives
+through a build must not end in a cycle: a group schema given back is *dismantled* once no
+cluster serves it (:func:`dismantle_schema`: its own types' attributes cleared, the seed's
+shared types left alone; each engine it had, :func:`dismantle_engine`, its executor class
+kept for the next engine), a failed build breaks its own cycles
+(:meth:`~gateway.graphql.schemas.native.GroupBuilder.discard`), after which reference
+counting frees them whole.  A schema that cannot be dismantled (``/graphql``'s, strawberry
+classes shared with the next build) is *owed* (:meth:`SchemaCollector.owe`): the next
+:meth:`SchemaCollector.settle` unfreezes, collects everything once and freezes again (one
+long pause, on a ``/graphql`` rebuild or a cluster's removal only).
 
 In a process the gateway does not own (tests, an embedding application) nothing is frozen
-and only the hold applies.
+and the collector is held off during builds instead, through the process's one count
+(:data:`gateway.core.COLLECTOR_HOLD`, which large list decodes and view fills take too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import logging
 import threading
@@ -49,13 +51,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLSchema
+from graphql import GraphQLSchema
 
 from gateway.core import COLLECTOR_HOLD, heap
 from gateway.graphql.engine.execution import Engine
-from gateway.graphql.schemas._library import graphql_schema
-from gateway.graphql.schemas.native import GroupBuilder
-from gateway.graphql.schemas.seed import gateway_schema
+from gateway.graphql.engine.projection import release_executor
+from gateway.graphql.schemas.native import made_by_builders
 
 log = logging.getLogger("gateway.graphql")
 
@@ -71,6 +72,9 @@ class SchemaCollector:
         self.freeze = freeze
         self._lock = threading.Lock()
         self._holders = 0
+        self._stepping = False
+        #: Collections a build's freezes followed (for tests and logs).
+        self.steps = 0
         #: Schemas dropped that only a full collection frees.
         self.owed = 0
         #: Full collections run to pay what was owed (for tests and logs).
@@ -81,14 +85,22 @@ class SchemaCollector:
 
     @contextlib.contextmanager
     def building(self) -> Iterator[None]:
-        """The block of a build (any thread): no collection starts until every build
-        running ends; the last to end freezes what they built (before the collector may
-        run again, which would walk all of it once)."""
+        """The block of a build (any thread).  In the gateway's own process (:attr:`freeze`)
+        the collector stays on and every collection that runs while a build does is
+        followed by a freeze (:meth:`_freeze_after`): the build is allocation after
+        allocation of objects that all live on, so each collection walks at most the
+        youngest generation's threshold of them, once, and they leave for the permanent
+        generation; the last build to end collects what is young and freezes once more.
+        Elsewhere no collection starts until every build running ends."""
         with self._lock:
+            if self._holders == 0 and self.freeze:
+                self._stepping = True
+                gc.callbacks.append(self._freeze_after)
             self._holders += 1
-        # the process's count: a list's decode or a view's fill that ends meanwhile does
-        # not turn the collector on under the build, nor the build under them
-        COLLECTOR_HOLD.take()
+        if not self.freeze:
+            # the process's count: a list's decode or a view's fill that ends meanwhile
+            # does not turn the collector on under the build, nor the build under them
+            COLLECTOR_HOLD.take()
         built = False
         try:
             yield
@@ -96,25 +108,40 @@ class SchemaCollector:
         finally:
             with self._lock:
                 self._holders -= 1
-                # A failed build's exception holds its frames, and they the half-built
-                # schema, in cycles: frozen, they would never be freed.  Left to the young
-                # collections instead.
-                if self._holders == 0 and self.freeze and built:
-                    # The youngest generation holds the schema and whatever the event loop
-                    # served meanwhile: its garbage (operations' cycles) is collected first,
-                    # one walk of the new schema, or it would be frozen with the schema and
-                    # never be freed.
-                    gc.collect(0)
-                    gc.freeze()
-            COLLECTOR_HOLD.give()
+                if self._holders == 0:
+                    if self._stepping:
+                        self._stepping = False
+                        gc.callbacks.remove(self._freeze_after)
+                    # A failed build's exception holds its frames, and they the half-built
+                    # schema, in cycles: frozen, they would never be freed.  Left to the
+                    # young collections instead (what earlier steps froze of it, the
+                    # builder broke up as it failed: gateway/graphql/schemas/native.py).
+                    if self.freeze and built:
+                        # The youngest generation holds the rest of the schema and whatever
+                        # the event loop served meanwhile: its garbage (operations' cycles)
+                        # is collected first, or it would be frozen with the schema.
+                        gc.collect(0)
+                        gc.freeze()
+            if not self.freeze:
+                COLLECTOR_HOLD.give()
+
+    def _freeze_after(self, phase: str, info: dict[str, int]) -> None:
+        """``gc.callbacks``' hook while a build runs: what a collection left alive goes to
+        the permanent generation (mostly the schema being built; also what requests in
+        flight hold at that moment)."""
+        if phase == "stop" and self._stepping:
+            self.steps += 1
+            gc.freeze()
 
     def before_build(self) -> None:
-        """On the event loop, before a build: the youngest generation's garbage collected
-        (at most the threshold's 20,000 objects: a few milliseconds; the middle generation
-        can hold 20 times that, and its walk took 119 ms in the soak) and what is left
-        frozen, so the collection that ends the build walks little else than the schema."""
+        """On the event loop, before a build: the young generations' garbage collected and
+        what is left frozen.  The middle one too: what a request held when a young
+        collection ran moved there, and ended in cyclic garbage there when the request did
+        (an executor of graphql-core is a cycle of its own, with all it holds); frozen, it
+        would never be freed (measured in process with the demo: most of the ~540 objects a
+        group rebuild left frozen for good)."""
         if self.freeze:
-            gc.collect(0)
+            gc.collect(1)
             gc.freeze()
 
     def owe(self) -> None:
@@ -174,18 +201,12 @@ class SchemaCollector:
 CLEAR_SLICE = 64
 
 
-@functools.cache
-def _shared_types() -> frozenset[int]:
-    """The seed schema's types (every group schema holds them as they are): never cleared."""
-    seed = graphql_schema(gateway_schema())
-    return frozenset(id(t) for t in seed.type_map.values())
-
-
 def dismantle_engine(engine: Engine) -> None:
-    """Drop what ``engine`` holds (its caches, its schema): it serves nothing any more."""
+    """Drop what ``engine`` holds (its caches, its schema): it serves nothing any more.
+    Its executor class goes back for the next engine (a class is a cycle of its own)."""
     if "schema" not in engine.__dict__:
         return  # dismantled already
-    engine.executor_class.shared_plans.clear()
+    release_executor(engine.executor_class)
     engine.__dict__.clear()
 
 
@@ -195,25 +216,11 @@ def dismantle_schema(schema: GraphQLSchema, collector: SchemaCollector) -> None:
     their attributes (a slice at a time: :meth:`SchemaCollector.clear_later`), and so do
     the builder that made them and the schema (at once: :func:`dismantled` is true from
     now on).  Never the seed's types, which every group shares, nor a scalar, an enum or an
-    introspection type, which may be graphql-core's own singletons.  Only for a group's
-    graphql-core schema (:mod:`gateway.graphql.schemas.native`)."""
-    shared = _shared_types()
-    builders: dict[int, GroupBuilder] = {}
-    owned: list[Any] = []
-    for name, named in list(schema.__dict__.get("type_map", {}).items()):
-        if (
-            isinstance(named, GraphQLObjectType | GraphQLInputObjectType)
-            and not name.startswith("__")
-            and id(named) not in shared
-        ):
-            # A type's fields thunk is a method of the builder that made it, which holds
-            # every type it made (and relation thunks of its own methods: a cycle too).
-            owner = getattr(getattr(named.__dict__.get("_fields"), "func", None), "__self__", None)
-            if isinstance(owner, GroupBuilder):
-                builders[id(owner)] = owner
-            owned.append(named)
+    introspection type (:func:`~gateway.graphql.schemas.native.made_by_builders`).  Only for
+    a group's graphql-core schema (:mod:`gateway.graphql.schemas.native`)."""
+    owned = made_by_builders(schema)
     schema.__dict__.clear()
-    collector.clear_later([*owned, *builders.values()])
+    collector.clear_later(owned)
 
 
 def dismantled(schema: GraphQLSchema) -> bool:

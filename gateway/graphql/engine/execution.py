@@ -24,7 +24,6 @@ import strawberry
 from graphql import (
     DocumentNode,
     ExecutionResult,
-    Executor,
     FieldNode,
     GraphQLError,
     GraphQLNamedType,
@@ -49,7 +48,12 @@ from gateway.graphql.engine.limits import (
 )
 from gateway.graphql.engine.projection import ProjectingExecutor, executor_for
 from gateway.graphql.errors import ApiError, format_error, format_exception
-from gateway.graphql.schemas._library import NATIVE, graphql_schema, strawberry_definition
+from gateway.graphql.schemas._library import (
+    NATIVE,
+    AcyclicExecutor,
+    graphql_schema,
+    strawberry_definition,
+)
 
 OperationKind = Literal["query", "mutation", "subscription"]
 Response = dict[str, Any]
@@ -126,7 +130,7 @@ INTROSPECTION_PAUSE_S = 0.002
 _CLOCK_EVERY = 64
 
 
-class _BoundedExecutor(Executor[Any]):
+class _BoundedExecutor(AcyclicExecutor):
     """graphql-core's executor, stopped once it has resolved ``budget`` fields; each
     execution is a subclass of its own (:func:`_bounded`) whose ``tally`` counts them.  It
     runs on an introspection thread only (:class:`Introspections`), in slices of
@@ -252,6 +256,18 @@ _RICHEST_INTROSPECTION = get_introspection_query(
 INTROSPECTION_FLOOR = 20_000
 
 
+def _unlinked(document: DocumentNode) -> DocumentNode:
+    """``document`` with its tokens linked forward only: graphql-core links them both ways,
+    a reference cycle as long as the document, which only the cyclic collector frees (a
+    document the cache drops, or one a schema build froze in flight, would never be:
+    :mod:`gateway.graphql.engine.collector`).  Nothing reads ``prev`` once it is parsed."""
+    token = document.loc.start_token if document.loc is not None else None
+    while token is not None:
+        token.prev = None
+        token = token.next
+    return document
+
+
 class Engine:
     """Executes GraphQL operations for every transport.
 
@@ -326,7 +342,7 @@ class Engine:
                 status=413,
             )
         try:
-            document = parse(query, no_location=False, max_tokens=limits.max_tokens)
+            document = _unlinked(parse(query, no_location=False, max_tokens=limits.max_tokens))
             check_fragment_cycles(document)
             reads_schema = check_document(document, limits)
         except GraphQLError as error:

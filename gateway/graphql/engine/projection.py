@@ -498,9 +498,35 @@ def _directed(
 
 def executor_for(data_types: frozenset[str]) -> type[ProjectingExecutor]:
     """A :class:`ProjectingExecutor` subclass that may project ``data_types``, with its own
-    cache of shared plans."""
-    return type(
-        "SchemaProjectingExecutor",
-        (ProjectingExecutor,),
-        {"data_types": data_types, "shared_plans": OrderedDict()},
-    )
+    cache of shared plans: one an engine dismantled gave back (:func:`release_executor`),
+    else a new one."""
+    try:
+        cls = _SPARE.pop()
+    except IndexError:
+        return type(
+            "SchemaProjectingExecutor",
+            (ProjectingExecutor,),
+            {"data_types": data_types, "shared_plans": OrderedDict()},
+        )
+    cls.data_types = data_types
+    cls.shared_plans = OrderedDict()
+    return cls
+
+
+def release_executor(cls: type[ProjectingExecutor]) -> None:
+    """``cls`` (from :func:`executor_for`) serves no engine any more: emptied and kept for
+    the next one.  A class is in a reference cycle with itself (its ``__mro__``), so only a
+    cyclic collection frees it, and the serving gateway freezes what lives through a schema
+    build out of every collection (:mod:`gateway.graphql.engine.collector`): one class
+    dropped per group schema given back would never be freed, with the type names it
+    holds (a large group's: ~0.5 MB)."""
+    cls.shared_plans = OrderedDict()
+    cls.data_types = frozenset()
+    if len(_SPARE) < SPARE_EXECUTORS:
+        _SPARE.append(cls)
+
+
+#: Executor classes kept for reuse (:func:`release_executor`); more than the engines ever
+#: alive at once are never made, this only bounds a burst of releases.
+SPARE_EXECUTORS = 256
+_SPARE: list[type[ProjectingExecutor]] = []

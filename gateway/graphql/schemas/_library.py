@@ -28,13 +28,19 @@ most of it: ``graphql.execute(..., executor_class=...)``, ``Executor.build``,
   its root fields anew, so every event would add entries to that memo for as long as the
   subscription lives; each copy gets a memo of its own instead.
 
+* :class:`AcyclicExecutor` — graphql-core 3.3.2's executor holds two of its own bound methods
+  (``async_helpers``): every execution is a reference cycle, with everything it holds, that
+  only the cyclic collector frees.  Once its result is complete the executor lets go of
+  them (``async_helpers`` is documented as the resolvers' helpers, not as the executor's
+  state).
+
 ``tests/graphql/test_library.py`` asserts each of these as relied on here, so an upgrade
 that changes one fails there first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from types import CoroutineType
 from typing import Any, Final
 
@@ -46,6 +52,7 @@ from graphql import (
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLResolveInfo,
+    GraphQLResolveInfoHelpers,
     GraphQLSchema,
 )
 from graphql.execution import Executor
@@ -56,6 +63,7 @@ from strawberry.schema.schema_converter import GraphQLCoreConverter
 __all__ = [
     "NATIVE",
     "NOT_COMPLETED",
+    "AcyclicExecutor",
     "CompletingExecutor",
     "Fields",
     "Substitute",
@@ -89,7 +97,8 @@ _DEFINITION_KEY: Final = GraphQLCoreConverter.DEFINITION_BACKREF
 
 #: ``extensions`` key of the fields and types :mod:`gateway.graphql.schemas.native` builds without
 #: strawberry: ``"plain"`` (a field reading its JSON key), ``"raw"`` (the object itself),
-#: ``"data"`` (an object type of upstream JSON the projection may complete).
+#: ``"data"`` (an object type of upstream JSON the projection may complete), ``"input"`` (an
+#: input field).
 NATIVE: Final = "kube-gateway"
 
 
@@ -119,7 +128,30 @@ def subselection(
     return {key: (group[0].node, group) for key, group in grouped.items()}
 
 
-class CompletingExecutor(Executor[Any]):
+class AcyclicExecutor(Executor[Any]):
+    """graphql-core's executor, whose own reference cycle is broken once its result is
+    complete."""
+
+    def execute_operation(self, serially: bool | None = None) -> Any:
+        """graphql-core's, and once the result is complete the executor's own reference
+        cycle broken (it holds its methods in ``async_helpers``): freed by reference
+        counting with all it holds, not left to the cyclic collector, and never frozen for
+        good with a schema build that froze what was in flight
+        (:mod:`gateway.graphql.engine.collector`)."""
+        result = super().execute_operation(serially)
+        if self.is_awaitable(result):
+            return self._detached_after(result)
+        self.async_helpers = _FINISHED
+        return result
+
+    async def _detached_after(self, result: Awaitable[Any]) -> Any:
+        try:
+            return await result
+        finally:
+            self.async_helpers = _FINISHED
+
+
+class CompletingExecutor(AcyclicExecutor):
     """graphql-core's executor, asking :meth:`complete_directly` first for every value."""
 
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
@@ -178,3 +210,11 @@ class CompletingExecutor(Executor[Any]):
         executor = super().build_per_event_executor(payload)
         executor._relevant_sub_fields = {}
         return executor
+
+
+def _finished(*args: Any) -> Any:
+    raise RuntimeError("the execution is over")
+
+
+#: What an executor's ``async_helpers`` are once its execution is complete.
+_FINISHED: Final = GraphQLResolveInfoHelpers(gather=_finished, track=_finished)

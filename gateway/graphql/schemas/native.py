@@ -97,6 +97,15 @@ _STANDARD: Final[Mapping[str, GraphQLNamedType]] = specified_scalar_types
 
 _ROOTS: Final = frozenset(("Query", "Mutation", "Subscription"))
 
+#: The ``extensions`` of the types and fields made here, one object each for all of them
+#: (graphql-core keeps the dict it is given, and nothing changes it): a dict per field was
+#: the largest single cost of a large group's schema.
+_DATA: Final[dict[str, Any]] = {EXTENSION: "data"}
+_PLAIN: Final[dict[str, Any]] = {EXTENSION: "plain"}
+_RAW: Final[dict[str, Any]] = {EXTENSION: "raw"}
+#: (an input field given none gets an empty dict of its own: 64 bytes each)
+_INPUT: Final[dict[str, Any]] = {EXTENSION: "input"}
+
 
 def _read(source: Any, info: Info) -> Any:
     """A field of upstream JSON: its key (the projection reads it the same way)."""
@@ -118,6 +127,8 @@ class _Seed:
         self.strawberry = gateway_schema()
         self.schema = graphql_schema(self.strawberry)
         self.types = self.schema.type_map
+        #: The seed's types by identity: every group's schema shares them as they are.
+        self.ids = frozenset(id(t) for t in self.types.values())
         self.model_ids = frozenset(schema.seed_model().types)
         roots = (self.schema.query_type, self.schema.mutation_type, self.schema.subscription_type)
         assert all(r is not None for r in roots)
@@ -148,6 +159,18 @@ class GroupBuilder:
         for r in self.resources:
             self.names[r.key] = model.kind_type(r.group, r.version, r.kind).short_name
         self._links = self._relations()
+
+    def discard(self) -> None:
+        """Break the reference cycles of a build that failed (each type made here and its
+        fields thunk, a method of this builder): the serving gateway may have frozen part
+        of it already (:mod:`gateway.graphql.engine.collector`), and a frozen cycle is never
+        collected.  The seed's types, which every schema shares, are left whole."""
+        seed = self.seed.types
+        made: list[GraphQLNamedType] = [*self.outputs.values(), *self.inputs.values()]
+        for t in made:
+            if seed.get(t.name) is not t:
+                t.__dict__.clear()
+        self.__dict__.clear()
 
     # -- types -----------------------------------------------------------------------------
 
@@ -187,7 +210,7 @@ class GroupBuilder:
                     t.short_name,
                     functools.partial(self._output_fields, t),
                     description=t.description or None,
-                    extensions={EXTENSION: "data"},
+                    extensions=_DATA,
                 )
             self.outputs[t.short_name] = found
         assert isinstance(found, GraphQLObjectType)
@@ -199,7 +222,7 @@ class GroupBuilder:
                 self._output_ref(f.type),
                 description=f.description or None,
                 resolve=_read,
-                extensions={EXTENSION: "plain"},
+                extensions=_PLAIN,
             )
             for f in t.fields
         }
@@ -208,7 +231,7 @@ class GroupBuilder:
             description="The object exactly as the upstream sent it (fields newer than "
             "this schema included).",
             resolve=_itself,
-            extensions={EXTENSION: "raw"},
+            extensions=_RAW,
         )
         for name, link in self._links.get(t.short_name, {}).items():
             fields.setdefault(name, link())
@@ -234,7 +257,7 @@ class GroupBuilder:
     def _input_fields(self, t: schema.ObjectType) -> dict[str, GraphQLInputField]:
         return {
             f.json_name: GraphQLInputField(
-                self._input_ref(f.type), description=f.description or None
+                self._input_ref(f.type), description=f.description or None, extensions=_INPUT
             )
             for f in t.fields
         }
@@ -636,8 +659,46 @@ def build_group_schema(
     Raises:
         SchemaError: the types do not make a valid schema.
     """
-    built = GroupBuilder(model, resources).build(description)
-    problems = validate_schema(built)
-    if problems:
-        raise schema.SchemaError("; ".join(p.message for p in problems[:5]))
+    builder = GroupBuilder(model, resources)
+    try:
+        built = builder.build(description)
+        problems = validate_schema(built)
+        if problems:
+            built.__dict__.clear()
+            raise schema.SchemaError("; ".join(p.message for p in problems[:5]))
+    except BaseException:
+        builder.discard()
+        raise
     return built
+
+
+def made_by_builders(built: GraphQLSchema) -> list[Any]:
+    """What holds the reference cycles of a group's schema: every object and input type of
+    it a :class:`GroupBuilder` made (a type's fields thunk is a method of its builder,
+    which holds every type it made), and those builders.  Clearing their attributes (and
+    the schema's) lets reference counting free the schema whole.  Never the seed's types,
+    which every group's schema shares, nor a scalar, an enum or an introspection type,
+    which may be graphql-core's own singletons."""
+    shared = _seed().ids
+    builders: dict[int, GroupBuilder] = {}
+    owned: list[Any] = []
+    for name, named in list(built.__dict__.get("type_map", {}).items()):
+        if (
+            isinstance(named, GraphQLObjectType | GraphQLInputObjectType)
+            and not name.startswith("__")
+            and id(named) not in shared
+        ):
+            owner = getattr(getattr(named.__dict__.get("_fields"), "func", None), "__self__", None)
+            if isinstance(owner, GroupBuilder):
+                builders[id(owner)] = owner
+            owned.append(named)
+    return [*owned, *builders.values()]
+
+
+def discard_schema(built: GraphQLSchema) -> None:
+    """Break up a group's schema built only to be dropped (at once, in the building
+    thread): see :func:`made_by_builders`."""
+    owned = made_by_builders(built)
+    built.__dict__.clear()
+    for o in owned:
+        o.__dict__.clear()

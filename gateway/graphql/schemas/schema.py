@@ -34,7 +34,7 @@ from gateway.core import (
 )
 from gateway.graphql.resolvers.objects import Built
 from gateway.graphql.schemas._library import graphql_schema
-from gateway.graphql.schemas.native import build_group_schema
+from gateway.graphql.schemas.native import build_group_schema, discard_schema
 from gateway.graphql.schemas.seed import build_with_classes, gateway_schema, seed_build
 
 log = logging.getLogger("gateway.graphql")
@@ -259,9 +259,12 @@ def _group_schema(
         left_out: dict[str, str] = {}
         for r in discovered:
             try:
-                _group_build([r], docs, None, quiet=True)
+                probe = _group_build([r], docs, None, quiet=True)
             except Exception as exc:  # any failure is this kind's
                 left_out[r.kind] = _reason(exc)
+            else:  # built only to know: broken up, or a frozen part would never be freed
+                assert isinstance(probe.schema, GraphQLSchema)
+                discard_schema(probe.schema)
         if not left_out:
             raise  # only together do they fail: no one kind to leave out
     kept = [r for r in discovered if r.kind not in left_out]
