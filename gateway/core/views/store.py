@@ -40,9 +40,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
-
 from gateway.core.process.collector import HOLD
+from gateway.core.support import deepjson
 from gateway.core.views.spec import FieldPath
 from gateway.core.watch.compact import encode
 
@@ -104,7 +103,7 @@ class Entry:
     @property
     def obj(self) -> dict[str, Any]:
         """The object, decoded anew from its JSON at each read (keep what you read)."""
-        found: dict[str, Any] = orjson.loads(self.raw)
+        found: dict[str, Any] = deepjson.loads(self.raw)
         return found
 
     def search_text(self) -> str:
@@ -397,7 +396,7 @@ class Store:
             HOLD.settle()  # frozen where the process is the gateway's own
 
     async def _fill_held(self, columns: list[Column]) -> None:
-        loads = orjson.loads
+        loads = deepjson.loads
         while True:
             live = [c for c in columns if not c.complete]
             if not live:

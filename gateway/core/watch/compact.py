@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-import orjson
-
 from gateway.core.model.values import JSON
+from gateway.core.support import deepjson
 
 __all__ = ["CompactState", "encode"]
 
@@ -34,7 +33,7 @@ def encode(obj: JSON) -> bytes:
     shorter: a realistic pod's 5.5 KB held 8 KB (measured with tracemalloc), 1.5x the JSON
     for as long as it is kept.  A copy of the exact size costs a memcpy.
     """
-    return bytes(memoryview(orjson.dumps(obj)))
+    return bytes(memoryview(deepjson.dumps(obj)))
 
 
 class CompactState(MutableMapping[str, JSON]):
@@ -81,7 +80,7 @@ class CompactState(MutableMapping[str, JSON]):
     # -- the mapping of decoded objects --------------------------------------------------
 
     def __getitem__(self, key: str) -> JSON:
-        found: JSON = orjson.loads(self._raw[key])
+        found: JSON = deepjson.loads(self._raw[key])
         return found
 
     def __setitem__(self, key: str, obj: JSON) -> None:

@@ -45,13 +45,12 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-import orjson
-
 from gateway.core import errors
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import Resource
 from gateway.core.model.values import JSON
 from gateway.core.process import heap
+from gateway.core.support import deepjson
 from gateway.core.support.wakeup import Wakeup
 from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import Budget, Lease, scope_of
@@ -207,7 +206,7 @@ class HubEvent:
         found = self._object
         if found is None:
             assert self.raw is not None
-            found = self._object = orjson.loads(self.raw)
+            found = self._object = deepjson.loads(self.raw)
         return found
 
     @property

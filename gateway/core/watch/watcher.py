@@ -24,14 +24,13 @@ from collections.abc import AsyncIterator, Callable, MutableMapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-import orjson
-
 from gateway.core import errors
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import Resource
 from gateway.core.model.values import JSON
 from gateway.core.process import heap
 from gateway.core.process.collector import HOLD
+from gateway.core.support import deepjson
 from gateway.core.upstream.adapter import KubeAdapter, status_of
 from gateway.core.upstream.credentials import ANONYMOUS, Credential
 from gateway.core.watch.compact import CompactState, encode
@@ -353,7 +352,7 @@ class Watcher:
             # filled with the collector held off, then each object decoded as it is read
             rv = await self._list_compact(state)
             for _key, data in state.raw_items():
-                item = orjson.loads(data)
+                item = deepjson.loads(data)
                 yield WatchEvent("ADDED", item, resource_version_of(item) or rv, data)
             return
         if self.streaming_list:
@@ -515,7 +514,7 @@ class Watcher:
         first (:meth:`_listed_compact`), each object decoded only where its JSON differs
         from the one held, a yield to the event loop every :data:`COMPACT_STEP` objects."""
         rv, fresh = await self._listed_compact()
-        loads = orjson.loads
+        loads = deepjson.loads
         yield WatchEvent("RESYNC", marker(self.resource, rv, {RESYNC_ANNOTATION: "begin"}), rv)
         for n, key in enumerate(list(state)):
             if n % COMPACT_STEP == COMPACT_STEP - 1:
