@@ -403,7 +403,9 @@ async def test_a_live_view_under_churn_equals_a_consistent_list_at_each_update(
                     break
         finally:
             await worker
-    assert len(updates) >= 3  # the page at once, updates during the churn, the last change
+    # the page at once and the last change at least: coalescing (--live-view-interval-ms)
+    # may fold every change of the churn into the update that carries the last one
+    assert len(updates) >= 2
     for view in updates:
         items = await _consistent(kube, view["resourceVersion"])
         expected = _order(items, keys)
