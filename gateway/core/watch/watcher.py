@@ -308,17 +308,7 @@ class Watcher:
         heap's free pages given back at the end).
         """
         with HOLD.held():
-            listed = await self.adapter.list_all(
-                self.resource,
-                namespace=self.namespace,
-                options=replace(
-                    self.selectors,
-                    resource_version="0" if self._start_from_zero else None,
-                    limit=self.page_size,
-                ),
-                credential=self.credential,
-                keep=self.keep,
-            )
+            listed = await self._list_once()
             rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
             items: list[Any] = listed.pop("items", None) or []
             del listed
@@ -337,6 +327,21 @@ class Watcher:
         if large:
             await heap.give_back()
         return rv, found
+
+    async def _list_once(self) -> dict[str, Any]:
+        """One list of the watch's resource and scope, as the initial state starts."""
+        listed: dict[str, Any] = await self.adapter.list_all(
+            self.resource,
+            namespace=self.namespace,
+            options=replace(
+                self.selectors,
+                resource_version="0" if self._start_from_zero else None,
+                limit=self.page_size,
+            ),
+            credential=self.credential,
+            keep=self.keep,
+        )
+        return listed
 
     async def _list_compact(self, state: CompactState) -> str:
         """Fill an empty compact state from a list (see :meth:`_listed_compact`); returns
@@ -366,17 +371,7 @@ class Watcher:
                 log.info(
                     "server refused a streaming list (%s); falling back to list+watch", exc.reason
                 )
-        listed = await self.adapter.list_all(
-            self.resource,
-            namespace=self.namespace,
-            options=replace(
-                self.selectors,
-                resource_version="0" if self._start_from_zero else None,
-                limit=self.page_size,
-            ),
-            credential=self.credential,
-            keep=self.keep,
-        )
+        listed = await self._list_once()
         rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
         for raw in listed.get("items") or []:
             item = self._with_kind(raw)
