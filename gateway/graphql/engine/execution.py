@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Awaitable, Mapping
@@ -112,9 +113,12 @@ class _OverBudget(BaseException):
 
 
 class _Tally:
-    __slots__ = ("resolved", "slice_started")
+    """One bounded execution's count of resolved fields against its budget."""
 
-    def __init__(self) -> None:
+    __slots__ = ("budget", "resolved", "slice_started")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
         self.resolved = 0
         self.slice_started = time.perf_counter()
 
@@ -130,19 +134,21 @@ INTROSPECTION_PAUSE_S = 0.002
 _CLOCK_EVERY = 64
 
 
+#: The tally of the bounded execution running on this thread (executions are synchronous).
+_BOUND = threading.local()
+
+
 class _BoundedExecutor(AcyclicExecutor):
-    """graphql-core's executor, stopped once it has resolved ``budget`` fields; each
-    execution is a subclass of its own (:func:`_bounded`) whose ``tally`` counts them.  It
-    runs on an introspection thread only (:class:`Introspections`), in slices of
+    """graphql-core's executor, stopped once it has resolved its tally's ``budget`` fields
+    (:func:`_bounded_execute` sets the tally of the thread's execution: one class for all,
+    not a class per execution, whose cycle a freeze could keep for good).  It runs on an
+    introspection thread only (:class:`Introspections`), in slices of
     :data:`INTROSPECTION_SLICE_S` with a pause of :data:`INTROSPECTION_PAUSE_S` between two."""
 
-    budget = 0
-    tally = _Tally()
-
     def execute_field(self, *args: Any, **kwargs: Any) -> Any:
-        tally = self.tally
+        tally: _Tally = _BOUND.tally
         tally.resolved += 1
-        if tally.resolved > self.budget:
+        if tally.resolved > tally.budget:
             raise _OverBudget
         if not tally.resolved % _CLOCK_EVERY:
             now = time.perf_counter()
@@ -152,9 +158,21 @@ class _BoundedExecutor(AcyclicExecutor):
         return super().execute_field(*args, **kwargs)
 
 
-def _bounded(budget: int) -> type[_BoundedExecutor]:
-    """An executor class for one execution: at most ``budget`` fields, counted afresh."""
-    return type("BoundedIntrospection", (_BoundedExecutor,), {"budget": budget, "tally": _Tally()})
+def _bounded_execute(
+    budget: int, schema: GraphQLSchema, document: DocumentNode, **kwargs: Any
+) -> tuple[Any, _Tally]:
+    """``execute`` resolving at most ``budget`` fields, and its tally.
+
+    Raises:
+        _OverBudget: the execution would resolve more (the tally is in its ``args``).
+    """
+    tally = _BOUND.tally = _Tally(budget)
+    try:
+        return execute(schema, document, executor_class=_BoundedExecutor, **kwargs), tally
+    except _OverBudget:
+        raise _OverBudget(tally) from None
+    finally:
+        _BOUND.tally = None
 
 
 class BoundedThreads:
@@ -487,34 +505,32 @@ class Engine:
         """The fields an introspection may resolve, sized on first use by the full standard
         introspection (run once: its size is the schema's, not a caller's)."""
         if not self._standard_fields:
-            counting = _bounded(1 << 62)
             standard = self.prepare(_RICHEST_INTROSPECTION)
-            execute(self.graphql_schema, standard.document, executor_class=counting)
-            self._standard_fields = counting.tally.resolved
+            _, counted = _bounded_execute(1 << 62, self.graphql_schema, standard.document)
+            self._standard_fields = counted.resolved
         return max(int(INTROSPECTION_FACTOR * self._standard_fields), INTROSPECTION_FLOOR)
 
     def _introspection(
         self, prepared: Prepared, variables: Mapping[str, Any] | None
     ) -> tuple[Response, int]:
         budget = self._budget()
-        bounded = _bounded(budget)
         try:
-            result = execute(
+            result, tally = _bounded_execute(
+                budget,
                 self.graphql_schema,
                 prepared.document,
                 variable_values=dict(variables) if variables else None,
                 operation_name=prepared.operation_name,
-                executor_class=bounded,
             )
-        except _OverBudget:
+        except _OverBudget as over:
             error = ApiError(
                 f"the introspection would resolve more than {budget} fields (1.5 times the "
                 "schema's full introspection): ask for the full introspection once instead",
                 code="QUERY_TOO_COMPLEX",
             )
-            return {"errors": [format_exception(error)]}, bounded.tally.resolved
+            return {"errors": [format_exception(error)]}, over.args[0].resolved
         assert not inspect.isawaitable(result)  # introspection resolves synchronously
-        return format_result(result), bounded.tally.resolved
+        return format_result(result), tally.resolved
 
     async def subscriber(
         self, prepared: Prepared, variables: Mapping[str, Any] | None, context: Any
