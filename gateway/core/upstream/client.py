@@ -27,6 +27,7 @@ import httpx
 
 from gateway.core.upstream.auth import gateway_auth
 from gateway.core.upstream.config import ConfigError, UpstreamConfig
+from gateway.core.upstream.lean import LeanTransport
 from gateway.core.upstream.transport import use_asyncio_backend
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def build_http_client(
     *,
     gateway_identity: bool = False,
     http2: bool = False,
-    network: str = "asyncio",
+    network: str = "lean",
     max_connections: int = 512,
     transport: httpx.AsyncBaseTransport | None = None,
     internal: str | None = None,
@@ -162,7 +163,10 @@ def build_http_client(
         cfg: the resolved upstream configuration.
         gateway_identity: present the gateway's own credential (explicit, logged mode).
         http2: offer HTTP/2 to ``https`` servers (see above for why it is off by default).
-        network: ``"asyncio"``: the pool's connections on the event loop's own transports
+        network: ``"lean"``: the gateway's own HTTP/1.1 transport
+            (:mod:`gateway.core.upstream.lean`; with ``http2`` to an ``https`` server, the
+            ``"asyncio"`` one); ``"asyncio"``: httpx's transport, its httpcore pool's
+            connections on the event loop's own transports
             (:mod:`gateway.core.upstream.transport`); ``"anyio"``: httpcore's default.
         max_connections: connection pool size.
         transport: a transport to use instead of the default one (its TLS and pool
@@ -194,7 +198,9 @@ def build_http_client(
         logger.warning("TLS verification of the upstream %s is OFF", cfg.server)
 
     use_http2 = http2 and cfg.is_tls
-    if transport is None:
+    if transport is None and network == "lean" and not use_http2:
+        transport = LeanTransport(ssl_context, max_connections=max_connections)
+    elif transport is None:
         transport = httpx.AsyncHTTPTransport(
             verify=ssl_context,
             http2=use_http2,
@@ -205,7 +211,7 @@ def build_http_client(
         )
         # The pool's connections on the loop's own transports, not anyio's streams (see
         # gateway.core.upstream.transport: the largest per-request cost it removes).
-        if network == "asyncio" and not use_asyncio_backend(transport):
+        if network != "anyio" and not use_asyncio_backend(transport):
             logger.warning("httpx keeps no httpcore pool here: the upstream uses anyio streams")
     hooks: dict[str, list[Callable[..., Any]]] = {"request": [], "response": []}
     if cfg.tls_server_name and cfg.is_tls:
