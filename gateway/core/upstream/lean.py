@@ -61,7 +61,7 @@ _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _CRLF: Final = b"\r\n"
 
 
-class _Stale(Exception):  # noqa: N818 - an internal signal, never seen outside this module
+class _Stale(Exception):
     """A reused connection ended before any byte of an answer: the request may be retried."""
 
     def __init__(self, error: httpx.TransportError) -> None:
@@ -452,7 +452,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(f"the upstream transport speaks http(s), not {url}")
         head = _head(request)
         stream = request.stream
-        content = stream._stream if isinstance(stream, httpx.ByteStream) else None  # type: ignore[attr-defined]
+        content = stream._stream if isinstance(stream, httpx.ByteStream) else None
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         sni = request.extensions.get("sni_hostname")
         if isinstance(sni, bytes):

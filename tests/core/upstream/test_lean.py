@@ -22,8 +22,10 @@ import orjson
 import pytest
 import uvloop
 
-from gateway.core.model.registry import POD
+from gateway.core.model.registry import POD, REGISTRY
+from gateway.core.upstream.adapter import KubeAdapter, Request
 from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.credentials import ANONYMOUS, Credential
 from gateway.core.upstream.lean import LeanTransport
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
@@ -103,22 +105,27 @@ def lean(url: str, **kwargs: Any) -> httpx.AsyncClient:
 @pytest.mark.parametrize("loop", RUNNERS)
 def test_keep_alive_reuses_connections_and_the_pool_holds_its_limit(loop: str) -> None:
     connections = 0
+    held = 0
     gate: asyncio.Event
+    both_held: asyncio.Event
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
+        nonlocal connections, held
         connections += 1
         mine = connections
         while True:
             head = await read_request(reader)
             if b"/slow" in head:
+                held += 1
+                if held == 2:
+                    both_held.set()
                 await gate.wait()
             writer.write(answer(b'{"n": %d}' % mine))
             await writer.drain()
 
     async def run() -> None:
-        nonlocal gate
-        gate = asyncio.Event()
+        nonlocal gate, both_held
+        gate, both_held = asyncio.Event(), asyncio.Event()
         async with serving(handler) as url, lean(url, max_connections=2) as client:
             for _ in range(20):
                 assert (await client.get("/api")).json() == {"n": 1}
@@ -128,8 +135,9 @@ def test_keep_alive_reuses_connections_and_the_pool_holds_its_limit(loop: str) -
             # Two slow requests hold both connections: a third waits for one, and gives up
             # after its pool timeout with httpx's PoolTimeout.
             slow = [asyncio.create_task(client.get("/slow")) for _ in range(2)]
-            while connections < 2 or transport.idle:
-                await asyncio.sleep(0.01)
+            async with asyncio.timeout(10):
+                await both_held.wait()
+            assert transport.idle == 0
             with pytest.raises(httpx.PoolTimeout):
                 await client.get("/api", timeout=httpx.Timeout(10, pool=0.2))
             waiting = asyncio.create_task(client.get("/api"))
@@ -267,15 +275,14 @@ async def test_a_large_body_is_read_with_bounded_buffering() -> None:
                 blocked.set()  # the kernel's buffers are full: the client is not reading
             await writer.drain()
 
-    async with serving(flood) as url, lean(url) as client:
-        async with client.stream("GET", "/big") as r:
-            async with asyncio.timeout(30):
-                await blocked.wait()  # the server's buffer filled: the client stopped reading
-            assert sent < 16 * 1024 * 1024  # kernel buffers + the transport's high water
-            got = 0
-            async for chunk in r.aiter_raw():
-                got += len(chunk)
-            assert got == total
+    async with serving(flood) as url, lean(url) as client, client.stream("GET", "/big") as r:
+        async with asyncio.timeout(30):
+            await blocked.wait()  # the server's buffer filled: the client stopped reading
+        assert sent < 16 * 1024 * 1024  # kernel buffers + the transport's high water
+        got = 0
+        async for chunk in r.aiter_raw():
+            got += len(chunk)
+        assert got == total
 
 
 async def test_gzip_from_the_demo_upstream_is_inflated(demo: DemoUpstream) -> None:
@@ -446,3 +453,56 @@ def test_tls_with_the_kubeconfig_ca_client_certificate_and_server_name(
             await server.close()
 
     RUNNERS[loop](run())
+
+
+# -- request construction ----------------------------------------------------------------------
+
+PATHS = [
+    "/api/v1/namespaces/team-a/pods/pod-00",
+    "/apis/apps/v1/namespaces/n/deployments/web/status",
+    "/api/v1/namespaces/n/pods/a b",  # not plain: parsed, as before
+    "/api/v1/namespaces/n/pods/caf\u00e9",
+    "/api/v1/namespaces/n/pods/x%2Fy",
+    "/api/v1/namespaces/n/pods/x?y",
+    "/api",
+]
+PARAMS: list[list[tuple[str, str]]] = [
+    [],
+    [("limit", "10")],
+    [("labelSelector", "app in (a, b),!tier"), ("fieldSelector", "status.phase!=Running")],
+    [("continue", "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTIzfQ=="), ("limit", "500")],
+    [("watch", "1"), ("resourceVersion", "12345"), ("allowWatchBookmarks", "true")],
+    [("labelSelector", "k=\u00e9t\u00e9&x=1#frag")],
+    [("fieldManager", "kubectl client-side-apply"), ("dryRun", "All")],
+]
+
+
+@pytest.mark.parametrize("server", ["https://127.0.0.1:6443", "https://h.example:443/k8s/c-1"])
+async def test_the_request_factory_builds_what_the_adapter_built_before(server: str) -> None:
+    """The adapter's requests on the gateway's client (``UpstreamClient.requests``) are the
+    ones it built before with httpx's parsing (what it still does for any other client): the
+    same URL, headers, body and timeouts, for plain paths (not parsed again) and any other
+    (parsed)."""
+    ours = build_http_client(resolve(server=server))
+    before = httpx.AsyncClient(base_url=ours.base_url, headers=ours.headers, timeout=ours.timeout)
+    adapter = KubeAdapter(ours, REGISTRY)
+    for path in PATHS:
+        for params in PARAMS:
+            for method, content, timeout in (
+                ("GET", None, None),
+                ("PATCH", b'{"a":1}', 3.0),
+                ("POST", None, 7.5),
+                ("DELETE", None, None),
+            ):
+                for credential in (Credential(token="abc.def-ghi"), ANONYMOUS):
+                    req = Request(method, path, params, content, "application/json-patch+json")
+                    new = adapter._httpx_request(req, credential, timeout, ours)
+                    old = adapter._httpx_request(req, credential, timeout, before)
+                    assert str(new.url) == str(old.url), (path, params)
+                    assert new.url.raw_path == old.url.raw_path
+                    assert new.url.netloc == old.url.netloc and new.url.scheme == old.url.scheme
+                    assert sorted(new.headers.multi_items()) == sorted(old.headers.multi_items())
+                    assert (new.method, new.content) == (old.method, old.content)
+                    assert new.extensions == old.extensions
+    await ours.aclose()
+    await before.aclose()

@@ -1,5 +1,6 @@
-"""The upstream client's httpcore network layer (``gateway.core.upstream.transport``, ``--upstream-network
-asyncio``; the default 'lean' transport is tested in test_lean.py) on real sockets, on
+"""The upstream client's httpcore network layer (``gateway.core.upstream.transport``,
+``--upstream-network asyncio``; the default 'lean' transport is tested in test_lean.py) on
+real sockets, on
 both loops the gateway may run on (asyncio's and uvloop's, the default of ``kube-gateway
 serve``): TLS verified with the configured CA, HTTP/1.1 and HTTP/2 by ALPN, the gateway's client
 certificate in gateway-identity mode, a pooled connection the server closed, timeouts and
