@@ -410,8 +410,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 raise
             if got is not None:
                 return got, True
-        else:
-            self._open += 1
+        # (a free slot: ours, as a connection of the pool's count, from here on)
+        self._open += 1
         try:
             return await self._connect(url, timeouts.get("connect"), sni), False
         except BaseException:

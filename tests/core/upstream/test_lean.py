@@ -149,6 +149,47 @@ def test_keep_alive_reuses_connections_and_the_pool_holds_its_limit(loop: str) -
     RUNNERS[loop](run())
 
 
+async def test_a_request_waiting_for_a_slot_opens_its_own_connection_within_the_limit() -> None:
+    """With one connection allowed: the one in use ends (the server says ``Connection:
+    close``), and the request waiting for it opens a new one; the pool never holds more than
+    its limit open at the server."""
+    open_now = peak = 0
+    gate = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        try:
+            while True:
+                head = await read_request(reader)
+                if b"/close" in head:
+                    await gate.wait()
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}"
+                    )
+                    await writer.drain()
+                    return
+                writer.write(answer(b"{}"))
+                await writer.drain()
+        finally:
+            open_now -= 1
+
+    async with serving(handler) as url, lean(url, max_connections=1) as client:
+        transport = client._transport
+        assert isinstance(transport, LeanTransport)
+        closing = asyncio.create_task(client.get("/close"))
+        waiting = [asyncio.create_task(client.get("/api")) for _ in range(3)]
+        gate.set()
+        answers = await asyncio.gather(closing, *waiting)
+        assert {r.status_code for r in answers} == {200}
+        assert transport.connections == 1 and transport.idle == 1
+        answers = await asyncio.gather(*(client.get("/api") for _ in range(10)))
+        assert {r.status_code for r in answers} == {200}
+        assert transport.connections == 1
+    assert peak == 1
+
+
 @pytest.mark.parametrize("loop", RUNNERS)
 def test_a_connection_the_server_closed_while_idle_is_not_reused(loop: str) -> None:
     connections = 0
