@@ -59,6 +59,9 @@ _WRITE_HIGH_WATER: Final = 64 * 1024
 #: Methods sent again on a new connection when a reused one failed before any answer.
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _CRLF: Final = b"\r\n"
+#: The most bytes an answer's status line and headers may take (h11's limit is 16 KiB;
+#: the apiserver's headers are well under it): an endless head is refused, not buffered.
+MAX_HEAD_BYTES: Final = 64 * 1024
 
 
 class _Stale(Exception):
@@ -81,6 +84,7 @@ class _Connection(asyncio.Protocol):
         "complete",
         "ended",
         "error",
+        "head_bytes",
         "headers",
         "idle_since",
         "in_use",
@@ -111,6 +115,7 @@ class _Connection(asyncio.Protocol):
         self.error: BaseException | None = None
         #: Some byte of the current answer arrived.
         self.received = False
+        self.head_bytes = 0
         self.in_use = False
         self.idle_since = 0.0
         self.reading_paused = False
@@ -131,14 +136,25 @@ class _Connection(asyncio.Protocol):
                 self.transport.abort()
             return
         self.received = True
+        if not self.status:
+            self.head_bytes += len(data)
         try:
             self.parser.feed_data(data)
+            if not self.status and self.head_bytes > MAX_HEAD_BYTES:
+                raise httpx.RemoteProtocolError(
+                    f"the upstream's answer head is over {MAX_HEAD_BYTES} bytes"
+                )
         except httptools.HttpParserError as exc:
-            self.error = httpx.RemoteProtocolError(f"malformed answer from the upstream: {exc}")
-            self.ended = True
-            if self.transport is not None:
-                self.transport.abort()
+            self._fail(httpx.RemoteProtocolError(f"malformed answer from the upstream: {exc}"))
+        except httpx.RemoteProtocolError as exc:
+            self._fail(exc)
         self._wake()
+
+    def _fail(self, error: httpx.TransportError) -> None:
+        self.error = error
+        self.ended = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def eof_received(self) -> bool:
         self.ended = True
@@ -216,6 +232,7 @@ class _Connection(asyncio.Protocol):
         self.headers = []
         self.complete = False
         self.received = False
+        self.head_bytes = 0
 
     def broken(self) -> httpx.TransportError:
         """The error for a connection that ended before its answer did."""

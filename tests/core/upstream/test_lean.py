@@ -431,6 +431,35 @@ async def test_malformed_answers_and_line_breaks_in_headers_are_protocol_errors(
         assert requests == 1  # the second was refused before anything was sent
 
 
+async def test_an_endless_answer_head_is_refused_while_a_neighbour_is_served() -> None:
+    """A server whose answer's head never ends: refused past MAX_HEAD_BYTES, quickly, with
+    httpx's RemoteProtocolError; nothing like its size is buffered; another request beside
+    it on the same client is served."""
+    sent = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        head = await read_request(reader)
+        if b"/endless" not in head:
+            writer.write(answer(b"{}"))
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nX-Endless: ")
+        while sent < 64 * 1024 * 1024:
+            writer.write(b"a" * 16384)
+            sent += 16384
+            await writer.drain()
+
+    async with serving(handler) as url, lean(url) as client:
+        endless = asyncio.create_task(client.get("/endless"))
+        started = time.monotonic()
+        assert (await client.get("/fine")).status_code == 200
+        with pytest.raises(httpx.RemoteProtocolError, match="head is over"):
+            await endless
+        assert time.monotonic() - started < 10
+        assert sent < 16 * 1024 * 1024  # stopped reading (and closed) early
+
+
 # -- TLS ---------------------------------------------------------------------------------------
 
 
