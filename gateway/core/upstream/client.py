@@ -136,7 +136,9 @@ class RequestFactory:
     def __init__(self, client: httpx.AsyncClient) -> None:
         base = client.base_url
         self._base = str(base).rstrip("/")
-        self._reference = getattr(base, "_uri_reference", None)
+        # httpx's parsed form of a URL (a named tuple); another httpx without it: parse all.
+        reference = getattr(base, "_uri_reference", None)
+        self._reference = reference if hasattr(reference, "_replace") else None
         self._prefix = base.path.rstrip("/")
         self._headers = [(b"Host", base.netloc)] + [
             (name, value) for name, value in client.headers.raw if name.lower() != b"accept"
