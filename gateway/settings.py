@@ -51,7 +51,7 @@ class Settings:
     shared_identity_clusters: str | None = None
     max_new_caller_reviews: int = 20
     upstream_http2: bool = False
-    upstream_network: str = "asyncio"
+    upstream_network: str = "lean"
     upstream_max_connections: int = 512
     upstream_max_streams: int = 256
     upstream_max_streams_per_identity: int = 32
@@ -165,9 +165,11 @@ _HELP: dict[str, str] = {
     "upstream_http2": "speak HTTP/2 to the upstream (one multiplexed connection); off by "
     "default because the apiserver closes a shared HTTP/2 connection after any caller's "
     "rejected token, and requests queue silently past its 100 streams per connection",
-    "upstream_network": "how the upstream client's connections do their I/O: 'asyncio' "
-    "(the event loop's own transports and TLS, the default) or 'anyio' (httpcore's default "
-    "anyio streams, several times the CPU per request; kept as a fallback)",
+    "upstream_network": "how the upstream client speaks HTTP: 'lean' (the default: the "
+    "gateway's own HTTP/1.1 transport on the event loop's transports and TLS, answers parsed "
+    "by httptools; with --upstream-http2 the 'asyncio' path), 'asyncio' (httpx's httpcore "
+    "pool on the event loop's transports) or 'anyio' (httpcore's default anyio streams, "
+    "several times the CPU per request); the last two are kept as fallbacks",
     "upstream_max_connections": "size of the upstream connection pool for requests (gets, "
     "lists, writes); streams have a pool of their own",
     "upstream_max_streams": "upstream watches and log follows open at once, for everyone "
@@ -473,10 +475,10 @@ def load(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Settin
             f"--http-max-connections ({ENV_PREFIX}HTTP_MAX_CONNECTIONS) must be auto or a "
             f"number greater than 0, got {cap!r}"
         )
-    network = values.get("upstream_network", "asyncio")
-    if network not in ("asyncio", "anyio"):
+    network = values.get("upstream_network", "lean")
+    if network not in ("lean", "asyncio", "anyio"):
         raise SystemExit(
-            f"--upstream-network ({ENV_PREFIX}UPSTREAM_NETWORK) must be asyncio or anyio, "
+            f"--upstream-network ({ENV_PREFIX}UPSTREAM_NETWORK) must be lean, asyncio or anyio, "
             f"got {network!r}"
         )
     metrics_access = values.get("metrics_access", "rbac")

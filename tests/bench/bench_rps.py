@@ -2,7 +2,7 @@
 made straight to a real kube-apiserver in the same run (issue 30).
 
     .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 300] \
-        [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...]
+        [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...] [--gateway-src CHECKOUT]
 
 One etcd + kube-apiserver (``tests/e2e/apiserver.py``) holding 20 pods in ``team-a``, and two
 ``kube-gateway serve`` processes on it (admin kubeconfig, loopback ports, default settings):
@@ -30,6 +30,8 @@ answer must be a success: a run with an error or a non-200 status fails the benc
 are to the direct row of the same run: requests/s and p50 to the direct figures, the
 gateway's CPU per request to the apiserver's CPU per direct request.  Not a timed test:
 the machine is shared; the CPU per request is the figure that survives the noise best.
+``--gateway-src`` runs the gateways from another checkout of the code (a worktree of main,
+say), with this process's interpreter and packages: the "before" of an A/B.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def create_pods(kube: KubeAPIServer) -> None:
 
 
 @contextlib.contextmanager
-def gateway(kube: KubeAPIServer, *more: str) -> Iterator[Served]:
+def gateway(kube: KubeAPIServer, *more: str, src: Path | None = None) -> Iterator[Served]:
     with (
         tempfile.TemporaryDirectory(prefix="kg-rps-") as home,
         serve_process(
@@ -151,6 +153,8 @@ def gateway(kube: KubeAPIServer, *more: str) -> Iterator[Served]:
             "--kubeconfig",
             kube.kubeconfigs["admin"],
             *more,
+            cwd=src,
+            env={"PYTHONPATH": str(src)} if src is not None else None,
         ) as served,
     ):
         served.wait_serving()
@@ -242,7 +246,9 @@ class Figures:
     upstream_per_request: float | None
 
 
-def bench(requests: int, single: int, gateway_args: Sequence[str] = ()) -> list[Figures]:
+def bench(
+    requests: int, single: int, gateway_args: Sequence[str] = (), src: Path | None = None
+) -> list[Figures]:
     hey_bin, ghz_bin = load_clients()
     out: list[Figures] = []
     with running_apiserver() as kube, tempfile.TemporaryDirectory(prefix="kg-rps-") as d:
@@ -252,8 +258,8 @@ def bench(requests: int, single: int, gateway_args: Sequence[str] = ()) -> list[
         manifest = Path(d) / "trusted.json"
         manifest.write_text(json.dumps({"get": GET}))
         with (
-            gateway(kube, *gateway_args) as gw,
-            gateway(kube, "--trusted-documents", str(manifest), *gateway_args) as trusted,
+            gateway(kube, *gateway_args, src=src) as gw,
+            gateway(kube, "--trusted-documents", str(manifest), *gateway_args, src=src) as trusted,
         ):
             api_pid = apiserver_pid(kube)
             variables = {"ns": NAMESPACE, "name": NAME}
@@ -384,9 +390,14 @@ def figure_rows(figures: Sequence[Figures], requests: int, load: float) -> list[
     return out
 
 
-def rows(requests: int = 3000, single: int = 300, gateway_args: Sequence[str] = ()) -> list[Row]:
+def rows(
+    requests: int = 3000,
+    single: int = 300,
+    gateway_args: Sequence[str] = (),
+    src: Path | None = None,
+) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
-    figures = bench(requests, single, gateway_args)
+    figures = bench(requests, single, gateway_args, src)
     return figure_rows(figures, requests, os.getloadavg()[0])
 
 
@@ -396,8 +407,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--single", type=int, default=300)
     parser.add_argument("--gateway-arg", action="append", default=[])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--gateway-src", type=Path, default=None)
     args = parser.parse_args(argv)
-    table = rows(args.requests, args.single, args.gateway_arg)
+    table = rows(args.requests, args.single, args.gateway_arg, args.gateway_src)
     print(text_table(table))
     if args.out is not None:
         args.out.write_text(splice(args.out.read_text(), table))

@@ -333,6 +333,24 @@ class KubeAdapter:
         times and without the client's cookie jar (the gateway sends no cookies: a jar
         shared by every caller would carry one caller's cookie into another's request)."""
         http = http or self.http
+        if isinstance(http, UpstreamClient):  # the same request, built for less
+            factory = http.requests
+            raw = [(b"Accept", req.accept.encode("ascii"))]
+            credentials = credential.headers()
+            if isinstance(credentials, dict):
+                raw += [(k.encode("ascii"), v.encode("ascii")) for k, v in credentials.items()]
+            else:
+                raw += credentials
+            if req.content_type:
+                raw.append((b"Content-Type", req.content_type.encode("ascii")))
+            return factory.request(
+                req.method,
+                factory.url(req.path, req.params),
+                raw,
+                content=req.content,
+                timeout=timeout,
+                extensions={OWN_REQUEST: True} if req.own else None,
+            )
         url = str(http.base_url).rstrip("/") + req.path
         if req.params:
             url = f"{url}?{httpx.QueryParams(tuple(req.params))}"

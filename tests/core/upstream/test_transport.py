@@ -1,4 +1,6 @@
-"""The upstream client's network layer (``gateway.core.upstream.transport``) on real sockets, on
+"""The upstream client's httpcore network layer (``gateway.core.upstream.transport``,
+``--upstream-network asyncio``; the default 'lean' transport is tested in test_lean.py) on
+real sockets, on
 both loops the gateway may run on (asyncio's and uvloop's, the default of ``kube-gateway
 serve``): TLS verified with the configured CA, HTTP/1.1 and HTTP/2 by ALPN, the gateway's client
 certificate in gateway-identity mode, a pooled connection the server closed, timeouts and
@@ -71,7 +73,7 @@ def test_tls_http1_http2_and_client_certificate_on_each_loop(
                 },
             )
             cfg = resolve(kubeconfig=path)
-            async with build_http_client(cfg) as client:
+            async with build_http_client(cfg, network="asyncio") as client:
                 assert isinstance(pool_backend(client), AsyncioBackend)
                 assert type(client._transport._pool) is LinearPool  # type: ignore[attr-defined]
                 answers = await asyncio.gather(*(client.get(f"/api/{i}") for i in range(20)))
@@ -83,7 +85,7 @@ def test_tls_http1_http2_and_client_certificate_on_each_loop(
                 assert (answer.status_code, answer.http_version) == (200, "HTTP/2")
             assert {seen.client_cn for seen in server.seen} == {None}  # no gateway credential
             server.seen.clear()
-            async with build_http_client(cfg, gateway_identity=True) as client:
+            async with build_http_client(cfg, gateway_identity=True, network="asyncio") as client:
                 assert (await client.get("/api")).status_code == 200
             assert [seen.client_cn for seen in server.seen] == ["gateway-client"]
         finally:
@@ -111,7 +113,9 @@ def test_a_connection_the_server_closed_is_not_reused(loop: str) -> None:
         server = await asyncio.start_server(one_answer, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         try:
-            async with build_http_client(resolve(server=f"http://127.0.0.1:{port}")) as client:
+            async with build_http_client(
+                resolve(server=f"http://127.0.0.1:{port}"), network="asyncio"
+            ) as client:
                 for _ in range(5):
                     assert (await client.get("/api")).status_code == 200
                     # until the server's close reached the client (the loop's state, polled)

@@ -1,0 +1,578 @@
+"""The upstream client's own HTTP/1.1 transport (``gateway.core.upstream.lean``, the default
+``--upstream-network lean``) on real sockets: the demo upstream with its fault injection (a
+body cut mid-way, 429 with Retry-After, gzip, watches read as they come), small servers of
+the test's own for what a real server does at the edges (a connection closed while idle, one
+closed as a request is sent on it, slow headers, chunked and content-length bodies split over
+many writes, a connection-framed body), TLS with the kubeconfig's CA and the gateway's client
+certificate, keep-alive reuse and the pool's limit, on both loops the gateway may run on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import uvloop
+
+from gateway.core.model.registry import POD, REGISTRY
+from gateway.core.upstream.adapter import KubeAdapter, Request
+from gateway.core.upstream.client import build_http_client
+from gateway.core.upstream.credentials import ANONYMOUS, Credential
+from gateway.core.upstream.lean import LeanTransport
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.sample import make_pods
+from tests.core.upstream.upstream_fixtures import EchoServer, Pki, b64, pki, resolve
+from tests.core.upstream.upstream_fixtures import write_kubeconfig as kubeconfig
+from tests.support.serve_process import free_port
+
+__all__ = ["pki"]  # fixtures
+
+RUNNERS: dict[str, Callable[[Coroutine[Any, Any, None]], None]] = {
+    "asyncio": asyncio.run,
+    "uvloop": uvloop.run,
+}
+ADMIN = {"Authorization": "Bearer admin-token"}
+
+
+@pytest.fixture
+async def demo() -> AsyncIterator[DemoUpstream]:
+    async with DemoUpstream() as upstream:
+        yield upstream
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def serving(handler: Handler) -> AsyncIterator[str]:
+    """A raw TCP server on loopback running ``handler`` per connection; yields its URL."""
+
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def guarded(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.add(task)
+        try:
+            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+                await handler(reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
+            tasks.discard(task)
+
+    server = await asyncio.start_server(guarded, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+        for task in list(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            await reader.readexactly(int(line.split(b":", 1)[1]))
+    return head
+
+
+def answer(body: bytes, status: str = "200 OK") -> bytes:
+    return b"HTTP/1.1 %b\r\ncontent-length: %d\r\n\r\n%b" % (status.encode(), len(body), body)
+
+
+def lean(url: str, **kwargs: Any) -> httpx.AsyncClient:
+    client = build_http_client(resolve(server=url), **kwargs)
+    assert isinstance(client._transport, LeanTransport)  # the default
+    return client
+
+
+# -- keep-alive, and connections the server ends ---------------------------------------------
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_keep_alive_reuses_connections_and_the_pool_holds_its_limit(loop: str) -> None:
+    connections = 0
+    held = 0
+    gate: asyncio.Event
+    both_held: asyncio.Event
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections, held
+        connections += 1
+        mine = connections
+        while True:
+            head = await read_request(reader)
+            if b"/slow" in head:
+                held += 1
+                if held == 2:
+                    both_held.set()
+                await gate.wait()
+            writer.write(answer(b'{"n": %d}' % mine))
+            await writer.drain()
+
+    async def run() -> None:
+        nonlocal gate, both_held
+        gate, both_held = asyncio.Event(), asyncio.Event()
+        async with serving(handler) as url, lean(url, max_connections=2) as client:
+            for _ in range(20):
+                assert (await client.get("/api")).json() == {"n": 1}
+            assert connections == 1  # one connection, kept alive
+            transport = client._transport
+            assert isinstance(transport, LeanTransport)
+            # Two slow requests hold both connections: a third waits for one, and gives up
+            # after its pool timeout with httpx's PoolTimeout.
+            slow = [asyncio.create_task(client.get("/slow")) for _ in range(2)]
+            async with asyncio.timeout(10):
+                await both_held.wait()
+            assert transport.idle == 0
+            with pytest.raises(httpx.PoolTimeout):
+                await client.get("/api", timeout=httpx.Timeout(10, pool=0.2))
+            waiting = asyncio.create_task(client.get("/api"))
+            gate.set()
+            answers = await asyncio.gather(*slow, waiting)
+            assert {r.status_code for r in answers} == {200}
+            assert connections == 2 and transport.connections == 2
+
+    RUNNERS[loop](run())
+
+
+async def test_a_request_waiting_for_a_slot_opens_its_own_connection_within_the_limit() -> None:
+    """With one connection allowed: the one in use ends (the server says ``Connection:
+    close``), and the request waiting for it opens a new one; the pool never holds more than
+    its limit open at the server."""
+    open_now = peak = 0
+    gate = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        try:
+            while True:
+                head = await read_request(reader)
+                if b"/close" in head:
+                    await gate.wait()
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}"
+                    )
+                    await writer.drain()
+                    return
+                writer.write(answer(b"{}"))
+                await writer.drain()
+        finally:
+            open_now -= 1
+
+    async with serving(handler) as url, lean(url, max_connections=1) as client:
+        transport = client._transport
+        assert isinstance(transport, LeanTransport)
+        closing = asyncio.create_task(client.get("/close"))
+        waiting = [asyncio.create_task(client.get("/api")) for _ in range(3)]
+        gate.set()
+        answers = await asyncio.gather(closing, *waiting)
+        assert {r.status_code for r in answers} == {200}
+        assert transport.connections == 1 and transport.idle == 1
+        answers = await asyncio.gather(*(client.get("/api") for _ in range(10)))
+        assert {r.status_code for r in answers} == {200}
+        assert transport.connections == 1
+    assert peak == 1
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_a_connection_the_server_closed_while_idle_is_not_reused(loop: str) -> None:
+    connections = 0
+
+    async def one_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await read_request(reader)
+        writer.write(answer(b"{}"))
+        await writer.drain()
+
+    async def run() -> None:
+        async with serving(one_answer) as url, lean(url) as client:
+            transport = client._transport
+            assert isinstance(transport, LeanTransport)
+            for i in range(5):
+                assert (await client.get("/api")).status_code == 200
+                deadline = time.monotonic() + 10
+                while transport.connections:  # the loop saw the close: out of the pool
+                    assert time.monotonic() < deadline, "the close never reached the client"
+                    await asyncio.sleep(0.001)
+                assert connections == i + 1
+            # Closed after each answer without a word: the next POST too goes on a new one.
+            assert (await client.post("/api", content=b"{}")).status_code == 200
+
+    RUNNERS[loop](run())
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_a_reused_connection_closed_as_a_request_goes_is_retried_when_idempotent(
+    loop: str,
+) -> None:
+    """The server keeps each connection open after its first answer, then closes it at the
+    second request without answering (what a server's idle timeout racing a request looks
+    like).  A GET (or a PUT, a DELETE) is sent once more on a new connection; a POST is not
+    (it may have been acted on) and fails with httpx's RemoteProtocolError."""
+    seen: list[bytes] = []
+
+    async def first_only(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append((await read_request(reader)).split(b" ", 1)[0])
+        writer.write(answer(b"{}"))
+        await writer.drain()
+        seen.append((await read_request(reader)).split(b" ", 1)[0] + b" dropped")
+
+    async def run() -> None:
+        async with serving(first_only) as url, lean(url) as client:
+            assert (await client.get("/a")).status_code == 200
+            assert (await client.get("/a")).status_code == 200  # dropped, then retried
+            assert (await client.delete("/a")).status_code == 200
+            with pytest.raises(httpx.RemoteProtocolError):
+                await client.post("/a", content=b"{}")
+        assert seen == [
+            b"GET",  # connection 1
+            b"GET dropped",
+            b"GET",  # connection 2: the retry
+            b"DELETE dropped",
+            b"DELETE",  # connection 3: the retry
+            b"POST dropped",  # not retried
+        ]
+
+    RUNNERS[loop](run())
+
+
+# -- bodies ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_chunked_content_length_and_connection_framed_bodies_split_over_writes(
+    loop: str,
+) -> None:
+    payload = orjson.dumps({"items": [{"n": i, "pad": "x" * 50} for i in range(2000)]})
+
+    async def pieces(writer: asyncio.StreamWriter, data: bytes, size: int) -> None:
+        for at in range(0, len(data), size):
+            writer.write(data[at : at + size])
+            await writer.drain()
+            await asyncio.sleep(0)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await read_request(reader)
+            if b"/chunked" in head:
+                writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                for at in range(0, len(payload), 7001):
+                    part = payload[at : at + 7001]
+                    await pieces(writer, b"%x\r\n%b\r\n" % (len(part), part), 1500)
+                writer.write(b"0\r\n\r\n")
+            elif b"/eof" in head:
+                await pieces(writer, b"HTTP/1.1 200 OK\r\n\r\n" + payload, 4096)
+                return  # the end of the connection ends the body
+            else:
+                await pieces(writer, answer(payload), 3000)
+
+    async def run() -> None:
+        async with serving(handler) as url, lean(url) as client:
+            for path in ("/length", "/chunked", "/length", "/chunked", "/eof", "/length"):
+                r = await client.get(path)
+                assert r.status_code == 200 and r.content == payload, path
+            # Streamed: the body arrives in many chunks, as the server writes it.
+            async with client.stream("GET", "/chunked") as r:
+                chunks = [chunk async for chunk in r.aiter_raw()]
+            assert b"".join(chunks) == payload and len(chunks) > 1
+
+    RUNNERS[loop](run())
+
+
+async def test_a_large_body_is_read_with_bounded_buffering() -> None:
+    """A reader that does not read: the transport stops reading past its high-water mark, so
+    the server's writes back up instead of the gateway's memory filling."""
+    total = 64 * 1024 * 1024
+    sent = 0
+    blocked = asyncio.Event()
+
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        await read_request(reader)
+        writer.transport.set_write_buffer_limits(high=1024 * 1024)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % total)
+        block = b"x" * 65536
+        while sent < total:
+            writer.write(block)
+            sent += len(block)
+            if writer.transport.get_write_buffer_size() >= 1024 * 1024:
+                blocked.set()  # the kernel's buffers are full: the client is not reading
+            await writer.drain()
+
+    async with serving(flood) as url, lean(url) as client, client.stream("GET", "/big") as r:
+        async with asyncio.timeout(30):
+            await blocked.wait()  # the server's buffer filled: the client stopped reading
+        assert sent < 16 * 1024 * 1024  # kernel buffers + the transport's high water
+        got = 0
+        async for chunk in r.aiter_raw():
+            got += len(chunk)
+        assert got == total
+
+
+async def test_gzip_from_the_demo_upstream_is_inflated(demo: DemoUpstream) -> None:
+    await demo.store.bulk_create(POD, make_pods(200, "zipped"), namespace="zipped")
+    async with lean(demo.url, network="lean") as client:
+        path = "/api/v1/namespaces/zipped/pods"
+        r = await client.get(path, headers=ADMIN)
+        assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
+        assert len(r.json()["items"]) == 200
+        async with client.stream("GET", path, headers=ADMIN) as raw:
+            zipped = b"".join([chunk async for chunk in raw.aiter_raw()])
+        assert orjson.loads(gzip.decompress(zipped))["kind"] == "PodList"
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+async def test_demo_faults_cut_body_429_and_refused(demo: DemoUpstream) -> None:
+    async with lean(demo.url) as client:
+        path = "/api/v1/namespaces/default/pods"
+        demo.faults.drop_connections(1, verb="list")
+        with pytest.raises(httpx.RemoteProtocolError, match="complete message body"):
+            await client.get(path, headers=ADMIN)
+        assert demo.faults.dropped_requests == 1
+        demo.faults.fail_requests(1, status=429, verb="list", retry_after=3)
+        r = await client.get(path, headers=ADMIN)
+        assert (r.status_code, r.headers["retry-after"]) == (429, "3")
+        assert r.json()["details"]["retryAfterSeconds"] == 3
+        assert (await client.get(path, headers=ADMIN)).json()["kind"] == "PodList"
+        # A watch cut mid-body after some events: the events came, then the error.
+        demo.faults.drop_connections(1, verb="watch", after_bytes=10)
+        async with client.stream("GET", f"{path}?watch=1", headers=ADMIN) as r:
+            got = b""
+            with pytest.raises(httpx.RemoteProtocolError):
+                async for chunk in r.aiter_raw():
+                    got += chunk
+            assert len(got) == 10
+    async with lean(f"http://127.0.0.1:{free_port()}") as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get("/api")
+
+
+async def test_a_watch_is_read_as_events_come(demo: DemoUpstream) -> None:
+    async with lean(demo.url) as client:
+        path = "/api/v1/namespaces/default/configmaps"
+        listed = (await client.get(path, headers=ADMIN)).json()
+        rv = listed["metadata"]["resourceVersion"]
+        async with client.stream("GET", f"{path}?watch=1&resourceVersion={rv}", headers=ADMIN) as r:
+            lines = r.aiter_lines()
+            for i in range(3):
+                created = await client.post(
+                    path,
+                    headers=ADMIN,
+                    json={"metadata": {"name": f"lean-{i}"}, "data": {"i": str(i)}},
+                )
+                assert created.status_code == 201
+                async with asyncio.timeout(10):
+                    event = orjson.loads(await anext(lines))
+                assert (event["type"], event["object"]["metadata"]["name"]) == (
+                    "ADDED",
+                    f"lean-{i}",
+                )
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_slow_headers_time_out_while_a_neighbour_is_served(loop: str) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await read_request(reader)
+        if b"/slow" in head:
+            writer.write(b"HTTP/1.1 200 OK\r\n")  # the status line, then nothing
+            await writer.drain()
+            await reader.read()  # until the client goes
+            return
+        writer.write(answer(b"{}"))
+        await writer.drain()
+
+    async def run() -> None:
+        async with serving(handler) as url, lean(url) as client:
+            slow = asyncio.create_task(client.get("/slow", timeout=0.5))
+            started = time.monotonic()
+            assert (await client.get("/fast")).status_code == 200
+            assert time.monotonic() - started < 5
+            with pytest.raises(httpx.ReadTimeout):
+                await slow
+            assert time.monotonic() - started < 10
+
+    RUNNERS[loop](run())
+
+
+async def test_malformed_answers_and_line_breaks_in_headers_are_protocol_errors() -> None:
+    requests = 0
+
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        await read_request(reader)
+        requests += 1
+        writer.write(b"HTTP/1.1 abc nonsense\r\n\x00\r\n\r\n")
+        await writer.drain()
+
+    async with serving(garbage) as url, lean(url) as client:
+        with pytest.raises(httpx.RemoteProtocolError, match="malformed"):
+            await client.get("/api")
+        with pytest.raises(httpx.LocalProtocolError):
+            await client.get("/api", headers={"Authorization": "Bearer a\r\nX-Evil: 1"})
+        assert requests == 1  # the second was refused before anything was sent
+
+
+async def test_an_endless_answer_head_is_refused_while_a_neighbour_is_served() -> None:
+    """A server whose answer's head never ends: refused past MAX_HEAD_BYTES, quickly, with
+    httpx's RemoteProtocolError; nothing like its size is buffered; another request beside
+    it on the same client is served."""
+    sent = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        head = await read_request(reader)
+        if b"/endless" not in head:
+            writer.write(answer(b"{}"))
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nX-Endless: ")
+        while sent < 64 * 1024 * 1024:
+            writer.write(b"a" * 16384)
+            sent += 16384
+            await writer.drain()
+
+    async with serving(handler) as url, lean(url) as client:
+        endless = asyncio.create_task(client.get("/endless"))
+        started = time.monotonic()
+        assert (await client.get("/fine")).status_code == 200
+        with pytest.raises(httpx.RemoteProtocolError, match="head is over"):
+            await endless
+        assert time.monotonic() - started < 10
+        assert sent < 16 * 1024 * 1024  # stopped reading (and closed) early
+
+
+# -- TLS ---------------------------------------------------------------------------------------
+
+
+def tls_server(pki: Pki) -> EchoServer:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki.path("server.crt"), pki.path("server.key"))
+    ctx.load_verify_locations(cadata=pki.ca_pem.decode())
+    ctx.verify_mode = ssl.CERT_OPTIONAL  # a client certificate is reported, not required
+    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    server = EchoServer(ctx)
+    ctx.sni_callback = lambda _obj, name, _ctx: server.sni.append(name)
+    return server
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_tls_with_the_kubeconfig_ca_client_certificate_and_server_name(
+    loop: str, tmp_path: Path, pki: Pki
+) -> None:
+    user = {
+        "client-certificate-data": b64(pki.client_cert_pem),
+        "client-key-data": b64(pki.client_key_pem),
+    }
+    cluster = {"certificate-authority-data": b64(pki.ca_pem)}
+
+    async def run() -> None:
+        server = tls_server(pki)
+        await server.start()
+        try:
+            cfg = resolve(
+                kubeconfig=kubeconfig(tmp_path / "c", server=server.url, cluster=cluster, user=user)
+            )
+            async with build_http_client(cfg) as client:
+                assert isinstance(client._transport, LeanTransport)
+                answers = await asyncio.gather(*(client.get(f"/api/{i}") for i in range(20)))
+                assert [r.json()["path"] for r in answers] == [f"/api/{i}" for i in range(20)]
+                assert {r.http_version for r in answers} == {"HTTP/1.1"}
+            assert {seen.client_cn for seen in server.seen} == {None}  # no gateway credential
+            server.seen.clear()
+            async with build_http_client(cfg, gateway_identity=True) as client:
+                assert isinstance(client._transport, LeanTransport)
+                assert (await client.get("/api")).status_code == 200
+            assert [seen.client_cn for seen in server.seen] == ["gateway-client"]
+            # HTTP/2 asked for: httpcore's pool speaks it (the lean transport does not).
+            async with build_http_client(cfg, http2=True) as client:
+                assert not isinstance(client._transport, LeanTransport)
+                assert (await client.get("/api")).http_version == "HTTP/2"
+            # A server name other than the URL's host: sent as SNI and verified.
+            named = dict(cluster, **{"tls-server-name": "localhost"})
+            path = kubeconfig(tmp_path / "n", server=server.url, cluster=named, user=user)
+            async with build_http_client(resolve(kubeconfig=path)) as client:
+                assert isinstance(client._transport, LeanTransport)
+                assert (await client.get("/api")).status_code == 200
+            assert server.sni[-1] == "localhost"
+            # Another CA: the handshake fails, as httpx's ConnectError.
+            other = {"certificate-authority-data": b64(pki.other_ca_pem)}
+            path = kubeconfig(tmp_path / "o", server=server.url, cluster=other, user=user)
+            async with build_http_client(resolve(kubeconfig=path)) as client:
+                with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                    await client.get("/api")
+        finally:
+            await server.close()
+
+    RUNNERS[loop](run())
+
+
+# -- request construction ----------------------------------------------------------------------
+
+PATHS = [
+    "/api/v1/namespaces/team-a/pods/pod-00",
+    "/apis/apps/v1/namespaces/n/deployments/web/status",
+    "/api/v1/namespaces/n/pods/a b",  # not plain: parsed, as before
+    "/api/v1/namespaces/n/pods/caf\u00e9",
+    "/api/v1/namespaces/n/pods/x%2Fy",
+    "/api/v1/namespaces/n/pods/x?y",
+    "/api",
+]
+PARAMS: list[list[tuple[str, str]]] = [
+    [],
+    [("limit", "10")],
+    [("labelSelector", "app in (a, b),!tier"), ("fieldSelector", "status.phase!=Running")],
+    [("continue", "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTIzfQ=="), ("limit", "500")],
+    [("watch", "1"), ("resourceVersion", "12345"), ("allowWatchBookmarks", "true")],
+    [("labelSelector", "k=\u00e9t\u00e9&x=1#frag")],
+    [("fieldManager", "kubectl client-side-apply"), ("dryRun", "All")],
+]
+
+
+@pytest.mark.parametrize("server", ["https://127.0.0.1:6443", "https://h.example:443/k8s/c-1"])
+async def test_the_request_factory_builds_what_the_adapter_built_before(server: str) -> None:
+    """The adapter's requests on the gateway's client (``UpstreamClient.requests``) are the
+    ones it built before with httpx's parsing (what it still does for any other client): the
+    same URL, headers, body and timeouts, for plain paths (not parsed again) and any other
+    (parsed)."""
+    ours = build_http_client(resolve(server=server))
+    before = httpx.AsyncClient(base_url=ours.base_url, headers=ours.headers, timeout=ours.timeout)
+    adapter = KubeAdapter(ours, REGISTRY)
+    for path in PATHS:
+        for params in PARAMS:
+            for method, content, timeout in (
+                ("GET", None, None),
+                ("PATCH", b'{"a":1}', 3.0),
+                ("POST", None, 7.5),
+                ("DELETE", None, None),
+            ):
+                for credential in (Credential(token="abc.def-ghi"), ANONYMOUS):
+                    req = Request(method, path, params, content, "application/json-patch+json")
+                    new = adapter._httpx_request(req, credential, timeout, ours)
+                    old = adapter._httpx_request(req, credential, timeout, before)
+                    assert str(new.url) == str(old.url), (path, params)
+                    assert new.url.raw_path == old.url.raw_path
+                    assert new.url.netloc == old.url.netloc and new.url.scheme == old.url.scheme
+                    assert sorted(new.headers.multi_items()) == sorted(old.headers.multi_items())
+                    assert (new.method, new.content) == (old.method, old.content)
+                    assert new.extensions == old.extensions
+    await ours.aclose()
+    await before.aclose()
