@@ -143,9 +143,9 @@ def _plain(value: Any) -> bool:
     number past a double's range."""
     kind = type(value)
     if kind is int:
-        return _INT_RANGE[0] <= value <= _INT_RANGE[1]
+        return bool(_INT_RANGE[0] <= value <= _INT_RANGE[1])
     if kind is float:
-        return value - value == 0.0  # neither infinite nor NaN
+        return bool(value - value == 0.0)  # neither infinite nor NaN
     if kind is dict:
         return all(map(_plain, value.values()))
     if kind is list:
