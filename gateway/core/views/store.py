@@ -221,6 +221,8 @@ class Store:
         #: Values read of the objects as the hub's list was made compact (by a list
         #: worker, :mod:`gateway.core.lists.compacting`), for the first columns' build.
         self.listed: Columns | None = None
+        #: Objects whose column values were taken from :attr:`listed` (for tests).
+        self.listed_taken = 0
         self._copied: (
             tuple[int, list[Entry | None], list[tuple[str, str] | None], dict[str, Any]] | None
         ) = None
@@ -415,6 +417,7 @@ class Store:
                     at = None if read is None else listed.of(raw)  # type: ignore[union-attr]
                     if at is not None:
                         budget -= LISTED_COST
+                        self.listed_taken += 1
                         for c, values in read:  # type: ignore[union-attr]
                             c.values.append(values[at])  # type: ignore[index]
                     else:
