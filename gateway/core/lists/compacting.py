@@ -30,6 +30,7 @@ import pickle
 import struct
 from array import array
 from collections.abc import Callable, Sequence
+from itertools import accumulate, count
 from typing import Any, Final, TypedDict
 
 import msgspec
@@ -308,22 +309,31 @@ async def taken(
         raise ValueError("a compact answer that does not hold what it says")
     if columns is None and specs:
         columns = Columns(specs)
-    before = 0 if columns is None else len(columns.raws)
-    at = 0
-    for c, start in enumerate(range(0, n, CHUNK)):
+    # each object's bounds in ``answer`` itself: a slice of a ``bytes`` is a ``bytes`` of
+    # its own, made in C (the objects of a step taken by a few C-level passes)
+    base = len(answer) - len(blob) - sum(map(len, parts[3:]))
+    ends = list(accumulate(spans, initial=base))
+    cut = answer if type(answer) is bytes else bytes(answer)
+    taken_keys = 0
+    for c in range(chunks):
         keys: list[str] = pickle.loads(parts[3 + c])
         if columns is not None:
             for k, spec in enumerate(specs):
                 columns.values[spec].extend(pickle.loads(parts[3 + chunks * (1 + k) + c]))
         for first in range(0, len(keys), STEP):
-            for i, key in enumerate(keys[first : first + STEP], start + first):
-                end = at + spans[i]
-                data = found[key] = bytes(blob[at:end])
-                at = end
-                if columns is not None:
-                    columns.at[id(data)] = len(columns.raws)
-                    columns.raws.append(data)
+            start = taken_keys + first
+            some = keys[first : first + STEP]
+            bounds = map(
+                slice, ends[start : start + len(some)], ends[start + 1 : start + 1 + len(some)]
+            )
+            datas = list(map(cut.__getitem__, bounds))
+            found.update(zip(some, datas, strict=True))
+            if columns is not None:
+                columns.at.update(zip(map(id, datas), count(len(columns.raws))))
+                columns.raws.extend(datas)
+            del datas
             await asyncio.sleep(0)
-    if columns is not None and len(columns.raws) != before + n:
+        taken_keys += len(keys)
+    if taken_keys != n or (columns is not None and len(columns.raws) < n):
         raise ValueError("a compact answer that does not hold what it says")
     return rest, columns
