@@ -402,14 +402,14 @@ of 50 with 15 fields.  "Distinct views" are 50 concurrent callers each with its 
 value (50 evaluations); "one view" are 50 concurrent callers of the same (one evaluation,
 shared).  A warm view has its order at this version computed already (the cache keeps it for
 the next pages and callers).  Memory is the process's RSS growth over the first (cold) view
-(the hub's decoded objects, the cache's records and columns) against the JSON of the cached
-objects.  The stall rows are the longest delay of a 10 ms ticker in the gateway's process
-(wall time: on a loaded machine, also the process's waits for a CPU), and the most CPU the
-event loop's thread used between two of its ticks (the loop's own work, whatever the load).
-The cold view's CPU row is the gateway's process and its list workers from `/proc`, against
-the same for the plain list.  The per-view CPU rows are the process's CPU time over the 50 distinct
-views divided by 50: with the bench's client in the process, and again with the 50 callers
-in a client process of their own (the gateway's alone).
+(the hub's JSON, shared with the cache, the cache's entries and columns) against the JSON of
+the cached objects.  The stall rows are the longest delay of a 10 ms ticker in the gateway's
+process (wall time: on a loaded machine, also the process's waits for a CPU), and the most
+CPU the event loop's thread used between two of its ticks (the loop's own work, whatever the
+load).  The cold view's CPU row is the gateway's process and its list workers from `/proc`,
+against the same for the plain list.  The per-view CPU rows are the process's CPU time over
+the 50 distinct views divided by 50: with the bench's client in the process, and again with
+the 50 callers in a client process of their own (the gateway's alone).
 Rancher's steve (an SQLite cache fed by informers) publishes, from Rancher's own scale tests,
 about 2 GiB of memory instead of about 10 GiB and paging 60 % to 630 % faster than without
 its cache; it publishes no per-request latencies to set beside these rows.  On this 2-core
