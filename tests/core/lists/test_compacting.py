@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import io
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from gateway.core.lists.compacting import (
     value_at,
 )
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, work
+from gateway.core.lists.worker import ANSWER, REQUEST, STATUS_DONE, serve
 from gateway.core.support import deepjson
 from gateway.core.watch.compact import encode
 from gateway.core.watch.watcher import object_key
@@ -160,3 +163,30 @@ def test_a_damaged_answer_is_refused() -> None:
         sections(answer[:-1])
     with pytest.raises(ValueError, match="does not hold"):
         asyncio.run(taken(answer, COLUMNS, {}))
+
+
+def test_an_object_deeper_than_orjson_takes_is_kept_whole() -> None:
+    """An item nested 3,000 levels deep (a custom resource may be, as the apiserver stores
+    it): kept as the JSON that decodes (``deepjson``) to what the gateway's own holds."""
+    deep = b'{"x":' * 3000 + b"1" + b"}" * 3000
+    body = b'{"metadata":{},"items":[{"metadata":{"name":"deep"},"spec":' + deep + b"}]}"
+    _, found, values = asyncio.run(_ours(body, COLUMNS))
+    want, want_values = _theirs(body, COLUMNS)
+    assert list(found) == ["/deep"]
+    # (deeper than deepjson's frozen depth, a container is a fragment of its JSON text)
+    assert deepjson.dumps(deepjson.loads(found["/deep"])) == want["/deep"]
+    assert values == want_values
+
+
+def test_a_worker_without_a_memory_file_answers_down_its_pipe() -> None:
+    """Where there is no shared memory file (not Linux), the buffers go down the pipe."""
+    body = _written({"metadata": {}, "items": _items()})
+    job = compact("v1", "Pod", COLUMNS)
+    head = pickle.dumps((job, 0, False))
+    stdin = io.BytesIO(REQUEST.pack(len(head), len(body), False) + head + body)
+    stdout = io.BytesIO()
+    serve(stdin, stdout)  # type: ignore[arg-type]
+    out = stdout.getvalue()
+    status, size = ANSWER.unpack_from(out)
+    assert status == STATUS_DONE and size == len(out) - ANSWER.size
+    assert out[ANSWER.size :] == b"".join(work(body, job, 0))  # type: ignore[arg-type]
