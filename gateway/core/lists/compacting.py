@@ -10,16 +10,25 @@ of JSON), about 1.9 s of the gateway's one interpreter, where a plain list of th
 hands its decode to a worker.
 
 So a worker does it (:func:`compact`, the job; :func:`written`, what the worker answers):
-it inflates and decodes the list body, writes each item (given ``kind`` and
-``apiVersion``, as a watch's object carries them) exactly as the gateway's compact state
-would (``deepjson.dumps``), and reads each item's value at the given field paths
-(:func:`value_at`, the one definition of a view's sort value).  The answer goes back through
-the memory file the worker shares with the gateway, in sections the gateway takes a slice
-at a time (:func:`sections`): the list without its items, the objects' lengths, their JSON
-concatenated, then the keys and each column in pickled chunks of :data:`CHUNK` items.
+it inflates the list body and delimits its items without decoding them (:func:`read_list`,
+``msgspec.Raw``), keeps each item as the JSON the upstream sent (its kind and apiVersion
+written before it where it has neither, as the gateway adds them), and decodes of each only
+its key and its values at the given field paths (:func:`value_at`, the one definition of a
+view's sort value; the store's ``sort_value`` calls it).  An item where a partial decode
+could differ from a whole one is decoded whole and written anew (``deepjson.dumps``, as the
+gateway's compact state writes).  The answer goes back through the memory file the worker
+shares with the gateway, in sections the gateway takes a slice at a time (:func:`taken`):
+the list without its items, the objects' lengths, their JSON, then the keys and each
+column in pickled chunks of :data:`CHUNK` items.
 
-Exact by construction: a value a column takes from here is the value the store would read
-from the very same bytes (the gateway matches them by identity), with the same function.
+Exact by construction: each object's JSON decodes to the object a whole decode of the list
+gives (and is the very bytes the gateway would write, where the upstream writes JSON as
+orjson does: the demo; the apiserver's Go encoder escapes differently, the same object);
+a value a column takes from here is the value the store would read from the very same
+bytes (the gateway matches them by identity), with the same function.  One leniency: a
+number past a double's range in a part of an item nobody reads, which orjson refuses (the
+whole list refused), is kept, and fails where that object is decoded; the apiserver stores
+no such number (Go's float64 refuses it).
 """
 
 from __future__ import annotations

@@ -307,11 +307,12 @@ class Watcher:
         values at ``columns`` when a list worker read them.
 
         With list workers (and all of each object kept: no ``keep``), each large page goes
-        to a worker (:mod:`gateway.core.lists.compacting`), which decodes it, writes each
-        object's JSON as :func:`~gateway.core.watch.compact.encode` would and reads the
-        values at ``columns``: the event loop only copies each object's JSON out of the
-        answer, :data:`~gateway.core.lists.compacting.STEP` objects per step.  Otherwise
-        (and for a page no worker took) here, as follows.
+        to a worker (:mod:`gateway.core.lists.compacting`), which delimits its items, keeps
+        each as the JSON the upstream sent (the bytes :func:`~gateway.core.watch.compact.
+        encode` writes, where the upstream writes JSON as orjson does; the same object in
+        any case) and reads the values at ``columns``: the event loop only copies each
+        object's JSON out of the answer, :data:`~gateway.core.lists.compacting.STEP` objects
+        per step.  Otherwise (and for a page no worker took) here, as follows.
 
         The list is decoded (in slices, :mod:`gateway.core.lists.large`), each item
         encoded (:data:`COMPACT_STEP` per event-loop step), then the decoded items freed
