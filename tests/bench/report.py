@@ -180,14 +180,14 @@ below: absolute figures of one long run; not part of `make bench` unless asked f
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
 #: gap (kept here, next to the table, so every unmet row of a run says it).
 CAUSES: dict[str, str] = {
-    "views: first (cold) view": "the work of the first view on one interpreter, measured "
-    "with the upstream in a child process (1.9 s of the gateway's CPU for 30,000 pods): the "
-    "list's decode (in slices), its encoding into the hub's compact JSON and the free of the "
-    "decoded objects, then a second decode of every object for the view's columns; a plain "
-    "list hands its decode and projection to list workers (other processes).  The "
-    "collector's walks of the decoded list (a young collection of 0.9 s and a middle one of "
-    "3.0 s before) are gone: nothing decoded outlives the fill.  Next lever: the compact "
-    "encoding and the columns made in a list worker.",
+    "views: first (cold) view": "the first view's work, since 2026-11-28 mostly in a list "
+    "worker (gateway/core/lists/compacting.py: the list delimited, each object kept as its "
+    "JSON as listed, its key and the view's columns read; the gateway only copies each "
+    "object out of the worker's answer): 0.4-0.5 s of the gateway's CPU and 0.7 s of the "
+    "worker's for 30,000 pods, where the plain list takes 0.24 s and 0.6 s; what is left on "
+    "the gateway is the hub's snapshot into the cache (an event, an entry and a put per "
+    "object) and the answer.  On a loaded machine the two wall times are within noise of "
+    "each other.",
     "views: process memory": "the process's heap around the fill (the cache itself: the "
     "hub's JSON, shared, about 1x, with entries and columns 1.22-1.23x, measured with the "
     "upstream in this process and in a child); what the 800 MB of decoded objects freed "
@@ -204,11 +204,13 @@ CAUSES: dict[str, str] = {
     "views: counts": "the request's HTTP and GraphQL execution on a loaded machine (the "
     "count itself is a C count per value of the field's codes, 0.2 ms for 30,000).",
     "views: next page": "the GraphQL execution and rendering of the page on a loaded machine.",
-    "views: longest event-loop stall, cold view": "the demo upstream in the same process "
-    "serialising the 155 MB list in one step, and the gateway's one step joining the "
-    "received body (httpx, 70 ms of CPU for 155 MB); with the upstream in a child process "
-    "every step of the fill, its compaction and the columns' build is under 20 ms of CPU "
-    "(tests/core/views/test_store.py).",
+    "views: longest event-loop stall, cold view": "the machine's load: the gap's CPU (the "
+    "next row, and its note) is the loop's own work, 15-40 ms in a gap at load 8-12, made of "
+    "several steps (the cache's ingest of the snapshot, 2,000 events a step before 1,000; "
+    "the copy of the worker's answer, 1,000 objects a step, under 5 ms); the rest of the "
+    "wall time is the process waiting for one of the 2 cores.",
+    "views: the event loop's most CPU": "several steps between two ticks on a loaded "
+    "machine (each of the fill's steps is under 20 ms: tests/core/views/test_cold_fill.py).",
     "views: longest event-loop stall": "a worker thread's evaluation holds the interpreter "
     "for its switch interval at a time, and each request's GraphQL execution runs between "
     "the ticks; on a loaded machine the process also waits for a CPU.",
@@ -389,21 +391,25 @@ RSS per added cluster from 16.9 MB to 10.6-11.1 MB.""",
     "Views": (
         ("views: ",),
         """\
-How measured (`tests/bench/bench_views.py`, its docstring says more;
-`python -m tests.bench.bench_views --out BENCHMARKS.md` refreshes this section alone): 30,000
-realistic pods (those of `bench_graphql_list`, made unique, with varied phases and start
-times: 155 MB of JSON) in one namespace of a demo upstream; the gateway in process over
-loopback, so the client's work is in the same process.  The view is issue 29's: a substring
-filter on `metadata.name`, sorted by `status.startTime` descending, pages of 50 with 15
-fields.  "Distinct views" are 50 concurrent callers each with its own filter value (50
-evaluations); "one view" are 50 concurrent callers of the same (one evaluation, shared).  A
-warm view has its order at this version computed already (the cache keeps it for the next
-pages and callers).  Memory is the process's RSS growth over the first (cold) view (the
-hub's decoded objects, the cache's records and columns) against the JSON of the cached
-objects.  The stall rows are the longest delay of a 10 ms ticker in the gateway's process.
-The CPU rows are the process's CPU time over the 50 distinct views divided by 50: with the
-bench's client in the process, and again with the 50 callers in a client process of their
-own (the gateway's alone).
+How measured (`tests/bench/bench_views.py`, its docstring says more; `python -m
+tests.bench.bench_views --out BENCHMARKS.md` refreshes this section alone): 30,000 realistic
+pods (those of `bench_graphql_list`, made unique, with varied phases and start times: 155 MB
+of JSON) in one namespace of a demo upstream in a child process (gzipping large answers, as
+the apiserver does); the gateway in process over loopback, so the client's work is in the
+same process, with the collector set as `kube-gateway serve` sets it.  The view is issue
+29's: a substring filter on `metadata.name`, sorted by `status.startTime` descending, pages
+of 50 with 15 fields.  "Distinct views" are 50 concurrent callers each with its own filter
+value (50 evaluations); "one view" are 50 concurrent callers of the same (one evaluation,
+shared).  A warm view has its order at this version computed already (the cache keeps it for
+the next pages and callers).  Memory is the process's RSS growth over the first (cold) view
+(the hub's JSON, shared with the cache, the cache's entries and columns) against the JSON of
+the cached objects.  The stall rows are the longest delay of a 10 ms ticker in the gateway's
+process (wall time: on a loaded machine, also the process's waits for a CPU), and the most
+CPU the event loop's thread used between two of its ticks (the loop's own work, whatever the
+load).  The cold view's CPU row is the gateway's process and its list workers from `/proc`,
+against the same for the plain list.  The per-view CPU rows are the process's CPU time over
+the 50 distinct views divided by 50: with the bench's client in the process, and again with
+the 50 callers in a client process of their own (the gateway's alone).
 Rancher's steve (an SQLite cache fed by informers) publishes, from Rancher's own scale tests,
 about 2 GiB of memory instead of about 10 GiB and paging 60 % to 630 % faster than without
 its cache; it publishes no per-request latencies to set beside these rows.  On this 2-core

@@ -1,11 +1,14 @@
 """What a list worker does to a list body: a job, plain data the gateway sends with the body,
 and :func:`work`, which does it (in the worker process, :mod:`gateway.core.lists.worker`).
 
-Two jobs: :func:`project`, a GraphQL list field's (the list projected by the selection's
-plan, :mod:`gateway.core.lists.projections`, as JSON the gateway embeds unread), and
+Three jobs: :func:`project`, a GraphQL list field's (the list projected by the selection's
+plan, :mod:`gateway.core.lists.projections`, as JSON the gateway embeds unread),
 :func:`wire`, a gRPC ``ResourceService`` list's without a read mask (the items' protobuf
-bytes, :mod:`gateway.core.lists.protowire`).  A projection decodes only what it reads
-(:func:`read_part`) when that gives what a whole decode would.
+bytes, :mod:`gateway.core.lists.protowire`), and :func:`~gateway.core.lists.compacting.
+compact`, a watch's initial list (each item's JSON as the hub keeps it, and the values the
+first view reads: :mod:`gateway.core.lists.compacting`; its answer is a list of buffers,
+written to the memory file the worker shares with the gateway).  A projection decodes only
+what it reads (:func:`read_part`) when that gives what a whole decode would.
 
 Anything a worker cannot do exactly as the gateway would (a value the projection would give
 to a scalar's serialiser, a body that is not a JSON object, an integer past 64 bits) comes
@@ -24,6 +27,7 @@ from typing import Any, Final
 import msgspec
 import orjson
 
+from gateway.core.lists import compacting
 from gateway.core.lists.body import over_cap
 from gateway.core.lists.gzipped import gunzip
 from gateway.core.lists.projections import (
@@ -92,7 +96,7 @@ def work(
     keep: list[Any] | None = None,
     *,
     gzipped: bool = False,
-) -> bytes | str:
+) -> bytes | list[bytes] | str:
     """``job`` done on the JSON of ``data`` (``gzipped``: inflated first), or
     :data:`NOT_DONE`, or :data:`OVER_CAP`.  ``keep``: the decoded value is appended to it,
     for the caller to free after it has answered.
@@ -104,7 +108,12 @@ def work(
             data = gunzip(data)
         except (zlib.error, EOFError):
             return NOT_DONE  # the gateway's own inflating says what is wrong
-    part = read_part(data, job[1]) if job[0] == "project" else None
+    if job[0] == "project":
+        part = read_part(data, job[1])
+    elif job[0] == "compact":
+        part = compacting.read_list(data)
+    else:
+        part = None
     if part is not None:
         if keep is not None:
             keep.append(part)
@@ -124,7 +133,7 @@ def work(
         return NOT_DONE
 
 
-def _answer(value: Any, job: Job, cap: int) -> bytes | str:
+def _answer(value: Any, job: Job, cap: int) -> bytes | list[bytes] | str:
     if type(value) is not dict:
         return NOT_DONE
     if cap and over_cap(value, cap):
@@ -132,8 +141,10 @@ def _answer(value: Any, job: Job, cap: int) -> bytes | str:
     try:
         if job[0] == "project":
             return _projected(value, job[1])
+        if job[0] == "compact":
+            return compacting.written(value, *job[1:])
         return _written(value, *job[1:])
-    except Fallback:
+    except (Fallback, compacting.NotCompact):
         return NOT_DONE
 
 

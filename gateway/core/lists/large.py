@@ -455,6 +455,26 @@ class LargeLists:
                 return body
             return await self._decoded_in(scope, body)
 
+    @property
+    def compacts(self) -> bool:
+        """Whether a list body may go to a list worker to be made compact (:meth:`compacted`;
+        then fetch it gzipped as it came)."""
+        return self._workers_for(True) is not None
+
+    async def compacted(self, body: Undecoded, job: Job) -> bytes | None:
+        """A large list body made compact by a list worker (``job``:
+        :func:`gateway.core.lists.compacting.compact`; its answer, for
+        :func:`~gateway.core.lists.compacting.taken`); ``None`` when no worker did it (none,
+        a small body, or one a worker gave back): the caller decodes it (:meth:`decoded`).
+
+        Raises:
+            RequestEntityTooLarge: more items than the body's cap.
+        """
+        workers = self._workers_for(True)
+        if workers is None or not self._for_a_worker(body):
+            return None
+        return await workers.run(body, job)
+
     async def projected(self, body: Undecoded, spec: Spec | None) -> bytes | JSON:
         """A large body :meth:`handed_on` undecoded, projected by ``spec`` (a GraphQL list
         field's plan, :mod:`gateway.core.lists.projections`): by a list worker into the

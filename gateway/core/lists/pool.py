@@ -34,7 +34,14 @@ from typing import Final
 
 from gateway.core.lists.body import Undecoded
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, Job
-from gateway.core.lists.worker import ANSWER, COMMAND, REQUEST, STATUS_DONE, STATUS_OVER_CAP
+from gateway.core.lists.worker import (
+    ANSWER,
+    COMMAND,
+    REQUEST,
+    STATUS_DONE,
+    STATUS_OVER_CAP,
+    STATUS_SHARED,
+)
 from gateway.core.process.cpus import usable_cpus
 
 log = logging.getLogger("gateway")
@@ -54,6 +61,16 @@ def workers_for(setting: str) -> int:
     if setting != "auto":
         return int(setting)
     return max(1, min(MOST_AUTO, usable_cpus()))
+
+
+def _read_shared(shared: int, size: int) -> bytes:
+    """The ``size`` bytes a worker wrote into the memory file from its start; the file then
+    emptied (its pages back to the system)."""
+    data = os.pread(shared, size, 0)
+    if len(data) != size:
+        raise OSError(f"a list worker's answer is {len(data)} bytes, not {size}")
+    os.ftruncate(shared, 0)
+    return data
 
 
 class _Worker:
@@ -93,6 +110,15 @@ class _Worker:
         status, size = ANSWER.unpack(await stdout.readexactly(ANSWER.size))
         if status == STATUS_DONE:
             return await stdout.readexactly(size)
+        if status == STATUS_SHARED and shared is not None:
+            # read in a thread (one copy, the event loop free meanwhile), to its end even
+            # when the caller goes: the file is not closed under it
+            read = asyncio.ensure_future(asyncio.to_thread(_read_shared, shared, size))
+            try:
+                return await asyncio.shield(read)
+            except asyncio.CancelledError:
+                await asyncio.wait({read})
+                raise
         return OVER_CAP if status == STATUS_OVER_CAP else NOT_DONE
 
     @property

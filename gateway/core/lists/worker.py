@@ -35,6 +35,7 @@ __all__ = [
     "STATUS_DONE",
     "STATUS_NOT_DONE",
     "STATUS_OVER_CAP",
+    "STATUS_SHARED",
     "main",
     "serve",
 ]
@@ -44,8 +45,11 @@ __all__ = [
 REQUEST: Final = struct.Struct("<QQB")
 # An answer: ``<BQ`` (status, length), then the job's bytes (STATUS_DONE) or nothing.
 ANSWER: Final = struct.Struct("<BQ")
-#: An answer's status: done, not done (the caller does the work), over the list cap.
-STATUS_DONE, STATUS_NOT_DONE, STATUS_OVER_CAP = 0, 1, 2
+#: An answer's status: done, not done (the caller does the work), over the list cap, done
+#: with the answer's bytes in the shared memory file (from its start), not in the pipe.
+STATUS_DONE, STATUS_NOT_DONE, STATUS_OVER_CAP, STATUS_SHARED = 0, 1, 2, 3
+#: Buffers per ``pwritev`` (Linux's ``IOV_MAX``).
+_IOV_MAX: Final = 1024
 
 #: What starts a worker: :func:`main` in a fresh interpreter, ``gateway.core`` a bare package
 #: (its ``__init__``, the core's front door, left unrun: a worker needs a few of its modules,
@@ -91,13 +95,39 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
             os.ftruncate(shared, 0)  # its pages go back to the system, off the gateway's loop
         else:
             answer = work(stdin.read(body_size), job, cap, decoded, gzipped=gzipped)
-        if isinstance(answer, bytes):
+        if isinstance(answer, list):  # buffers, written one after the other
+            size = sum(map(len, answer))
+            if shared is not None:
+                _write_shared(shared, answer)
+                stdout.write(ANSWER.pack(STATUS_SHARED, size))
+            else:
+                stdout.write(ANSWER.pack(STATUS_DONE, size))
+                for part in answer:
+                    stdout.write(part)
+        elif isinstance(answer, bytes):
             stdout.write(ANSWER.pack(STATUS_DONE, len(answer)))
             stdout.write(answer)
         else:
             stdout.write(ANSWER.pack(STATUS_OVER_CAP if answer == OVER_CAP else STATUS_NOT_DONE, 0))
         stdout.flush()
         decoded.clear()
+
+
+def _write_shared(shared: int, parts: list[bytes]) -> None:
+    """``parts`` one after the other into the memory file, from its start (a large answer:
+    the gateway reads it in one call, in a thread, where a pipe would hand it over in
+    pieces, each a step of the gateway's event loop, and copy it once more at the end)."""
+    at = 0
+    for start in range(0, len(parts), _IOV_MAX):
+        chunk = parts[start : start + _IOV_MAX]
+        want = sum(map(len, chunk))
+        wrote = os.pwritev(shared, chunk, at)
+        if wrote != want:  # a short write (not seen on a memory file): the rest one by one
+            data = b"".join(chunk)[wrote:]
+            while data:
+                n = os.pwrite(shared, data, at + wrote)
+                data, wrote = data[n:], wrote + n
+        at += want
 
 
 def _widen(fd: int) -> None:

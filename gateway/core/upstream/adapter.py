@@ -22,6 +22,8 @@ import orjson
 
 from gateway.core import errors
 from gateway.core.lists.body import Undecoded
+from gateway.core.lists.compacting import sections
+from gateway.core.lists.jobs import Job
 from gateway.core.lists.large import LargeLists
 from gateway.core.model.options import (
     DeleteOptions,
@@ -78,6 +80,11 @@ class Request:
 
 #: Where :meth:`KubeAdapter._request` keeps a body read gzipped (``Response.extensions``).
 _GZIPPED = "kube_gateway.gzipped_body"
+
+
+#: A list's pages as :meth:`KubeAdapter.list_compact` gives them: a list worker's answer
+#: (``bytes``), or a page decoded here.
+CompactPages = list[bytes | JSON]
 
 
 def gzipped_body(response: httpx.Response) -> bytes | None:
@@ -586,6 +593,78 @@ class KubeAdapter:
                     raise
                 log.info("continue token expired during a paged list; restarting the list")
         raise AssertionError("unreachable")
+
+    async def list_compact(
+        self,
+        resource: Resource | str,
+        *,
+        namespace: str | None = None,
+        options: ListOptions = ListOptions(),
+        credential: Credential = ANONYMOUS,
+        job: Job,
+    ) -> tuple[JSON, CompactPages]:
+        """A complete, consistent list (as :meth:`list_all`), each page made compact by a
+        list worker (``job``: :func:`gateway.core.lists.compacting.compact`): the list
+        without its items (the first page's ``resourceVersion``), and each page as the
+        worker's answer (``bytes``) or, where no worker did it, decoded here."""
+        for attempt in range(2):
+            try:
+                return await self._compact_pages(resource, namespace, options, credential, job)
+            except errors.Gone:
+                if attempt:
+                    raise
+                log.info("continue token expired during a paged list; restarting the list")
+        raise AssertionError("unreachable")
+
+    async def _compact_pages(
+        self,
+        resource: Resource | str,
+        namespace: str | None,
+        options: ListOptions,
+        credential: Credential,
+        job: Job,
+    ) -> tuple[JSON, CompactPages]:
+        if not options.limit and self.max_list_items > 0:
+            options = replace(options, limit=self.max_list_items)
+        lists = self.large_lists
+        pages: CompactPages = []
+        first: JSON | None = None
+        page_options = options
+        while True:
+            body = await self.list_body(
+                resource,
+                namespace=namespace,
+                options=page_options,
+                credential=credential,
+                gzipped=lists.compacts,
+            )
+            done = await lists.compacted(body, job)
+            if done is None:
+                page: JSON = await lists.decoded(body, linger=False)
+                head = page
+                pages.append(page)
+            else:
+                head = orjson.loads(sections(done)[0])
+                pages.append(done)
+            del body
+            if first is None:
+                first = {k: v for k, v in head.items() if k != "items"}
+            token = (head.get("metadata") or {}).get("continue")
+            if not token:
+                break
+            page_options = ListOptions(
+                label_selector=options.label_selector,
+                field_selector=options.field_selector,
+                limit=options.limit,
+                continue_=token,
+                timeout_seconds=options.timeout_seconds,
+            )
+        assert first is not None
+        meta = first.get("metadata") or {}
+        first["metadata"] = {
+            k: v for k, v in meta.items() if k not in ("continue", "remainingItemCount")
+        }
+        return first, pages
 
     async def _list_pages(
         self,

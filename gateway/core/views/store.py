@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gateway.core.lists.compacting import Columns, value_at
 from gateway.core.process.collector import HOLD
 from gateway.core.support import deepjson
 from gateway.core.views.spec import FieldPath
@@ -49,11 +50,12 @@ from gateway.core.watch.compact import encode
 MAX_COLUMNS: Final = 16
 #: JSON bytes decoded per event-loop step while new columns are filled (~1-2 ms).
 BUILD_BYTES: Final = 512 * 1024
+#: What an object whose values were read as it was listed counts for against
+#: :data:`BUILD_BYTES` (its values copied, nothing decoded: ~8,000 per step).
+LISTED_COST: Final = 64
 #: A store of at least this many slots is frozen after new columns are filled
 #: (:meth:`~gateway.core.process.collector.CollectorHold.settle`).
 SETTLE_SLOTS: Final = 2000
-
-_NUMBERS = frozenset(("int32", "int64", "double"))
 
 
 class Entry:
@@ -127,25 +129,9 @@ def label_path(key: str) -> FieldPath:
 
 def sort_value(path: FieldPath, obj: Any) -> tuple[int, Any]:
     """The value at ``path`` as a view's order compares it: ``(0, "")`` when absent,
-    ``(1, value)`` for a value of the field's type, ``(2, text)`` for anything else."""
-    for key in path.keys:
-        if type(obj) is not dict:
-            return (0, "")
-        obj = obj.get(key)
-    if obj is None:
-        return (0, "")
-    kind = path.kind
-    if kind in _NUMBERS:
-        if type(obj) in (int, float):
-            return (1, obj)
-    elif kind == "boolean":
-        if type(obj) is bool:
-            return (1, obj)
-    elif type(obj) is str:
-        return (1, obj)
-    if type(obj) is bool:
-        return (2, "true" if obj else "false")
-    return (2, obj if type(obj) is str else str(obj))
+    ``(1, value)`` for a value of the field's type, ``(2, text)`` for anything else
+    (:func:`~gateway.core.lists.compacting.value_at`, which a list worker reads with)."""
+    return value_at(path.keys, path.kind, obj)
 
 
 def _keyer(
@@ -232,6 +218,11 @@ class Store:
         self.columns: dict[tuple[str, ...], Column] = {}
         self.bytes = 0
         self.generation = 0
+        #: Values read of the objects as the hub's list was made compact (by a list
+        #: worker, :mod:`gateway.core.lists.compacting`), for the first columns' build.
+        self.listed: Columns | None = None
+        #: Objects whose column values were taken from :attr:`listed` (for tests).
+        self.listed_taken = 0
         self._copied: (
             tuple[int, list[Entry | None], list[tuple[str, str] | None], dict[str, Any]] | None
         ) = None
@@ -392,10 +383,14 @@ class Store:
         build reaches them; a column dropped meanwhile (its ``complete`` set) is left."""
         with HOLD.held():  # a value per object and column: no collection in between
             await self._fill_held(columns)
+        self.listed = None  # one build takes them (later columns decode)
         if len(self.slots) >= SETTLE_SLOTS:
             HOLD.settle()  # frozen where the process is the gateway's own
 
     async def _fill_held(self, columns: list[Column]) -> None:
+        """See :meth:`_fill`.  An object whose very JSON (the same ``bytes``) a list worker
+        read the values of as the hub listed it (:attr:`listed`) takes them, undecoded,
+        when every column being built has them."""
         loads = deepjson.loads
         while True:
             live = [c for c in columns if not c.complete]
@@ -405,6 +400,12 @@ class Store:
             done = len(live[0].values)
             if done >= len(slots):
                 return
+            listed = self.listed
+            read = None
+            if listed is not None:
+                found = [listed.values.get((c.path.keys, c.path.kind)) for c in live]
+                if all(v is not None for v in found):
+                    read = list(zip(live, found, strict=True))
             budget = BUILD_BYTES
             while done < len(slots) and budget > 0:
                 e = slots[done]
@@ -413,10 +414,17 @@ class Store:
                         c.values.append(None)
                 else:
                     raw = e.raw
-                    budget -= len(raw)
-                    obj = loads(raw)
-                    for c in live:
-                        c.values.append(sort_value(c.path, obj))
+                    at = None if read is None else listed.of(raw)  # type: ignore[union-attr]
+                    if at is not None:
+                        budget -= LISTED_COST
+                        self.listed_taken += 1
+                        for c, values in read:  # type: ignore[union-attr]
+                            c.values.append(values[at])  # type: ignore[index]
+                    else:
+                        budget -= len(raw)
+                        obj = loads(raw)
+                        for c in live:
+                            c.values.append(sort_value(c.path, obj))
                 done += 1
             if done < len(self.slots):
                 await asyncio.sleep(0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from gateway.core.lists.compacting import Columns
 from gateway.core.model.values import JSON
 from gateway.core.support import deepjson
 
@@ -39,10 +40,13 @@ def encode(obj: JSON) -> bytes:
 class CompactState(MutableMapping[str, JSON]):
     """Objects by namespace/name, each kept as its JSON; a mapping of decoded objects."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_columns", "_raw")
 
     def __init__(self, raw: dict[str, bytes] | None = None) -> None:
         self._raw: dict[str, bytes] = raw if raw is not None else {}
+        #: Values a view asked for of the listed objects, read when they were listed
+        #: (:class:`~gateway.core.lists.compacting.Columns`), until a view takes them.
+        self._columns: Columns | None = None
 
     # -- compact access ------------------------------------------------------------------
 
@@ -55,9 +59,18 @@ class CompactState(MutableMapping[str, JSON]):
         """Keep the JSON ``data`` at ``key`` as it is."""
         self._raw[key] = data
 
-    def fill(self, found: dict[str, bytes]) -> None:
-        """Take ``found`` (JSON by key) as the objects held, replacing any."""
+    def fill(self, found: dict[str, bytes], columns: Columns | None = None) -> None:
+        """Take ``found`` (JSON by key) as the objects held, replacing any; ``columns``:
+        values read of them as they were listed, for a view to take."""
         self._raw = found
+        self._columns = columns
+
+    def take_columns(self) -> Columns | None:
+        """The values read of the objects as they were listed (once: whoever takes them
+        keeps them; they are matched to objects by the identity of their JSON, so those
+        that changed since are read anew)."""
+        columns, self._columns = self._columns, None
+        return columns
 
     def raw(self, key: str) -> bytes | None:
         """The JSON kept at ``key`` (``None``: nothing)."""
@@ -100,3 +113,4 @@ class CompactState(MutableMapping[str, JSON]):
 
     def clear(self) -> None:
         self._raw.clear()
+        self._columns = None

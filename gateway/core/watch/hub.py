@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from gateway.core import errors
+from gateway.core.lists.compacting import Columns, ColumnSpec
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import Resource
 from gateway.core.model.values import JSON
@@ -90,6 +91,9 @@ class WatchStart:
         changed_only: the subscriber wants a MODIFIED event only when what it receives of
             the object changed (watch rule 31): the hub gives it a
             :class:`~gateway.core.watch.changed.StreamChanges` taken as it joins.
+        columns: values the subscriber will read of every object (a view's columns): a
+            watch this subscriber opens has a list worker read them as it makes its
+            initial list compact (:meth:`WatchSubscription.listed_columns`).
     """
 
     mode: StartMode
@@ -97,6 +101,7 @@ class WatchStart:
     initial_events_end: bool = False
     bookmarks: bool = False
     changed_only: bool = False
+    columns: tuple[ColumnSpec, ...] = ()
 
     @classmethod
     def from_options(cls, options: ListOptions, *, changed_only: bool = False) -> WatchStart:
@@ -423,6 +428,15 @@ class WatchSubscription:
         event.readers += 1
         self._wakeup.set()
 
+    def listed_columns(self) -> Columns | None:
+        """The values at :attr:`WatchStart.columns` a list worker read of the objects of the
+        watch's initial list (once: the first subscriber to ask takes them; ``None`` when
+        none were read).  They belong to the very ``bytes`` of each object's JSON then
+        listed (:meth:`Columns.of <gateway.core.lists.compacting.Columns.of>`): an object
+        changed since is another ``bytes``, and is read anew."""
+        state = self.upstream.watcher.state
+        return state.take_columns() if isinstance(state, CompactState) else None
+
     def end(self, error: errors.GatewayError | None = None) -> None:
         """End the subscription: queued and initial events are dropped, readers wake."""
         if self.closed:
@@ -474,6 +488,7 @@ class Upstream:
         adapter: KubeAdapter,
         credential: Credential,
         lease: Lease,
+        columns: tuple[ColumnSpec, ...] = (),
     ) -> None:
         self.hub = hub
         self.key = key
@@ -492,6 +507,7 @@ class Upstream:
             # each object kept as its JSON: a fifth of the memory of decoded objects, and
             # nothing for the cyclic collector to walk (gateway/core/watch/compact.py)
             state=CompactState(),
+            columns=columns,
         )
         self.subscribers: set[WatchSubscription] = set()
         #: Subscribers waiting for the initial list (they hold the watch open too).
@@ -848,7 +864,13 @@ class WatchHub:
                     self.stats.refused += 1
                     raise
                 upstream = Upstream(
-                    self, key, target, adapter=adapter, credential=upstream_credential, lease=lease
+                    self,
+                    key,
+                    target,
+                    adapter=adapter,
+                    credential=upstream_credential,
+                    lease=lease,
+                    columns=start.columns,
                 )
                 self._upstreams[key] = upstream
                 self.stats.upstream_watches += 1

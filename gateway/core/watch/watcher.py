@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gateway.core import errors
+from gateway.core.lists.compacting import Columns, ColumnSpec, compact, taken
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import Resource
 from gateway.core.model.values import JSON
@@ -141,6 +142,7 @@ class Watcher:
         keep: Callable[[JSON], JSON] | None = None,
         page_size: int | None = None,
         state: MutableMapping[str, JSON] | None = None,
+        columns: tuple[ColumnSpec, ...] = (),
     ) -> None:
         self.adapter = adapter
         self.resource = adapter.resource(resource)
@@ -175,6 +177,10 @@ class Watcher:
         self.keep = keep
         #: Items per page of a list (``None``: the adapter's default).
         self.page_size = page_size
+        #: Values the consumer's first reader will want of every listed object (a view's
+        #: columns): read as the initial list is made compact, when a list worker makes it
+        #: (:mod:`gateway.core.lists.compacting`), and kept with the compact state.
+        self.columns = columns
 
     # -- public ----------------------------------------------------------------------------
 
@@ -294,8 +300,19 @@ class Watcher:
         state[key] = obj
         return None
 
-    async def _listed_compact(self) -> tuple[str, dict[str, bytes]]:
-        """A consistent list made compact: its version and each object's JSON by key.
+    async def _listed_compact(
+        self, columns: tuple[ColumnSpec, ...] = ()
+    ) -> tuple[str, dict[str, bytes], Columns | None]:
+        """A consistent list made compact: its version, each object's JSON by key, and the
+        values at ``columns`` when a list worker read them.
+
+        With list workers (and all of each object kept: no ``keep``), each large page goes
+        to a worker (:mod:`gateway.core.lists.compacting`), which delimits its items, keeps
+        each as the JSON the upstream sent (the bytes :func:`~gateway.core.watch.compact.
+        encode` writes, where the upstream writes JSON as orjson does; the same object in
+        any case) and reads the values at ``columns``: the event loop only copies each
+        object's JSON out of the answer, :data:`~gateway.core.lists.compacting.STEP` objects
+        per step.  Otherwise (and for a page no worker took) here, as follows.
 
         The list is decoded (in slices, :mod:`gateway.core.lists.large`), each item
         encoded (:data:`COMPACT_STEP` per event-loop step), then the decoded items freed
@@ -307,26 +324,73 @@ class Watcher:
         allocated apart from what is freed, and the freed memory goes back whole (the C
         heap's free pages given back at the end).
         """
+        if self.keep is None and self.adapter.large_lists.compacts:
+            return await self._listed_by_workers(columns)
         with HOLD.held():
             listed = await self._list_once()
             rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
             items: list[Any] = listed.pop("items", None) or []
             del listed
             found: dict[str, bytes] = {}
-            with_kind = self._with_kind
-            for start in range(0, len(items), COMPACT_STEP):
-                for raw in items[start : start + COMPACT_STEP]:
-                    item = with_kind(raw)
-                    found[object_key(item)] = encode(item)
-                await asyncio.sleep(0)
-            large = len(items) >= COMPACT_STEP
-            while len(items) > COMPACT_STEP:
-                del items[-COMPACT_STEP:]
-                await asyncio.sleep(0)
-            items.clear()
+            large = await self._encoded(items, found)
         if large:
             await heap.give_back()
-        return rv, found
+        return rv, found, None
+
+    async def _encoded(self, items: list[Any], found: dict[str, bytes]) -> bool:
+        """Decoded ``items`` made compact into ``found`` (:data:`COMPACT_STEP` per step),
+        then freed (as many per step); whether they were many (see :meth:`_listed_compact`)."""
+        with_kind = self._with_kind
+        for start in range(0, len(items), COMPACT_STEP):
+            for raw in items[start : start + COMPACT_STEP]:
+                item = with_kind(raw)
+                found[object_key(item)] = encode(item)
+            await asyncio.sleep(0)
+        large = len(items) >= COMPACT_STEP
+        while len(items) > COMPACT_STEP:
+            del items[-COMPACT_STEP:]
+            await asyncio.sleep(0)
+        items.clear()
+        return large
+
+    async def _listed_by_workers(
+        self, columns: tuple[ColumnSpec, ...]
+    ) -> tuple[str, dict[str, bytes], Columns | None]:
+        """:meth:`_listed_compact` with list workers: each large page made compact by one."""
+        resource = self.resource
+        job = compact(resource.api_version, resource.kind, columns)
+        specs: tuple[ColumnSpec, ...] = job[3]
+        found: dict[str, bytes] = {}
+        values: Columns | None = None
+        large = False
+        with HOLD.held():
+            rest, pages = await self.adapter.list_compact(
+                resource,
+                namespace=self.namespace,
+                options=replace(
+                    self.selectors,
+                    resource_version="0" if self._start_from_zero else None,
+                    limit=self.page_size,
+                ),
+                credential=self.credential,
+                job=job,
+            )
+            rv = str((rest.get("metadata") or {}).get("resourceVersion") or "")
+            while pages:
+                page = pages.pop(0)
+                if isinstance(page, bytes):
+                    try:
+                        _, values = await taken(page, specs, found, values)
+                    except ValueError:
+                        raise errors.Internal("a list worker's answer was damaged") from None
+                    del page
+                else:
+                    items: list[Any] = page.pop("items", None) or []
+                    del page
+                    large = await self._encoded(items, found) or large
+        if large:
+            await heap.give_back()
+        return rv, found, values
 
     async def _list_once(self) -> dict[str, Any]:
         """One list of the watch's resource and scope, as the initial state starts."""
@@ -344,10 +408,10 @@ class Watcher:
         return listed
 
     async def _list_compact(self, state: CompactState) -> str:
-        """Fill an empty compact state from a list (see :meth:`_listed_compact`); returns
-        the list's version."""
-        rv, found = await self._listed_compact()
-        state.fill(found)
+        """Fill an empty compact state from a list (see :meth:`_listed_compact`), with the
+        values at :attr:`columns` read meanwhile; returns the list's version."""
+        rv, found, columns = await self._listed_compact(self.columns)
+        state.fill(found, columns)
         self.resource_version = rv or None
         return rv
 
@@ -508,7 +572,7 @@ class Watcher:
         """:meth:`_relist` for a compact state: the same events, the list made compact
         first (:meth:`_listed_compact`), each object decoded only where its JSON differs
         from the one held, a yield to the event loop every :data:`COMPACT_STEP` objects."""
-        rv, fresh = await self._listed_compact()
+        rv, fresh, _ = await self._listed_compact()
         loads = deepjson.loads
         yield WatchEvent("RESYNC", marker(self.resource, rv, {RESYNC_ANNOTATION: "begin"}), rv)
         for n, key in enumerate(list(state)):
