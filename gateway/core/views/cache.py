@@ -94,6 +94,8 @@ class ViewStats:
     refused_budget: int = 0
     #: Orders computed (filter + search + sort of a snapshot).
     evaluations: int = 0
+    #: Objects decoded to answer pages (the callers of one page share its objects).
+    decoded: int = 0
     bytes: int = 0
 
 
@@ -485,7 +487,10 @@ class Views:
         cache = await self._using(spec, credential)
         try:
             version, ordered = await cache.ordered(spec)
-            return evaluate.page(ordered, spec, version)
+            decoded = ordered.decoded
+            found = evaluate.page(ordered, spec, version)
+            self.stats.decoded += ordered.decoded - decoded
+            return found
         finally:
             self._done(cache)
 
