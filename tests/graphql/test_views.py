@@ -346,6 +346,11 @@ async def test_callers_of_one_page_share_its_decoded_objects_until_the_list_chan
     assert len(expected("-0")) == 20
     assert views.stats.evaluations - evaluations == 1
     assert views.stats.decoded - decoded == 20  # 50 callers, one page decoded
+    # and its objects projected once for the selection they all made (shared, read only)
+    (cache,) = views.caches
+    kept = [k[1] for k in (o.result().kept for o in cache._orders.values()) if k is not None]
+    (shared,) = [page for page in kept if _names(page.items) == expected("-0")]
+    assert shared.renderings is not None and len(shared.renderings) == 1
     # ten distinct views at once: each page decoded once; asked again: none
     values = [f"-0{i}" for i in range(10)]
     decoded = views.stats.decoded

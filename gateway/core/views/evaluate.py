@@ -578,6 +578,10 @@ class Page:
         has_next: more items follow the page.
         has_previous: items come before the page.
         resource_version: the version of the snapshot the page was cut from.
+        renderings: for a page shared by its callers (kept with its order), what front
+            ends made of its items for them, by what they made it for (a GraphQL
+            selection's projection), to be made once and shared too, read only; ``None``
+            for a page made for one caller.
     """
 
     items: list[dict[str, Any]]
@@ -586,6 +590,7 @@ class Page:
     has_next: bool
     has_previous: bool
     resource_version: str
+    renderings: dict[Any, Any] | None = None
 
     @property
     def end_cursor(self) -> str | None:
@@ -617,6 +622,7 @@ def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
     else:
         found, size = _cut(ordered, spec)
         if size <= PAGE_KEPT_BYTES:
+            found = replace(found, renderings={})
             ordered.kept = (key, found)
     version = version or ordered.snapshot.version
     if found.resource_version != version:
