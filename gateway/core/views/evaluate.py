@@ -573,7 +573,8 @@ class Page:
 
     Attributes:
         items: the objects of the page, in order (the hub's own: read only).
-        cursors: each item's cursor.
+        positions: each item's position in the order (what its cursor names).
+        sort: the order's sort keys.
         total: how many objects the view selects (all pages).
         has_next: more items follow the page.
         has_previous: items come before the page.
@@ -585,20 +586,38 @@ class Page:
     """
 
     items: list[dict[str, Any]]
-    cursors: list[str]
+    positions: list[Position]
+    sort: tuple[SortKey, ...]
     total: int
     has_next: bool
     has_previous: bool
     resource_version: str
     renderings: dict[Any, Any] | None = None
+    _cursors: list[str] | None = None
+
+    @property
+    def cursors(self) -> list[str]:
+        """Each item's cursor (written on first use: an answer may ask only the last)."""
+        found = self._cursors
+        if found is None:
+            sort = self.sort
+            found = [encode_cursor(sort, p) for p in self.positions]
+            object.__setattr__(self, "_cursors", found)  # frozen: what it is, written once
+        return found
 
     @property
     def end_cursor(self) -> str | None:
-        return self.cursors[-1] if self.cursors else None
+        positions = self.positions
+        if self._cursors is None and positions:
+            return encode_cursor(self.sort, positions[-1])
+        return self.cursors[-1] if positions else None
 
     @property
     def start_cursor(self) -> str | None:
-        return self.cursors[0] if self.cursors else None
+        positions = self.positions
+        if self._cursors is None and positions:
+            return encode_cursor(self.sort, positions[0])
+        return self.cursors[0] if positions else None
 
 
 #: JSON bytes of a page's objects up to which the page is kept with its order
@@ -667,7 +686,8 @@ def _cut(ordered: Ordered, spec: ViewSpec) -> tuple[Page, int]:
     source.decoded += len(items)
     return Page(
         items=items,
-        cursors=[encode_cursor(spec.sort, ordered.position_of(i)) for i in chosen],
+        positions=[ordered.position_of(i) for i in chosen],
+        sort=spec.sort,
         total=ordered.total,
         has_next=has_next,
         has_previous=has_previous,
