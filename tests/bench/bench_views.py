@@ -429,7 +429,7 @@ def rows(pods: int = 30_000) -> list[Row]:
         row(
             "views: full collections of the cyclic collector, 100 callers from another process",
             r["remote_full"],
-            "",
+            "collections",
         ),
         row("views: counts by status.phase, p50", r["counts_p50"], "ms", max_value=20),
         row("views: next page by cursor, p50", r["next_p50"], "ms", max_value=20),

@@ -101,7 +101,8 @@ class LivePage:
 def fingerprint(page: Page) -> tuple[Any, ...]:
     """What a page shows, short of the rendering: items (and their versions), cursors,
     total, page info; not the page's resourceVersion.  An item is named by its values, not
-    its identity: the store decodes an object anew for each page (it keeps its JSON)."""
+    its identity: the store keeps each object as its JSON, and a page cut anew decodes it
+    anew (the callers of one page share its decoded objects)."""
     items = tuple(
         (m.get("namespace"), m.get("name"), m.get("uid"), m.get("resourceVersion"))
         for obj in page.items
