@@ -41,7 +41,6 @@ from typing import Any, Final
 from gateway.core import errors
 from gateway.core.upstream.budget import Lease, scope_of
 from gateway.core.upstream.credentials import Credential
-from gateway.core.views import evaluate
 from gateway.core.views.cache import ViewCache, Views, refused
 from gateway.core.views.evaluate import Page
 from gateway.core.views.spec import ViewSpec
@@ -294,7 +293,7 @@ class LiveView:
                 moved = cache._moved  # set by the cache's next batch
                 if cache.store.generation != generation:
                     version, ordered = await cache.ordered(spec)
-                    page = evaluate.page(ordered, spec, version)
+                    page = cache.page(ordered, spec, version)
                     self.owner.stats.evaluations += 1
                     self.version = version
                     evaluated_at = loop.time()
