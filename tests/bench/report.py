@@ -192,14 +192,22 @@ CAUSES: dict[str, str] = {
     "hub's JSON, shared, about 1x, with entries and columns 1.22-1.23x, measured with the "
     "upstream in this process and in a child); what the 800 MB of decoded objects freed "
     "leaves in glibc's and Python's arenas varies with the machine's load.",
-    "views: 50 concurrent callers": "one interpreter: 50 requests at once wait for each "
-    "other's CPU, so the median waits for about 25 of them. Measured before the compact "
-    "store: the gateway's CPU per distinct view 3.5-4.3 ms, of which the evaluation (the "
-    "columnar filter over 30,000 names and the walk of the sort index) about 1.8 ms and the "
-    "rest each request's HTTP, GraphQL execution and rendering of 50 objects; p50 20 ms for "
-    "50 callers at once would need under 1 ms of CPU per request in all, or several "
-    "processes. With the compact store a second burst of distinct views costs 20-23 ms of "
-    "CPU per view (without the columnar filters too: 23 ms), not explained yet.",
+    "views: 50 concurrent callers": "one interpreter: 50 requests at once wait for each other's "
+    "CPU, so the median waits for about 25 of them and the p99 for all 50 (and on a loaded "
+    "machine for a core as well).  The gateway's own CPU per view (the CPU rows, callers in "
+    "another process) is 6.8-7.5 ms for a distinct view of 30,000 pods and 1.1-1.7 ms for a "
+    "caller of a view others ask at once: callers of one page share its evaluation, its objects "
+    "decoded once and their projection for the selection (counted in "
+    "tests/graphql/test_views.py), so theirs is each request's HTTP and GraphQL execution. Of a "
+    "distinct view's CPU (profiled): the decode of the page's 50 objects about a fifth, the "
+    "substring filter over 30,000 names and the projection of 50 objects about an eighth each, "
+    "the rest the request's HTTP and GraphQL execution.  p50 20 ms for 50 callers at once would "
+    "need under 0.4 ms of CPU per request in all, or several processes.  The 20-23 ms of CPU per "
+    "distinct view once measured here was not the views' work: one full collection of the cyclic "
+    "collector (0.8 s of CPU) walking 1.3 M objects, a million of them the demo upstream's "
+    "decoded pods in the bench's process, with the collector at Python's defaults where "
+    "kube-gateway serve freezes what exists and raises the thresholds; the bench now sets it as "
+    "serve does.",
     "views: warm view": "the GraphQL execution and rendering of the page on a loaded machine.",
     "views: counts": "the request's HTTP and GraphQL execution on a loaded machine (the "
     "count itself is a C count per value of the field's codes, 0.2 ms for 30,000).",
@@ -211,9 +219,12 @@ CAUSES: dict[str, str] = {
     "wall time is the process waiting for one of the 2 cores.",
     "views: the event loop's most CPU": "several steps between two ticks on a loaded "
     "machine (each of the fill's steps is under 20 ms: tests/core/views/test_cold_fill.py).",
-    "views: longest event-loop stall": "a worker thread's evaluation holds the interpreter "
-    "for its switch interval at a time, and each request's GraphQL execution runs between "
-    "the ticks; on a loaded machine the process also waits for a CPU.",
+    "views: longest event-loop stall": "the machine's load more than the loop's steps: "
+    "measured in the loop thread's CPU time, no step during the bursts took over 27 ms "
+    "(a young collection of the callers' decoded pages in one of them), while each step's "
+    "wall time was 3-7 times its CPU time on 2 cores loaded 7-10.  Within the gateway: a "
+    "worker thread's evaluation holds the interpreter for its switch interval at a time, "
+    "and each request's GraphQL execution runs between the ticks.",
     "one watch event to a gRPC message": "the machine's speed in that run: the figure "
     "follows the row's reference (orjson dumps+loads of the same event's JSON, in its note), "
     "38 us when the reference is 36-37 us; a run where the reference is 50 us or more "
@@ -408,8 +419,10 @@ process (wall time: on a loaded machine, also the process's waits for a CPU), an
 CPU the event loop's thread used between two of its ticks (the loop's own work, whatever the
 load).  The cold view's CPU row is the gateway's process and its list workers from `/proc`,
 against the same for the plain list.  The per-view CPU rows are the process's CPU time over
-the 50 distinct views divided by 50: with the bench's client in the process, and again with
-the 50 callers in a client process of their own (the gateway's alone).
+a burst divided by 50: with the bench's client in the process (50 distinct views), and with
+the callers in a client process of their own (the gateway's alone: 50 distinct views with
+other values, then 50 callers of one view); the collections row counts the cyclic collector's
+full collections during the bursts from another process.
 Rancher's steve (an SQLite cache fed by informers) publishes, from Rancher's own scale tests,
 about 2 GiB of memory instead of about 10 GiB and paging 60 % to 630 % faster than without
 its cache; it publishes no per-request latencies to set beside these rows.  On this 2-core

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from gateway.core import POD
+from gateway.core.views.cache import PAGES_KEPT
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import TokenGrant
 from tests.gateway import test_fleet_graphql
@@ -318,6 +319,58 @@ async def test_search_counts_and_totals_match_the_tests_own_answer(
         assert view["total"] == len(chosen) == sum(c["count"] for c in view["counts"])
         assert view["nodes"] == []
         assert view["pageInfo"]["hasNextPage"] is (len(chosen) > 0)
+
+
+async def test_callers_of_one_page_share_its_decoded_objects_until_the_list_changes(
+    demo: DemoUpstream, gw: Gateway, http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    """What a warm view costs, counted (not timed): 50 concurrent callers of one view make
+    one evaluation and decode the page's objects once (``ViewStats.decoded``), and every
+    one gets the test's own answer; distinct views decode each page once, and again only
+    after the list changed (the answer then shows the change)."""
+    views = gw.app.state.runtime.cluster.views
+    by_start = [{"field": "status.startTime", "order": "DESC"}]
+
+    def contains(value: str) -> dict[str, Any]:
+        return {"ns": NAMESPACE, "sort": by_start, "first": 20,
+                "filter": {"field": "metadata.name", "op": "CONTAINS", "value": value}}  # fmt: skip
+
+    def expected(value: str) -> list[str]:
+        chosen = [p for p in _ns(pods, NAMESPACE) if value in p["metadata"]["name"]]
+        return _names(_sorted(chosen, [("status.startTime", True)])[:20])
+
+    data(await gql(http, VIEW, contains("x")))  # the cache filled and its columns built
+    evaluations, decoded = views.stats.evaluations, views.stats.decoded
+    answers = await asyncio.gather(*(gql(http, VIEW, contains("-0")) for _ in range(50)))
+    pages = [data(a)["podsView"] for a in answers]
+    assert {tuple(_names(v["nodes"])) for v in pages} == {tuple(expected("-0"))}
+    assert len(expected("-0")) == 20
+    assert views.stats.evaluations - evaluations == 1
+    assert views.stats.decoded - decoded == 20  # 50 callers, one page decoded
+    # and its objects projected once for the selection they all made (shared, read only)
+    (cache,) = views.caches
+    kept = [k[1] for k in (o.result().kept for o in cache._orders.values()) if k is not None]
+    (shared,) = [page for page in kept if _names(page.items) == expected("-0")]
+    assert shared.renderings is not None and len(shared.renderings) == 1
+    # ten distinct views at once: each page decoded once, and the last few kept decoded
+    values = [f"-0{i}" for i in range(10)]
+    decoded = views.stats.decoded
+    answers = await asyncio.gather(*(gql(http, VIEW, contains(v)) for v in values))
+    for value, answer in zip(values, answers, strict=True):
+        assert _names(data(answer)["podsView"]["nodes"]) == expected(value), value
+    assert views.stats.decoded - decoded == sum(len(expected(v)) for v in values)
+    still = [o.result().kept for o in cache._orders.values()]
+    assert sum(k is not None for k in still) == PAGES_KEPT
+    # a change of an object on the page: the next answer is decoded anew and shows it
+    first = data(await gql(http, VIEW, contains("-00")))["podsView"]["nodes"][0]["metadata"]
+    patched = await demo.store.patch(
+        POD, first["name"], {"metadata": {"labels": {"app": "patched"}}}, namespace=NAMESPACE
+    )
+    decoded = views.stats.decoded
+    at = {**contains("-00"), "min": patched["metadata"]["resourceVersion"]}
+    view = data(await gql(http, VIEW, at))["podsView"]
+    assert view["nodes"][0]["metadata"]["labels"]["app"] == "patched"
+    assert views.stats.decoded - decoded == len(expected("-00"))
 
 
 def _hit(p: dict[str, Any], text: str) -> bool:

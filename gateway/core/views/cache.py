@@ -62,6 +62,9 @@ T = TypeVar("T")
 APPLY_PER_STEP = 1000
 #: Orders (filter, search, sort at one version) a cache keeps for the next pages.
 ORDERS_KEPT = 16
+#: Pages a cache keeps decoded for their next callers (the last cut of the orders last
+#: asked; :func:`evaluate.page <gateway.core.views.evaluate.page>`).
+PAGES_KEPT = 4
 #: Seconds a view waits for its cache to reach ``minResourceVersion``.
 VERSION_WAIT = 10.0
 #: CPU seconds under which an evaluation runs on the event loop (see :func:`_evaluate`).
@@ -95,6 +98,8 @@ class ViewStats:
     refused_budget: int = 0
     #: Orders computed (filter + search + sort of a snapshot).
     evaluations: int = 0
+    #: Objects decoded to answer pages (the callers of one page share its objects).
+    decoded: int = 0
     bytes: int = 0
 
 
@@ -128,6 +133,8 @@ class ViewCache:
         self._sub: WatchSubscription | None = None
         self._task: asyncio.Task[None] | None = None
         self._orders: OrderedDict[tuple[Any, ...], asyncio.Future[Ordered]] = OrderedDict()
+        #: The orders whose last page is kept (:meth:`page`), by identity, the last last.
+        self._pages: OrderedDict[int, Ordered] = OrderedDict()
         #: Callers using it right now (never dropped as idle meanwhile).
         self.users = 0
 
@@ -217,6 +224,10 @@ class ViewCache:
         generation = self.store.generation
         for key in [k for k in self._orders if k[0] != generation]:
             del self._orders[key]  # orders of objects gone by (callers keep their own)
+        for at, ordered in list(self._pages.items()):
+            if ordered.snapshot.generation != generation:
+                del self._pages[at]
+                ordered.kept = None
         self._moved.set()
         self._moved = asyncio.Event()
 
@@ -233,6 +244,9 @@ class ViewCache:
         self.views.stats.bytes -= self.store.bytes
         self.store.clear()
         self._orders.clear()
+        for ordered in self._pages.values():
+            ordered.kept = None
+        self._pages.clear()
         if self._sub is not None:
             self._sub.close()
         if self._task is not None and self._task is not asyncio.current_task():
@@ -318,6 +332,20 @@ class ViewCache:
         else:
             self._orders.move_to_end(key)
         return snap.version, await asyncio.shield(found)
+
+    def page(self, ordered: Ordered, spec: ViewSpec, version: str) -> Page:
+        """The page of ``spec`` of one of this cache's orders at ``version``; the last
+        pages cut stay decoded for their next callers, :data:`PAGES_KEPT` of them (the
+        others' objects are freed with their answers)."""
+        found = evaluate.page(ordered, spec, version)
+        if ordered.kept is not None:
+            key = id(ordered)  # kept here: the identity is not reused meanwhile
+            self._pages[key] = ordered
+            self._pages.move_to_end(key)
+            while len(self._pages) > PAGES_KEPT:
+                _, dropped = self._pages.popitem(last=False)
+                dropped.kept = None
+        return found
 
 
 def _order(snap: Snapshot, spec: ViewSpec) -> Ordered:
@@ -507,7 +535,10 @@ class Views:
         cache = await self._using(spec, credential)
         try:
             version, ordered = await cache.ordered(spec)
-            return evaluate.page(ordered, spec, version)
+            decoded = ordered.decoded
+            found = cache.page(ordered, spec, version)
+            self.stats.decoded += ordered.decoded - decoded
+            return found
         finally:
             self._done(cache)
 

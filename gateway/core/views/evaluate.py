@@ -31,7 +31,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress, islice, repeat
 from typing import Any
 
@@ -371,7 +371,7 @@ class Ordered:
     selected slots are sorted once, as :attr:`slots`.
     """
 
-    __slots__ = ("_slots", "index", "mask", "snapshot", "sort", "total")
+    __slots__ = ("_slots", "decoded", "index", "kept", "mask", "snapshot", "sort", "total")
 
     def __init__(
         self,
@@ -388,6 +388,11 @@ class Ordered:
         #: The index walked (ascending by the single key, then namespace and name).
         self.index = index
         self.mask = mask
+        #: The last page cut of it (:func:`page`), by what it was cut at, for the next
+        #: callers of the same page.
+        self.kept: tuple[tuple[Any, ...], Page] | None = None
+        #: Objects decoded to answer its pages (counted: a shared page decodes none).
+        self.decoded = 0
         if slots is not None:
             self.total = len(slots)
         elif mask is None:
@@ -568,33 +573,95 @@ class Page:
 
     Attributes:
         items: the objects of the page, in order (the hub's own: read only).
-        cursors: each item's cursor.
+        positions: each item's position in the order (what its cursor names).
+        sort: the order's sort keys.
         total: how many objects the view selects (all pages).
         has_next: more items follow the page.
         has_previous: items come before the page.
         resource_version: the version of the snapshot the page was cut from.
+        renderings: for a page shared by its callers (kept with its order), what front
+            ends made of its items for them, by what they made it for (a GraphQL
+            selection's projection), to be made once and shared too, read only; ``None``
+            for a page made for one caller.
     """
 
     items: list[dict[str, Any]]
-    cursors: list[str]
+    positions: list[Position]
+    sort: tuple[SortKey, ...]
     total: int
     has_next: bool
     has_previous: bool
     resource_version: str
+    renderings: dict[Any, Any] | None = None
+    _cursors: list[str] | None = None
+
+    @property
+    def cursors(self) -> list[str]:
+        """Each item's cursor (written on first use: an answer may ask only the last)."""
+        found = self._cursors
+        if found is None:
+            sort = self.sort
+            found = [encode_cursor(sort, p) for p in self.positions]
+            object.__setattr__(self, "_cursors", found)  # frozen: what it is, written once
+        return found
 
     @property
     def end_cursor(self) -> str | None:
-        return self.cursors[-1] if self.cursors else None
+        positions = self.positions
+        if self._cursors is None and positions:
+            return encode_cursor(self.sort, positions[-1])
+        return self.cursors[-1] if positions else None
 
     @property
     def start_cursor(self) -> str | None:
-        return self.cursors[0] if self.cursors else None
+        positions = self.positions
+        if self._cursors is None and positions:
+            return encode_cursor(self.sort, positions[0])
+        return self.cursors[0] if positions else None
+
+
+#: JSON bytes of a page's objects up to which the page is kept with its order
+#: (:attr:`Ordered.kept`): what the decoded objects of the order's last page may hold.
+PAGE_KEPT_BYTES = 256 * 1024
 
 
 def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
     """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot, at
-    ``version`` (default: the snapshot's; a later one with the same objects)."""
-    slots = ordered.snapshot.slots
+    ``version`` (default: the snapshot's; a later one with the same objects).
+
+    An order is shared by the callers of its view at its generation (the cache keeps it),
+    and so is the last page cut of it: callers of the same page get the same items, decoded
+    once (they are read only), and the same cursors, not a decode of each object per
+    caller (measured on 30,000 pods, 50 callers of one view: the decodes were half of the
+    gateway's CPU per view, and each decoded page lives until its answer is written)."""
+    key = (spec.first, spec.sort, _typed(spec.after))
+    kept = ordered.kept
+    if kept is not None and kept[0] == key:
+        found = kept[1]
+    else:
+        found, size = _cut(ordered, spec)
+        if size <= PAGE_KEPT_BYTES:
+            found = replace(found, renderings={})
+            ordered.kept = (key, found)
+    version = version or ordered.snapshot.version
+    if found.resource_version != version:
+        found = replace(found, resource_version=version)
+    return found
+
+
+def _typed(position: Position | None) -> Any:
+    """A position as a key that tells apart what ``==`` does not (``1``, ``1.0``,
+    ``True``): two cursors are the same key only if they are the same cursor."""
+    if position is None:
+        return None
+    return tuple(
+        tuple((type(v), v) for v in p) if type(p) is tuple else (type(p), p) for p in position
+    )
+
+
+def _cut(ordered: Ordered, spec: ViewSpec) -> tuple[Page, int]:
+    """The page of ``spec`` cut from ``ordered`` and the JSON bytes of its objects."""
+    source, slots = ordered, ordered.snapshot.slots
     try:
         walk = ordered.walk(spec.after)
         chosen = list(islice(walk, spec.first))
@@ -610,18 +677,22 @@ def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
         after = chosen[0] if chosen else next(ordered.walk(spec.after), None)
         has_previous = first is not None and first != after
     items = []
+    size = 0
     for i in chosen:
         e = slots[i]
         assert e is not None
         items.append(e.obj)
+        size += len(e.raw)
+    source.decoded += len(items)
     return Page(
         items=items,
-        cursors=[encode_cursor(spec.sort, ordered.position_of(i)) for i in chosen],
+        positions=[ordered.position_of(i) for i in chosen],
+        sort=spec.sort,
         total=ordered.total,
         has_next=has_next,
         has_previous=has_previous,
-        resource_version=version or ordered.snapshot.version,
-    )
+        resource_version=ordered.snapshot.version,
+    ), size
 
 
 @dataclass(frozen=True, slots=True)

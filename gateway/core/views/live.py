@@ -41,7 +41,6 @@ from typing import Any, Final
 from gateway.core import errors
 from gateway.core.upstream.budget import Lease, scope_of
 from gateway.core.upstream.credentials import Credential
-from gateway.core.views import evaluate
 from gateway.core.views.cache import ViewCache, Views, refused
 from gateway.core.views.evaluate import Page
 from gateway.core.views.spec import ViewSpec
@@ -101,7 +100,8 @@ class LivePage:
 def fingerprint(page: Page) -> tuple[Any, ...]:
     """What a page shows, short of the rendering: items (and their versions), cursors,
     total, page info; not the page's resourceVersion.  An item is named by its values, not
-    its identity: the store decodes an object anew for each page (it keeps its JSON)."""
+    its identity: the store keeps each object as its JSON, and a page cut anew decodes it
+    anew (the callers of one page share its decoded objects)."""
     items = tuple(
         (m.get("namespace"), m.get("name"), m.get("uid"), m.get("resourceVersion"))
         for obj in page.items
@@ -293,7 +293,7 @@ class LiveView:
                 moved = cache._moved  # set by the cache's next batch
                 if cache.store.generation != generation:
                     version, ordered = await cache.ordered(spec)
-                    page = evaluate.page(ordered, spec, version)
+                    page = cache.page(ordered, spec, version)
                     self.owner.stats.evaluations += 1
                     self.version = version
                     evaluated_at = loop.time()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -500,7 +501,9 @@ Position: TypeAlias = tuple[Any, ...]
 :func:`gateway.core.views.evaluate.sort_value`), then namespace and name."""
 
 
+@functools.lru_cache(maxsize=256)
 def sort_digest(sort: tuple[SortKey, ...]) -> str:
+    """The digest of a sort a cursor carries (once per sort: every cursor of a page)."""
     text = ";".join(f"{k.path.text}:{'d' if k.descending else 'a'}" for k in sort)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 

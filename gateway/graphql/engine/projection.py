@@ -82,6 +82,7 @@ from gateway.core import (
 )
 from gateway.graphql.resolvers.context import Context
 from gateway.graphql.resolvers.objects import resolve_raw
+from gateway.graphql.resolvers.views import SharedItems
 from gateway.graphql.schemas._library import (
     NATIVE,
     NOT_COMPLETED,
@@ -143,6 +144,9 @@ def _serializer(scalar: GraphQLScalarType) -> Project:
 SLICE = 250
 #: Plans kept per engine across executions (each holds its document's field nodes alive).
 SHARED_PLANS = 1024
+#: Projections kept per shared page (:class:`SharedItems`): one per selection its callers
+#: make (the first ones kept; a plan of an execution of its own is never asked again).
+SHARED_RENDERINGS = 4
 
 
 class Plan:
@@ -228,6 +232,8 @@ class ProjectingExecutor(CompletingExecutor):
             return NOT_COMPLETED
         if type(result) is Undecoded:
             return self._undecoded(return_type, fields, result)
+        if type(result) is SharedItems:
+            return self._shared(return_type, fields, result)
         plan = self._plan(return_type, fields)
         if is_large(result):
             if plan is not None:
@@ -242,6 +248,25 @@ class ProjectingExecutor(CompletingExecutor):
             except Fallback:
                 pass
         return NOT_COMPLETED
+
+    def _shared(self, return_type: GraphQLOutputType, fields: Fields, shared: SharedItems) -> Any:
+        """The items of a page its callers share (a view's), projected once per selection
+        for all of them (the projection is read only, as the items are); graphql-core
+        completes the plain items where no plan applies."""
+        plan = self._plan(return_type, fields)
+        made = shared.made
+        found = made.get(plan)
+        if found is not None:
+            return found
+        if plan is None or is_large(shared.items):
+            return Substitute(shared.items)
+        try:
+            found = plan.run(shared.items)
+        except Fallback:
+            return Substitute(shared.items)
+        if len(made) < SHARED_RENDERINGS:
+            made[plan] = found
+        return found
 
     async def _undecoded(
         self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded

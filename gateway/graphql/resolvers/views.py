@@ -205,6 +205,28 @@ class PageInfo:
         self.end_cursor = page.end_cursor
 
 
+class SharedItems(Sequence[Any]):
+    """The objects of a page its callers share (the core keeps it with its order), with
+    what completions made of them for those callers (:attr:`ViewPage.renderings
+    <gateway.core.views.evaluate.Page.renderings>`): the executor's projection of a
+    selection of them is made once and shared by every answer that selects the same (read
+    only).  Any executor may complete it as the list it is."""
+
+    __slots__ = ("items", "made")
+
+    def __init__(self, items: list[Any], made: dict[Any, Any]) -> None:
+        self.items, self.made = items, made
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.items[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+
 class ViewAnswer:
     """What a view field answers (its fields read these attributes)."""
 
@@ -219,8 +241,11 @@ class ViewAnswer:
         self.resource_version = page.resource_version
 
     @property
-    def nodes(self) -> list[Any]:
-        return self.page.items
+    def nodes(self) -> Sequence[Any]:
+        page = self.page
+        if page.renderings is None:
+            return page.items
+        return SharedItems(page.items, page.renderings)
 
     @property
     def edges(self) -> list[Edge]:
@@ -339,8 +364,8 @@ class LiveAnswer(ViewAnswer):
         self._notify = notify
 
     @property
-    def nodes(self) -> list[Any]:
-        return [] if self._notify else self.page.items
+    def nodes(self) -> Sequence[Any]:
+        return [] if self._notify else super().nodes
 
     @property
     def edges(self) -> list[Edge]:

@@ -83,9 +83,9 @@ NOT_COMPLETED: Final = object()
 
 
 class Substitute:
-    """What :meth:`CompletingExecutor.complete_directly`'s coroutine resolves to for
-    graphql-core to complete ``value`` in place of the resolver's result (a body the
-    completion had to decode first)."""
+    """What :meth:`CompletingExecutor.complete_directly` returns (or its coroutine resolves
+    to) for graphql-core to complete ``value`` in place of the resolver's result (a body
+    the completion had to decode first, the plain items of a shared page)."""
 
     __slots__ = ("value",)
 
@@ -156,8 +156,9 @@ class CompletingExecutor(AcyclicExecutor):
 
     def complete_directly(self, return_type: GraphQLOutputType, fields: Fields, result: Any) -> Any:
         """The completed value of ``result``, or :data:`NOT_COMPLETED` to let graphql-core
-        complete it (the default), or a coroutine resolving to either (the value is then
-        completed over several event-loop steps).  Only called for a non-null ``result``."""
+        complete it (the default), or a :class:`Substitute` for graphql-core to complete in
+        its place, or a coroutine resolving to any of these (the value is then completed
+        over several event-loop steps).  Only called for a non-null ``result``."""
         return NOT_COMPLETED
 
     def complete_value(  # noqa: PLR0917
@@ -176,7 +177,9 @@ class CompletingExecutor(AcyclicExecutor):
                     return self._complete_later(
                         done, return_type, field_details_list, info, path, result, position_context
                     )
-                return done
+                if type(done) is not Substitute:
+                    return done
+                result = done.value  # graphql-core completes this in place of the result
         return super().complete_value(
             return_type, field_details_list, info, path, result, position_context
         )

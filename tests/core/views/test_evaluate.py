@@ -270,6 +270,31 @@ def test_has_previous_and_next_on_a_walked_index() -> None:
     assert rest.has_previous and not rest.has_next and len(rest.items) == 40
 
 
+def test_the_callers_of_a_page_share_its_objects_decoded_once() -> None:
+    """The last page cut of an order is kept with it: asked again (at a later version of
+    the same objects too), its objects are not decoded again; another page is."""
+    rnd = random.Random(8)
+    store = Store()
+    for o in (_obj(rnd, i) for i in range(50)):
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    spec = _spec(None, [("spec.priority", True)], 10)
+    paths = evaluate.paths_of(spec)
+    asyncio.run(store.ensure(paths))
+    ordered = evaluate.order(store.snapshot("1", paths), spec)
+    first = evaluate.page(ordered, spec)
+    again = evaluate.page(ordered, spec)
+    later = evaluate.page(ordered, spec, "7")
+    assert ordered.decoded == 10 and again.items is first.items and later.items is first.items
+    assert (again.resource_version, later.resource_version) == ("1", "7")
+    assert later.cursors == first.cursors and later.total == first.total == 50
+    assert first.end_cursor is not None
+    second = replace(spec, after=decode_cursor(spec.sort, first.end_cursor))
+    nxt = evaluate.page(ordered, second)
+    assert ordered.decoded == 20 and nxt.items != first.items and nxt.has_previous
+    bigger = evaluate.page(ordered, replace(spec, first=11))
+    assert ordered.decoded == 31 and bigger.items[:10] == first.items
+
+
 def test_substring_prefix_and_search_few_and_many_matches() -> None:
     """Contains, prefix and search, each with few matches (found in the joined texts) and
     with many (a map over them), on texts with newlines, empty ones and absent ones."""
