@@ -16,7 +16,7 @@ from gateway.core import errors
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import REGISTRY
 from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.budget import Budget
+from gateway.core.upstream.budget import Budget, Newcomers
 from gateway.core.upstream.client import build_http_client
 from gateway.core.upstream.config import UpstreamConfig
 from gateway.core.upstream.credentials import Credential
@@ -529,7 +529,9 @@ async def shared_hub(
             callers = KubeAdapter(http)
             shared = SharedWatches(
                 KubeAdapter(own_http, streams=callers.streams),
-                AccessReviews(callers),
+                # these tests are about sharing, not the new-caller budget (its own tests
+                # are tests/gateway/test_newcomers.py): room for their 100+ identities at once
+                AccessReviews(callers, newcomers=Newcomers(rate=1000.0)),
                 recheck=recheck,
             )
             hub = WatchHub(callers, backoff=FAST, linger=0.0, shared=shared)
