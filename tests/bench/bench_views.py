@@ -5,18 +5,18 @@
 ``--pods`` realistic pods (``tests/bench/realistic.py``, the pods of ``bench_graphql_list``,
 made unique and given varied phases and start times) in one namespace of a demo upstream in a
 child process (gzipping large answers, as the apiserver does; its serialisation of the list
-would otherwise run on the measured loop); the gateway in process over loopback.  Printed: a
+would otherwise run on the measured loop); the gateway in process over loopback. Printed: a
 plain list of the same pods (one field, 15 fields), the first (cold) view (each with the
 gateway's CPU from ``/proc``: this process and its list workers, the bench's small client
-included), the JSON the cache holds against the process's RSS
-growth, a warm view (its order computed already), 50 concurrent callers with 50 distinct
-filters (50 evaluations; with the process's CPU per view, the bench's client included) and
-with the same view, both again from a client process of its own (the gateway's CPU per view
-alone: this process's CPU over the burst, divided by 50), counts by ``status.phase``, the
-next page by cursor, and the bytes of a first page against the full list's; the longest
-stall of the event loop (a 10 ms ticker in the gateway's process, with the loop thread's
-CPU in each gap) while the cold view fills the cache and while the concurrent callers are
-served, and the cyclic collector's full collections during the bursts from another process.
+included), the JSON the cache holds against the process's RSS growth, a warm view (its order
+computed already), 50 concurrent callers with 50 distinct filters (50 evaluations; with the
+process's CPU per view, the bench's client included) and with the same view, both again from a
+Go client process of its own (``kg-burst``; the gateway's CPU per view alone: this process's
+CPU over the burst, divided by 50), counts by ``status.phase``, the next page by cursor, and
+the bytes of a first page against the full list's; the longest stall of the event loop (a 10 ms
+ticker in the gateway's process, with the loop thread's CPU in each gap) while the cold view
+fills the cache and while the concurrent callers are served, and the cyclic collector's full
+collections during the bursts from another process.
 
 The gateway's collector is set as ``kube-gateway serve`` sets it once started
 (``tune_garbage_collector``: what exists is frozen, young collections rarer).  Before the
@@ -37,6 +37,7 @@ import gc
 import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -74,34 +75,9 @@ ONE_FIELD = "query($ns: String!) { pods(namespace: $ns) { items { metadata { nam
 #: The concurrent callers from a process of their own (argv: url, token, query, namespace,
 #: warm-up values, measured values): a burst of the warm-up values (connections open),
 #: ``ready``, then on a line from stdin the measured burst, its latencies (ms) as JSON.
-_CLIENT = r"""
-import asyncio, json, sys, time
-import httpx
-
-async def main():
-    url, token, query, ns = sys.argv[1:5]
-    warm, values = json.loads(sys.argv[5]), json.loads(sys.argv[6])
-    async with httpx.AsyncClient(
-        base_url=url, timeout=600, limits=httpx.Limits(max_connections=100)
-    ) as client:
-        async def ask(v):
-            started = time.perf_counter()
-            response = await client.post(
-                "/graphql",
-                json={"query": query, "variables": {"ns": ns, "v": v}},
-                headers={"Authorization": f"Bearer {token}"},
-            )
-            took = (time.perf_counter() - started) * 1000
-            assert "errors" not in response.json(), response.text[:500]
-            return took
-        await asyncio.gather(*(ask(v) for v in warm))
-        print("ready", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-        times = await asyncio.gather(*(ask(v) for v in values))
-        print(json.dumps(times), flush=True)
-
-asyncio.run(main())
-"""
+#: The bursts' load client (Go: ``tests/go-client/cmd/kg-burst``, built by ``make go-client``),
+#: so that the burst measures the gateway, not a Python client sharing its two cores.
+CLIENT = Path(__file__).resolve().parents[1] / "go-client" / ".bin" / "kg-burst"
 
 
 async def _burst_from_another_process(
@@ -111,9 +87,7 @@ async def _burst_from_another_process(
     (its connections opened by a burst of ``warm``): their latencies (ms), and the CPU this
     process (the gateway) spent per view (ms)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _CLIENT,
+        str(CLIENT),
         url,
         TOKEN,
         VIEW,
@@ -393,7 +367,7 @@ async def bench(pods: int, cold_only: bool = False) -> dict[str, float]:
                     )
                     r["remote_p50"], r["remote_p99"] = statistics.median(times), _p(times, 0.99)
                     print(
-                        f"50 concurrent callers from another process, 50 distinct filters: "
+                        f"50 concurrent callers from a Go client, 50 distinct filters: "
                         f"p50 {r['remote_p50']:.0f} ms, p99 {r['remote_p99']:.0f} ms; the "
                         f"gateway's CPU per view {r['remote_cpu']:.1f} ms"
                     )
@@ -403,7 +377,7 @@ async def bench(pods: int, cold_only: bool = False) -> dict[str, float]:
                     r["remote_same_p50"] = statistics.median(times)
                     r["remote_same_p99"] = _p(times, 0.99)
                     print(
-                        f"50 concurrent callers from another process, one view: p50 "
+                        f"50 concurrent callers from a Go client, one view: p50 "
                         f"{r['remote_same_p50']:.0f} ms, p99 {r['remote_same_p99']:.0f} ms; the "
                         f"gateway's CPU per view {r['remote_same_cpu']:.1f} ms"
                     )
@@ -434,6 +408,8 @@ STEVE_PAGING = "steve: paging 60-630 % faster than without its cache"
 
 def rows(pods: int = 30_000) -> list[Row]:
     """Measure (printing the details) and return the rows of the "Views" section."""
+    if not CLIENT.exists():
+        subprocess.run(["bash", str(CLIENT.parents[1] / "build.sh")], check=True)
     r = asyncio.run(bench(pods))
     n = f"{pods:,} pods"
     load = f"load {r['load']:.1f}"
@@ -487,44 +463,44 @@ def rows(pods: int = 30_000) -> list[Row]:
             "ms",
         ),
         row(
-            "views: the gateway's CPU per view, 50 distinct views (client in another process)",
+            "views: the gateway's CPU per view, 50 distinct views (Go client kg-burst)",
             r["remote_cpu"],
             "ms",
         ),
         row(
-            "views: the gateway's CPU per view, 50 callers of one view (client in another process)",
+            "views: the gateway's CPU per view, 50 callers of one view (Go client kg-burst)",
             r["remote_same_cpu"],
             "ms",
             note=load,
         ),
         row(
-            "views: 50 concurrent callers from another process, 50 distinct views, p50",
+            "views: 50 concurrent callers from a Go client (kg-burst), 50 distinct views, p50",
             r["remote_p50"],
             "ms",
             max_value=20,
             note=load,
         ),
         row(
-            "views: 50 concurrent callers from another process, 50 distinct views, p99",
+            "views: 50 concurrent callers from a Go client (kg-burst), 50 distinct views, p99",
             r["remote_p99"],
             "ms",
             max_value=50,
         ),
         row(
-            "views: 50 concurrent callers from another process, one view, p50",
+            "views: 50 concurrent callers from a Go client (kg-burst), one view, p50",
             r["remote_same_p50"],
             "ms",
             max_value=20,
             note=load,
         ),
         row(
-            "views: 50 concurrent callers from another process, one view, p99",
+            "views: 50 concurrent callers from a Go client (kg-burst), one view, p99",
             r["remote_same_p99"],
             "ms",
             max_value=50,
         ),
         row(
-            "views: full collections of the cyclic collector, 100 callers from another process",
+            "views: full collections of the cyclic collector, 100 callers from the Go client",
             r["remote_full"],
             "collections",
         ),
@@ -565,7 +541,7 @@ def rows(pods: int = 30_000) -> list[Row]:
             max_value=50,
         ),
         row(
-            "views: longest event-loop stall, concurrent callers from another process",
+            "views: longest event-loop stall, concurrent callers from the Go client",
             r["remote_stall"],
             "ms",
             max_value=50,

@@ -420,9 +420,9 @@ CPU the event loop's thread used between two of its ticks (the loop's own work, 
 load).  The cold view's CPU row is the gateway's process and its list workers from `/proc`,
 against the same for the plain list.  The per-view CPU rows are the process's CPU time over
 a burst divided by 50: with the bench's client in the process (50 distinct views), and with
-the callers in a client process of their own (the gateway's alone: 50 distinct views with
-other values, then 50 callers of one view); the collections row counts the cyclic collector's
-full collections during the bursts from another process.
+the callers in a Go client process of their own (`kg-burst`, `tests/go-client/cmd`: the
+gateway's alone: 50 distinct views with other values, then 50 callers of one view); the
+collections row counts the cyclic collector's full collections during the Go client's bursts.
 Rancher's steve (an SQLite cache fed by informers) publishes, from Rancher's own scale tests,
 about 2 GiB of memory instead of about 10 GiB and paging 60 % to 630 % faster than without
 its cache; it publishes no per-request latencies to set beside these rows.  On this 2-core

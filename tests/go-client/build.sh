@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) the Go example client of the gRPC API, tests/go-client/.bin/kg-client, the
-# fan-out benchmark's load client, tests/go-client/.bin/kg-fanout (cmd/kg-fanout), and grpcurl
+# fan-out benchmark's load client, tests/go-client/.bin/kg-fanout (cmd/kg-fanout), the views
+# benchmark's burst client, tests/go-client/.bin/kg-burst (cmd/kg-burst), and grpcurl
 # (tests/go-client/.bin/grpcurl, pinned below), the tool the README's gRPC examples use: the
 # README test runs every example with it, so the examples are checked by the real tool.
 #
@@ -102,7 +103,7 @@ if [[ -n "${GO_CLIENT_FORCE:-}" || ! -x "$bin_dir/grpcurl" || ! -f "$grpcurl_sta
     echo "$want_grpcurl" > "$grpcurl_stamp"
 fi
 if [[ -z "${GO_CLIENT_FORCE:-}" && -x "$bin_dir/kg-client" && -x "$bin_dir/kg-fanout" \
-      && -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]]; then
+      && -x "$bin_dir/kg-burst" && -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]]; then
     log "up to date: $bin_dir/kg-client, $bin_dir/kg-fanout, $bin_dir/grpcurl ($((SECONDS - start))s)"
     exit 0
 fi
@@ -131,10 +132,12 @@ trap 'rm -rf "$tmp"' EXIT
 rm -rf "$here/gen"
 mv "$tmp/gen" "$here/gen"
 
-log "building kg-client and kg-fanout"
+log "building kg-client, kg-fanout and kg-burst"
 "$go_bin" build -o "$bin_dir/.kg-client.tmp" .
 "$go_bin" build -o "$bin_dir/.kg-fanout.tmp" ./cmd/kg-fanout
+"$go_bin" build -o "$bin_dir/.kg-burst.tmp" ./cmd/kg-burst
 mv -f "$bin_dir/.kg-client.tmp" "$bin_dir/kg-client"
 mv -f "$bin_dir/.kg-fanout.tmp" "$bin_dir/kg-fanout"
+mv -f "$bin_dir/.kg-burst.tmp" "$bin_dir/kg-burst"
 echo "$want_stamp" > "$stamp"
-log "built $bin_dir/kg-client and $bin_dir/kg-fanout in $((SECONDS - start))s"
+log "built $bin_dir/kg-client, kg-fanout and kg-burst in $((SECONDS - start))s"
