@@ -381,6 +381,9 @@ async def _respond(responses: Any, record: AccessRecord, context: grpc.aio.Servi
                 record.events += 1
                 record.bytes += _size(message)
                 await write(message)
+                # not held while the stream waits for its next event: an idle stream would
+                # keep its last message (a snapshot's, encoded for it alone)
+                del message
     elif inspect.isawaitable(responses):
         await responses  # the handler writes with context.write()
     else:
