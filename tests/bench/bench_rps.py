@@ -13,6 +13,8 @@ tests/go-client/build.sh load``: ``hey`` for HTTP, ``ghz`` for gRPC, pinned ther
 Rows, each with the bearer token of the apiserver's admin:
 
 * **direct**: ``hey`` GET of one pod at the apiserver (HTTPS, HTTP/1.1, keep-alive);
+* **direct list of 10**: ``hey`` GET of ``pods?limit=10`` at the apiserver, the baseline
+  of the two list rows (a list of 10 costs the apiserver about twice a get);
 * **GraphQL get**: ``POST /graphql`` ``pod(namespace, name)`` selecting 15 fields;
 * **GraphQL list of 10**: ``pods(namespace, limit: 10)``, the same 15 fields of each;
 * **gRPC Get** / **gRPC List of 10**: ``ghz`` calls of ``PodService/Get`` and
@@ -31,8 +33,9 @@ upstream's mean latency (the same histogram's sum over its count) are taken too,
 row's note: they tell a slow p50 the gateway added from one the apiserver or the machine's
 load did (a p50 at 1 is wall-clock time, the figure a loaded machine moves most).  Every
 answer must be a success: a run with an error or a non-200 status fails the bench.  Ratios
-are to the direct row of the same run: requests/s and p50 to the direct figures, the
-gateway's CPU per request to the apiserver's CPU per direct request.  Not a timed test:
+are to the direct row of the same run (the list rows' to the direct list's): requests/s and
+p50 to the direct figures, the gateway's CPU per request to the apiserver's CPU per direct
+request.  Not a timed test:
 the machine is shared; the CPU per request is the figure that survives the noise best.
 ``--gateway-src`` runs the gateways from another checkout of the code (a worktree of main,
 say), with this process's interpreter and packages: the "before" of an A/B.
@@ -81,6 +84,8 @@ LIST = f"""query List($ns: String!) {{
   }} }}
 }}"""
 UPSTREAM = "kube_gateway_upstream_request_duration_seconds_count"
+#: The direct row of the list rows: the same list of 10 asked of the apiserver.
+DIRECT_LIST = "direct list of 10"
 UPSTREAM_SUM = "kube_gateway_upstream_request_duration_seconds_sum"
 #: Issue 30's goals: gateway CPU per small request, and the latency added at 1 concurrent.
 CPU_GOAL_MS = 0.5
@@ -277,11 +282,13 @@ def bench(
             lst = json.dumps({"query": LIST, "variables": {"ns": NAMESPACE}}).encode()
             by_id = json.dumps({"documentId": "get", "variables": variables}).encode()
             direct = f"{kube.url}/api/v1/namespaces/{NAMESPACE}/pods/{NAME}"
+            direct_list = f"{kube.url}/api/v1/namespaces/{NAMESPACE}/pods?limit=10"
             pod_get = {"namespace": NAMESPACE, "name": NAME}
             pod_list = {"namespace": NAMESPACE, "limit": 10}
             service = "kubegateway.v1.PodService"
             modes: list[tuple[str, Served | None, Callable[[int, int], Run]]] = [
                 ("direct", None, lambda n, c: load.hey(direct, None, n, c)),
+                (DIRECT_LIST, None, lambda n, c: load.hey(direct_list, None, n, c)),
                 ("GraphQL get", gw, lambda n, c: load.hey(f"{gw.http}/graphql", get, n, c)),
                 (
                     "GraphQL list of 10",
@@ -414,17 +421,26 @@ def figure_rows(figures: Sequence[Figures], requests: int, load: float) -> list[
             note=f"{requests} requests per row; load average {load:.1f} on {os.cpu_count()} CPUs",
         ),
     ]
-    for f in figures[1:]:
+    lists = next((f for f in figures if f.name == DIRECT_LIST), None)
+    if lists is not None:
         out += [
-            row(
-                f"rps: {f.name}, requests/s, concurrency {CONCURRENCY}", f.rps, "req/s", direct.rps
-            ),
-            added_row(f"rps: {f.name}, p50, concurrency 1", f.p50_ms, direct.p50_ms, _inside(f)),
+            row(f"rps: {DIRECT_LIST}, requests/s, concurrency {CONCURRENCY}", lists.rps, "req/s"),
+            row(f"rps: {DIRECT_LIST}, p50, concurrency 1", lists.p50_ms, "ms"),
+            row(f"rps: {DIRECT_LIST}, apiserver CPU per request", lists.cpu_ms, "ms"),
+        ]
+    for f in figures[1:]:
+        if f.name == DIRECT_LIST:
+            continue
+        # a list through the gateway is compared with the same list made directly
+        base = lists if lists is not None and "list" in f.name.lower() else direct
+        out += [
+            row(f"rps: {f.name}, requests/s, concurrency {CONCURRENCY}", f.rps, "req/s", base.rps),
+            added_row(f"rps: {f.name}, p50, concurrency 1", f.p50_ms, base.p50_ms, _inside(f)),
             row(
                 f"rps: {f.name}, gateway CPU per request",
                 f.cpu_ms,
                 "ms",
-                direct.cpu_ms,
+                base.cpu_ms,
                 max_value=CPU_GOAL_MS,
                 note=f"apiserver {f.apiserver_cpu_ms:.2f} ms; upstream requests per request "
                 f"{f.upstream_per_request or 0:.2f}",
