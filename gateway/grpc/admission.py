@@ -53,6 +53,7 @@ import re
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from contextlib import aclosing, nullcontext
+from contextvars import ContextVar
 from typing import Any, Final, NoReturn
 
 import grpc
@@ -333,11 +334,10 @@ def _forget(failure: BaseException) -> None:
         pending.extend(e for e in (exc.__cause__, exc.__context__) if e is not None)
 
 
-def _unary_response(
-    call: _Call, behavior: Callable[..., Any], streamed: bool
-) -> Callable[..., Awaitable[Any]]:
+def _unary_response(behavior: Callable[..., Any], streamed: bool) -> Callable[..., Awaitable[Any]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
         failure: BaseException | None = None
+        call = _CALL.get()
         with serving(call.record):
             try:
                 if streamed:
@@ -381,6 +381,9 @@ async def _respond(responses: Any, record: AccessRecord, context: grpc.aio.Servi
                 record.events += 1
                 record.bytes += _size(message)
                 await write(message)
+                # not held while the stream waits for its next event: an idle stream would
+                # keep its last message (a snapshot's, encoded for it alone)
+                del message
     elif inspect.isawaitable(responses):
         await responses  # the handler writes with context.write()
     else:
@@ -391,10 +394,11 @@ async def _respond(responses: Any, record: AccessRecord, context: grpc.aio.Servi
 
 
 def _stream_response(
-    call: _Call, behavior: Callable[..., Any], streamed: bool
+    behavior: Callable[..., Any], streamed: bool
 ) -> Callable[..., Awaitable[None]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> None:
         failure: BaseException | None = None
+        call = _CALL.get()
         record = call.record
         record.events = 0
         with serving(record):
@@ -423,6 +427,15 @@ def _stream_response(
     return handle
 
 
+#: The call being admitted: set by :meth:`Admission.intercept_service`, read by the handler
+#: it returned.  grpc.aio serves each call in a task of its own, which runs the interceptor
+#: and then the handler, so each call sees its own; the wrapped handlers are built once per
+#: handler and shared by every call.
+_CALL: ContextVar[_Call] = ContextVar("kube_gateway_grpc_call")
+#: Wrapped handlers kept at most (the router's handlers of every cluster, health,
+#: reflection; a fleet rebuilt many times over starts the cache again).
+_WRAPPED_MAX: Final = 4096
+
 #: handler attribute -> (grpc's handler maker, the admission's wrapper, a client stream)
 _KINDS: Any = {
     "unary_unary": (grpc.unary_unary_rpc_method_handler, _unary_response, False),
@@ -449,6 +462,9 @@ class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self.services = services
         self.streams = streams
         self.drain = drain
+        #: id of a handler -> (that handler, its wrapped handler); the handler is kept so
+        #: that its id names it as long as the entry lives.
+        self._wrapped: dict[int, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self,
@@ -498,16 +514,29 @@ class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             self.drain if gated else None,
             self.streams if streaming and unauthenticated else None,
         )
+        _CALL.set(call)
+        return self._wrap(handler, service)
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, service: str) -> grpc.RpcMethodHandler:
+        """``handler`` behind the admission's wrapper (built once per handler)."""
+        hit = self._wrapped.get(id(handler))
+        if hit is not None and hit[0] is handler:
+            return hit[1]
         deserialize = handler.request_deserializer
         if deserialize is not None:
             limit = UNCHECKED_REQUEST_BYTES if service in UNCHECKED_SERVICES else None
             deserialize = _safe(deserialize, limit)
+        wrapped = handler
         for attribute, (make, wrap, streamed) in _KINDS.items():
             behavior = getattr(handler, attribute)
             if behavior is not None:
-                return make(
-                    wrap(call, behavior, streamed),
+                wrapped = make(
+                    wrap(behavior, streamed),
                     request_deserializer=deserialize,
                     response_serializer=handler.response_serializer,
                 )
-        return handler
+                break
+        if len(self._wrapped) >= _WRAPPED_MAX:
+            self._wrapped.clear()
+        self._wrapped[id(handler)] = (handler, wrapped)
+        return wrapped

@@ -297,6 +297,7 @@ async def watch_stream(
         opened.hold(end)
         async for message in pump(sub, deadline, key, encode, digest_of):
             yield message
+            del message  # not held while waiting for the next event
     finally:
         opened.release(end)
         sub.close()
@@ -495,6 +496,7 @@ class ServicerBase(abc.ABC):
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
                             yield message
+                            del message  # not held while waiting for the next one
                     if self.opened.ended is not None:
                         # a followed log ended by the cluster's removal ends cleanly
                         raise self.opened.ended

@@ -13,6 +13,8 @@ tests/go-client/build.sh load``: ``hey`` for HTTP, ``ghz`` for gRPC, pinned ther
 Rows, each with the bearer token of the apiserver's admin:
 
 * **direct**: ``hey`` GET of one pod at the apiserver (HTTPS, HTTP/1.1, keep-alive);
+* **direct list of 10**: ``hey`` GET of ``pods?limit=10`` at the apiserver, the baseline
+  of the two list rows (a list of 10 costs the apiserver about twice a get);
 * **GraphQL get**: ``POST /graphql`` ``pod(namespace, name)`` selecting 15 fields;
 * **GraphQL list of 10**: ``pods(namespace, limit: 10)``, the same 15 fields of each;
 * **gRPC Get** / **gRPC List of 10**: ``ghz`` calls of ``PodService/Get`` and
@@ -25,10 +27,15 @@ Per row: ``--requests`` requests at 32 concurrent (requests/s), then ``--single`
 time (p50), after a warm-up; each gateway's and the apiserver's CPU time (``utime + stime``
 of ``/proc/PID/stat``, every thread) is read around the 32-concurrent run and divided by its
 requests, and the gateway's upstream requests (its ``/metrics``,
-``kube_gateway_upstream_request_duration_seconds_count``) are counted around it.  Every
+``kube_gateway_upstream_request_duration_seconds_count``) are counted around it.  Around the
+one-at-a-time run, the gateway's own p50 (its access lines' ``duration_ms``) and the
+upstream's mean latency (the same histogram's sum over its count) are taken too, in the p50
+row's note: they tell a slow p50 the gateway added from one the apiserver or the machine's
+load did (a p50 at 1 is wall-clock time, the figure a loaded machine moves most).  Every
 answer must be a success: a run with an error or a non-200 status fails the bench.  Ratios
-are to the direct row of the same run: requests/s and p50 to the direct figures, the
-gateway's CPU per request to the apiserver's CPU per direct request.  Not a timed test:
+are to the direct row of the same run (the list rows' to the direct list's): requests/s and
+p50 to the direct figures, the gateway's CPU per request to the apiserver's CPU per direct
+request.  Not a timed test:
 the machine is shared; the CPU per request is the figure that survives the noise best.
 ``--gateway-src`` runs the gateways from another checkout of the code (a worktree of main,
 say), with this process's interpreter and packages: the "before" of an A/B.
@@ -77,6 +84,9 @@ LIST = f"""query List($ns: String!) {{
   }} }}
 }}"""
 UPSTREAM = "kube_gateway_upstream_request_duration_seconds_count"
+#: The direct row of the list rows: the same list of 10 asked of the apiserver.
+DIRECT_LIST = "direct list of 10"
+UPSTREAM_SUM = "kube_gateway_upstream_request_duration_seconds_sum"
 #: Issue 30's goals: gateway CPU per small request, and the latency added at 1 concurrent.
 CPU_GOAL_MS = 0.5
 ADDED_GOAL_MS = 0.5
@@ -244,6 +254,11 @@ class Figures:
     cpu_ms: float
     apiserver_cpu_ms: float
     upstream_per_request: float | None
+    #: At 1 concurrent: the p50 of the gateway's own access lines (``duration_ms``, from the
+    #: call's arrival to its answer) and the upstream's mean latency (its histogram), which
+    #: tell the latency the gateway adds apart from the apiserver's and the client's.
+    served_p50_ms: float | None = None
+    upstream_mean_ms: float | None = None
 
 
 def bench(
@@ -267,11 +282,13 @@ def bench(
             lst = json.dumps({"query": LIST, "variables": {"ns": NAMESPACE}}).encode()
             by_id = json.dumps({"documentId": "get", "variables": variables}).encode()
             direct = f"{kube.url}/api/v1/namespaces/{NAMESPACE}/pods/{NAME}"
+            direct_list = f"{kube.url}/api/v1/namespaces/{NAMESPACE}/pods?limit=10"
             pod_get = {"namespace": NAMESPACE, "name": NAME}
             pod_list = {"namespace": NAMESPACE, "limit": 10}
             service = "kubegateway.v1.PodService"
             modes: list[tuple[str, Served | None, Callable[[int, int], Run]]] = [
                 ("direct", None, lambda n, c: load.hey(direct, None, n, c)),
+                (DIRECT_LIST, None, lambda n, c: load.hey(direct_list, None, n, c)),
                 ("GraphQL get", gw, lambda n, c: load.hey(f"{gw.http}/graphql", get, n, c)),
                 (
                     "GraphQL list of 10",
@@ -325,7 +342,12 @@ def measure(
     before = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
     loaded = fn(requests, CONCURRENCY)
     after = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
+    logged = len(served.log.splitlines()) if served is not None else 0
+    up_before = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
     one = fn(single, 1)
+    up_after = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
+    served_p50 = None if served is None else _access_p50(served.log.splitlines()[logged:])
+    calls = up_after[1] - up_before[1]
     figures = Figures(
         name,
         loaded.rps,
@@ -333,29 +355,57 @@ def measure(
         (after[0] - before[0]) / loaded.requests,
         (after[1] - before[1]) / loaded.requests,
         None if served is None else (after[2] - before[2]) / loaded.requests,
+        served_p50,
+        (up_after[0] - up_before[0]) * 1000 / calls if calls else None,
     )
     log(
         f"{name}: {figures.rps:,.0f} req/s at {CONCURRENCY}, p50 {figures.p50_ms:.2f} ms at 1, "
         f"CPU {figures.cpu_ms:.3f} ms/request (apiserver {figures.apiserver_cpu_ms:.3f}), "
         f"upstream requests per request {figures.upstream_per_request}"
+        + (
+            ""
+            if figures.served_p50_ms is None or figures.upstream_mean_ms is None
+            else f"; at 1: gateway's own p50 {figures.served_p50_ms:.2f} ms, upstream mean "
+            f"{figures.upstream_mean_ms:.2f} ms"
+        )
+        + f"; load average {os.getloadavg()[0]:.1f}"
     )
     return figures
 
 
-def _upstream(served: Served | None, token: str) -> float:
+def _upstream(served: Served | None, token: str, name: str = UPSTREAM) -> float:
     if served is None:
         return 0.0
     r = httpx.get(f"{served.http}/metrics", headers={"Authorization": f"Bearer {token}"})
     r.raise_for_status()
-    return metric_sum(r.text, UPSTREAM)
+    return metric_sum(r.text, name)
 
 
-def added_row(scenario: str, figure: float, direct: float) -> Row:
+def _access_p50(lines: Sequence[str]) -> float | None:
+    """The p50 ``duration_ms`` of the access lines among ``lines`` (of the calls served)."""
+    durations = sorted(
+        float(json.loads(line)["duration_ms"])
+        for line in lines
+        if '"gateway.access"' in line and '"duration_ms"' in line and "/metrics" not in line
+    )
+    return durations[len(durations) // 2] if durations else None
+
+
+def added_row(scenario: str, figure: float, direct: float, more: str = "") -> Row:
     """A p50 row judged on the latency it adds to the direct call's."""
     added = figure - direct
-    measured = row(scenario, figure, "ms", direct, note=f"added {added:+.2f} ms")
+    measured = row(scenario, figure, "ms", direct, note=f"added {added:+.2f} ms{more}")
     goal = f"≤ +{ADDED_GOAL_MS:g} ms added"
     return dataclasses.replace(measured, goal=goal, met=added <= ADDED_GOAL_MS)
+
+
+def _inside(f: Figures) -> str:
+    """Where a row's time at 1 concurrent went: the gateway's own p50 (its access lines)
+    and the upstream's mean, as the gateway timed it."""
+    if f.served_p50_ms is None or f.upstream_mean_ms is None:
+        return ""
+    own, upstream = f.served_p50_ms, f.upstream_mean_ms
+    return f"; gateway's own p50 {own:.2f} ms, upstream mean {upstream:.2f} ms"
 
 
 def figure_rows(figures: Sequence[Figures], requests: int, load: float) -> list[Row]:
@@ -371,17 +421,26 @@ def figure_rows(figures: Sequence[Figures], requests: int, load: float) -> list[
             note=f"{requests} requests per row; load average {load:.1f} on {os.cpu_count()} CPUs",
         ),
     ]
-    for f in figures[1:]:
+    lists = next((f for f in figures if f.name == DIRECT_LIST), None)
+    if lists is not None:
         out += [
-            row(
-                f"rps: {f.name}, requests/s, concurrency {CONCURRENCY}", f.rps, "req/s", direct.rps
-            ),
-            added_row(f"rps: {f.name}, p50, concurrency 1", f.p50_ms, direct.p50_ms),
+            row(f"rps: {DIRECT_LIST}, requests/s, concurrency {CONCURRENCY}", lists.rps, "req/s"),
+            row(f"rps: {DIRECT_LIST}, p50, concurrency 1", lists.p50_ms, "ms"),
+            row(f"rps: {DIRECT_LIST}, apiserver CPU per request", lists.cpu_ms, "ms"),
+        ]
+    for f in figures[1:]:
+        if f.name == DIRECT_LIST:
+            continue
+        # a list through the gateway is compared with the same list made directly
+        base = lists if lists is not None and "list" in f.name.lower() else direct
+        out += [
+            row(f"rps: {f.name}, requests/s, concurrency {CONCURRENCY}", f.rps, "req/s", base.rps),
+            added_row(f"rps: {f.name}, p50, concurrency 1", f.p50_ms, base.p50_ms, _inside(f)),
             row(
                 f"rps: {f.name}, gateway CPU per request",
                 f.cpu_ms,
                 "ms",
-                direct.cpu_ms,
+                base.cpu_ms,
                 max_value=CPU_GOAL_MS,
                 note=f"apiserver {f.apiserver_cpu_ms:.2f} ms; upstream requests per request "
                 f"{f.upstream_per_request or 0:.2f}",

@@ -275,10 +275,13 @@ CAUSES: dict[str, str] = {
     "profiles): graphql-core's and strawberry's execution, the access line (a JSON line "
     "written to stderr per request), the writes of the answer and of the upstream request, "
     "and on gRPC grpc's C core, its poller thread and the eager initial metadata (one more "
-    "batch per call). The upstream client's pool and network layer, the largest cost "
-    "before, were cut: gateway CPU per request -23 to -61 % (--upstream-network asyncio). A "
-    "loaded machine (the direct "
-    "row's note) adds to every p50.",
+    "batch per call; grpc.aio cannot send it with the answer), and gzip of gRPC answers for "
+    "clients that accept it (~25-30 us per KB: ~0.2 ms of a list of 10; --no-grpc-gzip). "
+    "The upstream client's pool and network layer, the largest cost before, were cut: "
+    "gateway CPU per request -23 to -61 % (--upstream-network asyncio). A loaded machine "
+    "(the direct row's note) adds to every p50: each call waits for a CPU at every hand-off "
+    "between the client, grpc's threads, the event loop and the apiserver; the p50 row's "
+    "note says how much of it the gateway's own p50 and the upstream's mean were.",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
@@ -334,17 +337,19 @@ kube-apiserver (the e2e build) holding 20 pods, two `kube-gateway serve` process
 (default settings; the second with `--trusted-documents`), and Go load clients the project
 builds (`tests/go-client/build.sh load`: `hey` for HTTP, `ghz` for gRPC), each in its own
 process.  Per row: 3,000 requests at 32 concurrent (requests/s), then 300 one at a time
-(p50), after a warm-up.  The direct rows are `hey` GETs of one pod at the apiserver itself
-(HTTPS, HTTP/1.1 keep-alive, as the gateway's own upstream client).  The GraphQL rows select
-15 fields of one pod (`pod`) or of 10 (`pods(limit: 10)`); the gRPC rows are
+(p50), after a warm-up.  The direct rows are `hey` GETs of one pod, and of `pods?limit=10`,
+at the apiserver itself (HTTPS, HTTP/1.1 keep-alive, as the gateway's own upstream client);
+the list rows are compared with the direct list, the others with the direct get.  The
+GraphQL rows select 15 fields of one pod (`pod`) or of 10 (`pods(limit: 10)`); the gRPC rows are
 `PodService/Get` and `PodService/List` with `limit: 10`; the trusted-document row sends the
 get by `documentId`.  CPU per request is `utime + stime` of `/proc/PID/stat` (every thread)
 around the 32-concurrent run, divided by its requests: the gateway's for its rows, the
-apiserver's for the direct one (the ratio of a gateway CPU row is to that); each note gives
+apiserver's for the direct ones (the ratio of a gateway CPU row is to that); each note gives
 the apiserver's CPU per request in that row and the gateway's upstream requests per request
-(its own `/metrics`).  The load clients, the apiserver, etcd and the gateways share the two
-CPUs: requests/s is bound by the busiest of them; CPU per request is the figure that
-survives a loaded machine best.""",
+(its own `/metrics`), and each p50 row's the gateway's own p50 (its access lines) and the
+upstream's mean latency at 1 concurrent.  The load clients, the apiserver, etcd and the
+gateways share the two CPUs: requests/s is bound by the busiest of them; CPU per request is
+the figure that survives a loaded machine best.""",
     ),
     "Many clusters": (
         ("fleet: ",),

@@ -37,6 +37,21 @@ def test_rows_compare_each_mode_with_the_direct_call_of_the_same_run() -> None:
     assert len(rows) == 3 + 2 * 3
 
 
+def test_list_rows_compare_with_the_direct_list_of_the_same_run() -> None:
+    direct = Figures("direct", 4000, 0.7, 0.36, 0.36, None)
+    lists = Figures("direct list of 10", 2000, 1.0, 0.6, 0.6, None)
+    got = Figures("GraphQL get", 2000, 1.1, 0.4, 0.37, 1.0)
+    listed = Figures("gRPC List of 10", 500, 1.3, 1.2, 0.6, 1.0)
+    rows = {r.scenario: r for r in figure_rows([direct, lists, got, listed], 3000, 4.0)}
+    assert rows["rps: direct list of 10, p50, concurrency 1"].figure == 1.0
+    p50 = rows["rps: gRPC List of 10, p50, concurrency 1"]
+    assert p50.note == "added +0.30 ms" and p50.met is True
+    assert rows["rps: gRPC List of 10, requests/s, concurrency 32"].ratio == 0.25
+    assert rows["rps: gRPC List of 10, gateway CPU per request"].ratio == pytest.approx(2.0)
+    assert rows["rps: GraphQL get, p50, concurrency 1"].note == "added +0.40 ms"
+    assert len(rows) == 3 + 3 + 2 * 3
+
+
 def test_the_section_is_spliced_in_with_its_unmet_goals() -> None:
     when = datetime.datetime(2026, 1, 1)
     main = [row("get one pod, gRPC, p50, concurrency 1", 3, "ms", 1.0, max_ratio=2)]
@@ -56,7 +71,7 @@ def test_a_short_run_on_the_real_apiserver_reports_every_figure() -> None:
     rows = bench_rps.rows(requests=96, single=10)
     for r in rows:
         print(r)
-    assert len(rows) == 3 + 3 * len(MODES)
+    assert len(rows) == 3 + 3 + 3 * len(MODES)  # direct get, direct list, the modes
     for r in rows:
         assert r.scenario.startswith("rps: ")
         assert r.figure is not None and math.isfinite(r.figure) and r.figure >= 0, r

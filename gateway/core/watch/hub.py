@@ -327,7 +327,9 @@ class WatchSubscription:
         self.max_queue = max_queue
         self._ticket = ticket
         self._initial = point.initial
-        self._queue: deque[HubEvent] = deque()
+        #: Live events not taken yet; ``None`` when there are none (an empty deque is
+        #: 760 bytes, and most subscribers are idle most of the time).
+        self._queue: deque[HubEvent] | None = None
         #: The last event taken, and whether it came from the queue.
         self._held: HubEvent | None = None
         self._held_queued = False
@@ -363,8 +365,20 @@ class WatchSubscription:
             if event is not None:
                 return self._took(event, False)
             self._initial = None
-        if self._queue:
-            return self._took(self._queue.popleft(), True)
+        queue = self._queue
+        if queue:
+            event = queue.popleft()
+            if not queue:
+                self._queue = None
+            return self._took(event, True)
+        held = self._held
+        if held is not None:
+            # Asked again with nothing ready: done with the last event (as :meth:`_took`
+            # says), and an idle subscriber holds none.  A snapshot's event is its own (made
+            # from the compact state for it, its object decoded and encoded for it): held,
+            # it cost every idle subscriber its object's size.
+            self._held = None
+            _release(held, self._held_queued)
         return None
 
     async def next(self) -> HubEvent | None:
@@ -414,7 +428,8 @@ class WatchSubscription:
             taken, self._floor = admit(self._floor, event.type, event.resource_version)
             if not taken:
                 return
-        if len(self._queue) >= self.max_queue:
+        queue = self._queue
+        if (0 if queue is None else len(queue)) >= self.max_queue:
             self.upstream.hub.stats.dropped_slow += 1
             self.end(
                 errors.SlowSubscriber(
@@ -424,7 +439,9 @@ class WatchSubscription:
                 )
             )
             return
-        self._queue.append(event)
+        if queue is None:
+            queue = self._queue = deque()
+        queue.append(event)
         event.readers += 1
         self._wakeup.set()
 
@@ -458,9 +475,9 @@ class WatchSubscription:
         if held is not None:
             self._held = None
             _release(held, self._held_queued)
-        for event in self._queue:
+        queue, self._queue = self._queue, None
+        for event in queue or ():
             _release(event, True)
-        self._queue.clear()
         self._wakeup.set()
 
     def _detach(self) -> None:

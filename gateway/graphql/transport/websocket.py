@@ -311,8 +311,15 @@ class Connection:
             return self.frame(op_id, payload)
 
         try:
-            # Frames are built once per item for every subscriber with the same op id.
-            while (item := sub.next_nowait() or await sub.next_item()) is not None:
+            # Frames are built once per item for every subscriber with the same op id.  The
+            # item sent last is not held while the next is awaited: an idle subscriber would
+            # keep it (a snapshot's, rendered for it alone).
+            while True:
+                item = sub.next_nowait()
+                if item is None:
+                    item = await sub.next_item()
+                    if item is None:
+                        break
                 note_event()
                 await self.send_text(item.framed(key, frame))
             note_subscription_end(sub.failed)

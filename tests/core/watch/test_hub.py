@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -617,3 +618,22 @@ async def test_an_events_encodings_go_once_every_subscriber_has_moved_past_it(en
     assert first in env.hub.upstreams[0].history  # still there for subscribers that resume
     fast.close()
     slow.close()
+
+
+async def test_an_idle_subscriber_holds_no_event(env: Env) -> None:
+    """Once a subscriber asks for more and nothing is ready, it is done with the event it
+    took last: it holds neither that event nor its encodings.  A snapshot's events are its
+    own (decoded and encoded for it alone), so an idle subscriber that kept its last one
+    would cost its object's size for as long as it stays idle."""
+    await env.demo.store.create("leases", lease("only"), namespace=NS)
+    sub = await env.hub.subscribe(target(), WatchStart("snapshot"), ADMIN)
+    (event,) = await take(sub, 1)
+    assert event.object["metadata"]["name"] == "only"  # decoded for this subscriber
+    assert event.encoded("k", lambda e: b"payload") == b"payload"
+    assert sub.next_nowait() is None  # asked again: nothing ready
+    assert event._encoded is None
+    assert not any(r is sub for r in gc.get_referrers(event))  # the subscription let it go
+    await env.demo.store.create("leases", lease("next"), namespace=NS)
+    (live,) = await take(sub, 1)  # and the live events still come
+    assert names([live]) == [("ADDED", "next")]
+    sub.close()
