@@ -108,8 +108,8 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
             same_since = time.perf_counter()
             reported = False
             while True:
+                stats = sched()  # (before the clock: its reads wait for the GIL again)
                 before = time.perf_counter()
-                stats = sched()
                 time.sleep(every)
                 now = time.perf_counter()
                 late = now - before - every
