@@ -56,14 +56,14 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
             )
 
         #: Open ``schedstat`` files by thread id (read with ``pread``: cheap enough to do
-        #: every 5 ms), listed again every second.
+        #: every 5 ms), listed again every 0.2 s.
         stat_files: dict[int, int] = {}
         listed = [0.0]
 
         def sched() -> dict[int, tuple[int, int]]:
             """Each thread's (ns on a CPU, ns waiting for one) from ``schedstat``."""
             now = time.monotonic()
-            if now - listed[0] >= 1.0:
+            if now - listed[0] >= 0.2:
                 listed[0] = now
                 tids = {int(t) for t in os.listdir("/proc/self/task")}
                 for tid in set(stat_files) - tids:
@@ -92,13 +92,18 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
                 return (after.get(tid, (0, 0))[i] - before.get(tid, (0, 0))[i]) / 1e6
 
             others = sorted(
-                ((delta(t, 0), t) for t in after if t not in (mine, loop)), reverse=True
+                ((delta(t, 0) + delta(t, 1), t) for t in after if t not in (mine, loop)),
+                reverse=True,
             )
-            busy = ", ".join(f"{names.get(t, t)} {ms:.0f}" for ms, t in others[:4] if ms >= 1)
+            busy = ", ".join(
+                f"{names.get(t, t)} {delta(t, 0):.0f}/{delta(t, 1):.0f}"
+                for ms, t in others[:4]
+                if ms >= 1
+            )
             return (
                 f"sampler waited for a CPU {delta(mine, 1):.0f}ms; loop thread ran "
                 f"{delta(loop, 0):.0f}ms (waited for a CPU {delta(loop, 1):.0f}ms); "
-                f"others ran ms: {busy or 'none'}"
+                f"others ran/waited for a CPU ms: {busy or 'none'}"
             )
 
         summary_ident: list[int | None] = [None]
