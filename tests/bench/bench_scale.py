@@ -47,7 +47,9 @@ start:
 * **CRD churn** (N ≥ 235): a client thread does the seed query every 20 ms for an idle
   window, then while 10 CRDs are deleted and re-created ``--churn-rounds`` times (and until
   the gateway's schema rebuilds settle); p50 / p99 / max of each phase, failed gets
-  (connection errors, non-200, no data) and RSS before and after.
+  (connection errors, non-200, no data), RSS before and after, the gateway's event-loop
+  lag samples over 50 ms, and how long its loop thread ran and waited for a CPU meanwhile
+  (``schedstat``: the machine's share of the lag) with the load average at each round.
 
 Every wait is bounded (``--startup-timeout``), and etcd, the apiserver and the gateway are
 stopped whatever happens.
