@@ -47,7 +47,9 @@ start:
 * **CRD churn** (N ≥ 235): a client thread does the seed query every 20 ms for an idle
   window, then while 10 CRDs are deleted and re-created ``--churn-rounds`` times (and until
   the gateway's schema rebuilds settle); p50 / p99 / max of each phase, failed gets
-  (connection errors, non-200, no data) and RSS before and after.
+  (connection errors, non-200, no data), RSS before and after, the gateway's event-loop
+  lag samples over 50 ms, and how long its loop thread ran and waited for a CPU meanwhile
+  (``schedstat``: the machine's share of the lag) with the load average at each round.
 
 Every wait is bounded (``--startup-timeout``), and etcd, the apiserver and the gateway are
 stopped whatever happens.
@@ -442,6 +444,26 @@ class Ticker:
         return [ms for ms, _ in inside], sum(1 for _, ok in inside if not ok)
 
 
+def loop_sched(pid: int) -> tuple[float, float]:
+    """The gateway's event-loop thread (its main thread) so far: (seconds on a CPU, seconds
+    waiting for one) from ``/proc/PID/task/PID/schedstat`` ((0, 0) where there is none).
+    The wait is the machine's load, not the gateway's doing: a lag sample it explains is
+    not a stall of the gateway's own."""
+    try:
+        ran, waited = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[:2]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
+def load_average() -> float:
+    """The machine's one-minute load average (0 where unknown)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def loop_lag(url: str, token: str) -> tuple[int, int]:
     """The gateway's own event-loop lag samples so far: (all, those over 50 ms)."""
     text = httpx.get(
@@ -540,6 +562,12 @@ class Churn:
     #: were over 50 ms.
     loop_samples: int = 0
     loop_stalls: int = 0
+    #: The event loop's thread during the churn: seconds on a CPU and waiting for one.
+    loop_cpu: float = 0.0
+    loop_cpu_wait: float = 0.0
+    #: The machine's one-minute load average at the churn's start, each round's end and
+    #: the churn's end.
+    loads: list[float] = field(default_factory=list)
     #: RSS (MB) after each round (and, with ``every_group``, its use of every group).
     rss_rounds: list[float] = field(default_factory=list)
     #: Group endpoints that did not answer 200 when used after a round.
@@ -565,6 +593,7 @@ async def churn(
     direct = Ticker(kube.url, token, limit=IDLE_S + timeout + 60, ca_file=kube.ca_file)
     rss_before = rss_mb(pid)
     lag_before = loop_lag(served.http, token)
+    loads = [load_average()]
     ticker.start()
     direct.start()
     rss_rounds: list[float] = []
@@ -573,6 +602,7 @@ async def churn(
         idle_start = time.monotonic()
         await asyncio.sleep(IDLE_S)
         churn_start = time.monotonic()
+        sched_before = loop_sched(pid)
         rebuilds_before = generations(served.lines)[2]
         for i in range(rounds):
             gone = await crdcorpus.delete(kube.url, token, kube.ca_file, crds)
@@ -585,6 +615,7 @@ async def churn(
                 group_failures += failed_groups
                 used = f", every group used in {took:.1f}s ({failed_groups} not 200)"
             rss_rounds.append(rss_mb(pid))
+            loads.append(load_average())
             log(
                 f"churn round {i + 1}: deleted {len(crds)} CRDs in {gone:.1f}s, "
                 f"re-created in {back:.1f}s{used}; RSS {rss_rounds[-1]:.0f} MB"
@@ -603,6 +634,8 @@ async def churn(
             await asyncio.sleep(0.2)
         settled = time.monotonic() < deadline
         churn_end = time.monotonic()
+        sched_after = loop_sched(pid)
+        loads.append(load_average())
     finally:
         ticker.stop.set()
         direct.stop.set()
@@ -629,6 +662,9 @@ async def churn(
         loop_stalls=lag_after[1] - lag_before[1],
         rss_rounds=rss_rounds,
         group_failures=group_failures,
+        loop_cpu=sched_after[0] - sched_before[0],
+        loop_cpu_wait=sched_after[1] - sched_before[1],
+        loads=loads,
     )
 
 
@@ -877,7 +913,9 @@ def step(
                 f"{c.rss_before:.0f} -> {c.rss_after:.0f} MB; direct apiserver gets "
                 f"{c.direct[0]:.1f}/{c.direct[1]:.1f}/{c.direct[2]:.1f} ms; "
                 "event loop late over 50 ms "
-                f"{c.loop_stalls} times of {c.loop_samples} samples"
+                f"{c.loop_stalls} times of {c.loop_samples} samples; the loop's thread ran "
+                f"{c.loop_cpu:.1f}s and waited {c.loop_cpu_wait:.1f}s for a CPU; load average "
+                + " / ".join(f"{x:.1f}" for x in c.loads)
             )
             if not c.settled:
                 log(f"N={n}: the schema had not caught up with the catalog when churn ended")
@@ -931,7 +969,10 @@ def step(
                     c.loop_stalls,
                     "",
                     max_value=0,
-                    note=f"the gateway's own lag histogram, {c.loop_samples} samples every 50 ms",
+                    note=f"the gateway's own lag histogram, {c.loop_samples} samples every 50 ms; "
+                    f"its loop thread ran {c.loop_cpu:.1f} s and waited {c.loop_cpu_wait:.1f} s "
+                    f"for a CPU over {c.seconds:.0f} s; load average "
+                    + " / ".join(f"{x:.1f}" for x in c.loads),
                 ),
                 row(
                     f"{tag}: RSS after CRD churn",

@@ -248,8 +248,11 @@ async def test_a_large_group_build_walks_the_young_objects_in_steps(wide: Gatewa
         f"schema of {built} objects built in {took:.2f}s: {len(walks)} collections, the "
         f"largest over {largest} young objects; loop lag max {max(lags) * 1000:.0f} ms"
     )
+    # (what was frozen of the schema: its last steps are left young, to age)
     assert built > 50_000  # the schema is far larger than one step
     assert len(walks) >= 3
-    # each collection walked about a threshold's worth of young objects, never the schema
-    assert largest < 3 * GC_THRESHOLDS[0] < built, (largest, built)
+    # each collection walked a threshold's worth of young objects (every other one the
+    # middle generation too: two steps' worth), never the schema
+    assert largest < 3 * GC_THRESHOLDS[0], (largest, built)
+    assert largest < built, (largest, built)
     assert max(lags) < 1.0, max(lags)  # orders of magnitude (the machine is shared)

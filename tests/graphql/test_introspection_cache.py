@@ -49,3 +49,25 @@ async def test_graphiqls_introspection_is_the_one_warmed_in_advance() -> None:
     answer = await engine.execute(engine.prepare(graphiql), None, None)
     assert len(engine._introspections) == 1
     assert answer["data"]["__schema"]["queryType"]["name"] == "Query"
+
+
+async def test_a_typename_ping_is_a_plain_query_not_an_introspection() -> None:
+    """``{ __typename }`` alone (a client's ping; a group endpoint's first use) resolves to a
+    name: answered as any query, it never sizes the introspection budget, which executes the
+    schema's whole introspection (seconds of CPU for a large group's schema); a document that
+    reads the schema does."""
+    engine = Engine(gateway_schema(), Limits())
+    pings = {
+        "{ __typename }": {"__typename": "Query"},
+        "query Ping { a: __typename b: __typename }": {"a": "Query", "b": "Query"},
+    }
+    for ping, data in pings.items():
+        assert await engine.execute(engine.prepare(ping), None, None) == {"data": data}
+    assert engine._standard_fields == 0  # no introspection was executed
+    assert not engine._introspections
+    mixed = await engine.execute(
+        engine.prepare("{ __typename __schema { queryType { name } } }"), None, None
+    )
+    assert mixed["data"]["__schema"]["queryType"]["name"] == "Query"
+    assert engine._standard_fields > 1000  # sized by the whole introspection
+    assert len(engine._introspections) == 1

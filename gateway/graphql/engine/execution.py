@@ -616,10 +616,14 @@ def _introspection_key(
     prepared: Prepared, variables: Mapping[str, Any] | None
 ) -> IntrospectionKey | None:
     """The cache key of an operation that reads only the schema (every root selection is
-    ``__schema``, ``__type`` or ``__typename``), else ``None``."""
+    ``__schema``, ``__type`` or ``__typename``, one at least of the first two), else
+    ``None``.  ``{ __typename }`` alone (a client's ping) is answered as any query: it
+    resolves to a name, and sizing an introspection's budget would execute the schema's
+    whole introspection first (seconds of CPU for a large group's first ping)."""
     operation = prepared.operation
     if operation.operation.value != "query":
         return None
+    reads = False
     for selection in operation.selection_set.selections:
         if not isinstance(selection, FieldNode) or selection.name.value not in (
             _INTROSPECTION_FIELDS
@@ -627,6 +631,9 @@ def _introspection_key(
             return None
         if selection.directives:
             return None
+        reads = reads or selection.name.value != "__typename"
+    if not reads:
+        return None
     try:
         frozen = orjson.dumps(dict(variables or {}), option=orjson.OPT_SORT_KEYS)
     except TypeError:

@@ -5,6 +5,7 @@ import os
 import sys
 
 if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv", []):
+    import contextlib
     import gc
     import threading
     import time
@@ -44,18 +45,75 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
             )
 
         def idle(frame: object) -> bool:
-            """Waiting: in ``select``, or under uvloop's ``run_forever`` (C, no frame of
-            its own: the runner's frame is on top while the loop waits)."""
+            """Waiting: in ``select``, under uvloop's ``run_forever`` (C, no frame of
+            its own: the runner's frame is on top while the loop waits), or an idle
+            executor worker."""
             code = frame.f_code  # type: ignore[attr-defined]
+            if code.co_name == "_worker" and code.co_filename.endswith("thread.py"):
+                return True  # an executor's idle worker, waiting for work
             return code.co_name in ("select", "run_forever") or code.co_filename.endswith(
                 ("selectors.py", "threading.py", "queue.py", "runners.py")
             )
+
+        #: Open ``schedstat`` files by thread id (read with ``pread``: cheap enough to do
+        #: every 5 ms), listed again every 0.2 s.
+        stat_files: dict[int, int] = {}
+        listed = [0.0]
+
+        def sched() -> dict[int, tuple[int, int]]:
+            """Each thread's (ns on a CPU, ns waiting for one) from ``schedstat``."""
+            now = time.monotonic()
+            if now - listed[0] >= 0.2:
+                listed[0] = now
+                tids = {int(t) for t in os.listdir("/proc/self/task")}
+                for tid in set(stat_files) - tids:
+                    os.close(stat_files.pop(tid))
+                for tid in tids - set(stat_files):
+                    with contextlib.suppress(OSError):
+                        stat_files[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+            found = {}
+            for tid, fd in list(stat_files.items()):
+                try:
+                    ran, waited = os.pread(fd, 64, 0).split()[:2]
+                except (OSError, ValueError):
+                    continue
+                found[tid] = (int(ran), int(waited))
+            return found
+
+        def cpu(before: dict, after: dict) -> str:
+            """Where the late window's time went: this sampler's wait for a CPU (the
+            machine's load), the loop thread's CPU time (the loop itself held the GIL)
+            and each other thread that ran."""
+            mine = threading.get_native_id()
+            loop = threading.main_thread().native_id
+            names = {t.native_id: t.name for t in threading.enumerate()}
+
+            def delta(tid: int, i: int) -> float:
+                return (after.get(tid, (0, 0))[i] - before.get(tid, (0, 0))[i]) / 1e6
+
+            others = sorted(
+                ((delta(t, 0) + delta(t, 1), t) for t in after if t not in (mine, loop)),
+                reverse=True,
+            )
+            busy = ", ".join(
+                f"{names.get(t, t)} {delta(t, 0):.0f}/{delta(t, 1):.0f}"
+                for ms, t in others[:4]
+                if ms >= 1
+            )
+            return (
+                f"sampler waited for a CPU {delta(mine, 1):.0f}ms; loop thread ran "
+                f"{delta(loop, 0):.0f}ms (waited for a CPU {delta(loop, 1):.0f}ms); "
+                f"others ran/waited for a CPU ms: {busy or 'none'}"
+            )
+
+        summary_ident: list[int | None] = [None]
 
         def sample() -> None:
             last_key = None
             same_since = time.perf_counter()
             reported = False
             while True:
+                stats = sched()  # (before the clock: its reads wait for the GIL again)
                 before = time.perf_counter()
                 time.sleep(every)
                 now = time.perf_counter()
@@ -67,10 +125,13 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
                         collections.clear()
                     gcs = ", ".join(f"gen{g} {t * 1000:.0f}ms ({n} freed)" for _, t, g, n in during)
                     out.write(
-                        f"{time.time():.3f} GIL late {late * 1000:.0f}ms; gc: {gcs or 'none'}\n"
+                        f"{time.time():.3f} GIL late {late * 1000:.0f}ms; gc: {gcs or 'none'}; "
+                        f"{cpu(stats, sched())}\n"
                     )
                     for ident, frame in frames.items():
-                        if ident != threading.get_ident() and not idle(frame):
+                        if ident not in (threading.get_ident(), summary_ident[0]) and not idle(
+                            frame
+                        ):
                             name = next(
                                 (t.name for t in threading.enumerate() if t.ident == ident), "?"
                             )
@@ -98,13 +159,17 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
         def summary() -> None:
             while True:
                 time.sleep(30)
-                # (no gc.get_objects: listing millions of objects would stall the process)
+                # (no gc.get_objects, nor gc.get_freeze_count: each walks a list of a million
+                # objects or more holding the GIL, 80-300 ms measured: the trace would stall
+                # the process it traces)
                 out.write(
                     f"{time.time():.3f} gc counts {counts} over {over * 1000:.0f}ms {slow} "
-                    f"frozen {gc.get_freeze_count()} young {gc.get_count()}\n"
+                    f"young {gc.get_count()}\n"
                 )
 
         threading.Thread(target=sample, name="stalltrace", daemon=True).start()
-        threading.Thread(target=summary, name="stalltrace-summary", daemon=True).start()
+        summarizer = threading.Thread(target=summary, name="stalltrace-summary", daemon=True)
+        summarizer.start()
+        summary_ident[0] = summarizer.ident
 
     _start()
