@@ -17,6 +17,16 @@
 //     (?watch=1&labelSelector=...&resourceVersion=<current>), reading JSON lines: the same
 //     events without the gateway.
 //
+// With --view (ws and grpc), live views instead of lease watches: ws subscribes with the
+// GraphQL document --query and the variables --variables (a JSON array of objects:
+// subscriber i takes element i mod its length); grpc opens
+// kubegateway.v1.ResourceService/WatchView with --view-requests (a JSON array of
+// WatchViewRequest in protojson: subscriber i takes element i mod its length).  An update
+// is a whole page: its latency is that of the newest bench/sent it carries (a label or an
+// annotation of an object the page shows), recorded only when newer than the last one that
+// subscriber recorded (a page sent again for another change repeats an older stamp; it is
+// not a sample); "updates" in the summary counts every page that carried a stamp.
+//
 // Every event's object carries the annotation bench/sent = the writer's wall clock in Unix
 // nanoseconds; latency = receive time - sent.  A value that is not an integer (e.g. "warm-3")
 // marks a warm-up write: it makes a subscription ready but is never recorded.
@@ -65,6 +75,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	kgv1 "kube-gateway.local/tests/go-client/gen/kubegatewayv1"
@@ -90,6 +101,7 @@ type subscriber struct {
 	sent    []int64 // bench/sent of each recorded event (only with --latencies-out)
 	firstNs int64
 	lastNs  int64
+	newest  int64 // --view: the newest bench/sent recorded
 	ready   atomic.Bool
 }
 
@@ -98,6 +110,8 @@ type run struct {
 	subs         []subscriber
 	readyOnEvent bool
 	keepSent     bool
+	newestOnly   bool
+	updates      atomic.Int64 // --view: every message carrying a bench/sent while recording
 	recording    atomic.Bool
 	stopping     atomic.Bool
 	nready       atomic.Int64
@@ -141,6 +155,14 @@ func (r *run) deliver(i int, value []byte) {
 	}
 	s := &r.subs[i]
 	s.mu.Lock()
+	if r.newestOnly {
+		r.updates.Add(1)
+		if sent <= s.newest {
+			s.mu.Unlock()
+			return
+		}
+		s.newest = sent
+	}
 	if r.recording.Load() {
 		if s.count == 0 {
 			s.firstNs = now
@@ -206,10 +228,16 @@ func parseInt(b []byte) (int64, bool) {
 
 // jsonAnnotation finds the string value of "bench/sent" in a JSON document.
 func jsonAnnotation(msg []byte) ([]byte, bool) {
+	value, _, ok := jsonNext(msg)
+	return value, ok
+}
+
+// jsonNext is jsonAnnotation that also says where the value ends.
+func jsonNext(msg []byte) ([]byte, int, bool) {
 	for from := 0; ; {
 		at := bytes.Index(msg[from:], jsonKey)
 		if at < 0 {
-			return nil, false
+			return nil, 0, false
 		}
 		j := from + at + len(jsonKey)
 		from = j
@@ -228,24 +256,56 @@ func jsonAnnotation(msg []byte) ([]byte, bool) {
 		}
 		end := bytes.IndexByte(msg[j+1:], '"')
 		if end < 0 {
-			return nil, false
+			return nil, 0, false
 		}
-		return msg[j+1 : j+1+end], true
+		return msg[j+1 : j+1+end], j + 2 + end, true
 	}
+}
+
+// newestOf is find applied to every occurrence in msg: the largest integer value found (the
+// newest stamp of a page), else the first value found (a warm-up mark), else none.
+func newestOf(msg []byte, find func([]byte) ([]byte, int, bool)) ([]byte, bool) {
+	var best, first []byte
+	var bestV int64 = -1
+	found := false
+	for from := 0; from < len(msg); {
+		value, next, ok := find(msg[from:])
+		if !ok {
+			break
+		}
+		if !found {
+			first, found = value, true
+		}
+		if v, isInt := parseInt(value); isInt && v > bestV {
+			best, bestV = value, v
+		}
+		from += next
+	}
+	if bestV >= 0 {
+		return best, true
+	}
+	return first, found
 }
 
 // protoAnnotation finds the value of the bench/sent entry of a protobuf map<string,string>.
 func protoAnnotation(msg []byte) ([]byte, bool) {
+	value, _, ok := protoNext(msg)
+	return value, ok
+}
+
+// protoNext is protoAnnotation that also says where the value ends.
+func protoNext(msg []byte) ([]byte, int, bool) {
 	at := bytes.Index(msg, protoKey)
 	if at < 0 {
-		return nil, false
+		return nil, 0, false
 	}
-	rest := msg[at+len(protoKey):]
+	start := at + len(protoKey)
+	rest := msg[start:]
 	n, w := binary.Uvarint(rest)
 	if w <= 0 || uint64(len(rest)-w) < n {
-		return nil, false
+		return nil, 0, false
 	}
-	return rest[w : w+int(n)], true
+	return rest[w : w+int(n)], start + w + int(n), true
 }
 
 // -- ws: graphql-transport-ws ---------------------------------------------------------------------
@@ -256,7 +316,7 @@ type wsMessage struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-func (r *run) wsSubscriber(ctx context.Context, i int, target, token, ns, labels string, sem chan struct{}) {
+func (r *run) wsSubscriber(ctx context.Context, i int, target, token string, payload map[string]any, sem chan struct{}) {
 	c, err := func() (*websocket.Conn, error) {
 		sem <- struct{}{}
 		defer func() { <-sem }()
@@ -295,7 +355,7 @@ func (r *run) wsSubscriber(ctx context.Context, i int, target, token, ns, labels
 		_ = c.SetReadDeadline(time.Time{})
 		sub, _ := json.Marshal(map[string]any{
 			"id": "1", "type": "subscribe",
-			"payload": map[string]any{"query": query, "variables": map[string]string{"ns": ns, "labels": labels}},
+			"payload": payload,
 		})
 		return c, c.WriteMessage(websocket.TextMessage, sub)
 	}()
@@ -320,7 +380,11 @@ func (r *run) wsSubscriber(ctx context.Context, i int, target, token, ns, labels
 			return
 		}
 		msg := buf.Bytes()
-		if value, ok := jsonAnnotation(msg); ok {
+		find := jsonAnnotation
+		if r.newestOnly {
+			find = func(m []byte) ([]byte, bool) { return newestOf(m, jsonNext) }
+		}
+		if value, ok := find(msg); ok {
 			r.deliver(i, value)
 			continue
 		}
@@ -375,11 +439,16 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 var watchDesc = &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}
 
-func (r *run) grpcSubscriber(ctx context.Context, i int, conn *grpc.ClientConn, req *kgv1.WatchLeasesRequest, sem chan struct{}) {
+const (
+	leaseWatch = "/kubegateway.v1.LeaseService/Watch"
+	watchView  = "/kubegateway.v1.ResourceService/WatchView"
+)
+
+func (r *run) grpcSubscriber(ctx context.Context, i int, conn *grpc.ClientConn, method string, req proto.Message, sem chan struct{}) {
 	stream, err := func() (grpc.ClientStream, error) {
 		sem <- struct{}{}
 		defer func() { <-sem }()
-		stream, err := conn.NewStream(ctx, watchDesc, "/kubegateway.v1.LeaseService/Watch",
+		stream, err := conn.NewStream(ctx, watchDesc, method,
 			grpc.ForceCodecV2(rawCodec{}))
 		if err != nil {
 			return nil, err
@@ -405,7 +474,11 @@ func (r *run) grpcSubscriber(ctx context.Context, i int, conn *grpc.ClientConn, 
 			r.fail(i, err)
 			return
 		}
-		if value, ok := protoAnnotation(f.b); ok {
+		find := protoAnnotation
+		if r.newestOnly {
+			find = func(m []byte) ([]byte, bool) { return newestOf(m, protoNext) }
+		}
+		if value, ok := find(f.b); ok {
 			r.deliver(i, value)
 		} else if r.readyOnEvent {
 			r.markReady(i)
@@ -569,6 +642,10 @@ func main() {
 	progress := flag.Duration("progress", 0, "print RECEIVED <n> this often while recording (0: never)")
 	stdinStop := flag.Bool("stdin-stop", true, "stop recording when stdin reaches EOF")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the recording window to this file")
+	view := flag.Bool("view", false, "live views: ws subscribes with --query and --variables, grpc opens WatchView with --view-requests")
+	viewQuery := flag.String("query", "", "--view, ws: the GraphQL subscription document")
+	viewVariables := flag.String("variables", "[{}]", "--view, ws: a JSON array of variable objects (subscriber i takes element i mod its length)")
+	viewRequests := flag.String("view-requests", "", "--view, grpc: a JSON array of WatchViewRequest in protojson (subscriber i takes element i mod its length)")
 	latenciesOut := flag.String("latencies-out", "", "also write every recorded event as \"subscriber sent_unix_ns latency_ns\" lines to this file")
 	flag.Parse()
 
@@ -580,6 +657,7 @@ func main() {
 	}
 	r := newRun(*transport, *n, *readyOn == "event")
 	r.keepSent = *latenciesOut != ""
+	r.newestOnly = *view
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sem := make(chan struct{}, max(1, *dialConcurrency))
@@ -596,15 +674,41 @@ func main() {
 	switch *transport {
 	case "ws":
 		connections = *n
+		payloads := []map[string]any{{"query": query, "variables": map[string]string{"ns": *ns, "labels": *labels}}}
+		if *view {
+			var vars []map[string]any
+			if err := json.Unmarshal([]byte(*viewVariables), &vars); err != nil || len(vars) == 0 || *viewQuery == "" {
+				die("--view needs --query and --variables, a non-empty JSON array of objects (%v)", err)
+			}
+			payloads = payloads[:0]
+			for _, v := range vars {
+				payloads = append(payloads, map[string]any{"query": *viewQuery, "variables": v})
+			}
+		}
 		for i := range *n {
-			go r.wsSubscriber(ctx, i, *target, *token, *ns, *labels, sem)
+			go r.wsSubscriber(ctx, i, *target, *token, payloads[i%len(payloads)], sem)
 		}
 	case "grpc":
 		per := max(1, *perConn)
 		connections = (*n + per - 1) / per
-		req := &kgv1.WatchLeasesRequest{
+		method := leaseWatch
+		reqs := []proto.Message{&kgv1.WatchLeasesRequest{
 			Namespace: *ns, LabelSelector: *labels,
 			SendInitialEvents: proto.Bool(false), ResourceVersionMatch: "NotOlderThan",
+		}}
+		if *view {
+			var raws []json.RawMessage
+			if err := json.Unmarshal([]byte(*viewRequests), &raws); err != nil || len(raws) == 0 {
+				die("--view over grpc needs --view-requests, a non-empty JSON array (%v)", err)
+			}
+			method, reqs = watchView, reqs[:0]
+			for _, raw := range raws {
+				req := &kgv1.WatchViewRequest{}
+				if err := protojson.Unmarshal(raw, req); err != nil {
+					die("--view-requests: %v", err)
+				}
+				reqs = append(reqs, req)
+			}
 		}
 		sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
 		conns := make([]*grpc.ClientConn, connections)
@@ -617,7 +721,7 @@ func main() {
 			r.onClose(func() { conn.Close() })
 		}
 		for i := range *n {
-			go r.grpcSubscriber(sctx, i, conns[i/per], req, sem)
+			go r.grpcSubscriber(sctx, i, conns[i/per], method, reqs[i%len(reqs)], sem)
 		}
 	case "direct":
 		connections = *n
@@ -734,6 +838,7 @@ func main() {
 		"subscribers":              *n,
 		"connections":              connections,
 		"received":                 len(all),
+		"updates":                  r.updates.Load(),
 		"per_subscriber_min":       slices.Min(counts),
 		"per_subscriber_max":       slices.Max(counts),
 		"p50_ms":                   percentile(all, 0.50),
