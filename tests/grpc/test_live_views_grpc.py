@@ -183,6 +183,48 @@ async def test_grpc_and_graphql_subscribers_of_one_view_share_one_evaluation(
         c.cancel()
 
 
+async def test_an_update_is_encoded_once_per_view_and_shape_for_every_subscriber(
+    demo: DemoUpstream, gw: Gateway, rpc: Rpc
+) -> None:
+    """Several subscribers of one view over real sockets, GraphQL (four WebSocket
+    connections) and gRPC (twelve calls of one read mask, three of another): each
+    published update is encoded once per shape (the GraphQL document, each gRPC read
+    mask), not once per subscriber, and every subscriber gets it."""
+    ns = "grpc-live-encoded"
+    await _namespace(demo, ns)
+    live = _live(gw)
+    view = request(ns=ns, first=5, sort=BY_NAME)
+    masked = request(ns=ns, first=5, sort=BY_NAME)
+    masked.read_mask.paths.append("metadata.name")
+    calls = [rpc.watch(_watch(view)) for _ in range(12)]
+    narrow = [rpc.watch(_watch(masked)) for _ in range(3)]
+    await asyncio.gather(*(_read(c) for c in (*calls, *narrow)))
+    variables = {"ns": ns, "first": 5, "sort": BY_NAME}
+    async with contextlib.AsyncExitStack() as stack:
+        sockets = [await stack.enter_async_context(ws_client(gw)) for _ in range(4)]
+        ops = [await ws.subscribe(graphql_live.LIVE, variables) for ws in sockets]
+        for ws, op in zip(sockets, ops, strict=True):
+            assert (await ws.next(op))["data"]["podsView"]["total"] == 10
+        assert len([v for v in live.live if v.spec.namespace == ns]) == 1
+        for round_ in range(2):
+            published, encodings = live.stats.published, live.stats.encodings
+            await demo.store.create(POD, _pod(f"a-new-{round_}", ns))  # one batch
+            updates = await asyncio.gather(*(_read(c) for c in (*calls, *narrow)))
+            assert {u.total for u in updates} == {11 + round_}
+            pairs = zip(sockets, ops, strict=True)
+            pages = [(await ws.next(op))["data"]["podsView"] for ws, op in pairs]
+            assert all(f"a-new-{round_}" in _names_of(p) for p in pages)
+            assert live.stats.published - published == 1
+            # one GraphQL rendering and two gRPC messages for 19 subscribers
+            assert live.stats.encodings - encodings == 3
+    for c in (*calls, *narrow):
+        c.cancel()
+
+
+def _names_of(view: dict[str, Any]) -> list[str]:
+    return [n["metadata"]["name"] for n in view["nodes"]]
+
+
 async def test_notify_mode_sends_no_objects_and_counts_follow_every_change(
     demo: DemoUpstream, gw: Gateway, rpc: Rpc
 ) -> None:

@@ -72,13 +72,15 @@ def interval_of(requested: int | None, default: float) -> float:
 
 class LivePage:
     """One update of a live view, the same object for every subscriber of it (front ends
-    render it once per document and identity, :meth:`encoded`)."""
+    render it once per document and identity, :meth:`encoded`; ``stats``, when given,
+    counts each of those encodings)."""
 
-    __slots__ = ("_encoded", "page", "spec")
+    __slots__ = ("_encoded", "page", "spec", "stats")
 
-    def __init__(self, spec: ViewSpec, page: Page) -> None:
+    def __init__(self, spec: ViewSpec, page: Page, stats: LiveStats | None = None) -> None:
         self.spec = spec
         self.page = page
+        self.stats = stats
         self._encoded: dict[Any, Any] | None = None
 
     @property
@@ -94,6 +96,8 @@ class LivePage:
             return memo[key]
         except KeyError:
             value = memo[key] = encode(self)
+            if self.stats is not None:
+                self.stats.encodings += 1
             return value
 
 
@@ -122,6 +126,10 @@ class LiveStats:
     published: int = 0
     #: Subscribers ended as slow readers.
     slow: int = 0
+    #: Encodings of published pages (:meth:`LivePage.encoded`: one per page and front-end
+    #: shape, GraphQL's document and identity or gRPC's read mask and representation,
+    #: shared by every subscriber that asks for the same).
+    encodings: int = 0
 
 
 class LiveSubscription:
@@ -329,7 +337,7 @@ class LiveView:
         if found == self._fingerprint and not (self.every_change and changed):
             return
         self._fingerprint = found
-        self.last = update = LivePage(self.spec, page)
+        self.last = update = LivePage(self.spec, page, self.owner.stats)
         self.owner.stats.published += 1
         for sub in list(self.subscribers):
             sub.offer(update)
