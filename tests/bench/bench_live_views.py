@@ -1,43 +1,56 @@
 """Benchmark: live views under churn (issue 29's speed section, live views).
 
     .venv/bin/python -m tests.bench.bench_live_views [--pods 3000] [--subscribers 1000]
-        [--views 10] [--rate 100] [--seconds 10] [--notify] [--grpc]
+        [--views 10] [--rate 100] [--seconds 10] [--notify] [--grpc] [--compression]
 
 ``--pods`` realistic pods (those of ``bench_views``) in one namespace of a demo upstream;
-the gateway in process over loopback.  ``--subscribers`` WebSocket subscribers (100 per
-connection, the per-connection cap) of ``--views`` distinct live views (a substring filter
-on the name, sorted by ``status.startTime`` descending, pages of 50 with 15 fields), and
-one probe subscriber of a view of the probe pod; then ``--rate`` changes per second for
-``--seconds`` (a label of a random pod, selected by every view, and every tenth change the
-probe pod's).  Printed: the evaluations per live view and per batch (the issue's goal:
-1,000 subscribers of 10 views cost at most 10 evaluations per batch), the updates sent,
-and the latency from a change written to the demo store to the probe subscriber's update
-showing it (p50, p99; the goal: 300 ms p99 with the 250 ms interval), and the event loop's
-longest stall seen by a 10 ms ticker.  With ``--grpc`` the subscribers are gRPC
-``ResourceService.WatchView`` streams (100 per channel, the same views, a read mask of
-the same 15 fields); the probe stays a GraphQL subscriber.  Not a row of ``make bench`` yet.
+the gateway in process over loopback.  The subscribers come from the Go load client
+``tests/go-client/.bin/kg-fanout --view`` (built by ``make go-client``; one WebSocket
+connection per GraphQL subscriber, 100 gRPC streams per HTTP/2 connection), so that the
+gateway, not the client, is what is measured: ``--subscribers`` subscribers of ``--views``
+distinct live views (a substring filter on the name, sorted by ``status.startTime``
+descending, pages of 50 with 15 fields; over gRPC with ``--grpc``, ``WatchView`` with a read
+mask of the same 15 fields).  Every view's page shows the stamp pod (its name holds every
+view's substring, its start time is the newest), whose label ``bench/sent`` the bench sets
+to its wall clock (Unix ns) on every tenth of ``--rate`` changes per second for
+``--seconds``; the other changes set a label of a random pod.  The client takes the newest
+stamp of each page it receives: latency from the change written to the demo store to the
+subscriber's update showing it (p50, p99 over every subscriber; the goal: 300 ms p99 with
+the 250 ms interval).  ``--compression``: the WebSocket clients offer permessage-deflate,
+as browsers do (the gateway accepts it: one compression per frame and connection).
+
+Printed: the evaluations per live view and per interval (the goal: 1,000 subscribers of 10
+views cost at most 10 evaluations per batch), the encodings (one per published page and
+front-end shape), the updates the subscribers received, the gateway process's CPU (utime +
+stime of ``/proc/self/stat`` across the writing window and its drain; the demo upstream,
+which takes the writes and serves the gateway's watch, shares the process) per second and
+per delivered update, the client's CPU, and the event loop's longest stall seen by a 10 ms
+ticker.  Not a row of ``make bench`` yet.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import os
 import random
 import statistics
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from pathlib import Path
 
-import grpc
-from websockets.asyncio.client import connect
+import orjson
 
 from gateway.core import POD, LiveViews
-from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
+from gateway.grpc.gen.kubegateway.v1 import resource_pb2
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
+from tests.bench.bench_fanout import Client, _die_with_parent
 from tests.bench.bench_graphql_list import NAMESPACE
 from tests.bench.bench_views import NODES, _p, _pod
-from tests.support.graphql import TransportWS, serve_app
+from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
 LIVE = (
@@ -54,9 +67,11 @@ NOTIFY = """subscription($ns: String, $v: String!) {
   podsView(namespace: $ns, first: 50, notify: true,
            filter: {field: "metadata.name", op: CONTAINS, value: $v},
            sort: [{field: "status.startTime", order: DESC}]) { total resourceVersion } }"""
-PROBE = """subscription($ns: String) {
-  podsView(namespace: $ns, filter: {labelSelector: "probe"}) {
-    resourceVersion nodes { metadata { name labels } } } }"""
+CLIENT = Path(__file__).resolve().parents[2] / "tests" / "go-client" / ".bin" / "kg-fanout"
+#: The label the bench stamps and the client finds (``kg-fanout --view``).
+STAMP = "bench/sent"
+#: In every view's page: its name holds each view's substring, its start time the newest.
+STAMPED = "stamp-0123456789abcdef"
 PER_CONNECTION = 100
 #: The 15 fields of ``NODES``, as a gRPC read mask.
 MASK = [
@@ -88,30 +103,59 @@ def _watch_view(value: str, notify: bool) -> resource_pb2.WatchViewRequest:
     return req
 
 
-async def _ws(url: str) -> tuple[Any, TransportWS]:
-    socket = await connect(url, subprotocols=["graphql-transport-ws"], max_size=None)  # type: ignore[list-item]
-    ws = TransportWS(socket)
-    await ws.send({"type": "connection_init", "payload": {"Authorization": f"Bearer {TOKEN}"}})
-    assert (await ws.recv(120))["type"] == "connection_ack"
-    return socket, ws
+def _cpu() -> float:
+    """This process's CPU seconds (utime + stime) from ``/proc``."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def bench(  # noqa: PLR0917
-    pods: int,
-    subscribers: int,
-    views: int,
-    rate: float,
-    seconds: float,
-    notify: bool = False,
-    over_grpc: bool = False,
-) -> None:
+@contextlib.asynccontextmanager
+async def _client(
+    url: str, grpc_port: int, subscribers: int, values: list[str], args: argparse.Namespace
+) -> AsyncIterator[Client]:
+    """``kg-fanout --view`` with ``subscribers`` subscribers of the views of ``values``."""
+    if not CLIENT.exists():
+        raise SystemExit(f"{CLIENT} is missing: run `make go-client` first")
+    if args.grpc:
+        requests = [
+            base64.b64encode(_watch_view(v, args.notify).SerializeToString()).decode()
+            for v in values
+        ]
+        target = ["--transport", "grpc", "--target", f"127.0.0.1:{grpc_port}",
+                  "--view-requests", orjson.dumps(requests).decode()]  # fmt: skip
+    else:
+        variables = [{"ns": NAMESPACE, "v": v} for v in values]
+        target = ["--transport", "ws", "--target", url.replace("http://", "ws://") + "/graphql",
+                  "--query", NOTIFY if args.notify else LIVE,
+                  "--variables", orjson.dumps(variables).decode(),
+                  *(["--compression"] if args.compression else [])]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        str(CLIENT), "--view", *target,
+        "--token", TOKEN, "--subscribers", str(subscribers),
+        "--streams-per-conn", str(PER_CONNECTION), "--duration", "3600s",
+        "--connect-timeout", "600s", "--ready-on", "event",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, preexec_fn=_die_with_parent,
+    )  # fmt: skip
+    c = Client(proc)
+    c.start_reading()
+    try:
+        yield c
+    finally:
+        await c.aclose()
+
+
+async def bench(args: argparse.Namespace) -> None:
+    pods, subscribers, views, rate = args.pods, args.subscribers, args.views, args.rate
     async with DemoUpstream(seed=False) as demo:
-        await demo.store.bulk_create(POD, (_pod(i) for i in range(pods)), namespace=NAMESPACE)
-        probe = _pod(pods)
-        probe["metadata"]["name"] = "probe"
-        probe["metadata"]["labels"] = {"probe": "0"}
-        await demo.store.create(POD, probe, namespace=NAMESPACE)
+        stamped = _pod(pods)
+        stamped["metadata"]["name"] = STAMPED
+        stamped["metadata"]["labels"] = {STAMP: "warm-0"}
+        stamped["status"]["startTime"] = "2026-12-31T00:00:00Z"  # kept by a bulk create
+        objects = [*(_pod(i) for i in range(pods)), stamped]
+        await demo.store.bulk_create(POD, objects, namespace=NAMESPACE)
         names = [p["metadata"]["name"] for p in await demo.store.list(POD, namespace=NAMESPACE)]
+        names.remove(STAMPED)
         settings = Settings(
             host="127.0.0.1",
             http_port=0,
@@ -121,144 +165,100 @@ async def bench(  # noqa: PLR0917
             max_list_items=pods + 2,
             max_subscriptions_per_identity=subscribers + 100,
             max_subscriptions=subscribers + 1000,
+            http_max_connections=str(subscribers + 200),
         )
-        async with serve_app(settings) as (url, app), contextlib.AsyncExitStack() as stack:
-            ws_url = url.replace("http://", "ws://") + "/graphql"
+        async with serve_app(settings) as (url, app):
             live = LiveViews.of(app.state.runtime.cluster.views)
             values = [f"{i:x}" for i in range(views)]
-            clients: list[TransportWS] = []
-            calls: list[Any] = []
             started = time.perf_counter()
-            auth = (("authorization", f"Bearer {TOKEN}"),)
-            for start in range(0, subscribers if over_grpc else 0, PER_CONNECTION):
-                port = app.state.runtime.grpc_port
-                channel = grpc.aio.insecure_channel(
-                    f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", -1)]
+            port = app.state.runtime.grpc_port
+            async with _client(url, port, subscribers, values, args) as client:
+                async with asyncio.timeout(600):
+                    while not client.ready.is_set():
+                        if client.proc.returncode is not None:
+                            raise SystemExit(f"kg-fanout: {client.stderr.decode()[-2000:]}")
+                        await asyncio.sleep(0.1)
+                print(
+                    f"{subscribers} {'gRPC' if args.grpc else 'GraphQL'} subscribers "
+                    f"(Go kg-fanout{', permessage-deflate' if args.compression else ''}) of "
+                    f"{views} live views of {pods} pods: first pages in "
+                    f"{time.perf_counter() - started:.1f} s; live views {len(live.live)}"
                 )
-                stack.push_async_callback(channel.close)
-                stub = resource_pb2_grpc.ResourceServiceStub(channel)
-                for j in range(start, min(subscribers, start + PER_CONNECTION)):
-                    calls.append(
-                        stub.WatchView(_watch_view(values[j % views], notify), metadata=auth)
-                    )
-            for start in range(0, 0 if over_grpc else subscribers, PER_CONNECTION):
-                socket, ws = await _ws(ws_url)
-                stack.push_async_callback(socket.close)
-                clients.append(ws)
-                for j in range(start, min(subscribers, start + PER_CONNECTION)):
-                    await ws.subscribe(
-                        NOTIFY if notify else LIVE, {"ns": NAMESPACE, "v": values[j % views]}
-                    )
-            counts = [min(PER_CONNECTION, subscribers - i) for i in range(0, subscribers, 100)]
-            counts = [] if over_grpc else counts
+                stalls: list[float] = []
 
-            async def firsts(ws: TransportWS, n: int) -> None:
-                for _ in range(n):
-                    assert (await ws.recv(600))["type"] == "next"
+                async def ticker() -> None:
+                    last = time.perf_counter()
+                    while True:
+                        await asyncio.sleep(0.01)
+                        now = time.perf_counter()
+                        stalls.append((now - last) * 1000 - 10)
+                        last = now
 
-            await asyncio.gather(*(firsts(c, n) for c, n in zip(clients, counts, strict=True)))
-            await asyncio.gather(*(c.read() for c in calls))
-            print(
-                f"{subscribers} {'gRPC' if over_grpc else 'GraphQL'} subscribers of {views} "
-                f"live views of {pods} pods: first pages "
-                f"in {time.perf_counter() - started:.1f} s; live views {len(live.live)}"
-            )
-            socket, probe_ws = await _ws(ws_url)
-            stack.push_async_callback(socket.close)
-            op = await probe_ws.subscribe(PROBE, {"ns": NAMESPACE})
-            await probe_ws.next(op, 120)
-
-            updates = 0
-
-            async def count(ws: TransportWS) -> None:
-                nonlocal updates
-                while True:
-                    message = await ws.recv(3600)
-                    if message["type"] == "next":
-                        updates += 1
-
-            async def count_grpc(call: Any) -> None:
-                nonlocal updates
-                while True:
-                    await call.read()
-                    updates += 1
-
-            readers = [asyncio.create_task(count(c)) for c in clients]
-            readers += [asyncio.create_task(count_grpc(c)) for c in calls]
-            written: dict[str, float] = {}
-            latencies: list[float] = []
-
-            async def watch_probe() -> None:
-                while True:
-                    view = (await probe_ws.next(op, 3600))["data"]["podsView"]
-                    now = time.perf_counter()
-                    seq = view["nodes"][0]["metadata"]["labels"]["probe"]
-                    at = written.pop(seq, None)
-                    if at is not None:
-                        latencies.append((now - at) * 1000)
-
-            stalls: list[float] = []
-
-            async def ticker() -> None:
-                last = time.perf_counter()
-                while True:
-                    await asyncio.sleep(0.01)
-                    now = time.perf_counter()
-                    stalls.append((now - last) * 1000 - 10)
-                    last = now
-
-            watcher = asyncio.create_task(watch_probe())
-            tick = asyncio.create_task(ticker())
-            evaluations, published = live.stats.evaluations, live.stats.published
-            rnd = random.Random(29)
-            changes = int(rate * seconds)
-            began = time.perf_counter()
-            for i in range(changes):
-                due = began + i / rate
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if i % 10 == 0:
-                    seq = str(i // 10 + 1)
+                tick = asyncio.create_task(ticker())
+                stats = live.stats
+                evaluations, published, encodings = (
+                    stats.evaluations,
+                    stats.published,
+                    stats.encodings,
+                )
+                rnd = random.Random(29)
+                changes = int(rate * args.seconds)
+                load = os.getloadavg()
+                cpu0, began = _cpu(), time.perf_counter()
+                for i in range(changes):
+                    delay = began + i / rate - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    if i % 10 == 0:
+                        labels = {STAMP: str(time.time_ns())}
+                        name = STAMPED
+                    else:
+                        labels, name = {"churn": str(i)}, rnd.choice(names)
                     await demo.store.patch(
-                        POD, "probe", {"metadata": {"labels": {"probe": seq}}}, namespace=NAMESPACE
+                        POD, name, {"metadata": {"labels": labels}}, namespace=NAMESPACE
                     )
-                    written[seq] = time.perf_counter()
-                else:
-                    await demo.store.patch(
-                        POD,
-                        rnd.choice(names),
-                        {"metadata": {"labels": {"churn": str(i)}}},
-                        namespace=NAMESPACE,
-                    )
-            took = time.perf_counter() - began
-            await asyncio.sleep(1.0)  # the last interval's updates
-            for task in (*readers, watcher, tick):
-                task.cancel()
-            for call in calls:
-                call.cancel()
-            evaluated = live.stats.evaluations - evaluations
+                took = time.perf_counter() - began
+                await asyncio.sleep(1.5)  # the last interval's updates
+                cpu = _cpu() - cpu0
+                window = time.perf_counter() - began
+                tick.cancel()
+                summary = await client.finish()
+            after = os.getloadavg()
+            load = (max(load[0], after[0]), max(load[1], after[1]), max(load[2], after[2]))
+            evaluated = stats.evaluations - evaluations
             rounds = max(1, round(took / live.interval))
             print(
                 f"{changes} changes in {took:.1f} s ({changes / took:.0f}/s): "
                 f"{evaluated} evaluations for {len(live.live)} live views "
-                f"({evaluated / len(live.live):.1f} each, at most one per "
+                f"({evaluated / max(1, len(live.live)):.1f} each, at most one per "
                 f"{live.interval * 1000:.0f} ms: {took / live.interval:.0f} intervals); "
-                f"{evaluated / rounds:.1f} evaluations per interval for {subscribers + 1} "
+                f"{evaluated / rounds:.1f} evaluations per interval for {subscribers} "
                 f"subscribers"
             )
+            updates = int(summary.get("updates", 0))
             print(
-                f"updates published {live.stats.published - published}, "
-                f"sent to subscribers {updates}"
+                f"updates published {stats.published - published}, encoded "
+                f"{stats.encodings - encodings} times, received by the subscribers {updates} "
+                f"({summary['errors']} errors {summary['first_error'][:200]!r})"
             )
-            if latencies:
+            print(
+                f"change to update (every subscriber, newest stamp of each page): "
+                f"p50 {summary['p50_ms']:.0f} ms, p99 {summary['p99_ms']:.0f} ms, "
+                f"max {summary['max_ms']:.0f} ms ({summary['received']} samples)"
+            )
+            per_update = cpu / updates * 1e6 if updates else float("nan")
+            print(
+                f"gateway CPU {cpu:.2f} s in {window:.1f} s "
+                f"({cpu / window * 100:.0f} % of a core), "
+                f"{per_update:.0f} us per delivered update; client CPU "
+                f"{summary['client_cpu_seconds']:.2f} s; load average (max of before/after) "
+                f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
+            )
+            if stalls:
                 print(
-                    f"change to probe update: p50 {statistics.median(latencies):.0f} ms, "
-                    f"p99 {_p(latencies, 0.99):.0f} ms, max {max(latencies):.0f} ms "
-                    f"({len(latencies)} of {changes // 10} probe changes seen; coalesced "
-                    "ones are not counted)"
+                    f"event loop: longest stall {max(stalls):.0f} ms, "
+                    f"p99 {_p(stalls, 0.99):.0f} ms, median {statistics.median(stalls):.0f} ms"
                 )
-            print(f"event loop: longest stall {max(stalls):.0f} ms, p99 {_p(stalls, 0.99):.0f} ms")
 
 
 def main() -> None:
@@ -270,8 +270,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--notify", action="store_true", help="the subscribers in notify mode")
     parser.add_argument("--grpc", action="store_true", help="the subscribers over gRPC WatchView")
-    a = parser.parse_args()
-    asyncio.run(bench(a.pods, a.subscribers, a.views, a.rate, a.seconds, a.notify, a.grpc))
+    parser.add_argument(
+        "--compression", action="store_true", help="WebSocket clients offer permessage-deflate"
+    )
+    asyncio.run(bench(parser.parse_args()))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 //
 //   - ws: one graphql-transport-ws connection per subscriber (connection_init with
 //     {"Authorization": "Bearer TOKEN"}, connection_ack, one subscribe to watchLeases with
-//     sendInitialEvents: false); pings are answered with pongs.
+//     sendInitialEvents: false); pings are answered with pongs.  --compression offers
+//     permessage-deflate, as browsers do.
 //   - grpc: one kubegateway.v1.LeaseService/Watch server stream per subscriber, spread over
 //     ceil(N / --streams-per-conn) HTTP/2 connections (one grpc.ClientConn each).
 //   - direct: one plain HTTP watch per subscriber straight to the upstream API server
@@ -21,7 +22,8 @@
 // GraphQL document --query and the variables --variables (a JSON array of objects:
 // subscriber i takes element i mod its length); grpc opens
 // kubegateway.v1.ResourceService/WatchView with --view-requests (a JSON array of
-// WatchViewRequest in protojson: subscriber i takes element i mod its length).  An update
+// WatchViewRequest messages, each its binary encoding in base64; protojson cannot carry
+// the read mask's field names: subscriber i takes element i mod its length).  An update
 // is a whole page: its latency is that of the newest bench/sent it carries (a label or an
 // annotation of an object the page shows), recorded only when newer than the last one that
 // subscriber recorded (a page sent again for another change repeats an older stamp; it is
@@ -75,7 +77,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	kgv1 "kube-gateway.local/tests/go-client/gen/kubegatewayv1"
@@ -111,6 +112,7 @@ type run struct {
 	readyOnEvent bool
 	keepSent     bool
 	newestOnly   bool
+	compression  bool
 	updates      atomic.Int64 // --view: every message carrying a bench/sent while recording
 	recording    atomic.Bool
 	stopping     atomic.Bool
@@ -325,6 +327,8 @@ func (r *run) wsSubscriber(ctx context.Context, i int, target, token string, pay
 			HandshakeTimeout: 30 * time.Second,
 			ReadBufferSize:   8192,
 			WriteBufferSize:  4096,
+			// permessage-deflate (no context takeover), as browsers offer it
+			EnableCompression: r.compression,
 		}
 		c, _, err := dialer.DialContext(ctx, target, nil)
 		if err != nil {
@@ -476,7 +480,13 @@ func (r *run) grpcSubscriber(ctx context.Context, i int, conn *grpc.ClientConn, 
 		}
 		find := protoAnnotation
 		if r.newestOnly {
-			find = func(m []byte) ([]byte, bool) { return newestOf(m, protoNext) }
+			// a ResourceView's objects are JSON (the default representation) or messages
+			find = func(m []byte) ([]byte, bool) {
+				if value, ok := newestOf(m, jsonNext); ok {
+					return value, true
+				}
+				return newestOf(m, protoNext)
+			}
 		}
 		if value, ok := find(f.b); ok {
 			r.deliver(i, value)
@@ -645,7 +655,8 @@ func main() {
 	view := flag.Bool("view", false, "live views: ws subscribes with --query and --variables, grpc opens WatchView with --view-requests")
 	viewQuery := flag.String("query", "", "--view, ws: the GraphQL subscription document")
 	viewVariables := flag.String("variables", "[{}]", "--view, ws: a JSON array of variable objects (subscriber i takes element i mod its length)")
-	viewRequests := flag.String("view-requests", "", "--view, grpc: a JSON array of WatchViewRequest in protojson (subscriber i takes element i mod its length)")
+	viewRequests := flag.String("view-requests", "", "--view, grpc: a JSON array of WatchViewRequest, each base64 of its binary encoding (subscriber i takes element i mod its length)")
+	compression := flag.Bool("compression", false, "ws: offer permessage-deflate (as browsers do)")
 	latenciesOut := flag.String("latencies-out", "", "also write every recorded event as \"subscriber sent_unix_ns latency_ns\" lines to this file")
 	flag.Parse()
 
@@ -658,6 +669,7 @@ func main() {
 	r := newRun(*transport, *n, *readyOn == "event")
 	r.keepSent = *latenciesOut != ""
 	r.newestOnly = *view
+	r.compression = *compression
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sem := make(chan struct{}, max(1, *dialConcurrency))
@@ -697,14 +709,14 @@ func main() {
 			SendInitialEvents: proto.Bool(false), ResourceVersionMatch: "NotOlderThan",
 		}}
 		if *view {
-			var raws []json.RawMessage
+			var raws [][]byte // base64 strings in JSON
 			if err := json.Unmarshal([]byte(*viewRequests), &raws); err != nil || len(raws) == 0 {
 				die("--view over grpc needs --view-requests, a non-empty JSON array (%v)", err)
 			}
 			method, reqs = watchView, reqs[:0]
 			for _, raw := range raws {
 				req := &kgv1.WatchViewRequest{}
-				if err := protojson.Unmarshal(raw, req); err != nil {
+				if err := proto.Unmarshal(raw, req); err != nil {
 					die("--view-requests: %v", err)
 				}
 				reqs = append(reqs, req)
