@@ -217,4 +217,9 @@ def server_options(settings: Settings) -> dict[str, Any]:
         header_timeout=settings.http_header_timeout_seconds,
         max_connections=max_connections(settings.http_max_connections),
     )
-    return {"http": guards.protocol(), "timeout_keep_alive": settings.http_idle_timeout_seconds}
+    return {
+        "http": guards.protocol(),
+        "timeout_keep_alive": settings.http_idle_timeout_seconds,
+        # permessage-deflate when the client offers it (--no-ws-compression: never)
+        "ws_per_message_deflate": settings.ws_compression,
+    }

@@ -92,6 +92,7 @@ class Settings:
     http_header_timeout_seconds: float = 10.0
     http_idle_timeout_seconds: float = 5.0
     http_max_connections: str = "auto"
+    ws_compression: bool = True
     metrics_access: str = "rbac"
     log_level: str = "info"
     log_format: str = "auto"
@@ -271,6 +272,9 @@ _HELP: dict[str, str] = {
     "http_max_connections": "HTTP and WebSocket connections open at once; one more is "
     "answered 503 with Retry-After and closed at once (open ones are served as before): a "
     "number, or auto (half the process's open-file limit, RLIMIT_NOFILE, at most 16384)",
+    "ws_compression": "accept WebSocket per-message compression (permessage-deflate) when a "
+    "client offers it, as browsers do; it costs the gateway CPU per frame and connection "
+    "(--no-ws-compression: never)",
     "metrics_access": "who may read /metrics: 'rbac' serves it to callers whose bearer "
     "token the default cluster allows get on the non-resource URL /metrics (Prometheus' "
     "usual RBAC), 'anyone' to every caller (its metrics name every cluster and served "

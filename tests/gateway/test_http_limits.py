@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 import httpx
 import orjson
+import pytest
 
 from gateway.httpserver import AUTO_CEILING, default_max_connections
 from kube_gateway_demo import DemoUpstream
@@ -245,6 +246,25 @@ async def test_streams_and_websockets_outlive_the_idle_and_head_timeouts(
             assert name == "next", payload
             assert payload["data"]["watchPods"]["object"]["metadata"]["name"] == f"{label}-a"
             event = await ws.next(op)
+            assert event["data"]["watchPods"]["object"]["metadata"]["name"] == f"{label}-a"
+
+
+@pytest.mark.parametrize("compression", [True, False])
+async def test_websocket_compression_is_accepted_unless_turned_off(
+    demo: DemoUpstream, compression: bool
+) -> None:
+    """A client that offers permessage-deflate (as browsers do) gets it by default and not
+    with ``--no-ws-compression``; either way its subscription is served."""
+    async with serve_gateway(demo, ws_compression=compression) as gateway:
+        label = unique("deflate")
+        async with ws_client(gateway) as ws:
+            offered = ws.ws.request.headers.get("Sec-WebSocket-Extensions") or ""
+            assert "permessage-deflate" in offered  # the client's default offer
+            accepted = ws.ws.response.headers.get("Sec-WebSocket-Extensions") or ""
+            assert ("permessage-deflate" in accepted) is compression, accepted
+            op = await ws.subscribe(WATCH, {"ns": NAMESPACE, "labels": f"suite={label}"})
+            await demo.store.create("pods", _pod(f"{label}-a", label), namespace=NAMESPACE)
+            event = await ws.next(op, 30)
             assert event["data"]["watchPods"]["object"]["metadata"]["name"] == f"{label}-a"
 
 
