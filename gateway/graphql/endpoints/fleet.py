@@ -75,7 +75,7 @@ from gateway.core import (
     open_fleet_stream,
     select,
 )
-from gateway.graphql.endpoints.fleet_views import merged_view_fields
+from gateway.graphql.endpoints.fleet_views import merged_live_view_fields, merged_view_fields
 from gateway.graphql.endpoints.server import GraphQLApp
 from gateway.graphql.errors import code_of
 from gateway.graphql.resolvers.context import Context
@@ -461,7 +461,8 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
     if "clusters" in query.fields:
         root_fields = {"clusters": query.fields["clusters"], **root_fields}
     # one view of each kind merged across clusters (fleet_views)
-    root_fields.update(merged_view_fields(query, _CLUSTERS_ARG, _MEMBER_ERROR))
+    merged = merged_view_fields(query, _CLUSTERS_ARG, _MEMBER_ERROR)
+    root_fields.update(merged)
     mutation = None
     if base.mutation_type is not None:
         mutation = _fleet_mutation(base.mutation_type, member_fields)
@@ -472,6 +473,8 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
             for name, f in base.subscription_type.fields.items()
             if name.startswith("watch")
         }
+        # each merged view, live (fleet_views)
+        watches.update(merged_live_view_fields(base.subscription_type, merged))
         if watches:
             subscription = GraphQLObjectType("Subscription", watches)
     return GraphQLSchema(
