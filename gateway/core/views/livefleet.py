@@ -298,6 +298,8 @@ class FleetLiveView:
         self.last: FleetLivePage | None = None
         self._fingerprint: tuple[Any, ...] | None = None
         self._wake = asyncio.Event()
+        #: Set at the first update and at the end.
+        self._settled = asyncio.Event()
         self._fatal: errors.GatewayError | None = None
         self._task: asyncio.Task[None] | None = None
         self._followers: list[asyncio.Task[None]] = []
@@ -335,9 +337,17 @@ class FleetLiveView:
             if part.sub is not None:
                 part.sub.close()
                 part.sub = None
+        self._settled.set()
         current = self._task
         if current is not None and current is not asyncio.current_task():
             current.cancel()
+
+    async def started(self) -> None:
+        """Wait for the first update (or the end of the view, which ends its subscribers
+        with its error)."""
+        while self.last is None and not self.ended:
+            self._settled.clear()
+            await self._settled.wait()
 
     def _changed(self) -> None:
         self._wake.set()
@@ -422,6 +432,9 @@ class FleetLiveView:
     async def _merge(self) -> None:
         parts = tuple(ClusterLive(p.name, p.page, p.error) for p in self.parts)
         pages = [(p.cluster, p.page.page) for p in parts if p.page is not None]
+        if self.last is None and not pages:  # refused (or failed) everywhere: refused
+            first = next(p.error for p in parts if p.error is not None)
+            raise first
         spec = self.spec
         merged = await merge_off_loop(spec.sort, spec.first, pages, self.positions)
         self.owner.stats.merges += 1
@@ -435,6 +448,7 @@ class FleetLiveView:
         self.owner.stats.published += 1
         for sub in list(self.subscribers):
             sub.offer(update)
+        self._settled.set()
 
 
 _OWNERS: weakref.WeakKeyDictionary[Any, FleetLiveViews] = weakref.WeakKeyDictionary()
@@ -524,6 +538,13 @@ class FleetLiveViews:
             self.stats.views += 1
         sub = FleetLiveSubscription(view, _Leases(leases), notify)
         view.join(sub)
+        try:
+            await view.started()
+        except BaseException:
+            sub.close()
+            raise
+        if sub.error is not None:  # ended before its first update: refused
+            raise sub.error
         return sub
 
     async def aclose(self) -> None:
