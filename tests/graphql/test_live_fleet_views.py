@@ -16,15 +16,17 @@ next visible change, after the gateway evaluated the invisible one.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from gateway.core import POD, FleetLiveViews, LiveViews
+from gateway.core import POD, FleetLiveViews, LiveViews, credential_of_token, scope_of
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
@@ -61,6 +63,13 @@ def _pod(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+#: A fleet cursor naming 10,000 clusters; a filter of 20,000 conditions.
+WIDE = base64.urlsafe_b64encode(
+    orjson.dumps(["fleet", "x", {f"c{i}": "x" for i in range(10_000)}])
+).decode()
+HUGE = {"or": [{"field": "metadata.name", "value": str(i)} for i in range(20_000)]}
+
+
 @pytest.fixture
 async def two() -> AsyncIterator[tuple[DemoUpstream, DemoUpstream]]:
     """Cluster b lets alice into namespace ``elsewhere`` only (the default: ``demo``)."""
@@ -76,9 +85,11 @@ async def two() -> AsyncIterator[tuple[DemoUpstream, DemoUpstream]]:
 
 
 @contextlib.asynccontextmanager
-async def fleet_gateway(a: DemoUpstream, b: DemoUpstream, tmp_path: Path) -> AsyncIterator[Any]:
+async def fleet_gateway(
+    a: DemoUpstream, b: DemoUpstream, tmp_path: Path, *more: str
+) -> AsyncIterator[Any]:
     config = kubeconfig(tmp_path / "b.yaml", b.url)
-    flags = ("--shared-identity-clusters", "b", "--access-recheck-seconds", "0.2")
+    flags = ("--shared-identity-clusters", "b", "--access-recheck-seconds", "0.2", *more)
     async with gateway(a, "--cluster", f"b={config}", *flags) as (served, fleet, client):
         await until(fleet, serves("b"))
         yield served, fleet, client
@@ -287,6 +298,8 @@ async def test_bad_input_is_the_fields_bad_user_input(
             ({"sort": BY_NAME, "after": "bm90IGEgY3Vyc29y"}, "`after` is not a cursor"),
             ({"sort": BY_NAME, "after": "A" * 100_000}, "`after` is not a cursor"),
             ({"notify": True, "first": -1}, "`first` is a page size from 0 to 500"),
+            ({"sort": BY_NAME, "after": WIDE}, "`after` is not a cursor"),
+            ({"filter": HUGE}, "the filter is too complex"),
         ]
         for variables, text in cases:
             started = time.monotonic()
@@ -302,3 +315,41 @@ async def test_bad_input_is_the_fields_bad_user_input(
         assert FleetLiveViews.of(fleet).stats.views == 0
         op = await ws.subscribe(LIVE, {"ns": NAMESPACE, "filter": LABEL, "sort": BY_NAME})
         assert (await ws.next(op))["data"]["podsView"]["total"] == 10
+
+
+async def test_each_subscriber_holds_a_lease_in_every_cluster_and_gives_it_back(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    variables = {"ns": NAMESPACE, "filter": LABEL, "sort": BY_NAME}
+    scope = scope_of(credential_of_token(ADMIN))
+    async with fleet_gateway(a, b, tmp_path, "--max-subscriptions-per-identity", "4") as (
+        served,
+        fleet,
+        _client,
+    ):
+        budgets = [fleet.get(n).watches.subscriber_budget for n in ("default", "b")]
+        async with (
+            ws_client(served, path=FLEET) as ws,
+            ws_client(served, path=FLEET, payload={"Authorization": f"Bearer {ALICE}"}) as alice,
+        ):
+            # per cluster: the view's cache (1), the fleet's subscriber of the cluster's
+            # live view (1), and one lease per subscriber of the merged view (2)
+            for _ in range(2):
+                op = await ws.subscribe(LIVE, variables)
+                assert (await ws.next(op))["data"]["podsView"]["total"] == 10
+            assert [budget.by_scope[scope] for budget in budgets] == [4, 4]
+            started = time.monotonic()
+            op = await ws.subscribe(LIVE, variables)
+            refused = await ws.next(op)
+            assert time.monotonic() - started < 5
+            (error,) = refused["errors"]
+            assert error["extensions"]["code"] == "RESOURCE_EXHAUSTED", error
+            assert "too many subscriptions for this identity" in error["message"]
+            assert (await ws.recv())["type"] == "complete"
+            # another identity beside it is served
+            mine = await alice.subscribe(LIVE, variables)
+            assert (await alice.next(mine))["data"]["podsView"]["total"] == 5
+        # the connections gone: the leases are given back (the caches' until they idle)
+        await _until(lambda: all(budget.by_scope[scope] <= 1 for budget in budgets))
+        await _until(lambda: FleetLiveViews.of(fleet).stats.views == 0)
