@@ -20,6 +20,11 @@ included) reshaped for many clusters; it follows that schema as it is rebuilt:
   root): one view merged across the named clusters, globally sorted, one cursor, each
   object tagged with its cluster, each cluster's error its own
   (:mod:`gateway.graphql.endpoints.fleet_views`).
+- ``subscription { podsView(clusters: [String!], ..., interval, notify) }`` (each kind's
+  live view field of ``/graphql``): the merged view kept live, each cluster's error its own
+  part of each update, the subscription going on
+  (:func:`gateway.graphql.endpoints.fleet_views.merged_live_view_fields`,
+  :mod:`gateway.core.views.livefleet`).
 - ``watchX(clusters: [String!], resumeFrom: JSON, ...)`` merges the watch of every named
   cluster (:class:`~gateway.core.fleet.watches.FleetStream`); each event carries its
   ``cluster`` and that cluster's ``resourceVersion``.  ``resumeFrom`` is an object of

@@ -22,6 +22,12 @@ fails is left out of the page: its ``clusters`` entry has its ``error``, and its
 the entry, ``extensions.cluster`` the cluster); the others' items are served.  A mistake of
 the caller's (a bad filter, a bad cursor) is the whole field's ``BAD_USER_INPUT``.  Each
 node's relations are loaded from its own cluster (:meth:`FleetContext.at`).
+
+Each merged view field is a subscription too (:func:`merged_live_view_fields`): the same
+arguments plus ``interval`` and ``notify``, the same answer, kept live by the core's live
+fleet view (:mod:`gateway.core.views.livefleet`: each cluster's own live view, merged once
+for every subscriber of the same merged view); each update is rendered as the query's
+answer, each cluster's part by that cluster's own live view field resolver.
 """
 
 from __future__ import annotations
