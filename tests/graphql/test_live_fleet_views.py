@@ -247,9 +247,23 @@ async def test_a_cluster_that_refuses_is_its_own_error_and_the_other_stays_live(
         assert back["total"] == 11
         assert [t.split(":")[0] for t in _tags(back)].count("b") == 5
 
+        # the default cluster revokes her (rechecked every 0.2 s): its part becomes its
+        # FORBIDDEN, nothing of it shown, and b stays live
+        a.app.tokens[ALICE] = TokenGrant("alice", frozenset({OTHER}))
+        while True:
+            gone = (await alice.next(mine, timeout=30))["data"]["podsView"]
+            if gone["clusters"][0]["error"] is not None:
+                break
+            assert time.monotonic() < deadline + 30
+        assert gone["clusters"][0]["error"] == {"code": "FORBIDDEN"}
+        assert {t.split(":")[0] for t in _tags(gone)} == {"b"} and gone["total"] == 5
+        await b.store.create(POD, _pod("p-01a", NAMESPACE))
+        update = (await alice.next(mine))["data"]["podsView"]
+        assert f"b:{NAMESPACE}/p-01a" in _tags(update) and update["total"] == 6
+
         # the admin's merged view of the same was served all along, b included
         theirs = await admin.subscribe(LIVE, variables)
-        assert (await admin.next(theirs))["data"]["podsView"]["total"] == 11
+        assert (await admin.next(theirs))["data"]["podsView"]["total"] == 12
 
 
 async def test_alice_sees_only_her_namespace_in_both_clusters(
