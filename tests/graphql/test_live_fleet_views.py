@@ -367,3 +367,51 @@ async def test_each_subscriber_holds_a_lease_in_every_cluster_and_gives_it_back(
         # the connections gone: the leases are given back (the caches' until they idle)
         await _until(lambda: all(budget.by_scope[scope] <= 1 for budget in budgets))
         await _until(lambda: FleetLiveViews.of(fleet).stats.views == 0)
+
+
+_INBOX: dict[tuple[int, str], list[dict[str, Any]]] = {}
+
+
+async def _next(ws: Any, op: str) -> dict[str, Any]:
+    """The next payload of ``op`` on a connection several operations share (the others'
+    kept for them)."""
+    box = _INBOX.setdefault((id(ws), op), [])
+    while not box:
+        message = await ws.recv()
+        assert message["type"] == "next", message
+        _INBOX.setdefault((id(ws), message["id"]), []).append(message["payload"])
+    return box.pop(0)
+
+
+async def test_subscribers_of_two_merged_views_cost_two_merges_per_batch(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    _INBOX.clear()
+    async with (
+        fleet_gateway(a, b, tmp_path) as (served, fleet, _client),
+        contextlib.AsyncExitStack() as stack,
+    ):
+        clients = [await stack.enter_async_context(ws_client(served, path=FLEET)) for _ in range(4)]
+        ops = []
+        for i in range(20):  # 20 subscribers, 10 of each of 2 merged views
+            ws = clients[i % 4]
+            first = 5 + i % 2
+            variables = {"ns": NAMESPACE, "filter": LABEL, "sort": BY_NAME, "first": first}
+            ops.append((ws, await ws.subscribe(LIVE, variables), first))
+        for ws, op, first in ops:
+            assert len((await _next(ws, op))["data"]["podsView"]["edges"]) == first
+        shared = FleetLiveViews.of(fleet)
+        live_a, live_b = _live_of(fleet, "default"), _live_of(fleet, "b")
+        assert shared.stats.views == 2 and shared.stats.subscribers == 20
+        assert len(live_a.live) == 2 and len(live_b.live) == 2  # one per merged view
+        merges, in_a, in_b = shared.stats.merges, live_a.stats.evaluations, live_b.stats.evaluations
+        await a.store.create(POD, _pod("p-00a", NAMESPACE))  # one change: one batch
+        for ws, op, _ in ops:
+            update = (await _next(ws, op))["data"]["podsView"]
+            assert _tags(update)[1] == f"default:{NAMESPACE}/p-00a"
+        # one evaluation per cluster's live view, one merge per merged view, for all 20
+        assert live_a.stats.evaluations - in_a == 2
+        assert live_b.stats.evaluations - in_b == 0
+        assert shared.stats.merges - merges == 2
+        assert shared.stats.published >= 4
