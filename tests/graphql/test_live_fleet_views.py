@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -25,12 +26,14 @@ from typing import Any
 
 import orjson
 import pytest
+from websockets.asyncio.client import connect
 
 from gateway.core import POD, FleetLiveViews, LiveViews, credential_of_token, scope_of
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import DEFAULT_TOKENS, TokenGrant
 from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
-from tests.support.graphql import ADMIN, NAMESPACE, data, gql, ws_client
+from tests.support.graphql import ADMIN, NAMESPACE, TransportWS, data, gql, ws_client
+from tests.support.serve_process import serve_process_async
 
 FLEET = "/fleet/graphql"
 ALICE = "alice-token"
@@ -415,3 +418,35 @@ async def test_subscribers_of_two_merged_views_cost_two_merges_per_batch(
         assert live_b.stats.evaluations - in_b == 0
         assert shared.stats.merges - merges == 2
         assert shared.stats.published >= 4
+
+
+async def test_a_drain_ends_a_live_fleet_view_with_the_drains_completion(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    a, b = two
+    config = kubeconfig(tmp_path / "b.yaml", b.url)
+    flags = ("--server", a.url, "--cluster", f"b={config}", "--shared-identity-clusters", "b")
+    async with serve_process_async(
+        tmp_path, *flags, "--drain-seconds", "120", "--log-level", "info"
+    ) as served:
+        await asyncio.to_thread(served.wait_for_line, "cluster b: served")
+        async with connect(
+            served.http.replace("http", "ws") + FLEET,
+            subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        ) as socket:
+            ws = TransportWS(socket)
+            await ws.send(
+                {"type": "connection_init", "payload": {"Authorization": f"Bearer {ADMIN}"}}
+            )
+            assert (await ws.recv(60))["type"] == "connection_ack"
+            op = await ws.subscribe(LIVE, {"ns": NAMESPACE, "filter": LABEL, "sort": BY_NAME})
+            first = (await ws.next(op, 60))["data"]["podsView"]
+            assert first["total"] == 10
+            served.proc.send_signal(signal.SIGTERM)
+            completion = await ws.next(op, 60)
+            # resumable by subscribing again (a merged view has no one version)
+            assert completion == {
+                "data": None,
+                "extensions": {"reason": "DRAINING", "resumeFrom": None},
+            }
+            assert await ws.recv(60) == {"id": op, "type": "complete"}

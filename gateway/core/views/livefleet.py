@@ -18,7 +18,9 @@ the caller's own token), fails, or whose live view ends (a revoked right, its ca
 upstream) is shown with its error in the next update and the stream goes on with the
 others; its part subscribes again every ``retry`` seconds (that cluster's
 ``--access-recheck-seconds``) and is back in the update after the one that finds it
-answering.  A drain ends the whole live fleet view (``Draining``).
+answering.  A cluster whose live views close (it is removed from the gateway) is its
+``Draining`` error for good; a drain of the gateway (every cluster's) ends the whole live
+fleet view with it.
 
 Each subscriber (:class:`FleetLiveSubscription`) holds one lease of the subscriber budget of
 every named cluster the gateway serves (as if it subscribed to each cluster's live view)
@@ -248,7 +250,7 @@ class FleetMember:
 
 
 class _Part:
-    __slots__ = ("error", "live", "name", "page", "settled", "spec", "sub")
+    __slots__ = ("drained", "error", "live", "name", "page", "settled", "spec", "sub")
 
     def __init__(self, member: FleetMember, spec: ViewSpec) -> None:
         self.name = member.name
@@ -258,6 +260,8 @@ class _Part:
         self.page: LivePage | None = None
         self.sub: LiveSubscription | None = None
         self.settled = member.live is None  # a page or an error seen
+        #: Its cluster's live views closed (the cluster removed, the gateway draining).
+        self.drained = False
 
     def failed(self, error: errors.GatewayError) -> None:
         error = copy.copy(error)  # one cluster's subscribers may share it: tag a copy
@@ -372,8 +376,7 @@ class FleetLiveView:
                     every_change=self.every_change,
                 )
             except errors.Draining as exc:
-                self._fatal = exc
-                self._changed()
+                self._drained(part, exc)
                 return
             except errors.GatewayError as exc:
                 part.failed(exc)
@@ -386,8 +389,9 @@ class FleetLiveView:
                     self._changed()
                 part.failed(errors.Unavailable("the cluster's live view ended"))
             except errors.Draining as exc:
-                self._fatal = exc
-                self._changed()
+                sub.close()
+                part.sub = None
+                self._drained(part, exc)
                 return
             except errors.GatewayError as exc:
                 part.failed(exc)
@@ -395,6 +399,15 @@ class FleetLiveView:
                 sub.close()
                 part.sub = None
             self._changed()
+
+    def _drained(self, part: _Part, error: errors.Draining) -> None:
+        """``part``'s cluster is going (its live views closed): its error, for good; the
+        whole view ends once every cluster's is (the gateway drains)."""
+        part.failed(error)
+        part.drained = True
+        if all(p.drained for p in self.parts if p.live is not None):
+            self._fatal = error
+        self._changed()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
