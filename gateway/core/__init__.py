@@ -110,6 +110,13 @@ from gateway.core.views.evaluate import Count as ViewCount
 from gateway.core.views.evaluate import Page as ViewPage
 from gateway.core.views.kinds import kind_model
 from gateway.core.views.live import LivePage, LiveSubscription, LiveViews, interval_of
+from gateway.core.views.livefleet import (
+    ClusterLive,
+    FleetLivePage,
+    FleetLiveSubscription,
+    FleetLiveViews,
+    FleetMember,
+)
 from gateway.core.views.merge import MergedPage, decode_fleet_cursor
 from gateway.core.views.merge import merge_off_loop as merge_views
 from gateway.core.views.spec import MAX_COUNT_GROUPS, ViewSpec, resolve_path, view_spec
@@ -145,6 +152,7 @@ __all__ = [
     "Catalog",
     "CatalogHolder",
     "Cluster",
+    "ClusterLive",
     "ConfigError",
     "Credential",
     "DeleteOptions",
@@ -153,6 +161,10 @@ __all__ = [
     "Fallback",
     "Fleet",
     "FleetEvent",
+    "FleetLivePage",
+    "FleetLiveSubscription",
+    "FleetLiveViews",
+    "FleetMember",
     "FleetStream",
     "FleetStreams",
     "GatewayError",

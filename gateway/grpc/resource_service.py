@@ -50,9 +50,13 @@ from gateway.core import (
     Action,
     CatalogHolder,
     Cluster,
+    ClusterLive,
     Credential,
     Drain,
     FleetEvent,
+    FleetLivePage,
+    FleetLiveViews,
+    FleetMember,
     FleetStreams,
     HubEvent,
     KubeAdapter,
@@ -584,6 +588,10 @@ class ResourceServiceServicer(ServicerBase):
         view = request.view
         if len(view.count_by) > MAX_COUNT_GROUPS:
             raise errors.InvalidView(f"`count_by` has more than {MAX_COUNT_GROUPS} fields")
+        if view.clusters:
+            async for data in self._fleet_live_view(request, credential):
+                yield data
+            return
         if self.views is None:
             raise errors.Unavailable("views are not served by this endpoint")
         live = LiveViews.of(self.views)
@@ -641,6 +649,135 @@ class ResourceServiceServicer(ServicerBase):
         except errors.Draining:
             # resumable from the last page this caller read, as a Watch is
             raise errors.Draining(resource_version=sub.resume) from None
+        finally:
+            self.opened.release(end)
+            sub.close()
+
+    async def _fleet_live_view(
+        self, request: Any, credential: Credential
+    ) -> AsyncGenerator[bytes, None]:
+        """A live view merged across ``view.clusters`` (:mod:`gateway.core.views.livefleet`:
+        one live fleet view per merged view for all its subscribers, GraphQL's and gRPC's,
+        each cluster's own live view shared further).  Each update is the ``ResourceView``
+        ``View`` answers with ``clusters`` (a cluster that refuses or fails is its own
+        ``ClusterView.error``, the call goes on), sent when it differs, short of the
+        clusters' ``resource_version``, from the one this caller was sent last."""
+        assert self.fleet is not None  # admitted: a fleet call needs a fleet
+        view = request.view
+        fleet = self.fleet.fleet
+        # the view read by the catalog of the cluster the call is addressed to, as
+        # /fleet/graphql reads it by the default cluster's schema
+        r = self.catalog.current.resource(view.group, view.version, view.resource)
+        spec, groups = await _view_spec(self.catalog, r, view, after=None)
+        positions = decode_fleet_cursor(spec.sort, view.after) if view.after else {}
+        selection = await select(fleet, self.fleet.visibility.view(credential), view.clusters)
+        unserved = frozenset(selection.missing)
+        members: list[FleetMember] = []
+        for name in selection.names:
+            if name in unserved:
+                members.append(FleetMember(name, None, selection.refusal(name)))
+                continue
+            try:
+                cluster = fleet.get(name)
+                self._member("list", view, cluster)  # its own catalog serves the kind
+                if cluster.views is None:
+                    raise errors.Unavailable("views are not served by this cluster")
+                members.append(FleetMember(name, LiveViews.of(cluster.views)))
+            except errors.GatewayError as exc:
+                exc.cluster = name
+                members.append(FleetMember(name, None, exc))
+        default = next((m.live.interval for m in members if m.live is not None), 0.25)
+        interval = interval_of(
+            request.interval_ms if request.HasField("interval_ms") else None, default
+        )
+        notify = request.notify
+        sub = await FleetLiveViews.of(fleet).subscribe(
+            spec,
+            members,
+            positions,
+            credential,
+            interval=interval,
+            notify=notify,
+            every_change=bool(groups),
+        )
+        mask, rep = self._mask(view), view.representation
+        paths = tuple(view.read_mask.paths) if mask is not None else None
+        key = ("WatchView", paths, rep == STRUCT, tuple(view.count_by), notify)
+
+        async def encode(update: FleetLivePage) -> tuple[bytes, bytes]:
+            merged = update.merged
+            counted: list[tuple[ClusterLive, list[Any]]] = []
+            for part in update.parts:
+                if part.page is None:
+                    continue
+                live_views = fleet.get(part.cluster).views
+                assert live_views is not None
+                counts = await _counts_of(
+                    live_views,
+                    part.page.spec,
+                    part.page.page,
+                    credential,
+                    count_by=view.count_by,
+                    groups=groups,
+                )
+                counted.append((part, counts))
+            head = resource_pb2.ResourceView(
+                page_info=resource_pb2.ViewPageInfo(
+                    has_next_page=merged.has_next,
+                    has_previous_page=merged.has_previous,
+                    start_cursor=merged.start_cursor or "",
+                    end_cursor=merged.end_cursor or "",
+                ),
+                total=merged.total,
+                counts=_summed([c for _, c in counted], view.count_by) if groups else [],
+            )
+            versions = resource_pb2.ResourceView()
+            by_name = {part.cluster: counts for part, counts in counted}
+            for part in update.parts:
+                if part.page is not None:
+                    page = part.page.page
+                    head.clusters.add(
+                        cluster=part.cluster, total=page.total, counts=by_name[part.cluster]
+                    )
+                    versions.clusters.add(resource_version=page.resource_version)
+                else:
+                    assert part.error is not None
+                    error = resource_pb2.ClusterStatus.FromString(_status_bytes(part.error))
+                    head.clusters.add(cluster=part.cluster, error=error)
+                    versions.clusters.add()
+            parts = [head.SerializeToString()]
+            if not notify:
+                tags: dict[str, bytes] = {}
+                for item in merged.items:
+                    tag = tags.get(item.cluster)
+                    if tag is None:
+                        tag = length_prefixed(_EDGE_CLUSTER, item.cluster.encode())
+                        tags[item.cluster] = tag
+                    parts.append(_edge(item.cursor, item.obj, mask, rep, tag))
+            shown = b"".join(parts)
+            # each cluster's version (it moves with every change anywhere in the cluster)
+            # written apart: what is shown is the message short of them
+            with_versions = head.__class__()
+            with_versions.CopyFrom(head)
+            for entry, version in zip(with_versions.clusters, versions.clusters, strict=True):
+                entry.resource_version = version.resource_version
+            data = with_versions.SerializeToString() + shown[len(parts[0]) :]
+            return shown, data
+
+        def encoded(update: FleetLivePage) -> asyncio.Future[tuple[bytes, bytes]]:
+            return asyncio.ensure_future(encode(update))
+
+        end = sub.fail
+        try:
+            self.opened.hold(end)
+            while True:
+                update = await sub.next()
+                if update is None:
+                    return
+                shown, data = await asyncio.shield(update.encoded(key, encoded))
+                if not notify and sub.unchanged(shown):
+                    continue  # nothing this caller is sent changed
+                yield data
         finally:
             self.opened.release(end)
             sub.close()
@@ -918,19 +1055,9 @@ def _view_sort(keys: Sequence[Any]) -> list[dict[str, str]] | None:
 
 
 def _watched_view(request: Any) -> Any:
-    """The view a ``WatchViewRequest`` keeps live (refused across clusters).
-
-    Raises:
-        InvalidParameter: ``view.clusters`` is set: a live view is one cluster's.
-    """
-    view = request.view
-    if view.clusters:
-        raise invalid(
-            "view.clusters",
-            "a live view is one cluster's: leave view.clusters empty and name the cluster "
-            "with the x-kube-cluster metadata (View merges a view across clusters)",
-        )
-    return view
+    """The view a ``WatchViewRequest`` keeps live (with ``view.clusters``: merged across
+    them, :meth:`ResourceServiceServicer._fleet_live_view`)."""
+    return request.view
 
 
 def _fleet_call(request: Any) -> bool:

@@ -86,7 +86,7 @@ ANSWERS: dict[str, Callable[[dict[str, Any]], bool]] = {
         and "status.phase" in a["counts"][0].values()  # group_by (grpcurl: proto names)
     ),
     # docs/views.md: one view merged across both demo clusters, each item tagged
-    "namespacesView": lambda a: (
+    '"query":"{ namespacesView': lambda a: (
         [c["cluster"] for c in a["data"]["namespacesView"]["clusters"]] == ["default", "demo-2"]
         and a["data"]["namespacesView"]["total"]
         == sum(c["total"] for c in a["data"]["namespacesView"]["clusters"])
@@ -347,7 +347,7 @@ def test_the_examples_are_found() -> None:
     assert sum(e.text.lstrip().startswith("grpcurl") for e in sh) >= 2
     assert any(e.text.startswith("AUTH=") and "grpcurl" in e.text for e in sh)
     assert any("base64 -w0" in e.text for e in sh)
-    assert sum(bool(STREAMS.search(e.text.splitlines()[-1])) for e in sh) == 2
+    assert sum(bool(STREAMS.search(e.text.splitlines()[-1])) for e in sh) == 3
     fails = [FAILS.search(e.text.splitlines()[-1]) for e in sh if "# fails:" in e.text]
     assert [m.group(1) if m else None for m in fails] == [
         "Authorization: Bearer <token>",

@@ -15,7 +15,7 @@ import httpx
 
 from tests.e2e import test_fleet_e2e as fleet_e2e
 from tests.e2e.apiserver import KubeAPIServer
-from tests.support.graphql import gql
+from tests.support.graphql import gql, ws_client
 
 __all__ = ["second_apiserver"]  # fixtures
 
@@ -147,3 +147,85 @@ async def _check(a: KubeAPIServer, b: KubeAPIServer) -> None:
         (error,) = body["errors"]
         assert (error["extensions"]["code"], error["extensions"]["cluster"]) == ("FORBIDDEN", "b")
         assert error["path"] == ["podsView", "clusters", 1, "total"]
+
+
+LIVE = """subscription {
+  leasesView(namespace: "team-a", first: 4, filter: {field: "metadata.name", op: PREFIX,
+             value: "livefleet-"}, sort: [{field: "spec.holderIdentity", order: DESC}]) {
+    total
+    edges { cluster node { metadata { name } spec { holderIdentity } } }
+    clusters { cluster total error { code } }
+  }
+}"""
+
+LIVE_PODS = """subscription {
+  podsView(namespace: "team-a", sort: [{field: "metadata.name"}], first: 500) {
+    total edges { cluster node { metadata { name } } } clusters { cluster error { code } }
+  }
+}"""
+
+
+def _holders(view: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [
+        (e["node"]["spec"]["holderIdentity"], e["node"]["metadata"]["name"], e["cluster"])
+        for e in view["edges"]
+    ]
+
+
+async def test_a_live_fleet_view_over_two_apiservers_follows_both_and_is_partial_on_refusal(
+    kube_apiserver: KubeAPIServer, second_apiserver: KubeAPIServer
+) -> None:
+    a, b = kube_apiserver, second_apiserver
+    _make(a, [(f"livefleet-{i}", f"holder-{i * 2}") for i in range(3)])
+    _make(b, [(f"livefleet-{i}", f"holder-{i * 2 + 1}") for i in range(3)])
+    alice = a.tokens["alice"]
+    try:
+        async with (
+            fleet_e2e._both(a, b) as (gateway, _client),
+            ws_client(gateway, path=FLEET, payload={"Authorization": f"Bearer {alice}"}) as ws,
+        ):
+            # leases: alice may read team-a's in both clusters; one global order
+            op = await ws.subscribe(LIVE)
+            first = (await ws.next(op, timeout=60))["data"]["leasesView"]
+            assert _holders(first) == [
+                ("holder-5", "livefleet-2", "b"),
+                ("holder-4", "livefleet-2", "default"),
+                ("holder-3", "livefleet-1", "b"),
+                ("holder-2", "livefleet-1", "default"),
+            ]
+            assert first["total"] == 6
+            # a visible change in b: its lease moves to the top
+            async with httpx.AsyncClient(
+                base_url=b.url, verify=b.ssl_context(), headers=b.headers("admin")
+            ) as admin:
+                patched = await admin.patch(
+                    f"{LEASE_PATH}/livefleet-0",
+                    json={"spec": {"holderIdentity": "holder-9"}},
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+                assert patched.status_code == 200, patched.text
+            update = (await ws.next(op, timeout=60))["data"]["leasesView"]
+            assert _holders(update)[0] == ("holder-9", "livefleet-0", "b")
+            assert update["total"] == 6
+
+            # pods: the default cluster's, b's refusal its own, the default still live
+            pods = await ws.subscribe(LIVE_PODS)
+            body = await ws.next(pods, timeout=60)
+            view = body["data"]["podsView"]
+            assert {e["cluster"] for e in view["edges"]} <= {"default"}
+            assert view["clusters"][1] == {"cluster": "b", "error": {"code": "FORBIDDEN"}}
+            _pods(a, 1)  # merged-pod-0, cleaned by _clean
+            while True:
+                view = (await ws.next(pods, timeout=60))["data"]["podsView"]
+                names = [e["node"]["metadata"]["name"] for e in view["edges"]]
+                if "merged-pod-0" in names:
+                    break
+            assert view["clusters"][1]["error"] == {"code": "FORBIDDEN"}
+    finally:
+        for server in (a, b):
+            with httpx.Client(
+                base_url=server.url, verify=server.ssl_context(), headers=server.headers("admin")
+            ) as admin:
+                for i in range(3):
+                    admin.delete(f"{LEASE_PATH}/livefleet-{i}")
+            _clean(server)

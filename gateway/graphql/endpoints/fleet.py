@@ -20,6 +20,11 @@ included) reshaped for many clusters; it follows that schema as it is rebuilt:
   root): one view merged across the named clusters, globally sorted, one cursor, each
   object tagged with its cluster, each cluster's error its own
   (:mod:`gateway.graphql.endpoints.fleet_views`).
+- ``subscription { podsView(clusters: [String!], ..., interval, notify) }`` (each kind's
+  live view field of ``/graphql``): the merged view kept live, each cluster's error its own
+  part of each update, the subscription going on
+  (:func:`gateway.graphql.endpoints.fleet_views.merged_live_view_fields`,
+  :mod:`gateway.core.views.livefleet`).
 - ``watchX(clusters: [String!], resumeFrom: JSON, ...)`` merges the watch of every named
   cluster (:class:`~gateway.core.fleet.watches.FleetStream`); each event carries its
   ``cluster`` and that cluster's ``resourceVersion``.  ``resumeFrom`` is an object of
@@ -75,7 +80,7 @@ from gateway.core import (
     open_fleet_stream,
     select,
 )
-from gateway.graphql.endpoints.fleet_views import merged_view_fields
+from gateway.graphql.endpoints.fleet_views import merged_live_view_fields, merged_view_fields
 from gateway.graphql.endpoints.server import GraphQLApp
 from gateway.graphql.errors import code_of
 from gateway.graphql.resolvers.context import Context
@@ -461,7 +466,8 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
     if "clusters" in query.fields:
         root_fields = {"clusters": query.fields["clusters"], **root_fields}
     # one view of each kind merged across clusters (fleet_views)
-    root_fields.update(merged_view_fields(query, _CLUSTERS_ARG, _MEMBER_ERROR))
+    merged = merged_view_fields(query, _CLUSTERS_ARG, _MEMBER_ERROR)
+    root_fields.update(merged)
     mutation = None
     if base.mutation_type is not None:
         mutation = _fleet_mutation(base.mutation_type, member_fields)
@@ -472,6 +478,8 @@ def fleet_schema(base: GraphQLSchema) -> GraphQLSchema:
             for name, f in base.subscription_type.fields.items()
             if name.startswith("watch")
         }
+        # each merged view, live (fleet_views)
+        watches.update(merged_live_view_fields(base.subscription_type, merged))
         if watches:
             subscription = GraphQLObjectType("Subscription", watches)
     return GraphQLSchema(

@@ -22,13 +22,19 @@ fails is left out of the page: its ``clusters`` entry has its ``error``, and its
 the entry, ``extensions.cluster`` the cluster); the others' items are served.  A mistake of
 the caller's (a bad filter, a bad cursor) is the whole field's ``BAD_USER_INPUT``.  Each
 node's relations are loaded from its own cluster (:meth:`FleetContext.at`).
+
+Each merged view field is a subscription too (:func:`merged_live_view_fields`): the same
+arguments plus ``interval`` and ``notify``, the same answer, kept live by the core's live
+fleet view (:mod:`gateway.core.views.livefleet`: each cluster's own live view, merged once
+for every subscriber of the same merged view); each update is rendered as the query's
+answer, each cluster's part by that cluster's own live view field resolver.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graphql import (
@@ -46,14 +52,21 @@ from graphql import (
 )
 
 from gateway.core import (
+    FleetLivePage,
+    FleetLiveSubscription,
+    FleetLiveViews,
+    FleetMember,
+    LiveViews,
     MergedPage,
     ViewCount,
     ViewSpec,
     decode_fleet_cursor,
     errors,
+    interval_of,
     merge_views,
 )
 from gateway.graphql.errors import code_of
+from gateway.graphql.resolvers.views import SpecOf, live_view_spec, selects
 
 Info = GraphQLResolveInfo[Any]
 
@@ -262,22 +275,7 @@ def _merged_field(  # noqa: PLR0917 (the parts of one field, each named once)
             if after is not None:
                 decode_fleet_cursor(spec.sort, after)  # of this view's sort, or refused
             page = await merge_views(spec.sort, spec.first, answered, positions)
-        ctx.merged.update(
-            ((info.path.key, key, j), item.cluster)
-            for j, item in enumerate(page.items)
-            for key in ("edges", "nodes")
-        )
-        return MergedAnswer(
-            page,
-            parts,
-            spec,
-            {
-                "has_next_page": page.has_next,
-                "has_previous_page": page.has_previous,
-                "start_cursor": page.start_cursor,
-                "end_cursor": page.end_cursor,
-            },
-        )
+        return _answer(ctx, info, page, parts, spec)
 
     return GraphQLField(
         fleet_view,
@@ -286,6 +284,27 @@ def _merged_field(  # noqa: PLR0917 (the parts of one field, each named once)
         description=f"{base.description} Merged across the named clusters: one order (the "
         "cluster name breaks the last ties), one cursor, each object tagged with its "
         "cluster; a cluster that fails is left out, its error its own.",
+    )
+
+
+def _answer(
+    ctx: Any, info: Info, page: MergedPage, parts: list[ClusterPart], spec: ViewSpec | None
+) -> MergedAnswer:
+    ctx.merged.update(
+        ((info.path.key, key, j), item.cluster)
+        for j, item in enumerate(page.items)
+        for key in ("edges", "nodes")
+    )
+    return MergedAnswer(
+        page,
+        parts,
+        spec,
+        {
+            "has_next_page": page.has_next,
+            "has_previous_page": page.has_previous,
+            "start_cursor": page.start_cursor,
+            "end_cursor": page.end_cursor,
+        },
     )
 
 
@@ -300,3 +319,95 @@ async def _total_counts(answer: MergedAnswer, info: Info, groupBy: str) -> list[
     out = [ViewCount(v, n) for v, n in total.items()]
     out.sort(key=lambda c: (-c.count, c.value is None, c.value or ""))
     return out
+
+
+# -- live fleet views ----------------------------------------------------------------------
+
+
+def merged_live_view_fields(
+    subscription: GraphQLObjectType, merged: dict[str, GraphQLField]
+) -> dict[str, GraphQLField]:
+    """The live form of each merged view field (``subscription { podsView(clusters...) }``):
+    the merged view's page at once, then again whenever what it shows changes
+    (:mod:`gateway.core.views.livefleet`), for each live view field of ``subscription`` (a
+    cluster's subscription type) whose merged query field is in ``merged``."""
+    out: dict[str, GraphQLField] = {}
+    for name, base in subscription.fields.items():
+        spec_of = live_view_spec(base.subscribe)
+        query = merged.get(name)
+        if spec_of is None or query is None or base.resolve is None:
+            continue
+        out[name] = _live_merged_field(base, query, spec_of)
+    return out
+
+
+def _live_merged_field(base: GraphQLField, query: GraphQLField, spec_of: SpecOf) -> GraphQLField:
+    resolve_base = base.resolve
+    assert resolve_base is not None
+    args = dict(query.args)
+    args["interval"] = base.args["interval"]
+    args["notify"] = base.args["notify"]
+
+    async def subscribe(root: Any, info: Info, **raw: Any) -> FleetLiveSubscription:
+        ctx = info.context
+        clusters = raw.pop("clusters", None)
+        after = raw.pop("after", None)
+        spec = spec_of(raw)  # the caller's mistakes: the whole field's BAD_USER_INPUT
+        positions = decode_fleet_cursor(spec.sort, after) if after is not None else {}
+        selection = await ctx.select(clusters)
+        unserved = frozenset(selection.missing)
+        members: list[FleetMember] = []
+        for name in selection.names:
+            if name in unserved:
+                members.append(FleetMember(name, None, selection.refusal(name)))
+                continue
+            try:
+                views = ctx.fleet.get(name).views
+                if views is None:
+                    raise errors.Unavailable("views are not served by this cluster")
+                members.append(FleetMember(name, LiveViews.of(views)))
+            except errors.GatewayError as exc:  # removed since it was selected
+                exc.cluster = name
+                members.append(FleetMember(name, None, exc))
+        default = next((m.live.interval for m in members if m.live is not None), 0.25)
+        with ctx.adapter.metrics.operation("graphql", "LiveView", spec.resource.key):
+            return await FleetLiveViews.of(ctx.fleet).subscribe(
+                spec,
+                members,
+                positions,
+                ctx.credential,
+                interval=interval_of(raw.get("interval"), default),
+                notify=bool(raw.get("notify")),
+                every_change=selects(info, "counts"),
+            )
+
+    def resolve(root: FleetLivePage, info: Info, **raw: Any) -> MergedAnswer:
+        ctx = info.context
+        notify = bool(raw.get("notify"))
+        parts: list[ClusterPart] = []
+        for part in root.parts:
+            if part.page is None:
+                parts.append(ClusterPart(part.cluster, error=part.error))
+                continue
+            try:
+                member_ctx = ctx.member(part.cluster)
+            except errors.GatewayError as exc:  # removed since
+                exc.cluster = part.cluster
+                parts.append(ClusterPart(part.cluster, error=exc))
+                continue
+            answer = resolve_base(part.page, info._replace(context=member_ctx), notify=notify)
+            parts.append(ClusterPart(part.cluster, answer=answer))
+        page = root.merged
+        if notify:  # only that the page changed: the client refetches the query
+            page = replace(page, items=[])
+        return _answer(ctx, info, page, parts, root.spec)
+
+    return GraphQLField(
+        query.type,
+        args=args,
+        subscribe=subscribe,
+        resolve=resolve,
+        description=f"{base.description} Merged across the named clusters as the query of "
+        "the same name is; a cluster that refuses or fails is shown with its error and the "
+        "others stay live (it comes back when it answers again).",
+    )

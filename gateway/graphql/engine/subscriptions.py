@@ -45,6 +45,8 @@ from gateway.core import (
     JSON,
     Digest,
     FleetEvent,
+    FleetLivePage,
+    FleetLiveSubscription,
     FleetStream,
     HubEvent,
     LivePage,
@@ -65,6 +67,10 @@ from gateway.graphql.resolvers.context import Context
 
 #: ``extensions.reason`` of the completion of a subscription ended by a drain.
 DRAINING = "DRAINING"
+
+
+#: The sources of live views (one cluster's, a fleet's merged one).
+_LIVE = (LiveSubscription, FleetLiveSubscription)
 
 
 def _dumps(response: Response) -> str:
@@ -300,7 +306,7 @@ class Subscriber:
         source = self.source
         if source is None or self.finished or self._pending is not None:
             return None
-        if self._changes_keys is not None or isinstance(source, LiveSubscription):
+        if self._changes_keys is not None or isinstance(source, _LIVE):
             return None  # the comparison may have to execute an earlier state: next_item
         event = source.next_nowait()
         if event is None:
@@ -345,7 +351,7 @@ class Subscriber:
                 ):
                     continue  # nothing the document selects changed (watch rule 31)
                 if (
-                    isinstance(source, LiveSubscription)
+                    isinstance(source, _LIVE)
                     and not source.notify
                     and source.unchanged(item.shown(version_selections(self.execution.prepared)))
                 ):
@@ -418,7 +424,7 @@ class Subscriber:
             return False
         source: Stream[Any] = (
             started
-            if isinstance(started, (WatchSubscription, ReadAhead, FleetStream, LiveSubscription))
+            if isinstance(started, (WatchSubscription, ReadAhead, FleetStream, *_LIVE))
             else ReadAhead(_iterate(started))
         )
         if self.finished:  # ended while the source opened
@@ -438,7 +444,7 @@ class Subscriber:
     def _render(self, event: Any) -> Item | Awaitable[Item]:
         """The item of an event: the execution's, made by whichever subscriber read it
         first (a hub event), else made for this subscriber."""
-        if isinstance(event, (HubEvent, FleetEvent, LivePage)):
+        if isinstance(event, (HubEvent, FleetEvent, LivePage, FleetLivePage)):
             return event.encoded(self.execution, self._execute)  # type: ignore[no-any-return]
         return self._execute(event)
 

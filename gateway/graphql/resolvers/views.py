@@ -20,6 +20,7 @@ arguments and the answer's fields.
 from __future__ import annotations
 
 import enum
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -372,7 +373,7 @@ class LiveAnswer(ViewAnswer):
         return [] if self._notify else super().edges
 
 
-def _selects(info: Any, name: str) -> bool:
+def selects(info: Any, name: str) -> bool:
     """Whether the root field's selection reads ``name`` (through fragments)."""
     fragments = getattr(info, "fragments", None) or {}
     stack = [n.selection_set for n in info.field_nodes]
@@ -411,13 +412,27 @@ def live_view_resolvers(
                 ctx.credential,
                 interval=interval_of(raw.get("interval"), live.interval),
                 notify=bool(raw.get("notify")),
-                every_change=_selects(info, "counts"),
+                every_change=selects(info, "counts"),
             )
 
     def resolve(root: LivePage, info: Any, **raw: Any) -> LiveAnswer:
         return LiveAnswer(info.context, root.spec, kind, lookup, root.page, bool(raw.get("notify")))
 
+    _LIVE_SPECS[subscribe] = lambda raw: _spec_of(raw, r, kind, lookup)
     return subscribe, resolve
+
+
+SpecOf = Callable[[Mapping[str, Any]], ViewSpec]
+_LIVE_SPECS: weakref.WeakKeyDictionary[Callable[..., Any], SpecOf] = weakref.WeakKeyDictionary()
+
+
+def live_view_spec(subscribe: Callable[..., Any] | None) -> SpecOf | None:
+    """How the live view field whose ``subscribe`` this is reads its arguments into a
+    :class:`~gateway.core.ViewSpec` (``None``: not a live view field); the fleet's live
+    views build theirs with it (:mod:`gateway.graphql.endpoints.fleet_views`)."""
+    if subscribe is None:
+        return None
+    return _LIVE_SPECS.get(subscribe)
 
 
 def live_view_args(r: Resource) -> tuple[Arg, ...]:
@@ -584,7 +599,9 @@ __all__ = [
     "live_view_args",
     "live_view_field",
     "live_view_resolvers",
+    "live_view_spec",
     "run_view",
+    "selects",
     "view_args",
     "view_field",
     "view_resolver",
