@@ -75,9 +75,9 @@ class Served:
 
     def wait_ready(self, timeout: float = 60) -> None:
         assert self._ready.wait(timeout), "the gateway did not start in time"
-        assert any("Application startup complete" in line for line in self.lines), "".join(
-            self.lines
-        )
+        # listening, not only started: uvicorn binds after the lifespan's startup, and a
+        # port taken meanwhile (free_port's port is free only when it was asked) ends it
+        assert any("Uvicorn running on" in line for line in self.lines), "".join(self.lines)
 
     def wait_serving(self) -> None:
         """Once started and, with discovery on, serving the cluster's /graphql schema (what
