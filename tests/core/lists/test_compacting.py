@@ -199,6 +199,9 @@ def test_a_damaged_answer_is_refused() -> None:
     try:  # an answer whose sections do not add up: read whole, for taken to refuse
         os.pwrite(shared, answer[:-1], 0)
         whole = _read_shared(shared, len(answer) - 1, compact=True)
+        os.pwrite(shared, answer, 0)  # a size past the file's end: refused, as before
+        with pytest.raises(OSError, match="not"):
+            _read_shared(shared, len(answer) + 10, compact=True)
     finally:
         os.close(shared)
     assert type(whole) is bytes and whole == answer[:-1]
