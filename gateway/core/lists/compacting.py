@@ -17,9 +17,11 @@ its key and its values at the given field paths (:func:`value_at`, the one defin
 view's sort value; the store's ``sort_value`` calls it).  An item where a partial decode
 could differ from a whole one is decoded whole and written anew (``deepjson.dumps``, as the
 gateway's compact state writes).  The answer goes back through the memory file the worker
-shares with the gateway, in sections the gateway takes a slice at a time (:func:`taken`):
-the list without its items, the objects' lengths, their JSON, then the keys and each
-column in pickled chunks of :data:`CHUNK` items.
+shares with the gateway, in sections: the list without its items, the objects' lengths,
+their JSON, then the keys and each column in pickled chunks of :data:`CHUNK` items.  The
+gateway's thread that reads it copies each object's JSON straight out of the mapped file
+into a ``bytes`` of its own (:func:`sliced`), and the event loop files them by key a
+step at a time (:func:`taken`).
 
 Exact by construction: each object's JSON decodes to the object a whole decode of the list
 gives (and is the very bytes the gateway would write, where the upstream writes JSON as
@@ -65,8 +67,9 @@ __all__ = [
 
 #: Keys and column values per pickled chunk (each unpickled in one event-loop step).
 CHUNK: Final = 5000
-#: Objects taken out of an answer per event-loop step by :func:`taken` (a copy of their
-#: JSON each: about 5 MB of realistic pods, a millisecond or two).
+#: Objects taken out of an answer per event-loop step by :func:`taken` (filed by key; a
+#: copy of their JSON each where the answer is not :class:`Sliced`: about 5 MB of
+#: realistic pods, a millisecond or two).
 STEP: Final = 1000
 #: Objects copied out of an answer by :func:`sliced` per C-level pass (about a
 #: millisecond: the thread it runs in then gives the interpreter to the event loop).
@@ -353,9 +356,10 @@ async def taken(
     columns: Columns | None = None,
 ) -> tuple[dict[str, Any], Columns | None]:
     """A :func:`written` answer taken in: each object's JSON put into ``found`` by its key
-    (a ``bytes`` of its own, copied out of the answer), :data:`STEP` objects per event-loop
-    step; the list without its items, and the values at ``specs`` (added to ``columns``
-    when given, the values of an earlier page; ``None``: none asked).
+    (a ``bytes`` of its own: copied out of the answer, or as a :class:`Sliced` answer holds
+    it), :data:`STEP` objects per event-loop step; the list without its items, and the
+    values at ``specs`` (added to ``columns`` when given, the values of an earlier page;
+    ``None``: none asked).
 
     Raises:
         ValueError: the answer does not hold what ``specs`` and its lengths say.
