@@ -17,9 +17,11 @@ its key and its values at the given field paths (:func:`value_at`, the one defin
 view's sort value; the store's ``sort_value`` calls it).  An item where a partial decode
 could differ from a whole one is decoded whole and written anew (``deepjson.dumps``, as the
 gateway's compact state writes).  The answer goes back through the memory file the worker
-shares with the gateway, in sections the gateway takes a slice at a time (:func:`taken`):
-the list without its items, the objects' lengths, their JSON, then the keys and each
-column in pickled chunks of :data:`CHUNK` items.
+shares with the gateway, in sections: the list without its items, the objects' lengths,
+their JSON, then the keys and each column in pickled chunks of :data:`CHUNK` items.  The
+gateway's thread that reads it copies each object's JSON straight out of the mapped file
+into a ``bytes`` of its own (:func:`sliced`), and the event loop files them by key a
+step at a time (:func:`taken`).
 
 Exact by construction: each object's JSON decodes to the object a whole decode of the list
 gives (and is the very bytes the gateway would write, where the upstream writes JSON as
@@ -53,9 +55,11 @@ __all__ = [
     "STEP",
     "ColumnSpec",
     "Columns",
+    "Sliced",
     "compact",
     "read_list",
     "sections",
+    "sliced",
     "taken",
     "value_at",
     "written",
@@ -63,9 +67,13 @@ __all__ = [
 
 #: Keys and column values per pickled chunk (each unpickled in one event-loop step).
 CHUNK: Final = 5000
-#: Objects taken out of an answer per event-loop step by :func:`taken` (a copy of their
-#: JSON each: about 5 MB of realistic pods, a millisecond or two).
+#: Objects taken out of an answer per event-loop step by :func:`taken` (filed by key; a
+#: copy of their JSON each where the answer is not :class:`Sliced`: about 5 MB of
+#: realistic pods, a millisecond or two).
 STEP: Final = 1000
+#: Objects copied out of an answer by :func:`sliced` per C-level pass (about a
+#: millisecond: the thread it runs in then gives the interpreter to the event loop).
+SLICED_STEP: Final = 256
 #: A column the worker reads: the JSON keys of a field path, and the field's scalar kind.
 ColumnSpec = tuple[tuple[str, ...], str]
 
@@ -253,12 +261,60 @@ def written(
     return [head, rest, spans, *parts, *pickled]
 
 
+class Sliced(bytes):
+    """A :func:`written` answer read with its objects already apart (:func:`sliced`): the
+    answer but its objects' JSON (its sections, the objects' one empty), and
+    :attr:`objects`, the JSON of each, a ``bytes`` of its own."""
+
+    objects: list[bytes]
+
+
+def sliced(data: Any, size: int) -> Sliced:
+    """The :func:`written` answer that is the first ``size`` bytes of ``data`` (a buffer:
+    the memory file a list worker wrote it into, mapped), each object's JSON copied out of
+    it as a ``bytes`` of its own (one copy: the answer is not first copied whole), the
+    rest as a :class:`Sliced`.  Made where the answer is read (a thread of the list-worker
+    pool, off the event loop), so :func:`taken` only files the objects by key.
+
+    Raises:
+        ValueError: the answer's sections do not add up.
+    """
+    (n,) = _COUNT.unpack_from(data)
+    sizes = array("Q")
+    sizes.frombytes(data[_COUNT.size : _COUNT.size * (n + 1)])
+    if n < 3 or _COUNT.size * (n + 1) + sum(sizes) != size:
+        raise ValueError("a compact answer whose sections do not add up")
+    head = _COUNT.size * (n + 1) + sizes[0] + sizes[1]
+    spans = array("Q")
+    spans.frombytes(data[head - sizes[1] : head])
+    if sum(spans) != sizes[2]:
+        raise ValueError("a compact answer whose sections do not add up")
+    ends = list(accumulate(spans, initial=head))
+    # a slice of the mapping is a ``bytes`` of its own, made in C; a few hundred at a time,
+    # so that the thread this runs in lets the event loop have the interpreter between
+    objects: list[bytes] = []
+    cut = data.__getitem__
+    for start in range(0, len(spans), SLICED_STEP):
+        objects += map(
+            cut,
+            map(
+                slice, ends[start : start + SLICED_STEP], ends[start + 1 : start + 1 + SLICED_STEP]
+            ),
+        )
+    found = Sliced(data[:head] + data[head + sizes[2] : size])
+    found.objects = objects
+    return found
+
+
 def sections(answer: bytes | memoryview) -> list[memoryview]:
-    """A :func:`written` answer's sections, as views of it (no copy)."""
+    """A :func:`written` answer's sections, as views of it (no copy); of a :class:`Sliced`
+    answer, its objects' JSON section is empty (its objects are apart)."""
     view = memoryview(answer)
     (count,) = _COUNT.unpack_from(view)
     sizes = array("Q")
     sizes.frombytes(view[_COUNT.size : _COUNT.size * (count + 1)])
+    if isinstance(answer, Sliced) and count >= 3:
+        sizes[2] = 0
     at = _COUNT.size * (count + 1)
     found = []
     for size in sizes:
@@ -300,9 +356,10 @@ async def taken(
     columns: Columns | None = None,
 ) -> tuple[dict[str, Any], Columns | None]:
     """A :func:`written` answer taken in: each object's JSON put into ``found`` by its key
-    (a ``bytes`` of its own, copied out of the answer), :data:`STEP` objects per event-loop
-    step; the list without its items, and the values at ``specs`` (added to ``columns``
-    when given, the values of an earlier page; ``None``: none asked).
+    (a ``bytes`` of its own: copied out of the answer, or as a :class:`Sliced` answer holds
+    it), :data:`STEP` objects per event-loop step; the list without its items, and the
+    values at ``specs`` (added to ``columns`` when given, the values of an earlier page;
+    ``None``: none asked).
 
     Raises:
         ValueError: the answer does not hold what ``specs`` and its lengths say.
@@ -314,15 +371,21 @@ async def taken(
     blob = parts[2]
     n = len(spans)
     chunks = -(-n // CHUNK)
-    if len(parts) != 3 + chunks * (1 + len(specs)) or sum(spans) != len(blob):
+    apart = answer.objects if isinstance(answer, Sliced) else None
+    if len(parts) != 3 + chunks * (1 + len(specs)) or (
+        sum(spans) != len(blob)
+        if apart is None
+        else len(apart) != n or list(map(len, apart)) != spans.tolist()
+    ):
         raise ValueError("a compact answer that does not hold what it says")
     if columns is None and specs:
         columns = Columns(specs)
     # each object's bounds in ``answer`` itself: a slice of a ``bytes`` is a ``bytes`` of
-    # its own, made in C (the objects of a step taken by a few C-level passes)
+    # its own, made in C (the objects of a step taken by a few C-level passes); a
+    # :class:`Sliced` answer's objects are apart already (made off the event loop)
     base = len(answer) - len(blob) - sum(map(len, parts[3:]))
     ends = list(accumulate(spans, initial=base))
-    cut = answer if type(answer) is bytes else bytes(answer)
+    cut = answer if isinstance(answer, bytes) else bytes(answer)
     taken_keys = 0
     for c in range(chunks):
         keys: list[str] = pickle.loads(parts[3 + c])
@@ -332,10 +395,15 @@ async def taken(
         for first in range(0, len(keys), STEP):
             start = taken_keys + first
             some = keys[first : first + STEP]
-            bounds = map(
-                slice, ends[start : start + len(some)], ends[start + 1 : start + 1 + len(some)]
-            )
-            datas = list(map(cut.__getitem__, bounds))
+            if apart is not None:
+                datas = apart[start : start + len(some)]
+            else:
+                bounds = map(
+                    slice,
+                    ends[start : start + len(some)],
+                    ends[start + 1 : start + 1 + len(some)],
+                )
+                datas = list(map(cut.__getitem__, bounds))
             found.update(zip(some, datas, strict=True))
             if columns is not None:
                 columns.at.update(zip(map(id, datas), count(len(columns.raws))))

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
 import os
 import pickle
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from gateway.core.lists.body import Undecoded
+from gateway.core.lists.compacting import Sliced, sliced
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, Job
 from gateway.core.lists.worker import (
     ANSWER,
@@ -63,14 +65,25 @@ def workers_for(setting: str) -> int:
     return max(1, min(MOST_AUTO, usable_cpus()))
 
 
-def _read_shared(shared: int, size: int) -> bytes:
+def _read_shared(shared: int, size: int, compact: bool = False) -> bytes:
     """The ``size`` bytes a worker wrote into the memory file from its start; the file then
-    emptied (its pages back to the system)."""
-    data = os.pread(shared, size, 0)
-    if len(data) != size:
-        raise OSError(f"a list worker's answer is {len(data)} bytes, not {size}")
+    emptied (its pages back to the system).  ``compact``: the answer of a compact job, read
+    with its objects apart (:func:`~gateway.core.lists.compacting.sliced`: each object's
+    JSON copied once, straight out of the mapped file, here in the reading thread, not
+    the whole answer first and each object again on the event loop)."""
+    if compact and size:
+        try:
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # no fault per page
+            with mmap.mmap(shared, size, flags=flags, prot=mmap.PROT_READ) as mapped:
+                found: bytes = sliced(mapped, size)
+        except ValueError:
+            found = os.pread(shared, size, 0)  # for taken() to refuse, as it is
+    else:
+        found = os.pread(shared, size, 0)
+    if len(found) != size and not isinstance(found, Sliced):
+        raise OSError(f"a list worker's answer is {len(found)} bytes, not {size}")
     os.ftruncate(shared, 0)
-    return data
+    return found
 
 
 class _Worker:
@@ -113,7 +126,8 @@ class _Worker:
         if status == STATUS_SHARED and shared is not None:
             # read in a thread (one copy, the event loop free meanwhile), to its end even
             # when the caller goes: the file is not closed under it
-            read = asyncio.ensure_future(asyncio.to_thread(_read_shared, shared, size))
+            compact = job[0] == "compact"
+            read = asyncio.ensure_future(asyncio.to_thread(_read_shared, shared, size, compact))
             try:
                 return await asyncio.shield(read)
             except asyncio.CancelledError:

@@ -39,6 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from gateway.core import errors
@@ -60,6 +61,9 @@ T = TypeVar("T")
 
 #: Events applied per event-loop step while a cache fills (~5 ms of realistic pods).
 APPLY_PER_STEP = 1000
+#: Objects of a snapshot taken in per event-loop step (:meth:`ViewCache._fill`: an entry
+#: each, ~1 us; ~5 ms of the loop).
+FILL_PER_STEP = 5000
 #: Orders (filter, search, sort at one version) a cache keeps for the next pages.
 ORDERS_KEPT = 16
 #: Pages a cache keeps decoded for their next callers (the last cut of the orders last
@@ -154,7 +158,13 @@ class ViewCache:
             # what a list worker read of the listed objects: the first columns' build takes
             # them where the snapshot's objects are the very ones listed
             self.store.listed = sub.listed_columns()
-            self._settle(sub)  # an empty list: ready at once, at the list's version
+            pairs = sub.take_snapshot()
+            if pairs:
+                await self._fill(pairs)
+            del pairs  # the hub's state, not to be held by this frame after it goes
+            if self.closed:
+                return
+            self._settle(sub)  # ready at the snapshot's version (an empty list: at once)
             while True:
                 event = await sub.next()
                 if event is None:
@@ -188,6 +198,28 @@ class ViewCache:
         except Exception:
             log.exception("a view cache of %s failed", self.target.resource.key)
             self._fail(errors.Internal("the view's cache failed"))
+
+    async def _fill(self, pairs: list[tuple[str, bytes]]) -> None:
+        """The hub's snapshot taken in at once (:meth:`WatchSubscription.take_snapshot
+        <gateway.core.watch.hub.WatchSubscription.take_snapshot>`): what an ``ADDED`` event
+        per object would do (:meth:`_apply`), :data:`FILL_PER_STEP` objects per event-loop
+        step (:meth:`Store.put_keyed <gateway.core.views.store.Store.put_keyed>`), refused
+        before anything is stored when the objects would take the caches past the budget.
+        """
+        views = self.views
+        if views.stats.bytes + sum(map(len, map(itemgetter(1), pairs))) > views.budget:
+            views.stats.refused_budget += 1
+            self._fail(views.over_budget())
+            return
+        with HOLD.held():  # an entry per object: see _run
+            for start in range(0, len(pairs), FILL_PER_STEP):
+                views.stats.bytes += self.store.put_keyed(pairs[start : start + FILL_PER_STEP])
+                if start + FILL_PER_STEP < len(pairs):
+                    await asyncio.sleep(0)
+                    if self.closed:
+                        return
+        if len(pairs) >= APPLY_PER_STEP:
+            HOLD.settle()
 
     def _apply(self, event: HubEvent) -> None:
         kind = event.type

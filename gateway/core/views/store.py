@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import asyncio
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import count
+from operator import itemgetter
 from typing import Any, Final
 
 from gateway.core.lists.compacting import Columns, value_at
@@ -270,6 +272,43 @@ class Store:
                 insort(column.index, slot, key=_keyer(values, names))
             elif column.dirty is not None:
                 column.dirty.add(slot)
+        self.bytes += added
+        self.generation += 1
+        return added
+
+    def put_keyed(self, pairs: Sequence[tuple[str, bytes]]) -> int:
+        """Store the objects of ``pairs`` ((namespace/name, JSON), as the hub's compact
+        state keeps them: a snapshot's, :meth:`WatchSubscription.take_snapshot
+        <gateway.core.watch.hub.WatchSubscription.take_snapshot>`) without decoding any: what
+        :meth:`put` of :meth:`Entry.keyed` does for each, done in a few passes (the store
+        the same after); returns the bytes they add.  The fast way only for keys not
+        stored, into a store with no free slot and no column (a cache being filled);
+        otherwise (or a key twice) one
+        :meth:`put` each."""
+        keys = list(map(itemgetter(0), pairs))
+        if (
+            self.columns
+            or self.free
+            or not self.index.keys().isdisjoint(keys)
+            or len(set(keys)) != len(keys)
+        ):
+            return sum(self.put(key, Entry.keyed(key, raw)) for key, raw in pairs)
+        new = Entry.__new__
+        entries: list[Entry | None] = []
+        names: list[tuple[str, str] | None] = []
+        add_entry, add_name = entries.append, names.append
+        added = 0
+        for key, raw in pairs:
+            namespace, _, name = key.partition("/")
+            entry = new(Entry)
+            entry.namespace, entry.name, entry.raw, entry.text = namespace, name, raw, None
+            add_entry(entry)
+            add_name((namespace, name))
+            added += len(raw)
+        first = len(self.slots)
+        self.index.update(zip(keys, count(first)))
+        self.slots.extend(entries)
+        self.names.extend(names)
         self.bytes += added
         self.generation += 1
         return added

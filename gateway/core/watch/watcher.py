@@ -310,9 +310,10 @@ class Watcher:
         to a worker (:mod:`gateway.core.lists.compacting`), which delimits its items, keeps
         each as the JSON the upstream sent (the bytes :func:`~gateway.core.watch.compact.
         encode` writes, where the upstream writes JSON as orjson does; the same object in
-        any case) and reads the values at ``columns``: the event loop only copies each
-        object's JSON out of the answer, :data:`~gateway.core.lists.compacting.STEP` objects
-        per step.  Otherwise (and for a page no worker took) here, as follows.
+        any case) and reads the values at ``columns``: the thread reading its answer copies
+        each object's JSON out of it (:func:`~gateway.core.lists.compacting.sliced`), and the
+        event loop only files them by key, :data:`~gateway.core.lists.compacting.STEP`
+        objects per step.  Otherwise (and for a page no worker took) here, as follows.
 
         The list is decoded (in slices, :mod:`gateway.core.lists.large`), each item
         encoded (:data:`COMPACT_STEP` per event-loop step), then the decoded items freed

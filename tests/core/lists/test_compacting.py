@@ -9,6 +9,7 @@ import asyncio
 import gzip
 import io
 import json
+import os
 import pickle
 from typing import Any
 
@@ -16,12 +17,14 @@ import pytest
 
 from gateway.core.lists.compacting import (
     ColumnSpec,
+    Sliced,
     compact,
     sections,
     taken,
     value_at,
 )
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, work
+from gateway.core.lists.pool import _read_shared
 from gateway.core.lists.worker import ANSWER, REQUEST, STATUS_DONE, serve
 from gateway.core.support import deepjson
 from gateway.core.watch.compact import encode
@@ -98,12 +101,30 @@ def _theirs(body: bytes, columns: tuple[ColumnSpec, ...]) -> tuple[dict[str, Any
     return found, values
 
 
-async def _ours(body: bytes, columns: tuple[ColumnSpec, ...], gzipped: bool = False) -> Any:
+def _through_a_memory_file(answer: bytes) -> bytes:
+    """``answer`` as the pool reads it out of a worker's memory file: its objects apart."""
+    shared = os.memfd_create("answer")
+    try:
+        os.pwrite(shared, answer, 0)
+        read = _read_shared(shared, len(answer), compact=True)
+        assert os.fstat(shared).st_size == 0  # emptied, as the pool leaves it
+    finally:
+        os.close(shared)
+    assert isinstance(read, Sliced) and len(read) < len(answer)
+    return read
+
+
+async def _ours(
+    body: bytes, columns: tuple[ColumnSpec, ...], gzipped: bool = False, mapped: bool = False
+) -> Any:
     job = compact("v1", "Pod", columns)
     answer = work(gzip.compress(body) if gzipped else body, job, 0, gzipped=gzipped)
     assert isinstance(answer, list), answer
     found: dict[str, bytes] = {}
-    rest, listed = await taken(b"".join(answer), job[3], found)
+    joined = b"".join(answer)
+    if mapped:
+        joined = _through_a_memory_file(joined)
+    rest, listed = await taken(joined, job[3], found)
     values: dict[str, list[Any]] = {}
     if listed is not None:
         by_raw = {id(raw): at for at, raw in enumerate(listed.raws)}
@@ -114,10 +135,12 @@ async def _ours(body: bytes, columns: tuple[ColumnSpec, ...], gzipped: bool = Fa
     return rest, found, values
 
 
-@pytest.mark.parametrize("gzipped", [False, True])
-def test_a_worker_makes_a_list_compact_as_the_gateway_does(gzipped: bool) -> None:
+@pytest.mark.parametrize(("gzipped", "mapped"), [(False, False), (True, False), (False, True)])
+def test_a_worker_makes_a_list_compact_as_the_gateway_does(gzipped: bool, mapped: bool) -> None:
+    """(``mapped``: the answer read as the pool reads it from a worker's memory file, each
+    object copied straight out of the mapped file: the same objects.)"""
     body = _written({"kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": _items()})
-    rest, found, values = asyncio.run(_ours(body, COLUMNS, gzipped))
+    rest, found, values = asyncio.run(_ours(body, COLUMNS, gzipped, mapped))
     want, want_values = _theirs(body, COLUMNS)
     assert rest == {"kind": "PodList", "metadata": {"resourceVersion": "9"}}
     assert list(found) == list(want)  # the same keys, in the same order
@@ -163,6 +186,27 @@ def test_a_damaged_answer_is_refused() -> None:
         sections(answer[:-1])
     with pytest.raises(ValueError, match="does not hold"):
         asyncio.run(taken(answer, COLUMNS, {}))
+    # read out of a memory file: the same refusals
+    read = _through_a_memory_file(answer)
+    assert bytes(sections(read)[2]) == b""  # its objects are apart
+    with pytest.raises(ValueError, match="does not hold"):
+        asyncio.run(taken(read, COLUMNS, {}))
+    cut = Sliced(read)
+    cut.objects = [b'{"a":1}', b"{}"]  # not the objects its lengths say
+    with pytest.raises(ValueError, match="does not hold"):
+        asyncio.run(taken(cut, (), {}))
+    shared = os.memfd_create("answer")
+    try:  # an answer whose sections do not add up: read whole, for taken to refuse
+        os.pwrite(shared, answer[:-1], 0)
+        whole = _read_shared(shared, len(answer) - 1, compact=True)
+        os.pwrite(shared, answer, 0)  # a size past the file's end: refused, as before
+        with pytest.raises(OSError, match="not"):
+            _read_shared(shared, len(answer) + 10, compact=True)
+    finally:
+        os.close(shared)
+    assert type(whole) is bytes and whole == answer[:-1]
+    with pytest.raises(ValueError, match="add up"):
+        asyncio.run(taken(whole, (), {}))
 
 
 def test_an_object_deeper_than_orjson_takes_is_kept_whole() -> None:

@@ -24,6 +24,7 @@ from gateway.core.upstream.config import UpstreamConfig
 from gateway.core.upstream.credentials import Credential
 from gateway.core.views.cache import Views
 from gateway.core.views.spec import ViewSpec, view_spec
+from gateway.core.views.store import Entry, Store
 from gateway.core.watch.compact import CompactState
 from gateway.core.watch.hub import WatchHub
 from gateway.core.watch.watcher import Backoff
@@ -157,3 +158,24 @@ async def test_a_cold_view_fills_its_cache_without_stalling_the_event_loop() -> 
         # and in wall time, whatever else the machine runs, never seconds
         late = max(wall for wall, _ in ticks)
         assert late < 2.0, f"the event loop stalled {late * 1000:.0f} ms"
+
+
+def test_a_snapshot_put_at_once_stores_what_a_put_per_object_does() -> None:
+    pairs = [(f"ns{i % 3}/pod-{i}", b'{"i":%d}' % i) for i in range(2500)]
+    one_by_one, at_once = Store(), Store()
+    added = sum(one_by_one.put(key, Entry.keyed(key, raw)) for key, raw in pairs)
+    assert at_once.put_keyed(pairs[:1000]) + at_once.put_keyed(pairs[1000:]) == added
+    assert at_once.index == one_by_one.index and at_once.names == one_by_one.names
+    assert at_once.bytes == one_by_one.bytes == added
+    assert [e.raw if e else None for e in at_once.slots] == [
+        e.raw if e else None for e in one_by_one.slots
+    ]
+    assert all(a is b.raw for (_, a), b in zip(pairs, at_once.slots, strict=True) if b)
+    # a key stored already (or twice, or a store with a free slot) takes the slow way, the
+    # later object standing, as a put each
+    again = [("ns0/pod-0", b'{"i":-1}'), ("ns9/new", b"{}"), ("ns9/new", b"{ }")]
+    at_once.put_keyed(again)
+    for key, raw in again:
+        one_by_one.put(key, Entry.keyed(key, raw))
+    assert at_once.index == one_by_one.index and at_once.bytes == one_by_one.bytes
+    assert at_once.slots[at_once.index["ns9/new"]].raw == b"{ }"  # type: ignore[union-attr]

@@ -207,6 +207,39 @@ async def test_a_snapshot_far_larger_than_the_queue_arrives_whole_then_the_chang
     sub.close()
 
 
+async def test_a_snapshot_taken_at_once_is_what_its_events_would_have_been(env: Env) -> None:
+    await env.demo.store.bulk_create(
+        "leases", (lease(f"l{i:04}") for i in range(1200)), namespace=NS
+    )
+    start = WatchStart("snapshot", initial_events_end=True)
+    by_event = await env.hub.subscribe(target(), start, ADMIN)
+    events = await take(by_event, 1201)
+    at_once = await env.hub.subscribe(target(), start, ADMIN)
+    delivered = env.hub.stats.events_delivered
+    pairs = at_once.take_snapshot()
+    assert pairs is not None and at_once.take_snapshot() is None  # once
+    # the same objects, the very bytes the events carry, and the same resume point after
+    assert [(e.key, e.raw) for e in events[:-1]] == pairs
+    assert all(raw is e.raw for (_, raw), e in zip(pairs, events, strict=False))
+    assert at_once.resume == events[-2].resume and at_once.resume is not None
+    assert at_once.delivered == 1200 and env.hub.stats.events_delivered == delivered + 1200
+    (end,) = await take(at_once, 1)  # then the end marker, then the changes
+    assert end.type == "BOOKMARK" and end.object["metadata"]["annotations"] == {
+        INITIAL_EVENTS_END: "true"
+    }
+    await env.demo.store.patch("leases", "l0007", {"spec": {"holderIdentity": "b"}}, namespace=NS)
+    assert names(await take(at_once, 1)) == [("MODIFIED", "l0007")]
+    assert names(await take(by_event, 1)) == [("MODIFIED", "l0007")]
+    # a subscriber that has read an event of its snapshot gets the rest as events
+    late = await env.hub.subscribe(target(), WatchStart("snapshot"), ADMIN)
+    first = await take(late, 1)
+    assert late.take_snapshot() is None
+    rest = await take(late, 1199)
+    assert sorted(n for _, n in names(first + rest)) == [f"l{i:04}" for i in range(1200)]
+    for sub in (by_event, at_once, late):
+        sub.close()
+
+
 async def test_one_identity_shares_one_upstream_watch_identities_never_share(env: Env) -> None:
     await env.demo.store.create("leases", lease("mine"), namespace=NS)
     await env.demo.store.create("leases", lease("theirs"), namespace=OTHER)
