@@ -218,7 +218,7 @@ CAUSES: dict[str, str] = {
     "the copy of the worker's answer, 1,000 objects a step, under 5 ms); the rest of the "
     "wall time is the process waiting for one of the 2 cores.",
     "views: the event loop's most CPU": "several steps between two ticks on a loaded "
-    "machine (each of the fill's steps is under 20 ms: tests/core/views/test_cold_fill.py).",
+    "machine (each of the fill's steps is under 20 ms: tests/core/views/test_cache_cold_fill.py).",
     "views: longest event-loop stall": "the machine's load more than the loop's steps: "
     "measured in the loop thread's CPU time, no step during the bursts took over 27 ms "
     "(a young collection of the callers' decoded pages in one of them), while each step's "
