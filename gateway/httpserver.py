@@ -134,6 +134,49 @@ class Guards:
         return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"guards": self})
 
 
+class _OneWrite:
+    """A connection's transport as one response's cycle sees it.  uvicorn writes a response's
+    head (``http.response.start``) and its body (``http.response.body``) in two ``write``
+    calls: two system calls and two TCP segments for an answer sent whole.  This holds the
+    cycle's first write (the head) back until its next one in the same step of the event
+    loop and writes both as one; a head whose body does not follow in that step (a stream)
+    goes out on its own at the end of the step, and before a close."""
+
+    __slots__ = ("_armed", "_held", "_loop", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._armed = True
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self.transport.write(held + data)
+        elif self._armed:
+            self._armed = False
+            self._held = data
+            self._loop.call_soon(self._flush)
+        else:
+            self.transport.write(data)
+
+    def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self.transport.is_closing():
+                self.transport.write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self.transport.close()
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, ...
+        return getattr(self.transport, name)
+
+
 class GuardedHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the idle and request-head timeouts and the
     connection cap (see the module's text); made by :meth:`Guards.protocol`."""
@@ -194,7 +237,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._disarm_head()
+        previous = self.cycle
         super().on_headers_complete()
+        cycle = self.cycle  # (an upgrade makes none: the WebSocket protocol writes its own)
+        if cycle is not None and cycle is not previous and not self.transport.is_closing():
+            cycle.transport = _OneWrite(self.transport, self.loop)  # type: ignore[assignment]
 
     def _disarm_head(self) -> None:
         if self._head_timer is not None:

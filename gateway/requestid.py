@@ -19,7 +19,9 @@ started by a request keep the id of the request that started them.
 Each request ends with one access line on the ``gateway.access`` logger: transport
 (``http``, ``sse``, ``multipart``, ``websocket``, ``grpc``), method, path, status,
 ``duration_ms``, ``bytes`` and, when known, the GraphQL ``operation`` name and
-``operation_type``.  A subscription adds ``events`` (delivered) and ``ended``
+``operation_type``, and ``upstream_ms``: the time its upstream requests took (from each
+request sent to its answer read; a stream's until its headers), when it made any.  A
+subscription adds ``events`` (delivered) and ``ended``
 (``complete``: the server ended it, ``error``: ended with an error, ``cancelled``: the
 client left or stopped it).  An SSE or multipart subscription is one request, so one line
 says both; a WebSocket connection has a line of its own when it closes, and each operation
@@ -43,7 +45,7 @@ from typing import Any, Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.core import tracing
+from gateway.core import UPSTREAM_SECONDS, tracing
 
 __all__ = [
     "AccessRecord",
@@ -113,6 +115,8 @@ class AccessRecord:
     #: The caller's W3C ``traceparent``, the parent of its operations' spans
     #: (:mod:`gateway.core.process.tracing`); never logged.
     traceparent: str | None = None
+    #: Seconds spent in upstream requests while serving it (one item, added to in place).
+    upstream: list[float] = field(default_factory=lambda: [0.0])
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -123,6 +127,8 @@ class AccessRecord:
             "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
             "bytes": self.bytes,
         }
+        if self.upstream[0]:
+            out["upstream_ms"] = round(self.upstream[0] * 1000, 3)
         if self.operation is not None:
             out["operation"] = self.operation
         if self.operation_type is not None:
@@ -158,9 +164,12 @@ def serving(record: AccessRecord) -> Iterator[AccessRecord]:
     the one the core's operation spans continue)."""
     token = _CURRENT.set(record)
     traced = tracing.CALLER_TRACEPARENT.set(record.traceparent)
+    spent = UPSTREAM_SECONDS.set(record.upstream)
     try:
         yield record
     finally:
+        with contextlib.suppress(ValueError):
+            UPSTREAM_SECONDS.reset(spent)
         # An async generator closed from another context (a finaliser) cannot reset it.
         with contextlib.suppress(ValueError):
             tracing.CALLER_TRACEPARENT.reset(traced)

@@ -355,6 +355,11 @@ async def pump(
 #: grpc core compresses a message whole, on the event loop's thread, ~6 ms per MB (a
 #: 5,000-pod list: ~100 ms during which no other caller is served).
 UNCOMPRESSED_BYTES: Final = 1 << 20
+#: A unary response smaller than this is sent uncompressed too: it fits one HTTP/2 DATA
+#: frame (16 KiB, the protocol's default frame size) either way, so gzip would save bytes but
+#: no frame, at ~25-30 µs of the event loop's CPU per KB (a list of 10 pods, 9.2 KB: ~0.24
+#: ms, a fifth of the call's CPU; docs/performance.md "Per-request cost").
+COMPRESSED_FROM_BYTES: Final = 16 * 1024
 
 
 # -- the servicer plumbing ----------------------------------------------------------------------
@@ -478,7 +483,7 @@ class ServicerBase(abc.ABC):
                             data = await self.answer(method, op, request, credential, timeout)
                     except TimeoutError:
                         raise errors.Timeout("the call's deadline passed") from None
-                    if len(data) >= UNCOMPRESSED_BYTES:
+                    if not COMPRESSED_FROM_BYTES <= len(data) < UNCOMPRESSED_BYTES:
                         context.disable_next_message_compression()
                     return data
             except Exception as exc:  # CancelledError is not an Exception: it propagates

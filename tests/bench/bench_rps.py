@@ -28,9 +28,11 @@ time (p50), after a warm-up; each gateway's and the apiserver's CPU time (``utim
 of ``/proc/PID/stat``, every thread) is read around the 32-concurrent run and divided by its
 requests, and the gateway's upstream requests (its ``/metrics``,
 ``kube_gateway_upstream_request_duration_seconds_count``) are counted around it.  Around the
-one-at-a-time run, the gateway's own p50 (its access lines' ``duration_ms``) and the
-upstream's mean latency (the same histogram's sum over its count) are taken too, in the p50
-row's note: they tell a slow p50 the gateway added from one the apiserver or the machine's
+one-at-a-time run, the gateway's own p50 (its access lines' ``duration_ms``), the p50 of
+each call's upstream time (the lines' ``upstream_ms``) and of its own share (the one less
+the other), and the upstream's mean latency (the histogram's sum over its count: a mean,
+which the slow tail of a loaded machine pulls far above the p50) are in the p50 row's note:
+they tell a slow p50 the gateway added from one the apiserver or the machine's
 load did (a p50 at 1 is wall-clock time, the figure a loaded machine moves most).  Every
 answer must be a success: a run with an error or a non-200 status fails the bench.  Ratios
 are to the direct row of the same run (the list rows' to the direct list's): requests/s and
@@ -259,6 +261,11 @@ class Figures:
     #: tell the latency the gateway adds apart from the apiserver's and the client's.
     served_p50_ms: float | None = None
     upstream_mean_ms: float | None = None
+    #: At 1 concurrent: the p50 of the access lines' ``upstream_ms`` (each call's own upstream
+    #: time) and of ``duration_ms`` less it (the gateway's own share of each call); ``None``
+    #: from a gateway whose lines do not say it (an older checkout).
+    upstream_p50_ms: float | None = None
+    own_p50_ms: float | None = None
 
 
 def bench(
@@ -346,7 +353,10 @@ def measure(
     up_before = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
     one = fn(single, 1)
     up_after = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
-    served_p50 = None if served is None else _access_p50(served.log.splitlines()[logged:])
+    access = _access(served.log.splitlines()[logged:]) if served is not None else []
+    served_p50 = _p50([duration for duration, _ in access])
+    upstream_p50 = _p50([upstream for _, upstream in access if upstream is not None])
+    own_p50 = _p50([d - u for d, u in access if u is not None])
     calls = up_after[1] - up_before[1]
     figures = Figures(
         name,
@@ -357,6 +367,8 @@ def measure(
         None if served is None else (after[2] - before[2]) / loaded.requests,
         served_p50,
         (up_after[0] - up_before[0]) * 1000 / calls if calls else None,
+        upstream_p50,
+        own_p50,
     )
     log(
         f"{name}: {figures.rps:,.0f} req/s at {CONCURRENCY}, p50 {figures.p50_ms:.2f} ms at 1, "
@@ -367,6 +379,12 @@ def measure(
             if figures.served_p50_ms is None or figures.upstream_mean_ms is None
             else f"; at 1: gateway's own p50 {figures.served_p50_ms:.2f} ms, upstream mean "
             f"{figures.upstream_mean_ms:.2f} ms"
+        )
+        + (
+            ""
+            if figures.upstream_p50_ms is None or figures.own_p50_ms is None
+            else f", upstream p50 {figures.upstream_p50_ms:.2f} ms, "
+            f"own share p50 {figures.own_p50_ms:.2f} ms"
         )
         + f"; load average {os.getloadavg()[0]:.1f}"
     )
@@ -381,14 +399,23 @@ def _upstream(served: Served | None, token: str, name: str = UPSTREAM) -> float:
     return metric_sum(r.text, name)
 
 
-def _access_p50(lines: Sequence[str]) -> float | None:
-    """The p50 ``duration_ms`` of the access lines among ``lines`` (of the calls served)."""
-    durations = sorted(
-        float(json.loads(line)["duration_ms"])
-        for line in lines
-        if '"gateway.access"' in line and '"duration_ms"' in line and "/metrics" not in line
-    )
-    return durations[len(durations) // 2] if durations else None
+def _access(lines: Sequence[str]) -> list[tuple[float, float | None]]:
+    """``duration_ms`` and ``upstream_ms`` (``None``: not said) of the access lines among
+    ``lines`` (of the calls served)."""
+    out: list[tuple[float, float | None]] = []
+    for line in lines:
+        if '"gateway.access"' in line and '"duration_ms"' in line and "/metrics" not in line:
+            fields = json.loads(line)
+            upstream = fields.get("upstream_ms")
+            out.append(
+                (float(fields["duration_ms"]), None if upstream is None else float(upstream))
+            )
+    return out
+
+
+def _p50(values: Sequence[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
 
 
 def added_row(scenario: str, figure: float, direct: float, more: str = "") -> Row:
@@ -402,6 +429,11 @@ def added_row(scenario: str, figure: float, direct: float, more: str = "") -> Ro
 def _inside(f: Figures) -> str:
     """Where a row's time at 1 concurrent went: the gateway's own p50 (its access lines)
     and the upstream's mean, as the gateway timed it."""
+    if f.served_p50_ms is not None and f.upstream_p50_ms is not None and f.own_p50_ms is not None:
+        return (
+            f"; gateway's own p50 {f.served_p50_ms:.2f} ms: upstream p50 "
+            f"{f.upstream_p50_ms:.2f} ms, the gateway's share p50 {f.own_p50_ms:.2f} ms"
+        )
     if f.served_p50_ms is None or f.upstream_mean_ms is None:
         return ""
     own, upstream = f.served_p50_ms, f.upstream_mean_ms

@@ -275,13 +275,16 @@ CAUSES: dict[str, str] = {
     "profiles): graphql-core's and strawberry's execution, the access line (a JSON line "
     "written to stderr per request), the writes of the answer and of the upstream request, "
     "and on gRPC grpc's C core, its poller thread and the eager initial metadata (one more "
-    "batch per call; grpc.aio cannot send it with the answer), and gzip of gRPC answers for "
-    "clients that accept it (~25-30 us per KB: ~0.2 ms of a list of 10; --no-grpc-gzip). "
+    "batch per call; grpc.aio cannot send it with the answer); gRPC answers under 16 KiB "
+    "are no longer gzipped (~25-30 us per KB: -0.13 ms of a list of 10's CPU). "
     "The upstream client's pool and network layer, the largest cost before, were cut: "
     "gateway CPU per request -23 to -61 % (--upstream-network asyncio). A loaded machine "
     "(the direct row's note) adds to every p50: each call waits for a CPU at every hand-off "
     "between the client, grpc's threads, the event loop and the apiserver; the p50 row's "
-    "note says how much of it the gateway's own p50 and the upstream's mean were.",
+    "note says how much of it the gateway's own p50, the p50 of the calls' upstream time "
+    "(their access lines' upstream_ms) and of the gateway's share were: on the wire the "
+    "apiserver answers the gateway's upstream request as fast as hey's (docs/performance.md, "
+    "Fifth round).",
     "get one pod": "per request, in the gateway: httpcore's per-request machinery on the "
     "upstream call (anyio locks and cancel scopes, h11), graphql-core's execution and the "
     "projection's plans (now compiled once per cached document, not per request), grpc's "
@@ -346,8 +349,9 @@ get by `documentId`.  CPU per request is `utime + stime` of `/proc/PID/stat` (ev
 around the 32-concurrent run, divided by its requests: the gateway's for its rows, the
 apiserver's for the direct ones (the ratio of a gateway CPU row is to that); each note gives
 the apiserver's CPU per request in that row and the gateway's upstream requests per request
-(its own `/metrics`), and each p50 row's the gateway's own p50 (its access lines) and the
-upstream's mean latency at 1 concurrent.  The load clients, the apiserver, etcd and the
+(its own `/metrics`), and each p50 row's the gateway's own p50 (its access lines), the p50
+of each call's upstream time (the lines' `upstream_ms`) and of the gateway's share (the one
+less the other) at 1 concurrent.  The load clients, the apiserver, etcd and the
 gateways share the two CPUs: requests/s is bound by the busiest of them; CPU per request is
 the figure that survives a loaded machine best.""",
     ),

@@ -79,3 +79,26 @@ def test_a_short_run_on_the_real_apiserver_reports_every_figure() -> None:
         cpu = next(r for r in rows if r.scenario == f"rps: {mode}, gateway CPU per request")
         # one upstream request for each request the gateway served, none more
         assert "upstream requests per request 1.00" in cpu.note, cpu
+        # each call's upstream time and the gateway's share, from its access lines
+        p50 = next(r for r in rows if r.scenario.startswith(f"rps: {mode}, p50"))
+        assert "upstream p50" in p50.note and "the gateway's share p50" in p50.note, p50
+
+
+def test_the_p50_note_splits_each_call_into_upstream_and_the_gateways_share() -> None:
+    access = '{"logger":"gateway.access","path":"/graphql","duration_ms":%s%s}'
+    lines = [
+        access % (1.5, ', "upstream_ms": 1.0'),
+        access % (1.0, ', "upstream_ms": 0.7'),
+        access % (2.0, ', "upstream_ms": 0.8'),
+        access % (9.0, ""),  # a call with no upstream request: in the call's p50 alone
+        '{"logger":"gateway.other","duration_ms":50}',
+    ]
+    parsed = bench_rps._access(lines)
+    assert parsed == [(1.5, 1.0), (1.0, 0.7), (2.0, 0.8), (9.0, None)]
+    direct = Figures("direct", 4000, 0.7, 0.36, 0.36, None)
+    got = Figures("GraphQL get", 2000, 1.6, 0.4, 0.37, 1.0, 2.0, 1.9, 0.8, 0.5)
+    rows = figure_rows([direct, got], 96, 1.0)
+    p50 = next(r for r in rows if r.scenario.startswith("rps: GraphQL get, p50"))
+    assert "gateway's own p50 2.00 ms: upstream p50 0.80 ms, the gateway's share p50 0.50 ms" in (
+        p50.note
+    )

@@ -23,7 +23,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.httpserver import AUTO_CEILING, default_max_connections
+from gateway.httpserver import AUTO_CEILING, _OneWrite, default_max_connections
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import (
     ADMIN,
@@ -364,3 +364,54 @@ def test_idle_connections_past_the_open_file_limit_leave_the_process_serving(
         f"fd limit {limit}: {refused} of 420 idle connections refused at once; the connected "
         f"neighbour p99 {_p99(latencies) * 1000:.1f} ms"
     )
+
+
+class _Recorded(asyncio.Transport):
+    """An asyncio transport that keeps what is written to it, each ``write`` apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_response_head_and_its_body_go_out_in_one_write() -> None:
+    loop = asyncio.get_running_loop()
+    # an answer sent whole: the head, then the body in the same step of the loop
+    sent = _Recorded()
+    cycle = _OneWrite(sent, loop)
+    cycle.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+    cycle.write(b"{}")
+    assert sent.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+    cycle.write(b"more")  # later writes go straight through
+    assert sent.writes[1:] == [b"more"]
+
+    # a stream: the head goes out alone at the end of the step, not with the first event
+    streamed = _Recorded()
+    cycle = _OneWrite(streamed, loop)
+    cycle.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+    assert streamed.writes == []
+    await asyncio.sleep(0)  # the step ends
+    assert streamed.writes == [b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"]
+    cycle.write(b"5\r\nevent\r\n")
+    assert streamed.writes[1:] == [b"5\r\nevent\r\n"]
+
+    # a head and then a close (no keep-alive, no body): the head is written before the close
+    closing = _Recorded()
+    cycle = _OneWrite(closing, loop)
+    cycle.write(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+    assert not cycle.is_closing()  # asked of the connection's transport
+    cycle.close()
+    assert closing.writes == [b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n"]
+    assert closing.closed
+    await asyncio.sleep(0)
+    assert len(closing.writes) == 1  # not written twice

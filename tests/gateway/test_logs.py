@@ -148,6 +148,8 @@ def test_requests_over_every_transport_are_logged_as_json_with_their_ids_and_no_
     assert query_line["status"] == 200 and query_line["bytes"] == len(answer.content)
     assert query_line["operation"] == "ListDemo" and query_line["operation_type"] == "query"
     assert isinstance(query_line["duration_ms"], float)
+    # the time of its upstream request, within the call's own
+    assert 0 < query_line["upstream_ms"] <= query_line["duration_ms"]
 
     sse = _access_line(gateway, "sse-456")
     assert sse["transport"] == "sse" and sse["operation"] == "Pods"
@@ -162,6 +164,7 @@ def test_requests_over_every_transport_are_logged_as_json_with_their_ids_and_no_
     assert grpc_line["transport"] == "grpc" and grpc_line["status"] == "OK"
     assert grpc_line["path"] == "/kubegateway.v1.PodService/List"
     assert grpc_line["operation"] == "PodService.List" and grpc_line["bytes"] > 0
+    assert 0 < grpc_line["upstream_ms"] <= grpc_line["duration_ms"]
 
     watch_line = _access_line(gateway, "grpc-watch-1")
     assert watch_line["operation"] == "PodService.Watch"

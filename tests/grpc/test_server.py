@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import math
+import zlib
+from typing import Any
 
 import grpc
 import pytest
@@ -15,7 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from gateway.core.model.registry import POD
 from gateway.grpc.contract import contract
 from gateway.grpc.gen.kubegateway.v1 import core_pb2, meta_pb2, pods_pb2, pods_pb2_grpc
-from gateway.grpc.handling import UNCOMPRESSED_BYTES
+from gateway.grpc.handling import COMPRESSED_FROM_BYTES, UNCOMPRESSED_BYTES
 from gateway.grpc.server import GrpcOptions, service_names
 from gateway.settings import load
 from kube_gateway_demo import DemoUpstream
@@ -207,24 +209,64 @@ async def test_gzip_compressed_requests_are_decompressed(gw: GrpcGateway) -> Non
     assert len(sent) < len(request.SerializeToString()) // 10
 
 
-@pytest.mark.parametrize(("accepts_gzip", "flag"), [(True, 1), (False, 0)])
-async def test_responses_are_gzipped_for_clients_that_accept_gzip(
-    gw: GrpcGateway, accepts_gzip: bool, flag: int
-) -> None:
+async def _listed_through_tap(
+    gw: GrpcGateway, namespace: str, options: list[tuple[str, int]]
+) -> tuple[Any, list[tuple[int, bytes]]]:
+    """``PodService/List`` of ``namespace`` through a tap, and the messages the server sent."""
     tap = Tap(gw.port)
     port = await tap.start()
-    # A client that does not advertise gzip (like a Go client without the gzip codec).
-    options = [] if accepts_gzip else [("grpc.compression_enabled_algorithms_bitset", 1)]
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options)
     try:
         listed = await pods_pb2_grpc.PodServiceStub(channel).List(
-            pods_pb2.ListPodsRequest(namespace=NAMESPACE), metadata=AUTH
+            pods_pb2.ListPodsRequest(namespace=namespace), metadata=AUTH
         )
-        assert listed.items
     finally:
         await channel.close()
         await tap.stop()
-    assert _flags_sent_by_server(tap) == [flag]
+    return listed, _grpc_messages(bytes(tap.from_server))
+
+
+@pytest.mark.parametrize(("accepts_gzip", "flag"), [(True, 1), (False, 0)])
+async def test_responses_are_gzipped_for_clients_that_accept_gzip(
+    upstream: DemoUpstream, gw: GrpcGateway, accepts_gzip: bool, flag: int
+) -> None:
+    # an answer of more than one HTTP/2 frame (COMPRESSED_FROM_BYTES) and less than 1 MiB
+    namespace = unique("gz")
+    pods = (
+        {
+            "metadata": {"name": f"p-{i}", "annotations": {"note": f"{i} " * 100}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }
+        for i in range(100)
+    )
+    await upstream.store.bulk_create(POD, pods, namespace=namespace)
+    # A client that does not advertise gzip (like a Go client without the gzip codec).
+    options = [] if accepts_gzip else [("grpc.compression_enabled_algorithms_bitset", 1)]
+    listed, messages = await _listed_through_tap(gw, namespace, options)
+    assert len(listed.items) == 100
+    assert COMPRESSED_FROM_BYTES <= listed.ByteSize() < UNCOMPRESSED_BYTES
+    ((sent_flag, sent),) = messages
+    assert sent_flag == flag
+    if accepts_gzip:  # gzip or deflate, as the client advertised both
+        assert type(listed).FromString(zlib.decompress(sent, 47)) == listed
+
+
+async def test_a_small_response_is_sent_uncompressed_even_to_a_gzip_client(
+    upstream: DemoUpstream, gw: GrpcGateway
+) -> None:
+    # one HTTP/2 frame either way: gzip would cost CPU and save no frame
+    namespace = unique("small")
+    pods = (
+        {"metadata": {"name": f"p-{i}"}, "spec": {"containers": [{"name": "c", "image": "b"}]}}
+        for i in range(10)
+    )
+    await upstream.store.bulk_create(POD, pods, namespace=namespace)
+    listed, messages = await _listed_through_tap(gw, namespace, [])  # accepts gzip
+    assert len(listed.items) == 10
+    ((flag, sent),) = messages
+    assert flag == 0
+    assert type(listed).FromString(sent) == listed
+    assert len(sent) < COMPRESSED_FROM_BYTES
 
 
 async def test_a_large_response_is_sent_uncompressed_even_to_a_gzip_client(
