@@ -36,10 +36,10 @@ import logging
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from gateway.core import errors
-from gateway.core.upstream.budget import Lease, scope_of
+from gateway.core.upstream.budget import scope_of
 from gateway.core.upstream.credentials import Credential
 from gateway.core.views.cache import ViewCache, Views, refused
 from gateway.core.views.evaluate import Page
@@ -132,23 +132,39 @@ class LiveStats:
     encodings: int = 0
 
 
-class LiveSubscription:
-    """One subscriber of a live view: the stream a front end reads (``next``, ``close``).
+class _Page(Protocol):
+    @property
+    def resume(self) -> str | None: ...
+
+
+class _Releasable(Protocol):
+    def release(self) -> None: ...
+
+
+PageT = TypeVar("PageT", bound=_Page)
+
+
+class Subscription(Generic[PageT]):
+    """One subscriber of a live view (a cluster's, :class:`LiveSubscription`, or a fleet's,
+    ``livefleet.FleetLiveSubscription``): the stream a front end reads (``next``,
+    ``close``).
 
     ``next()`` returns the latest page not read yet (waiting for one), then ``None`` when
-    the subscription is over (``error`` says why, if it failed)."""
+    the subscription is over (``error`` says why, if it failed).  ``view`` is what it
+    subscribed to (its ``owner`` has ``max_unread`` and ``stats.slow``; ``leave`` is told
+    when it closes), ``lease`` what it holds of the subscriber budgets."""
 
-    def __init__(self, view: LiveView, lease: Lease, notify: bool) -> None:
+    def __init__(self, view: Any, lease: _Releasable, notify: bool) -> None:
         self.view = view
         self.lease = lease
         #: Notify mode: the front end sends that the view changed, not the page.
         self.notify = notify
         self.error: errors.GatewayError | None = None
         self.closed = False
-        self._pending: LivePage | None = None
+        self._pending: PageT | None = None
         self._unread = 0
         self._wake = asyncio.Event()
-        self._last: LivePage | None = None
+        self._last: PageT | None = None
         #: What the front end last sent (its own comparison of renders).
         self.sent: Any = None
 
@@ -157,7 +173,7 @@ class LiveSubscription:
         last = self._last
         return last.resume if last is not None else None
 
-    def offer(self, page: LivePage) -> None:
+    def offer(self, page: PageT) -> None:
         if self.closed:
             return
         if self._pending is not None:
@@ -175,16 +191,16 @@ class LiveSubscription:
         self._pending = page
         self._wake.set()
 
-    def __aiter__(self) -> LiveSubscription:
+    def __aiter__(self) -> Subscription[PageT]:
         return self
 
-    async def __anext__(self) -> LivePage:
+    async def __anext__(self) -> PageT:
         page = await self.next()
         if page is None:
             raise StopAsyncIteration
         return page
 
-    def next_nowait(self) -> LivePage | None:
+    def next_nowait(self) -> PageT | None:
         page = self._pending
         if page is not None:
             self._pending = None
@@ -193,7 +209,7 @@ class LiveSubscription:
             self._wake.clear()
         return page
 
-    async def next(self) -> LivePage | None:
+    async def next(self) -> PageT | None:
         """The latest page not read yet, waiting for one; ``None`` once closed.
 
         Raises:
@@ -229,6 +245,10 @@ class LiveSubscription:
             return True
         self.sent = rendered
         return False
+
+
+class LiveSubscription(Subscription[LivePage]):
+    """One subscriber of one cluster's live view."""
 
 
 class LiveView:

@@ -41,7 +41,13 @@ from typing import Any, Final
 from gateway.core import errors
 from gateway.core.upstream.budget import Lease, scope_of
 from gateway.core.upstream.credentials import Credential
-from gateway.core.views.live import MAX_UNREAD, LivePage, LiveSubscription, LiveViews
+from gateway.core.views.live import (
+    MAX_UNREAD,
+    LivePage,
+    LiveSubscription,
+    LiveViews,
+    Subscription,
+)
 from gateway.core.views.merge import MergedPage, merge_off_loop
 from gateway.core.views.spec import Position, ViewSpec, decode_cursor
 
@@ -145,98 +151,9 @@ class _Leases:
         self.leases = []
 
 
-class FleetLiveSubscription:
-    """One subscriber of a live fleet view: the stream a front end reads (``next``,
-    ``close``); ``None`` once over (``error`` says why, if it failed)."""
-
-    def __init__(self, view: FleetLiveView, leases: _Leases, notify: bool) -> None:
-        self.view = view
-        self.leases = leases
-        #: Notify mode: the front end sends that the view changed, not the page.
-        self.notify = notify
-        self.error: errors.GatewayError | None = None
-        self.closed = False
-        self._pending: FleetLivePage | None = None
-        self._unread = 0
-        self._wake = asyncio.Event()
-        #: What the front end last sent (its own comparison of renders).
-        self.sent: Any = None
-
-    @property
-    def resume(self) -> str | None:
-        return None
-
-    def offer(self, page: FleetLivePage) -> None:
-        if self.closed:
-            return
-        if self._pending is not None:
-            self._unread += 1
-            owner = self.view.owner
-            if self._unread > owner.max_unread:
-                owner.stats.slow += 1
-                self.fail(
-                    errors.SlowSubscriber(
-                        f"the live view's subscriber let {owner.max_unread} updates go by "
-                        "unread and was ended; subscribe again",
-                        resource_version=None,
-                    )
-                )
-                return
-        self._pending = page
-        self._wake.set()
-
-    def __aiter__(self) -> FleetLiveSubscription:
-        return self
-
-    async def __anext__(self) -> FleetLivePage:
-        page = await self.next()
-        if page is None:
-            raise StopAsyncIteration
-        return page
-
-    def next_nowait(self) -> FleetLivePage | None:
-        page = self._pending
-        if page is not None:
-            self._pending = None
-            self._unread = 0
-            self._wake.clear()
-        return page
-
-    async def next(self) -> FleetLivePage | None:
-        """The latest update not read yet, waiting for one; ``None`` once closed.
-
-        Raises:
-            GatewayError: what ended the subscription (a drain, a slow reader...).
-        """
-        while not self.closed:
-            page = self.next_nowait()
-            if page is not None:
-                return page
-            await self._wake.wait()
-        if self.error is not None:
-            raise self.error
-        return None
-
-    def fail(self, error: errors.GatewayError) -> None:
-        if self.error is None and not self.closed:
-            self.error = error
-        self.close()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self._pending = None
-        self.leases.release()
-        self._wake.set()
-        self.view.leave(self)
-
-    def unchanged(self, rendered: Any) -> bool:
-        """Whether ``rendered`` is what the front end sent last; remembers it otherwise."""
-        if rendered == self.sent:
-            return True
-        self.sent = rendered
-        return False
+class FleetLiveSubscription(Subscription["FleetLivePage"]):
+    """One subscriber of a live fleet view (its ``resume`` is ``None``: a merged view has
+    no one version); its lease is one per cluster (:class:`_Leases`)."""
 
 
 @dataclass(slots=True)
