@@ -55,6 +55,7 @@ from gateway.core import (
     Drain,
     FleetEvent,
     FleetLivePage,
+    FleetLiveSubscription,
     FleetLiveViews,
     FleetMember,
     FleetStreams,
@@ -62,6 +63,7 @@ from gateway.core import (
     KubeAdapter,
     ListEncoding,
     LivePage,
+    LiveSubscription,
     LiveViews,
     Operation,
     Resource,
@@ -635,6 +637,20 @@ class ResourceServiceServicer(ServicerBase):
         def encoded(update: LivePage) -> asyncio.Future[tuple[bytes, bytes]]:
             return asyncio.ensure_future(encode(update))
 
+        async for data in self._live_updates(sub, key, encoded, notify):
+            yield data
+
+    async def _live_updates(
+        self,
+        sub: LiveSubscription | FleetLiveSubscription,
+        key: Any,
+        encoded: Callable[[Any], asyncio.Future[tuple[bytes, bytes]]],
+        notify: bool,
+    ) -> AsyncGenerator[bytes, None]:
+        """A live view's updates for one caller (a cluster's or a fleet's): each page's
+        message encoded once per ``key`` for all its callers, sent when what it shows
+        differs from what this caller was sent last; the stream is held open (drained with
+        the gateway) and its subscription closed at the end."""
         end = sub.fail
         try:
             self.opened.hold(end)
@@ -647,7 +663,8 @@ class ResourceServiceServicer(ServicerBase):
                     continue  # nothing this caller is sent changed
                 yield data
         except errors.Draining:
-            # resumable from the last page this caller read, as a Watch is
+            # resumable from the last page this caller read, as a Watch is (a fleet's
+            # has no one version: None)
             raise errors.Draining(resource_version=sub.resume) from None
         finally:
             self.opened.release(end)
@@ -767,20 +784,8 @@ class ResourceServiceServicer(ServicerBase):
         def encoded(update: FleetLivePage) -> asyncio.Future[tuple[bytes, bytes]]:
             return asyncio.ensure_future(encode(update))
 
-        end = sub.fail
-        try:
-            self.opened.hold(end)
-            while True:
-                update = await sub.next()
-                if update is None:
-                    return
-                shown, data = await asyncio.shield(update.encoded(key, encoded))
-                if not notify and sub.unchanged(shown):
-                    continue  # nothing this caller is sent changed
-                yield data
-        finally:
-            self.opened.release(end)
-            sub.close()
+        async for data in self._live_updates(sub, key, encoded, notify):
+            yield data
 
     async def _fleet_watch(
         self,
