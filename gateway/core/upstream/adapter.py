@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 import orjson
@@ -46,6 +46,7 @@ from gateway.core.upstream.credentials import ANONYMOUS, Credential, refused_wit
 from gateway.core.upstream.identity import FORWARDING, OWN_REQUEST, TOKEN_REVIEW_PATH, Identity
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -583,16 +584,9 @@ class KubeAdapter:
         item, applied page by page (with ``options.limit``, a list of large objects such as
         CRDs never holds more than one page of them whole).
         """
-        for attempt in range(2):
-            try:
-                return await self._list_pages(
-                    resource, namespace, options, credential, timeout, keep=keep
-                )
-            except errors.Gone:
-                if attempt:
-                    raise
-                log.info("continue token expired during a paged list; restarting the list")
-        raise AssertionError("unreachable")
+        return await _restarted_once_on_gone(
+            lambda: self._list_pages(resource, namespace, options, credential, timeout, keep=keep)
+        )
 
     async def list_compact(
         self,
@@ -607,14 +601,9 @@ class KubeAdapter:
         list worker (``job``: :func:`gateway.core.lists.compacting.compact`): the list
         without its items (the first page's ``resourceVersion``), and each page as the
         worker's answer (``bytes``) or, where no worker did it, decoded here."""
-        for attempt in range(2):
-            try:
-                return await self._compact_pages(resource, namespace, options, credential, job)
-            except errors.Gone:
-                if attempt:
-                    raise
-                log.info("continue token expired during a paged list; restarting the list")
-        raise AssertionError("unreachable")
+        return await _restarted_once_on_gone(
+            lambda: self._compact_pages(resource, namespace, options, credential, job)
+        )
 
     async def _compact_pages(
         self,
@@ -1106,3 +1095,13 @@ def status_of(mapping: Mapping[str, Any]) -> errors.GatewayError:
     status = obj if isinstance(obj, dict) else {}
     code = status.get("code")
     return errors.from_status(status, http_status=code if isinstance(code, int) else 500)
+
+
+async def _restarted_once_on_gone(pages: Callable[[], Awaitable[T]]) -> T:
+    """``pages()``, a paged list, made again once if a later page's ``continue`` token
+    expired (410): the "inconsistent continue" token is never used (watch rule 2-3)."""
+    try:
+        return await pages()
+    except errors.Gone:
+        log.info("continue token expired during a paged list; restarting the list")
+    return await pages()
