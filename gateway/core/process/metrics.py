@@ -78,6 +78,7 @@ class HubCounts(Protocol):
     events_delivered: int
     dropped_slow: int
     relists: int
+    catch_ups: int
     refused: int
     denied: int
 
@@ -93,6 +94,12 @@ _HUB_COUNTERS: Final = (
     ("watch_events_delivered", "Events taken by subscribers.", "events_delivered"),
     ("subscribers_dropped", "Subscribers ended for falling behind.", "dropped_slow"),
     ("relists", "Relists after an upstream watch expired (410).", "relists"),
+    (
+        "watch_catch_ups",
+        "Subscribers that resumed from before a shared watch's history and caught up on "
+        "a watch of their own.",
+        "catch_ups",
+    ),
     ("subscriptions_refused", "Subscriptions refused by a budget.", "refused"),
     ("subscriptions_denied", "Subscribers denied by an access review.", "denied"),
 )

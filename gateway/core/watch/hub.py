@@ -10,9 +10,12 @@ selector, field selector) and feeds every subscriber of it:
   or changes after a resourceVersion.
 - **Joining a running watch** is exact: a snapshot is taken from the hub's state at the
   moment of joining, a resume replays the hub's bounded history, and a version older than
-  the history gets the full state framed by ``RESYNC`` markers (what a relist would give);
-  no gap, no duplicate.  A first subscriber that resumes from an older version than the
-  hub's list makes the hub watch from that version, so nothing between is lost.
+  the history is caught up on a watch of the subscriber's own from that version until it
+  reaches the history, then handed over (where the apiserver no longer has that version,
+  the full state framed by ``RESYNC`` markers, what a relist gives); no gap, no duplicate.
+  Subscribers that resume before the hub's watch is ready (the first, and a herd arriving
+  with it) make the hub watch from the oldest of their versions, so nothing between is
+  lost and no catch-up watch is needed.
 - **Bounded memory per subscriber without punishing a reader that keeps up**: the
   initial events are produced as the subscriber reads them (a snapshot of any size costs
   one list of references), and only live events are queued.  A subscriber whose queue
@@ -42,7 +45,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from gateway.core import errors
@@ -286,6 +289,9 @@ class HubStats:
     events_delivered: int = 0
     dropped_slow: int = 0
     relists: int = 0
+    #: Subscribers that resumed from before the history and caught up on a watch of their
+    #: own (:meth:`Upstream.catch_up`).
+    catch_ups: int = 0
     refused: int = 0
     #: Subscribers refused or ended because an access review said no (shared watches).
     denied: int = 0
@@ -302,6 +308,7 @@ class WatchSubscription:
 
     __slots__ = (
         "__weakref__",
+        "_catch_up",
         "_floor",
         "_held",
         "_held_queued",
@@ -356,8 +363,16 @@ class WatchSubscription:
         self.credential: Credential | None = None
         #: ``changed_only``: what this subscriber holds of each object (watch rule 31).
         self.changes: StreamChanges | None = None
+        #: While it catches up on a watch of its own (:meth:`Upstream.catch_up`): that
+        #: watch's task; the shared watch's events are not for it yet.
+        self._catch_up: asyncio.Task[None] | None = None
 
     # -- reading -------------------------------------------------------------------------
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether it still reads a watch of its own (:meth:`Upstream.catch_up`)."""
+        return self._catch_up is not None
 
     def __aiter__(self) -> WatchSubscription:
         return self
@@ -451,6 +466,12 @@ class WatchSubscription:
     # -- fed by the upstream -------------------------------------------------------------
 
     def offer(self, event: HubEvent) -> None:
+        if self._catch_up is not None:
+            return  # still catching up on a watch of its own
+        self.feed(event)
+
+    def feed(self, event: HubEvent) -> None:
+        """Queue ``event`` (:meth:`offer` without the catch-up check)."""
         if self.closed:
             return
         if event.type == "BOOKMARK" and not self.bookmarks:
@@ -501,6 +522,9 @@ class WatchSubscription:
 
     def _shut(self) -> None:
         self.closed = True
+        task, self._catch_up = self._catch_up, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
         self._initial = None
         self._pairs = None
         held = self._held
@@ -569,15 +593,31 @@ class Upstream:
         self.failure: errors.GatewayError | None = None
         self.closed = False
         self.task: asyncio.Task[None] | None = None
+        #: The version the watch catches up from once its list is taken (see
+        #: :meth:`resume_earlier`).
+        self.resume_from: str | None = None
         self._linger: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self, resume_from: str | None) -> None:
-        self.task = asyncio.create_task(
-            self._run(resume_from), name=f"watch-hub-{self.target.resource.key}"
-        )
+        self.resume_from = resume_from
+        self.task = asyncio.create_task(self._run(), name=f"watch-hub-{self.target.resource.key}")
         self.task.add_done_callback(self._task_done)
+
+    def resume_earlier(self, resource_version: str) -> None:
+        """A subscriber joining before the watch is ready resumes from ``resource_version``:
+        the watch catches up from there when that is older than where it would start (its
+        list, or an earlier joiner's version), so every joiner of a herd (subscribers moving
+        from a gateway that drains) is replayed exactly from the one upstream watch."""
+        if self.ready.is_set():
+            return
+        wanted = decimal_version(resource_version)
+        if wanted is None:
+            return
+        current = decimal_version(self.resume_from) if self.resume_from is not None else None
+        if self.resume_from is None or (current is not None and wanted < current):
+            self.resume_from = resource_version
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -590,11 +630,12 @@ class Upstream:
         if self.closed:
             raise errors.Unavailable("the upstream watch closed")
 
-    async def _run(self, resume_from: str | None) -> None:
+    async def _run(self) -> None:
         watcher = self.watcher
         try:
             await watcher.prime()
             self.history_floor = watcher.resource_version
+            resume_from = self.resume_from
             if resume_from is not None and watcher.catch_up_from(resume_from):
                 self.history_floor = resume_from
             self.ready.set()
@@ -692,17 +733,113 @@ class Upstream:
 
     # -- joining -------------------------------------------------------------------------
 
-    def join(self, start: WatchStart, ticket: Lease) -> WatchSubscription:
-        """A subscriber at this very point (synchronous: no event can slip in between)."""
-        sub = WatchSubscription(self, start, self.hub.max_queue, ticket, self.starting_point(start))
+    def join(self, start: WatchStart, ticket: Lease, caller: Any = None) -> WatchSubscription:
+        """A subscriber at this very point (synchronous: no event can slip in between).
+
+        One that resumes from before the history catches up on a watch of its own, charged
+        to ``caller``'s upstream-stream budget (:meth:`catch_up`); where that budget is
+        spent (or no ``caller`` is named) it gets the whole state in a ``RESYNC`` frame."""
+        lease = None
+        if caller is not None and self._before_history(start):
+            try:
+                lease = self.hub.streams.acquire(caller)
+            except errors.ResourceExhausted:
+                lease = None
+        if lease is not None:
+            assert start.resource_version is not None
+            point = StartPoint(None, start.resource_version, None)
+        else:
+            point = self.starting_point(start)
+        sub = WatchSubscription(self, start, self.hub.max_queue, ticket, point)
         if start.changed_only:
-            sub.changes = self._changes(start)
+            sub.changes = StreamChanges() if lease is not None else self._changes(start)
+        if lease is not None:
+            assert start.resource_version is not None
+            self.catch_up(sub, start.resource_version, lease)
         self.subscribers.add(sub)
         self.hub.stats.subscribers += 1
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
         return sub
+
+    def _before_history(self, start: WatchStart) -> bool:
+        """Whether ``start`` resumes from a version older than the history reaches (and
+        older than the watch's own start, so an upstream watch from there may serve it)."""
+        if start.mode != "resume" or self.in_resync or self.history_floor is None:
+            return False
+        wanted = decimal_version(start.resource_version)
+        floor = decimal_version(self.history_floor)
+        return wanted is not None and floor is not None and wanted < floor
+
+    def catch_up(self, sub: WatchSubscription, wanted: str, lease: Lease) -> None:
+        """Feed ``sub`` from a watch of its own from ``wanted`` until that watch reaches
+        the history, then hand it over to the shared watch: exactly what the apiserver
+        would replay (or, where the apiserver answers 410, a ``RESYNC`` frame of every
+        object), with nobody else's stream touched.  The watch holds ``lease`` while it
+        runs; the subscription owns its task (closing it stops the watch)."""
+        self.hub.stats.catch_ups += 1
+        task = asyncio.create_task(
+            self._catching_up(sub, wanted, lease),
+            name=f"watch-hub-catch-up-{self.target.resource.key}",
+        )
+        sub._catch_up = task
+        self.hub._catch_ups.add(task)
+        task.add_done_callback(self.hub._catch_ups.discard)
+
+    async def _catching_up(self, sub: WatchSubscription, wanted: str, lease: Lease) -> None:
+        shared = self.watcher
+        watcher = Watcher(
+            shared.adapter,
+            shared.resource,
+            namespace=shared.namespace,
+            options=replace(shared.selectors, resource_version=wanted),
+            credential=shared.credential,
+            bookmarks=True,  # progress: a quiet resource hands over at a bookmark
+            backoff=self.hub.backoff,
+        )
+        in_resync = False
+        try:
+            async with aclosing(cast(Any, watcher.events())) as events:
+                async for event in events:
+                    kind = event.type
+                    if kind == "RESYNC":
+                        in_resync = (event.object.get("metadata") or {}).get("annotations", {}).get(
+                            RESYNC_ANNOTATION
+                        ) == "begin"
+                    resume = None if in_resync else watcher.resource_version
+                    sub.feed(
+                        HubEvent(kind, event.object, event.resource_version, resume, raw=event.raw)
+                    )
+                    if sub.closed:
+                        return
+                    if not in_resync and self._hand_over(sub, watcher.resource_version):
+                        return
+        except asyncio.CancelledError:
+            raise
+        except errors.GatewayError as exc:
+            sub.end(exc)
+        except Exception:
+            log.exception("the catch-up watch of %s failed", self.target.resource.key)
+            sub.end(errors.Internal("the upstream watch failed"))
+        finally:
+            lease.release()
+
+    def _hand_over(self, sub: WatchSubscription, at: str | None) -> bool:
+        """Move a catching-up ``sub`` that stands at ``at`` to the shared watch when its
+        history reaches back there (synchronous: no event slips in between)."""
+        if at is None or self.closed or self.in_resync or self.history_floor is None:
+            return False
+        last = self.watcher.resource_version or self.state_version
+        replay = self._replay(at, last)
+        if replay is None:
+            return False
+        sub._catch_up = None
+        sub._floor = None
+        for event in replay:  # queued after what its own watch gave, in order
+            sub.feed(event)
+        sub._floor = decimal_version(last if replay else at)
+        return True
 
     def _changes(self, start: WatchStart) -> StreamChanges:
         """What a subscriber joining now holds of each object, for watch rule 31: what it
@@ -868,6 +1005,8 @@ class WatchHub:
         self._trims: set[asyncio.Task[None]] = set()
         #: Shutting down: no new subscriber (see :meth:`drain`).
         self.draining = False
+        #: The watches of subscribers catching up (:meth:`Upstream.catch_up`).
+        self._catch_ups: set[asyncio.Task[None]] = set()
 
     @property
     def upstreams(self) -> list[Upstream]:
@@ -934,6 +1073,9 @@ class WatchHub:
                 self._upstreams[key] = upstream
                 self.stats.upstream_watches += 1
                 upstream.start(start.resource_version if start.mode == "resume" else None)
+            elif start.mode == "resume":
+                assert start.resource_version is not None
+                upstream.resume_earlier(start.resource_version)
             upstream.pending += 1
             try:
                 await upstream.wait_ready()
@@ -941,7 +1083,7 @@ class WatchHub:
                 upstream.pending -= 1
             if self.draining:
                 raise errors.Draining()
-            sub = upstream.join(start, ticket)
+            sub = upstream.join(start, ticket, caller)
             if shared is not None:
                 sub.credential = credential
                 if self._rechecks is None:
@@ -1022,4 +1164,5 @@ class WatchHub:
         for upstream in upstreams:
             upstream.close()
         tasks = [u.task for u in upstreams if u.task is not None]
+        tasks += list(self._catch_ups)
         await asyncio.gather(*tasks, return_exceptions=True)

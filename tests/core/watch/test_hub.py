@@ -303,7 +303,7 @@ async def test_late_joiners_get_a_consistent_snapshot_with_no_gap_and_no_duplica
 # -- resume ---------------------------------------------------------------------------------
 
 
-async def test_resume_replays_the_history_and_older_versions_get_a_resync(env: Env) -> None:
+async def test_resume_replays_the_history_and_older_versions_catch_up_exactly(env: Env) -> None:
     env.hub.history = 5
     first = await env.hub.subscribe(target(), WatchStart("snapshot"), ADMIN)
     rvs = []
@@ -316,16 +316,92 @@ async def test_resume_replays_the_history_and_older_versions_get_a_resync(env: E
     assert names(await take(again, 3)) == [("ADDED", f"r{i}") for i in (5, 6, 7)]
     # at the newest version: nothing to replay, then live
     now = await env.hub.subscribe(target(), WatchStart("resume", rvs[7]), ADMIN)
-    # older than the history: the whole state inside a RESYNC frame (what a relist gives)
+    # older than the history (r3..r7): a watch of its own from rvs[0] until it reaches the
+    # history, then the shared watch's history and live events; exactly what followed
     old = await env.hub.subscribe(target(), WatchStart("resume", rvs[0]), ADMIN)
+    assert old.catching_up
+    caught = await take(old, 7)
+    assert names(caught) == [("ADDED", f"r{i}") for i in range(1, 8)]
+    assert [e.resume for e in caught] == rvs[1:]
+    assert not old.catching_up  # handed over
+    assert env.hub.stats.catch_ups == 1
+    await env.demo.store.create("leases", lease("next"), namespace=NS)
+    for sub in (first, again, now, old):
+        assert names(await take(sub, 1)) == [("ADDED", "next")]  # once each
+        sub.close()
+    assert env.demo.faults.watch_requests == 2  # the shared watch and old's catch-up
+
+
+async def test_a_resume_the_upstream_no_longer_has_gets_a_resync_frame(env: Env) -> None:
+    env.hub.history = 2
+    first = await env.hub.subscribe(target(), WatchStart("snapshot"), ADMIN)
+    rvs = []
+    for i in range(5):
+        created = await env.demo.store.create("leases", lease(f"r{i}"), namespace=NS)
+        rvs.append(created["metadata"]["resourceVersion"])
+    await take(first, 5)
+    env.demo.faults.compact()  # rvs[0] is gone upstream too: its catch-up watch gets 410
+    old = await env.hub.subscribe(target(), WatchStart("resume", rvs[0]), ADMIN)
+    frame = await take(old, 7)
+    assert frame[0].type == "RESYNC" and frame[-1].type == "RESYNC"
+    assert sorted(n for _, n in names(frame[1:-1])) == [f"r{i}" for i in range(5)]
+    assert frame[-1].resume is not None
+    await env.demo.store.create("leases", lease("next"), namespace=NS)
+    for sub in (first, old):
+        assert names(await take(sub, 1)) == [("ADDED", "next")]
+        sub.close()
+    assert not old.catching_up
+
+
+async def test_a_resume_before_the_history_without_stream_budget_gets_a_resync(env: Env) -> None:
+    env.hub.history = 5
+    env.hub.streams = Budget("upstream streams", 10, 1)  # the shared watch takes the one
+    first = await env.hub.subscribe(target(), WatchStart("snapshot"), ADMIN)
+    rvs = []
+    for i in range(8):
+        created = await env.demo.store.create("leases", lease(f"r{i}"), namespace=NS)
+        rvs.append(created["metadata"]["resourceVersion"])
+    await take(first, 8)
+    # no catch-up watch can be opened: the whole state inside a RESYNC frame (a relist's)
+    old = await env.hub.subscribe(target(), WatchStart("resume", rvs[0]), ADMIN)
+    assert not old.catching_up
     frame = await take(old, 10)
     assert frame[0].type == "RESYNC" and frame[-1].type == "RESYNC"
     assert sorted(n for _, n in names(frame[1:-1])) == [f"r{i}" for i in range(8)]
     assert frame[-1].resume == rvs[7]
     await env.demo.store.create("leases", lease("next"), namespace=NS)
-    for sub in (first, again, now, old):
+    for sub in (first, old):
         assert names(await take(sub, 1)) == [("ADDED", "next")]
         sub.close()
+    assert env.hub.stats.catch_ups == 0
+    assert env.demo.faults.watch_requests == 1
+
+
+async def test_a_herd_resuming_at_its_own_versions_is_replayed_from_one_upstream_watch(
+    env: Env,
+) -> None:
+    """Subscribers moving from a draining gateway arrive together, each at its own version:
+    the hub's one watch starts from the oldest, and each gets exactly what followed its own."""
+    created = await env.demo.store.create("leases", lease("a"), namespace=NS)
+    oldest = created["metadata"]["resourceVersion"]
+    patched = await env.demo.store.patch(
+        "leases", "a", {"spec": {"holderIdentity": "b"}}, namespace=NS
+    )
+    newer = patched["metadata"]["resourceVersion"]
+    await env.demo.store.create("leases", lease("b"), namespace=NS)
+    await env.demo.store.delete("leases", "a", namespace=NS)
+    # the newer one opens the watch; the older one joins before its list is taken
+    ahead, behind = await asyncio.gather(
+        env.hub.subscribe(target(), WatchStart("resume", newer), ADMIN),
+        env.hub.subscribe(target(), WatchStart("resume", oldest), ADMIN),
+    )
+    assert names(await take(behind, 3)) == [("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "a")]
+    assert names(await take(ahead, 2)) == [("ADDED", "b"), ("DELETED", "a")]
+    await env.demo.store.create("leases", lease("c"), namespace=NS)
+    for sub in (ahead, behind):
+        assert names(await take(sub, 1)) == [("ADDED", "c")]
+        sub.close()
+    assert env.hub.stats.catch_ups == 0
     assert env.demo.faults.watch_requests == 1
 
 
