@@ -546,7 +546,9 @@ def carry(old: str, new: str, title: str) -> str:
 
 def causes(rows: Sequence[Row]) -> str:
     """``## Goals not met`` with the measured cause of each gap ('' when every goal is met)."""
-    lines = []
+    # rows of one cause share one line (in the order of their first row): the cause is
+    # said once, however many rows it explains
+    grouped: dict[str, list[str]] = {}
     for r in rows:
         if r.met is not False:
             continue
@@ -554,7 +556,12 @@ def causes(rows: Sequence[Row]) -> str:
             (text for start, text in CAUSES.items() if r.scenario.startswith(start)),
             "cause not measured yet",
         )
-        lines.append(f"- **{r.scenario}**: {cause}")
+        key = cause if cause != "cause not measured yet" else f"{cause}\0{r.scenario}"
+        grouped.setdefault(key, []).append(r.scenario)
+    lines = [
+        "- " + ", ".join(f"**{s}**" for s in scenarios) + ": " + key.split("\0", 1)[0]
+        for key, scenarios in grouped.items()
+    ]
     if not lines:
         return ""
     return "## Goals not met, and why\n\n" + "\n".join(lines) + "\n\n"
