@@ -277,3 +277,63 @@ async def test_5000_pods_arrive_whole_on_every_transport_then_a_change(
             assert all(seen == expected for seen in results)
             assert app.state.runtime.cluster.watches.stats.upstream_watches == 1
         await api.delete(f"/api/v1/namespaces/{ns}")
+
+
+async def test_a_subscriber_resuming_from_before_the_history_catches_up_exactly(
+    kube_apiserver: KubeAPIServer,
+) -> None:
+    """A gRPC subscriber resuming from a version the hub's history no longer holds is replayed
+    exactly what followed it, from the apiserver's own watch cache, on a watch of its own,
+    then handed over to the shared watch: no RESYNC, no duplicate."""
+    kube = kube_apiserver
+    ns = "team-b"
+    names = [unique("catch") for _ in range(6)]
+    async with (
+        httpx.AsyncClient(
+            base_url=kube.url, verify=kube.ssl_context(), headers=kube.headers("admin"), timeout=30
+        ) as api,
+        gateway(kube) as (url, app),
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.state.runtime.grpc_port}") as channel,
+        ws_as(url, kube.tokens["admin"]) as ws,
+    ):
+        hub = app.state.runtime.cluster.watches
+        hub.history = 3  # the shared watch keeps only the last three events
+        leases = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+        op = await ws.subscribe(
+            """subscription($ns: String, $rv: String) {
+              watchLeases(namespace: $ns, resourceVersion: $rv, sendInitialEvents: false) {
+                type object { metadata { name } } } }""",
+            {"ns": ns, "rv": None},
+        )
+        rvs = []
+        for name in names:
+            made = await api.post(leases, json={"metadata": {"name": name}, "spec": {}})
+            assert made.status_code == 201, made.text
+            rvs.append(made.json()["metadata"]["resourceVersion"])
+        seen = [
+            (await ws.next(op, timeout=STEP))["data"]["watchLeases"]["object"]["metadata"]["name"]
+            for _ in names
+        ]
+        assert seen == names
+
+        stub = leases_pb2_grpc.LeaseServiceStub(channel)
+        late = stub.Watch(
+            leases_pb2.WatchLeasesRequest(namespace=ns, resource_version=rvs[0]),
+            metadata=auth(kube, "admin"),
+        )
+        events = late.__aiter__()
+        async with asyncio.timeout(STEP):
+            caught = [await anext(events) for _ in names[1:]]
+        assert [(e.type, e.lease.metadata.name) for e in caught] == [
+            (common_pb2.WatchEvent.ADDED, name) for name in names[1:]
+        ]
+        assert hub.stats.catch_ups == 1
+        last = unique("catch")
+        made = await api.post(leases, json={"metadata": {"name": last}, "spec": {}})
+        assert made.status_code == 201, made.text
+        async with asyncio.timeout(STEP):
+            after = await anext(events)
+        assert (after.type, after.lease.metadata.name) == (common_pb2.WatchEvent.ADDED, last)
+        event = (await ws.next(op, timeout=STEP))["data"]["watchLeases"]
+        assert event["object"]["metadata"]["name"] == last
+        late.cancel()
