@@ -163,6 +163,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
+        # the parser holds this connection's bound methods: a cycle the cyclic collector
+        # (held off in a served process) would be left to free with the socket's buffers
+        self.parser = None
         if exc is not None and self.error is None:
             self.error = exc
         self._wake()
@@ -294,12 +297,14 @@ class _Body(httpx.AsyncByteStream):
     __slots__ = ("_closed", "_conn", "_read")
 
     def __init__(self, conn: _Connection, read: float | None) -> None:
-        self._conn = conn
+        self._conn: _Connection | None = conn
         self._read = read
         self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         conn = self._conn
+        if conn is None:
+            return
         while True:
             chunk = conn.take()
             if chunk is not None:
@@ -320,7 +325,13 @@ class _Body(httpx.AsyncByteStream):
         if self._closed:
             return
         self._closed = True
-        self._conn.pool._release(self._conn)
+        # httpx's response and its bound stream are a cycle the cyclic collector frees
+        # (held off in a served process: a long-lived watch's answer reaches the oldest
+        # generation): without this reference the connection, its transport and buffers are
+        # freed as soon as the connection closes, not with that cycle
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.pool._release(conn)
 
 
 class LeanTransport(httpx.AsyncBaseTransport):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import gzip
 import ssl
 import time
@@ -520,6 +521,47 @@ def test_tls_with_the_kubeconfig_ca_client_certificate_and_server_name(
                 with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                     await client.get("/api")
         finally:
+            await server.close()
+
+    RUNNERS[loop](run())
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+
+def _connections_alive() -> int:
+    return sum(1 for o in gc.get_objects() if type(o).__name__ == "_Connection")
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_closed_connections_are_freed_without_the_cyclic_collector(
+    loop: str, tmp_path: Path, pki: Pki
+) -> None:
+    """A served process holds the cyclic collector off (and a long watch's answer reaches its
+    oldest generation): a connection that closed, with its transport, TLS state and buffers,
+    must be freed as soon as it closes, not with the cycles of httpx's answers.  Upstreams
+    coming and going (a fleet's clusters) and watches ending would otherwise pile them up."""
+    cluster = {"certificate-authority-data": b64(pki.ca_pem)}
+
+    async def run() -> None:
+        server = tls_server(pki)
+        await server.start()
+        path = kubeconfig(tmp_path / "c", server=server.url, cluster=cluster, user={})
+        gc.collect()
+        gc.disable()
+        try:
+            before = _connections_alive()
+            async with DemoUpstream(seed=False) as demo:
+                for i in range(30):  # an upstream each time, closed after a few answers
+                    for cfg in (resolve(server=demo.url), resolve(kubeconfig=path)):
+                        async with build_http_client(cfg) as client:
+                            answers = await asyncio.gather(*(client.get("/api") for _ in range(3)))
+                            assert all(r.status_code < 500 for r in answers), i
+                            async with client.stream("GET", "/api") as streamed:
+                                await streamed.aread()
+            assert _connections_alive() - before == 0
+        finally:
+            gc.enable()
             await server.close()
 
     RUNNERS[loop](run())
