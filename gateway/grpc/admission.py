@@ -12,7 +12,10 @@ ones alike), so a service cannot be reached around it.  Per call, in this order:
 * **request id**: from the ``x-request-id`` metadata (else the ``traceparent``'s trace id,
   else a new one), sent back first thing as ``x-request-id`` initial metadata, and on
   every line logged while the call is served (grpc.aio runs the interceptor and the
-  handler in one fresh context per call);
+  handler in one fresh context per call).  An admitted unary-unary call's handler runs
+  while that metadata's grpc batch is in flight, and the batch is awaited before the
+  answer or a refusal is sent (:class:`_Sent`): its completion, a hop through grpc's
+  poller thread, no longer delays the upstream call;
 * **access line**: one per call when it ends: ``transport`` ``grpc``, ``method``
   ``POST``, ``path`` the full method name, ``status`` the status code's name,
   ``duration_ms``, ``bytes`` and ``operation`` (``PodService.List``); a streaming call adds
@@ -252,6 +255,96 @@ def _size(message: Any) -> int:
     return int(size()) if callable(size) else 0
 
 
+class _Sent:
+    """A call's initial metadata, its grpc batch started (``send_initial_metadata`` run to
+    its first suspension: ``grpc_call_start_batch`` has taken the batch, the metadata is
+    on its way) and awaited later, once (:meth:`settle`, awaited): grpc.aio marks the
+    metadata sent only when the coroutine ends, and would send an empty one of its own
+    with any later batch (the answer's, an abort's), which grpc core refuses while this
+    one is in flight.  Closed unawaited when the call is cancelled."""
+
+    __slots__ = ("_coro", "_step")
+
+    def __init__(self, coro: Any) -> None:
+        self._coro: Any = coro
+        self._step: Any = None
+        try:
+            self._step = coro.send(None)
+        except StopIteration:
+            self._coro = None
+
+    def __await__(self) -> Any:
+        coro, step = self._coro, self._step
+        self._coro = self._step = None
+        if coro is None:
+            return
+        while True:
+            try:
+                if getattr(step, "done", None) is not None and step.done():
+                    sent = None  # completed meanwhile: no suspension of the handler's task
+                else:
+                    sent = yield step
+            except BaseException as exc:  # cancelled while waiting: into the coroutine
+                try:
+                    step = coro.throw(exc)
+                except StopIteration:
+                    return
+                continue
+            try:
+                step = coro.send(sent)
+            except StopIteration:
+                return
+
+    def close(self) -> None:
+        if self._coro is not None:
+            self._coro.close()
+            self._coro = self._step = None
+
+
+class _Context:
+    """A unary-unary handler's context while its initial metadata's batch is in flight:
+    what sends (an abort, a message, metadata) awaits that batch first; everything else
+    is the call's own context."""
+
+    __slots__ = ("_context", "_sent")
+
+    def __init__(self, context: grpc.aio.ServicerContext, sent: _Sent) -> None:
+        self._context = context
+        self._sent: _Sent | None = sent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    async def settle(self) -> None:
+        """Await the initial metadata's batch (once)."""
+        sent, self._sent = self._sent, None
+        if sent is not None:
+            await sent
+
+    def close(self) -> None:
+        sent, self._sent = self._sent, None
+        if sent is not None:
+            sent.close()
+
+    async def abort(self, *args: Any, **kwargs: Any) -> NoReturn:
+        await self.settle()
+        await self._context.abort(*args, **kwargs)
+        raise AssertionError("unreachable")  # abort raises
+
+    async def abort_with_status(self, status: Any) -> NoReturn:
+        await self.settle()
+        await self._context.abort_with_status(status)
+        raise AssertionError("unreachable")  # abort_with_status raises
+
+    async def send_initial_metadata(self, metadata: Any) -> None:
+        await self.settle()
+        await self._context.send_initial_metadata(metadata)
+
+    async def write(self, message: Any) -> None:
+        await self.settle()
+        await self._context.write(message)
+
+
 class _Call:
     """One call's record, sent id, refusal, drain gate, stream place and access line."""
 
@@ -271,6 +364,22 @@ class _Call:
         #: ``None``: the call takes no place of an unauthenticated stream.
         self.streams = streams
         self.peer: str | None = None
+
+    async def start(self, context: grpc.aio.ServicerContext, request: Any) -> _Sent | None:
+        """:meth:`begin` for a unary-unary call that is admitted: its initial metadata's
+        batch started but not awaited (the handler runs meanwhile: the batch's completion,
+        one hop through grpc's poller thread, no longer delays the upstream call), or
+        ``None`` when it was sent and awaited (the call is refused, or takes a stream's
+        place)."""
+        if (
+            self.refusal is not None
+            or (self.drain is not None and self.drain.draining)
+            or request.__class__ is _Refused
+            or self.streams is not None
+        ):
+            await self.begin(context, request)
+            return None
+        return _Sent(context.send_initial_metadata(self.metadata))
 
     async def begin(self, context: grpc.aio.ServicerContext, request: Any = None) -> None:
         await context.send_initial_metadata(self.metadata)
@@ -338,32 +447,42 @@ def _unary_response(behavior: Callable[..., Any], streamed: bool) -> Callable[..
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
         failure: BaseException | None = None
         call = _CALL.get()
+        # A unary-unary call's initial metadata is awaited after its handler (see _Sent).
+        pending: _Context | None = None
         with serving(call.record):
             try:
                 if streamed:
                     await call.begin(context)
                     request = _checked(request, context)
                 else:
-                    await call.begin(context, request)
+                    sent = await call.start(context, request)
+                    if sent is not None:
+                        pending = _Context(context, sent)
                 try:
                     with call.drain.track() if call.drain is not None else nullcontext():
-                        response = behavior(request, context)
+                        response = behavior(request, context if pending is None else pending)
                         if inspect.isawaitable(response):
                             response = await response
                 except grpc.aio.AbortError:
                     raise
                 except Exception as exc:  # CancelledError is not an Exception: it propagates
+                    if pending is not None:
+                        await pending.settle()
                     await _unexpected(context, call.record.path, exc)
+                if pending is not None:
+                    await pending.settle()
                 call.record.bytes += _size(response)
                 return response
             except BaseException as exc:
                 failure = exc
                 raise
             finally:
+                if pending is not None:
+                    pending.close()  # cancelled before it was awaited
                 call.end(context, failure)
                 if failure is not None:
                     _forget(failure)
-                failure = request = None
+                failure = request = pending = None
 
     return handle
 

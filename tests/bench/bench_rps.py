@@ -2,7 +2,8 @@
 made straight to a real kube-apiserver in the same run (issue 30).
 
     .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 300] \
-        [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...] [--gateway-src CHECKOUT]
+        [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...] [--gateway-src CHECKOUT] \
+        [--rows gRPC ...] [--profile DIR [--profile-native]]
 
 One etcd + kube-apiserver (``tests/e2e/apiserver.py``) holding 20 pods in ``team-a``, and two
 ``kube-gateway serve`` processes on it (admin kubeconfig, loopback ports, default settings):
@@ -51,6 +52,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -269,7 +271,14 @@ class Figures:
 
 
 def bench(
-    requests: int, single: int, gateway_args: Sequence[str] = (), src: Path | None = None
+    requests: int,
+    single: int,
+    gateway_args: Sequence[str] = (),
+    src: Path | None = None,
+    *,
+    only: Sequence[str] = (),
+    profile: Path | None = None,
+    native: bool = False,
 ) -> list[Figures]:
     hey_bin, ghz_bin = load_clients()
     out: list[Figures] = []
@@ -314,6 +323,8 @@ def bench(
                     lambda n, c: load.hey(f"{trusted.http}/graphql", by_id, n, c),
                 ),
             ]
+            kept = [name for name, served, _ in modes if served is not None and _kept(name, only)]
+            modes = [m for m in modes if m[0] in kept or _baseline(m[0], m[1], kept)]
             for name, served, fn in modes:
                 out.append(
                     measure(
@@ -324,6 +335,8 @@ def bench(
                         token=load.token,
                         requests=requests,
                         single=single,
+                        profile=profile,
+                        native=native,
                     )
                 )
             for served in (gw, trusted):
@@ -341,14 +354,17 @@ def measure(
     token: str,
     requests: int,
     single: int,
+    profile: Path | None = None,
+    native: bool = False,
 ) -> Figures:
     """One row: a warm-up, ``requests`` at 32 concurrent with the CPU times and upstream
     requests around them, then ``single`` one at a time."""
     fn(max(2 * CONCURRENCY, requests // 10), CONCURRENCY)  # warm: connections, caches
     pid = served.proc.pid if served is not None else api_pid
-    before = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
-    loaded = fn(requests, CONCURRENCY)
-    after = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
+    with _profiled(name, pid if served is not None else None, profile, native):
+        before = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
+        loaded = fn(requests, CONCURRENCY)
+        after = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
     logged = len(served.log.splitlines()) if served is not None else 0
     up_before = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
     one = fn(single, 1)
@@ -389,6 +405,80 @@ def measure(
         + f"; load average {os.getloadavg()[0]:.1f}"
     )
     return figures
+
+
+def _kept(name: str, only: Sequence[str]) -> bool:
+    """Whether ``--rows`` keeps the gateway row ``name`` (every row without a filter)."""
+    return not only or any(word.lower() in name.lower() for word in only)
+
+
+def _baseline(name: str, served: Served | None, kept: Sequence[str]) -> bool:
+    """Whether a direct row is the baseline of a kept row: the direct get always (the
+    table's first row), the direct list when a kept row is a list."""
+    if served is not None:
+        return False
+    return name != DIRECT_LIST or any("list" in k.lower() for k in kept)
+
+
+def _py_spy() -> str:
+    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise RuntimeError("--profile needs py-spy (pip install py-spy)")
+    return found
+
+
+@contextlib.contextmanager
+def _profiled(
+    name: str, pid: int | None, directory: Path | None, native: bool = False
+) -> Iterator[None]:
+    """py-spy recording ``pid`` while the block runs, its top frames written to
+    ``directory``/<row>.txt (nothing without a directory or for a direct row)."""
+    if directory is None or pid is None:
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    raw = directory / (re.sub(r"\W+", "-", name.lower()).strip("-") + ".raw")
+    argv = [_py_spy(), "record", "--pid", str(pid), "--rate", "250", "--threads"]
+    # --native stops the process at each sample (py-spy cannot read native stacks of a
+    # running one): it shows grpc-core's syscalls but costs the gateway CPU of its own
+    argv += ["--native"] if native else ["--nonblocking"]
+    argv += ["--format", "raw", "--output", str(raw)]
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        yield
+    finally:
+        spy.send_signal(2)  # SIGINT: py-spy writes what it has and exits
+        _, err = spy.communicate(timeout=60)
+    if not raw.exists():
+        raise RuntimeError(f"py-spy wrote no profile: {err[-2000:]}")
+    raw.with_suffix(".txt").write_text(top_frames(raw.read_text()))
+    log(f"{name}: profile in {raw.with_suffix('.txt')}")
+
+
+def top_frames(collapsed: str, top: int = 40) -> str:
+    """Self and inclusive shares of the frames of py-spy's collapsed stacks."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + n
+    if not total:
+        return "no samples\n"
+    lines = [f"{total} samples", "", "self %  frame"]
+    for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"{100 * n / total:5.1f}  {frame}")
+    lines += ["", "inclusive %  frame"]
+    for frame, n in sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"{100 * n / total:5.1f}  {frame}")
+    return "\n".join(lines) + "\n"
 
 
 def _upstream(served: Served | None, token: str, name: str = UPSTREAM) -> float:
@@ -486,9 +576,13 @@ def rows(
     single: int = 300,
     gateway_args: Sequence[str] = (),
     src: Path | None = None,
+    *,
+    only: Sequence[str] = (),
+    profile: Path | None = None,
+    native: bool = False,
 ) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
-    figures = bench(requests, single, gateway_args, src)
+    figures = bench(requests, single, gateway_args, src, only=only, profile=profile, native=native)
     return figure_rows(figures, requests, os.getloadavg()[0])
 
 
@@ -499,8 +593,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gateway-arg", action="append", default=[])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--gateway-src", type=Path, default=None)
+    parser.add_argument("--rows", nargs="+", default=[], metavar="WORD")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR")
+    parser.add_argument("--profile-native", action="store_true")
     args = parser.parse_args(argv)
-    table = rows(args.requests, args.single, args.gateway_arg, args.gateway_src)
+    if args.out is not None and (args.rows or args.profile is not None):
+        parser.error("--out takes the whole table, unprofiled: no --rows or --profile")
+    table = rows(
+        args.requests,
+        args.single,
+        args.gateway_arg,
+        args.gateway_src,
+        only=args.rows,
+        profile=args.profile,
+        native=args.profile_native,
+    )
     print(text_table(table))
     if args.out is not None:
         args.out.write_text(splice(args.out.read_text(), table))

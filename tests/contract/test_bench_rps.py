@@ -102,3 +102,52 @@ def test_the_p50_note_splits_each_call_into_upstream_and_the_gateways_share() ->
     assert "gateway's own p50 2.00 ms: upstream p50 0.80 ms, the gateway's share p50 0.50 ms" in (
         p50.note
     )
+
+
+def test_rows_keeps_the_named_rows_and_their_direct_baselines() -> None:
+    names = ["direct", "direct list of 10", *MODES]
+    served = {name: (None if name.startswith("direct") else object()) for name in names}
+
+    def kept(*words: str) -> list[str]:
+        gateway_rows = [n for n in names if served[n] is not None and bench_rps._kept(n, words)]
+        return [
+            n
+            for n in names
+            if n in gateway_rows or bench_rps._baseline(n, served[n], gateway_rows)  # type: ignore[arg-type]
+        ]
+
+    assert kept() == names
+    # a list row brings the direct list with it, a get only the direct get
+    assert kept("gRPC") == ["direct", "direct list of 10", "gRPC Get", "gRPC List of 10"]
+    assert kept("grpc get") == ["direct", "gRPC Get"]
+    assert kept("trusted", "graphql list") == [
+        "direct",
+        "direct list of 10",
+        "GraphQL list of 10",
+        "trusted-document get",
+    ]
+    assert kept("nothing such") == ["direct"]
+
+
+def test_a_profile_summary_gives_self_and_inclusive_shares() -> None:
+    collapsed = "\n".join(
+        [
+            "thread (1): MainThread;run (loop.py:1);handle (admission.py:2);write (libc) 6",
+            "thread (1): MainThread;run (loop.py:1);encode (codec.py:3) 3",
+            "thread (2): poller;poll (grpc) 1",
+            "not a stack line",
+        ]
+    )
+    summary = bench_rps.top_frames(collapsed)
+    assert summary.startswith("10 samples\n")
+    own, inclusive = summary.split("inclusive %  frame\n")
+    assert " 60.0  write (libc)" in own and " 30.0  encode (codec.py:3)" in own
+    assert " 90.0  run (loop.py:1)" in inclusive and " 60.0  handle (admission.py:2)" in inclusive
+    assert bench_rps.top_frames("") == "no samples\n"
+
+
+def test_a_filtered_or_profiled_run_does_not_write_the_table() -> None:
+    for argv in (["--rows", "gRPC"], ["--profile", "/tmp/x"]):
+        with pytest.raises(SystemExit) as refused:
+            bench_rps.main([*argv, "--out", "BENCHMARKS.md"])
+        assert refused.value.code == 2
