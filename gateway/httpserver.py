@@ -34,6 +34,7 @@ import resource
 import struct
 import time
 from asyncio import TimerHandle
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -350,6 +351,33 @@ class _Writable:
         return True
 
 
+#: Header names as clients spell them, each kept once (bounded: a client can send any name).
+_HEADER_NAMES: dict[bytes, bytes] = {}
+_HEADER_NAMES_MAX: Final = 512
+#: The extension factories of the first connection, by their settings.
+_EXTENSIONS: dict[tuple[str, ...], Sequence[Any]] = {}
+
+
+def _header_name(name: bytes) -> bytes:
+    found = _HEADER_NAMES.get(name)
+    if found is not None:
+        return found
+    if len(_HEADER_NAMES) < _HEADER_NAMES_MAX and len(name) <= 64:
+        _HEADER_NAMES[name] = name
+    return name
+
+
+def _shared_extensions(factories: Sequence[Any]) -> Sequence[Any]:
+    """One list of ``websockets`` extension factories for every connection made with the
+    same settings (a factory is its settings only; uvicorn makes one per connection)."""
+    key = tuple(
+        f"{type(f).__module__}.{type(f).__qualname__}{sorted(vars(f).items())!r}" for f in factories
+    )
+    if len(_EXTENSIONS) >= 16:  # settings are the server's: a handful at most
+        return _EXTENSIONS.get(key, factories)
+    return _EXTENSIONS.setdefault(key, factories)
+
+
 def _text_frame_head(size: int) -> bytes:
     """RFC 6455 head of an unmasked, final text frame of ``size`` bytes (a server's)."""
     if size < 126:
@@ -381,12 +409,17 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
         super().__init__(*args, **kwargs)
         self.queue = _Inbox()  # type: ignore[assignment]
         self.writable = _Writable()  # type: ignore[assignment]
+        if self.conn.available_extensions:  # uvicorn's permessage-deflate offer, shared
+            self.conn.available_extensions = _shared_extensions(self.conn.available_extensions)
 
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)
         # uvicorn copied the headers into the scope; the parser's frame holds the request
         # for the connection's lifetime.
         event.headers.clear()
+        scope = getattr(self, "scope", None)
+        if scope is not None:  # the same header names of every connection, once
+            scope["headers"] = [(_header_name(name), value) for name, value in scope["headers"]]
 
     async def send(self, message: Any) -> None:
         if (
