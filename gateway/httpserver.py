@@ -34,13 +34,13 @@ import resource
 import struct
 import time
 from asyncio import TimerHandle
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.http11 import Request
 from websockets.protocol import State as WsState
 
@@ -354,8 +354,20 @@ class _Writable:
 #: Header names as clients spell them, each kept once (bounded: a client can send any name).
 _HEADER_NAMES: dict[bytes, bytes] = {}
 _HEADER_NAMES_MAX: Final = 512
-#: The extension factories of the first connection, by their settings.
-_EXTENSIONS: dict[tuple[str, ...], Sequence[Any]] = {}
+#: permessage-deflate as uvicorn offers it (12-bit windows, ``memLevel`` 5), without context
+#: takeover either way (RFC 7692 7.1.1): each message is compressed and decompressed on its
+#: own, so an idle connection holds no zlib state (~45 KB per connection with takeover:
+#: deflate's window, hash chains and pending buffer, inflate's state and window); one
+#: factory for every connection.
+DEFLATE: Final = (
+    ServerPerMessageDeflateFactory(
+        server_max_window_bits=12,
+        client_max_window_bits=12,
+        server_no_context_takeover=True,
+        client_no_context_takeover=True,
+        compress_settings={"memLevel": 5},
+    ),
+)
 
 
 def _header_name(name: bytes) -> bytes:
@@ -365,17 +377,6 @@ def _header_name(name: bytes) -> bytes:
     if len(_HEADER_NAMES) < _HEADER_NAMES_MAX and len(name) <= 64:
         _HEADER_NAMES[name] = name
     return name
-
-
-def _shared_extensions(factories: Sequence[Any]) -> Sequence[Any]:
-    """One list of ``websockets`` extension factories for every connection made with the
-    same settings (a factory is its settings only; uvicorn makes one per connection)."""
-    key = tuple(
-        f"{type(f).__module__}.{type(f).__qualname__}{sorted(vars(f).items())!r}" for f in factories
-    )
-    if len(_EXTENSIONS) >= 16:  # settings are the server's: a handful at most
-        return _EXTENSIONS.get(key, factories)
-    return _EXTENSIONS.setdefault(key, factories)
 
 
 def _text_frame_head(size: int) -> bytes:
@@ -399,7 +400,9 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
       (``permessage-deflate`` refused or not offered) is framed here, two to ten bytes of
       head and the payload in one ``write``, rather than through ``websockets``' frame
       objects (~1.6 µs less per frame); with compression every frame goes through
-      ``websockets`` as before.
+      ``websockets`` as before;
+    * permessage-deflate is :data:`DEFLATE`: without context takeover, so an idle
+      connection that negotiated it holds no zlib state.
 
     Every other message, and every state check before a frame is written (the transport
     writable, the connection not lost, not closing), is uvicorn's.
@@ -409,8 +412,8 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
         super().__init__(*args, **kwargs)
         self.queue = _Inbox()  # type: ignore[assignment]
         self.writable = _Writable()  # type: ignore[assignment]
-        if self.conn.available_extensions:  # uvicorn's permessage-deflate offer, shared
-            self.conn.available_extensions = _shared_extensions(self.conn.available_extensions)
+        if self.conn.available_extensions:  # permessage-deflate (--ws-compression)
+            self.conn.available_extensions = DEFLATE
 
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)

@@ -47,6 +47,9 @@ async def test_text_frames_of_every_length(demo: DemoUpstream, compression: bool
     async with serve_gateway(demo, ws_compression=compression) as gateway, ws_client(gateway) as ws:
         accepted = ws.ws.response.headers.get("Sec-WebSocket-Extensions") or ""
         assert ("permessage-deflate" in accepted) is compression, accepted
+        if compression:  # each message on its own: no zlib state kept between them
+            assert "server_no_context_takeover" in accepted, accepted
+            assert "client_no_context_takeover" in accepted, accepted
         for i, size in enumerate(sizes):
             op = await ws.subscribe(LEASE, {"ns": NAMESPACE, "name": f"{label}-{i}"})
             payload = await ws.next(op)
