@@ -351,9 +351,12 @@ class _Writable:
         return True
 
 
-#: Header names as clients spell them, each kept once (bounded: a client can send any name).
-_HEADER_NAMES: dict[bytes, bytes] = {}
-_HEADER_NAMES_MAX: Final = 512
+#: Header lines as clients send them (``Upgrade: websocket``, ``Host: ...``), each kept
+#: once for every connection that sends it; bounded, as a client can send anything.
+_HEADERS: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}
+_HEADERS_MAX: Final = 1024
+
+
 #: permessage-deflate as uvicorn offers it (12-bit windows, ``memLevel`` 5), without context
 #: takeover either way (RFC 7692 7.1.1): each message is compressed and decompressed on its
 #: own, so an idle connection holds no zlib state (~45 KB per connection with takeover:
@@ -370,13 +373,13 @@ DEFLATE: Final = (
 )
 
 
-def _header_name(name: bytes) -> bytes:
-    found = _HEADER_NAMES.get(name)
+def _header(line: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+    found = _HEADERS.get(line)
     if found is not None:
         return found
-    if len(_HEADER_NAMES) < _HEADER_NAMES_MAX and len(name) <= 64:
-        _HEADER_NAMES[name] = name
-    return name
+    if len(_HEADERS) < _HEADERS_MAX and len(line[0]) + len(line[1]) <= 128:
+        _HEADERS[line] = line
+    return line
 
 
 def _text_frame_head(size: int) -> bytes:
@@ -421,8 +424,8 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
         # for the connection's lifetime.
         event.headers.clear()
         scope = getattr(self, "scope", None)
-        if scope is not None:  # the same header names of every connection, once
-            scope["headers"] = [(_header_name(name), value) for name, value in scope["headers"]]
+        if scope is not None:  # the header lines every connection sends, once
+            scope["headers"] = [_header(line) for line in scope["headers"]]
 
     async def send(self, message: Any) -> None:
         if (
