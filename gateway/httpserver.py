@@ -352,9 +352,27 @@ class _Writable:
 
 
 #: Header lines as clients send them (``Upgrade: websocket``, ``Host: ...``), each kept
-#: once for every connection that sends it; bounded, as a client can send anything.
+#: once for every connection that sends it; bounded, as a client can send anything.  Only
+#: of these headers: never a credential (``Authorization``, ``Cookie``) nor a line each
+#: connection makes its own (``Sec-WebSocket-Key``).
 _HEADERS: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}
 _HEADERS_MAX: Final = 1024
+_SHARED_HEADERS: Final = frozenset(
+    (
+        b"host",
+        b"upgrade",
+        b"connection",
+        b"origin",
+        b"user-agent",
+        b"pragma",
+        b"cache-control",
+        b"accept-encoding",
+        b"accept-language",
+        b"sec-websocket-version",
+        b"sec-websocket-protocol",
+        b"sec-websocket-extensions",
+    )
+)
 
 
 #: permessage-deflate as uvicorn offers it (12-bit windows, ``memLevel`` 5), without context
@@ -377,7 +395,11 @@ def _header(line: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
     found = _HEADERS.get(line)
     if found is not None:
         return found
-    if len(_HEADERS) < _HEADERS_MAX and len(line[0]) + len(line[1]) <= 128:
+    if (
+        len(_HEADERS) < _HEADERS_MAX
+        and len(line[0]) + len(line[1]) <= 256
+        and line[0].lower() in _SHARED_HEADERS
+    ):
         _HEADERS[line] = line
     return line
 

@@ -11,7 +11,14 @@ import time
 
 import pytest
 
-from gateway.httpserver import LeanWebSocketProtocol, _Inbox, _Writable
+from gateway.httpserver import (
+    _HEADERS,
+    _HEADERS_MAX,
+    LeanWebSocketProtocol,
+    _header,
+    _Inbox,
+    _Writable,
+)
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import NAMESPACE, TransportWS, serve_gateway, unique, ws_client
 
@@ -126,3 +133,22 @@ async def test_an_idle_connection_lets_its_handshake_go(demo: DemoUpstream) -> N
             first = await _patched_until_seen(demo, ws, op, f"{label}-a", "1")
             second_seen = await _patched_until_seen(demo, second, op2, f"{label}-a", "2")
             assert (first["f"], second_seen["f"]) == ("1", "2")
+
+
+def test_shared_header_lines_stay_bounded() -> None:
+    """Header lines are shared between connections only up to a bound and only of headers
+    that carry no secret: clients sending endless distinct lines (a hostile one) neither
+    grow the cache past it nor lose a header; a credential or a connection's own key is
+    never kept; a line kept is handed out as the same object."""
+    for i in range(3 * _HEADERS_MAX):
+        line = (b"User-Agent", str(i).encode())
+        assert _header(line) == line
+    assert len(_HEADERS) <= _HEADERS_MAX
+    for secret in ((b"Authorization", b"Bearer t0ken"), (b"cookie", b"s=1")):
+        assert _header(secret) == secret and secret not in _HEADERS
+    key = (b"Sec-WebSocket-Key", b"dGhlIHNhbXBsZSBub25jZQ==")
+    assert _header(key) == key and key not in _HEADERS
+    long = (b"Origin", b"x" * 4096)
+    assert _header(long) is long and long not in _HEADERS
+    kept = next(iter(_HEADERS))
+    assert _header((bytes(bytearray(kept[0])), bytes(bytearray(kept[1])))) is kept
