@@ -4,17 +4,23 @@ idle connection that holds neither its handshake nor a queue's deques."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
 import itertools
+import random
 import time
 
 import pytest
+from websockets.extensions.permessage_deflate import PerMessageDeflate
+from websockets.frames import Frame, Opcode
 
 from gateway.httpserver import (
     _HEADERS,
     _HEADERS_MAX,
+    DEFLATE,
     LeanWebSocketProtocol,
+    _deflated_frame,
     _header,
     _Inbox,
     _Writable,
@@ -152,3 +158,16 @@ def test_shared_header_lines_stay_bounded() -> None:
     assert _header(long) is long and long not in _HEADERS
     kept = next(iter(_HEADERS))
     assert _header((bytes(bytearray(kept[0])), bytes(bytearray(kept[1])))) is kept
+
+
+@pytest.mark.parametrize("size", [0, 10, 125, 500, 70_000, 300_000])
+def test_a_compressed_frame_is_what_websockets_writes(size: int) -> None:
+    """The frame the gateway compresses once for every subscriber is, byte for byte, the
+    one ``websockets`` writes for a connection that negotiated permessage-deflate without
+    context takeover (random text: incompressible, so every length class of the head)."""
+    text = base64.b64encode(random.randbytes(size)).decode()[:size]
+    (factory,) = DEFLATE
+    extension = PerMessageDeflate(True, True, 12, 12, factory.compress_settings)
+    expected = Frame(Opcode.TEXT, text.encode()).serialize(mask=False, extensions=[extension])
+    assert _deflated_frame(text, extension) == expected
+    assert _deflated_frame(text, extension) == expected  # the shared one, once made
