@@ -1,6 +1,7 @@
 """Benchmark: subscription fan-out of the gateway, measured with a Go load client.
 
     .venv/bin/python -m tests.bench.bench_fanout [--subscribers 1000] [--rate 20] [--seconds 10]
+        [--transports ws,grpc,direct] [--compression]
 
 Not a test: it prints one table of absolute figures, the direct baseline of the same run and
 the goals.  Three processes, so that neither the client nor the writer shares the gateway's
@@ -230,7 +231,13 @@ class Client:
 
 @contextlib.asynccontextmanager
 async def client(
-    transport: str, target: str, subscribers: int, *, duration: float, latencies: str = ""
+    transport: str,
+    target: str,
+    subscribers: int,
+    *,
+    duration: float,
+    latencies: str = "",
+    compression: bool = False,
 ) -> AsyncIterator[Client]:
     args = [
         "--transport", transport,
@@ -243,6 +250,7 @@ async def client(
         "--progress", "200ms",
         "--streams-per-conn", "100",
         *(["--latencies-out", latencies] if latencies else []),
+        *(["--compression"] if compression and transport == "ws" else []),
     ]  # fmt: skip
     proc = await asyncio.create_subprocess_exec(
         str(CLIENT),
@@ -371,14 +379,23 @@ async def run_transport(
                 else f"127.0.0.1:{gw.grpc_port}"
             )
             # warm the gateway: code paths, the shared upstream watch (lingers 10 s)
-            async with client(transport, target, WARM_SUBSCRIBERS, duration=30) as warm:
+            async with client(
+                transport, target, WARM_SUBSCRIBERS, duration=30, compression=args.compression
+            ) as warm:
                 await writer.warm_until_ready(warm, 60)
                 await warm.finish()
             await asyncio.sleep(1.0)
         rss_before = _rss_kb(gw.pid) if gw else None
         latencies = str(Path(args.latencies_dir) / f"{transport}.txt") if args.latencies_dir else ""
         c = await stack.enter_async_context(
-            client(transport, target, subscribers, duration=duration, latencies=latencies)
+            client(
+                transport,
+                target,
+                subscribers,
+                duration=duration,
+                latencies=latencies,
+                compression=args.compression,
+            )
         )
         await writer.warm_until_ready(c, args.connect_timeout)
         await asyncio.sleep(1.0)  # let the last warm-up events drain: idle subscribers
@@ -447,6 +464,7 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
     print()
     print(
         f"fan-out: {args.rate:g} writes/s for {args.seconds:g} s to one Lease; "
+        f"{'ws clients offer permessage-deflate; ' if args.compression else ''}"
         f"{os.cpu_count()} CPUs; gateway pid CPU from /proc, client = Go kg-fanout"
     )
     print("".join(f"{name:>{width}}" for name, width in cols))
@@ -589,6 +607,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--connect-timeout", type=float, default=180.0, help="for N subscriptions to be ready"
+    )
+    parser.add_argument(
+        "--compression",
+        action="store_true",
+        help="ws: the clients offer permessage-deflate, as browsers do",
     )
     parser.add_argument(
         "--latencies-dir",

@@ -293,16 +293,21 @@ CAUSES: dict[str, str] = {
     "(the eager x-request-id header is one); the direct figure uses the same KubeAdapter, "
     "whose cost fell with the gateway's. At concurrency 32 one process serves every request "
     "on one core.",
-    "fan-out GraphQL WS, 1,000 subscribers x 20/s: gateway CPU": "per message: uvicorn's and "
-    "websockets' framing and send per subscriber (the payload is executed and serialised once "
-    "per shared execution); ~24-26 us measured",
-    "fan-out GraphQL WS, 1,000 subscribers x 20/s: RSS": "per connection: uvicorn's WebSocket "
-    "protocol objects and buffers (~33 KB, most of it not the gateway's own).",
+    "fan-out GraphQL WS, 1,000 subscribers x 20/s: gateway CPU": "per message: one write per "
+    "subscriber, the frame's head made by the gateway's WebSocket protocol (the payload is "
+    "executed and serialised once per shared execution); 15-20 us measured",
+    "fan-out GraphQL WS, 1,000 subscribers x 20/s: RSS": "per connection, since uvicorn's "
+    "WebSocket protocol was trimmed (34 -> 25 KB): the coroutine frames of the ASGI call that "
+    "lives as long as the connection (the middleware stack, the router, the endpoint: ~5-6 "
+    "KB), the scope and its headers, uvicorn's protocol object, the request-id middleware's "
+    "access records, the operation's task and the hub's subscription (docs/performance.md, "
+    "Fan-out).",
     "fan-out gRPC Watch, 1,000 subscribers x 20/s: gateway CPU": "per message: grpc's C core "
-    "send path per stream (the message is encoded once per event and read mask); ~42 us "
+    "send path per stream (the message is encoded once per event and read mask); 29-39 us "
     "measured, most of it below Python.",
     "fan-out gRPC Watch, 1,000 subscribers x 20/s: RSS": "per stream: grpc's C core call state "
-    "(~17 KB of the ~30 KB; Python's part is ~12.6 KB).",
+    "(~17 KB of the ~30 KB; Python's part is ~12.9 KB, ~4 KB of it grpc.aio's own per-call "
+    "objects).",
     "soak: event-loop lag samples over 100 ms": "measured with the stall trace "
     "(tests/bench/stalltrace.py) in 3-minute soaks on 2026-11-28: on main, with the machine "
     "short of CPU (1-minute load 4.5-5 on 2 cores), the GIL held by the introspection "

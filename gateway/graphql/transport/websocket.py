@@ -152,6 +152,8 @@ class Connection:
                 if not isinstance(message, dict) or not isinstance(message.get("type"), str):
                     raise _Close(4400, "Invalid message received")
                 await self.on_message(message, init_timer)
+                # not held while the next is awaited (a subscribe's document and variables)
+                del text, message
         except _Close as close:
             with contextlib.suppress(Exception):
                 await self.ws.close(close.code, close.reason)

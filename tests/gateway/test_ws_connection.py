@@ -1,0 +1,173 @@
+"""The WebSocket connection under uvicorn (gateway/httpserver.py, ``LeanWebSocketProtocol``):
+text frames of every length class framed right with and without permessage-deflate, and an
+idle connection that holds neither its handshake nor a queue's deques."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import gc
+import itertools
+import random
+import time
+
+import pytest
+from websockets.extensions.permessage_deflate import PerMessageDeflate
+from websockets.frames import Frame, Opcode
+
+from gateway.httpserver import (
+    _HEADERS,
+    _HEADERS_MAX,
+    DEFLATE,
+    LeanWebSocketProtocol,
+    _deflated_frame,
+    _header,
+    _Inbox,
+    _Writable,
+)
+from kube_gateway_demo import DemoUpstream
+from tests.support.graphql import NAMESPACE, TransportWS, serve_gateway, unique, ws_client
+
+LEASE = """query($ns: String!, $name: String!) {
+  lease(namespace: $ns, name: $name) { metadata { name annotations } }
+}"""
+WATCH = """subscription($ns: String, $labels: String) {
+  watchLeases(namespace: $ns, labelSelector: $labels, sendInitialEvents: false) {
+    type object { metadata { name annotations } }
+  }
+}"""
+
+
+def _lease(name: str, label: str, filler: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "labels": {"suite": label}, "annotations": {"f": filler}},
+        "spec": {"holderIdentity": "test"},
+    }
+
+
+@pytest.mark.parametrize("compression", [True, False])
+async def test_text_frames_of_every_length(demo: DemoUpstream, compression: bool) -> None:
+    """Answers of under 126 bytes, of 126 to 65,535 and of more (the three heads of RFC 6455)
+    arrive whole and exact, framed by the gateway (no extension) or by websockets
+    (permessage-deflate); a subscription's events too."""
+    label = unique("frames")
+    sizes = [10, 500, 70_000, 200_000]
+    for i, size in enumerate(sizes):
+        await demo.store.create(
+            "leases", _lease(f"{label}-{i}", label, "x" * size), namespace=NAMESPACE
+        )
+    await demo.store.create("leases", _lease(f"{label}-w", f"{label}-w", ""), namespace=NAMESPACE)
+    async with serve_gateway(demo, ws_compression=compression) as gateway, ws_client(gateway) as ws:
+        accepted = ws.ws.response.headers.get("Sec-WebSocket-Extensions") or ""
+        assert ("permessage-deflate" in accepted) is compression, accepted
+        if compression:  # each message on its own: no zlib state kept between them
+            assert "server_no_context_takeover" in accepted, accepted
+            assert "client_no_context_takeover" in accepted, accepted
+        for i, size in enumerate(sizes):
+            op = await ws.subscribe(LEASE, {"ns": NAMESPACE, "name": f"{label}-{i}"})
+            payload = await ws.next(op)
+            assert payload["data"]["lease"]["metadata"]["annotations"] == {"f": "x" * size}
+            assert await ws.recv() == {"id": op, "type": "complete"}
+        op = await ws.subscribe(WATCH, {"ns": NAMESPACE, "labels": f"suite={label}-w"})
+        # the subscription is established once a change made after it arrives
+        for size in (20, 90_000, 3):
+            annotations = await _patched_until_seen(demo, ws, op, f"{label}-w", "y" * size)
+            assert annotations["f"] == "y" * size
+
+
+_counter = itertools.count()
+
+
+async def _patched_until_seen(
+    demo: DemoUpstream, ws: TransportWS, op: str, name: str, filler: str
+) -> dict[str, str]:
+    """Patch the Lease's annotation ``f`` to ``filler`` (and ``n`` to a new number, as a
+    patch that changes nothing makes no event) until the subscription delivers that very
+    patch (the first ones may come before it is established); its annotations."""
+    deadline = time.monotonic() + 30
+    while True:
+        n = str(next(_counter))
+        await demo.store.patch(
+            "leases",
+            name,
+            {"metadata": {"annotations": {"f": filler, "n": n}}},
+            namespace=NAMESPACE,
+        )
+        with contextlib.suppress(TimeoutError):
+            while True:  # events of earlier patches may still come
+                event = await ws.next(op, timeout=1)
+                annotations: dict[str, str] = event["data"]["watchLeases"]["object"]["metadata"][
+                    "annotations"
+                ]
+                if annotations.get("n") == n:
+                    return annotations
+        assert time.monotonic() < deadline, f"the patch {n} of {name} never came within 30 s"
+
+
+def _server_protocols() -> list[LeanWebSocketProtocol]:
+    gc.collect()
+    return [
+        p
+        for p in gc.get_objects()
+        if isinstance(p, LeanWebSocketProtocol) and not p.disconnected and p.handshake_complete
+    ]
+
+
+async def test_an_idle_connection_lets_its_handshake_go(demo: DemoUpstream) -> None:
+    """Once accepted, a subscriber's connection keeps the request's headers only where the
+    application reads them (the ASGI scope), not the parsed request nor the 101 response,
+    and its receive queue and writable flag are the lean ones; it is served as before, and
+    a connection opened after it too."""
+    label = unique("idle")
+    await demo.store.create("leases", _lease(f"{label}-a", label, "a"), namespace=NAMESPACE)
+    async with serve_gateway(demo) as gateway, ws_client(gateway) as ws:
+        op = await ws.subscribe(WATCH, {"ns": NAMESPACE, "labels": f"suite={label}"})
+        # a query answered on the same connection: the upgrade is long done
+        q = await ws.subscribe(LEASE, {"ns": NAMESPACE, "name": f"{label}-a"})
+        assert (await ws.next(q))["data"]["lease"]["metadata"]["name"] == f"{label}-a"
+        assert await ws.recv() == {"id": q, "type": "complete"}
+        (protocol,) = _server_protocols()
+        assert protocol.response is None
+        assert len(protocol.request.headers) == 0
+        names = {name for name, _ in protocol.scope["headers"]}
+        assert {b"host", b"sec-websocket-protocol"} <= names
+        assert isinstance(protocol.queue, _Inbox) and protocol.queue.empty()
+        assert isinstance(protocol.writable, _Writable) and protocol.writable.is_set()
+        async with ws_client(gateway) as second:
+            op2 = await second.subscribe(WATCH, {"ns": NAMESPACE, "labels": f"suite={label}"})
+            # each sees a patch made once it is established
+            first = await _patched_until_seen(demo, ws, op, f"{label}-a", "1")
+            second_seen = await _patched_until_seen(demo, second, op2, f"{label}-a", "2")
+            assert (first["f"], second_seen["f"]) == ("1", "2")
+
+
+def test_shared_header_lines_stay_bounded() -> None:
+    """Header lines are shared between connections only up to a bound and only of headers
+    that carry no secret: clients sending endless distinct lines (a hostile one) neither
+    grow the cache past it nor lose a header; a credential or a connection's own key is
+    never kept; a line kept is handed out as the same object."""
+    for i in range(3 * _HEADERS_MAX):
+        line = (b"User-Agent", str(i).encode())
+        assert _header(line) == line
+    assert len(_HEADERS) <= _HEADERS_MAX
+    for secret in ((b"Authorization", b"Bearer t0ken"), (b"cookie", b"s=1")):
+        assert _header(secret) == secret and secret not in _HEADERS
+    key = (b"Sec-WebSocket-Key", b"dGhlIHNhbXBsZSBub25jZQ==")
+    assert _header(key) == key and key not in _HEADERS
+    long = (b"Origin", b"x" * 4096)
+    assert _header(long) is long and long not in _HEADERS
+    kept = next(iter(_HEADERS))
+    assert _header((bytes(bytearray(kept[0])), bytes(bytearray(kept[1])))) is kept
+
+
+@pytest.mark.parametrize("size", [0, 10, 125, 500, 70_000, 300_000])
+def test_a_compressed_frame_is_what_websockets_writes(size: int) -> None:
+    """The frame the gateway compresses once for every subscriber is, byte for byte, the
+    one ``websockets`` writes for a connection that negotiated permessage-deflate without
+    context takeover (random text: incompressible, so every length class of the head)."""
+    text = base64.b64encode(random.randbytes(size)).decode()[:size]
+    (factory,) = DEFLATE
+    extension = PerMessageDeflate(True, True, 12, 12, factory.compress_settings)
+    expected = Frame(Opcode.TEXT, text.encode()).serialize(mask=False, extensions=[extension])
+    assert _deflated_frame(text, extension) == expected
+    assert _deflated_frame(text, extension) == expected  # the shared one, once made
