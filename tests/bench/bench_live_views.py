@@ -109,6 +109,16 @@ def _cpu() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _loop_sched() -> tuple[float, float]:
+    """The event loop's thread (this one): seconds on a core, and seconds runnable but
+    waiting for one (``/proc/thread-self/schedstat``: the kernel's run-queue delay)."""
+    try:
+        run, wait, _ = Path("/proc/thread-self/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return float("nan"), float("nan")
+    return int(run) / 1e9, int(wait) / 1e9
+
+
 @contextlib.asynccontextmanager
 async def _client(
     url: str, grpc_port: int, subscribers: int, values: list[str], args: argparse.Namespace
@@ -196,15 +206,17 @@ async def bench(args: argparse.Namespace) -> None:
 
                 tick = asyncio.create_task(ticker())
                 stats = live.stats
-                evaluations, published, encodings = (
+                evaluations, published, encodings, decodes, evaluating = (
                     stats.evaluations,
                     stats.published,
                     stats.encodings,
+                    stats.decodes,
+                    stats.evaluation_seconds,
                 )
                 rnd = random.Random(29)
                 changes = int(rate * args.seconds)
                 load = os.getloadavg()
-                cpu0, began = _cpu(), time.perf_counter()
+                cpu0, began, sched0 = _cpu(), time.perf_counter(), _loop_sched()
                 for i in range(changes):
                     delay = began + i / rate - time.perf_counter()
                     if delay > 0:
@@ -220,6 +232,8 @@ async def bench(args: argparse.Namespace) -> None:
                 took = time.perf_counter() - began
                 await asyncio.sleep(1.5)  # the last interval's updates
                 cpu = _cpu() - cpu0
+                sched = _loop_sched()
+                ran, waited = sched[0] - sched0[0], sched[1] - sched0[1]
                 window = time.perf_counter() - began
                 tick.cancel()
                 summary = await client.finish()
@@ -234,6 +248,12 @@ async def bench(args: argparse.Namespace) -> None:
                 f"{live.interval * 1000:.0f} ms: {took / live.interval:.0f} intervals); "
                 f"{evaluated / rounds:.1f} evaluations per interval for {subscribers} "
                 f"subscribers"
+            )
+            print(
+                f"evaluations: {stats.decodes - decodes} objects decoded "
+                f"({(stats.decodes - decodes) / max(1, evaluated):.1f} per evaluation), "
+                f"{(stats.evaluation_seconds - evaluating) * 1000 / max(1, evaluated):.2f} ms "
+                f"of the loop's CPU each to cut and publish the page"
             )
             updates = int(summary.get("updates", 0))
             print(
@@ -253,6 +273,10 @@ async def bench(args: argparse.Namespace) -> None:
                 f"{per_update:.0f} us per delivered update; client CPU "
                 f"{summary['client_cpu_seconds']:.2f} s; load average (max of before/after) "
                 f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
+            )
+            print(
+                f"the event loop's thread: {ran:.2f} s on a core, {waited:.2f} s runnable but "
+                f"waiting for one (the kernel's run-queue delay) in {window:.1f} s"
             )
             if stalls:
                 print(
