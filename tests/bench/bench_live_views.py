@@ -33,7 +33,9 @@ stime of ``/proc/self/stat`` across the writing window and its drain; with
 per delivered update, the client's CPU, the event loop's thread's time on a core and
 runnable but waiting for one (``/proc/thread-self/schedstat``: on a loaded machine, where
 latency goes), the objects the evaluations decoded and their CPU, and the event loop's
-longest stall seen by a 10 ms ticker.  Not a row of ``make bench`` yet.
+longest stall seen by a 10 ms ticker.  ``--out BENCHMARKS.md`` runs GraphQL, GraphQL with
+permessage-deflate and gRPC one after the other and puts the "Live views" section (its rows
+start ``live views:``) into that file; not a row of ``make bench`` yet.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from kube_gateway_demo import DemoUpstream
 from tests.bench.bench_fanout import Client, _die_with_parent
 from tests.bench.bench_graphql_list import NAMESPACE
 from tests.bench.bench_views import NODES, _p, _pod
+from tests.bench.report import Row, row, splice, text_table
 from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
@@ -286,7 +289,7 @@ async def _child(pods: int) -> None:
             print(changes, took, flush=True)
 
 
-async def bench(args: argparse.Namespace) -> None:
+async def bench(args: argparse.Namespace) -> dict[str, float]:
     pods, subscribers, views, rate = args.pods, args.subscribers, args.views, args.rate
     async with _Upstream(args) as upstream:
         settings = Settings(
@@ -403,6 +406,60 @@ async def bench(args: argparse.Namespace) -> None:
                     f"event loop: longest stall {max(stalls):.0f} ms, "
                     f"p99 {_p(stalls, 0.99):.0f} ms, median {statistics.median(stalls):.0f} ms"
                 )
+            return {
+                "p50": float(summary["p50_ms"]),
+                "p99": float(summary["p99_ms"]),
+                "arrival_p50": _p(arrivals, 0.5) if arrivals else float("nan"),
+                "arrival_p99": _p(arrivals, 0.99) if arrivals else float("nan"),
+                "per_interval": evaluated / rounds,
+                "per_update_us": per_update,
+                "ran": ran,
+                "waited": waited,
+                "window": window,
+                "load": load[0],
+                "decodes": (stats.decodes - decodes) / max(1, evaluated),
+            }
+
+
+def rows(args: argparse.Namespace) -> list[Row]:
+    """One run per transport (GraphQL, GraphQL with permessage-deflate, gRPC) with ``args``:
+    the rows of the "Live views" section."""
+    runs = {}
+    for name, grpc, compression in (
+        ("GraphQL WebSocket", False, False),
+        ("GraphQL WebSocket, permessage-deflate", False, True),
+        ("gRPC WatchView", True, False),
+    ):
+        runs[name] = asyncio.run(
+            bench(argparse.Namespace(**{**vars(args), "grpc": grpc, "compression": compression}))
+        )
+    n = args.subscribers
+    out = []
+    for name, r in runs.items():
+        note = (
+            f"load {r['load']:.1f}; the stamp reached the gateway's hub at p50 "
+            f"{r['arrival_p50']:.0f} / p99 {r['arrival_p99']:.0f} ms; the event loop's thread "
+            f"{r['ran']:.1f} s on a core and {r['waited']:.1f} s waiting for one in "
+            f"{r['window']:.1f} s"
+        )
+        out += [
+            row(f"live views: change to update, {n:,} {name} subscribers, p99", r["p99"], "ms",
+                max_value=300, note=note),
+            row(f"live views: change to update, {n:,} {name} subscribers, p50", r["p50"], "ms"),
+            row(f"live views: the gateway's CPU per delivered update, {name}",
+                r["per_update_us"], "us"),
+        ]  # fmt: skip
+    first = next(iter(runs.values()))
+    out += [
+        row(
+            f"live views: evaluations per interval, {n:,} subscribers of {args.views} views",
+            first["per_interval"],
+            "evaluations",
+            max_value=args.views,
+        ),
+        row("live views: objects decoded per evaluation (pages of 50)", first["decodes"], "obj"),
+    ]
+    return out
 
 
 def main() -> None:
@@ -422,9 +479,20 @@ def main() -> None:
         action="store_true",
         help="the demo upstream and its writer in the gateway's process (its loop's CPU)",
     )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="run every transport, put the section here"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(_child(args.pods) if args.child else bench(args))
+    if args.child:
+        asyncio.run(_child(args.pods))
+    elif args.out is not None:
+        table = rows(args)
+        print()
+        print(text_table(table))
+        args.out.write_text(splice(args.out.read_text(), table))
+    else:
+        asyncio.run(bench(args))
 
 
 if __name__ == "__main__":
