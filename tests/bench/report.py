@@ -181,16 +181,16 @@ below: absolute figures of one long run; not part of `make bench` unless asked f
 #: gap (kept here, next to the table, so every unmet row of a run says it).
 CAUSES: dict[str, str] = {
     "live views: change to update": (
-        "the machine, measured: on 2 cores shared with other work (the load average in the "
-        "note) the event loop's thread was runnable but waiting for a core most of the run "
-        "(the kernel's run-queue delay, in the note) while the gateway used a sixth of a "
-        "core or less, and the stamps reached the gateway's hub late already (the note's "
-        "arrival figures: the upstream's child waits for a core too).  The gateway's own "
-        "work per update is an evaluation (about 1 ms, one per view and interval, the "
-        "page's unchanged objects not decoded again) and about 0.1 ms of CPU per subscriber "
-        "(compression made once per update for every connection); with the 250 ms interval "
-        "an unloaded machine leaves the p99 near the interval plus one round of sends "
-        "(docs/views.md#live-views-at-scale)"
+        "the machine, measured: on 2 cores shared with other work (the load average in "
+        "the note) the stamps reached the gateway's hub late already (the note's arrival "
+        "p99: the upstream's child waits for a core too) and the event loop's thread "
+        "waited for a core (the kernel's run-queue "
+        "delay, in the note) while the gateway used a third of a core or less.  The "
+        "gateway's own work per update is an evaluation (about 1 ms, one per view and "
+        "interval, the page's unchanged objects not decoded again) and about 0.1 ms of "
+        "CPU per subscriber (compression made once per update for every connection); with"
+        " the 250 ms interval a machine that gives the loop a core should leave the p99 "
+        "near the interval plus one round of sends (docs/views.md#live-views-at-scale)"
     ),
     "views: first (cold) view": "the first view's work, since 2026-11-28 mostly in a list "
     "worker (gateway/core/lists/compacting.py: the list delimited, each object kept as its "
