@@ -180,6 +180,18 @@ below: absolute figures of one long run; not part of `make bench` unless asked f
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
 #: gap (kept here, next to the table, so every unmet row of a run says it).
 CAUSES: dict[str, str] = {
+    "live views: change to update": (
+        "the machine, measured: on 2 cores shared with other work (the load average in "
+        "the note) the stamps reached the gateway's hub late already (the note's arrival "
+        "p99: the upstream's child waits for a core too) and the event loop's thread "
+        "waited for a core (the kernel's run-queue "
+        "delay, in the note) while the gateway used a third of a core or less.  The "
+        "gateway's own work per update is an evaluation (about 1 ms, one per view and "
+        "interval, the page's unchanged objects not decoded again) and about 0.1 ms of "
+        "CPU per subscriber (compression made once per update for every connection); with"
+        " the 250 ms interval a machine that gives the loop a core should leave the p99 "
+        "near the interval plus one round of sends (docs/views.md#live-views-at-scale)"
+    ),
     "views: first (cold) view": "the first view's work, since 2026-11-28 mostly in a list "
     "worker (gateway/core/lists/compacting.py: the list delimited, each object kept as its "
     "JSON as listed, its key and the view's columns read; the gateway only copies each "
@@ -413,6 +425,23 @@ the C allocator keeps of each cluster's discovery (the documents read, and the p
 document no other cluster held yet).  After each schema build the gateway gives the free
 pages back (`gateway/core/process/heap.py`, glibc's `malloc_trim`): with 100 CRDs that took the
 RSS per added cluster from 16.9 MB to 10.6-11.1 MB.""",
+    ),
+    "Live views": (
+        ("live views: ",),
+        """\
+How measured (`tests/bench/bench_live_views.py`, its docstring says more; `python -m
+tests.bench.bench_live_views --seconds 5 --out BENCHMARKS.md` refreshes this section alone):
+3,000 realistic pods in one namespace of a demo upstream in a child process, which also
+writes 100 changes a second (every tenth stamping the time on a pod every page shows); the
+gateway in process; 1,000 subscribers from the Go load client `kg-fanout --view` of 10
+distinct live views (a substring filter, sorted by `status.startTime`, pages of 50 with 15
+fields, about 25 KB each), one WebSocket connection per GraphQL subscriber, 100 `WatchView`
+streams per HTTP/2 connection; each subscriber times the newest stamp of each page it
+receives.  The note of each p99 row gives the load average, when the stamps reached the
+gateway's hub (what of the latency was spent before the gateway had the change) and the
+event loop thread's time on a core against its time runnable but waiting for one
+(`/proc/thread-self/schedstat`).  The gateway's CPU per delivered update is the process's
+CPU across the run (evaluations, encodings and sends) over the updates delivered.""",
     ),
     "Views": (
         ("views: ",),

@@ -242,6 +242,37 @@ async def test_subscribers_of_the_same_view_share_one_evaluation(
         assert views.stats.evaluations - orders == 2
 
 
+async def test_an_update_decodes_only_the_objects_that_changed(
+    demo: DemoUpstream, gw: Gateway
+) -> None:
+    """A live view's next page reuses the objects of its last one whose JSON is the same:
+    one change on a page of five decodes one object, not five (under churn the decoding of
+    the page was most of an evaluation), and the update is the view query's answer."""
+    ns = "live-decodes"
+    await _namespace(demo, ns)
+    live = _live(gw)
+    variables = {"ns": ns, "first": 5, "sort": BY_NAME}
+    async with ws_client(gw) as ws, httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
+        op = await ws.subscribe(LIVE, variables)
+        await ws.next(op)
+        decodes, evaluations = live.stats.decodes, live.stats.evaluations
+        await demo.store.patch(
+            POD, "live-03", {"metadata": {"labels": {"color": "blue"}}}, namespace=ns
+        )
+        update = (await ws.next(op))["data"]["podsView"]
+        assert update["nodes"][3]["metadata"]["labels"] == {"app": "web", "color": "blue"}
+        assert live.stats.evaluations - evaluations == 1
+        assert live.stats.decodes - decodes == 1
+
+        # an item enters: it alone is decoded; the others are the last page's
+        decodes = live.stats.decodes
+        await demo.store.create(POD, _pod("a-first", ns))
+        update = (await ws.next(op))["data"]["podsView"]
+        assert _names(update) == ["a-first", "live-00", "live-01", "live-02", "live-03"]
+        assert live.stats.decodes - decodes == 1
+        assert data(await gql(http, QUERY, variables))["podsView"] == update
+
+
 async def test_notify_mode_says_the_page_changed_without_its_objects(
     demo: DemoUpstream, gw: Gateway
 ) -> None:

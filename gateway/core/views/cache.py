@@ -365,11 +365,18 @@ class ViewCache:
             self._orders.move_to_end(key)
         return snap.version, await asyncio.shield(found)
 
-    def page(self, ordered: Ordered, spec: ViewSpec, version: str) -> Page:
+    def page(
+        self,
+        ordered: Ordered,
+        spec: ViewSpec,
+        version: str,
+        decoded: evaluate.Decoded | None = None,
+    ) -> Page:
         """The page of ``spec`` of one of this cache's orders at ``version``; the last
         pages cut stay decoded for their next callers, :data:`PAGES_KEPT` of them (the
-        others' objects are freed with their answers)."""
-        found = evaluate.page(ordered, spec, version)
+        others' objects are freed with their answers).  ``decoded``: a live view's last
+        page's objects, reused where unchanged."""
+        found = evaluate.page(ordered, spec, version, decoded)
         if ordered.kept is not None:
             key = id(ordered)  # kept here: the identity is not reused meanwhile
             self._pages[key] = ordered

@@ -50,7 +50,7 @@ from gateway.core.views.spec import (
     ViewSpec,
     encode_cursor,
 )
-from gateway.core.views.store import Snapshot, label_path, sort_value
+from gateway.core.views.store import Entry, Snapshot, label_path, sort_value
 
 #: A test of one slot of a snapshot.
 Predicate = Callable[[int], bool]
@@ -625,9 +625,16 @@ class Page:
 PAGE_KEPT_BYTES = 256 * 1024
 
 
-def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
+def page(
+    ordered: Ordered,
+    spec: ViewSpec,
+    version: str | None = None,
+    decoded: Decoded | None = None,
+) -> Page:
     """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot, at
-    ``version`` (default: the snapshot's; a later one with the same objects).
+    ``version`` (default: the snapshot's; a later one with the same objects).  With
+    ``decoded`` (a live view's), the objects of its last page that are unchanged are not
+    decoded again.
 
     An order is shared by the callers of its view at its generation (the cache keeps it),
     and so is the last page cut of it: callers of the same page get the same items, decoded
@@ -639,7 +646,7 @@ def page(ordered: Ordered, spec: ViewSpec, version: str | None = None) -> Page:
     if kept is not None and kept[0] == key:
         found = kept[1]
     else:
-        found, size = _cut(ordered, spec)
+        found, size = _cut(ordered, spec, decoded)
         if size <= PAGE_KEPT_BYTES:
             found = replace(found, renderings={})
             ordered.kept = (key, found)
@@ -659,7 +666,40 @@ def _typed(position: Position | None) -> Any:
     )
 
 
-def _cut(ordered: Ordered, spec: ViewSpec) -> tuple[Page, int]:
+class Decoded:
+    """The objects of the last page cut through it (a live view's), by (namespace, name)
+    with their JSON: the next page decodes only the objects whose JSON changed (under churn
+    a live view's page of 50 keeps most of its objects from one update to the next, and
+    their decoding was most of its evaluation).  The objects are read only, as a page's
+    are; it holds one page's objects."""
+
+    __slots__ = ("_objects", "decodes")
+
+    def __init__(self) -> None:
+        self._objects: dict[tuple[str, str], tuple[bytes, dict[str, Any]]] = {}
+        #: Objects decoded through it (the others were reused).
+        self.decodes = 0
+
+    def objects(self, entries: Iterable[Entry]) -> list[dict[str, Any]]:
+        """The objects of ``entries``, in order; remembered for the next page."""
+        old = self._objects
+        new: dict[tuple[str, str], tuple[bytes, dict[str, Any]]] = {}
+        found = []
+        for e in entries:
+            key, raw = (e.namespace, e.name), e.raw
+            kept = old.get(key)
+            if kept is not None and (kept[0] is raw or kept[0] == raw):
+                obj = kept[1]
+            else:
+                obj = e.obj
+                self.decodes += 1
+            new[key] = (raw, obj)
+            found.append(obj)
+        self._objects = new
+        return found
+
+
+def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tuple[Page, int]:
     """The page of ``spec`` cut from ``ordered`` and the JSON bytes of its objects."""
     source, slots = ordered, ordered.snapshot.slots
     try:
@@ -676,13 +716,13 @@ def _cut(ordered: Ordered, spec: ViewSpec) -> tuple[Page, int]:
         first = next(ordered.walk(None), None)
         after = chosen[0] if chosen else next(ordered.walk(spec.after), None)
         has_previous = first is not None and first != after
-    items = []
-    size = 0
-    for i in chosen:
-        e = slots[i]
-        assert e is not None
-        items.append(e.obj)
-        size += len(e.raw)
+    entries = [slots[i] for i in chosen]
+    size = sum(len(e.raw) for e in entries if e is not None)
+    if decoded is None:
+        items = [e.obj for e in entries if e is not None]
+    else:
+        items = decoded.objects(e for e in entries if e is not None)
+    assert len(items) == len(chosen)
     source.decoded += len(items)
     return Page(
         items=items,
