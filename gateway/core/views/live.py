@@ -258,45 +258,33 @@ class LiveSubscription(Subscription[LivePage]):
     """One subscriber of one cluster's live view."""
 
 
-class LiveView:
-    """The subscribers of one view and its evaluation task; see the module."""
+class Published(Generic[PageT]):
+    """What a live view (a cluster's, :class:`LiveView`, or a fleet's,
+    ``livefleet.FleetLiveView``) does with its subscribers: a joiner gets the last page at
+    once and the first starts the evaluation task (:meth:`_run`); the last to leave ends
+    the view, which ends every subscriber (with the view's error, if any), lets go of what
+    the view holds (:meth:`_let_go`) and stops the task.  ``owner`` has ``stats`` and
+    ``_forget``."""
 
-    def __init__(  # noqa: PLR0917
-        self,
-        owner: LiveViews,
-        key: tuple[Any, ...],
-        spec: ViewSpec,
-        cache: ViewCache,
-        credential: Credential,
-        interval: float,
-        every_change: bool,
-    ) -> None:
+    #: The name of the evaluation task.
+    task_name = "live-view"
+
+    def __init__(self, owner: Any) -> None:
         self.owner = owner
-        self.key = key
-        self.spec = spec
-        self.cache = cache
-        self.credential = credential
-        self.interval = interval
-        self.every_change = every_change
-        self.subscribers: set[LiveSubscription] = set()
-        self.last: LivePage | None = None
-        #: The version of the last evaluation (published or not).
-        self.version: str | None = None
-        self._fingerprint: tuple[Any, ...] | None = None
-        #: The last page's objects, reused by the next page where unchanged.
-        self._decoded = Decoded()
+        self.subscribers: set[Subscription[PageT]] = set()
+        self.last: PageT | None = None
         self._task: asyncio.Task[None] | None = None
         self.ended = False
 
-    def join(self, sub: LiveSubscription) -> None:
+    def join(self, sub: Subscription[PageT]) -> None:
         self.subscribers.add(sub)
         self.owner.stats.subscribers += 1
         if self.last is not None:
             sub.offer(self.last)  # a joiner gets the page at once
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="live-view")
+            self._task = asyncio.create_task(self._run(), name=self.task_name)
 
-    def leave(self, sub: LiveSubscription) -> None:
+    def leave(self, sub: Subscription[PageT]) -> None:
         if sub in self.subscribers:
             self.subscribers.discard(sub)
             self.owner.stats.subscribers -= 1
@@ -314,10 +302,46 @@ class LiveView:
                 sub.fail(error)
             else:
                 sub.close()
-        self.owner.views._done(self.cache)
+        self._let_go()
         task = self._task
         if task is not None and task is not asyncio.current_task():
             task.cancel()
+
+    def _let_go(self) -> None:
+        """What the ended view holds besides its subscribers and task."""
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class LiveView(Published[LivePage]):
+    """The subscribers of one view and its evaluation task; see the module."""
+
+    def __init__(  # noqa: PLR0917
+        self,
+        owner: LiveViews,
+        key: tuple[Any, ...],
+        spec: ViewSpec,
+        cache: ViewCache,
+        credential: Credential,
+        interval: float,
+        every_change: bool,
+    ) -> None:
+        super().__init__(owner)
+        self.key = key
+        self.spec = spec
+        self.cache = cache
+        self.credential = credential
+        self.interval = interval
+        self.every_change = every_change
+        #: The version of the last evaluation (published or not).
+        self.version: str | None = None
+        self._fingerprint: tuple[Any, ...] | None = None
+        #: The last page's objects, reused by the next page where unchanged.
+        self._decoded = Decoded()
+
+    def _let_go(self) -> None:
+        self.owner.views._done(self.cache)
 
     async def _run(self) -> None:
         views, cache, spec = self.owner.views, self.cache, self.spec

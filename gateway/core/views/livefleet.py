@@ -46,6 +46,7 @@ from gateway.core.views.live import (
     LivePage,
     LiveSubscription,
     LiveViews,
+    Published,
     Subscription,
 )
 from gateway.core.views.merge import MergedPage, merge_off_loop
@@ -190,9 +191,11 @@ def _position(spec: ViewSpec, cursor: str | None) -> Position | None:
     return decode_cursor(spec.sort, cursor) if cursor is not None else None
 
 
-class FleetLiveView:
+class FleetLiveView(Published["FleetLivePage"]):
     """The subscribers of one merged view, one subscriber of each cluster's live view, and
     the merge; see the module."""
+
+    task_name = "live-fleet-view"
 
     def __init__(  # noqa: PLR0917
         self,
@@ -205,7 +208,7 @@ class FleetLiveView:
         interval: float,
         every_change: bool,
     ) -> None:
-        self.owner = owner
+        super().__init__(owner)
         self.key = key
         self.spec = spec
         self.positions = dict(positions)
@@ -215,43 +218,14 @@ class FleetLiveView:
         self.parts = [
             _Part(m, replace(spec, after=_position(spec, positions.get(m.name)))) for m in members
         ]
-        self.subscribers: set[FleetLiveSubscription] = set()
-        self.last: FleetLivePage | None = None
         self._fingerprint: tuple[Any, ...] | None = None
         self._wake = asyncio.Event()
         #: Set at the first update and at the end.
         self._settled = asyncio.Event()
         self._fatal: errors.GatewayError | None = None
-        self._task: asyncio.Task[None] | None = None
         self._followers: list[asyncio.Task[None]] = []
-        self.ended = False
 
-    def join(self, sub: FleetLiveSubscription) -> None:
-        self.subscribers.add(sub)
-        self.owner.stats.subscribers += 1
-        if self.last is not None:
-            sub.offer(self.last)  # a joiner gets the page at once
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="live-fleet-view")
-
-    def leave(self, sub: FleetLiveSubscription) -> None:
-        if sub in self.subscribers:
-            self.subscribers.discard(sub)
-            self.owner.stats.subscribers -= 1
-        if not self.subscribers:
-            self.end()
-
-    def end(self, error: errors.GatewayError | None = None) -> None:
-        """End the live fleet view (every subscriber with ``error``, if any)."""
-        if self.ended:
-            return
-        self.ended = True
-        self.owner._forget(self)
-        for sub in list(self.subscribers):
-            if error is not None:
-                sub.fail(error)
-            else:
-                sub.close()
+    def _let_go(self) -> None:
         for task in self._followers:
             task.cancel()
         for part in self.parts:
@@ -259,9 +233,6 @@ class FleetLiveView:
                 part.sub.close()
                 part.sub = None
         self._settled.set()
-        current = self._task
-        if current is not None and current is not asyncio.current_task():
-            current.cancel()
 
     async def started(self) -> None:
         """Wait for the first update (or the end of the view, which ends its subscribers
