@@ -652,14 +652,18 @@ class Discovery:
     async def _fetch(self, path: str, accept: str, limit: int) -> _Fetched:
         try:
             async with self.http.stream("GET", path, headers={"Accept": accept}) as response:
-                body = bytearray()
+                # the chunks joined once at the end: one copy of a 10 MB document, not
+                # a growing buffer's copies and then one more
+                chunks: list[bytes] = []
+                size = 0
                 async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > limit:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
                         raise errors.RequestEntityTooLarge(
                             f"{_bare(path)}: larger than {limit} bytes; not read"
                         )
-                return _Fetched(response.status_code, bytes(body), response.headers)
+                return _Fetched(response.status_code, b"".join(chunks), response.headers)
         except httpx.HTTPError as exc:
             raise errors.Unavailable(f"{_bare(path)}: {type(exc).__name__}") from exc
         except ConfigError as exc:  # the gateway's own credential could not be refreshed
