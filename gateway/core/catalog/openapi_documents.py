@@ -151,15 +151,17 @@ async def decode(body: bytes, *, shared: bool = False) -> Any:
 
 def _held(fn: Callable[[bytes], Any], body: bytes) -> Any:
     """``fn(body)`` with the cyclic collector held off: a parse allocates a burst of objects
-    (a million for a 10 MB document) that all live on, and a collection in the middle (on
-    whichever thread allocated last, the event loop's too) would walk them for nothing: a
-    full one, 30 ms and more.  A parsed document holds no reference cycles, so where the
-    process is the gateway's it is frozen after (:meth:`CollectorHold.settle`) and still
-    freed by reference counting once no cache holds it."""
+    (a million for a 10 MB document, a tenth of them tracked) that all live on, and the
+    collections it would trigger meanwhile walk them again and again (a middle generation's
+    walk of hundreds of thousands, on whichever thread allocated last, the event loop's
+    too).  Held off, the next young collection walks the parse once (a millisecond a MB).
+
+    Not frozen after (:meth:`CollectorHold.settle`): a freeze takes every tracked object,
+    and a group schema's rebuild reads its documents again (up to a hundred a churn round
+    with 104 groups): each freeze would keep what requests in flight held then, and what
+    of it ends in a cycle would never be freed."""
     with COLLECTOR_HOLD.held():
-        value = fn(body)
-    COLLECTOR_HOLD.settle()
-    return value
+        return fn(body)
 
 
 #: Parsed documents a :class:`Documents` keeps (``api/v1`` parsed is ~10 MB of objects).
