@@ -74,7 +74,7 @@ from typing import Any
 import httpx
 from graphql import get_introspection_query
 
-from tests.bench import stalltrace
+from tests.bench import heaptrace, stalltrace
 from tests.bench.report import Row, not_measured, row, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 from tests.support import crdcorpus
@@ -1040,9 +1040,21 @@ def rows(
     return out
 
 
-def gateway_env(stall_trace: Path | None, source: Path | None) -> dict[str, str] | None:
-    """The gateway's environment for ``--stall-trace`` and ``--gateway-src``."""
-    env = stalltrace.env(stall_trace) if stall_trace is not None else {}
+def gateway_env(
+    stall_trace: Path | None,
+    source: Path | None,
+    heap_trace: Path | None = None,
+    heap_trace_base: float = 60.0,
+) -> dict[str, str] | None:
+    """The gateway's environment for ``--stall-trace``, ``--heap-trace`` (one of them: each
+    is a ``sitecustomize``) and ``--gateway-src``."""
+    if stall_trace is not None and heap_trace is not None:
+        raise SystemExit("bench_scale: --stall-trace and --heap-trace are one run each")
+    env: dict[str, str] = {}
+    if stall_trace is not None:
+        env = stalltrace.env(stall_trace)
+    elif heap_trace is not None:
+        env = heaptrace.env(heap_trace, every=20.0, base=heap_trace_base)
     if source is not None:
         paths = [str(source.resolve()), *filter(None, [env.get("PYTHONPATH")])]
         env["PYTHONPATH"] = ":".join(paths)
@@ -1073,6 +1085,20 @@ def main() -> None:
         "file (tests/bench/stalltrace)",
     )
     parser.add_argument(
+        "--heap-trace",
+        type=Path,
+        default=None,
+        help="the gateway appends its RSS, glibc's and tracemalloc's figures and the "
+        "allocation sites that grew most to this file every 20 s (tests/bench/heaptrace; "
+        "not with --stall-trace)",
+    )
+    parser.add_argument(
+        "--heap-trace-base",
+        type=float,
+        default=60.0,
+        help="seconds after start of the heap trace's base figures (growth is since then)",
+    )
+    parser.add_argument(
         "--gateway-src",
         type=Path,
         default=None,
@@ -1096,7 +1122,7 @@ def main() -> None:
         timeout=args.startup_timeout,
         all_groups=args.all_groups,
         churn_crds=args.churn_crds,
-        env=gateway_env(args.stall_trace, args.gateway_src),
+        env=gateway_env(args.stall_trace, args.gateway_src, args.heap_trace, args.heap_trace_base),
         gateway_args=args.gateway_args,
     )
     print()

@@ -46,14 +46,13 @@ from typing import Any, Final, Literal
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-import orjson
 
 from gateway.core import errors
 from gateway.core.catalog.catalog import Catalog, GroupVersion, GroupVersionKey
 from gateway.core.catalog.openapi_documents import (
     DEFAULT_CACHED_DOCUMENTS,
     Documents,
-    shared_document,
+    decode,
 )
 from gateway.core.model.registry import ALL_VERBS, REGISTRY, Registry, Resource, Subresource, Verb
 from gateway.core.process.metrics import Metrics
@@ -627,8 +626,9 @@ class Discovery:
         if fetched.status >= 400:
             raise errors.from_response(fetched.status, fetched.body, fetched.headers)
         try:
-            return shared_document(fetched.body) if shared else orjson.loads(fetched.body)
-        except orjson.JSONDecodeError:
+            # an OpenAPI document is parsed in a worker thread, in slices: never on the loop
+            return await decode(fetched.body, shared=shared)
+        except ValueError:
             raise errors.Internal(f"{path}: the upstream sent something that is not JSON") from None
 
     async def _get_once(self, path: str, accept: str, limit: int, what: str) -> _Fetched:
@@ -652,14 +652,18 @@ class Discovery:
     async def _fetch(self, path: str, accept: str, limit: int) -> _Fetched:
         try:
             async with self.http.stream("GET", path, headers={"Accept": accept}) as response:
-                body = bytearray()
+                # the chunks joined once at the end: one copy of a 10 MB document, not
+                # a growing buffer's copies and then one more
+                chunks: list[bytes] = []
+                size = 0
                 async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > limit:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
                         raise errors.RequestEntityTooLarge(
                             f"{_bare(path)}: larger than {limit} bytes; not read"
                         )
-                return _Fetched(response.status_code, bytes(body), response.headers)
+                return _Fetched(response.status_code, b"".join(chunks), response.headers)
         except httpx.HTTPError as exc:
             raise errors.Unavailable(f"{_bare(path)}: {type(exc).__name__}") from exc
         except ConfigError as exc:  # the gateway's own credential could not be refreshed

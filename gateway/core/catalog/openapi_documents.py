@@ -10,6 +10,9 @@ gateway holds grows with the scopes callers use, not with the number of CRDs a c
 :attr:`~gateway.core.catalog.catalog.Catalog.documents` source reads, cached by hash).
 :class:`Documents` is the source :class:`~gateway.core.catalog.discovery.Discovery` gives the
 catalogs it reads: documents read with the gateway's identity, a bounded number kept.
+:func:`decode` parses what discovery reads: a large body (an API group's OpenAPI document is
+0.1-10 MB) in a worker thread that hands the GIL back between objects, so the event loop is
+never held for a parse's whole length.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import json
 import logging
 import weakref
 from collections import OrderedDict
@@ -28,6 +32,7 @@ import orjson
 
 from gateway.core import errors
 from gateway.core.catalog.catalog import Catalog, GroupVersion, GroupVersionKey
+from gateway.core.process.collector import HOLD as COLLECTOR_HOLD
 
 log = logging.getLogger(__name__)
 
@@ -65,23 +70,98 @@ _PARSED: weakref.WeakValueDictionary[bytes, _Parsed] = weakref.WeakValueDictiona
 
 
 def shared_document(body: bytes) -> Any:
-    """``orjson.loads(body)``, or the parse of the same bytes another cluster's discovery
+    """:func:`parse` of ``body``, or the parse of the same bytes another cluster's discovery
     holds now: clusters of one Kubernetes version serve the same documents (``api/v1``
     parsed is ~10 MB of objects), so a fleet keeps one of each, not one per cluster.
     Keyed by the bytes' own digest, never by the hash a cluster advertises: a cluster can
     only ever share what it sent itself.
 
     Raises:
-        orjson.JSONDecodeError: not JSON.
+        ValueError: not JSON (:func:`parse`).
     """
     key = hashlib.sha256(body).digest()
     parsed = _PARSED.get(key)
     if parsed is None:
-        value = orjson.loads(body)
+        value = parse(body)
         if not isinstance(value, dict):
             return value
         parsed = _PARSED[key] = _Parsed(value)
     return parsed
+
+
+#: Bodies up to this many bytes are parsed on the event loop by orjson (a millisecond or
+#: two); larger ones by :func:`parse_sliced` in a worker thread.  An API group's OpenAPI v3
+#: document is 0.1-10 MB: 14 ms of orjson for a middling one, all of it holding the GIL
+#: (in a thread as much as on the loop: orjson never lets go of it).
+SLICED_PARSE_BYTES: Final = 256 * 1024
+
+
+def _handover(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object hook of :func:`parse_sliced`: a Python call, so the interpreter may hand
+    the GIL to another thread (the event loop's) here, between two objects."""
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_sliced(body: bytes) -> Any:
+    """``body`` parsed as JSON, letting go of the GIL between objects.
+
+    orjson parses a document in one C call that holds the GIL throughout, so a thread
+    parsing a 5 MB document holds the event loop as long as the loop itself would.  The
+    standard library's parser calls back into Python for each object it completes
+    (:func:`_handover`), and the interpreter switches threads at such calls once the switch
+    interval is over: the loop waits a slice (the parse of one object's own members), never
+    the parse.  About 1.5 times orjson's CPU time, so it is kept for large bodies.
+
+    Raises:
+        ValueError: not UTF-8, not JSON, ``NaN`` or ``Infinity`` (orjson refuses them too),
+            or nested deeper than the interpreter's recursion limit.
+    """
+    try:
+        return json.loads(body.decode(), object_hook=_handover, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def parse(body: bytes) -> Any:
+    """``body`` parsed as JSON: by orjson if small, else :func:`parse_sliced`.
+
+    Raises:
+        ValueError: not JSON (``orjson.JSONDecodeError`` is one).
+    """
+    return orjson.loads(body) if len(body) <= SLICED_PARSE_BYTES else parse_sliced(body)
+
+
+async def decode(body: bytes, *, shared: bool = False) -> Any:
+    """``body`` parsed as JSON (:func:`shared_document` if ``shared``), off the event loop if
+    it is large: a worker thread parses it in slices (:func:`parse_sliced`), and hashes it
+    (``hashlib`` lets go of the GIL) to share it.
+
+    Raises:
+        ValueError: not JSON.
+    """
+    fn = shared_document if shared else parse
+    if len(body) <= SLICED_PARSE_BYTES:
+        return fn(body)
+    return await asyncio.to_thread(_held, fn, body)
+
+
+def _held(fn: Callable[[bytes], Any], body: bytes) -> Any:
+    """``fn(body)`` with the cyclic collector held off: a parse allocates a burst of objects
+    (a million for a 10 MB document, a tenth of them tracked) that all live on, and the
+    collections it would trigger meanwhile walk them again and again (a middle generation's
+    walk of hundreds of thousands, on whichever thread allocated last, the event loop's
+    too).  Held off, the next young collection walks the parse once (a millisecond a MB).
+
+    Not frozen after (:meth:`CollectorHold.settle`): a freeze takes every tracked object,
+    and a group schema's rebuild reads its documents again (up to a hundred a churn round
+    with 104 groups): each freeze would keep what requests in flight held then, and what
+    of it ends in a cycle would never be freed."""
+    with COLLECTOR_HOLD.held():
+        return fn(body)
 
 
 #: Parsed documents a :class:`Documents` keeps (``api/v1`` parsed is ~10 MB of objects).

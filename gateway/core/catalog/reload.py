@@ -153,6 +153,16 @@ def _without(catalog: Catalog, keys: set[GroupVersionKey]) -> Catalog:
     )
 
 
+def _compared(
+    current: Catalog, new: Catalog, pending: set[GroupVersionKey], crd_groups: frozenset[str] | None
+) -> tuple[Catalog, bool]:
+    """``new`` less ``pending``, with ``crd_groups``, and whether it differs from ``current``."""
+    if pending:
+        new = _without(new, pending)
+    new = dataclasses.replace(new, crd_groups=crd_groups, derived={})  # a new catalog
+    return new, catalog_changed(current, new)
+
+
 def _describes(document: Mapping[str, Any] | None, kinds: list[Resource]) -> bool:
     """Does an OpenAPI v3 document describe the kind of every one of ``kinds``?"""
     if document is None:
@@ -498,11 +508,13 @@ class CatalogReloader:
         # A new group/version whose document does not describe its kinds yet is not served
         # yet: served now, its kinds would be untyped in GraphQL until the next change.
         pending = {k for k in self.expect.openapi if k not in self.holder.current.groups}
-        if pending:
-            new = _without(new, pending)
         crd_groups = self._crd_groups() if self._crds_known else None
-        new = dataclasses.replace(new, crd_groups=crd_groups, derived={})  # a new catalog
-        if not catalog_changed(self.holder.current, new):
+        # Comparing two catalogs walks every resource of both (thousands with a thousand
+        # CRDs, milliseconds of Python): a worker thread does it, the loop serves meanwhile.
+        new, changed = await asyncio.to_thread(
+            _compared, self.holder.current, new, pending, crd_groups
+        )
+        if not changed:
             self._count("unchanged")
             return True
         old = self.holder.current

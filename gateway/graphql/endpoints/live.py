@@ -17,8 +17,9 @@ The gateway serves one GraphQL schema per *scope* (:func:`gateway.graphql.schema
   still use it is open, so it is freed at once, without a full garbage collection.
 
 Builds run in a worker thread (the build is pure Python; the event loop keeps serving
-between the thread's GIL slices), one at a time, with the OpenAPI documents read on the
-event loop before (:func:`gateway.core.catalog.openapi_documents.load`); what they build is
+between the thread's GIL slices), one at a time, with the OpenAPI documents read before
+(:func:`gateway.core.catalog.openapi_documents.load`: a large one parsed in another worker
+thread, in slices); what they build is
 frozen out of every later collection as it is built
 (:class:`gateway.graphql.engine.collector.SchemaCollector`).  Catalogs that arrive while the
 ``/graphql`` build runs coalesce: the next build takes the newest one.

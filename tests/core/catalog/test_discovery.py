@@ -213,7 +213,8 @@ class Cluster:
                                  "message": "the server is currently unable to handle the request",
                                  "reason": "ServiceUnavailable", "code": code})  # fmt: skip
         elif path in self.bodies:
-            code, body = 200, orjson.dumps(self.bodies[path])
+            raw = self.bodies[path]  # bytes: sent as they are (a body that is not JSON)
+            code, body = 200, raw if isinstance(raw, bytes) else orjson.dumps(raw)
         else:
             code = 404
             body = orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
