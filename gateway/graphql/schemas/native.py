@@ -33,6 +33,7 @@ from graphql import (
     GraphQLInputField,
     GraphQLInputObjectType,
     GraphQLInputType,
+    GraphQLInterfaceType,
     GraphQLList,
     GraphQLNamedType,
     GraphQLNonNull,
@@ -46,6 +47,7 @@ from graphql import (
 from strawberry.types.arguments import convert_arguments
 
 from gateway.core import (
+    COLLECTOR_HOLD,
     REGISTRY,
     RELATIONS,
     Operation,
@@ -662,7 +664,15 @@ def build_group_schema(
     builder = GroupBuilder(model, resources)
     try:
         built = builder.build(description)
-        problems = validate_schema(built)
+        _resolve_fields(built)
+        # graphql-core's validation makes a graph of temporaries in reference cycles (an
+        # InputObjectFiniteValueState per input type, with its lists); a collection in the
+        # middle of it promotes them, and a build's freeze then keeps them, and the input
+        # types they point at, for good (found frozen by tests/bench/heaptrace: 5,400 of
+        # them after 3 builds of a wide group).  No collection while it runs: they die
+        # young, and the next collection of the youngest generation frees them.
+        with COLLECTOR_HOLD.held():
+            problems = validate_schema(built)
         if problems:
             built.__dict__.clear()
             raise schema.SchemaError("; ".join(p.message for p in problems[:5]))
@@ -670,6 +680,17 @@ def build_group_schema(
         builder.discard()
         raise
     return built
+
+
+def _resolve_fields(built: GraphQLSchema) -> None:
+    """Resolve every type's field thunk (and an object's interfaces): the schema's own
+    objects, built while the collector steps as for the rest of the build
+    (``gateway/graphql/engine/collector.py``), not under the validation's hold."""
+    for named in built.type_map.values():
+        if isinstance(named, GraphQLObjectType | GraphQLInterfaceType):
+            _ = named.fields, named.interfaces
+        elif isinstance(named, GraphQLInputObjectType):
+            _ = named.fields
 
 
 def made_by_builders(built: GraphQLSchema) -> list[Any]:
