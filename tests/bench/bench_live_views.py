@@ -46,8 +46,10 @@ import base64
 import contextlib
 import os
 import random
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -134,7 +136,13 @@ def _loop_sched() -> tuple[float, float]:
 
 @contextlib.asynccontextmanager
 async def _client(
-    url: str, grpc_port: int, subscribers: int, values: list[str], args: argparse.Namespace
+    url: str,
+    grpc_port: int,
+    subscribers: int,
+    values: list[str],
+    args: argparse.Namespace,
+    *,
+    latencies: Path,
 ) -> AsyncIterator[Client]:
     """``kg-fanout --view`` with ``subscribers`` subscribers of the views of ``values``."""
     if not CLIENT.exists():
@@ -157,6 +165,7 @@ async def _client(
         "--token", TOKEN, "--subscribers", str(subscribers),
         "--streams-per-conn", str(PER_CONNECTION), "--duration", "3600s",
         "--connect-timeout", "600s", "--ready-on", "event",
+        "--latencies-out", str(latencies),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, preexec_fn=_die_with_parent,
     )  # fmt: skip
@@ -259,10 +268,11 @@ async def _churn(
     return changes, time.perf_counter() - began
 
 
-async def _arrivals(live: LiveViews, into: list[float]) -> None:
-    """Each stamp's delay (ms) from the write to the gateway's hub handing it out: a
-    subscriber of the live views' own upstream watch (the same one: same target, same
-    caller), reading only the stamped pod's label."""
+async def _arrivals(live: LiveViews, into: list[float], at: dict[int, int]) -> None:
+    """Each stamp's delay (ms) from the write to the gateway's hub handing it out, and the
+    wall clock (Unix ns) it was handed out at, by stamp: a subscriber of the live views' own
+    upstream watch (the same one: same target, same caller), reading only the stamped pod's
+    label."""
     view = live.live[0]
     sub = await live.views.hub.subscribe(view.cache.target, WatchStart("now"), view.credential)
     try:
@@ -271,7 +281,9 @@ async def _arrivals(live: LiveViews, into: list[float]) -> None:
             labels = (obj.get("metadata") or {}).get("labels") or {}
             sent = labels.get(STAMP, "")
             if obj["metadata"].get("name") == STAMPED and sent.isdigit():
-                into.append((time.time_ns() - int(sent)) / 1e6)
+                now = time.time_ns()
+                into.append((now - int(sent)) / 1e6)
+                at[int(sent)] = now
     finally:
         sub.close()
 
@@ -308,7 +320,8 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
             values = [f"{i:x}" for i in range(views)]
             started = time.perf_counter()
             port = app.state.runtime.grpc_port
-            async with _client(url, port, subscribers, values, args) as client:
+            samples = Path(tempfile.mkdtemp(prefix="kg-live-")) / "latencies"
+            async with _client(url, port, subscribers, values, args, latencies=samples) as client:
                 async with asyncio.timeout(600):
                     while not client.ready.is_set():
                         if client.proc.returncode is not None:
@@ -334,7 +347,8 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
 
                 tick = asyncio.create_task(ticker())
                 arrivals: list[float] = []
-                arrived = asyncio.create_task(_arrivals(live, arrivals))
+                handed: dict[int, int] = {}
+                arrived = asyncio.create_task(_arrivals(live, arrivals, handed))
                 stats = live.stats
                 evaluations, published, encodings, decodes, evaluating = (
                     stats.evaluations,
@@ -389,6 +403,14 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                     f"gateway's): p50 {_p(arrivals, 0.5):.0f} ms, p99 {_p(arrivals, 0.99):.0f} "
                     f"ms ({len(arrivals)} stamps)"
                 )
+            gateway = _from_the_hub(samples, handed)
+            shutil.rmtree(samples.parent, ignore_errors=True)
+            if gateway:
+                print(
+                    f"the gateway's part, from the stamp at the hub to the update (issue 29's "
+                    f"measure): p50 {_p(gateway, 0.5):.0f} ms, p99 {_p(gateway, 0.99):.0f} ms "
+                    f"({len(gateway)} samples)"
+                )
             per_update = cpu / updates * 1e6 if updates else float("nan")
             print(
                 f"gateway CPU {cpu:.2f} s in {window:.1f} s "
@@ -411,6 +433,8 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                 "p99": float(summary["p99_ms"]),
                 "arrival_p50": _p(arrivals, 0.5) if arrivals else float("nan"),
                 "arrival_p99": _p(arrivals, 0.99) if arrivals else float("nan"),
+                "gateway_p50": _p(gateway, 0.5) if gateway else float("nan"),
+                "gateway_p99": _p(gateway, 0.99) if gateway else float("nan"),
                 "per_interval": evaluated / rounds,
                 "per_update_us": per_update,
                 "ran": ran,
@@ -419,6 +443,19 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                 "load": load[0],
                 "decodes": (stats.decodes - decodes) / max(1, evaluated),
             }
+
+
+def _from_the_hub(samples: Path, handed: dict[int, int]) -> list[float]:
+    """Each subscriber's update latency from the stamp's arrival at the gateway's hub
+    (ms): its receive time (``sent + latency`` of ``kg-fanout --latencies-out``) less the
+    moment the hub handed that stamp out."""
+    out = []
+    with contextlib.suppress(FileNotFoundError), samples.open() as lines:
+        for line in lines:
+            _, sent, latency = (int(v) for v in line.split())
+            if (at := handed.get(sent)) is not None:
+                out.append((sent + latency - at) / 1e6)
+    return out
 
 
 def rows(args: argparse.Namespace) -> list[Row]:
@@ -443,8 +480,11 @@ def rows(args: argparse.Namespace) -> list[Row]:
             f"{r['window']:.1f} s"
         )
         out += [
+            row(f"live views: change at the gateway to update, {n:,} {name} subscribers, p99",
+                r["gateway_p99"], "ms", max_value=300,
+                note=f"from the stamp at the gateway's hub; p50 {r['gateway_p50']:.0f} ms"),
             row(f"live views: change to update, {n:,} {name} subscribers, p99", r["p99"], "ms",
-                max_value=300, note=note),
+                note=note + "; from the write to the upstream"),
             row(f"live views: change to update, {n:,} {name} subscribers, p50", r["p50"], "ms"),
             row(f"live views: the gateway's CPU per delivered update, {name}",
                 r["per_update_us"], "us"),

@@ -180,17 +180,17 @@ below: absolute figures of one long run; not part of `make bench` unless asked f
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
 #: gap (kept here, next to the table, so every unmet row of a run says it).
 CAUSES: dict[str, str] = {
-    "live views: change to update": (
-        "the machine, measured: on 2 cores shared with other work (the load average in "
-        "the note) the stamps reached the gateway's hub late already (the note's arrival "
-        "p99: the upstream's child waits for a core too) and the event loop's thread "
-        "waited for a core (the kernel's run-queue "
-        "delay, in the note) while the gateway used a third of a core or less.  The "
-        "gateway's own work per update is an evaluation (about 1 ms, one per view and "
-        "interval, the page's unchanged objects not decoded again) and about 0.1 ms of "
-        "CPU per subscriber (compression made once per update for every connection); with"
-        " the 250 ms interval a machine that gives the loop a core should leave the p99 "
-        "near the interval plus one round of sends (docs/views.md#live-views-at-scale)"
+    "live views: change at the gateway": (
+        "measured on a quiet machine (load about 1, the event loop's thread waiting for a "
+        "core a fifth of the time it ran): the coalescing interval and one round of sends. "
+        "Under the bench's churn every view changes at every interval (the stamped pod is on "
+        "every page), so a change that reaches the hub just after an evaluation waits up to "
+        "the 250 ms interval for the next; that evaluation (about 1 ms, the page's unchanged "
+        "objects not decoded again) is then sent to each of its subscribers (about 0.1 ms of "
+        "the loop's CPU each: a 1,000-subscriber round is about 100 ms).  p99 = the interval "
+        "plus 80-140 ms.  Levers left: a shorter default interval, and the sends of a round "
+        "spread so a view's last subscriber is not behind every other view's "
+        "(docs/views.md#live-views-at-scale)"
     ),
     "views: first (cold) view": "the first view's work, since 2026-11-28 mostly in a list "
     "worker (gateway/core/lists/compacting.py: the list delimited, each object kept as its "
