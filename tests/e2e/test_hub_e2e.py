@@ -299,11 +299,15 @@ async def test_a_subscriber_resuming_from_before_the_history_catches_up_exactly(
         hub = app.state.runtime.cluster.watches
         hub.history = 3  # the shared watch keeps only the last three events
         leases = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+        # from the namespace's version now: every lease created after is delivered, however
+        # late the subscription is set up
+        listed = await api.get(leases)
+        assert listed.status_code == 200, listed.text
         op = await ws.subscribe(
             """subscription($ns: String, $rv: String) {
-              watchLeases(namespace: $ns, resourceVersion: $rv, sendInitialEvents: false) {
+              watchLeases(namespace: $ns, resourceVersion: $rv) {
                 type object { metadata { name } } } }""",
-            {"ns": ns, "rv": None},
+            {"ns": ns, "rv": listed.json()["metadata"]["resourceVersion"]},
         )
         rvs = []
         for name in names:
