@@ -159,20 +159,32 @@ def resolve_format(fmt: str, stream: TextIO) -> Literal["json", "text"]:
     return fmt  # type: ignore[return-value]
 
 
-class LoopBatchedHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """A stream handler that writes the lines logged during one event-loop step together.
+#: Seconds a line logged on the event loop waits for others before they are written
+#: together (:class:`LoopBatchedHandler`): at 32 concurrent small requests, one ``write``
+#: to stderr per ~10 requests instead of one per request (docs/performance.md).
+LINE_DELAY: Final = 0.005
 
-    A line logged on a thread running an event loop (every request's access line) joins
-    the lines of the same loop step, and they are written with one ``write`` when the
-    loop's next step begins (``call_soon``): one system call per step for any number of
-    requests ending in it, instead of one per line (stderr is line-buffered: each line was
-    a ``write`` of its own, docs/performance.md).  Order is kept: a line logged on any
-    other thread (a schema build's, an introspection's) writes the waiting ones first;
-    :meth:`flush` (and so ``logging.shutdown`` at exit) writes them too.
+
+class LoopBatchedHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that writes the lines logged on an event loop a few at a time.
+
+    A line logged on a thread running an event loop (every request's access line) waits,
+    with the lines logged after it, until ``delay`` seconds have passed (``call_later``;
+    with no delay, until the loop's next step begins), or until ``most`` lines wait, and
+    they are written with one ``write``: one system call for any number of requests ending
+    meanwhile, instead of one per line (stderr is line-buffered: each line was a ``write``
+    of its own; a write per loop step was still about one per request at 32 concurrent,
+    docs/performance.md).  Order is kept: a line logged on any other thread (a schema
+    build's, an introspection's) writes the waiting ones first; :meth:`flush` (and so
+    ``logging.shutdown`` at exit) writes them too.
     """
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, delay: float = 0.0, most: int = 256) -> None:
         super().__init__(stream)
+        #: Seconds a line logged on an event loop may wait for others (0: the step's end).
+        self.delay = delay
+        #: Lines that may wait at most: the next one writes them all at once.
+        self.most = most
         self._waiting: list[str] = []
         #: Loops with a write of the waiting lines scheduled.
         self._scheduled: set[asyncio.AbstractEventLoop] = set()
@@ -191,11 +203,17 @@ class LoopBatchedHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self._write_waiting()
             return
         self._waiting.append(line)
+        if len(self._waiting) >= self.most:
+            self._write_waiting()
+            return
         if loop not in self._scheduled:
             if self._scheduled:  # a loop closed before its step ended holds nothing here
                 self._scheduled = {other for other in self._scheduled if not other.is_closed()}
             self._scheduled.add(loop)
-            loop.call_soon(self._step_done, loop)
+            if self.delay > 0:
+                loop.call_later(self.delay, self._step_done, loop)
+            else:
+                loop.call_soon(self._step_done, loop)
 
     def _step_done(self, loop: asyncio.AbstractEventLoop) -> None:
         with self.lock or contextlib.nullcontext():
@@ -230,16 +248,16 @@ def configure(level: str, fmt: str = "auto", stream: TextIO | None = None) -> No
 
     Records do not look up what no line of either format shows (the caller's source file,
     line and function, the thread, the process): the logging HOWTO's "Optimization" flags.
-    Lines logged on the event loop are written once per loop step
-    (:class:`LoopBatchedHandler`).  Both together: an access line 17 -> 11 us of CPU
-    (docs/performance.md).
+    Lines logged on the event loop are written together every few milliseconds
+    (:class:`LoopBatchedHandler`, :data:`LINE_DELAY`).  The flags and a write per loop
+    step took an access line from 17 to 11 us of CPU (docs/performance.md).
     """
     out = stream if stream is not None else sys.stderr
     logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = LoopBatchedHandler(out)
+    handler = LoopBatchedHandler(out, delay=LINE_DELAY)
     handler.setFormatter(JsonFormatter() if resolve_format(fmt, out) == "json" else TextFormatter())
     handler.addFilter(WireDumps())
     root = logging.getLogger()

@@ -397,3 +397,59 @@ def test_lines_of_one_loop_step_are_written_together_in_order() -> None:
         assert stream.writes[3:] == ["no loop\n"]
     finally:
         logger.removeHandler(handler)
+
+
+def test_lines_logged_on_a_loop_wait_for_the_delay_and_the_most_lines_bound_it() -> None:
+    """With a delay (what ``configure`` installs: ``LINE_DELAY``), the lines of several
+    loop steps are written with one write once the delay has passed, not at each step's
+    end; ``most`` lines waiting are written at once; a flush writes what waits."""
+    import asyncio
+
+    from gateway.logs import LINE_DELAY, LoopBatchedHandler
+
+    assert LINE_DELAY > 0
+
+    class Stream:
+        def __init__(self) -> None:
+            self.writes: list[tuple[float, str]] = []
+            self.written = asyncio.Event()
+
+        def write(self, text: str) -> None:
+            self.writes.append((asyncio.get_running_loop().time(), text))
+            self.written.set()
+
+        def flush(self) -> None:
+            pass
+
+    logger = logging.getLogger("test.delayed")
+    logger.propagate = False
+
+    async def serve() -> None:
+        stream = Stream()
+        handler = LoopBatchedHandler(stream, delay=0.05, most=4)  # type: ignore[arg-type]
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        try:
+            loop = asyncio.get_running_loop()
+            first = loop.time()
+            for i in range(3):  # three loop steps, one line each
+                logger.warning("line-%d", i)
+                await asyncio.sleep(0)
+            assert stream.writes == []  # a step's end no longer writes
+            await asyncio.wait_for(stream.written.wait(), 10)
+            ((at, text),) = stream.writes
+            assert text == "line-0\nline-1\nline-2\n"
+            assert at - first >= 0.05  # the loop's clock: the timer fired, not a step
+            stream.written.clear()
+            for i in range(4):  # the fourth reaches `most`: written at once, in order
+                logger.warning("burst-%d", i)
+            assert [text for _, text in stream.writes[1:]] == [
+                "burst-0\nburst-1\nburst-2\nburst-3\n"
+            ]
+            logger.warning("flushed")
+            handler.flush()
+            assert stream.writes[-1][1] == "flushed\n"
+        finally:
+            logger.removeHandler(handler)
+
+    asyncio.run(serve())
