@@ -740,22 +740,25 @@ class Upstream:
         to ``caller``'s upstream-stream budget (:meth:`catch_up`); where that budget is
         spent (or no ``caller`` is named) it gets the whole state in a ``RESYNC`` frame."""
         lease = None
-        if caller is not None and self._before_history(start):
+        wanted = start.resource_version
+        if caller is not None and wanted is not None and self._before_history(start):
             try:
                 lease = self.hub.streams.acquire(caller)
             except errors.ResourceExhausted:
                 lease = None
-        if lease is not None:
-            assert start.resource_version is not None
-            point = StartPoint(None, start.resource_version, None)
+        if lease is not None and wanted is not None:  # a catch-up from ``wanted``
+            sub = WatchSubscription(
+                self, start, self.hub.max_queue, ticket, StartPoint(None, wanted, None)
+            )
+            if start.changed_only:
+                sub.changes = StreamChanges()
+            self.catch_up(sub, wanted, lease)
         else:
-            point = self.starting_point(start)
-        sub = WatchSubscription(self, start, self.hub.max_queue, ticket, point)
-        if start.changed_only:
-            sub.changes = StreamChanges() if lease is not None else self._changes(start)
-        if lease is not None:
-            assert start.resource_version is not None
-            self.catch_up(sub, start.resource_version, lease)
+            sub = WatchSubscription(
+                self, start, self.hub.max_queue, ticket, self.starting_point(start)
+            )
+            if start.changed_only:
+                sub.changes = self._changes(start)
         self.subscribers.add(sub)
         self.hub.stats.subscribers += 1
         if self._linger is not None:
