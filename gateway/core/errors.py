@@ -31,6 +31,7 @@ single table each.  Messages never contain credentials.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -219,6 +220,17 @@ class SlowSubscriber(ResourceExhausted):
 class Internal(GatewayError):
     code = 500
     default_reason = "InternalError"
+
+
+def of_failure(exc: Exception, what: str, log: logging.Logger, of: str = "") -> GatewayError:
+    """What ends the subscribers of a background task (an upstream watch, a view's cache,
+    a live view) that raised ``exc``: ``exc`` itself if it is of this tree; anything else
+    is a bug, logged with its traceback on ``log`` ("``what`` of ``of`` failed") and ended
+    as :class:`Internal`, whose message says no more than that ``what`` failed."""
+    if isinstance(exc, GatewayError):
+        return exc
+    log.error("%s%s failed", what, f" of {of}" if of else "", exc_info=exc)
+    return Internal(f"{what} failed")
 
 
 class ServiceUnavailable(GatewayError):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 import orjson
 import pytest
 
@@ -96,3 +98,23 @@ def test_non_status_bodies_are_handled_defensively() -> None:
     assert isinstance(err, errors.NotFound)
     err = errors.from_status({"code": "weird", "reason": 5}, http_status=418)
     assert isinstance(err, errors.BadRequest)
+
+
+def test_a_background_failure_is_the_tree_error_itself_or_a_logged_internal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``of_failure``: a failure of the tree ends subscribers as it is, unlogged; a bug is
+    logged once with its traceback and ends them as ``Internal`` saying only what failed
+    (not the bug's text: it may hold anything)."""
+    log = logging.getLogger("test.of_failure")
+    forbidden = errors.Forbidden("pods is forbidden")
+    with caplog.at_level(logging.ERROR, logger="test.of_failure"):
+        assert errors.of_failure(forbidden, "the upstream watch", log, of="pods") is forbidden
+        assert caplog.records == []
+        bug = KeyError("secret-ish detail")
+        ended = errors.of_failure(bug, "the view's cache", log, of="v1/pods")
+    assert type(ended) is errors.Internal
+    assert str(ended) == "the view's cache failed"
+    (record,) = caplog.records
+    assert record.getMessage() == "the view's cache of v1/pods failed"
+    assert record.exc_info is not None and record.exc_info[1] is bug

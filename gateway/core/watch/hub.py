@@ -645,13 +645,10 @@ class Upstream:
             ) as events:  # an async generator: close it promptly
                 async for event in events:
                     self._dispatch(event)
-        except asyncio.CancelledError:
-            raise
-        except errors.GatewayError as exc:
-            self.failure = exc
-        except Exception:
-            log.exception("the upstream watch of %s failed", self.target.resource.key)
-            self.failure = errors.Internal("the upstream watch failed")
+        except Exception as exc:
+            self.failure = errors.of_failure(
+                exc, "the upstream watch", log, of=self.target.resource.key
+            )
         finally:
             self._shutdown()
 
@@ -818,13 +815,13 @@ class Upstream:
                         return
                     if not in_resync and self._hand_over(sub, watcher.resource_version):
                         return
-        except asyncio.CancelledError:
-            raise
-        except errors.GatewayError as exc:
-            sub.end(exc)
-        except Exception:
-            log.exception("the catch-up watch of %s failed", self.target.resource.key)
-            sub.end(errors.Internal("the upstream watch failed"))
+        except Exception as exc:
+            # the subscriber's message as the shared watch's; the log says which it was
+            sub.end(
+                errors.of_failure(
+                    exc, "the upstream watch", log, of=f"{self.target.resource.key} (a catch-up)"
+                )
+            )
         finally:
             lease.release()
 
