@@ -29,7 +29,8 @@ The gateway's collector is set as ``kube-gateway serve`` sets it once started
 (``tune_garbage_collector``: what start-up made frozen, young collections rarer).  Before
 2026-11-28 the bench did not, and a full collection walking all start-up made (schemas,
 contract, modules) stopped the loop for 0.2 to 1 s in most runs: the p99 of the runs
-before (342 ms on a quiet machine) was mostly that, which a serving gateway does not do.
+before (342 ms on a quiet machine) was most likely that, which a serving gateway does not
+do (the quiet re-run will say).
 
 Printed: the evaluations per live view and per interval (each view's evaluations over the
 intervals from its first to its last; the goal: 1,000 subscribers of 10 views cost at most
