@@ -59,7 +59,7 @@ MAX_UNREAD: Final = 240
 GOLDEN: Final = 0.6180339887498949
 #: A busy live view evaluates on its grid: a late evaluation (the loop was busy) is
 #: followed by one up to this fraction of the interval early, to get back on it ...
-SLACK: Final = 0.02
+SLACK: Final = 0.1
 #: ... and one off its grid (after a quiet time) is followed by one at most this fraction
 #: of the interval late, to get onto it in a few intervals.
 CATCH_UP: Final = 0.25
