@@ -33,19 +33,19 @@ before (342 ms on a quiet machine) was most likely that, which a serving gateway
 do (the quiet re-run will say).
 
 Printed: the evaluations per live view and per interval (each view's evaluations over the
-intervals from its first to its last; the goal: 1,000 subscribers of 10 views cost at most
-10 evaluations per batch), the time from each stamp at the hub to the evaluation of each
-view that took it (newest: the one a subscriber times; the rest of the gateway's part is
-the evaluation and the wait for its send), the encodings (one per published page and
-front-end shape), the updates the subscribers received, the gateway process's CPU (utime +
-stime of ``/proc/self/stat`` across the writing window and its drain; with
-``--in-process-upstream`` the demo's writes and watch serving are in it) per second and
-per delivered update, the client's CPU, the event loop's thread's time on a core and
-runnable but waiting for one (``/proc/thread-self/schedstat``: on a loaded machine, where
-latency goes), the objects the evaluations decoded and their CPU, and the event loop's
-longest stall seen by a 10 ms ticker.  ``--out BENCHMARKS.md`` runs GraphQL, GraphQL with
-permessage-deflate and gRPC one after the other and puts the "Live views" section (its rows
-start ``live views:``) into that file; not a row of ``make bench`` yet.
+intervals of its grid from its first to its last; the goal: 1,000 subscribers of 10 views
+cost at most 10 evaluations per batch), the time from each stamp at the hub to the
+evaluation of each view that took it (newest: the one a subscriber times; the rest of the
+gateway's part is the evaluation and the wait for its send), the encodings (one per
+published page and front-end shape), the updates the subscribers received, the gateway
+process's CPU (utime + stime of ``/proc/self/stat`` across the writing window and its
+drain; with ``--in-process-upstream`` the demo's writes and watch serving are in it) per
+second and per delivered update, the client's CPU, the event loop's thread's time on a
+core and runnable but waiting for one (``/proc/thread-self/schedstat``: on a loaded
+machine, where latency goes), the objects the evaluations decoded and their CPU, and the
+event loop's longest stall seen by a 10 ms ticker.  ``--out BENCHMARKS.md`` runs GraphQL,
+GraphQL with permessage-deflate and gRPC one after the other and puts the "Live views"
+section (its rows start ``live views:``) into that file; not a row of ``make bench`` yet.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ import asyncio
 import base64
 import bisect
 import contextlib
+import math
 import os
 import random
 import shutil
@@ -398,7 +399,7 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                 f"({evaluated / max(1, len(views_live)):.1f} each, at most one per "
                 f"{live.interval * 1000:.0f} ms: {took / live.interval:.0f} intervals); "
                 f"{per_interval:.1f} evaluations per interval (each view's over the "
-                f"intervals from its first evaluation to its last) for {subscribers} "
+                f"intervals of its grid from its first evaluation to its last) for {subscribers} "
                 f"subscribers"
             )
             print(
@@ -477,13 +478,15 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
 
 def _per_interval(views: list[LiveView], since: float) -> float:
     """Evaluations per interval, every view's summed: each view's evaluations from
-    ``since`` (the loop's clock) over the intervals from its first of them to its last
-    (at most one per interval: at most the number of views)."""
+    ``since`` (the loop's clock) over the intervals of its grid (``phase + k * interval``)
+    from its first of them to its last (at most one per interval: at most the number of
+    views)."""
     total = 0.0
     for view in views:
-        times = [t for t in view.evaluated if t >= since]
+        times = [t - view.phase for t in view.evaluated if t >= since]
         if times:
-            total += len(times) / ((times[-1] - times[0]) / view.interval + 1)
+            cells = math.floor(times[-1] / view.interval) - math.floor(times[0] / view.interval)
+            total += len(times) / (cells + 1)
     return total
 
 
