@@ -244,11 +244,12 @@ async def test_busy_live_views_of_one_cache_evaluate_at_spread_times(
     await _namespace(demo, ns)
     live = _live(gw)
     async with ws_client(gw) as ws:
+        ops = {}
         for first in range(1, 5):  # 4 distinct views (the page size differs)
-            op = await ws.subscribe(LIVE, {"ns": ns, "first": first, "sort": BY_NAME})
-            await ws.next(op)
+            ops[first] = await ws.subscribe(LIVE, {"ns": ns, "first": first, "sort": BY_NAME})
+            await ws.next(ops[first])
         views = [v for v in live.live if v.spec.namespace == ns]
-        assert len(views) == 4
+        assert sorted(v.place for v in views) == [0, 1, 2, 3]
         interval = views[0].interval
         assert interval == 0.25  # the default
         phases = sorted(v.phase for v in views)
@@ -277,6 +278,15 @@ async def test_busy_live_views_of_one_cache_evaluate_at_spread_times(
             for t in busy[id(v)][6:]
         ]
         assert statistics.median(apart) >= 0.01, sorted(apart)
+
+        # a view that ends gives its place (its phase) to the next one that starts
+        (second,) = [v for v in views if v.spec.first == 2]
+        await ws.send({"id": ops[2], "type": "complete"})
+        await _until(lambda: second.ended)
+        await ws.subscribe(LIVE, {"ns": ns, "first": 5, "sort": BY_NAME})
+        await _until(lambda: any(v.spec.first == 5 for v in live.live))
+        (fifth,) = [v for v in live.live if v.spec.first == 5]
+        assert fifth.place == second.place and fifth.phase == second.phase
 
 
 async def test_a_change_after_a_quiet_interval_is_evaluated_at_once(

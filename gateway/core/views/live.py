@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import weakref
@@ -355,7 +356,7 @@ class LiveView(Published[LivePage]):
         credential: Credential,
         interval: float,
         every_change: bool,
-        phase: float = 0.0,
+        place: int = 0,
     ) -> None:
         super().__init__(owner)
         self.key = key
@@ -364,8 +365,10 @@ class LiveView(Published[LivePage]):
         self.credential = credential
         self.interval = interval
         self.every_change = every_change
-        #: Where on the interval's grid this view evaluates while busy (:func:`phase_of`).
-        self.phase = phase
+        #: Where on the interval's grid this view evaluates while busy: its ``place`` in
+        #: :func:`phase_of`'s sequence among its owner's live views.
+        self.place = place
+        self.phase = phase_of(place, interval)
         #: The loop's time (``loop.time()``) of its last evaluations.
         self.evaluated: deque[float] = deque(maxlen=REMEMBERED)
         #: The version of the last evaluation (published or not).
@@ -467,8 +470,9 @@ class LiveViews:
         self.max_unread = max_unread
         self.stats = LiveStats()
         self._views: dict[tuple[Any, ...], LiveView] = {}
-        #: Live views started (each one's phase is the next of :func:`phase_of`).
-        self._started = 0
+        #: The places in :func:`phase_of`'s sequence the live views hold: a new one takes
+        #: the first free, so the live ones stay evenly spread as others end.
+        self._places: set[int] = set()
 
     @classmethod
     def of(cls, views: Views) -> LiveViews:
@@ -492,6 +496,7 @@ class LiveViews:
         if self._views.get(view.key) is view:
             del self._views[view.key]
             self.stats.views -= 1
+        self._places.discard(view.place)  # (a view replaced under its key holds its own)
 
     async def subscribe(
         self,
@@ -524,9 +529,9 @@ class LiveViews:
                 cache = await self.views._using(spec, credential)  # reviewed, kept in use
                 view = self._views.get(key)
                 if view is None or view.ended or view.cache.closed:
-                    phase = phase_of(self._started, every)
-                    self._started += 1
-                    view = LiveView(self, key, spec, cache, credential, every, every_change, phase)
+                    place = next(i for i in itertools.count() if i not in self._places)
+                    self._places.add(place)
+                    view = LiveView(self, key, spec, cache, credential, every, every_change, place)
                     self._views[key] = view
                     self.stats.views += 1
                 else:  # another subscriber started it meanwhile
