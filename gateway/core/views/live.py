@@ -14,6 +14,12 @@ front end's: it compares what it renders, see
 selects counts, which the page does not show) every batch that changed the cache is
 published.
 
+The live views of one cluster do not evaluate together: each has a phase (its place in a
+golden-ratio sequence, :func:`phase_of`), and while busy evaluates on its own grid (phase
+plus whole intervals, :func:`next_slot`), so a batch that moves every view is sent to each
+view's subscribers in a round of its own, not all in one loop turn; a change after a quiet
+interval is evaluated at once.
+
 Each subscriber (:class:`LiveSubscription`, the :class:`~gateway.core.calls.streaming.Stream`
 the front ends read) holds one lease of the hub's subscriber budget, as a watch
 subscription does, and at most one unread page: a newer page replaces an unread one, so a
