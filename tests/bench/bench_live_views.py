@@ -25,17 +25,27 @@ has the change (the upstream's, and the gateway's loop not yet reading its socke
 ``--compression``: the WebSocket clients offer permessage-deflate,
 as browsers do (the gateway accepts it: one compression per frame and connection).
 
-Printed: the evaluations per live view and per interval (the goal: 1,000 subscribers of 10
-views cost at most 10 evaluations per batch), the encodings (one per published page and
-front-end shape), the updates the subscribers received, the gateway process's CPU (utime +
-stime of ``/proc/self/stat`` across the writing window and its drain; with
-``--in-process-upstream`` the demo's writes and watch serving are in it) per second and
-per delivered update, the client's CPU, the event loop's thread's time on a core and
-runnable but waiting for one (``/proc/thread-self/schedstat``: on a loaded machine, where
-latency goes), the objects the evaluations decoded and their CPU, and the event loop's
-longest stall seen by a 10 ms ticker.  ``--out BENCHMARKS.md`` runs GraphQL, GraphQL with
-permessage-deflate and gRPC one after the other and puts the "Live views" section (its rows
-start ``live views:``) into that file; not a row of ``make bench`` yet.
+The gateway's collector is set as ``kube-gateway serve`` sets it once started
+(``tune_garbage_collector``: what start-up made frozen, young collections rarer).  Before
+2026-11-28 the bench did not, and a full collection walking all start-up made (schemas,
+contract, modules) stopped the loop for 0.2 to 1 s in most runs: the p99 of the runs
+before (342 ms on a quiet machine) was most likely that, which a serving gateway does not
+do (the quiet re-run will say).
+
+Printed: the evaluations per live view and per interval (each view's evaluations over the
+intervals of its grid from its first to its last; the goal: 1,000 subscribers of 10 views
+cost at most 10 evaluations per batch), the time from each stamp at the hub to the
+evaluation of each view that took it (newest: the one a subscriber times; the rest of the
+gateway's part is the evaluation and the wait for its send), the encodings (one per
+published page and front-end shape), the updates the subscribers received, the gateway
+process's CPU (utime + stime of ``/proc/self/stat`` across the writing window and its
+drain; with ``--in-process-upstream`` the demo's writes and watch serving are in it) per
+second and per delivered update, the client's CPU, the event loop's thread's time on a
+core and runnable but waiting for one (``/proc/thread-self/schedstat``: on a loaded
+machine, where latency goes), the objects the evaluations decoded and their CPU, and the
+event loop's longest stall seen by a 10 ms ticker.  ``--out BENCHMARKS.md`` runs GraphQL,
+GraphQL with permessage-deflate and gRPC one after the other and puts the "Live views"
+section (its rows start ``live views:``) into that file; not a row of ``make bench`` yet.
 """
 
 from __future__ import annotations
@@ -43,7 +53,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import bisect
 import contextlib
+import math
 import os
 import random
 import shutil
@@ -56,7 +68,9 @@ from pathlib import Path
 
 import orjson
 
+from gateway.app import tune_garbage_collector
 from gateway.core import POD, LiveViews
+from gateway.core.views.live import LiveView
 from gateway.core.watch.hub import WatchStart
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2
 from gateway.settings import Settings
@@ -316,6 +330,10 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
             http_max_connections=str(subscribers + 200),
         )
         async with serve_app(settings) as (url, app):
+            # the collector as `kube-gateway serve` sets it once started (what start-up
+            # made frozen, young collections rarer): without it a full collection walked
+            # all of it, 0.2-1 s of a stopped loop, in most runs (the p99 before 2026-11-28)
+            tune_garbage_collector()
             live = LiveViews.of(app.state.runtime.cluster.views)
             values = [f"{i:x}" for i in range(views)]
             started = time.perf_counter()
@@ -346,6 +364,7 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                         last = now
 
                 tick = asyncio.create_task(ticker())
+                views_live = live.live
                 arrivals: list[float] = []
                 handed: dict[int, int] = {}
                 arrived = asyncio.create_task(_arrivals(live, arrivals, handed))
@@ -358,6 +377,8 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                     stats.evaluation_seconds,
                 )
                 load = os.getloadavg()
+                loop = asyncio.get_running_loop()
+                began_at = loop.time()
                 cpu0, began, sched0 = _cpu(), time.perf_counter(), _loop_sched()
                 changes, took = await upstream.churn(rate, args.seconds)
                 await asyncio.sleep(1.5)  # the last interval's updates
@@ -371,13 +392,14 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
             after = os.getloadavg()
             load = (max(load[0], after[0]), max(load[1], after[1]), max(load[2], after[2]))
             evaluated = stats.evaluations - evaluations
-            rounds = max(1, round(took / live.interval))
+            per_interval = _per_interval(views_live, began_at)
             print(
                 f"{changes} changes in {took:.1f} s ({changes / took:.0f}/s): "
-                f"{evaluated} evaluations for {len(live.live)} live views "
-                f"({evaluated / max(1, len(live.live)):.1f} each, at most one per "
+                f"{evaluated} evaluations for {len(views_live)} live views "
+                f"({evaluated / max(1, len(views_live)):.1f} each, at most one per "
                 f"{live.interval * 1000:.0f} ms: {took / live.interval:.0f} intervals); "
-                f"{evaluated / rounds:.1f} evaluations per interval for {subscribers} "
+                f"{per_interval:.1f} evaluations per interval (each view's over the "
+                f"intervals of its grid from its first evaluation to its last) for {subscribers} "
                 f"subscribers"
             )
             print(
@@ -404,6 +426,14 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                     f"ms ({len(arrivals)} stamps)"
                 )
             gateway = _from_the_hub(samples, handed)
+            waits = _evaluation_waits(views_live, handed, time.time() - loop.time())
+            if waits:
+                print(
+                    f"from the stamp at the hub to the evaluation that took it (each view's "
+                    f"newest): "
+                    f"p50 {_p(waits, 0.5):.0f} ms, p99 {_p(waits, 0.99):.0f} ms (the rest of "
+                    f"the gateway's part is the evaluation and the wait for its send)"
+                )
             shutil.rmtree(samples.parent, ignore_errors=True)
             if gateway:
                 print(
@@ -435,7 +465,8 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                 "arrival_p99": _p(arrivals, 0.99) if arrivals else float("nan"),
                 "gateway_p50": _p(gateway, 0.5) if gateway else float("nan"),
                 "gateway_p99": _p(gateway, 0.99) if gateway else float("nan"),
-                "per_interval": evaluated / rounds,
+                "per_interval": per_interval,
+                "wait_p99": _p(waits, 0.99) if waits else float("nan"),
                 "per_update_us": per_update,
                 "ran": ran,
                 "waited": waited,
@@ -443,6 +474,36 @@ async def bench(args: argparse.Namespace) -> dict[str, float]:
                 "load": load[0],
                 "decodes": (stats.decodes - decodes) / max(1, evaluated),
             }
+
+
+def _per_interval(views: list[LiveView], since: float) -> float:
+    """Evaluations per interval, every view's summed: each view's evaluations from
+    ``since`` (the loop's clock) over the intervals of its grid (``phase + k * interval``)
+    from its first of them to its last (at most one per interval: at most the number of
+    views)."""
+    total = 0.0
+    for view in views:
+        times = [t - view.phase for t in view.evaluated if t >= since]
+        if times:
+            cells = math.floor(times[-1] / view.interval) - math.floor(times[0] / view.interval)
+            total += len(times) / (cells + 1)
+    return total
+
+
+def _evaluation_waits(views: list[LiveView], handed: dict[int, int], offset: float) -> list[float]:
+    """For each view and stamp the view's page showed as its newest (the one a subscriber
+    times), the time (ms) from the hub handing it out to the evaluation that first took
+    it (``offset``: the wall clock less the loop's)."""
+    out = []
+    stamps = sorted(at / 1e9 for at in handed.values())
+    for view in views:
+        taken = set()
+        for t in view.evaluated:
+            i = bisect.bisect_right(stamps, t + offset) - 1
+            if i >= 0 and i not in taken:
+                taken.add(i)
+                out.append((t + offset - stamps[i]) * 1000)
+    return out
 
 
 def _from_the_hub(samples: Path, handed: dict[int, int]) -> list[float]:
@@ -475,7 +536,8 @@ def rows(args: argparse.Namespace) -> list[Row]:
     for name, r in runs.items():
         note = (
             f"load {r['load']:.1f}; the stamp reached the gateway's hub at p50 "
-            f"{r['arrival_p50']:.0f} / p99 {r['arrival_p99']:.0f} ms; the event loop's thread "
+            f"{r['arrival_p50']:.0f} / p99 {r['arrival_p99']:.0f} ms, and its view's "
+            f"evaluation took it at p99 {r['wait_p99']:.0f} ms after; the event loop's thread "
             f"{r['ran']:.1f} s on a core and {r['waited']:.1f} s waiting for one in "
             f"{r['window']:.1f} s"
         )

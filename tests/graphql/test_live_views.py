@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import math
 import signal
+import statistics
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +27,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from gateway.core import POD, LiveViews, credential_of_token, errors
+from gateway.core.views.live import SLACK
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import TokenGrant
 from tests.support.graphql import (
@@ -209,6 +213,124 @@ async def test_changes_within_the_interval_are_coalesced(demo: DemoUpstream, gw:
         assert updates <= bound, (updates, elapsed)
         assert live.stats.evaluations - evaluations <= bound
         assert updates < 20
+
+
+async def _churn(demo: DemoUpstream, ns: str) -> None:
+    """Change a pod of ``ns`` about 100 times a second (the bench's churn; the pause paces
+    the writer, which otherwise never yields the loop), until cancelled."""
+    i = 0
+    while True:
+        i += 1
+        await demo.store.patch(
+            POD, "live-09", {"metadata": {"labels": {"churn": str(i)}}}, namespace=ns
+        )
+        await asyncio.sleep(0.01)
+
+
+async def _read_all(ws: TransportWS) -> None:
+    """Read (and drop) a client's messages until cancelled."""
+    while True:
+        await ws.ws.recv()
+
+
+async def test_busy_live_views_of_one_cache_evaluate_at_spread_times(
+    demo: DemoUpstream, gw: Gateway
+) -> None:
+    """Views of one cache that every batch of changes moves (issue 29's bench: each stamp
+    changes every view) evaluate on grids of their own, spread over the interval, so their
+    rounds of sends do not pile up in one loop turn; each still at most once per interval.
+    Times are the loop's clock, as each live view records its evaluations."""
+    ns = "live-spread"
+    await _namespace(demo, ns)
+    live = _live(gw)
+    async with ws_client(gw) as ws:
+        ops = {}
+        for first in range(1, 5):  # 4 distinct views (the page size differs)
+            ops[first] = await ws.subscribe(LIVE, {"ns": ns, "first": first, "sort": BY_NAME})
+            await ws.next(ops[first])
+        views = [v for v in live.live if v.spec.namespace == ns]
+        assert sorted(v.place for v in views) == [0, 1, 2, 3]
+        interval = views[0].interval
+        assert interval == 0.25  # the default
+        phases = sorted(v.phase for v in views)
+        assert all(b - a > interval / 10 for a, b in itertools.pairwise(phases)), phases
+        seen = {id(v): len(v.evaluated) for v in views}
+        reader = asyncio.create_task(_read_all(ws))
+        writer = asyncio.create_task(_churn(demo, ns))
+        try:
+            # a few intervals to get onto their grids (they all started on the same
+            # change), then 8 evaluations each
+            await _until(lambda: all(len(v.evaluated) - seen[id(v)] >= 14 for v in views), 90)
+        finally:
+            writer.cancel()
+            reader.cancel()
+            await asyncio.gather(writer, reader, return_exceptions=True)
+        busy = {id(v): list(v.evaluated)[seen[id(v)] :] for v in views}
+        for times in busy.values():  # at most once per interval, by the loop's clock
+            gaps = [b - a for a, b in itertools.pairwise(times)]
+            assert min(gaps) >= interval * (1 - SLACK) - 1e-3, gaps
+        # on their grids, each view's evaluations are apart from every other view's (in
+        # one loop turn, as all of them evaluated before, they are within a millisecond
+        # or two)
+        apart = [
+            min(abs(t - u) for other in views if other is not v for u in busy[id(other)])
+            for v in views
+            for t in busy[id(v)][6:]
+        ]
+        assert statistics.median(apart) >= 0.01, sorted(apart)
+
+        # a view that ends gives its place (its phase) to the next one that starts
+        (second,) = [v for v in views if v.spec.first == 2]
+        await ws.send({"id": ops[2], "type": "complete"})
+        await _until(lambda: second.ended)
+        await ws.subscribe(LIVE, {"ns": ns, "first": 5, "sort": BY_NAME})
+        await _until(lambda: any(v.spec.first == 5 for v in live.live))
+        (fifth,) = [v for v in live.live if v.spec.first == 5]
+        assert fifth.place == second.place and fifth.phase == second.phase
+
+
+async def test_a_change_after_a_quiet_interval_is_evaluated_at_once(
+    demo: DemoUpstream, gw: Gateway
+) -> None:
+    """A busy live view waits for its grid; a change after a quiet interval does not (the
+    leading edge): it is evaluated as soon as the cache has it, though the view's next
+    grid point is most of an interval away."""
+    ns = "live-sparse"
+    await _namespace(demo, ns)
+    live = _live(gw)
+    loop = asyncio.get_running_loop()
+    async with ws_client(gw) as ws:
+        op = await ws.subscribe(LIVE, {"ns": ns, "first": 5, "sort": BY_NAME, "interval": 2000})
+        await ws.next(op)
+        (view,) = [v for v in live.live if v.spec.namespace == ns]
+        interval = view.interval
+        far = 0  # changes that reached the cache most of an interval before the grid
+        for attempt in range(4):
+            # quiet for an interval, and just past a point of the view's grid
+            await _until(
+                lambda: (
+                    loop.time() >= view.evaluated[-1] + interval
+                    and (loop.time() - view.phase) % interval < interval / 4
+                ),
+                60,
+            )
+            moved = view.cache._moved
+            changed = await demo.store.patch(
+                POD, "live-02", {"metadata": {"labels": {"try": str(attempt)}}}, namespace=ns
+            )
+            await moved.wait()
+            arrived = loop.time()
+            await _until(_evaluated_past(live, ns, changed["metadata"]["resourceVersion"]))
+            assert view.evaluated[-1] - arrived < interval / 8  # at once
+            update = (await ws.next(op))["data"]["podsView"]
+            assert update["nodes"][2]["metadata"]["labels"]["try"] == str(attempt)
+            # what waiting for the grid would have taken (unless the change took most of
+            # an interval to reach the gateway: then once more)
+            grid = view.phase + math.ceil((arrived - view.phase) / interval) * interval
+            far += grid - arrived > interval / 2
+            if far >= 2:
+                break
+        assert far >= 2
 
 
 async def test_subscribers_of_the_same_view_share_one_evaluation(

@@ -14,6 +14,12 @@ front end's: it compares what it renders, see
 selects counts, which the page does not show) every batch that changed the cache is
 published.
 
+The live views of one cluster do not evaluate together: each has a phase (its place in a
+golden-ratio sequence, :func:`phase_of`), and while busy evaluates on its own grid (phase
+plus whole intervals, :func:`next_slot`), so a batch that moves every view is sent to each
+view's subscribers in a round of its own, not all in one loop turn; a change after a quiet
+interval is evaluated at once.
+
 Each subscriber (:class:`LiveSubscription`, the :class:`~gateway.core.calls.streaming.Stream`
 the front ends read) holds one lease of the hub's subscriber budget, as a watch
 subscription does, and at most one unread page: a newer page replaces an unread one, so a
@@ -32,9 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Protocol, TypeVar
@@ -53,6 +61,34 @@ MIN_INTERVAL_MS: Final = 50
 MAX_INTERVAL_MS: Final = 10_000
 #: Pages a subscriber may let go by unread before it is ended as slow.
 MAX_UNREAD: Final = 240
+#: The golden ratio's fraction: the n-th live view of an owner starts its grid at the
+#: fraction ``n * GOLDEN % 1`` of its interval, so any number of them are spread evenly.
+GOLDEN: Final = 0.6180339887498949
+#: A busy live view evaluates on its grid: a late evaluation (the loop was busy) is
+#: followed by one up to this fraction of the interval early, to get back on it ...
+SLACK: Final = 0.1
+#: ... and one off its grid (after a quiet time) is followed by one at most this fraction
+#: of the interval late, to get onto it in a few intervals.
+CATCH_UP: Final = 0.25
+#: Evaluation times a live view remembers (``LiveView.evaluated``: tests, metrics).
+REMEMBERED: Final = 64
+
+
+def phase_of(n: int, interval: float) -> float:
+    """The phase (seconds, in ``[0, interval)``) of an owner's ``n``-th live view: a
+    low-discrepancy sequence, so the views of one cluster do not evaluate (and send) in
+    the same loop turn when one batch of changes moves them all."""
+    return (n * GOLDEN) % 1.0 * interval
+
+
+def next_slot(last: float, phase: float, interval: float) -> float:
+    """When a busy live view that evaluated at ``last`` evaluates next: the point of its
+    grid (``phase + k * interval``, the loop's clock) nearest to ``last + interval``, but
+    no earlier than ``SLACK`` and no later than ``CATCH_UP`` of an interval from it (at
+    most one evaluation per interval, at least ``1 - SLACK`` of one apart)."""
+    due = last + interval
+    grid = phase + round((due - phase) / interval) * interval
+    return min(max(grid, due - SLACK * interval), due + CATCH_UP * interval)
 
 
 def interval_of(requested: int | None, default: float) -> float:
@@ -326,6 +362,7 @@ class LiveView(Published[LivePage]):
         credential: Credential,
         interval: float,
         every_change: bool,
+        place: int = 0,
     ) -> None:
         super().__init__(owner)
         self.key = key
@@ -334,6 +371,12 @@ class LiveView(Published[LivePage]):
         self.credential = credential
         self.interval = interval
         self.every_change = every_change
+        #: Where on the interval's grid this view evaluates while busy: its ``place`` in
+        #: :func:`phase_of`'s sequence among its owner's live views.
+        self.place = place
+        self.phase = phase_of(place, interval)
+        #: The loop's time (``loop.time()``) of its last evaluations.
+        self.evaluated: deque[float] = deque(maxlen=REMEMBERED)
         #: The version of the last evaluation (published or not).
         self.version: str | None = None
         self._fingerprint: tuple[Any, ...] | None = None
@@ -353,6 +396,8 @@ class LiveView(Published[LivePage]):
             while True:
                 moved = cache._moved  # set by the cache's next batch
                 if cache.store.generation != generation:
+                    evaluated_at = loop.time()
+                    self.evaluated.append(evaluated_at)
                     version, ordered = await cache.ordered(spec)
                     began = time.thread_time()
                     decodes = self._decoded.decodes
@@ -361,7 +406,6 @@ class LiveView(Published[LivePage]):
                     stats.evaluations += 1
                     stats.decodes += self._decoded.decodes - decodes
                     self.version = version
-                    evaluated_at = loop.time()
                     changed = ordered.snapshot.generation != generation
                     generation = ordered.snapshot.generation
                     self._publish(page, changed)
@@ -378,10 +422,13 @@ class LiveView(Published[LivePage]):
                         cache.close()
                         raise refused(spec.resource, spec.namespace)
                     review_at = loop.time() + self.owner.recheck
-                # coalesce: at most one evaluation per interval
-                delay = evaluated_at + self.interval - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                # coalesce: at most one evaluation per interval, on the view's own grid
+                # once busy (a change after a quiet interval is evaluated at once)
+                now = loop.time()
+                if now < evaluated_at + self.interval:
+                    at = next_slot(evaluated_at, self.phase, self.interval)
+                    if at > now:
+                        await asyncio.sleep(at - now)
         except asyncio.CancelledError:
             raise
         except errors.GatewayError as exc:
@@ -429,6 +476,9 @@ class LiveViews:
         self.max_unread = max_unread
         self.stats = LiveStats()
         self._views: dict[tuple[Any, ...], LiveView] = {}
+        #: The places in :func:`phase_of`'s sequence the live views hold: a new one takes
+        #: the first free, so the live ones stay evenly spread as others end.
+        self._places: set[int] = set()
 
     @classmethod
     def of(cls, views: Views) -> LiveViews:
@@ -452,6 +502,7 @@ class LiveViews:
         if self._views.get(view.key) is view:
             del self._views[view.key]
             self.stats.views -= 1
+        self._places.discard(view.place)  # (a view replaced under its key holds its own)
 
     async def subscribe(
         self,
@@ -484,7 +535,9 @@ class LiveViews:
                 cache = await self.views._using(spec, credential)  # reviewed, kept in use
                 view = self._views.get(key)
                 if view is None or view.ended or view.cache.closed:
-                    view = LiveView(self, key, spec, cache, credential, every, every_change)
+                    place = next(i for i in itertools.count() if i not in self._places)
+                    self._places.add(place)
+                    view = LiveView(self, key, spec, cache, credential, every, every_change, place)
                     self._views[key] = view
                     self.stats.views += 1
                 else:  # another subscriber started it meanwhile
@@ -516,4 +569,6 @@ __all__ = [
     "LiveViews",
     "fingerprint",
     "interval_of",
+    "next_slot",
+    "phase_of",
 ]
