@@ -429,13 +429,8 @@ class LiveView(Published[LivePage]):
                     at = next_slot(evaluated_at, self.phase, self.interval)
                     if at > now:
                         await asyncio.sleep(at - now)
-        except asyncio.CancelledError:
-            raise
-        except errors.GatewayError as exc:
-            self.end(exc)
-        except Exception:
-            log.exception("a live view of %s failed", spec.resource.key)
-            self.end(errors.Internal("the live view failed"))
+        except Exception as exc:
+            self.end(errors.of_failure(exc, "the live view", log, of=spec.resource.key))
 
     def _publish(self, page: Page, changed: bool) -> None:
         found = fingerprint(page)

@@ -322,13 +322,8 @@ class FleetLiveView(Published["FleetLivePage"]):
                     raise self._fatal
                 published_at = loop.time()
                 await self._merge()
-        except asyncio.CancelledError:
-            raise
-        except errors.GatewayError as exc:
-            self.end(exc)
-        except Exception:
-            log.exception("a live fleet view of %s failed", self.spec.resource.key)
-            self.end(errors.Internal("the live fleet view failed"))
+        except Exception as exc:
+            self.end(errors.of_failure(exc, "the live fleet view", log, of=self.spec.resource.key))
 
     async def _merge(self) -> None:
         parts = tuple(ClusterLive(p.name, p.page, p.error) for p in self.parts)
