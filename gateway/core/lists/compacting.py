@@ -78,6 +78,9 @@ SLICED_STEP: Final = 256
 ColumnSpec = tuple[tuple[str, ...], str]
 
 _NUMBERS: Final = frozenset(("int32", "int64", "double"))
+#: What may follow an item's ``{`` where it is not copied whole (:func:`written`): JSON's
+#: whitespace, and the end of an empty object.
+_NOT_AFTER_BRACE: Final = frozenset(b" \t\n\r}")
 _COUNT = struct.Struct("<Q")
 
 
@@ -201,9 +204,11 @@ def written(
     specs = tuple(columns)
     read = _item_reader(specs)
     prefix = orjson.dumps({"apiVersion": api_version, "kind": kind})[:-1]
+    leading = prefix + b","
     for listed in items:
         item: Any = None
         data: Any = None
+        lead: bytes | None = None
         if type(listed) is msgspec.Raw:
             try:
                 item = read(listed)
@@ -220,8 +225,12 @@ def written(
                 elif has == 2:
                     data = listed
                 else:
-                    body = bytes(listed)[1:].lstrip()
-                    data = prefix + (b"}" if body[:1] == b"}" else b"," + body)
+                    view = memoryview(listed)
+                    if view[1] in _NOT_AFTER_BRACE:  # whitespace, or an empty object
+                        body = bytes(view)[1:].lstrip()
+                        data = prefix + (b"}" if body[:1] == b"}" else b"," + body)
+                    else:  # as usual: the item's own JSON written as it is, not copied
+                        lead, data = leading, view[1:]
             if item is None:
                 try:
                     item = deepjson.loads(memoryview(listed))
@@ -241,8 +250,12 @@ def written(
             if type(meta) is not dict:
                 raise NotCompact  # the gateway's own compaction says what is wrong
             found = [value_at(path, scalar, item) for path, scalar in specs]
-        parts.append(data)
-        lengths.append(len(data))
+        if lead is None:
+            parts.append(data)
+            lengths.append(len(data))
+        else:
+            parts += (lead, data)
+            lengths.append(len(lead) + len(data))
         keys.append(f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
         for column, one in zip(values, found, strict=True):
             column.append(one)
