@@ -195,7 +195,7 @@ CAUSES: dict[str, str] = {
     "views: first (cold) view": "the first view's work is mostly a list worker's "
     "(gateway/core/lists/compacting.py: the list inflated, checked, delimited, each object "
     "kept as its JSON as listed, its key and the view's columns read), answered in parts of "
-    "5,000 objects that the gateway copies out and files on its other core while the worker "
+    "2,500 objects that the gateway copies out and files on its other core while the worker "
     "makes the next: 0.57-0.62 s of the worker's CPU for 30,000 pods, as much as the plain "
     "list's worker (0.55-0.59 s), and 0.17-0.30 s of the gateway's where the plain list takes "
     "0.15-0.24 s.  Measured at load 3-4 (other work on both cores): the parts' reading then "

@@ -75,8 +75,9 @@ CHUNK: Final = 5000
 #: realistic pods, a millisecond or two).
 STEP: Final = 1000
 #: Objects per part of a compact job's answer given as it is made (:func:`written_parts`;
-#: the gateway takes a part in, about 5 MB of realistic pods, while the next is made).
-PART_ITEMS: Final = CHUNK
+#: the gateway takes a part in, about 13 MB of realistic pods, while the next is made: what
+#: it does after the worker's last part is that part's).
+PART_ITEMS: Final = CHUNK // 2
 #: Objects copied out of an answer by :func:`sliced` per C-level pass (about a
 #: millisecond: the thread it runs in then gives the interpreter to the event loop).
 SLICED_STEP: Final = 256
