@@ -211,6 +211,11 @@ class _Parts:
         #: Set by the pool: hears the end (whether the worker answered every part).
         self.ended: Callable[[bool], None] = lambda answered: None
         self._over = False
+        #: What the consumer gets after the last part read: ``None`` (the worker said its
+        #: last), else why the answer has no end (it died or was stopped, by default).
+        self._last: ValueError | None = ValueError(
+            "a list worker ended in the middle of its answer"
+        )
         self._worker = worker
         self._queue: asyncio.Queue[Sliced | ValueError | None] = asyncio.Queue()
         self._task = asyncio.create_task(self._read(worker, at), name="list-worker-parts")
@@ -224,18 +229,18 @@ class _Parts:
         try:
             while True:
                 stdout, shared = worker.proc.stdout, worker.shared
-                assert stdout is not None and shared is not None
+                if stdout is None or shared is None:  # stopped meanwhile (the pool closing)
+                    return
                 try:
                     status, size = ANSWER.unpack(await stdout.readexactly(ANSWER.size))
                 except (OSError, asyncio.IncompleteReadError):
-                    put(ValueError("a list worker ended in the middle of its answer"))
-                    return
+                    return  # it ended (died, or was stopped)
                 if status != STATUS_PART:
                     answered = status in (STATUS_PARTS_END, STATUS_NOT_DONE)
                     if status == STATUS_PARTS_END and size == count:
-                        put(None)
+                        self._last = None
                     else:  # an item it could not make compact past the first part (rare)
-                        put(ValueError("a list worker gave its answer up in the middle"))
+                        self._last = ValueError("a list worker gave its answer up in the middle")
                     return
                 read = asyncio.ensure_future(asyncio.to_thread(_read_part, shared, at, size))
                 try:
@@ -243,8 +248,8 @@ class _Parts:
                 except asyncio.CancelledError:
                     await asyncio.wait({read})
                     raise
-                except ValueError as exc:
-                    put(exc)
+                except (ValueError, OSError) as exc:
+                    self._last = ValueError(f"a list worker's part could not be read ({exc})")
                     return
                 at = part_after(at, size)
                 count += 1
@@ -254,8 +259,11 @@ class _Parts:
             self._end(answered)
 
     def _end(self, answered: bool) -> None:
+        """The parts' end, once: the consumer told (the end, or why there is none), the
+        memory file emptied where the worker said its last, the pool told."""
         if not self._over:
             self._over = True
+            self._queue.put_nowait(self._last)
             shared = self._worker.shared
             if answered and shared is not None:
                 os.ftruncate(shared, 0)  # its pages back to the system
@@ -275,8 +283,12 @@ class _Parts:
         """No more parts wanted: a worker that has not said its last is stopped."""
         if not self._task.done():
             self._task.cancel()
+        dropped = False
         while not self._queue.empty():  # parts read and not taken: freed now
             self._queue.get_nowait()
+            dropped = True
+        if dropped and self._over:  # (whoever still iterates learns they are gone)
+            self._queue.put_nowait(ValueError("a list worker's answer was dropped"))
 
 
 class ListWorkers:
@@ -307,6 +319,8 @@ class ListWorkers:
         self._all: set[_Worker] = set()
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
+        #: Answers in parts being read (:class:`_Parts`), until their end.
+        self._streams: set[_Parts] = set()
         #: Lists projected by a worker, and lists a worker gave back (not done, or died).
         self.projected = 0
         self.returned = 0
@@ -387,7 +401,8 @@ class ListWorkers:
             self._deaths = 0
             more = done.more if isinstance(done, Sliced) else None
             if isinstance(more, _Parts):
-                more.ended = lambda answered: self._after_parts(worker, answered, slots)
+                self._streams.add(more)
+                more.ended = lambda answered: self._after_parts(more, worker, answered, slots)
                 handed = True
             elif self._closed:
                 self._drop(worker)
@@ -407,9 +422,12 @@ class ListWorkers:
         self._counted("returned")
         return None
 
-    def _after_parts(self, worker: _Worker, answered: bool, slots: asyncio.Semaphore) -> None:
+    def _after_parts(
+        self, parts: _Parts, worker: _Worker, answered: bool, slots: asyncio.Semaphore
+    ) -> None:
         """An answer in parts over: its worker idle again if it said its last part, else
         stopped (its caller went, or it died), and its slot given back."""
+        self._streams.discard(parts)
         if answered and not self._closed:
             self._idle.append(worker)
         else:
@@ -434,6 +452,8 @@ class ListWorkers:
         caller is gone too); each is waited for to its pipes' end, so that nothing of it
         is left for the garbage collector."""
         self._closed = True
+        for parts in list(self._streams):  # answers being read: their workers are stopped
+            parts.close()
         workers, self._all = list(self._all), set()
         idle = set(self._idle)
         self._idle.clear()

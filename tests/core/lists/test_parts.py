@@ -125,3 +125,22 @@ def test_an_item_that_is_not_an_object_past_the_first_part_refuses_the_list() ->
         assert len(workers._all) == 1  # the same worker
 
     asyncio.run(_workers(test))
+
+
+def test_the_pool_closing_mid_answer_ends_its_parts_with_an_error_not_a_wait() -> None:
+    """The gateway stopping while an answer's parts are read: whoever takes them in gets
+    an error at once (never waits for parts that will not come), and the worker is gone."""
+    body = _body()
+
+    async def test() -> None:
+        workers = ListWorkers(1)
+        answer = await workers.run(Undecoded(body), JOB)
+        assert isinstance(answer, Sliced) and answer.more is not None
+        (worker,) = workers._all
+        await workers.aclose()
+        assert worker.proc.returncode is not None
+        with pytest.raises(ValueError, match="list worker"):
+            async with asyncio.timeout(30):
+                await _taken(answer)
+
+    asyncio.run(test())
