@@ -166,6 +166,8 @@ class _Worker:
         except asyncio.CancelledError:
             await asyncio.wait({read})
             raise
+        except ValueError as exc:  # as a worker that died: dropped, the list decoded here
+            raise OSError(f"a list worker's answer could not be read ({exc})") from None
         first.more = _Parts(self, part_after(0, size))
         return first
 

@@ -17,7 +17,8 @@ import pytest
 from gateway.core.lists.body import Undecoded
 from gateway.core.lists.compacting import PART_ITEMS, Sliced, compact, taken
 from gateway.core.lists.jobs import work
-from gateway.core.lists.pool import ListWorkers
+from gateway.core.lists.pool import ListWorkers, _read_part
+from gateway.core.lists.worker import part_after
 from tests.core.lists.test_compacting import COLUMNS, _items
 
 JOB = compact("v1", "Pod", COLUMNS)
@@ -144,3 +145,20 @@ def test_the_pool_closing_mid_answer_ends_its_parts_with_an_error_not_a_wait() -
                 await _taken(answer)
 
     asyncio.run(test())
+
+
+def test_a_part_is_read_at_its_place_in_the_memory_file_and_a_damaged_one_refused() -> None:
+    answer = work(_body(300), JOB, 0)
+    assert isinstance(answer, list)
+    data = b"".join(answer)
+    shared = os.memfd_create("parts")
+    try:
+        at = part_after(0, 10)  # a part after a first of 10 bytes
+        os.pwrite(shared, data, at)
+        read = _read_part(shared, at, len(data))
+        assert isinstance(read, Sliced) and len(read.objects) == 300 + len(_items()) - 2
+        os.pwrite(shared, (1 << 40).to_bytes(8, "little"), at + 8)  # a section's size wrong
+        with pytest.raises(ValueError, match="add up"):
+            _read_part(shared, at, len(data))
+    finally:
+        os.close(shared)
