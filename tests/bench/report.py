@@ -192,14 +192,24 @@ CAUSES: dict[str, str] = {
         "spread so a view's last subscriber is not behind every other view's "
         "(docs/views.md#live-views-at-scale)"
     ),
-    "views: first (cold) view": "the first view's work, since 2026-11-28 mostly in a list "
-    "worker (gateway/core/lists/compacting.py: the list delimited, each object kept as its "
-    "JSON as listed, its key and the view's columns read; the gateway only copies each "
-    "object out of the worker's answer): 0.4-0.5 s of the gateway's CPU and 0.7 s of the "
-    "worker's for 30,000 pods, where the plain list takes 0.24 s and 0.6 s; what is left on "
-    "the gateway is the hub's snapshot into the cache (an event, an entry and a put per "
-    "object) and the answer.  On a loaded machine the two wall times are within noise of "
-    "each other.",
+    "views: first (cold) view": "the first view's work is mostly a list worker's "
+    "(gateway/core/lists/compacting.py: the list inflated, checked, delimited, each object "
+    "kept as its JSON as listed, its key and the view's columns read), answered in parts of "
+    "2,500 objects that the gateway copies out and files on its other core while the worker "
+    "makes the next: 0.50-0.57 s of the worker's CPU for 30,000 pods against the plain "
+    "list's worker's 0.48-0.52 s (the inflate, 0.21 s, is both's; the compact job delimits "
+    "the list and then reads each item's key and columns, two passes, and writes 155 MB into "
+    "the memory file where the projection writes 15 MB), and 0.19-0.30 s of the gateway's "
+    "where the plain list takes 0.15-0.20 s.  Timed at load 2.4 (tests/bench, the phases "
+    "of one cold view): after the upstream's body, the worker's first part 0.31 s, its "
+    "other parts 0.23 s (the gateway's copy and filing of each, 5-15 ms, beside it), then "
+    "0.06-0.07 s on the gateway (the cache filled from the hub's snapshot, an entry per "
+    "object; the index's sort; the order and the page), where the plain list's worker "
+    "takes 0.48 s and its answer 0.03 s.  Levers left: the worker's two passes over each "
+    "item (delimiting, then its key and columns) made one; the objects' bytes not written "
+    "into the memory file (the worker writing the inflated body there beside its work, the "
+    "parts giving each object's bounds); the cache filled from the parts as they come; a "
+    "faster inflate (zlib-ng or ISA-L: both lists).",
     "views: process memory": "the process's heap around the fill (the cache itself: the "
     "hub's JSON, shared, about 1x, with entries and columns 1.22-1.23x, measured with the "
     "upstream in this process and in a child); what the 800 MB of decoded objects freed "
@@ -456,21 +466,26 @@ same process, with the collector set as `kube-gateway serve` sets it.  The view 
 of 50 with 15 fields.  "Distinct views" are 50 concurrent callers each with its own filter
 value (50 evaluations); "one view" are 50 concurrent callers of the same (one evaluation,
 shared).  A warm view has its order at this version computed already (the cache keeps it for
-the next pages and callers).  Memory is the process's RSS growth over the first (cold) view
-(the hub's JSON, shared with the cache, the cache's entries and columns) against the JSON of
-the cached objects.  The stall rows are the longest delay of a 10 ms ticker in the gateway's
-process (wall time: on a loaded machine, also the process's waits for a CPU), and the most
-CPU the event loop's thread used between two of its ticks (the loop's own work, whatever the
-load).  The cold view's CPU row is the gateway's process and its list workers from `/proc`,
-against the same for the plain list.  The per-view CPU rows are the process's CPU time over
-a burst divided by 50: with the bench's client in the process (50 distinct views), and with
-the callers in a Go client process of their own (`kg-burst`, `tests/go-client/cmd`: the
-gateway's alone: 50 distinct views with other values, then 50 callers of one view); the
-collections row counts the cyclic collector's full collections during the Go client's bursts.
-Rancher's steve (an SQLite cache fed by informers) publishes, from Rancher's own scale tests,
-about 2 GiB of memory instead of about 10 GiB and paging 60 % to 630 % faster than without
-its cache; it publishes no per-request latencies to set beside these rows.  On this 2-core
-machine shared with other work, the note's load average multiplies every absolute time.""",
+the next pages and callers).  The plain list and the cold view are measured in rounds
+(`--rounds`, 3 by default: a list, then a cold view, the view's cache and the hub's watch
+closed before the next round), the rows their medians, each round's ratio in the note: the
+upstream's serialisation of the list, most of either time, varies from one request to the next
+on a shared machine; the stall rows are the worst round's.  Memory is the process's RSS growth
+over the first round's cold view (the hub's JSON, shared with the cache, the cache's entries
+and columns) against the JSON of the cached objects.  The stall rows are the longest delay of a
+10 ms ticker in the gateway's process (wall time: on a loaded machine, also the process's waits
+for a CPU), and the most CPU the event loop's thread used between two of its ticks (the loop's
+own work, whatever the load).  The cold view's CPU row is the gateway's process and its list
+workers from `/proc`, against the same for the plain list.  The per-view CPU rows are the
+process's CPU time over a burst divided by 50: with the bench's client in the process (50
+distinct views), and with the callers in a Go client process of their own (`kg-burst`,
+`tests/go-client/cmd`: the gateway's alone: 50 distinct views with other values, then 50
+callers of one view); the collections row counts the cyclic collector's full collections during
+the Go client's bursts.  Rancher's steve (an SQLite cache fed by informers) publishes, from
+Rancher's own scale tests, about 2 GiB of memory instead of about 10 GiB and paging 60 % to
+630 % faster than without its cache; it publishes no per-request latencies to set beside these
+rows.  On this 2-core machine shared with other work, the note's load average multiplies every
+absolute time.""",
     ),
     "Soak": (
         ("soak: ",),

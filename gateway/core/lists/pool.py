@@ -30,7 +30,7 @@ import logging
 import mmap
 import os
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Final
 
 from gateway.core.lists.body import Undecoded
@@ -41,8 +41,12 @@ from gateway.core.lists.worker import (
     COMMAND,
     REQUEST,
     STATUS_DONE,
+    STATUS_NOT_DONE,
     STATUS_OVER_CAP,
+    STATUS_PART,
+    STATUS_PARTS_END,
     STATUS_SHARED,
+    part_after,
 )
 from gateway.core.process.cpus import usable_cpus
 
@@ -63,6 +67,19 @@ def workers_for(setting: str) -> int:
     if setting != "auto":
         return int(setting)
     return max(1, min(MOST_AUTO, usable_cpus()))
+
+
+def _read_part(shared: int, at: int, size: int) -> Sliced:
+    """A part of a compact job's answer that a worker wrote at ``at`` in the memory file
+    (:data:`~gateway.core.lists.worker.STATUS_PART`), its objects apart (:func:`sliced`);
+    the file is left as it is (the worker writes the next part beyond it).
+
+    Raises:
+        ValueError: the part's sections do not add up.
+    """
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    with mmap.mmap(shared, size or 1, flags=flags, prot=mmap.PROT_READ, offset=at) as mapped:
+        return sliced(mapped, size)
 
 
 def _read_shared(shared: int, size: int, compact: bool = False) -> bytes:
@@ -123,6 +140,8 @@ class _Worker:
         status, size = ANSWER.unpack(await stdout.readexactly(ANSWER.size))
         if status == STATUS_DONE:
             return await stdout.readexactly(size)
+        if status == STATUS_PART and shared is not None:
+            return await self._parts(size)
         if status == STATUS_SHARED and shared is not None:
             # read in a thread (one copy, the event loop free meanwhile), to its end even
             # when the caller goes: the file is not closed under it
@@ -134,6 +153,23 @@ class _Worker:
                 await asyncio.wait({read})
                 raise
         return OVER_CAP if status == STATUS_OVER_CAP else NOT_DONE
+
+    async def _parts(self, size: int) -> Sliced:
+        """A compact job's answer in parts (:data:`~gateway.core.lists.worker.STATUS_PART`):
+        the first, read now, with the others to come (:attr:`Sliced.more
+        <gateway.core.lists.compacting.Sliced.more>`: a :class:`_Parts` reading them)."""
+        shared = self.shared
+        assert shared is not None
+        read = asyncio.ensure_future(asyncio.to_thread(_read_part, shared, 0, size))
+        try:
+            first = await asyncio.shield(read)
+        except asyncio.CancelledError:
+            await asyncio.wait({read})
+            raise
+        except ValueError as exc:  # as a worker that died: dropped, the list decoded here
+            raise OSError(f"a list worker's answer could not be read ({exc})") from None
+        first.more = _Parts(self, part_after(0, size))
+        return first
 
     @property
     def done(self) -> bool:
@@ -166,6 +202,97 @@ class _Worker:
             os.close(shared)
 
 
+class _Parts:
+    """The parts of a compact job's answer after its first, read as the worker says each
+    is written (each in a thread, off the event loop: :func:`_read_part`) while it makes
+    the next, whether or not anyone iterates them yet (the caller may list a next page
+    first, and wait for this worker).  The worker is its pool's again at their end
+    (:attr:`ended`: whether it answered them all); :meth:`close` before then stops it."""
+
+    def __init__(self, worker: _Worker, at: int) -> None:
+        #: Set by the pool: hears the end (whether the worker answered every part).
+        self.ended: Callable[[bool], None] = lambda answered: None
+        self._over = False
+        #: What the consumer gets after the last part read: ``None`` (the worker said its
+        #: last), else why the answer has no end (it died or was stopped, by default).
+        self._last: ValueError | None = ValueError(
+            "a list worker ended in the middle of its answer"
+        )
+        self._worker = worker
+        self._queue: asyncio.Queue[Sliced | ValueError | None] = asyncio.Queue()
+        self._task = asyncio.create_task(self._read(worker, at), name="list-worker-parts")
+        # (a task cancelled before its first step never runs its ``finally``)
+        self._task.add_done_callback(lambda _: self._end(False))
+
+    async def _read(self, worker: _Worker, at: int) -> None:
+        answered = False
+        put = self._queue.put_nowait
+        count = 1
+        try:
+            while True:
+                stdout, shared = worker.proc.stdout, worker.shared
+                if stdout is None or shared is None:  # stopped meanwhile (the pool closing)
+                    return
+                try:
+                    status, size = ANSWER.unpack(await stdout.readexactly(ANSWER.size))
+                except (OSError, asyncio.IncompleteReadError):
+                    return  # it ended (died, or was stopped)
+                if status != STATUS_PART:
+                    answered = status in (STATUS_PARTS_END, STATUS_NOT_DONE)
+                    if status == STATUS_PARTS_END and size == count:
+                        self._last = None
+                    else:  # an item it could not make compact past the first part (rare)
+                        self._last = ValueError("a list worker gave its answer up in the middle")
+                    return
+                read = asyncio.ensure_future(asyncio.to_thread(_read_part, shared, at, size))
+                try:
+                    part = await asyncio.shield(read)
+                except asyncio.CancelledError:
+                    await asyncio.wait({read})
+                    raise
+                except (ValueError, OSError) as exc:
+                    self._last = ValueError(f"a list worker's part could not be read ({exc})")
+                    return
+                at = part_after(at, size)
+                count += 1
+                put(part)
+                del part
+        finally:
+            self._end(answered)
+
+    def _end(self, answered: bool) -> None:
+        """The parts' end, once: the consumer told (the end, or why there is none), the
+        memory file emptied where the worker said its last, the pool told."""
+        if not self._over:
+            self._over = True
+            self._queue.put_nowait(self._last)
+            shared = self._worker.shared
+            if answered and shared is not None:
+                os.ftruncate(shared, 0)  # its pages back to the system
+            self.ended(answered)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            found = await self._queue.get()
+            if found is None:
+                return
+            if isinstance(found, ValueError):
+                raise found
+            yield found
+            del found
+
+    def close(self) -> None:
+        """No more parts wanted: a worker that has not said its last is stopped."""
+        if not self._task.done():
+            self._task.cancel()
+        dropped = False
+        while not self._queue.empty():  # parts read and not taken: freed now
+            self._queue.get_nowait()
+            dropped = True
+        if dropped and self._over:  # (whoever still iterates learns they are gone)
+            self._queue.put_nowait(ValueError("a list worker's answer was dropped"))
+
+
 class ListWorkers:
     """The gateway's list worker processes (one set per process, shared by every cluster).
 
@@ -194,6 +321,8 @@ class ListWorkers:
         self._all: set[_Worker] = set()
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
+        #: Answers in parts being read (:class:`_Parts`), until their end.
+        self._streams: set[_Parts] = set()
         #: Lists projected by a worker, and lists a worker gave back (not done, or died).
         self.projected = 0
         self.returned = 0
@@ -245,7 +374,10 @@ class ListWorkers:
             return None
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.count)
-        async with self._slots:
+        slots = self._slots
+        await slots.acquire()
+        handed = False  # to an answer in parts, which gives the worker and the slot back
+        try:
             try:
                 worker = await self._take()
             except OSError as exc:
@@ -269,10 +401,18 @@ class ListWorkers:
                 self._drop(worker, kill=True)  # cancelled mid-request: pipes mid-frame
                 raise
             self._deaths = 0
-            if self._closed:
+            more = done.more if isinstance(done, Sliced) else None
+            if isinstance(more, _Parts):
+                self._streams.add(more)
+                more.ended = lambda answered: self._after_parts(more, worker, answered, slots)
+                handed = True
+            elif self._closed:
                 self._drop(worker)
             else:
                 self._idle.append(worker)
+        finally:
+            if not handed:
+                slots.release()
         if done == OVER_CAP:
             self._counted("done")
             raise body.refusal()
@@ -283,6 +423,18 @@ class ListWorkers:
         self.returned += 1
         self._counted("returned")
         return None
+
+    def _after_parts(
+        self, parts: _Parts, worker: _Worker, answered: bool, slots: asyncio.Semaphore
+    ) -> None:
+        """An answer in parts over: its worker idle again if it said its last part, else
+        stopped (its caller went, or it died), and its slot given back."""
+        self._streams.discard(parts)
+        if answered and not self._closed:
+            self._idle.append(worker)
+        else:
+            self._drop(worker, kill=not answered)
+        slots.release()
 
     def _give_up(self, why: str) -> None:
         """Use no worker from now on: every list is decoded by the gateway, as with
@@ -302,6 +454,8 @@ class ListWorkers:
         caller is gone too); each is waited for to its pipes' end, so that nothing of it
         is left for the garbage collector."""
         self._closed = True
+        for parts in list(self._streams):  # answers being read: their workers are stopped
+            parts.close()
         workers, self._all = list(self._all), set()
         idle = set(self._idle)
         self._idle.clear()

@@ -24,19 +24,25 @@ import pickle
 import signal
 import struct
 import sys
+from collections.abc import Iterator
 from typing import Any, BinaryIO, Final
 
+from gateway.core.lists.compacting import NotCompact
 from gateway.core.lists.jobs import OVER_CAP, work
 
 __all__ = [
     "ANSWER",
     "COMMAND",
+    "PART_ALIGN",
     "REQUEST",
     "STATUS_DONE",
     "STATUS_NOT_DONE",
     "STATUS_OVER_CAP",
+    "STATUS_PART",
+    "STATUS_PARTS_END",
     "STATUS_SHARED",
     "main",
+    "part_after",
     "serve",
 ]
 
@@ -48,6 +54,15 @@ ANSWER: Final = struct.Struct("<BQ")
 #: An answer's status: done, not done (the caller does the work), over the list cap, done
 #: with the answer's bytes in the shared memory file (from its start), not in the pipe.
 STATUS_DONE, STATUS_NOT_DONE, STATUS_OVER_CAP, STATUS_SHARED = 0, 1, 2, 3
+#: A compact job's answer in parts (:func:`~gateway.core.lists.compacting.written_parts`),
+#: each in the shared memory file as soon as it is written, so that the gateway takes one in
+#: while the next is made: ``STATUS_PART`` and its length for each (the first at the file's
+#: start, each next at the end of the one before rounded up to :data:`PART_ALIGN`), then
+#: ``STATUS_PARTS_END`` and the count of parts; or, when one cannot be made, after any
+#: number of parts, ``STATUS_NOT_DONE`` (the gateway does the whole job itself).
+STATUS_PART, STATUS_PARTS_END = 4, 5
+#: Where a part may start in the memory file (the gateway maps each part on its own).
+PART_ALIGN: Final = mmap.ALLOCATIONGRANULARITY
 #: Buffers per ``pwritev`` (Linux's ``IOV_MAX``).
 _IOV_MAX: Final = 1024
 
@@ -87,15 +102,19 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
         job, cap, gzipped = pickle.loads(stdin.read(spec_size))  # the gateway's own job
         if in_shared and shared is not None and body_size:
             # Mapped, not copied: the decode reads the gateway's copy in place.
+            # (a compact job's parts are made after: they hold nothing of the mapping)
             with (
                 mmap.mmap(shared, body_size, access=mmap.ACCESS_READ) as mapped,
                 memoryview(mapped) as body,
             ):
-                answer = work(body, job, cap, decoded, gzipped=gzipped)
+                answer = work(body, job, cap, decoded, gzipped=gzipped, parts=True)
             os.ftruncate(shared, 0)  # its pages go back to the system, off the gateway's loop
         else:
             answer = work(stdin.read(body_size), job, cap, decoded, gzipped=gzipped)
-        if isinstance(answer, list):  # buffers, written one after the other
+        if isinstance(answer, Iterator):  # a compact job's parts, into the memory file
+            assert shared is not None
+            _stream(answer, stdout, shared)
+        elif isinstance(answer, list):  # buffers, written one after the other
             size = sum(map(len, answer))
             if shared is not None:
                 _write_shared(shared, answer)
@@ -113,11 +132,34 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
         decoded.clear()
 
 
-def _write_shared(shared: int, parts: list[bytes]) -> None:
-    """``parts`` one after the other into the memory file, from its start (a large answer:
+def part_after(at: int, size: int) -> int:
+    """Where the part after one of ``size`` bytes at ``at`` starts in the memory file."""
+    return at + max(1, -(-size // PART_ALIGN)) * PART_ALIGN
+
+
+def _stream(parts: Iterator[list[Any]], stdout: BinaryIO, shared: int) -> None:
+    """A compact job's answer, part by part into the memory file, each said on ``stdout``
+    as soon as it is there (see :data:`STATUS_PART`)."""
+    at = count = 0
+    try:
+        for part in parts:
+            size = sum(map(len, part))
+            _write_shared(shared, part, at)
+            del part
+            stdout.write(ANSWER.pack(STATUS_PART, size))
+            stdout.flush()
+            count += 1
+            at = part_after(at, size)
+    except (TypeError, NotCompact):  # an item it cannot write as the gateway would
+        stdout.write(ANSWER.pack(STATUS_NOT_DONE, 0))
+        return
+    stdout.write(ANSWER.pack(STATUS_PARTS_END, count))
+
+
+def _write_shared(shared: int, parts: list[bytes], at: int = 0) -> None:
+    """``parts`` one after the other into the memory file, from ``at`` (a large answer:
     the gateway reads it in one call, in a thread, where a pipe would hand it over in
     pieces, each a step of the gateway's event loop, and copy it once more at the end)."""
-    at = 0
     for start in range(0, len(parts), _IOV_MAX):
         chunk = parts[start : start + _IOV_MAX]
         want = sum(map(len, chunk))

@@ -21,6 +21,7 @@ from gateway.core.lists.compacting import (
     compact,
     sections,
     taken,
+    utf8_checked,
     value_at,
 )
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, work
@@ -234,3 +235,27 @@ def test_a_worker_without_a_memory_file_answers_down_its_pipe() -> None:
     status, size = ANSWER.unpack_from(out)
     assert status == STATUS_DONE and size == len(out) - ANSWER.size
     assert out[ANSWER.size :] == b"".join(work(body, job, 0))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("data", "valid"),
+    [
+        (b'{"a":"plain ascii"}', True),
+        ('{"a":"caf\u00e9 \u4e2d \U0001f600"}'.encode(), True),
+        (b'{"a":"\xff"}', False),  # not UTF-8
+        (b'{"a":"\xed\xa0\x80"}', False),  # a surrogate, which UTF-8 may not hold
+        (b'{"a":"\xc3"}', False),  # cut in the middle of a character
+    ],
+)
+def test_a_body_is_checked_as_utf8_as_a_decode_checks_it(data: bytes, valid: bool) -> None:
+    """ASCII passes at once; anything else is decoded: the same answer either way, for the
+    body as bytes and as a view of a mapped file."""
+    for body in (data, memoryview(data)):
+        if valid:
+            utf8_checked(body)
+            assert str(bytes(body), "utf-8")
+        else:
+            with pytest.raises(UnicodeDecodeError):
+                utf8_checked(body)
+            with pytest.raises(UnicodeDecodeError):
+                str(bytes(body), "utf-8")

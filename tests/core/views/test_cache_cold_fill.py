@@ -16,7 +16,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from gateway.core import POD, schema
+from gateway.core.lists.compacting import PART_ITEMS
 from gateway.core.lists.large import LargeLists
 from gateway.core.lists.pool import ListWorkers
 from gateway.core.upstream.adapter import KubeAdapter
@@ -28,6 +31,7 @@ from gateway.core.views.spec import ViewSpec, resolve_path, view_spec
 from gateway.core.watch.compact import CompactState
 from gateway.core.watch.hub import WatchHub, WatchStart, WatchTarget
 from gateway.core.watch.watcher import Backoff
+from kube_gateway_demo import DemoUpstream
 from tests.core.views.test_store import _ticker
 from tests.support.collector import frozen_heap
 from tests.support.demo_process import demo_process, realistic_pod
@@ -67,9 +71,11 @@ OTHERS = [
 
 
 @contextlib.asynccontextmanager
-async def _views(url: str, workers: ListWorkers | None) -> AsyncIterator[tuple[WatchHub, Views]]:
+async def _views(
+    url: str, workers: ListWorkers | None, limit: int = PODS + 1
+) -> AsyncIterator[tuple[WatchHub, Views]]:
     async with build_http_client(UpstreamConfig(server=url, source="demo")) as http:
-        adapter = KubeAdapter(http, max_list_items=PODS + 1, large_lists=LargeLists(workers))
+        adapter = KubeAdapter(http, max_list_items=limit, large_lists=LargeLists(workers))
         hub = WatchHub(adapter, backoff=Backoff(initial=0.01, cap=0.05), linger=0)
         cached = Views(hub, idle=60)
         try:
@@ -158,3 +164,41 @@ async def test_a_view_of_a_kind_already_watched_decodes_its_columns_as_before() 
 
 def _name(i: int) -> str:
     return str(realistic_pod(i, NS)["metadata"]["name"])
+
+
+@pytest.mark.parametrize("paged", [False, True])
+async def test_a_list_in_parts_and_pages_fills_the_cold_view_as_the_gateways_own_fill(
+    paged: bool,
+) -> None:
+    """A list past one part of the worker's answer (PART_ITEMS objects), in one page or in
+    two (the second listed while the first's parts are still coming, one worker): the
+    hub's JSON, the columns the worker read and every view as the gateway's own fill."""
+    n = 3 * PART_ITEMS + 111
+    pods = [
+        {
+            "metadata": {"name": f"p-{i}", "labels": {"app": ("web", "api", "db")[i % 3]}},
+            "spec": {"nodeName": f"node-{i % 7}", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": ("Running", "Pending")[i % 2], "startTime": _start(i)},
+        }
+        for i in range(n)
+    ]
+    async with DemoUpstream(seed=False) as demo:
+        await demo.store.bulk_create(POD, pods, namespace=NS)
+        limit = 2 * PART_ITEMS - 500 if paged else n + 1  # two pages of two parts each
+        async with _views(demo.url, None, limit) as (own_hub, own):
+            theirs = await _answers(own)
+            own_json = dict(_state(own_hub).raw_items())
+        workers = ListWorkers(1)
+        async with _views(demo.url, workers, limit) as (hub, cached):
+            first = await _walk(cached, FIRST)
+            (cache,) = cached.caches
+            assert cache.store.listed_taken == n  # every object's columns from the worker
+            ours = [first, *(await _answers(cached))[1:]]
+            json = dict(_state(hub).raw_items())
+        assert workers.projected == (2 if paged else 1)
+    assert ours == theirs
+    assert json == own_json and len(json) == n
+
+
+def _start(i: int) -> str:
+    return f"2026-11-{i % 28 + 1:02d}T{i % 24:02d}:{i % 60:02d}:00Z"

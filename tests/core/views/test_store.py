@@ -16,15 +16,19 @@ import gc
 import time
 import tracemalloc
 from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
 
 from gateway.core import POD, schema
+from gateway.core.lists.compacting import Columns
 from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.client import build_http_client
 from gateway.core.upstream.config import UpstreamConfig
 from gateway.core.upstream.credentials import Credential
 from gateway.core.views.cache import Views
-from gateway.core.views.spec import ViewSpec, view_spec
-from gateway.core.views.store import Entry, Store
+from gateway.core.views.spec import FieldPath, ViewSpec, view_spec
+from gateway.core.views.store import Entry, Store, sort_value
 from gateway.core.watch.compact import CompactState
 from gateway.core.watch.hub import WatchHub
 from gateway.core.watch.watcher import Backoff
@@ -179,3 +183,59 @@ def test_a_snapshot_put_at_once_stores_what_a_put_per_object_does() -> None:
         one_by_one.put(key, Entry.keyed(key, raw))
     assert at_once.index == one_by_one.index and at_once.bytes == one_by_one.bytes
     assert at_once.slots[at_once.index["ns9/new"]].raw == b"{ }"  # type: ignore[union-attr]
+
+
+def _listed(pairs: list[tuple[str, bytes]], paths: list[FieldPath]) -> Columns:
+    """What a list worker reads of ``pairs``' objects at ``paths`` (its answer's columns)."""
+    columns = Columns([(p.keys, str(p.kind)) for p in paths])
+    for at, (_, raw) in enumerate(pairs):
+        columns.at[id(raw)] = at
+        columns.raws.append(raw)
+        for p in paths:
+            columns.values[(p.keys, str(p.kind))].append(sort_value(p, orjson.loads(raw)))
+    return columns
+
+
+async def test_columns_read_as_listed_are_taken_whole_only_for_the_very_objects_listed() -> None:
+    """A store filled with the very objects a worker listed, in its order, takes each
+    column whole (nothing decoded); where an object changed or went since, each object
+    takes its listed values only if it is the very one listed, the others decoded: the
+    columns are those a decode of every object gives, either way."""
+    paths = [
+        FieldPath("spec.n", ("spec", "n"), "int64"),
+        FieldPath("metadata.name", ("metadata", "name"), "string"),
+    ]
+    pairs = [
+        (f"ns/p{i}", orjson.dumps({"metadata": {"name": f"p{i}"}, "spec": {"n": i % 7}}))
+        for i in range(3000)
+    ]
+
+    async def columns_of(store: Store) -> list[list[Any]]:
+        await store.ensure(paths, [])
+        return [store.columns[p.keys].values for p in paths]
+
+    decoded = Store()
+    decoded.put_keyed(pairs)
+    want = await columns_of(decoded)
+    assert decoded.listed_taken == 0 and want[0][:3] == [(1, 0), (1, 1), (1, 2)]
+
+    same = Store()
+    same.put_keyed(pairs)
+    same.listed = _listed(pairs, paths)
+    assert await columns_of(same) == want and same.listed_taken == len(pairs)
+
+    # the 10th object changed (other bytes) and the 20th went after the list was read
+    changed = Store()
+    changed.put_keyed(pairs)
+    changed.listed = _listed(pairs, paths)
+    changed.put("ns/p10", Entry.keyed("ns/p10", b'{"metadata":{"name":"p10"},"spec":{"n":99}}'))
+    changed.delete("ns/p20")
+    found = await columns_of(changed)
+    assert changed.listed_taken == len(pairs) - 2
+    assert found[0][10] == (1, 99) and found[0][20] is None and found[1][20] is None
+    assert [v for i, v in enumerate(found[0]) if i not in (10, 20)] == [
+        v for i, v in enumerate(want[0]) if i not in (10, 20)
+    ]
+    assert [v for i, v in enumerate(found[1]) if i != 20] == [
+        v for i, v in enumerate(want[1]) if i != 20
+    ]
