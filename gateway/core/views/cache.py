@@ -191,13 +191,8 @@ class ViewCache:
                 self._settle(sub)
                 if self.closed:
                     return
-        except asyncio.CancelledError:
-            raise
-        except errors.GatewayError as exc:
-            self._fail(exc)
-        except Exception:
-            log.exception("a view cache of %s failed", self.target.resource.key)
-            self._fail(errors.Internal("the view's cache failed"))
+        except Exception as exc:
+            self._fail(errors.of_failure(exc, "the view's cache", log, of=self.target.resource.key))
 
     async def _fill(self, pairs: list[tuple[str, bytes]]) -> None:
         """The hub's snapshot taken in at once (:meth:`WatchSubscription.take_snapshot
