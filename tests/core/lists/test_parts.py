@@ -17,7 +17,7 @@ import pytest
 from gateway.core.lists.body import Undecoded
 from gateway.core.lists.compacting import PART_ITEMS, Sliced, compact, taken
 from gateway.core.lists.jobs import work
-from gateway.core.lists.pool import ListWorkers, _read_part
+from gateway.core.lists.pool import ListWorkers, _Parts, _read_part
 from gateway.core.lists.worker import part_after
 from tests.core.lists.test_compacting import COLUMNS, _items
 
@@ -70,7 +70,13 @@ def test_a_large_list_comes_in_parts_and_is_taken_in_as_one_answer() -> None:
             answer = await workers.run(Undecoded(body), JOB)
             assert isinstance(answer, Sliced) and answer.more is not None
             assert len(answer.objects) == PART_ITEMS  # the first part alone
+            more = answer.more
+            assert isinstance(more, _Parts)
             assert await _taken(answer) == want
+            # told its end at once, the memory file emptied in a thread after: the worker
+            # its pool's again only then (its next body goes into that file)
+            await more._task
+            assert more._emptied and workers._idle
         assert workers.projected == 2 and workers.returned == 0
         (worker,) = workers._all
         assert worker.shared is not None
