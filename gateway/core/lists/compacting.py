@@ -54,10 +54,12 @@ __all__ = [
     "CHUNK",
     "PART_ITEMS",
     "STEP",
+    "TAIL_ITEMS",
     "ColumnSpec",
     "Columns",
     "Sliced",
     "compact",
+    "part_bounds",
     "read_list",
     "sections",
     "sliced",
@@ -78,6 +80,10 @@ STEP: Final = 1000
 #: the gateway takes a part in, about 13 MB of realistic pods, while the next is made: what
 #: it does after the worker's last part is that part's).
 PART_ITEMS: Final = CHUNK // 2
+#: Objects per part in the last :data:`PART_ITEMS` of an answer in parts (after its
+#: first): what the gateway does after the worker's last part is that part's, so the last
+#: parts are small (:func:`part_bounds`).
+TAIL_ITEMS: Final = PART_ITEMS // 4
 #: Objects copied out of an answer by :func:`sliced` per C-level pass (about a
 #: millisecond: the thread it runs in then gives the interpreter to the event loop).
 SLICED_STEP: Final = 256
@@ -321,7 +327,7 @@ def written(
 def written_parts(
     value: dict[str, Any], api_version: str, kind: str, columns: Sequence[ColumnSpec]
 ) -> Iterator[list[Any]]:
-    """The answer of a :func:`compact` job in parts of :data:`PART_ITEMS` items, each made
+    """The answer of a :func:`compact` job in parts (:func:`part_bounds`), each made
     as it is read, each a :func:`written` answer of its items (the list's other fields in
     each: a few bytes), so that the gateway takes one in while the worker makes the next
     (:func:`taken` reads them one after the other as one answer).
@@ -337,12 +343,24 @@ def written_parts(
     rest = {k: v for k, v in value.items() if k != "items"}
 
     def parts() -> Iterator[list[Any]]:
-        for start in range(0, max(1, len(items)), PART_ITEMS):
-            yield written(
-                {**rest, "items": items[start : start + PART_ITEMS]}, api_version, kind, columns
-            )
+        for start, end in part_bounds(len(items)):
+            yield written({**rest, "items": items[start:end]}, api_version, kind, columns)
 
     return parts()
+
+
+def part_bounds(n: int) -> list[tuple[int, int]]:
+    """The items (start, end) of each part of an answer of ``n`` items in parts: parts of
+    :data:`PART_ITEMS`, the first always one (all of them if fewer), then those of the
+    last :data:`PART_ITEMS` items in parts of :data:`TAIL_ITEMS`; one part if none."""
+    tail = max(PART_ITEMS, n - PART_ITEMS)  # where the small parts start
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < n or not bounds:
+        size = PART_ITEMS if start + PART_ITEMS <= tail else TAIL_ITEMS
+        bounds.append((start, min(n, start + size)))
+        start += size
+    return bounds
 
 
 class Sliced(bytes):

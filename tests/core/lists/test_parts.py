@@ -8,6 +8,7 @@ next page first, from the same single worker), and a caller that goes stops the 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from typing import Any
 
@@ -15,7 +16,14 @@ import orjson
 import pytest
 
 from gateway.core.lists.body import Undecoded
-from gateway.core.lists.compacting import PART_ITEMS, Sliced, compact, taken
+from gateway.core.lists.compacting import (
+    PART_ITEMS,
+    TAIL_ITEMS,
+    Sliced,
+    compact,
+    part_bounds,
+    taken,
+)
 from gateway.core.lists.jobs import work
 from gateway.core.lists.pool import ListWorkers, _Parts, _read_part
 from gateway.core.lists.worker import part_after
@@ -168,3 +176,17 @@ def test_a_part_is_read_at_its_place_in_the_memory_file_and_a_damaged_one_refuse
             _read_part(shared, at, len(data))
     finally:
         os.close(shared)
+
+
+@pytest.mark.parametrize("n", [0, 1, PART_ITEMS, PART_ITEMS + 1, ITEMS, 12 * PART_ITEMS, 30_001])
+def test_parts_cover_the_list_the_first_whole_the_last_small(n: int) -> None:
+    """What the gateway does after the worker's last part is that part's: the last
+    PART_ITEMS items come in parts of TAIL_ITEMS, the first part is PART_ITEMS (or all)."""
+    bounds = part_bounds(n)
+    assert bounds[0] == (0, min(n, PART_ITEMS)) and bounds[-1][1] == n
+    assert all(end == start for (_, end), (start, _) in itertools.pairwise(bounds))
+    sizes = [end - start for start, end in bounds]
+    assert all(0 < size <= PART_ITEMS for size in sizes) or n == 0
+    if n > PART_ITEMS:
+        assert sizes[-1] <= TAIL_ITEMS
+        assert sum(s for s in sizes[1:] if s <= TAIL_ITEMS) >= min(n - PART_ITEMS, PART_ITEMS)
