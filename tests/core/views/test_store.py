@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+import pytest
 
 from gateway.core import POD, schema
 from gateway.core.lists.compacting import Columns
@@ -28,7 +29,7 @@ from gateway.core.upstream.config import UpstreamConfig
 from gateway.core.upstream.credentials import Credential
 from gateway.core.views.cache import Views
 from gateway.core.views.spec import FieldPath, ViewSpec, view_spec
-from gateway.core.views.store import Entry, Store, sort_value
+from gateway.core.views.store import Entry, Store, _sort_keys, sort_value
 from gateway.core.watch.compact import CompactState
 from gateway.core.watch.hub import WatchHub
 from gateway.core.watch.watcher import Backoff
@@ -239,3 +240,22 @@ async def test_columns_read_as_listed_are_taken_whole_only_for_the_very_objects_
     assert [v for i, v in enumerate(found[1]) if i != 20] == [
         v for i, v in enumerate(want[1]) if i != 20
     ]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [(1, f"2026-11-{d:02d}T00:00:00Z") for d in (5, 1, 5, 3, 28, 1)],  # one kind: bare
+        [(1, 3), (1, 2.5), (1, -1), (1, 2.5), (1, 0.0), (1, 0)],  # numbers: bare
+        [(1, True), (1, False), (1, True)],
+        [(1, 1), (1, True), (1, 0)],  # a boolean among numbers: the pairs
+        [(1, "b"), (0, ""), (2, "a"), (1, "a"), None, (2, "10")],  # several firsts; a free slot
+        [(1, float("nan")), (1, 1.0), (1, float("nan")), (1, -0.0), (1, 0.0)],
+    ],
+)
+def test_an_index_sorts_by_the_bare_values_in_the_order_of_the_pairs(values: list[Any]) -> None:
+    """An index's sort key is a value alone where all are of one kind (C's fast path):
+    the very order a sort of the (kind, value) pairs gives, ties kept in order."""
+    slots = [i for i, v in enumerate(values) if v is not None]
+    want = sorted(slots, key=values.__getitem__)
+    assert sorted(slots, key=_sort_keys(values, slots)) == want
