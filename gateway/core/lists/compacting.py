@@ -52,6 +52,7 @@ from gateway.core.support import deepjson
 
 __all__ = [
     "CHUNK",
+    "MAKE",
     "PART_ITEMS",
     "STEP",
     "TAIL_ITEMS",
@@ -439,6 +440,13 @@ def sections(answer: bytes | memoryview) -> list[memoryview]:
     return found
 
 
+#: Made of the objects of a list read with columns as they are taken in, a step at a time
+#: (between two of the worker's parts, not after the last): ``MAKE(keys, raws)``, one thing
+#: per object (:attr:`Columns.made`).  Set by whoever keeps them: the view store, whose
+#: first columns these are, makes its entries (``gateway.core.views.store``).
+MAKE: Callable[[list[str], list[bytes]], list[Any]] | None = None
+
+
 class Columns:
     """Values at field paths of a list's objects, found by the identity of each object's
     JSON (the ``bytes`` the hub keeps): whoever holds the very same ``bytes`` object holds
@@ -450,12 +458,15 @@ class Columns:
         values: by column (:data:`ColumnSpec`), each object's value (:func:`value_at`).
     """
 
-    __slots__ = ("at", "raws", "values")
+    __slots__ = ("at", "made", "raws", "values")
 
     def __init__(self, specs: Sequence[ColumnSpec]) -> None:
         self.raws: list[bytes] = []
         self.at: dict[int, int] = {}
         self.values: dict[ColumnSpec, list[tuple[int, Any]]] = {spec: [] for spec in specs}
+        #: What :data:`MAKE` made of each object as it was taken in, in :attr:`raws`' order
+        #: (``None``: nothing made; taken by whoever uses it, and then ``None``).
+        self.made: list[Any] | None = [] if MAKE is not None else None
 
     def of(self, raw: bytes) -> int | None:
         """The position of the object whose JSON is ``raw`` (this very object), if any."""
@@ -542,6 +553,8 @@ async def _taken_one(
             if columns is not None:
                 columns.at.update(zip(map(id, datas), count(len(columns.raws))))
                 columns.raws.extend(datas)
+                if columns.made is not None and MAKE is not None:
+                    columns.made += MAKE(some, datas)
             del datas
             await asyncio.sleep(0)
         taken_keys += len(keys)

@@ -206,9 +206,20 @@ class ViewCache:
             views.stats.refused_budget += 1
             self._fail(views.over_budget())
             return
+        # the entries made as the list was taken in (between the worker's parts), when the
+        # snapshot is the very objects listed, in the list's order (else made here)
+        listed = self.store.listed
+        made = None if listed is None else listed.made
+        if listed is not None:
+            listed.made = None
+        if made is not None and len(made) != len(pairs):
+            made = None  # (each step's entries are checked to be of its very objects)
         with HOLD.held():  # an entry per object: see _run
             for start in range(0, len(pairs), FILL_PER_STEP):
-                views.stats.bytes += self.store.put_keyed(pairs[start : start + FILL_PER_STEP])
+                views.stats.bytes += self.store.put_keyed(
+                    pairs[start : start + FILL_PER_STEP],
+                    None if made is None else made[start : start + FILL_PER_STEP],
+                )
                 if start + FILL_PER_STEP < len(pairs):
                     await asyncio.sleep(0)
                     if self.closed:

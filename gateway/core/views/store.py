@@ -43,6 +43,7 @@ from itertools import count
 from operator import attrgetter, is_, itemgetter
 from typing import Any, Final
 
+from gateway.core.lists import compacting
 from gateway.core.lists.compacting import Columns, value_at
 from gateway.core.process.collector import HOLD
 from gateway.core.support import deepjson
@@ -60,6 +61,7 @@ LISTED_COST: Final = 64
 #: (:meth:`~gateway.core.process.collector.CollectorHold.settle`).
 SETTLE_SLOTS: Final = 2000
 _RAW: Final = attrgetter("raw")
+_NAMES: Final = attrgetter("namespace", "name")
 _FIRST: Final = itemgetter(0)
 _SECOND: Final = itemgetter(1)
 _NUMBER_TYPES: Final = frozenset((int, float))
@@ -111,6 +113,21 @@ class Entry:
         entry.raw = raw
         entry.text = None
         return entry
+
+    @classmethod
+    def all_keyed(cls, keys: list[str], raws: list[bytes]) -> list[Entry]:
+        """:meth:`keyed` of each of ``keys`` and ``raws`` (made as a list worker's answer is
+        taken in: :data:`~gateway.core.lists.compacting.MAKE`)."""
+        new = cls.__new__
+        entries: list[Entry] = []
+        add = entries.append
+        for key, raw in zip(keys, raws, strict=True):
+            entry = new(cls)
+            entry.namespace, _, entry.name = key.partition("/")
+            entry.raw = raw
+            entry.text = None
+            add(entry)
+        return entries
 
     @property
     def size(self) -> int:
@@ -253,6 +270,8 @@ class Store:
         self.listed: Columns | None = None
         #: Objects whose column values were taken from :attr:`listed` (for tests).
         self.listed_taken = 0
+        #: Entries taken as made when the list was taken in (``put_keyed``'s ``made``).
+        self.made_taken = 0
         self._copied: (
             tuple[int, list[Entry | None], list[tuple[str, str] | None], dict[str, Any]] | None
         ) = None
@@ -304,7 +323,9 @@ class Store:
         self.generation += 1
         return added
 
-    def put_keyed(self, pairs: Sequence[tuple[str, bytes]]) -> int:
+    def put_keyed(
+        self, pairs: Sequence[tuple[str, bytes]], made: Sequence[Entry] | None = None
+    ) -> int:
         """Store the objects of ``pairs`` ((namespace/name, JSON), as the hub's compact
         state keeps them: a snapshot's, :meth:`WatchSubscription.take_snapshot
         <gateway.core.watch.hub.WatchSubscription.take_snapshot>`) without decoding any: what
@@ -312,7 +333,9 @@ class Store:
         the same after); returns the bytes they add.  The fast way only for keys not
         stored, into a store with no free slot and no column (a cache being filled);
         otherwise (or a key twice) one
-        :meth:`put` each."""
+        :meth:`put` each.  ``made``: the entries of ``pairs`` made already (their
+        :meth:`Entry.all_keyed`, as the list was taken in), taken as they are when they
+        hold the very JSON of ``pairs``, one each, in order (else made here)."""
         keys = list(map(itemgetter(0), pairs))
         if (
             self.columns
@@ -321,6 +344,21 @@ class Store:
             or len(set(keys)) != len(keys)
         ):
             return sum(self.put(key, Entry.keyed(key, raw)) for key, raw in pairs)
+        if (
+            made is not None
+            and len(made) == len(pairs)
+            and all(map(is_, map(_RAW, made), map(itemgetter(1), pairs)))
+        ):
+            entries_made = list(made)
+            first = len(self.slots)
+            self.index.update(zip(keys, count(first)))
+            self.slots.extend(entries_made)
+            self.names.extend(map(_NAMES, entries_made))
+            added = sum(map(len, map(_RAW, entries_made)))
+            self.made_taken += len(entries_made)
+            self.bytes += added
+            self.generation += 1
+            return added
         new = Entry.__new__
         entries: list[Entry | None] = []
         names: list[tuple[str, str] | None] = []
@@ -525,3 +563,7 @@ class Store:
                     column.index_copy = (generation, list(column.index))
                 indexes[path.keys] = column.index_copy[1]
         return Snapshot(version, generation, copied[1], copied[2], columns, copied[3], indexes)
+
+
+# the entries of a list a worker made compact for a view's columns, made as it is taken in
+compacting.MAKE = Entry.all_keyed

@@ -130,6 +130,8 @@ async def test_a_cold_view_filled_by_a_worker_answers_as_the_gateways_own_fill()
             (cache,) = cached.caches
             # every object's columns of the first view came from the worker, none decoded
             assert cache.store.listed_taken == PODS
+            # every entry made as the worker's answer was taken in, none after it
+            assert cache.store.made_taken == PODS
             assert cache.store.listed is None  # taken by the first build, then dropped
             ours = [first, *(await _answers(cached))[1:]]
             json = dict(_state(hub).raw_items())
@@ -155,7 +157,7 @@ async def test_a_view_of_a_kind_already_watched_decodes_its_columns_as_before() 
             try:
                 page = await cached.page(_spec(**FIRST), ADMIN)
                 (cache,) = cached.caches
-                assert cache.store.listed_taken == 0
+                assert cache.store.listed_taken == cache.store.made_taken == 0
                 assert page.total == sum(1 for i in range(600) if "1" in _name(i))
             finally:
                 other.close()
@@ -193,6 +195,7 @@ async def test_a_list_in_parts_and_pages_fills_the_cold_view_as_the_gateways_own
             first = await _walk(cached, FIRST)
             (cache,) = cached.caches
             assert cache.store.listed_taken == n  # every object's columns from the worker
+            assert cache.store.made_taken == n  # and its entry made as the parts came
             ours = [first, *(await _answers(cached))[1:]]
             json = dict(_state(hub).raw_items())
         assert workers.projected == (2 if paged else 1)

@@ -259,3 +259,34 @@ def test_an_index_sorts_by_the_bare_values_in_the_order_of_the_pairs(values: lis
     slots = [i for i, v in enumerate(values) if v is not None]
     want = sorted(slots, key=values.__getitem__)
     assert sorted(slots, key=_sort_keys(values, slots)) == want
+
+
+def test_entries_made_as_the_list_was_taken_in_are_taken_for_the_very_objects_only() -> None:
+    """``put_keyed``'s ``made`` (the entries made between the worker's parts): taken as
+    they are where they hold the very JSON of the snapshot's objects, in order; where one
+    object is other bytes (changed since), or one is missing, made anew: the same store."""
+    pairs = [(f"ns/p{i}", orjson.dumps({"metadata": {"name": f"p{i}"}})) for i in range(100)]
+    made = Entry.all_keyed([k for k, _ in pairs], [raw for _, raw in pairs])
+
+    def store_of(pairs: list[tuple[str, bytes]], made: list[Entry] | None) -> Store:
+        store = Store()
+        store.put_keyed(pairs, made)
+        return store
+
+    def held(store: Store) -> list[Any]:
+        slots = [(e.namespace, e.name, e.raw, e.text) for e in store.slots if e is not None]
+        return [slots, store.names, store.index, store.bytes]
+
+    want = held(store_of(pairs, None))
+    taken = store_of(pairs, made)
+    assert held(taken) == want and taken.made_taken == 100
+    assert all(a is b for a, b in zip(taken.slots, made, strict=True))  # the very entries
+    # the 10th object's JSON equal but not the very bytes
+    other = [*pairs[:10], (pairs[10][0], bytes(bytearray(pairs[10][1]))), *pairs[11:]]
+    for snapshot, entries in (
+        (other, made),
+        (pairs[:-1], made[:-1] + made[-1:]),
+        (pairs, made[1:]),
+    ):
+        anew = store_of(snapshot, entries)
+        assert anew.made_taken == 0 and held(anew) == held(store_of(snapshot, None))
