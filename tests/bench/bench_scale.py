@@ -1045,6 +1045,8 @@ def gateway_env(
     source: Path | None,
     heap_trace: Path | None = None,
     heap_trace_base: float = 60.0,
+    *,
+    walks: bool = False,
 ) -> dict[str, str] | None:
     """The gateway's environment for ``--stall-trace``, ``--heap-trace`` (one of them: each
     is a ``sitecustomize``) and ``--gateway-src``."""
@@ -1052,7 +1054,7 @@ def gateway_env(
         raise SystemExit("bench_scale: --stall-trace and --heap-trace are one run each")
     env: dict[str, str] = {}
     if stall_trace is not None:
-        env = stalltrace.env(stall_trace)
+        env = stalltrace.env(stall_trace, walks=walks)
     elif heap_trace is not None:
         env = heaptrace.env(heap_trace, every=20.0, base=heap_trace_base)
     if source is not None:
@@ -1083,6 +1085,13 @@ def main() -> None:
         default=None,
         help="the gateway appends what held its GIL or event loop for 30 ms or more to this "
         "file (tests/bench/stalltrace)",
+    )
+    parser.add_argument(
+        "--stall-trace-walks",
+        action="store_true",
+        help="the stall trace also lists each collection of the middle generation or older, "
+        "and each of 5 ms of CPU or more, with the young objects it walked, its thread and "
+        "its caller (a debug run: counting them is a walk of its own)",
     )
     parser.add_argument(
         "--heap-trace",
@@ -1122,7 +1131,13 @@ def main() -> None:
         timeout=args.startup_timeout,
         all_groups=args.all_groups,
         churn_crds=args.churn_crds,
-        env=gateway_env(args.stall_trace, args.gateway_src, args.heap_trace, args.heap_trace_base),
+        env=gateway_env(
+            args.stall_trace,
+            args.gateway_src,
+            args.heap_trace,
+            args.heap_trace_base,
+            walks=args.stall_trace_walks,
+        ),
         gateway_args=args.gateway_args,
     )
     print()

@@ -23,10 +23,46 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
         counts = {0: 0, 1: 0, 2: 0}
         slow = {0: 0, 1: 0, 2: 0}
 
+        #: ``KG_STALL_TRACE_WALKS``: each collection of the middle generation or older, and
+        #: each that took WALK_MS of its thread's CPU or more, written with what it walked
+        #: (the young generations' objects, counted at its start: a walk of its own, so a
+        #: debug run's only), the thread, its caller and its CPU time.
+        walks = os.environ.get("KG_STALL_TRACE_WALKS") == "1"
+        walk_ms = float(os.environ.get("KG_STALL_TRACE_WALK_MS", "5"))
+        walk_start: dict[int, tuple[float, list[int], str]] = {}
+
+        def caller() -> str:
+            frame = sys._getframe(2)  # the frame whose allocation (or gc.collect) ran it
+            names = []
+            while frame is not None and len(names) < 3:
+                names.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
+                frame = frame.f_back
+            return " < ".join(names)
+
+        def on_walk(phase: str, info: dict) -> None:
+            ident = threading.get_ident()
+            generation = info["generation"]
+            if phase == "start":
+                young = [len(gc.get_objects(generation=g)) for g in range(generation + 1)]
+                walk_start[ident] = (time.thread_time(), young, caller())
+                return
+            began = walk_start.pop(ident, None)
+            if began is None:
+                return
+            spent = (time.thread_time() - began[0]) * 1000
+            if generation >= 1 or spent >= walk_ms:
+                out.write(
+                    f"{time.time():.3f} walk gen{generation} young {began[1]} "
+                    f"cpu {spent:.1f}ms freed {info['collected']} "
+                    f"thread {threading.current_thread().name}: {began[2]}\n"
+                )
+
         def on_gc(phase: str, info: dict) -> None:
             now = time.perf_counter()
+            if walks:
+                on_walk(phase, info)
             if phase == "start":
-                gc_started[0] = now
+                gc_started[0] = time.perf_counter()
                 return
             took = now - gc_started[0]
             generation = info["generation"]
