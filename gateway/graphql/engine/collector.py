@@ -162,8 +162,9 @@ class SchemaCollector:
         """On the event loop, before a build and before its documents are read (what it
         walks is then what requests left and the previous build's last steps, at most two
         of :data:`BUILD_STEP`; a parse read after it is taken by the build's steps): the
-        young generations' garbage collected and what is left frozen.  The middle one too: what a request held when a young
-        collection ran moved there, and ended in cyclic garbage there when the request did
+        young generations' garbage collected and what is left frozen.  The middle one too:
+        what a request held when a young collection ran moved there, and ended in cyclic
+        garbage there when the request did
         (an executor of graphql-core is a cycle of its own, with all it holds); frozen, it
         would never be freed (measured in process with the demo: most of the ~540 objects a
         group rebuild left frozen for good)."""
