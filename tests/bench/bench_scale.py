@@ -75,7 +75,7 @@ import httpx
 from graphql import get_introspection_query
 
 from tests.bench import heaptrace, stalltrace
-from tests.bench.report import Row, not_measured, row, text_table
+from tests.bench.report import Row, not_measured, row, splice, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 from tests.support import crdcorpus
 from tests.support.serve_process import Served, serve_process
@@ -711,6 +711,8 @@ def step(
     tag = f"scale N={n:,} CRDs"
     rows: list[Row] = []
     every_group = crdcorpus.groups(crds) if all_groups else []
+    trace = Path(env["KG_STALL_TRACE"]) if env and env.get("KG_STALL_TRACE_WALKS") else None
+    trace_from = trace.stat().st_size if trace is not None and trace.exists() else 0
     with gateway(kube, env, *gateway_args) as (served, t0):
         start = asyncio.run(measure_startup(served, t0, token, n, timeout))
         if served.proc.poll() is not None:
@@ -992,7 +994,73 @@ def step(
         peak = rss_mb(served.proc.pid, "VmHWM")
         log(f"N={n}: peak RSS (VmHWM) {peak:.0f} MB")
         rows.append(row(f"{tag}: peak RSS", peak, "MB", note=f"{NOTE}, VmHWM"))
+    if trace is not None and trace.exists():
+        with trace.open() as f:
+            f.seek(trace_from)
+            rows += walk_rows(tag, walks_of(f.read()))
     return rows
+
+
+@dataclass
+class Walk:
+    """One collection in the stall trace's walks (``--stall-trace-walks``)."""
+
+    generation: int
+    young: int
+    cpu_ms: float
+    thread: str
+    caller: str
+
+
+_WALK = re.compile(
+    r"walk gen(\d) young \[([\d, ]*)\] cpu ([\d.]+)ms freed \d+ thread ([^:]+): (.*)"
+)
+
+
+def walks_of(text: str) -> list[Walk]:
+    """The collections the stall trace listed (``walk ...`` lines)."""
+    out = []
+    for m in _WALK.finditer(text):
+        young = sum(int(x) for x in m.group(2).split(",") if x.strip())
+        out.append(Walk(int(m.group(1)), young, float(m.group(3)), m.group(4), m.group(5)))
+    return out
+
+
+def walk_rows(tag: str, walks: Sequence[Walk]) -> list[Row]:
+    """The longest collection on the event loop's thread (its CPU time: what the loop waited
+    however loaded the machine), the longest of ``before_build`` there, and the longest in
+    any other thread (it holds the GIL: the loop waits as long), over the whole step."""
+    out: list[Row] = []
+    loop = [w for w in walks if w.thread == "MainThread"]
+    groups = [
+        ("on the event loop's thread", loop),
+        (
+            "on the event loop's thread before a group build",
+            [w for w in loop if "before_build" in w.caller],
+        ),
+        ("in another thread", [w for w in walks if w.thread != "MainThread"]),
+    ]
+    for what, mine in groups:
+        if not mine:
+            continue
+        longest = max(mine, key=lambda w: w.cpu_ms)
+        cpu = sorted(w.cpu_ms for w in mine)
+        over = sum(ms >= 10 for ms in cpu)
+        log(
+            f"{tag}: longest collection {what}: {longest.cpu_ms:.1f} ms CPU over "
+            f"{longest.young:,} young objects (gen{longest.generation}, {longest.caller})"
+        )
+        out.append(
+            row(
+                f"{tag}: longest collection {what}, its thread's CPU (stall trace)",
+                longest.cpu_ms,
+                "ms",
+                note=f"gen{longest.generation} over {longest.young:,} young objects; "
+                f"{len(mine)} listed (middle generation or older, or 5 ms or more), "
+                f"{over} of 10 ms or more, median {statistics.median(cpu):.1f} ms; whole run",
+            )
+        )
+    return out
 
 
 def rows(
@@ -1118,6 +1186,13 @@ def main() -> None:
         "gateway_args", nargs="*", help="more `kube-gateway serve` flags (after --)"
     )
     parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="put the rows in this BENCHMARKS.md's section 'Group schemas under CRD churn' "
+        "(the rest of the file is left as it is)",
+    )
+    parser.add_argument(
         "--startup-timeout",
         type=float,
         default=None,
@@ -1142,6 +1217,9 @@ def main() -> None:
     )
     print()
     print(text_table(table))
+    if args.out is not None:
+        args.out.write_text(splice(args.out.read_text(), table))
+        print(f"written to {args.out}")
 
 
 if __name__ == "__main__":
