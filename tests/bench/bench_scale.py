@@ -1013,7 +1013,7 @@ class Walk:
 
 
 _WALK = re.compile(
-    r"walk gen(\d) young \[([\d, ]*)\] cpu ([\d.]+)ms freed \d+ thread ([^:]+): (.*)"
+    r"walk gen(\d) (young|counts) \[([\d, ]*)\] cpu ([\d.]+)ms freed \d+ thread ([^:]+): (.*)"
 )
 
 
@@ -1021,8 +1021,11 @@ def walks_of(text: str) -> list[Walk]:
     """The collections the stall trace listed (``walk ...`` lines)."""
     out = []
     for m in _WALK.finditer(text):
-        young = sum(int(x) for x in m.group(2).split(",") if x.strip())
-        out.append(Walk(int(m.group(1)), young, float(m.group(3)), m.group(4), m.group(5)))
+        numbers = [int(x) for x in m.group(3).split(",") if x.strip()]
+        # counted objects (before a build), else the youngest generation's count (its
+        # objects, about; the others' counts are collections, not objects)
+        young = sum(numbers) if m.group(2) == "young" else numbers[0]
+        out.append(Walk(int(m.group(1)), young, float(m.group(4)), m.group(5), m.group(6)))
     return out
 
 
@@ -1048,14 +1051,15 @@ def walk_rows(tag: str, walks: Sequence[Walk]) -> list[Row]:
         over = sum(ms >= 10 for ms in cpu)
         log(
             f"{tag}: longest collection {what}: {longest.cpu_ms:.1f} ms CPU over "
-            f"{longest.young:,} young objects (gen{longest.generation}, {longest.caller})"
+            f"{longest.young:,} young (gen{longest.generation}, {longest.caller})"
         )
         out.append(
             row(
                 f"{tag}: longest collection {what}, its thread's CPU (stall trace)",
                 longest.cpu_ms,
                 "ms",
-                note=f"gen{longest.generation} over {longest.young:,} young objects; "
+                note=f"gen{longest.generation}, {longest.young:,} young (objects before a "
+                "build, else the youngest generation's count); "
                 f"{len(mine)} listed (middle generation or older, or 5 ms or more), "
                 f"{over} of 10 ms or more, median {statistics.median(cpu):.1f} ms; whole run",
             )
@@ -1158,7 +1162,8 @@ def main() -> None:
         "--stall-trace-walks",
         action="store_true",
         help="the stall trace also lists each collection of the middle generation or older, "
-        "and each of 5 ms of CPU or more, with the young objects it walked, its thread and "
+        "and each of 5 ms of CPU or more, with the young generations' counts (the young "
+        "objects walked, counted, before a group build), its thread and "
         "its caller (a debug run: counting them is a walk of its own)",
     )
     parser.add_argument(

@@ -10,9 +10,9 @@ from tests.bench.report import document, row, splice
 TRACE = """\
 1764355200.100 walk gen1 young [1200, 3400] cpu 0.8ms freed 12 thread MainThread: \
 collector.py:before_build < live.py:build < tasks.py:run
-1764355200.200 walk gen0 young [5001] cpu 6.5ms freed 0 thread asyncio_1: \
+1764355200.200 walk gen0 counts [5001] cpu 6.5ms freed 0 thread asyncio_1: \
 native.py:_field < native.py:_object < native.py:build
-1764355200.300 walk gen1 young [2100, 9000] cpu 12.5ms freed 3 thread MainThread: \
+1764355200.300 walk gen1 counts [11100, 3] cpu 12.5ms freed 3 thread MainThread: \
 execution.py:run < http.py:post < routing.py:app
 1764355200.400 GIL late 35ms; gc: none; sampler waited for a CPU 30ms
 """
@@ -32,7 +32,7 @@ def test_the_walks_of_the_stall_trace_become_rows() -> None:
         "(stall trace)"
     ]
     assert loop.figure == 12.5
-    assert "11,100 young objects" in loop.note and "1 of 10 ms or more" in loop.note
+    assert "11,100 young" in loop.note and "1 of 10 ms or more" in loop.note
     before = rows[
         "scale N=470 CRDs: longest collection on the event loop's thread before a group "
         "build, its thread's CPU (stall trace)"
