@@ -75,7 +75,7 @@ import httpx
 from graphql import get_introspection_query
 
 from tests.bench import heaptrace, stalltrace
-from tests.bench.report import Row, not_measured, row, text_table
+from tests.bench.report import Row, not_measured, row, splice, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 from tests.support import crdcorpus
 from tests.support.serve_process import Served, serve_process
@@ -711,6 +711,8 @@ def step(
     tag = f"scale N={n:,} CRDs"
     rows: list[Row] = []
     every_group = crdcorpus.groups(crds) if all_groups else []
+    trace = Path(env["KG_STALL_TRACE"]) if env and env.get("KG_STALL_TRACE_WALKS") else None
+    trace_from = trace.stat().st_size if trace is not None and trace.exists() else 0
     with gateway(kube, env, *gateway_args) as (served, t0):
         start = asyncio.run(measure_startup(served, t0, token, n, timeout))
         if served.proc.poll() is not None:
@@ -992,7 +994,77 @@ def step(
         peak = rss_mb(served.proc.pid, "VmHWM")
         log(f"N={n}: peak RSS (VmHWM) {peak:.0f} MB")
         rows.append(row(f"{tag}: peak RSS", peak, "MB", note=f"{NOTE}, VmHWM"))
+    if trace is not None and trace.exists():
+        with trace.open() as f:
+            f.seek(trace_from)
+            rows += walk_rows(tag, walks_of(f.read()))
     return rows
+
+
+@dataclass
+class Walk:
+    """One collection in the stall trace's walks (``--stall-trace-walks``)."""
+
+    generation: int
+    young: int
+    cpu_ms: float
+    thread: str
+    caller: str
+
+
+_WALK = re.compile(
+    r"walk gen(\d) (young|counts) \[([\d, ]*)\] cpu ([\d.]+)ms freed \d+ thread ([^:]+): (.*)"
+)
+
+
+def walks_of(text: str) -> list[Walk]:
+    """The collections the stall trace listed (``walk ...`` lines)."""
+    out = []
+    for m in _WALK.finditer(text):
+        numbers = [int(x) for x in m.group(3).split(",") if x.strip()]
+        # counted objects (before a build), else the youngest generation's count (its
+        # objects, about; the others' counts are collections, not objects)
+        young = sum(numbers) if m.group(2) == "young" else numbers[0]
+        out.append(Walk(int(m.group(1)), young, float(m.group(4)), m.group(5), m.group(6)))
+    return out
+
+
+def walk_rows(tag: str, walks: Sequence[Walk]) -> list[Row]:
+    """The longest collection on the event loop's thread (its CPU time: what the loop waited
+    however loaded the machine), the longest of ``before_build`` there, and the longest in
+    any other thread (it holds the GIL: the loop waits as long), over the whole step."""
+    out: list[Row] = []
+    loop = [w for w in walks if w.thread == "MainThread"]
+    groups = [
+        ("on the event loop's thread", loop),
+        (
+            "on the event loop's thread before a group build",
+            [w for w in loop if "before_build" in w.caller],
+        ),
+        ("in another thread", [w for w in walks if w.thread != "MainThread"]),
+    ]
+    for what, mine in groups:
+        if not mine:
+            continue
+        longest = max(mine, key=lambda w: w.cpu_ms)
+        cpu = sorted(w.cpu_ms for w in mine)
+        over = sum(ms >= 10 for ms in cpu)
+        log(
+            f"{tag}: longest collection {what}: {longest.cpu_ms:.1f} ms CPU over "
+            f"{longest.young:,} young (gen{longest.generation}, {longest.caller})"
+        )
+        out.append(
+            row(
+                f"{tag}: longest collection {what}, its thread's CPU (stall trace)",
+                longest.cpu_ms,
+                "ms",
+                note=f"gen{longest.generation}, {longest.young:,} young (objects before a "
+                "build, else the youngest generation's count); "
+                f"{len(mine)} listed (middle generation or older, or 5 ms or more), "
+                f"{over} of 10 ms or more, median {statistics.median(cpu):.1f} ms; whole run",
+            )
+        )
+    return out
 
 
 def rows(
@@ -1045,6 +1117,8 @@ def gateway_env(
     source: Path | None,
     heap_trace: Path | None = None,
     heap_trace_base: float = 60.0,
+    *,
+    walks: bool = False,
 ) -> dict[str, str] | None:
     """The gateway's environment for ``--stall-trace``, ``--heap-trace`` (one of them: each
     is a ``sitecustomize``) and ``--gateway-src``."""
@@ -1052,7 +1126,7 @@ def gateway_env(
         raise SystemExit("bench_scale: --stall-trace and --heap-trace are one run each")
     env: dict[str, str] = {}
     if stall_trace is not None:
-        env = stalltrace.env(stall_trace)
+        env = stalltrace.env(stall_trace, walks=walks)
     elif heap_trace is not None:
         env = heaptrace.env(heap_trace, every=20.0, base=heap_trace_base)
     if source is not None:
@@ -1085,6 +1159,14 @@ def main() -> None:
         "file (tests/bench/stalltrace)",
     )
     parser.add_argument(
+        "--stall-trace-walks",
+        action="store_true",
+        help="the stall trace also lists each collection of the middle generation or older, "
+        "and each of 5 ms of CPU or more, with the young generations' counts (the young "
+        "objects walked, counted, before a group build), its thread and "
+        "its caller (a debug run: counting them is a walk of its own)",
+    )
+    parser.add_argument(
         "--heap-trace",
         type=Path,
         default=None,
@@ -1109,6 +1191,13 @@ def main() -> None:
         "gateway_args", nargs="*", help="more `kube-gateway serve` flags (after --)"
     )
     parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="put the rows in this BENCHMARKS.md's section 'Group schemas under CRD churn' "
+        "(the rest of the file is left as it is)",
+    )
+    parser.add_argument(
         "--startup-timeout",
         type=float,
         default=None,
@@ -1122,11 +1211,20 @@ def main() -> None:
         timeout=args.startup_timeout,
         all_groups=args.all_groups,
         churn_crds=args.churn_crds,
-        env=gateway_env(args.stall_trace, args.gateway_src, args.heap_trace, args.heap_trace_base),
+        env=gateway_env(
+            args.stall_trace,
+            args.gateway_src,
+            args.heap_trace,
+            args.heap_trace_base,
+            walks=args.stall_trace_walks,
+        ),
         gateway_args=args.gateway_args,
     )
     print()
     print(text_table(table))
+    if args.out is not None:
+        args.out.write_text(splice(args.out.read_text(), table))
+        print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ doing; how long the event loop's thread ran and waited for a CPU; which other th
 and where every other busy thread was; each slow collection on its own; each time the event
 loop's thread stayed on one line of Python that long (busy, not waiting in ``select``); and
 every 30 s the collections so far by generation and the young generations' counts (not
-the frozen objects: counting them walks them all, holding the GIL for 80-300 ms).
+the frozen objects: counting them walks them all, holding the GIL for 80-300 ms).  With
+``walks`` (``KG_STALL_TRACE_WALKS=1``, a debug run: counting the young objects at each
+collection's start is a walk of its own), each collection of the middle generation or older
+and each that took 5 ms of its thread's CPU or more (``KG_STALL_TRACE_WALK_MS``), with the
+young generations' objects it walked, its thread, its caller and its CPU time.
 
 Reading it: a late wake the sampler spent waiting for a CPU is the machine; one where the
 loop's thread ran most of the window is the loop's own work (its frame is printed); one
@@ -29,9 +33,12 @@ __all__ = ["env"]
 SITE = Path(__file__).with_name("stalltrace_site")
 
 
-def env(path: Path, *, over_ms: float = 30.0) -> dict[str, str]:
-    return {
+def env(path: Path, *, over_ms: float = 30.0, walks: bool = False) -> dict[str, str]:
+    out = {
         "PYTHONPATH": str(SITE),
         "KG_STALL_TRACE": str(path.resolve()),
         "KG_STALL_TRACE_MS": str(over_ms),
     }
+    if walks:
+        out["KG_STALL_TRACE_WALKS"] = "1"
+    return out

@@ -385,8 +385,10 @@ class LiveSchema:
 
         async def build() -> CatalogSchema:
             async with self._builds:  # one build at a time: each holds the GIL in slices
-                docs = await documents.load(catalog, scope_documents(catalog, scope))
+                # before the documents are read: its walk on the loop is then of what
+                # requests left, and the build's steps take a parse (engine/collector.py)
                 collector.before_build()
+                docs = await documents.load(catalog, scope_documents(catalog, scope))
                 return await asyncio.to_thread(held, docs)
 
         inputs = await asyncio.to_thread(scope_inputs, catalog, scope)

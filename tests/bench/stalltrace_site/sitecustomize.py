@@ -23,10 +23,60 @@ if os.environ.get("KG_STALL_TRACE") and "gateway.cli" in getattr(sys, "orig_argv
         counts = {0: 0, 1: 0, 2: 0}
         slow = {0: 0, 1: 0, 2: 0}
 
+        #: ``KG_STALL_TRACE_WALKS``: each collection of the middle generation or older, and
+        #: each that took WALK_MS of its thread's CPU or more, written with the young
+        #: generations' counts at its start (``gc.get_count()``), the thread, its caller and
+        #: its CPU time; for the collection before a group build (``before_build``, on the
+        #: loop while no build runs) the young objects it walked, counted.  Never counted
+        #: elsewhere: listing the young objects (``gc.get_objects``) while another thread
+        #: builds a tuple from a generator failed that build once (``SystemError`` from
+        #: ``_PyTuple_Resize``: the tuple being filled was referred to twice).
+        walks = os.environ.get("KG_STALL_TRACE_WALKS") == "1"
+        walk_ms = float(os.environ.get("KG_STALL_TRACE_WALK_MS", "5"))
+        walk_start: dict[int, tuple[float, list[int], str]] = {}
+
+        def caller() -> tuple[str, str]:
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename == __file__:
+                frame = frame.f_back  # the frame whose allocation (or gc.collect) ran it
+            first = frame.f_code.co_name if frame is not None else ""
+            names = []
+            while frame is not None and len(names) < 3:
+                names.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
+                frame = frame.f_back
+            return first, " < ".join(names)
+
+        def on_walk(phase: str, info: dict) -> None:
+            ident = threading.get_ident()
+            generation = info["generation"]
+            if phase == "start":
+                first, where = caller()
+                if first == "before_build":
+                    young = [len(gc.get_objects(generation=g)) for g in range(generation + 1)]
+                    kind = "young"
+                else:
+                    young = list(gc.get_count()[: generation + 1])
+                    kind = "counts"
+                walk_start[ident] = (time.thread_time(), young, f"{kind}|{where}")
+                return
+            began = walk_start.pop(ident, None)
+            if began is None:
+                return
+            spent = (time.thread_time() - began[0]) * 1000
+            kind, where = began[2].split("|", 1)
+            if generation >= 1 or spent >= walk_ms:
+                out.write(
+                    f"{time.time():.3f} walk gen{generation} {kind} {began[1]} "
+                    f"cpu {spent:.1f}ms freed {info['collected']} "
+                    f"thread {threading.current_thread().name}: {where}\n"
+                )
+
         def on_gc(phase: str, info: dict) -> None:
             now = time.perf_counter()
+            if walks:
+                on_walk(phase, info)
             if phase == "start":
-                gc_started[0] = now
+                gc_started[0] = time.perf_counter()
                 return
             took = now - gc_started[0]
             generation = info["generation"]
