@@ -31,7 +31,7 @@ import mmap
 import os
 import pickle
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from gateway.core.lists.body import Undecoded
 from gateway.core.lists.compacting import Sliced, sliced
@@ -67,6 +67,21 @@ def workers_for(setting: str) -> int:
     if setting != "auto":
         return int(setting)
     return max(1, min(MOST_AUTO, usable_cpus()))
+
+
+T = TypeVar("T")
+
+
+async def _whole_in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a thread (the event loop free meanwhile), waited for to its end
+    even when the caller is cancelled (the memory file it reads or writes is not closed
+    under it); the cancellation goes on after."""
+    done = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        await asyncio.wait({done})
+        raise
 
 
 def _read_part(shared: int, at: int, size: int) -> Sliced:
@@ -126,12 +141,7 @@ class _Worker:
         if shared is not None:
             # A thread copies it (the event loop would otherwise wait for the whole copy),
             # to its end even when the caller goes: the file is not closed under it.
-            copy = asyncio.ensure_future(asyncio.to_thread(os.pwrite, shared, data, 0))
-            try:
-                await asyncio.shield(copy)
-            except asyncio.CancelledError:
-                await asyncio.wait({copy})
-                raise
+            await _whole_in_thread(os.pwrite, shared, data, 0)
         stdin.write(REQUEST.pack(len(head), len(data), shared is not None))
         stdin.write(head)
         if shared is None:
@@ -146,12 +156,7 @@ class _Worker:
             # read in a thread (one copy, the event loop free meanwhile), to its end even
             # when the caller goes: the file is not closed under it
             compact = job[0] == "compact"
-            read = asyncio.ensure_future(asyncio.to_thread(_read_shared, shared, size, compact))
-            try:
-                return await asyncio.shield(read)
-            except asyncio.CancelledError:
-                await asyncio.wait({read})
-                raise
+            return await _whole_in_thread(_read_shared, shared, size, compact)
         return OVER_CAP if status == STATUS_OVER_CAP else NOT_DONE
 
     async def _parts(self, size: int) -> Sliced:
@@ -160,12 +165,8 @@ class _Worker:
         <gateway.core.lists.compacting.Sliced.more>`: a :class:`_Parts` reading them)."""
         shared = self.shared
         assert shared is not None
-        read = asyncio.ensure_future(asyncio.to_thread(_read_part, shared, 0, size))
         try:
-            first = await asyncio.shield(read)
-        except asyncio.CancelledError:
-            await asyncio.wait({read})
-            raise
+            first = await _whole_in_thread(_read_part, shared, 0, size)
         except ValueError as exc:  # as a worker that died: dropped, the list decoded here
             raise OSError(f"a list worker's answer could not be read ({exc})") from None
         first.more = _Parts(self, part_after(0, size))
@@ -250,23 +251,11 @@ class _Parts:
                         # pages freed: ~13 ms for 100 MB, the event loop's else), the worker
                         # its pool's again after that, not before (its next body goes there)
                         self._tell()
-                        empty = asyncio.ensure_future(asyncio.to_thread(os.ftruncate, shared, 0))
-                        try:
-                            await asyncio.shield(empty)
-                        except asyncio.CancelledError:
-                            await asyncio.wait({empty})
-                            raise
-                        finally:
-                            self._emptied = (
-                                empty.done() and not empty.cancelled() and not empty.exception()
-                            )
+                        await _whole_in_thread(os.ftruncate, shared, 0)
+                        self._emptied = True
                     return
-                read = asyncio.ensure_future(asyncio.to_thread(_read_part, shared, at, size))
                 try:
-                    part = await asyncio.shield(read)
-                except asyncio.CancelledError:
-                    await asyncio.wait({read})
-                    raise
+                    part = await _whole_in_thread(_read_part, shared, at, size)
                 except (ValueError, OSError) as exc:
                     self._last = ValueError(f"a list worker's part could not be read ({exc})")
                     return
