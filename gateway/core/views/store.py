@@ -67,7 +67,7 @@ _SECOND: Final = itemgetter(1)
 _NUMBER_TYPES: Final = frozenset((int, float))
 
 
-def _same_objects(slots: list[Entry | None], raws: list[bytes]) -> bool:
+def _same_objects(slots: Sequence[Entry | None], raws: Sequence[bytes]) -> bool:
     """Whether ``slots`` hold the very JSON ``bytes`` of ``raws``, one each, in order (a
     few C-level passes: no entry is read in Python)."""
     if len(slots) != len(raws) or None in slots:
@@ -344,12 +344,10 @@ class Store:
             or len(set(keys)) != len(keys)
         ):
             return sum(self.put(key, Entry.keyed(key, raw)) for key, raw in pairs)
-        if (
-            made is not None
-            and len(made) == len(pairs)
-            and all(map(is_, map(_RAW, made), map(itemgetter(1), pairs)))
+        entries_made = None if made is None else list(made)
+        if entries_made is not None and _same_objects(
+            entries_made, list(map(itemgetter(1), pairs))
         ):
-            entries_made = list(made)
             first = len(self.slots)
             self.index.update(zip(keys, count(first)))
             self.slots.extend(entries_made)
