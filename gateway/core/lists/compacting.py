@@ -52,12 +52,12 @@ from gateway.core.support import deepjson
 
 __all__ = [
     "CHUNK",
-    "MAKE",
     "PART_ITEMS",
     "STEP",
     "TAIL_ITEMS",
     "ColumnSpec",
     "Columns",
+    "Maker",
     "Sliced",
     "compact",
     "part_bounds",
@@ -440,11 +440,12 @@ def sections(answer: bytes | memoryview) -> list[memoryview]:
     return found
 
 
-#: Made of the objects of a list read with columns as they are taken in, a step at a time
-#: (between two of the worker's parts, not after the last): ``MAKE(keys, raws)``, one thing
-#: per object (:attr:`Columns.made`).  Set by whoever keeps them: the view store, whose
-#: first columns these are, makes its entries (``gateway.core.views.store``).
-MAKE: Callable[[list[str], list[bytes]], list[Any]] | None = None
+#: What is made of the objects of a list read with columns as they are taken in, a step at
+#: a time (between two of the worker's parts, not after the last): ``make(keys, raws)``, one
+#: thing per object (:attr:`Columns.made`).  Given with the columns by whoever asks for them
+#: (the view cache, whose store makes its entries: ``gateway.core.views.store``), through the
+#: hub's :class:`~gateway.core.watch.hub.WatchStart` and the watcher to :func:`taken`.
+Maker = Callable[[list[str], list[bytes]], list[Any]]
 
 
 class Columns:
@@ -458,15 +459,17 @@ class Columns:
         values: by column (:data:`ColumnSpec`), each object's value (:func:`value_at`).
     """
 
-    __slots__ = ("at", "made", "raws", "values")
+    __slots__ = ("at", "made", "make", "raws", "values")
 
-    def __init__(self, specs: Sequence[ColumnSpec]) -> None:
+    def __init__(self, specs: Sequence[ColumnSpec], make: Maker | None = None) -> None:
         self.raws: list[bytes] = []
         self.at: dict[int, int] = {}
         self.values: dict[ColumnSpec, list[tuple[int, Any]]] = {spec: [] for spec in specs}
-        #: What :data:`MAKE` made of each object as it was taken in, in :attr:`raws`' order
+        #: What is made of each object as it is taken in (``None``: nothing).
+        self.make = make
+        #: What :attr:`make` made of each object as it was taken in, in :attr:`raws`' order
         #: (``None``: nothing made; taken by whoever uses it, and then ``None``).
-        self.made: list[Any] | None = [] if MAKE is not None else None
+        self.made: list[Any] | None = [] if make is not None else None
 
     def of(self, raw: bytes) -> int | None:
         """The position of the object whose JSON is ``raw`` (this very object), if any."""
@@ -479,19 +482,21 @@ async def taken(
     specs: Sequence[ColumnSpec],
     found: dict[str, bytes],
     columns: Columns | None = None,
+    make: Maker | None = None,
 ) -> tuple[dict[str, Any], Columns | None]:
     """A :func:`written` answer taken in: each object's JSON put into ``found`` by its key
     (a ``bytes`` of its own: copied out of the answer, or as a :class:`Sliced` answer holds
     it), :data:`STEP` objects per event-loop step; the list without its items, and the
     values at ``specs`` (added to ``columns`` when given, the values of an earlier page;
-    ``None``: none asked).  An answer in parts (:attr:`Sliced.more`) is taken in part by
-    part as they come (the parts stopped if this ends early).
+    ``None``: none asked; new ones with ``make``, :attr:`Columns.make`).  An answer in
+    parts (:attr:`Sliced.more`) is taken in part by part as they come (the parts stopped if
+    this ends early).
 
     Raises:
         ValueError: the answer does not hold what ``specs`` and its lengths say.
     """
     if columns is None and specs:
-        columns = Columns(specs)
+        columns = Columns(specs, make)
     more = answer.more if isinstance(answer, Sliced) else None
     if more is None:
         return await _taken_one(answer, specs, found, columns), columns
@@ -553,8 +558,8 @@ async def _taken_one(
             if columns is not None:
                 columns.at.update(zip(map(id, datas), count(len(columns.raws))))
                 columns.raws.extend(datas)
-                if columns.made is not None and MAKE is not None:
-                    columns.made += MAKE(some, datas)
+                if columns.made is not None and columns.make is not None:
+                    columns.made += columns.make(some, datas)
             del datas
             await asyncio.sleep(0)
         taken_keys += len(keys)

@@ -149,7 +149,7 @@ class ViewCache:
         try:
             sub = self._sub = await self.views.hub.subscribe(
                 self.target,
-                WatchStart("snapshot", bookmarks=True, columns=self.columns),
+                WatchStart("snapshot", bookmarks=True, columns=self.columns, make=Entry.all_keyed),
                 credential,
             )
             if self.closed:  # closed while it subscribed

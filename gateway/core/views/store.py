@@ -43,7 +43,6 @@ from itertools import count
 from operator import attrgetter, is_, itemgetter
 from typing import Any, Final
 
-from gateway.core.lists import compacting
 from gateway.core.lists.compacting import Columns, value_at
 from gateway.core.process.collector import HOLD
 from gateway.core.support import deepjson
@@ -117,7 +116,7 @@ class Entry:
     @classmethod
     def all_keyed(cls, keys: list[str], raws: list[bytes]) -> list[Entry]:
         """:meth:`keyed` of each of ``keys`` and ``raws`` (made as a list worker's answer is
-        taken in: :data:`~gateway.core.lists.compacting.MAKE`)."""
+        taken in: the view cache's :class:`~gateway.core.watch.hub.WatchStart` names it)."""
         new = cls.__new__
         entries: list[Entry] = []
         add = entries.append
@@ -561,7 +560,3 @@ class Store:
                     column.index_copy = (generation, list(column.index))
                 indexes[path.keys] = column.index_copy[1]
         return Snapshot(version, generation, copied[1], copied[2], columns, copied[3], indexes)
-
-
-# the entries of a list a worker made compact for a view's columns, made as it is taken in
-compacting.MAKE = Entry.all_keyed

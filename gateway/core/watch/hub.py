@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from gateway.core import errors
-from gateway.core.lists.compacting import Columns, ColumnSpec
+from gateway.core.lists.compacting import Columns, ColumnSpec, Maker
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import Resource
 from gateway.core.model.values import JSON
@@ -97,6 +97,8 @@ class WatchStart:
         columns: values the subscriber will read of every object (a view's columns): a
             watch this subscriber opens has a list worker read them as it makes its
             initial list compact (:meth:`WatchSubscription.listed_columns`).
+        make: what to make of each listed object as the worker's answer with ``columns`` is
+            taken in (:data:`~gateway.core.lists.compacting.Maker`: the view store's entries).
     """
 
     mode: StartMode
@@ -105,6 +107,7 @@ class WatchStart:
     bookmarks: bool = False
     changed_only: bool = False
     columns: tuple[ColumnSpec, ...] = ()
+    make: Maker | None = None
 
     @classmethod
     def from_options(cls, options: ListOptions, *, changed_only: bool = False) -> WatchStart:
@@ -562,6 +565,7 @@ class Upstream:
         credential: Credential,
         lease: Lease,
         columns: tuple[ColumnSpec, ...] = (),
+        make: Maker | None = None,
     ) -> None:
         self.hub = hub
         self.key = key
@@ -581,6 +585,7 @@ class Upstream:
             # nothing for the cyclic collector to walk (gateway/core/watch/compact.py)
             state=CompactState(),
             columns=columns,
+            make=make,
         )
         self.subscribers: set[WatchSubscription] = set()
         #: Subscribers waiting for the initial list (they hold the watch open too).
@@ -1069,6 +1074,7 @@ class WatchHub:
                     credential=upstream_credential,
                     lease=lease,
                     columns=start.columns,
+                    make=start.make,
                 )
                 self._upstreams[key] = upstream
                 self.stats.upstream_watches += 1

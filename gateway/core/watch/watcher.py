@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gateway.core import errors
-from gateway.core.lists.compacting import Columns, ColumnSpec, compact, taken
+from gateway.core.lists.compacting import Columns, ColumnSpec, Maker, compact, taken
 from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import Resource
 from gateway.core.model.values import JSON
@@ -143,6 +143,7 @@ class Watcher:
         page_size: int | None = None,
         state: MutableMapping[str, JSON] | None = None,
         columns: tuple[ColumnSpec, ...] = (),
+        make: Maker | None = None,
     ) -> None:
         self.adapter = adapter
         self.resource = adapter.resource(resource)
@@ -181,6 +182,9 @@ class Watcher:
         #: columns): read as the initial list is made compact, when a list worker makes it
         #: (:mod:`gateway.core.lists.compacting`), and kept with the compact state.
         self.columns = columns
+        #: What is made of each listed object as a worker's answer with :attr:`columns` is
+        #: taken in (:attr:`~gateway.core.lists.compacting.Columns.made`).
+        self.make = make
 
     # -- public ----------------------------------------------------------------------------
 
@@ -381,7 +385,7 @@ class Watcher:
                 page = pages.pop(0)
                 if isinstance(page, bytes):
                     try:
-                        _, values = await taken(page, specs, found, values)
+                        _, values = await taken(page, specs, found, values, self.make)
                     except ValueError:
                         raise errors.Internal("a list worker's answer was damaged") from None
                     del page
