@@ -28,13 +28,19 @@ added or removed before it.
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, islice, repeat
-from typing import Any
+from typing import Any, Final
 
+import msgspec
+
+from gateway.core.lists import projections
+from gateway.core.lists.projections import Spec
+from gateway.core.support import deepjson
 from gateway.core.views import columns
 from gateway.core.views.spec import (
     AllOf,
@@ -567,12 +573,101 @@ class _AfterCursor(Sequence[bool]):
         return _after(self.ordered.position(j), self.cursor, self.ordered.sort)
 
 
+class Contents:
+    """The objects of a page: their JSON, decoded whole on first use (:attr:`objects`), or
+    only what a projection reads (:meth:`read`): a page's callers that select a few
+    fields of each object (a GraphQL selection) never build the rest of it.
+
+    Read only, as the objects are; shared by the copies of a page (its version replaced)."""
+
+    __slots__ = ("_objects", "raws")
+
+    def __init__(self, raws: list[bytes], objects: list[dict[str, Any]] | None = None) -> None:
+        #: Each object's JSON, in order.
+        self.raws = raws
+        self._objects = objects
+
+    def __len__(self) -> int:
+        return len(self.raws)
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        """The objects, decoded whole (once)."""
+        found = self._objects
+        if found is None:
+            found = self._objects = [deepjson.loads(raw) for raw in self.raws]
+        return found
+
+    @property
+    def decoded(self) -> bool:
+        """Whether :attr:`objects` were decoded (or given)."""
+        return self._objects is not None
+
+    def read(self, spec: Spec) -> list[Any]:
+        """Each object as the projection of ``spec`` (an object's, :mod:`gateway.core.lists.
+        projections`) reads it: only the keys it reads built (:func:`~gateway.core.lists.
+        projections.reader`), where that gives what a whole decode would; the whole object
+        where it may not (:func:`_partly`).  A projection of the result is the projection of
+        :attr:`objects` (the same values where it reads)."""
+        if self._objects is not None:
+            return self._objects
+        read = _reader_of(spec)
+        found: list[Any] = []
+        add = found.append
+        for raw in self.raws:
+            if _partly(raw):
+                try:
+                    part = read(raw)
+                except (msgspec.DecodeError, RecursionError):
+                    pass
+                else:
+                    if type(part) is dict:
+                        add(part)
+                        continue
+            add(deepjson.loads(raw))
+        return found
+
+
+def _partly(raw: bytes) -> bool:
+    """Whether a partial read of ``raw`` builds the values it reads whole as a whole decode
+    does: no run of digits as long as a 64-bit integer's (a number past 64 bits is an
+    ``int`` read in part, a ``float`` decoded whole; a string of digits is taken for one),
+    no exponent of three digits (past a double's range: refused whole, maybe skipped in
+    part),
+    and fewer brackets than the nesting past which the whole decode keeps JSON text
+    (:func:`gateway.core.support.deepjson.loads`: ``orjson`` decodes 1,024 levels).  (A
+    number past 64 bits read whole, a leaf's serialiser may write otherwise than the
+    ``float`` a whole decode makes of it: ``String`` writes its digits.)"""
+    digits = raw.translate(_DIGITS)
+    if _LONG_DIGITS in digits or _LARGE_EXPONENT in digits:
+        return False
+    return len(raw) < 2 * _DEPTH or raw.count(b"{") + raw.count(b"[") < _DEPTH
+
+
+#: Every digit as ``9``, an exponent's ``E`` and ``+`` as ``e``: a run of 19 nines is a
+#: number (or text) of 19 digits or more, ``e999`` an exponent of three digits (a number
+#: past a double's range, which a whole decode refuses and a partial read may skip).
+_DIGITS: Final = bytes.maketrans(b"0123456789E+", b"9" * 10 + b"ee")
+_LONG_DIGITS: Final = b"9" * 19
+_LARGE_EXPONENT: Final = b"e999"
+#: The nesting ``orjson.loads`` decodes (past it, the whole decode keeps JSON text).
+_DEPTH: Final = 1024
+
+
+@functools.lru_cache(maxsize=256)
+def _reader_of(spec: Spec) -> Callable[[bytes], Any]:
+    """The partial reader of an object's projection (:func:`~gateway.core.lists.
+    projections.reader`)."""
+    return projections.reader(projections.shape(spec))
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of a view.
 
     Attributes:
-        items: the objects of the page, in order (the hub's own: read only).
+        contents: the objects of the page, in order (:class:`Contents`: read only);
+            :attr:`items` decoded whole.
         positions: each item's position in the order (what its cursor names).
         sort: the order's sort keys.
         total: how many objects the view selects (all pages).
@@ -585,7 +680,7 @@ class Page:
             for a page made for one caller.
     """
 
-    items: list[dict[str, Any]]
+    contents: Contents
     positions: list[Position]
     sort: tuple[SortKey, ...]
     total: int
@@ -594,6 +689,11 @@ class Page:
     resource_version: str
     renderings: dict[Any, Any] | None = None
     _cursors: list[str] | None = None
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """The objects of the page, in order, decoded whole (once; the hub's: read only)."""
+        return self.contents.objects
 
     @property
     def cursors(self) -> list[str]:
@@ -716,16 +816,15 @@ def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tu
         first = next(ordered.walk(None), None)
         after = chosen[0] if chosen else next(ordered.walk(spec.after), None)
         has_previous = first is not None and first != after
-    entries = [slots[i] for i in chosen]
-    size = sum(len(e.raw) for e in entries if e is not None)
-    if decoded is None:
-        items = [e.obj for e in entries if e is not None]
-    else:
-        items = decoded.objects(e for e in entries if e is not None)
-    assert len(items) == len(chosen)
-    source.decoded += len(items)
+    entries = [e for e in map(slots.__getitem__, chosen) if e is not None]
+    assert len(entries) == len(chosen)
+    raws = [e.raw for e in entries]
+    size = sum(map(len, raws))
+    # decoded (whole or in part) when an answer reads them; a live view's now
+    contents = Contents(raws, None if decoded is None else decoded.objects(entries))
+    source.decoded += len(entries)
     return Page(
-        items=items,
+        contents=contents,
         positions=[ordered.position_of(i) for i in chosen],
         sort=spec.sort,
         total=ordered.total,

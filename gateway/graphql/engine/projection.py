@@ -255,16 +255,18 @@ class ProjectingExecutor(CompletingExecutor):
         completes the plain items where no plan applies."""
         plan = self._plan(return_type, fields)
         made = shared.made
-        found = made.get(plan)
+        found = None if made is None else made.get(plan)
         if found is not None:
             return found
-        if plan is None or is_large(shared.items):
+        if plan is None or len(shared) >= LARGE_LIST:
             return Substitute(shared.items)
+        item = _item_spec(plan.spec)
         try:
-            found = plan.run(shared.items)
+            # only what the selection reads of each object is decoded
+            found = plan.run(shared.items if item is None else shared.read(item))
         except Fallback:
             return Substitute(shared.items)
-        if len(made) < SHARED_RENDERINGS:
+        if made is not None and len(made) < SHARED_RENDERINGS:
             made[plan] = found
         return found
 
@@ -446,6 +448,19 @@ class ProjectingExecutor(CompletingExecutor):
             steps=frozen,
             spec=("object", t.name, tuple(specs)),
         )
+
+
+def _item_spec(spec: Spec) -> Spec | None:
+    """The plan of a list's objects in the plan ``spec`` of the list (``None``: not a list
+    of objects)."""
+    while spec[0] == "nonnull":
+        spec = spec[1]
+    if spec[0] != "list":
+        return None
+    item: Spec = spec[2]
+    while item[0] == "nonnull":
+        item = item[1]
+    return item if item[0] == "object" else None
 
 
 async def _in_slices(plan: Plan, value: Any) -> Any:
