@@ -29,11 +29,14 @@ added or removed before it.
 from __future__ import annotations
 
 import functools
+import re
+import sys
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import compress, islice, repeat
+from itertools import accumulate, compress, islice, repeat
+from operator import add
 from typing import Any, Final
 
 import msgspec
@@ -377,7 +380,17 @@ class Ordered:
     selected slots are sorted once, as :attr:`slots`.
     """
 
-    __slots__ = ("_slots", "decoded", "index", "kept", "mask", "snapshot", "sort", "total")
+    __slots__ = (
+        "_slots",
+        "decoded",
+        "finder",
+        "index",
+        "kept",
+        "mask",
+        "snapshot",
+        "sort",
+        "total",
+    )
 
     def __init__(
         self,
@@ -387,6 +400,7 @@ class Ordered:
         *,
         index: list[int] | None = None,
         mask: Mask | None = None,
+        finder: Finder | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.sort = sort
@@ -394,6 +408,9 @@ class Ordered:
         #: The index walked (ascending by the single key, then namespace and name).
         self.index = index
         self.mask = mask
+        #: The view's one substring test over the texts in the order of its line (instead
+        #: of a mask): a page is the first matches from its cursor on.
+        self.finder = finder
         #: The last page cut of it (:func:`page`), by what it was cut at, for the next
         #: callers of the same page.
         self.kept: tuple[tuple[Any, ...], Page] | None = None
@@ -401,6 +418,8 @@ class Ordered:
         self.decoded = 0
         if slots is not None:
             self.total = len(slots)
+        elif finder is not None:
+            self.total = finder.count()
         elif mask is None:
             self.total = len(index or ())
         else:
@@ -438,11 +457,14 @@ class Ordered:
         index, test = self.index, self.mask
         assert index is not None
         line, start = self._line(index, after)
-        tail = line[start:]
+        if self.finder is not None:  # the matches from the cursor on, found in C
+            yield from map(line.__getitem__, self.finder.rows(start))
+            return
+        tail = islice(line, start, None)
         if test is None:
             yield from tail
         else:  # C-level: the slots of the line, those the filter selects
-            yield from compress(tail, map(test.__getitem__, tail))
+            yield from compress(tail, map(test.__getitem__, line[start:]))
 
     def _line(self, index: list[int], after: Position | None) -> tuple[list[int], int]:
         """The order's slots, selected or not (the index, or its descending order), and
@@ -486,13 +508,104 @@ def _descending(snap: Snapshot, path: FieldPath, index: list[int]) -> list[int]:
     return line
 
 
+class Finder:
+    """A view's one substring test (a ``contains`` filter, or a search, alone) over the
+    texts of the line its pages walk (the sort's index, or its descending order, or the
+    order by name), joined in that order as UTF-8 with a ``\\x00`` after each: the matches
+    of a regular expression (the needle, then the rest of its text up to the separator:
+    one match per text however often it holds the needle) are the selected slots in the
+    view's order.  A page is the first matches from its cursor's offset on (a few
+    kilobytes of text read for a page of 50, whatever the number of slots); the total is
+    the number of matches, counted in C.  The same selection as the mask's
+    (:func:`gateway.core.views.columns.having`: UTF-8 is self-synchronising, a substring
+    of the bytes is a substring of the text)."""
+
+    __slots__ = ("data", "ends", "pattern")
+
+    def __init__(self, data: bytes, ends: list[int], needle: bytes) -> None:
+        self.data = data
+        #: The offset just past each text's separator, by position in the line.
+        self.ends = ends
+        self.pattern = re.compile(re.escape(needle) + rb"[^\x00]*\x00")
+
+    def count(self) -> int:
+        """The texts holding the needle."""
+        return len(self.pattern.findall(self.data))
+
+    def rows(self, start: int) -> Iterator[int]:
+        """The positions in the line of the texts holding the needle, from ``start`` on."""
+        ends = self.ends
+        at = ends[start - 1] if start else 0
+        for found in self.pattern.finditer(self.data, at):
+            yield bisect_left(ends, found.end())
+
+
+def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
+    """The :class:`Finder` of ``spec`` over ``line`` (an index, or the order by name: its
+    descending order is made here), where its selection is one substring test of a
+    non-empty needle; ``None`` otherwise (a mask selects)."""
+    node = spec.filter
+    if spec.search and node is None:
+        texts, name, want = _search_texts(snap), "\nsearch", spec.search
+    elif (
+        spec.search is None
+        and isinstance(node, Condition)
+        and node.op == "contains"
+        and type(node.values[0]) is str
+        and node.values[0]
+    ):
+        texts, name, want = _texts(snap, node.path), ".".join(node.path.keys), node.values[0]
+    else:
+        return None
+    needle = want.encode("utf-8", "surrogatepass")
+    if 0 in needle:
+        return None
+    if spec.sort and spec.sort[0].descending:
+        line = _descending(snap, spec.sort[0].path, line)
+        name += ":desc"
+    key = f"line:{name}:{'.'.join(spec.sort[0].path.keys) if spec.sort else ''}"
+    found = snap.memo.get(key, _NONE)
+    if found is _NONE:
+        found = snap.memo[key] = _joined_in(texts, line)
+    if found is None:
+        return None
+    data, ends = found
+    return Finder(data, ends, needle)
+
+
+_NONE: Final[Any] = object()
+
+
+def _joined_in(texts: list[str], line: list[int]) -> tuple[bytes, list[int]] | None:
+    """The texts of ``line``'s slots as UTF-8, each followed by ``\\x00``, and the offset
+    past each separator; ``None`` when a text holds the separator."""
+    ordered = list(map(texts.__getitem__, line))
+    joined = "\x00".join(ordered) + "\x00"
+    data = joined.encode("utf-8", "surrogatepass")
+    if data.count(0) != len(ordered):
+        return None
+    if len(data) == len(joined):  # ASCII: a text's bytes are its characters
+        sizes: Iterable[int] = map(len, ordered)
+    else:
+        sizes = (len(t.encode("utf-8", "surrogatepass")) for t in ordered)
+    return data, list(accumulate(map(add, sizes, repeat(1))))
+
+
 def prepare(snap: Snapshot, spec: ViewSpec, by: FieldPath | None = None) -> None:
     """Build what evaluations of the spec's :func:`shape` (and counts by ``by``) read at
-    this generation, whatever their values: the texts joined, the codes of the filter's
+    this generation, whatever their values: the texts joined (in the order of the line a
+    page walks, for one substring test: :class:`Finder`), the codes of the filter's
     columns, the descending line of the sort's index or the order by name.  What is left
     of an evaluation after it is a few C-level passes, measured by the cache to decide
     where the next ones run (:func:`gateway.core.views.cache._evaluate`)."""
     snap.free  # noqa: B018 (a property that computes and keeps it)
+    index = snap.indexes.get(spec.sort[0].path.keys) if len(spec.sort) == 1 else None
+    if index is None:
+        index = snap.by_name if not spec.sort else None
+    elif spec.sort[0].descending:
+        _descending(snap, spec.sort[0].path, index)
+    if by is None and index is not None and _finder(snap, spec, index) is not None:
+        return  # one substring test, over the texts in the line's order (no mask)
     if spec.search:
         texts = _search_texts(snap)
         columns.joined(snap, "\nsearch", texts)
@@ -516,11 +629,6 @@ def prepare(snap: Snapshot, spec: ViewSpec, by: FieldPath | None = None) -> None
 
     if spec.filter is not None:
         walk(spec.filter)
-    index = snap.indexes.get(spec.sort[0].path.keys) if len(spec.sort) == 1 else None
-    if index is None:
-        snap.by_name  # noqa: B018
-    elif spec.sort[0].descending:
-        _descending(snap, spec.sort[0].path, index)
     if by is not None and columns.exact_classes(by):
         columns.codes(snap, by, column(snap, by))
 
@@ -538,6 +646,9 @@ def order(snap: Snapshot, spec: ViewSpec) -> Ordered:
     elif len(spec.sort) == 1:
         index = snap.indexes.get(spec.sort[0].path.keys)
     if index is not None:
+        finder = _finder(snap, spec, index)
+        if finder is not None:
+            return Ordered(snap, spec.sort, index=index, finder=finder)
         return Ordered(snap, spec.sort, index=index, mask=selected(snap, spec))
     found = list(matching(snap, spec))
     for key in reversed(spec.sort):
@@ -629,27 +740,29 @@ class Contents:
 
 
 def _partly(raw: bytes) -> bool:
-    """Whether a partial read of ``raw`` builds the values it reads whole as a whole decode
-    does: no run of digits as long as a 64-bit integer's (a number past 64 bits is an
-    ``int`` read in part, a ``float`` decoded whole; a string of digits is taken for one),
-    no exponent of three digits (past a double's range: refused whole, maybe skipped in
-    part),
-    and fewer brackets than the nesting past which the whole decode keeps JSON text
-    (:func:`gateway.core.support.deepjson.loads`: ``orjson`` decodes 1,024 levels).  (A
-    number past 64 bits read whole, a leaf's serialiser may write otherwise than the
-    ``float`` a whole decode makes of it: ``String`` writes its digits.)"""
-    digits = raw.translate(_DIGITS)
-    if _LONG_DIGITS in digits or _LARGE_EXPONENT in digits:
+    """Whether a partial read of ``raw`` builds the values it reads as a whole decode does:
+    no run of digits as long as a 64-bit integer's (a number past 64 bits is an ``int``
+    read in part, a ``float`` decoded whole, which a leaf's serialiser may write otherwise:
+    ``String`` writes its digits; a string of digits is taken for one), and fewer brackets
+    than the nesting past which the whole decode keeps JSON text
+    (:func:`gateway.core.support.deepjson.loads`: ``orjson`` decodes 1,024 levels; under
+    the interpreter's default recursion limit, ``msgspec`` refuses such nesting itself, and
+    the object is decoded whole).
+
+    A number past a double's range in a key the projection does not read is not refused,
+    as the list workers' partial reads do not refuse it (:func:`gateway.core.lists.
+    projections.reader`); one it reads is (``msgspec`` refuses it, and the object is
+    decoded whole)."""
+    if _LONG_DIGITS in raw.translate(_DIGITS):
         return False
+    if sys.getrecursionlimit() < _DEPTH:  # the partial read refuses it first
+        return True
     return len(raw) < 2 * _DEPTH or raw.count(b"{") + raw.count(b"[") < _DEPTH
 
 
-#: Every digit as ``9``, an exponent's ``E`` and ``+`` as ``e``: a run of 19 nines is a
-#: number (or text) of 19 digits or more, ``e999`` an exponent of three digits (a number
-#: past a double's range, which a whole decode refuses and a partial read may skip).
-_DIGITS: Final = bytes.maketrans(b"0123456789E+", b"9" * 10 + b"ee")
+#: Every digit as ``9``: a run of 19 nines is a number (or text) of 19 digits or more.
+_DIGITS: Final = bytes.maketrans(b"0123456789", b"9" * 10)
 _LONG_DIGITS: Final = b"9" * 19
-_LARGE_EXPONENT: Final = b"e999"
 #: The nesting ``orjson.loads`` decodes (past it, the whole decode keeps JSON text).
 _DEPTH: Final = 1024
 
