@@ -434,6 +434,29 @@ async def test_a_pages_nodes_are_read_for_their_selection_to_the_same_bytes(
         assert b'"nodes":' + orjson.dumps(nodes) in both.content
 
 
+async def test_a_page_of_the_largest_size_is_read_for_its_selection_in_slices(
+    demo: DemoUpstream, gw: Gateway, http: httpx.AsyncClient
+) -> None:
+    """A page of 500 objects (the largest) is read for its selection and completed in
+    slices, as a large list is: the answer is the test's own, in the view's order, with
+    the same bytes as ``edges.node`` made of the whole objects."""
+    ns = "views-large-page"
+    await demo.store.ensure_namespace(ns)
+    made = [_pod(i, ns) for i in range(520)]
+    await demo.store.bulk_create(POD, made, namespace=ns)
+    query = NODES_AND_EDGES.replace("first: 30", "first: 500")
+    answer = await http.post(
+        "/graphql",
+        json={"query": query, "variables": {"ns": ns, "v": "-"}},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    view = data(answer.json())["podsView"]
+    listed = [p for p in await demo.store.list(POD, namespace=ns) if "-" in p["metadata"]["name"]]
+    assert len(view["nodes"]) == 500
+    assert _names(view["nodes"]) == _names(_sorted(listed, [("status.startTime", True)])[:500])
+    assert orjson.dumps(view["nodes"]) == orjson.dumps([e["node"] for e in view["edges"]])
+
+
 def _hit(p: dict[str, Any], text: str) -> bool:
     meta = p["metadata"]
     parts = [meta["name"], meta["namespace"]]
