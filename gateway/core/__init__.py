@@ -107,6 +107,7 @@ from gateway.core.upstream.credentials import (
 )
 from gateway.core.upstream.identity import refuse_impersonation
 from gateway.core.views.cache import Views
+from gateway.core.views.evaluate import Contents as ViewContents
 from gateway.core.views.evaluate import Count as ViewCount
 from gateway.core.views.evaluate import Page as ViewPage
 from gateway.core.views.kinds import kind_model
@@ -214,6 +215,7 @@ __all__ = [
     "Undecoded",
     "UnknownResource",
     "View",
+    "ViewContents",
     "ViewCount",
     "ViewPage",
     "ViewSpec",

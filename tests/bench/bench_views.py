@@ -196,6 +196,25 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+#: Where ``--profile`` writes the profile of the Go client's burst of distinct views.
+PROFILE: list[Path] = []
+
+
+@contextlib.contextmanager
+def _profiled() -> Iterator[None]:
+    """cProfile over the block, written to ``--profile``'s file (if given; its overhead
+    is in the CPU per view then)."""
+    if not PROFILE:
+        yield
+        return
+    import cProfile
+
+    with cProfile.Profile() as profile:
+        yield
+    profile.dump_stats(PROFILE[0])
+    print(f"  profile of the distinct burst: {PROFILE[0]}")
+
+
 def _p(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -297,9 +316,74 @@ async def _list_then_cold(
     return r
 
 
-async def bench(pods: int, cold_only: bool = False, rounds: int = 3) -> dict[str, float]:
+async def _warm(
+    ask: Callable[[str, dict[str, Any]], Any], r: dict[str, Any], url: str, ns: dict[str, Any]
+) -> None:
+    """The warm view, then 50 concurrent callers of 50 distinct views and of one view, from
+    this process and from the Go client (``r``: the figures, by name)."""
+    warm = [(await ask(VIEW, {**ns, "v": "1"}))[0] for _ in range(20)]
+    r["warm_p50"], r["warm_p99"] = statistics.median(warm), _p(warm, 0.99)
+    print(f"warm view: p50 {r['warm_p50']:.1f} ms, p99 {r['warm_p99']:.1f} ms")
+    values = [f"{i:02x}" for i in range(50)]
+    async with _ticker() as stalls:
+        cpu = time.process_time()
+        distinct = await asyncio.gather(*(ask(VIEW, {**ns, "v": v}) for v in values))
+        r["distinct_cpu"] = (time.process_time() - cpu) * 1000 / len(values)
+        times = [t for t, _, _ in distinct]
+        r["distinct_p50"], r["distinct_p99"] = statistics.median(times), _p(times, 0.99)
+        print(
+            f"50 concurrent callers, 50 distinct filters: p50 {r['distinct_p50']:.0f}"
+            f" ms, p99 {r['distinct_p99']:.0f} ms; CPU per view (gateway and client) "
+            f"{r['distinct_cpu']:.1f} ms"
+        )
+        same = await asyncio.gather(*(ask(VIEW, {**ns, "v": "1"}) for _ in range(50)))
+        times = [t for t, _, _ in same]
+    r["same_p50"], r["same_p99"] = statistics.median(times), _p(times, 0.99)
+    r["warm_stall"] = max(stalls, default=0)
+    print(
+        f"50 concurrent callers, one view: p50 {r['same_p50']:.0f} ms, p99 {r['same_p99']:.0f} ms"
+    )
+    print(f"  longest event-loop stall meanwhile: {r['warm_stall']:.0f} ms")
+    # from another process: other values than above (their orders are computed
+    # anew), its connections opened by other values again
+    remote = [f"{i:02x}" for i in range(50, 100)]
+    warm_values = [f"{i:02x}" for i in range(100, 150)]
+    async with _ticker() as stalls:
+        with _collections() as collections:
+            with _profiled():
+                times, r["remote_cpu"] = await _burst_from_another_process(url, remote, warm_values)
+            r["remote_p50"], r["remote_p99"] = statistics.median(times), _p(times, 0.99)
+            print(
+                f"50 concurrent callers from a Go client, 50 distinct filters: "
+                f"p50 {r['remote_p50']:.0f} ms, p99 {r['remote_p99']:.0f} ms; the "
+                f"gateway's CPU per view {r['remote_cpu']:.1f} ms"
+            )
+            times, r["remote_same_cpu"] = await _burst_from_another_process(
+                url, ["1"] * 50, ["1"] * 50
+            )
+            r["remote_same_p50"] = statistics.median(times)
+            r["remote_same_p99"] = _p(times, 0.99)
+            print(
+                f"50 concurrent callers from a Go client, one view: p50 "
+                f"{r['remote_same_p50']:.0f} ms, p99 {r['remote_same_p99']:.0f} ms; the "
+                f"gateway's CPU per view {r['remote_same_cpu']:.1f} ms"
+            )
+    r["remote_stall"], r["remote_full"] = max(stalls, default=0), len(collections)
+    r["remote_stall_cpu"] = max(stalls.cpu, default=0)
+    print(
+        f"  longest event-loop stall meanwhile: {r['remote_stall']:.0f} ms (the loop's "
+        f"CPU in the longest gap: {r['remote_stall_cpu']:.0f} ms); {len(collections)} "
+        f"full collections ({sum(collections):.0f} ms of CPU)"
+    )
+    print(f"load average: {os.getloadavg()}")
+
+
+async def bench(
+    pods: int, cold_only: bool = False, rounds: int = 3, warm_only: bool = False
+) -> dict[str, float]:
     """Measure (printing the details); the figures by name (``cold_only``: the plain list
-    and the cold view only)."""
+    and the cold view only; ``warm_only``: one cold view to fill the cache, then the warm
+    and concurrent views only, for quick tries)."""
     r: dict[str, float] = {}
     async with _upstream(pods) as (upstream_url, upstream_pid):
         settings = Settings(
@@ -336,6 +420,11 @@ async def bench(pods: int, cold_only: bool = False, rounds: int = 3) -> dict[str
             took, _, _ = await ask(ONE_FIELD, ns)
             print(f"plain list of {pods} pods, 1 field: {took:.0f} ms")
             views = app.state.runtime.cluster.views
+            if warm_only:
+                took, _, _ = await ask(VIEW, {**ns, "v": "1"})
+                print(f"first (cold) view: {took:.0f} ms")
+                await _warm(ask, r, url, ns)
+                return r
             # rounds of (plain list, cold view), the view's cache and the hub's watch closed
             # after each but the last: the upstream's time to serialise the list (most of
             # either) varies from one request to the next on a shared machine
@@ -375,62 +464,7 @@ async def bench(pods: int, cold_only: bool = False, rounds: int = 3) -> dict[str
                 f"cache: {r['json_mb']:.0f} MB of JSON; process RSS "
                 f"+{r['rss_mb']:.0f} MB (the hub's JSON, shared with the cache, entries, columns)"
             )
-            warm = [(await ask(VIEW, {**ns, "v": "1"}))[0] for _ in range(20)]
-            r["warm_p50"], r["warm_p99"] = statistics.median(warm), _p(warm, 0.99)
-            print(f"warm view: p50 {r['warm_p50']:.1f} ms, p99 {r['warm_p99']:.1f} ms")
-            values = [f"{i:02x}" for i in range(50)]
-            async with _ticker() as stalls:
-                cpu = time.process_time()
-                distinct = await asyncio.gather(*(ask(VIEW, {**ns, "v": v}) for v in values))
-                r["distinct_cpu"] = (time.process_time() - cpu) * 1000 / len(values)
-                times = [t for t, _, _ in distinct]
-                r["distinct_p50"], r["distinct_p99"] = statistics.median(times), _p(times, 0.99)
-                print(
-                    f"50 concurrent callers, 50 distinct filters: p50 {r['distinct_p50']:.0f}"
-                    f" ms, p99 {r['distinct_p99']:.0f} ms; CPU per view (gateway and client) "
-                    f"{r['distinct_cpu']:.1f} ms"
-                )
-                same = await asyncio.gather(*(ask(VIEW, {**ns, "v": "1"}) for _ in range(50)))
-                times = [t for t, _, _ in same]
-            r["same_p50"], r["same_p99"] = statistics.median(times), _p(times, 0.99)
-            r["warm_stall"] = max(stalls, default=0)
-            print(
-                f"50 concurrent callers, one view: p50 {r['same_p50']:.0f} ms, "
-                f"p99 {r['same_p99']:.0f} ms"
-            )
-            print(f"  longest event-loop stall meanwhile: {r['warm_stall']:.0f} ms")
-            # from another process: other values than above (their orders are computed
-            # anew), its connections opened by other values again
-            remote = [f"{i:02x}" for i in range(50, 100)]
-            warm_values = [f"{i:02x}" for i in range(100, 150)]
-            async with _ticker() as stalls:
-                with _collections() as collections:
-                    times, r["remote_cpu"] = await _burst_from_another_process(
-                        url, remote, warm_values
-                    )
-                    r["remote_p50"], r["remote_p99"] = statistics.median(times), _p(times, 0.99)
-                    print(
-                        f"50 concurrent callers from a Go client, 50 distinct filters: "
-                        f"p50 {r['remote_p50']:.0f} ms, p99 {r['remote_p99']:.0f} ms; the "
-                        f"gateway's CPU per view {r['remote_cpu']:.1f} ms"
-                    )
-                    times, r["remote_same_cpu"] = await _burst_from_another_process(
-                        url, ["1"] * 50, ["1"] * 50
-                    )
-                    r["remote_same_p50"] = statistics.median(times)
-                    r["remote_same_p99"] = _p(times, 0.99)
-                    print(
-                        f"50 concurrent callers from a Go client, one view: p50 "
-                        f"{r['remote_same_p50']:.0f} ms, p99 {r['remote_same_p99']:.0f} ms; the "
-                        f"gateway's CPU per view {r['remote_same_cpu']:.1f} ms"
-                    )
-            r["remote_stall"], r["remote_full"] = max(stalls, default=0), len(collections)
-            r["remote_stall_cpu"] = max(stalls.cpu, default=0)
-            print(
-                f"  longest event-loop stall meanwhile: {r['remote_stall']:.0f} ms (the loop's "
-                f"CPU in the longest gap: {r['remote_stall_cpu']:.0f} ms); {len(collections)} "
-                f"full collections ({sum(collections):.0f} ms of CPU)"
-            )
+            await _warm(ask, r, url, ns)
             counted = [(await ask(COUNTS, ns))[0] for _ in range(10)]
             r["counts_p50"] = statistics.median(counted)
             print(f"counts by status.phase: p50 {r['counts_p50']:.1f} ms")
@@ -609,11 +643,26 @@ def main() -> None:
         help="rounds of (plain list, cold view), their medians reported",
     )
     parser.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="one cold view, then the warm and concurrent views only (quick tries)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="put the section into this BENCHMARKS.md"
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="cProfile the Go client's distinct burst into this file",
+    )
     args = parser.parse_args()
-    if args.cold_only:
-        asyncio.run(bench(args.pods, cold_only=True, rounds=args.rounds))
+    if args.profile is not None:
+        PROFILE.append(args.profile)
+    if args.cold_only or args.warm_only:
+        asyncio.run(
+            bench(args.pods, cold_only=args.cold_only, rounds=args.rounds, warm_only=args.warm_only)
+        )
         return
     table = rows(args.pods, args.rounds)
     print()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from gateway.core import POD
@@ -371,6 +372,89 @@ async def test_callers_of_one_page_share_its_decoded_objects_until_the_list_chan
     view = data(await gql(http, VIEW, at))["podsView"]
     assert view["nodes"][0]["metadata"]["labels"]["app"] == "patched"
     assert views.stats.decoded - decoded == len(expected("-00"))
+
+
+#: The bench's selection of a pod (15 fields), as ``nodes`` and as ``edges.node``.
+_FIELDS = """metadata { name namespace uid resourceVersion creationTimestamp labels }
+      spec { nodeName serviceAccountName containers { name image } }
+      status { phase podIP hostIP startTime qosClass }"""
+NODES_AND_EDGES = (
+    """query($ns: String, $v: String!) {
+  podsView(namespace: $ns, first: 30, sort: [{field: "status.startTime", order: DESC}],
+           filter: {field: "metadata.name", op: CONTAINS, value: $v}) {
+    nodes { """
+    + _FIELDS
+    + " } edges { node { "
+    + _FIELDS
+    + " } } } }"
+)
+NODES_ONLY = NODES_AND_EDGES.replace(" edges { node { " + _FIELDS + " } }", "")
+
+
+async def test_a_pages_nodes_are_read_for_their_selection_to_the_same_bytes(
+    demo: DemoUpstream, gw: Gateway, http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    """A view's ``nodes`` decode only what the selection reads of each object (the page's
+    objects are never decoded whole: ``Contents.decoded``), and answer the very bytes the
+    same selection makes of the objects decoded whole (``edges.node``, completed from the
+    whole objects, in the same answer; and the test's own projection of the pods)."""
+    views = gw.app.state.runtime.cluster.views
+    ns = {"ns": NAMESPACE}
+    for value in ("-0", "web", "y"):
+        answer = await http.post(
+            "/graphql",
+            json={"query": NODES_ONLY, "variables": {**ns, "v": value}},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        nodes = data(answer.json())["podsView"]["nodes"]
+        chosen = [p for p in _ns(pods, NAMESPACE) if value in p["metadata"]["name"]]
+        assert _names(nodes) == _names(_sorted(chosen, [("status.startTime", True)])[:30])
+        by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in chosen}
+        for node in nodes:  # the test's own projection of a few of the fields
+            pod = by_name[(node["metadata"]["namespace"], node["metadata"]["name"])]
+            assert node["spec"]["containers"] == [
+                {"name": c["name"], "image": c.get("image")} for c in pod["spec"]["containers"]
+            ]
+            assert node["metadata"]["labels"] == pod["metadata"].get("labels")
+            assert node["status"]["startTime"] == pod["status"].get("startTime")
+        (cache,) = views.caches
+        kept = [o.result().kept for o in cache._orders.values()]
+        pages = [k[1] for k in kept if k is not None]
+        (page,) = [p for p in pages if [f"{q[-2]}/{q[-1]}" for q in p.positions] == _names(nodes)]
+        assert not page.contents.decoded
+        both = await http.post(
+            "/graphql",
+            json={"query": NODES_AND_EDGES, "variables": {**ns, "v": value}},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        view = data(both.json())["podsView"]
+        # the same bytes, from the partial read and from the whole objects
+        assert orjson.dumps(view["nodes"]) == orjson.dumps([e["node"] for e in view["edges"]])
+        assert orjson.dumps(view["nodes"]) == orjson.dumps(nodes)
+        assert b'"nodes":' + orjson.dumps(nodes) in both.content
+
+
+async def test_a_page_of_the_largest_size_is_read_for_its_selection_in_slices(
+    demo: DemoUpstream, gw: Gateway, http: httpx.AsyncClient
+) -> None:
+    """A page of 500 objects (the largest) is read for its selection and completed in
+    slices, as a large list is: the answer is the test's own, in the view's order, with
+    the same bytes as ``edges.node`` made of the whole objects."""
+    ns = "views-large-page"
+    await demo.store.ensure_namespace(ns)
+    made = [_pod(i, ns) for i in range(520)]
+    await demo.store.bulk_create(POD, made, namespace=ns)
+    query = NODES_AND_EDGES.replace("first: 30", "first: 500")
+    answer = await http.post(
+        "/graphql",
+        json={"query": query, "variables": {"ns": ns, "v": "-"}},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    view = data(answer.json())["podsView"]
+    listed = [p for p in await demo.store.list(POD, namespace=ns) if "-" in p["metadata"]["name"]]
+    assert len(view["nodes"]) == 500
+    assert _names(view["nodes"]) == _names(_sorted(listed, [("status.startTime", True)])[:500])
+    assert orjson.dumps(view["nodes"]) == orjson.dumps([e["node"] for e in view["edges"]])
 
 
 def _hit(p: dict[str, Any], text: str) -> bool:

@@ -28,13 +28,22 @@ added or removed before it.
 
 from __future__ import annotations
 
+import functools
+import re
+import sys
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import compress, islice, repeat
-from typing import Any
+from itertools import accumulate, compress, islice, repeat
+from operator import add
+from typing import Any, Final
 
+import msgspec
+
+from gateway.core.lists import projections
+from gateway.core.lists.projections import Spec
+from gateway.core.support import deepjson
 from gateway.core.views import columns
 from gateway.core.views.spec import (
     AllOf,
@@ -371,7 +380,17 @@ class Ordered:
     selected slots are sorted once, as :attr:`slots`.
     """
 
-    __slots__ = ("_slots", "decoded", "index", "kept", "mask", "snapshot", "sort", "total")
+    __slots__ = (
+        "_slots",
+        "decoded",
+        "finder",
+        "index",
+        "kept",
+        "mask",
+        "snapshot",
+        "sort",
+        "total",
+    )
 
     def __init__(
         self,
@@ -381,6 +400,7 @@ class Ordered:
         *,
         index: list[int] | None = None,
         mask: Mask | None = None,
+        finder: Finder | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.sort = sort
@@ -388,6 +408,9 @@ class Ordered:
         #: The index walked (ascending by the single key, then namespace and name).
         self.index = index
         self.mask = mask
+        #: The view's one substring test over the texts in the order of its line (instead
+        #: of a mask): a page is the first matches from its cursor on.
+        self.finder = finder
         #: The last page cut of it (:func:`page`), by what it was cut at, for the next
         #: callers of the same page.
         self.kept: tuple[tuple[Any, ...], Page] | None = None
@@ -395,6 +418,8 @@ class Ordered:
         self.decoded = 0
         if slots is not None:
             self.total = len(slots)
+        elif finder is not None:
+            self.total = finder.count()
         elif mask is None:
             self.total = len(index or ())
         else:
@@ -432,11 +457,14 @@ class Ordered:
         index, test = self.index, self.mask
         assert index is not None
         line, start = self._line(index, after)
-        tail = line[start:]
+        if self.finder is not None:  # the matches from the cursor on, found in C
+            yield from map(line.__getitem__, self.finder.rows(start))
+            return
+        tail = islice(line, start, None)
         if test is None:
             yield from tail
         else:  # C-level: the slots of the line, those the filter selects
-            yield from compress(tail, map(test.__getitem__, tail))
+            yield from compress(tail, map(test.__getitem__, line[start:]))
 
     def _line(self, index: list[int], after: Position | None) -> tuple[list[int], int]:
         """The order's slots, selected or not (the index, or its descending order), and
@@ -480,13 +508,104 @@ def _descending(snap: Snapshot, path: FieldPath, index: list[int]) -> list[int]:
     return line
 
 
+class Finder:
+    """A view's one substring test (a ``contains`` filter, or a search, alone) over the
+    texts of the line its pages walk (the sort's index, or its descending order, or the
+    order by name), joined in that order as UTF-8 with a ``\\x00`` after each: the matches
+    of a regular expression (the needle, then the rest of its text up to the separator:
+    one match per text however often it holds the needle) are the selected slots in the
+    view's order.  A page is the first matches from its cursor's offset on (a few
+    kilobytes of text read for a page of 50, whatever the number of slots); the total is
+    the number of matches, counted in C.  The same selection as the mask's
+    (:func:`gateway.core.views.columns.having`: UTF-8 is self-synchronising, a substring
+    of the bytes is a substring of the text)."""
+
+    __slots__ = ("data", "ends", "pattern")
+
+    def __init__(self, data: bytes, ends: list[int], needle: bytes) -> None:
+        self.data = data
+        #: The offset just past each text's separator, by position in the line.
+        self.ends = ends
+        self.pattern = re.compile(re.escape(needle) + rb"[^\x00]*\x00")
+
+    def count(self) -> int:
+        """The texts holding the needle."""
+        return len(self.pattern.findall(self.data))
+
+    def rows(self, start: int) -> Iterator[int]:
+        """The positions in the line of the texts holding the needle, from ``start`` on."""
+        ends = self.ends
+        at = ends[start - 1] if start else 0
+        for found in self.pattern.finditer(self.data, at):
+            yield bisect_left(ends, found.end())
+
+
+def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
+    """The :class:`Finder` of ``spec`` over ``line`` (an index, or the order by name: its
+    descending order is made here), where its selection is one substring test of a
+    non-empty needle; ``None`` otherwise (a mask selects)."""
+    node = spec.filter
+    if spec.search and node is None:
+        texts, name, want = _search_texts(snap), "\nsearch", spec.search
+    elif (
+        spec.search is None
+        and isinstance(node, Condition)
+        and node.op == "contains"
+        and type(node.values[0]) is str
+        and node.values[0]
+    ):
+        texts, name, want = _texts(snap, node.path), ".".join(node.path.keys), node.values[0]
+    else:
+        return None
+    needle = want.encode("utf-8", "surrogatepass")
+    if 0 in needle:
+        return None
+    if spec.sort and spec.sort[0].descending:
+        line = _descending(snap, spec.sort[0].path, line)
+        name += ":desc"
+    key = f"line:{name}:{'.'.join(spec.sort[0].path.keys) if spec.sort else ''}"
+    found = snap.memo.get(key, _NONE)
+    if found is _NONE:
+        found = snap.memo[key] = _joined_in(texts, line)
+    if found is None:
+        return None
+    data, ends = found
+    return Finder(data, ends, needle)
+
+
+_NONE: Final[Any] = object()
+
+
+def _joined_in(texts: list[str], line: list[int]) -> tuple[bytes, list[int]] | None:
+    """The texts of ``line``'s slots as UTF-8, each followed by ``\\x00``, and the offset
+    past each separator; ``None`` when a text holds the separator."""
+    ordered = list(map(texts.__getitem__, line))
+    joined = "\x00".join(ordered) + "\x00"
+    data = joined.encode("utf-8", "surrogatepass")
+    if data.count(0) != len(ordered):
+        return None
+    if len(data) == len(joined):  # ASCII: a text's bytes are its characters
+        sizes: Iterable[int] = map(len, ordered)
+    else:
+        sizes = (len(t.encode("utf-8", "surrogatepass")) for t in ordered)
+    return data, list(accumulate(map(add, sizes, repeat(1))))
+
+
 def prepare(snap: Snapshot, spec: ViewSpec, by: FieldPath | None = None) -> None:
     """Build what evaluations of the spec's :func:`shape` (and counts by ``by``) read at
-    this generation, whatever their values: the texts joined, the codes of the filter's
+    this generation, whatever their values: the texts joined (in the order of the line a
+    page walks, for one substring test: :class:`Finder`), the codes of the filter's
     columns, the descending line of the sort's index or the order by name.  What is left
     of an evaluation after it is a few C-level passes, measured by the cache to decide
     where the next ones run (:func:`gateway.core.views.cache._evaluate`)."""
     snap.free  # noqa: B018 (a property that computes and keeps it)
+    index = snap.indexes.get(spec.sort[0].path.keys) if len(spec.sort) == 1 else None
+    if index is None:
+        index = snap.by_name if not spec.sort else None
+    elif spec.sort[0].descending:
+        _descending(snap, spec.sort[0].path, index)
+    if by is None and index is not None and _finder(snap, spec, index) is not None:
+        return  # one substring test, over the texts in the line's order (no mask)
     if spec.search:
         texts = _search_texts(snap)
         columns.joined(snap, "\nsearch", texts)
@@ -510,11 +629,6 @@ def prepare(snap: Snapshot, spec: ViewSpec, by: FieldPath | None = None) -> None
 
     if spec.filter is not None:
         walk(spec.filter)
-    index = snap.indexes.get(spec.sort[0].path.keys) if len(spec.sort) == 1 else None
-    if index is None:
-        snap.by_name  # noqa: B018
-    elif spec.sort[0].descending:
-        _descending(snap, spec.sort[0].path, index)
     if by is not None and columns.exact_classes(by):
         columns.codes(snap, by, column(snap, by))
 
@@ -532,6 +646,9 @@ def order(snap: Snapshot, spec: ViewSpec) -> Ordered:
     elif len(spec.sort) == 1:
         index = snap.indexes.get(spec.sort[0].path.keys)
     if index is not None:
+        finder = _finder(snap, spec, index)
+        if finder is not None:
+            return Ordered(snap, spec.sort, index=index, finder=finder)
         return Ordered(snap, spec.sort, index=index, mask=selected(snap, spec))
     found = list(matching(snap, spec))
     for key in reversed(spec.sort):
@@ -567,12 +684,103 @@ class _AfterCursor(Sequence[bool]):
         return _after(self.ordered.position(j), self.cursor, self.ordered.sort)
 
 
+class Contents:
+    """The objects of a page: their JSON, decoded whole on first use (:attr:`objects`), or
+    only what a projection reads (:meth:`read`): a page's callers that select a few
+    fields of each object (a GraphQL selection) never build the rest of it.
+
+    Read only, as the objects are; shared by the copies of a page (its version replaced)."""
+
+    __slots__ = ("_objects", "raws")
+
+    def __init__(self, raws: list[bytes], objects: list[dict[str, Any]] | None = None) -> None:
+        #: Each object's JSON, in order.
+        self.raws = raws
+        self._objects = objects
+
+    def __len__(self) -> int:
+        return len(self.raws)
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        """The objects, decoded whole (once)."""
+        found = self._objects
+        if found is None:
+            found = self._objects = [deepjson.loads(raw) for raw in self.raws]
+        return found
+
+    @property
+    def decoded(self) -> bool:
+        """Whether :attr:`objects` were decoded (or given)."""
+        return self._objects is not None
+
+    def read(self, spec: Spec) -> list[Any]:
+        """Each object as the projection of ``spec`` (an object's, :mod:`gateway.core.lists.
+        projections`) reads it: only the keys it reads built (:func:`~gateway.core.lists.
+        projections.reader`), where that gives what a whole decode would; the whole object
+        where it may not (:func:`_partly`).  A projection of the result is the projection of
+        :attr:`objects` (the same values where it reads)."""
+        if self._objects is not None:
+            return self._objects
+        read = _reader_of(spec)
+        found: list[Any] = []
+        add = found.append
+        for raw in self.raws:
+            if _partly(raw):
+                try:
+                    part = read(raw)
+                except (msgspec.DecodeError, RecursionError):
+                    pass
+                else:
+                    if type(part) is dict:
+                        add(part)
+                        continue
+            add(deepjson.loads(raw))
+        return found
+
+
+def _partly(raw: bytes) -> bool:
+    """Whether a partial read of ``raw`` builds the values it reads as a whole decode does:
+    no run of digits as long as a 64-bit integer's (a number past 64 bits is an ``int``
+    read in part, a ``float`` decoded whole, which a leaf's serialiser may write otherwise:
+    ``String`` writes its digits; a string of digits is taken for one), and fewer brackets
+    than the nesting past which the whole decode keeps JSON text
+    (:func:`gateway.core.support.deepjson.loads`: ``orjson`` decodes 1,024 levels; under
+    the interpreter's default recursion limit, ``msgspec`` refuses such nesting itself, and
+    the object is decoded whole).
+
+    A number past a double's range in a key the projection does not read is not refused,
+    as the list workers' partial reads do not refuse it (:func:`gateway.core.lists.
+    projections.reader`); one it reads is (``msgspec`` refuses it, and the object is
+    decoded whole)."""
+    if _LONG_DIGITS in raw.translate(_DIGITS):
+        return False
+    if sys.getrecursionlimit() < _DEPTH:  # the partial read refuses it first
+        return True
+    return len(raw) < 2 * _DEPTH or raw.count(b"{") + raw.count(b"[") < _DEPTH
+
+
+#: Every digit as ``9``: a run of 19 nines is a number (or text) of 19 digits or more.
+_DIGITS: Final = bytes.maketrans(b"0123456789", b"9" * 10)
+_LONG_DIGITS: Final = b"9" * 19
+#: The nesting ``orjson.loads`` decodes (past it, the whole decode keeps JSON text).
+_DEPTH: Final = 1024
+
+
+@functools.lru_cache(maxsize=256)
+def _reader_of(spec: Spec) -> Callable[[bytes], Any]:
+    """The partial reader of an object's projection (:func:`~gateway.core.lists.
+    projections.reader`)."""
+    return projections.reader(projections.shape(spec))
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of a view.
 
     Attributes:
-        items: the objects of the page, in order (the hub's own: read only).
+        contents: the objects of the page, in order (:class:`Contents`: read only);
+            :attr:`items` decoded whole.
         positions: each item's position in the order (what its cursor names).
         sort: the order's sort keys.
         total: how many objects the view selects (all pages).
@@ -585,7 +793,7 @@ class Page:
             for a page made for one caller.
     """
 
-    items: list[dict[str, Any]]
+    contents: Contents
     positions: list[Position]
     sort: tuple[SortKey, ...]
     total: int
@@ -594,6 +802,11 @@ class Page:
     resource_version: str
     renderings: dict[Any, Any] | None = None
     _cursors: list[str] | None = None
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """The objects of the page, in order, decoded whole (once; the hub's: read only)."""
+        return self.contents.objects
 
     @property
     def cursors(self) -> list[str]:
@@ -716,16 +929,15 @@ def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tu
         first = next(ordered.walk(None), None)
         after = chosen[0] if chosen else next(ordered.walk(spec.after), None)
         has_previous = first is not None and first != after
-    entries = [slots[i] for i in chosen]
-    size = sum(len(e.raw) for e in entries if e is not None)
-    if decoded is None:
-        items = [e.obj for e in entries if e is not None]
-    else:
-        items = decoded.objects(e for e in entries if e is not None)
-    assert len(items) == len(chosen)
-    source.decoded += len(items)
+    entries = [e for e in map(slots.__getitem__, chosen) if e is not None]
+    assert len(entries) == len(chosen)
+    raws = [e.raw for e in entries]
+    size = sum(map(len, raws))
+    # decoded (whole or in part) when an answer reads them; a live view's now
+    contents = Contents(raws, None if decoded is None else decoded.objects(entries))
+    source.decoded += len(entries)
     return Page(
-        items=items,
+        contents=contents,
         positions=[ordered.position_of(i) for i in chosen],
         sort=spec.sort,
         total=ordered.total,

@@ -250,21 +250,29 @@ class ProjectingExecutor(CompletingExecutor):
         return NOT_COMPLETED
 
     def _shared(self, return_type: GraphQLOutputType, fields: Fields, shared: SharedItems) -> Any:
-        """The items of a page its callers share (a view's), projected once per selection
-        for all of them (the projection is read only, as the items are); graphql-core
-        completes the plain items where no plan applies."""
+        """The items of a view's page, read for the selection (only the keys its plan reads
+        of each object decoded: :meth:`SharedItems.read`) and projected, once per selection
+        for all the callers of a page they share (the projection is read only, as the items
+        are); graphql-core completes the whole objects where no plan applies."""
         plan = self._plan(return_type, fields)
         made = shared.made
-        found = made.get(plan)
+        found = None if made is None else made.get(plan)
         if found is not None:
             return found
-        if plan is None or is_large(shared.items):
+        if plan is None:
             return Substitute(shared.items)
+        item = _item_spec(plan.spec)
+        # only what the selection reads of each object is decoded
+        items = shared.items if item is None else shared.read(item)
+        if len(items) >= LARGE_LIST:
+            # in slices, as any large list (not kept: such a page is not shared); when it
+            # does not fit the plan, graphql-core completes the page's whole objects
+            return self._sliced(plan, items)
         try:
-            found = plan.run(shared.items)
+            found = plan.run(items)
         except Fallback:
             return Substitute(shared.items)
-        if len(made) < SHARED_RENDERINGS:
+        if made is not None and len(made) < SHARED_RENDERINGS:
             made[plan] = found
         return found
 
@@ -446,6 +454,19 @@ class ProjectingExecutor(CompletingExecutor):
             steps=frozen,
             spec=("object", t.name, tuple(specs)),
         )
+
+
+def _item_spec(spec: Spec) -> Spec | None:
+    """The plan of a list's objects in the plan ``spec`` of the list (``None``: not a list
+    of objects)."""
+    while spec[0] == "nonnull":
+        spec = spec[1]
+    if spec[0] != "list":
+        return None
+    item: Spec = spec[2]
+    while item[0] == "nonnull":
+        item = item[1]
+    return item if item[0] == "object" else None
 
 
 async def _in_slices(plan: Plan, value: Any) -> Any:

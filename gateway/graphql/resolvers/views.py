@@ -34,6 +34,7 @@ from gateway.core import (
     LiveViews,
     ObjectType,
     Resource,
+    ViewContents,
     ViewCount,
     ViewPage,
     ViewSpec,
@@ -207,25 +208,39 @@ class PageInfo:
 
 
 class SharedItems(Sequence[Any]):
-    """The objects of a page its callers share (the core keeps it with its order), with
-    what completions made of them for those callers (:attr:`ViewPage.renderings
-    <gateway.core.views.evaluate.Page.renderings>`): the executor's projection of a
-    selection of them is made once and shared by every answer that selects the same (read
-    only).  Any executor may complete it as the list it is."""
+    """The objects of a page (:class:`~gateway.core.views.evaluate.Contents`, their JSON),
+    with what completions made of them (:attr:`ViewPage.renderings
+    <gateway.core.views.evaluate.Page.renderings>` for a page its callers share, the core
+    keeping it with its order): the executor's projection of a selection reads only what it
+    selects of each object (:meth:`read`), and is made once and shared by every answer that
+    selects the same (read only).  Any executor may complete it as the list it is (the
+    objects then decoded whole)."""
 
-    __slots__ = ("items", "made")
+    __slots__ = ("contents", "made")
 
-    def __init__(self, items: list[Any], made: dict[Any, Any]) -> None:
-        self.items, self.made = items, made
+    def __init__(self, contents: ViewContents, made: dict[Any, Any] | None) -> None:
+        self.contents = contents
+        #: Projections by plan (``None``: a page of one caller, nothing kept).
+        self.made = made
+
+    @property
+    def items(self) -> list[Any]:
+        """The objects, decoded whole."""
+        return self.contents.objects
+
+    def read(self, spec: Any) -> list[Any]:
+        """The objects as the projection of an item's plan ``spec`` reads them
+        (:meth:`~gateway.core.views.evaluate.Contents.read`)."""
+        return self.contents.read(spec)
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.contents)
 
     def __getitem__(self, i: Any) -> Any:
-        return self.items[i]
+        return self.contents.objects[i]
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self.items)
+        return iter(self.contents.objects)
 
 
 class ViewAnswer:
@@ -244,9 +259,7 @@ class ViewAnswer:
     @property
     def nodes(self) -> Sequence[Any]:
         page = self.page
-        if page.renderings is None:
-            return page.items
-        return SharedItems(page.items, page.renderings)
+        return SharedItems(page.contents, page.renderings)
 
     @property
     def edges(self) -> list[Edge]:

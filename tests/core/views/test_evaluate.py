@@ -12,7 +12,13 @@ import random
 from dataclasses import replace
 from typing import Any
 
+import orjson
+import pytest
+
 from gateway.core import POD, schema
+from gateway.core.lists import projections
+from gateway.core.lists.projections import CHECKS, COPY, LEAF
+from gateway.core.support import deepjson
 from gateway.core.views import evaluate
 from gateway.core.views.spec import ViewSpec, decode_cursor, view_spec
 from gateway.core.views.store import Entry, Store
@@ -343,3 +349,147 @@ def test_substring_prefix_and_search_few_and_many_matches() -> None:
             ).lower()
         ]
         assert got == _expected(want, []), needle
+
+
+def test_one_substring_test_walks_its_texts_in_the_views_order_exactly() -> None:
+    """A view whose selection is one ``contains`` (or one search) finds its matches in its
+    texts joined in the order of its sort (:class:`evaluate.Finder`): page by page with its
+    cursors, ascending, descending and by name, it selects what the test's own ``in``
+    does, on names with non-ASCII text (accents, symbols, emoji), a
+    needle of regular-expression characters, a needle twice in one name (counted once),
+    one that spans two neighbouring names (no match), letters of another case (no match
+    for a filter; the same for a search, which folds case), and names holding the
+    separator (then a mask selects, the same)."""
+    rnd = random.Random(5)
+    specials = ["é-web-É", "☃x☃", "😀web😀", "a.b*c[d]\\e$", "abab-ab", "xa", "by",
+                "WEB-up", "nul\x00web", "mark\x01web"]  # fmt: skip
+    objs = []
+    for i in range(300):
+        o = _obj(rnd, i)
+        o["metadata"]["name"] = f"{specials[i % len(specials)]}-{i}" if i % 3 else f"web-{i}"
+        o["spec"]["nodeName"] = specials[i % len(specials)] if i % 3 != 1 else f"n-{i}"
+        objs.append(o)
+    store = Store()
+    for o in objs:
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    needles = ["web", "é", "☃x", "😀w", ".b*c[", "\\e$", "ab", "ab-ab",
+               "ab\x00by", "WEB", "-1", "zzz"]  # fmt: skip
+    for field in ("metadata.name", "spec.nodeName"):
+        for needle in needles:
+            where = {"field": field, "op": "contains", "value": needle}
+            want = [o for o in objs if needle in _read(o, field)]
+            for keys in ([], [("spec.nodeName", False)], [("spec.nodeName", True)]):
+                spec = _spec(where, keys, 7)
+                got = _walk(store, spec)
+                assert got == _expected(want, keys), (field, needle, keys)
+        # the separator in a text: the texts cannot be joined, a mask selects
+        spec = _spec({"field": field, "op": "contains", "value": "web"}, [], 7)
+        paths = evaluate.paths_of(spec)
+        asyncio.run(store.ensure(paths))
+        assert evaluate.order(store.snapshot("1", paths), spec).finder is None
+    clean = Store()  # without the separator: the finder is used
+    for o in objs:
+        if "\x00" not in o["metadata"]["name"] + o["spec"]["nodeName"]:
+            clean.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    kept = [o for o in objs if "\x00" not in o["metadata"]["name"] + o["spec"]["nodeName"]]
+    for needle in needles:
+        for keys in ([], [("status.startTime", True)]):
+            where = {"field": "metadata.name", "op": "contains", "value": needle}
+            spec = _spec(where, keys, 5)
+            paths = evaluate.paths_of(spec)
+            asyncio.run(clean.ensure(paths))
+            ordered = evaluate.order(clean.snapshot("1", paths), spec)
+            assert (ordered.finder is None) is ("\x00" in needle), needle
+            want = [o for o in kept if needle in o["metadata"]["name"]]
+            assert ordered.total == len(want)
+            assert _walk(clean, spec) == _expected(want, keys), (needle, keys)
+    for needle in ("web", "é", "É", "☃", "app=x"):  # a search folds case
+        spec = replace(_spec(None, [("spec.nodeName", True)], 9), search=needle.lower())
+        want = [
+            o
+            for o in kept
+            if needle.lower()
+            in "\n".join(
+                [o["metadata"]["name"], o["metadata"]["namespace"]]
+                + [f"{k}={v}" for k, v in o["metadata"]["labels"].items()]
+            ).lower()
+        ]
+        assert _walk(clean, spec) == _expected(want, [("spec.nodeName", True)]), needle
+
+
+# A projection's plan as plain data (:mod:`gateway.core.lists.projections`): a pod's name
+# (a checked ``String`` leaf), its labels (a ``JSON`` value, copied whole), its containers'
+# names and its phase.
+_NAME = ("name", LEAF, "name", CHECKS["String"], ("leaf", "String"), False)
+_LABELS = ("labels", COPY, "labels", None, None, False)
+_META = ("object", "ObjectMeta", (_NAME, _LABELS))
+_CONTAINER = ("object", "Container", (_NAME,))
+_POD_SPEC = ("object", "PodSpec", (("containers", LEAF, "containers", None,
+             ("list", False, ("nonnull", _CONTAINER)), False),))  # fmt: skip
+_PHASE = ("phase", LEAF, "phase", CHECKS["String"], ("leaf", "String"), False)
+_STATUS = ("object", "PodStatus", (_PHASE,))
+POD_PLAN = ("object", "Pod", (("metadata", LEAF, "metadata", None, _META, False),
+            ("spec", LEAF, "spec", None, _POD_SPEC, False),
+            ("status", LEAF, "status", None, _STATUS, False)))  # fmt: skip
+
+
+def _projected(items: list[Any]) -> list[Any]:
+    """The plan's projection of each item, or ``"fallback"`` where it falls back."""
+    project = projections.build(POD_PLAN)
+    out: list[Any] = []
+    for item in items:
+        try:
+            out.append(orjson.dumps(project(item)))
+        except projections.Fallback:
+            out.append("fallback")
+    return out
+
+
+def test_a_page_read_for_a_projection_builds_only_what_it_reads_and_projects_the_same() -> None:
+    """A page's objects read for a projection (what a GraphQL selection of its nodes does)
+    build only the keys the projection reads, and project to the very bytes their whole
+    decode does; where a partial read could differ from the whole decode, the object is
+    decoded whole: a number past 64 bits in a value copied whole (a whole decode makes it a
+    ``float``), nesting past what ``orjson`` decodes (the whole decode keeps it as JSON
+    text); and a value of another type than the one read, a number past a double's range
+    that it reads, duplicate keys, escapes and non-ASCII text."""
+    plain = {"metadata": {"name": "web-é-\u2603-😀", "labels": {"a": "b", "n": 5},
+                          "managedFields": [{"f": {"x": 1}}] * 20, "uid": "u"},
+             "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": [{"v": 1}]},
+             "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}}  # fmt: skip
+    good = orjson.dumps(plain)
+    big = good.replace(b'"n":5', b'"n":123456789012345678901234567890')
+    deep = good.replace(b'"n":5', b'"n":' + b"[" * 1100 + b"]" * 1100)
+    wrong_type = orjson.dumps({**plain, "metadata": ["not", "an", "object"]})
+    duplicate = good.replace(b'{"metadata":', b'{"status":{"phase":"Old"},"metadata":')
+    escaped = good.replace(b'"web-', b'"\\u0077\\"eb\\n-')
+    digits = good.replace(b'"uid":"u"', b'"uid":"12345678901234567890"')
+    raws = [good, big, wrong_type, duplicate, escaped, digits, deep]
+    contents = evaluate.Contents(list(raws))
+    read = contents.read(POD_PLAN)
+    assert not contents.decoded  # nothing decoded whole for the answer
+    whole = [deepjson.loads(raw) for raw in raws]
+    assert _projected(read) == _projected(whole)
+    # the good ones built only what the plan reads
+    for i in (0, 3, 4):
+        assert set(read[i]["metadata"]) == {"name", "labels"}, i
+        assert set(read[i]) == {"metadata", "spec", "status"}
+        assert set(read[i]["spec"]["containers"][0]) == {"name"}
+    # where a partial read may differ, the whole object
+    for i in (1, 5, 6):
+        assert set(read[i]["metadata"]) == set(whole[i]["metadata"]), i
+        assert "managedFields" in read[i]["metadata"], i
+    assert read[1] == whole[1] and type(read[1]["metadata"]["labels"]["n"]) is float
+    assert type(read[6]["metadata"]["labels"]["n"][0]) is type(
+        whole[6]["metadata"]["labels"]["n"][0]
+    )
+    assert _projected(read)[2] == "fallback"  # the wrong type, either way
+    assert orjson.loads(_projected(read)[3])["status"]["phase"] == "Running"
+    # a number past a double's range that the projection reads: refused in part, and the
+    # whole decode refuses it too
+    with pytest.raises(orjson.JSONDecodeError):
+        evaluate.Contents([good.replace(b'"phase":"Running"', b'"phase":1e400')]).read(POD_PLAN)
+    # once decoded whole (an answer read its objects), a read is the objects themselves
+    contents = evaluate.Contents([good])
+    assert contents.read(POD_PLAN) is not contents.objects
+    assert contents.read(POD_PLAN) is contents.objects
