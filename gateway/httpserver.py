@@ -35,6 +35,7 @@ import struct
 import time
 import zlib
 from asyncio import TimerHandle
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -48,6 +49,7 @@ from websockets.extensions.permessage_deflate import (
 from websockets.http11 import Request
 from websockets.protocol import State as WsState
 
+from gateway.requestid import DETACH
 from gateway.settings import Settings
 
 __all__ = [
@@ -465,12 +467,22 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
       frame on every connection: it is compressed once (:func:`_deflated_frame`) for all
       the subscribers a fan-out sends it to.  Any other extension: ``websockets`` frames.
 
+    * once accepted, the connection can be served outside its ASGI call
+      (:data:`gateway.requestid.DETACH`, offered in the scope's extensions): the
+      application hands a coroutine over, the protocol runs it as a task of the server's
+      (``server_state.tasks``: uvicorn's shutdown waits for it as for an ASGI call), the
+      ASGI call returns and its frames (uvicorn's, every middleware's, the router's, the
+      endpoint's) and the ASGI scope are let go while the connection stays open; the
+      connection is closed when that task ends, as when an ASGI call returns.
+
     Every other message, and every state check before a frame is written (the transport
     writable, the connection not lost, not closing), is uvicorn's.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: Served outside its ASGI call (:meth:`detach`).
+        self.detached = False
         self.queue = _Inbox()  # type: ignore[assignment]
         self.writable = _Writable()  # type: ignore[assignment]
         if self.conn.available_extensions:  # permessage-deflate (--ws-compression)
@@ -484,6 +496,50 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
         scope = getattr(self, "scope", None)
         if scope is not None:  # the header lines every connection sends, once
             scope["headers"] = [_header(line) for line in scope["headers"]]
+            scope["extensions"][DETACH] = self.detach
+
+    def detach(self, serve: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Serve the accepted connection with ``serve`` (a coroutine that ends when the
+        connection should close), in a task of its own made in the caller's context; the
+        ASGI call may return at once.  Once per connection, once accepted."""
+        if self.detached or not self.handshake_complete or self.close_sent or self.disconnected:
+            serve.close()
+            raise RuntimeError("only an accepted, open connection is detached, once")
+        self.detached = True
+        task = self.loop.create_task(serve)
+        task.add_done_callback(self._detached_done)
+        self.tasks.add(task)
+        # Not needed once accepted (uvicorn reads it before the handshake only).
+        self.scope["extensions"].pop(DETACH, None)
+        self.scope = None  # type: ignore[assignment]
+        return task
+
+    def _detached_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled():
+            exc = task.exception()
+            if exc is not None and not isinstance(exc, ClientDisconnected):
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+        if self.close_timer is None:  # as when an ASGI call returns
+            self.transport.close()
+
+    async def run_asgi(self) -> None:
+        """uvicorn's, but a detached connection is not closed when the call returns."""
+        try:
+            result = await self.app(self.scope, self.receive, self.send)
+        except ClientDisconnected:
+            pass
+        except BaseException:
+            self.logger.exception("Exception in ASGI application\n")
+            self.send_500_response()
+        else:
+            if not self.handshake_complete:
+                self.logger.error("ASGI callable returned without completing handshake.")
+                self.send_500_response()
+            elif result is not None:
+                self.logger.error("ASGI callable should return None, but returned '%s'.", result)
+        if not self.detached and self.close_timer is None:
+            self.transport.close()
 
     async def send(self, message: Any) -> None:
         extensions = self.conn.extensions

@@ -32,12 +32,13 @@ below 400) are logged at debug level.  Access lines never carry a token, an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -48,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.core import UPSTREAM_SECONDS, tracing
 
 __all__ = [
+    "DETACH",
     "AccessRecord",
     "RequestContext",
     "current_request_id",
@@ -247,9 +249,32 @@ def operation_log(transport: str, operation_type: str, name: str | None) -> Iter
 
 _STREAM_TYPES: Final = ((b"text/event-stream", "sse"), (b"multipart/mixed", "multipart"))
 
+#: The ASGI scope extension (``scope["extensions"][DETACH]``) through which an accepted
+#: WebSocket connection is served outside its ASGI call (:mod:`gateway.httpserver`'s
+#: ``LeanWebSocketProtocol`` offers it): ``detach(coroutine)`` runs the coroutine as a task
+#: of the server's own (uvicorn's shutdown waits for it), in the context of the call (its
+#: request id), and the call may return at once; the connection stays open until that
+#: task ends.  An idle connection then holds no frame of the middleware stack.  Used once.
+DETACH: Final = "kube-gateway.websocket.detach"
+#: What :data:`DETACH` is.
+Detach = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+
+
+def _level(record: AccessRecord) -> int:
+    probe = record.path in _PROBES and isinstance(record.status, int) and record.status < 400
+    level = logging.DEBUG if probe else logging.INFO
+    if isinstance(record.status, int) and record.status >= 500:
+        level = logging.WARNING
+    return level
+
 
 class RequestContext:
-    """Pure ASGI middleware: the request id, its response header, the access line."""
+    """Pure ASGI middleware: the request id, its response header, the access line.
+
+    A WebSocket connection served outside its ASGI call (:data:`DETACH`) has its line
+    written when the task that serves it ends, not when the call returns; its frames are
+    still counted here (the connection sends through this middleware's ``send``).
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -292,6 +317,18 @@ class RequestContext:
                 record.status = 403  # refused before the upgrade
             await send(message)
 
+        detached: list[asyncio.Task[None]] = []
+        extensions = scope.get("extensions") if kind == "websocket" else None
+        offered: Detach | None = extensions.get(DETACH) if extensions else None
+        if extensions is not None and offered is not None:
+
+            def detach(serve: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+                task = offered(serve)
+                detached.append(task)
+                return task
+
+            extensions[DETACH] = detach
+
         with serving(record):
             try:
                 await self.app(scope, receive, sending)
@@ -300,12 +337,7 @@ class RequestContext:
                     record.status = 500
                 raise
             finally:
-                probe = (
-                    record.path in _PROBES
-                    and isinstance(record.status, int)
-                    and record.status < 400
-                )
-                level = logging.DEBUG if probe else logging.INFO
-                if isinstance(record.status, int) and record.status >= 500:
-                    level = logging.WARNING
-                record.log(level)
+                if detached:  # the connection is still served: its line when it ends
+                    detached[0].add_done_callback(lambda _: record.log(_level(record)))
+                else:
+                    record.log(_level(record))

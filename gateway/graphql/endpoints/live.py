@@ -687,9 +687,7 @@ class GroupEndpoint:
                 async def resolve(credential: Credential) -> GraphQLApp:
                     return await stack.enter_async_context(self.serving(group, credential))
 
-                await websocket.serve(
-                    self.root, WebSocket(scope, receive, send), send, resolve=resolve
-                )
+                await websocket.serve(self.root, scope, receive, send, resolve=resolve)
                 return
             request = Request(scope, receive)
             if request.method == "GET" and "text/html" in request.headers.get("accept", ""):

@@ -23,8 +23,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.types import Send
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
 from gateway.core import ANONYMOUS, Credential, deepjson, errors, refuse_impersonation
 from gateway.graphql.engine.execution import RequestError
@@ -35,7 +36,7 @@ from gateway.graphql.resolvers.context import (
     credential_from_payload,
 )
 from gateway.graphql.transport.origins import REFUSAL, origin_allowed
-from gateway.requestid import note_event, note_subscription_end, operation_log
+from gateway.requestid import DETACH, Detach, note_event, note_subscription_end, operation_log
 
 if TYPE_CHECKING:
     from gateway.graphql.transport.endpoint import Endpoint
@@ -62,51 +63,85 @@ class _Close(Exception):
 
 
 class Connection:
-    """One WebSocket connection speaking either protocol."""
+    """One WebSocket connection speaking either protocol, once accepted: its ASGI
+    ``receive`` and ``send`` (not the ASGI scope, whose headers are read once as it starts,
+    nor Starlette's ``WebSocket``)."""
+
+    __slots__ = (
+        "_keepalive",
+        "_receive",
+        "_resolve",
+        "_send",
+        "app",
+        "credential",
+        "initialised",
+        "legacy",
+        "open",
+        "operations",
+        "protocol",
+    )
 
     def __init__(
         self,
         app: Endpoint,
-        websocket: WebSocket,
+        receive: Receive,
+        send: Send,
         protocol: str,
-        send: Send | None = None,
         resolve: Resolve | None = None,
     ) -> None:
         self.app = app
         #: Finds the endpoint that serves the connection once its caller is known (a
         #: group's, built on first use only for a caller the cluster authenticates).
         self._resolve = resolve
-        self.ws = websocket
+        self._receive = receive
+        #: The connection's ASGI ``send``: text frames go straight to it.
+        self._send = send
+        #: The gateway has not closed it: a frame may be sent.
+        self.open = True
         self.protocol = protocol
         self.legacy = protocol == LEGACY_WS
         self.credential: Credential = ANONYMOUS
         self.initialised = False
         self.operations: dict[str, asyncio.Task[None]] = {}
         self._keepalive: asyncio.Task[None] | None = None
-        #: The connection's ASGI ``send``: text frames go straight to it.
-        self._send = send
 
     # -- sending -----------------------------------------------------------------------------
 
     async def send_text(self, text: str) -> None:
-        """Send one text frame.
-
-        Once accepted, straight to the ASGI ``send`` (``websocket`` would only check a
-        state that a text frame never changes), with its answer to a connection that is
-        gone: ``WebSocketDisconnect`` (1006).  No lock: the server writes each frame whole
-        in one step (uvicorn waits for the transport to be writable, then writes), so the
-        operations of a connection never interleave inside a frame, and each operation
-        awaits its frames in order.
+        """Send one text frame, straight to the ASGI ``send``, with its answer to a
+        connection that is gone: ``WebSocketDisconnect`` (1006).  No lock: the server
+        writes each frame whole in one step (uvicorn waits for the transport to be
+        writable, then writes), so the operations of a connection never interleave inside
+        a frame, and each operation awaits its frames in order.
         """
-        ws = self.ws
-        if self._send is None or ws.application_state is not WebSocketState.CONNECTED:
-            await ws.send_text(text)
-            return
+        if not self.open:
+            raise WebSocketDisconnected('Cannot call "send" once a close message has been sent.')
         try:
             await self._send({"type": "websocket.send", "text": text})
         except OSError:
-            ws.application_state = WebSocketState.DISCONNECTED
+            self.open = False
             raise WebSocketDisconnect(code=1006) from None
+
+    async def close(self, code: int, reason: str) -> None:
+        if not self.open:
+            raise WebSocketDisconnected('Cannot call "send" once a close message has been sent.')
+        self.open = False
+        try:
+            await self._send({"type": "websocket.close", "code": code, "reason": reason})
+        except OSError:
+            raise WebSocketDisconnect(code=1006) from None
+
+    async def receive_text(self) -> str | None:
+        """The next text message; ``None`` for a binary one.
+
+        Raises:
+            WebSocketDisconnect: the client left (or the server is shutting down).
+        """
+        message = await self._receive()
+        if message["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+        text: str | None = message.get("text")
+        return text
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.send_text(orjson.dumps(message).decode())
@@ -125,24 +160,29 @@ class Connection:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def serve(self) -> None:
+    async def serve(self, headers: Headers) -> None:
+        """Serve the connection until it closes; ``headers``: its upgrade request's, read
+        here once (a credential, headers that may not be sent) and not held after."""
         init_timer = asyncio.get_running_loop().call_later(
             self.app.limits.connection_init_seconds, self._init_timeout
         )
         try:
             try:
-                refuse_impersonation(self.ws.headers.keys(), "header")
+                refuse_impersonation(headers.keys(), "header")
             except errors.Forbidden as exc:
                 raise _Close(4403, exc.message[:120]) from None
             try:
-                self.credential = credential_from_header(self.ws.headers.get("authorization"))
+                self.credential = credential_from_header(headers.get("authorization"))
             except errors.Unauthorized:
                 raise _Close(4401, "Unauthorized: malformed Authorization") from None
+            del headers
             while True:
                 try:
-                    text = await self.ws.receive_text()
+                    text = await self.receive_text()
                 except WebSocketDisconnect:
                     return
+                if text is None:  # a binary message: neither protocol has any
+                    raise _Close(4400, "Invalid message received")
                 if len(text) > self.app.limits.max_body_bytes:
                     raise _Close(4413, "Message too large")
                 try:
@@ -156,14 +196,14 @@ class Connection:
                 del text, message
         except _Close as close:
             with contextlib.suppress(Exception):
-                await self.ws.close(close.code, close.reason)
+                await self.close(close.code, close.reason)
         finally:
             init_timer.cancel()
             await self.aclose()
 
     def _init_timeout(self) -> None:
         if not self.initialised:
-            task = asyncio.ensure_future(self.ws.close(4408, "Connection initialisation timeout"))
+            task = asyncio.ensure_future(self.close(4408, "Connection initialisation timeout"))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def aclose(self) -> None:
@@ -337,7 +377,7 @@ Resolve = Callable[[Credential], Awaitable["Endpoint"]]
 
 
 async def serve(
-    app: Endpoint, websocket: WebSocket, send: Send | None = None, resolve: Resolve | None = None
+    app: Endpoint, scope: Scope, receive: Receive, send: Send, resolve: Resolve | None = None
 ) -> None:
     """Accept a WebSocket with one of the two protocols and serve it until it closes.
 
@@ -354,8 +394,15 @@ async def serve(
     bare HTTP 403 that a browser's script never sees (its ``close`` event says 1006), and
     the close code is what the page's client can show.  The upgrade names the subprotocol
     the page offered, as browsers fail a handshake that names none.
+
+    Once accepted, a connection without ``resolve`` is served outside this call when the
+    server offers it (:data:`gateway.requestid.DETACH`): every check of the upgrade is done
+    by then (the middleware's, the origin's, the subprotocol's), and an idle connection
+    holds none of the frames of the call.  A group's connection (``resolve``) is served
+    inside the call, which keeps the group's endpoint until it ends.
     """
-    offered = websocket.scope.get("subprotocols") or []
+    websocket = WebSocket(scope, receive, send)
+    offered = scope.get("subprotocols") or []
     protocol = next((p for p in (TRANSPORT_WS, LEGACY_WS) if p in offered), None)
     if not origin_allowed(
         websocket.headers.get("origin"), websocket.headers.get("host"), app.allowed_origins
@@ -367,4 +414,11 @@ async def serve(
         await websocket.close(4406, "Subprotocol not acceptable")
         return
     await websocket.accept(subprotocol=protocol)
-    await Connection(app, websocket, protocol, send, resolve).serve()
+    headers = websocket.headers
+    del websocket
+    connection = Connection(app, receive, send, protocol, resolve)
+    detach: Detach | None = (scope.get("extensions") or {}).get(DETACH)
+    if detach is None or resolve is not None:
+        await connection.serve(headers)
+    else:
+        detach(connection.serve(headers))
