@@ -39,7 +39,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -140,6 +140,10 @@ class AccessRecord:
             out["ended"] = self.ended or ("complete" if self.finished else "cancelled")
         return out
 
+    def logged(self, _: object = None) -> None:
+        """Log it at the level its path and status call for (a done callback)."""
+        self.log(_level(self))
+
     def log(self, level: int = logging.INFO) -> None:
         access_log.log(
             level,
@@ -213,8 +217,38 @@ def note_subscription_end(failed: bool) -> None:
         record.ended = "error" if failed else "complete"
 
 
-@contextlib.contextmanager
-def operation_log(transport: str, operation_type: str, name: str | None) -> Iterator[AccessRecord]:
+class _OperationLog:
+    """:func:`operation_log`'s context manager: a class, not a generator, as it lives as
+    long as its operation (a subscription's: as long as the subscriber)."""
+
+    __slots__ = ("_token", "record")
+
+    def __init__(self, record: AccessRecord) -> None:
+        self.record = record
+        self._token: Token[AccessRecord | None] | None = None
+
+    def __enter__(self) -> AccessRecord:
+        self._token = _CURRENT.set(self.record)
+        return self.record
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        record = self.record
+        try:
+            if kind is None:
+                record.finished = True
+                record.status = "ok" if record.ended != "error" else "error"
+            else:
+                cancelled = not issubclass(kind, Exception)
+                record.status = "cancelled" if cancelled else "error"
+                record.ended = record.ended or ("cancelled" if cancelled else "error")
+        finally:
+            if self._token is not None:
+                _CURRENT.reset(self._token)
+                self._token = None
+            record.log()
+
+
+def operation_log(transport: str, operation_type: str, name: str | None) -> _OperationLog:
     """Log one operation of a connection (a WebSocket's) when the block ends.
 
     The line has the connection's request id; ``ended`` is ``cancelled`` when the block is
@@ -222,29 +256,18 @@ def operation_log(transport: str, operation_type: str, name: str | None) -> Iter
     :func:`note_subscription_end` says so, else ``complete``.
     """
     parent = _CURRENT.get()
-    record = AccessRecord(
-        request_id=parent.request_id if parent is not None else new_request_id(),
-        transport=transport,
-        method=operation_type,
-        path=parent.path if parent is not None else "",
-        operation=_name(name),
-        operation_type=operation_type,
-        events=0 if operation_type == "subscription" else None,
-        traceparent=parent.traceparent if parent is not None else None,
+    return _OperationLog(
+        AccessRecord(
+            request_id=parent.request_id if parent is not None else new_request_id(),
+            transport=transport,
+            method=operation_type,
+            path=parent.path if parent is not None else "",
+            operation=_name(name),
+            operation_type=operation_type,
+            events=0 if operation_type == "subscription" else None,
+            traceparent=parent.traceparent if parent is not None else None,
+        )
     )
-    token = _CURRENT.set(record)
-    try:
-        yield record
-        record.finished = True
-        record.status = "ok" if record.ended != "error" else "error"
-    except BaseException as exc:
-        cancelled = not isinstance(exc, Exception)
-        record.status = "cancelled" if cancelled else "error"
-        record.ended = record.ended or ("cancelled" if cancelled else "error")
-        raise
-    finally:
-        _CURRENT.reset(token)
-        record.log()
 
 
 _STREAM_TYPES: Final = ((b"text/event-stream", "sse"), (b"multipart/mixed", "multipart"))
@@ -338,6 +361,6 @@ class RequestContext:
                 raise
             finally:
                 if detached:  # the connection is still served: its line when it ends
-                    detached[0].add_done_callback(lambda _: record.log(_level(record)))
+                    detached[0].add_done_callback(record.logged)
                 else:
                     record.log(_level(record))

@@ -156,6 +156,8 @@ async def test_an_idle_connection_lets_its_handshake_go(demo: DemoUpstream) -> N
         assert protocol.response is None
         assert len(protocol.request.headers) == 0
         assert protocol.detached and protocol.scope is None
+        # every attribute in a slot: no instance dictionary (uvicorn added one: name it)
+        assert not vars(protocol), sorted(vars(protocol))
         # the ASGI call returned: none of its frames is alive, the connection's task is
         # the server's (uvicorn's shutdown waits for it)
         calls = (RequestContext.__call__, DrainGate.__call__, GraphQLApp.__call__, websocket.serve)
