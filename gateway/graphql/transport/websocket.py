@@ -160,9 +160,10 @@ class Connection:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def serve(self, headers: Headers) -> None:
+    async def serve(self, headers: Headers, release: Release | None = None) -> None:
         """Serve the connection until it closes; ``headers``: its upgrade request's, read
-        here once (a credential, headers that may not be sent) and not held after."""
+        here once (a credential, headers that may not be sent) and not held after;
+        ``release``: awaited last, once its operations ended."""
         init_timer = asyncio.get_running_loop().call_later(
             self.app.limits.connection_init_seconds, self._init_timeout
         )
@@ -199,7 +200,11 @@ class Connection:
                 await self.close(close.code, close.reason)
         finally:
             init_timer.cancel()
-            await self.aclose()
+            try:
+                await self.aclose()
+            finally:
+                if release is not None:
+                    await release()
 
     def _init_timeout(self) -> None:
         if not self.initialised:
@@ -374,10 +379,18 @@ class Connection:
 
 #: Finds the endpoint of a connection from its caller's credential.
 Resolve = Callable[[Credential], Awaitable["Endpoint"]]
+#: Lets go of what a connection's ``resolve`` took, once the connection ended.
+Release = Callable[[], Awaitable[object]]
 
 
 async def serve(
-    app: Endpoint, scope: Scope, receive: Receive, send: Send, resolve: Resolve | None = None
+    app: Endpoint,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    resolve: Resolve | None = None,
+    release: Release | None = None,
 ) -> None:
     """Accept a WebSocket with one of the two protocols and serve it until it closes.
 
@@ -385,7 +398,8 @@ async def serve(
     every endpoint's) and the endpoint that serves it is ``resolve(credential)``, asked once
     ``connection_init`` has said who the caller is: a group endpoint answers whether the
     group exists only to a caller the cluster authenticates (close 4401 otherwise, 4404
-    for a group it does not serve).
+    for a group it does not serve).  ``release`` is awaited once when the connection has
+    ended (or at once if it is refused): what ``resolve`` took is kept until then.
 
     A browser page of a foreign origin (not the gateway's own, not allowed by
     ``--allowed-origins``) is refused: otherwise any web site could subscribe with whatever
@@ -395,12 +409,39 @@ async def serve(
     the close code is what the page's client can show.  The upgrade names the subprotocol
     the page offered, as browsers fail a handshake that names none.
 
-    Once accepted, a connection without ``resolve`` is served outside this call when the
-    server offers it (:data:`gateway.requestid.DETACH`): every check of the upgrade is done
+    Once accepted, a connection is served outside this call when the server offers it (:data:`gateway.requestid.DETACH`): every check of the upgrade is done
     by then (the middleware's, the origin's, the subprotocol's), and an idle connection
-    holds none of the frames of the call.  A group's connection (``resolve``) is served
-    inside the call, which keeps the group's endpoint until it ends.
+    holds none of the frames of the call.
     """
+    try:
+        admitted = await _admitted(app, scope, receive, send)
+    except BaseException:
+        if release is not None:
+            await release()
+        raise
+    if admitted is None:  # refused, closed
+        if release is not None:
+            await release()
+        return
+    run = Connection(app, receive, send, admitted[0], resolve).serve(admitted[1], release)
+    del admitted
+    detach: Detach | None = (scope.get("extensions") or {}).get(DETACH)
+    if detach is None:
+        await run
+        return
+    try:
+        detach(run)
+    except BaseException:  # not started (closed meanwhile): it never ran
+        if release is not None:
+            await release()
+        raise
+
+
+async def _admitted(
+    app: Endpoint, scope: Scope, receive: Receive, send: Send
+) -> tuple[str, Headers] | None:
+    """Accept the connection and say with which protocol and upgrade headers, or refuse
+    it (``None``: accepted and closed with the reason, or closed)."""
     websocket = WebSocket(scope, receive, send)
     offered = scope.get("subprotocols") or []
     protocol = next((p for p in (TRANSPORT_WS, LEGACY_WS) if p in offered), None)
@@ -409,16 +450,9 @@ async def serve(
     ):
         await websocket.accept(subprotocol=protocol)
         await websocket.close(4403, REFUSAL)
-        return
+        return None
     if protocol is None:
         await websocket.close(4406, "Subprotocol not acceptable")
-        return
+        return None
     await websocket.accept(subprotocol=protocol)
-    headers = websocket.headers
-    del websocket
-    connection = Connection(app, receive, send, protocol, resolve)
-    detach: Detach | None = (scope.get("extensions") or {}).get(DETACH)
-    if detach is None or resolve is not None:
-        await connection.serve(headers)
-    else:
-        detach(connection.serve(headers))
+    return protocol, websocket.headers
