@@ -230,3 +230,42 @@ async def test_a_binary_message_is_refused_and_a_neighbour_is_served(
         seen = await _patched_until_seen(demo, good, op, f"{label}-a", "after")
         assert seen["f"] == "after"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_shutdown_ends_connections_served_outside_their_call(
+    demo: DemoUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server's shutdown closes idle subscribers served outside their ASGI call as it
+    closed them inside it (1012), waits for them: once it is over no task of theirs is left
+    (no connection's, no operation's), and each connection and operation wrote its access
+    line (the operation's ``cancelled``)."""
+    caplog.set_level(logging.INFO, logger="gateway.access")
+    label = unique("shutdown")
+    await demo.store.create("leases", _lease(f"{label}-a", label, "a"), namespace=NAMESPACE)
+    async with contextlib.AsyncExitStack() as clients:
+        async with serve_gateway(demo) as gateway:
+            subscribers = []
+            for i in range(3):
+                ws = await clients.enter_async_context(ws_client(gateway))
+                op = await ws.subscribe(WATCH, {"ns": NAMESPACE, "labels": f"suite={label}"})
+                await _patched_until_seen(demo, ws, op, f"{label}-a", str(i))
+                subscribers.append(ws)
+            assert len(_coroutines_of(websocket.Connection.serve)) == 3
+        for ws in subscribers:
+            async with asyncio.timeout(10):
+                await ws.ws.wait_closed()
+            assert ws.ws.close_code == 1012
+    codes = {websocket.Connection.serve.__code__, websocket.Connection._run.__code__}
+    left = [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "cr_code", None) in codes]
+    assert not left
+    lines = [r for r in caplog.records if r.name == "gateway.access"]
+    connections = [r for r in lines if getattr(r, "transport", None) == "websocket"]
+    assert [r.__dict__["method"] for r in connections].count("GET") == 3
+    assert all(
+        r.__dict__["status"] == 101 and r.__dict__["bytes"] > 0
+        for r in connections
+        if r.__dict__["method"] == "GET"
+    )
+    operations = [r for r in connections if r.__dict__["method"] == "subscription"]
+    assert len(operations) == 3
+    assert all(r.__dict__["ended"] == "cancelled" for r in operations)

@@ -409,9 +409,10 @@ async def serve(
     the close code is what the page's client can show.  The upgrade names the subprotocol
     the page offered, as browsers fail a handshake that names none.
 
-    Once accepted, a connection is served outside this call when the server offers it (:data:`gateway.requestid.DETACH`): every check of the upgrade is done
-    by then (the middleware's, the origin's, the subprotocol's), and an idle connection
-    holds none of the frames of the call.
+    Once accepted, a connection is served outside this call when the server offers it
+    (:data:`gateway.requestid.DETACH`): every check of the upgrade is done by then (the
+    middleware's, the origin's, the subprotocol's), and an idle connection holds none of
+    the frames of the call.
     """
     try:
         admitted = await _admitted(app, scope, receive, send)
