@@ -35,7 +35,7 @@ import struct
 import time
 import zlib
 from asyncio import TimerHandle
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -542,15 +542,15 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
             scope["headers"] = [_header(line) for line in scope["headers"]]
             scope["extensions"][DETACH] = self.detach
 
-    def detach(self, serve: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Serve the accepted connection with ``serve`` (a coroutine that ends when the
-        connection should close), in a task of its own made in the caller's context; the
-        ASGI call may return at once.  Once per connection, once accepted."""
+    def detach(self, serve: Callable[[Any], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+        """Serve the accepted connection with ``serve(send)`` (a coroutine that ends when
+        the connection should close; ``send``: this protocol's own), in a task of its own
+        made in the caller's context; the ASGI call may return at once.  Once per
+        connection, once accepted."""
         if self.detached or not self.handshake_complete or self.close_sent or self.disconnected:
-            serve.close()
             raise RuntimeError("only an accepted, open connection is detached, once")
         self.detached = True
-        task = self.loop.create_task(serve)
+        task = self.loop.create_task(serve(self.send))
         task.add_done_callback(self._detached_done)
         self.tasks.add(task)
         # Not needed once accepted (uvicorn reads it before the handshake only).

@@ -274,13 +274,16 @@ _STREAM_TYPES: Final = ((b"text/event-stream", "sse"), (b"multipart/mixed", "mul
 
 #: The ASGI scope extension (``scope["extensions"][DETACH]``) through which an accepted
 #: WebSocket connection is served outside its ASGI call (:mod:`gateway.httpserver`'s
-#: ``LeanWebSocketProtocol`` offers it): ``detach(coroutine)`` runs the coroutine as a task
-#: of the server's own (uvicorn's shutdown waits for it), in the context of the call (its
-#: request id), and the call may return at once; the connection stays open until that
-#: task ends.  An idle connection then holds no frame of the middleware stack.  Used once.
+#: ``LeanWebSocketProtocol`` offers it).  ``detach(serve)`` calls ``serve(send)`` with the
+#: server's own ``send`` (the one to use from then on) and runs the coroutine it returns as
+#: a task of the server's (uvicorn's shutdown waits for it), in the context of the call (its
+#: request id); the call may return at once, and the connection stays open until that task
+#: ends.  An idle connection then holds no frame of the middleware stack, and its frames
+#: go out through none of the middlewares' ``send`` wrappers: a middleware that must see
+#: them wraps the extension (:class:`RequestContext` does, to count them).  Used once.
 DETACH: Final = "kube-gateway.websocket.detach"
 #: What :data:`DETACH` is.
-Detach = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+Detach = Callable[[Callable[[Send], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
 
 def _level(record: AccessRecord) -> int:
@@ -345,8 +348,17 @@ class RequestContext:
         offered: Detach | None = extensions.get(DETACH) if extensions else None
         if extensions is not None and offered is not None:
 
-            def detach(serve: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-                task = offered(serve)
+            def detach(serve: Callable[[Send], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+                def counted_serve(direct: Send) -> Coroutine[Any, Any, None]:
+                    async def counted(message: Message) -> None:
+                        if message["type"] == "websocket.send":  # its frames, counted
+                            text, data = message.get("text"), message.get("bytes")
+                            record.bytes += len(text) if text is not None else len(data or b"")
+                        await direct(message)
+
+                    return serve(counted)
+
+                task = offered(counted_serve)
                 detached.append(task)
                 return task
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -424,15 +424,23 @@ async def serve(
         if release is not None:
             await release()
         return
-    run = Connection(app, receive, send, admitted[0], resolve).serve(admitted[1], release)
+    protocol, headers = admitted
     del admitted
+    connection = Connection(app, receive, send, protocol, resolve)
     detach: Detach | None = (scope.get("extensions") or {}).get(DETACH)
     if detach is None:
-        await run
+        await connection.serve(headers, release)
         return
+
+    def detached(direct: Send) -> Coroutine[Any, Any, None]:
+        # frames straight to the server's send (counted by the request-id middleware),
+        # not through the call's wrappers
+        connection._send = direct
+        return connection.serve(headers, release)
+
     try:
-        detach(run)
-    except BaseException:  # not started (closed meanwhile): it never ran
+        detach(detached)
+    except BaseException:  # not detached (closed meanwhile): it never ran
         if release is not None:
             await release()
         raise
