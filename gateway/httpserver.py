@@ -295,19 +295,21 @@ class _Inbox:
     ``asyncio.Queue`` without the three deques and the ``Event`` a queue allocates up front
     (about 3 KB per connection, most of an idle subscriber's queue).  One reader at a time
     (the connection's ``receive``), and rarely more than one message waiting: uvicorn stops
-    reading the socket while one is queued."""
+    reading the socket while one is queued.  ``get`` is no coroutine: a reader waits on a
+    future that the next message is handed to (no frame of its own while idle)."""
 
     __slots__ = ("_items", "_waiter")
 
     def __init__(self) -> None:
         self._items: list[Any] = []
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[Any] | None = None
 
     def put_nowait(self, item: Any) -> None:
-        self._items.append(item)
         waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None and not waiter.done():  # (a reader cancelled: kept for the next)
+            waiter.set_result(item)
+        else:
+            self._items.append(item)
 
     def empty(self) -> bool:
         return not self._items
@@ -315,13 +317,14 @@ class _Inbox:
     def qsize(self) -> int:
         return len(self._items)
 
-    async def get(self) -> Any:
-        while not self._items:
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
-        return self._items.pop(0)
+    def get(self) -> asyncio.Future[Any]:
+        """The next message, as a future (done when one is waiting already)."""
+        waiter = asyncio.get_running_loop().create_future()
+        if self._items:
+            waiter.set_result(self._items.pop(0))
+        else:
+            self._waiter = waiter
+        return waiter
 
 
 class _Writable:

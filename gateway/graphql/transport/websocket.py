@@ -131,18 +131,6 @@ class Connection:
         except OSError:
             raise WebSocketDisconnect(code=1006) from None
 
-    async def receive_text(self) -> str | None:
-        """The next text message; ``None`` for a binary one.
-
-        Raises:
-            WebSocketDisconnect: the client left (or the server is shutting down).
-        """
-        message = await self._receive()
-        if message["type"] == "websocket.disconnect":
-            raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
-        text: str | None = message.get("text")
-        return text
-
     async def send(self, message: dict[str, Any]) -> None:
         await self.send_text(orjson.dumps(message).decode())
 
@@ -178,10 +166,11 @@ class Connection:
                 raise _Close(4401, "Unauthorized: malformed Authorization") from None
             del headers
             while True:
-                try:
-                    text = await self.receive_text()
-                except WebSocketDisconnect:
-                    return
+                received = await self._receive()
+                if received["type"] == "websocket.disconnect":
+                    return  # the client left (or the server is shutting down)
+                text: str | None = received.get("text")
+                del received
                 if text is None:  # a binary message: neither protocol has any
                     raise _Close(4400, "Invalid message received")
                 if len(text) > self.app.limits.max_body_bytes:
