@@ -269,3 +269,24 @@ async def test_shutdown_ends_connections_served_outside_their_call(
     operations = [r for r in connections if r.__dict__["method"] == "subscription"]
     assert len(operations) == 3
     assert all(r.__dict__["ended"] == "cancelled" for r in operations)
+
+
+async def test_the_inbox_hands_messages_over_in_order() -> None:
+    """The receive queue: a waiting reader is handed the next message, messages queued
+    while none waits come out in order, and a message put while the reader that waited was
+    cancelled (its task ended) is kept for the next reader, not lost."""
+    inbox = _Inbox()
+    first = inbox.get()
+    assert not first.done()
+    inbox.put_nowait({"n": 1})
+    assert first.result() == {"n": 1} and inbox.empty()
+    inbox.put_nowait({"n": 2})
+    inbox.put_nowait({"n": 3})
+    assert inbox.qsize() == 2
+    assert await inbox.get() == {"n": 2}
+    assert await inbox.get() == {"n": 3}
+    assert inbox.empty()
+    left = inbox.get()
+    left.cancel()
+    inbox.put_nowait({"n": 4})
+    assert await inbox.get() == {"n": 4} and inbox.empty()
