@@ -550,8 +550,10 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
         the connection should close; ``send``: this protocol's own), in a task of its own
         made in the caller's context; the ASGI call may return at once.  Once per
         connection, once accepted."""
-        if self.detached or not self.handshake_complete or self.close_sent or self.disconnected:
-            raise RuntimeError("only an accepted, open connection is detached, once")
+        # (A connection lost meanwhile is detached all the same: its task reads the
+        # disconnect already queued and ends.)
+        if self.detached or not self.handshake_complete:
+            raise RuntimeError("only an accepted connection is detached, and once")
         self.detached = True
         task = self.loop.create_task(serve(self.send))
         task.add_done_callback(self._detached_done)
