@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -315,6 +316,8 @@ class Connection:
             log.debug("websocket operation ended with %r", task.exception())
 
     async def _run(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
+        """Run one operation (one coroutine, a subscription's for its lifetime: no frame
+        of a helper nor a closure more per idle subscriber)."""
         from gateway.graphql.transport.http import operation_name
 
         # Counted in flight: a drain waits for a query to answer and for a subscription to
@@ -323,47 +326,40 @@ class Connection:
             operation_log("websocket", prepared.kind, operation_name(prepared)),
             self.app.drain.track(),
         ):
-            await self._operation(op_id, prepared, variables)
-
-    async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
-        try:  # impersonate mode: authenticated per operation; introspection: always
-            credential = await self.app.caller(prepared, self.credential)
-        except errors.Unauthorized as exc:
-            await self.send_error(op_id, [format_exception(exc)])
-            return
-
-        def context_of() -> Context:
-            return self.app.context(credential)
-
-        if prepared.kind != "subscription":
-            result = await self.app.engine.execute(prepared, variables, context_of())
-            await self.send_payload(op_id, deepjson.dumps(result).decode())
-            await self.send({"id": op_id, "type": "complete"})
-            return
-        sub = self.app.subscriptions.subscribe(prepared, variables, context_of)
-        key = (op_id, self.legacy)
-
-        def frame(payload: str) -> str:
-            return self.frame(op_id, payload)
-
-        try:
-            # Frames are built once per item for every subscriber with the same op id.  The
-            # item sent last is not held while the next is awaited: an idle subscriber would
-            # keep it (a snapshot's, rendered for it alone).
-            while True:
-                item = sub.next_nowait()
-                if item is None:
-                    item = await sub.next_item()
+            try:  # impersonate mode: authenticated per operation; introspection: always
+                credential = await self.app.caller(prepared, self.credential)
+            except errors.Unauthorized as exc:
+                await self.send_error(op_id, [format_exception(exc)])
+                return
+            context_of: Callable[[], Context] = functools.partial(self.app.context, credential)
+            if prepared.kind != "subscription":
+                result = await self.app.engine.execute(prepared, variables, context_of())
+                await self.send_payload(op_id, deepjson.dumps(result).decode())
+                await self.send({"id": op_id, "type": "complete"})
+                return
+            sub = self.app.subscriptions.subscribe(prepared, variables, context_of)
+            del context_of, credential
+            key = (op_id, self.legacy)
+            # (partials, not closures: the coroutine then keeps no cells)
+            frame = functools.partial(self.frame, op_id)
+            try:
+                # Frames are built once per item for every subscriber with the same op id.
+                # The item sent last is not held while the next is awaited: an idle
+                # subscriber would keep it (a snapshot's, rendered for it alone).
+                while True:
+                    item = sub.next_nowait()
                     if item is None:
-                        break
-                note_event()
-                await self.send_text(item.framed(key, frame))
-            note_subscription_end(sub.failed)
-            if sub.final is not None:
-                await self.send_payload(op_id, sub.final)
-            await self.send({"id": op_id, "type": "complete"})
-        finally:
-            sub.close()
+                        item = await sub.next_item()
+                        if item is None:
+                            break
+                    note_event()
+                    await self.send_text(item.framed(key, frame))
+                note_subscription_end(sub.failed)
+                if sub.final is not None:
+                    await self.send_payload(op_id, sub.final)
+                await self.send({"id": op_id, "type": "complete"})
+            finally:
+                sub.close()
 
 
 #: Finds the endpoint of a connection from its caller's credential.
