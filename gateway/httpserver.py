@@ -35,6 +35,7 @@ import struct
 import time
 import zlib
 from asyncio import TimerHandle
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -48,6 +49,7 @@ from websockets.extensions.permessage_deflate import (
 from websockets.http11 import Request
 from websockets.protocol import State as WsState
 
+from gateway.requestid import DETACH
 from gateway.settings import Settings
 
 __all__ = [
@@ -293,19 +295,21 @@ class _Inbox:
     ``asyncio.Queue`` without the three deques and the ``Event`` a queue allocates up front
     (about 3 KB per connection, most of an idle subscriber's queue).  One reader at a time
     (the connection's ``receive``), and rarely more than one message waiting: uvicorn stops
-    reading the socket while one is queued."""
+    reading the socket while one is queued.  ``get`` is no coroutine: a reader waits on a
+    future that the next message is handed to (no frame of its own while idle)."""
 
     __slots__ = ("_items", "_waiter")
 
     def __init__(self) -> None:
         self._items: list[Any] = []
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[Any] | None = None
 
     def put_nowait(self, item: Any) -> None:
-        self._items.append(item)
         waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None and not waiter.done():  # (a reader cancelled: kept for the next)
+            waiter.set_result(item)
+        else:
+            self._items.append(item)
 
     def empty(self) -> bool:
         return not self._items
@@ -313,13 +317,14 @@ class _Inbox:
     def qsize(self) -> int:
         return len(self._items)
 
-    async def get(self) -> Any:
-        while not self._items:
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
-        return self._items.pop(0)
+    def get(self) -> asyncio.Future[Any]:
+        """The next message, as a future (done when one is waiting already)."""
+        waiter = asyncio.get_running_loop().create_future()
+        if self._items:
+            waiter.set_result(self._items.pop(0))
+        else:
+            self._waiter = waiter
+        return waiter
 
 
 class _Writable:
@@ -465,12 +470,66 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
       frame on every connection: it is compressed once (:func:`_deflated_frame`) for all
       the subscribers a fan-out sends it to.  Any other extension: ``websockets`` frames.
 
+    * once accepted, the connection can be served outside its ASGI call
+      (:data:`gateway.requestid.DETACH`, offered in the scope's extensions): the
+      application hands a coroutine over, the protocol runs it as a task of the server's
+      (``server_state.tasks``: uvicorn's shutdown waits for it as for an ASGI call), the
+      ASGI call returns and its frames (uvicorn's, every middleware's, the router's, the
+      endpoint's) and the ASGI scope are let go while the connection stays open; the
+      connection is closed when that task ends, as when an ASGI call returns.
+
     Every other message, and every state check before a frame is written (the transport
-    writable, the connection not lost, not closing), is uvicorn's.
+    writable, the connection not lost, not closing), is uvicorn's.  Its attributes (uvicorn's
+    and these) are slots, not an instance dictionary (~1.6 KB for some forty attributes;
+    an attribute a later uvicorn adds still goes to one).
     """
+
+    __slots__ = (
+        # uvicorn's, and ours (detached)
+        "app",
+        "app_state",
+        "asgi_version",
+        "client",
+        "close_sent",
+        "close_timeout",
+        "close_timer",
+        "config",
+        "conn",
+        "connections",
+        "curr_msg_data_type",
+        "default_headers",
+        "detached",
+        "disconnected",
+        "frames",
+        "handshake_complete",
+        "handshake_initiated",
+        "initial_response",
+        "last_ping_rtt",
+        "logger",
+        "loop",
+        "pending_ping_payload",
+        "ping_interval",
+        "ping_sent_at",
+        "ping_timeout",
+        "ping_timer",
+        "pong_timer",
+        "queue",
+        "read_paused",
+        "request",
+        "response",
+        "root_path",
+        "scheme",
+        "scope",
+        "server",
+        "tasks",
+        "transport",
+        "writable",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: Served outside its ASGI call (:meth:`detach`).
+        self.detached = False
         self.queue = _Inbox()  # type: ignore[assignment]
         self.writable = _Writable()  # type: ignore[assignment]
         if self.conn.available_extensions:  # permessage-deflate (--ws-compression)
@@ -484,6 +543,52 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
         scope = getattr(self, "scope", None)
         if scope is not None:  # the header lines every connection sends, once
             scope["headers"] = [_header(line) for line in scope["headers"]]
+            scope["extensions"][DETACH] = self.detach
+
+    def detach(self, serve: Callable[[Any], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+        """Serve the accepted connection with ``serve(send)`` (a coroutine that ends when
+        the connection should close; ``send``: this protocol's own), in a task of its own
+        made in the caller's context; the ASGI call may return at once.  Once per
+        connection, once accepted."""
+        # (A connection lost meanwhile is detached all the same: its task reads the
+        # disconnect already queued and ends.)
+        if self.detached or not self.handshake_complete:
+            raise RuntimeError("only an accepted connection is detached, and once")
+        self.detached = True
+        task = self.loop.create_task(serve(self.send))
+        task.add_done_callback(self._detached_done)
+        self.tasks.add(task)
+        # Not needed once accepted (uvicorn reads it before the handshake only).
+        self.scope["extensions"].pop(DETACH, None)
+        self.scope = None  # type: ignore[assignment]
+        return task
+
+    def _detached_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled():
+            exc = task.exception()
+            if exc is not None and not isinstance(exc, ClientDisconnected):
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+        if self.close_timer is None:  # as when an ASGI call returns
+            self.transport.close()
+
+    async def run_asgi(self) -> None:
+        """uvicorn's, but a detached connection is not closed when the call returns."""
+        try:
+            result = await self.app(self.scope, self.receive, self.send)
+        except ClientDisconnected:
+            pass
+        except BaseException:
+            self.logger.exception("Exception in ASGI application\n")
+            self.send_500_response()
+        else:
+            if not self.handshake_complete:
+                self.logger.error("ASGI callable returned without completing handshake.")
+                self.send_500_response()
+            elif result is not None:
+                self.logger.error("ASGI callable should return None, but returned '%s'.", result)
+        if not self.detached and self.close_timer is None:
+            self.transport.close()
 
     async def send(self, message: Any) -> None:
         extensions = self.conn.extensions

@@ -32,13 +32,14 @@ below 400) are logged at debug level.  Access lines never carry a token, an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import re
 import time
-from collections.abc import Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Coroutine, Iterator
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -48,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.core import UPSTREAM_SECONDS, tracing
 
 __all__ = [
+    "DETACH",
     "AccessRecord",
     "RequestContext",
     "current_request_id",
@@ -138,6 +140,10 @@ class AccessRecord:
             out["ended"] = self.ended or ("complete" if self.finished else "cancelled")
         return out
 
+    def logged(self, _: object = None) -> None:
+        """Log it at the level its path and status call for (a done callback)."""
+        self.log(_level(self))
+
     def log(self, level: int = logging.INFO) -> None:
         access_log.log(
             level,
@@ -211,8 +217,38 @@ def note_subscription_end(failed: bool) -> None:
         record.ended = "error" if failed else "complete"
 
 
-@contextlib.contextmanager
-def operation_log(transport: str, operation_type: str, name: str | None) -> Iterator[AccessRecord]:
+class _OperationLog:
+    """:func:`operation_log`'s context manager: a class, not a generator, as it lives as
+    long as its operation (a subscription's: as long as the subscriber)."""
+
+    __slots__ = ("_token", "record")
+
+    def __init__(self, record: AccessRecord) -> None:
+        self.record = record
+        self._token: Token[AccessRecord | None] | None = None
+
+    def __enter__(self) -> AccessRecord:
+        self._token = _CURRENT.set(self.record)
+        return self.record
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        record = self.record
+        try:
+            if kind is None:
+                record.finished = True
+                record.status = "ok" if record.ended != "error" else "error"
+            else:
+                cancelled = not issubclass(kind, Exception)
+                record.status = "cancelled" if cancelled else "error"
+                record.ended = record.ended or ("cancelled" if cancelled else "error")
+        finally:
+            if self._token is not None:
+                _CURRENT.reset(self._token)
+                self._token = None
+            record.log()
+
+
+def operation_log(transport: str, operation_type: str, name: str | None) -> _OperationLog:
     """Log one operation of a connection (a WebSocket's) when the block ends.
 
     The line has the connection's request id; ``ended`` is ``cancelled`` when the block is
@@ -220,36 +256,51 @@ def operation_log(transport: str, operation_type: str, name: str | None) -> Iter
     :func:`note_subscription_end` says so, else ``complete``.
     """
     parent = _CURRENT.get()
-    record = AccessRecord(
-        request_id=parent.request_id if parent is not None else new_request_id(),
-        transport=transport,
-        method=operation_type,
-        path=parent.path if parent is not None else "",
-        operation=_name(name),
-        operation_type=operation_type,
-        events=0 if operation_type == "subscription" else None,
-        traceparent=parent.traceparent if parent is not None else None,
+    return _OperationLog(
+        AccessRecord(
+            request_id=parent.request_id if parent is not None else new_request_id(),
+            transport=transport,
+            method=operation_type,
+            path=parent.path if parent is not None else "",
+            operation=_name(name),
+            operation_type=operation_type,
+            events=0 if operation_type == "subscription" else None,
+            traceparent=parent.traceparent if parent is not None else None,
+        )
     )
-    token = _CURRENT.set(record)
-    try:
-        yield record
-        record.finished = True
-        record.status = "ok" if record.ended != "error" else "error"
-    except BaseException as exc:
-        cancelled = not isinstance(exc, Exception)
-        record.status = "cancelled" if cancelled else "error"
-        record.ended = record.ended or ("cancelled" if cancelled else "error")
-        raise
-    finally:
-        _CURRENT.reset(token)
-        record.log()
 
 
 _STREAM_TYPES: Final = ((b"text/event-stream", "sse"), (b"multipart/mixed", "multipart"))
 
+#: The ASGI scope extension (``scope["extensions"][DETACH]``) through which an accepted
+#: WebSocket connection is served outside its ASGI call (:mod:`gateway.httpserver`'s
+#: ``LeanWebSocketProtocol`` offers it).  ``detach(serve)`` calls ``serve(send)`` with the
+#: server's own ``send`` (the one to use from then on) and runs the coroutine it returns as
+#: a task of the server's (uvicorn's shutdown waits for it), in the context of the call (its
+#: request id); the call may return at once, and the connection stays open until that task
+#: ends.  An idle connection then holds no frame of the middleware stack, and its frames
+#: go out through none of the middlewares' ``send`` wrappers: a middleware that must see
+#: them wraps the extension (:class:`RequestContext` does, to count them).  Used once.
+DETACH: Final = "kube-gateway.websocket.detach"
+#: What :data:`DETACH` is.
+Detach = Callable[[Callable[[Send], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
+
+
+def _level(record: AccessRecord) -> int:
+    probe = record.path in _PROBES and isinstance(record.status, int) and record.status < 400
+    level = logging.DEBUG if probe else logging.INFO
+    if isinstance(record.status, int) and record.status >= 500:
+        level = logging.WARNING
+    return level
+
 
 class RequestContext:
-    """Pure ASGI middleware: the request id, its response header, the access line."""
+    """Pure ASGI middleware: the request id, its response header, the access line.
+
+    A WebSocket connection served outside its ASGI call (:data:`DETACH`) has its line
+    written when the task that serves it ends, not when the call returns; its frames are
+    still counted here (the connection sends through this middleware's ``send``).
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -292,6 +343,27 @@ class RequestContext:
                 record.status = 403  # refused before the upgrade
             await send(message)
 
+        detached: list[asyncio.Task[None]] = []
+        extensions = scope.get("extensions") if kind == "websocket" else None
+        offered: Detach | None = extensions.get(DETACH) if extensions else None
+        if extensions is not None and offered is not None:
+
+            def detach(serve: Callable[[Send], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+                def counted_serve(direct: Send) -> Coroutine[Any, Any, None]:
+                    async def counted(message: Message) -> None:
+                        if message["type"] == "websocket.send":  # its frames, counted
+                            text, data = message.get("text"), message.get("bytes")
+                            record.bytes += len(text) if text is not None else len(data or b"")
+                        await direct(message)
+
+                    return serve(counted)
+
+                task = offered(counted_serve)
+                detached.append(task)
+                return task
+
+            extensions[DETACH] = detach
+
         with serving(record):
             try:
                 await self.app(scope, receive, sending)
@@ -300,12 +372,7 @@ class RequestContext:
                     record.status = 500
                 raise
             finally:
-                probe = (
-                    record.path in _PROBES
-                    and isinstance(record.status, int)
-                    and record.status < 400
-                )
-                level = logging.DEBUG if probe else logging.INFO
-                if isinstance(record.status, int) and record.status >= 500:
-                    level = logging.WARNING
-                record.log(level)
+                if detached:  # the connection is still served: its line when it ends
+                    detached[0].add_done_callback(record.logged)
+                else:
+                    record.log(_level(record))

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m tests.bench.bench_fanout [--subscribers 1000] [--rate 20] [--seconds 10]
         [--transports ws,grpc,direct] [--compression]
+    .venv/bin/python -m tests.bench.bench_fanout --python-heap [--subscribers 300]
 
 Not a test: it prints one table of absolute figures, the direct baseline of the same run and
 the goals.  Three processes, so that neither the client nor the writer shares the gateway's
@@ -25,6 +26,11 @@ again (KB per idle subscriber), then ``--seconds`` of paced writes; the gateway'
 (utime + stime of ``/proc/PID/stat``) is read across the writing window and its drain, and
 divided by the messages delivered.  Every step has a deadline; every subprocess is ended in
 ``finally``; all traffic is on 127.0.0.1.
+
+``--python-heap`` measures instead what Python allocates per idle WebSocket subscriber
+(``tracemalloc``), the gateway served by uvicorn in this process (as the tests serve it),
+N ``kg-fanout`` subscribers of the Lease once warmed: the total per subscriber and the
+allocation sites that hold most of it.
 """
 
 from __future__ import annotations
@@ -548,6 +554,66 @@ async def bench(args: argparse.Namespace) -> list[Result]:
     return results
 
 
+async def python_heap(args: argparse.Namespace, top: int = 25) -> float:
+    """Python allocations per idle WebSocket subscriber (KB; prints the sites)."""
+    import gc
+    import linecache
+    import tracemalloc
+
+    from tests.support.graphql import serve_gateway
+
+    async with DemoUpstream(seed=False) as demo:
+        await demo.store.ensure_namespace(NAMESPACE)
+        await demo.store.create(
+            "leases",
+            {
+                "metadata": {
+                    "name": LEASE,
+                    "labels": {"bench": "fanout"},
+                    "annotations": {ANNOTATION: "none"},
+                },
+                "spec": {"holderIdentity": "bench", "leaseDurationSeconds": 15},
+            },
+            namespace=NAMESPACE,
+        )
+        writer = Writer(demo)
+        budget = max(1000, args.subscribers + 4 * WARM_SUBSCRIBERS)
+        async with serve_gateway(demo, max_subscriptions_per_identity=budget) as gw:
+            compression = args.compression
+            async with client(
+                "ws", gw.ws_url, WARM_SUBSCRIBERS, duration=120, compression=compression
+            ) as warm:
+                await writer.warm_until_ready(warm, 60)
+                await warm.finish()
+            await asyncio.sleep(1.0)
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.take_snapshot()
+                async with client(
+                    "ws", gw.ws_url, args.subscribers, duration=120, compression=compression
+                ) as c:
+                    await writer.warm_until_ready(c, args.connect_timeout)
+                    await asyncio.sleep(1.5)  # the last warm-up events drained: idle
+                    gc.collect()
+                    after = tracemalloc.take_snapshot()
+                    await c.finish()
+            finally:
+                tracemalloc.stop()
+    skip = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    stats = after.filter_traces(skip).compare_to(before.filter_traces(skip), "lineno")
+    n = args.subscribers
+    per = sum(st.size_diff for st in stats) / n / 1000
+    print(f"Python allocations per idle WebSocket subscriber: {per:.2f} KB ({n} subscribers)")
+    for st in stats[:top]:
+        where = st.traceback[0]
+        name = where.filename.split("site-packages/")[-1].replace(str(REPO) + "/", "")
+        line = linecache.getline(where.filename, where.lineno).strip()[:60]
+        size, blocks = st.size_diff / n, st.count_diff / n
+        print(f"{size:8.0f} B {blocks:6.2f} blocks  {name}:{where.lineno}  {line}")
+    return per
+
+
 def rows(argv: Sequence[str] = ()) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
     args = parse_args(list(argv))
@@ -614,6 +680,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="ws: the clients offer permessage-deflate, as browsers do",
     )
     parser.add_argument(
+        "--python-heap",
+        action="store_true",
+        help="instead: Python allocations per idle WebSocket subscriber (tracemalloc), the "
+        "gateway in this process",
+    )
+    parser.add_argument(
         "--latencies-dir",
         default="",
         help='write every delivery as "subscriber sent_ns latency_ns" to DIR/<transport>.txt',
@@ -631,7 +703,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     try:
-        asyncio.run(bench(args))
+        asyncio.run(python_heap(args) if args.python_heap else bench(args))
     except (RuntimeError, TimeoutError) as exc:
         raise SystemExit(f"bench_fanout: {exc!r}") from exc
     except asyncio.CancelledError:

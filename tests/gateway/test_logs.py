@@ -176,6 +176,10 @@ def test_requests_over_every_transport_are_logged_as_json_with_their_ids_and_no_
     assert ws_op["events"] >= 1 and ws_op["ended"] == "cancelled"
     ws_connection = _access_line(gateway, "ws-321", method="GET")
     assert ws_connection["status"] == 101 and ws_connection["transport"] == "websocket"
+    # written when the connection ended (it is served outside its ASGI call, which returns
+    # once it is accepted): its frames counted, its time the connection's whole life
+    assert ws_connection["bytes"] > 0
+    assert ws_connection["duration_ms"] >= ws_op["duration_ms"]
 
     # every line is one JSON object; nothing secret anywhere
     lines = _lines(gateway)

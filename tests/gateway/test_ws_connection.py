@@ -4,17 +4,22 @@ idle connection that holds neither its handshake nor a queue's deques."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import gc
 import itertools
+import logging
 import random
 import time
+from typing import Any
 
 import pytest
 from websockets.extensions.permessage_deflate import PerMessageDeflate
 from websockets.frames import Frame, Opcode
 
+from gateway.graphql.endpoints.server import GraphQLApp
+from gateway.graphql.transport import websocket
 from gateway.httpserver import (
     _HEADERS,
     _HEADERS_MAX,
@@ -25,6 +30,8 @@ from gateway.httpserver import (
     _Inbox,
     _Writable,
 )
+from gateway.requestid import RequestContext
+from gateway.shutdown import DrainGate
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import NAMESPACE, TransportWS, serve_gateway, unique, ws_client
 
@@ -113,11 +120,30 @@ def _server_protocols() -> list[LeanWebSocketProtocol]:
     ]
 
 
+def _coroutines_of(*functions: Any, scope: str | None = None) -> list[Any]:
+    """The live coroutines running any of ``functions`` (with ``scope``: for an ASGI scope
+    of that type only; the lifespan's call lives as long as the server)."""
+    codes = {f.__code__ for f in functions}
+    gc.collect()
+    found = []
+    for o in gc.get_objects():
+        if type(o).__name__ != "coroutine" or o.cr_code not in codes:
+            continue
+        if scope is not None:
+            frame = o.cr_frame
+            asgi = frame.f_locals.get("scope") if frame is not None else None
+            if not isinstance(asgi, dict) or asgi.get("type") != scope:
+                continue
+        found.append(o)
+    return found
+
+
 async def test_an_idle_connection_lets_its_handshake_go(demo: DemoUpstream) -> None:
-    """Once accepted, a subscriber's connection keeps the request's headers only where the
-    application reads them (the ASGI scope), not the parsed request nor the 101 response,
-    and its receive queue and writable flag are the lean ones; it is served as before, and
-    a connection opened after it too."""
+    """Once accepted, a subscriber's connection keeps neither the request's headers, the
+    parsed request nor the 101 response, nor the ASGI call (it is served outside it, in a
+    task of the server's: no frame of the middleware stack, of the router or of the
+    endpoint, and no ASGI scope, is held), and its receive queue and writable flag are the
+    lean ones; it is served as before, and a connection opened after it too."""
     label = unique("idle")
     await demo.store.create("leases", _lease(f"{label}-a", label, "a"), namespace=NAMESPACE)
     async with serve_gateway(demo) as gateway, ws_client(gateway) as ws:
@@ -129,8 +155,15 @@ async def test_an_idle_connection_lets_its_handshake_go(demo: DemoUpstream) -> N
         (protocol,) = _server_protocols()
         assert protocol.response is None
         assert len(protocol.request.headers) == 0
-        names = {name for name, _ in protocol.scope["headers"]}
-        assert {b"host", b"sec-websocket-protocol"} <= names
+        assert protocol.detached and protocol.scope is None
+        # every attribute in a slot: no instance dictionary (uvicorn added one: name it)
+        assert not vars(protocol), sorted(vars(protocol))
+        # the ASGI call returned: none of its frames is alive, the connection's task is
+        # the server's (uvicorn's shutdown waits for it)
+        calls = (RequestContext.__call__, DrainGate.__call__, GraphQLApp.__call__, websocket.serve)
+        assert not _coroutines_of(*calls, scope="websocket")
+        (serving,) = _coroutines_of(websocket.Connection.serve)
+        assert any(t.get_coro() is serving for t in protocol.tasks)
         assert isinstance(protocol.queue, _Inbox) and protocol.queue.empty()
         assert isinstance(protocol.writable, _Writable) and protocol.writable.is_set()
         async with ws_client(gateway) as second:
@@ -171,3 +204,89 @@ def test_a_compressed_frame_is_what_websockets_writes(size: int) -> None:
     expected = Frame(Opcode.TEXT, text.encode()).serialize(mask=False, extensions=[extension])
     assert _deflated_frame(text, extension) == expected
     assert _deflated_frame(text, extension) == expected  # the shared one, once made
+
+
+async def test_a_binary_message_is_refused_and_a_neighbour_is_served(
+    demo: DemoUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A binary message (neither protocol has any) closes its connection at once with 4400
+    and a clear reason, logged as no server error; a subscriber beside it keeps being
+    served, its answers quick."""
+    label = unique("binary")
+    await demo.store.create("leases", _lease(f"{label}-a", label, "a"), namespace=NAMESPACE)
+    async with serve_gateway(demo) as gateway, ws_client(gateway) as good:
+        op = await good.subscribe(WATCH, {"ns": NAMESPACE, "labels": f"suite={label}"})
+        async with ws_client(gateway) as hostile:
+            await hostile.ws.send(b"\x00" * 1000)
+            async with asyncio.timeout(10):
+                await hostile.ws.wait_closed()
+            assert hostile.ws.close_code == 4400
+            assert hostile.ws.close_reason == "Invalid message received"
+        started = time.monotonic()
+        q = await good.subscribe(LEASE, {"ns": NAMESPACE, "name": f"{label}-a"})
+        assert (await good.next(q))["data"]["lease"]["metadata"]["name"] == f"{label}-a"
+        assert await good.recv() == {"id": q, "type": "complete"}
+        assert time.monotonic() - started < 5.0
+        seen = await _patched_until_seen(demo, good, op, f"{label}-a", "after")
+        assert seen["f"] == "after"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_shutdown_ends_connections_served_outside_their_call(
+    demo: DemoUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server's shutdown closes idle subscribers served outside their ASGI call as it
+    closed them inside it (1012), waits for them: once it is over no task of theirs is left
+    (no connection's, no operation's), and each connection and operation wrote its access
+    line (the operation's ``cancelled``)."""
+    caplog.set_level(logging.INFO, logger="gateway.access")
+    label = unique("shutdown")
+    await demo.store.create("leases", _lease(f"{label}-a", label, "a"), namespace=NAMESPACE)
+    async with contextlib.AsyncExitStack() as clients:
+        async with serve_gateway(demo) as gateway:
+            subscribers = []
+            for i in range(3):
+                ws = await clients.enter_async_context(ws_client(gateway))
+                op = await ws.subscribe(WATCH, {"ns": NAMESPACE, "labels": f"suite={label}"})
+                await _patched_until_seen(demo, ws, op, f"{label}-a", str(i))
+                subscribers.append(ws)
+            assert len(_coroutines_of(websocket.Connection.serve)) == 3
+        for ws in subscribers:
+            async with asyncio.timeout(10):
+                await ws.ws.wait_closed()
+            assert ws.ws.close_code == 1012
+    codes = {websocket.Connection.serve.__code__, websocket.Connection._run.__code__}
+    left = [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "cr_code", None) in codes]
+    assert not left
+    lines = [r for r in caplog.records if r.name == "gateway.access"]
+    connections = [r for r in lines if getattr(r, "transport", None) == "websocket"]
+    assert [r.__dict__["method"] for r in connections].count("GET") == 3
+    assert all(
+        r.__dict__["status"] == 101 and r.__dict__["bytes"] > 0
+        for r in connections
+        if r.__dict__["method"] == "GET"
+    )
+    operations = [r for r in connections if r.__dict__["method"] == "subscription"]
+    assert len(operations) == 3
+    assert all(r.__dict__["ended"] == "cancelled" for r in operations)
+
+
+async def test_the_inbox_hands_messages_over_in_order() -> None:
+    """The receive queue: a waiting reader is handed the next message, messages queued
+    while none waits come out in order, and a message put while the reader that waited was
+    cancelled (its task ended) is kept for the next reader, not lost."""
+    inbox = _Inbox()
+    first = inbox.get()
+    assert not first.done()
+    inbox.put_nowait({"n": 1})
+    assert first.result() == {"n": 1} and inbox.empty()
+    inbox.put_nowait({"n": 2})
+    inbox.put_nowait({"n": 3})
+    assert inbox.qsize() == 2
+    assert await inbox.get() == {"n": 2}
+    assert await inbox.get() == {"n": 3}
+    assert inbox.empty()
+    left = inbox.get()
+    left.cancel()
+    inbox.put_nowait({"n": 4})
+    assert await inbox.get() == {"n": 4} and inbox.empty()

@@ -679,18 +679,21 @@ class GroupEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         group = scope["path_params"]["group"]
-        async with AsyncExitStack() as stack:
-            if scope["type"] == "websocket":
-                # The caller is known once connection_init arrives: the root admits the
-                # connection (its limits and origins are every endpoint's), the group's
-                # endpoint serves it, and is kept until the connection ends.
-                async def resolve(credential: Credential) -> GraphQLApp:
-                    return await stack.enter_async_context(self.serving(group, credential))
+        if scope["type"] == "websocket":
+            # The caller is known once connection_init arrives: the root admits the
+            # connection (its limits and origins are every endpoint's), the group's
+            # endpoint serves it, and is kept until the connection ends (which may be after
+            # this call returns: the connection is served outside it).
+            held = AsyncExitStack()
 
-                await websocket.serve(
-                    self.root, WebSocket(scope, receive, send), send, resolve=resolve
-                )
-                return
+            async def resolve(credential: Credential) -> GraphQLApp:
+                return await held.enter_async_context(self.serving(group, credential))
+
+            await websocket.serve(
+                self.root, scope, receive, send, resolve=resolve, release=held.aclose
+            )
+            return
+        async with AsyncExitStack() as stack:
             request = Request(scope, receive)
             if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
                 await self.root(scope, receive, send)  # GraphiQL's page: the same everywhere

@@ -12,7 +12,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from starlette.websockets import WebSocket
 
 from gateway.core import (
     Cluster,
@@ -200,7 +199,7 @@ class GraphQLApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            await websocket.serve(self, WebSocket(scope, receive, send), send)
+            await websocket.serve(self, scope, receive, send)
             return
         response = await http.handle(self, Request(scope, receive))
         await response(scope, receive, send)

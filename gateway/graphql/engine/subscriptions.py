@@ -329,6 +329,7 @@ class Subscriber:
                 self._starting = asyncio.ensure_future(self._start())
             if not await asyncio.shield(self._starting):
                 return None
+            self._starting = None  # started: not held for the subscription's lifetime
         source = self.source
         assert source is not None
         while not self.finished:

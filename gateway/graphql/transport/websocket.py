@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.types import Send
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
 from gateway.core import ANONYMOUS, Credential, deepjson, errors, refuse_impersonation
 from gateway.graphql.engine.execution import RequestError
@@ -35,7 +37,7 @@ from gateway.graphql.resolvers.context import (
     credential_from_payload,
 )
 from gateway.graphql.transport.origins import REFUSAL, origin_allowed
-from gateway.requestid import note_event, note_subscription_end, operation_log
+from gateway.requestid import DETACH, Detach, note_event, note_subscription_end, operation_log
 
 if TYPE_CHECKING:
     from gateway.graphql.transport.endpoint import Endpoint
@@ -62,50 +64,72 @@ class _Close(Exception):
 
 
 class Connection:
-    """One WebSocket connection speaking either protocol."""
+    """One WebSocket connection speaking either protocol, once accepted: its ASGI
+    ``receive`` and ``send`` (not the ASGI scope, whose headers are read once as it starts,
+    nor Starlette's ``WebSocket``)."""
+
+    __slots__ = (
+        "_keepalive",
+        "_receive",
+        "_resolve",
+        "_send",
+        "app",
+        "credential",
+        "initialised",
+        "legacy",
+        "open",
+        "operations",
+        "protocol",
+    )
 
     def __init__(
         self,
         app: Endpoint,
-        websocket: WebSocket,
+        receive: Receive,
+        send: Send,
         protocol: str,
-        send: Send | None = None,
         resolve: Resolve | None = None,
     ) -> None:
         self.app = app
         #: Finds the endpoint that serves the connection once its caller is known (a
         #: group's, built on first use only for a caller the cluster authenticates).
         self._resolve = resolve
-        self.ws = websocket
+        self._receive = receive
+        #: The connection's ASGI ``send``: text frames go straight to it.
+        self._send = send
+        #: The gateway has not closed it: a frame may be sent.
+        self.open = True
         self.protocol = protocol
         self.legacy = protocol == LEGACY_WS
         self.credential: Credential = ANONYMOUS
         self.initialised = False
         self.operations: dict[str, asyncio.Task[None]] = {}
         self._keepalive: asyncio.Task[None] | None = None
-        #: The connection's ASGI ``send``: text frames go straight to it.
-        self._send = send
 
     # -- sending -----------------------------------------------------------------------------
 
     async def send_text(self, text: str) -> None:
-        """Send one text frame.
-
-        Once accepted, straight to the ASGI ``send`` (``websocket`` would only check a
-        state that a text frame never changes), with its answer to a connection that is
-        gone: ``WebSocketDisconnect`` (1006).  No lock: the server writes each frame whole
-        in one step (uvicorn waits for the transport to be writable, then writes), so the
-        operations of a connection never interleave inside a frame, and each operation
-        awaits its frames in order.
+        """Send one text frame, straight to the ASGI ``send``, with its answer to a
+        connection that is gone: ``WebSocketDisconnect`` (1006).  No lock: the server
+        writes each frame whole in one step (uvicorn waits for the transport to be
+        writable, then writes), so the operations of a connection never interleave inside
+        a frame, and each operation awaits its frames in order.
         """
-        ws = self.ws
-        if self._send is None or ws.application_state is not WebSocketState.CONNECTED:
-            await ws.send_text(text)
-            return
+        if not self.open:
+            raise WebSocketDisconnected('Cannot call "send" once a close message has been sent.')
         try:
             await self._send({"type": "websocket.send", "text": text})
         except OSError:
-            ws.application_state = WebSocketState.DISCONNECTED
+            self.open = False
+            raise WebSocketDisconnect(code=1006) from None
+
+    async def close(self, code: int, reason: str) -> None:
+        if not self.open:
+            raise WebSocketDisconnected('Cannot call "send" once a close message has been sent.')
+        self.open = False
+        try:
+            await self._send({"type": "websocket.close", "code": code, "reason": reason})
+        except OSError:
             raise WebSocketDisconnect(code=1006) from None
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -125,24 +149,31 @@ class Connection:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def serve(self) -> None:
+    async def serve(self, headers: Headers, release: Release | None = None) -> None:
+        """Serve the connection until it closes; ``headers``: its upgrade request's, read
+        here once (a credential, headers that may not be sent) and not held after;
+        ``release``: awaited last, once its operations ended."""
         init_timer = asyncio.get_running_loop().call_later(
             self.app.limits.connection_init_seconds, self._init_timeout
         )
         try:
             try:
-                refuse_impersonation(self.ws.headers.keys(), "header")
+                refuse_impersonation(headers.keys(), "header")
             except errors.Forbidden as exc:
                 raise _Close(4403, exc.message[:120]) from None
             try:
-                self.credential = credential_from_header(self.ws.headers.get("authorization"))
+                self.credential = credential_from_header(headers.get("authorization"))
             except errors.Unauthorized:
                 raise _Close(4401, "Unauthorized: malformed Authorization") from None
+            del headers
             while True:
-                try:
-                    text = await self.ws.receive_text()
-                except WebSocketDisconnect:
-                    return
+                received = await self._receive()
+                if received["type"] == "websocket.disconnect":
+                    return  # the client left (or the server is shutting down)
+                text: str | None = received.get("text")
+                del received
+                if text is None:  # a binary message: neither protocol has any
+                    raise _Close(4400, "Invalid message received")
                 if len(text) > self.app.limits.max_body_bytes:
                     raise _Close(4413, "Message too large")
                 try:
@@ -156,14 +187,18 @@ class Connection:
                 del text, message
         except _Close as close:
             with contextlib.suppress(Exception):
-                await self.ws.close(close.code, close.reason)
+                await self.close(close.code, close.reason)
         finally:
             init_timer.cancel()
-            await self.aclose()
+            try:
+                await self.aclose()
+            finally:
+                if release is not None:
+                    await release()
 
     def _init_timeout(self) -> None:
         if not self.initialised:
-            task = asyncio.ensure_future(self.ws.close(4408, "Connection initialisation timeout"))
+            task = asyncio.ensure_future(self.close(4408, "Connection initialisation timeout"))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def aclose(self) -> None:
@@ -281,6 +316,8 @@ class Connection:
             log.debug("websocket operation ended with %r", task.exception())
 
     async def _run(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
+        """Run one operation (one coroutine, a subscription's for its lifetime: no frame
+        of a helper nor a closure more per idle subscriber)."""
         from gateway.graphql.transport.http import operation_name
 
         # Counted in flight: a drain waits for a query to answer and for a subscription to
@@ -289,55 +326,56 @@ class Connection:
             operation_log("websocket", prepared.kind, operation_name(prepared)),
             self.app.drain.track(),
         ):
-            await self._operation(op_id, prepared, variables)
-
-    async def _operation(self, op_id: str, prepared: Any, variables: dict[str, Any] | None) -> None:
-        try:  # impersonate mode: authenticated per operation; introspection: always
-            credential = await self.app.caller(prepared, self.credential)
-        except errors.Unauthorized as exc:
-            await self.send_error(op_id, [format_exception(exc)])
-            return
-
-        def context_of() -> Context:
-            return self.app.context(credential)
-
-        if prepared.kind != "subscription":
-            result = await self.app.engine.execute(prepared, variables, context_of())
-            await self.send_payload(op_id, deepjson.dumps(result).decode())
-            await self.send({"id": op_id, "type": "complete"})
-            return
-        sub = self.app.subscriptions.subscribe(prepared, variables, context_of)
-        key = (op_id, self.legacy)
-
-        def frame(payload: str) -> str:
-            return self.frame(op_id, payload)
-
-        try:
-            # Frames are built once per item for every subscriber with the same op id.  The
-            # item sent last is not held while the next is awaited: an idle subscriber would
-            # keep it (a snapshot's, rendered for it alone).
-            while True:
-                item = sub.next_nowait()
-                if item is None:
-                    item = await sub.next_item()
+            try:  # impersonate mode: authenticated per operation; introspection: always
+                credential = await self.app.caller(prepared, self.credential)
+            except errors.Unauthorized as exc:
+                await self.send_error(op_id, [format_exception(exc)])
+                return
+            context_of: Callable[[], Context] = functools.partial(self.app.context, credential)
+            if prepared.kind != "subscription":
+                result = await self.app.engine.execute(prepared, variables, context_of())
+                await self.send_payload(op_id, deepjson.dumps(result).decode())
+                await self.send({"id": op_id, "type": "complete"})
+                return
+            sub = self.app.subscriptions.subscribe(prepared, variables, context_of)
+            del context_of, credential
+            key = (op_id, self.legacy)
+            # (partials, not closures: the coroutine then keeps no cells)
+            frame = functools.partial(self.frame, op_id)
+            try:
+                # Frames are built once per item for every subscriber with the same op id.
+                # The item sent last is not held while the next is awaited: an idle
+                # subscriber would keep it (a snapshot's, rendered for it alone).
+                while True:
+                    item = sub.next_nowait()
                     if item is None:
-                        break
-                note_event()
-                await self.send_text(item.framed(key, frame))
-            note_subscription_end(sub.failed)
-            if sub.final is not None:
-                await self.send_payload(op_id, sub.final)
-            await self.send({"id": op_id, "type": "complete"})
-        finally:
-            sub.close()
+                        item = await sub.next_item()
+                        if item is None:
+                            break
+                    note_event()
+                    await self.send_text(item.framed(key, frame))
+                note_subscription_end(sub.failed)
+                if sub.final is not None:
+                    await self.send_payload(op_id, sub.final)
+                await self.send({"id": op_id, "type": "complete"})
+            finally:
+                sub.close()
 
 
 #: Finds the endpoint of a connection from its caller's credential.
 Resolve = Callable[[Credential], Awaitable["Endpoint"]]
+#: Lets go of what a connection's ``resolve`` took, once the connection ended.
+Release = Callable[[], Awaitable[object]]
 
 
 async def serve(
-    app: Endpoint, websocket: WebSocket, send: Send | None = None, resolve: Resolve | None = None
+    app: Endpoint,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    resolve: Resolve | None = None,
+    release: Release | None = None,
 ) -> None:
     """Accept a WebSocket with one of the two protocols and serve it until it closes.
 
@@ -345,7 +383,8 @@ async def serve(
     every endpoint's) and the endpoint that serves it is ``resolve(credential)``, asked once
     ``connection_init`` has said who the caller is: a group endpoint answers whether the
     group exists only to a caller the cluster authenticates (close 4401 otherwise, 4404
-    for a group it does not serve).
+    for a group it does not serve).  ``release`` is awaited once when the connection has
+    ended (or at once if it is refused): what ``resolve`` took is kept until then.
 
     A browser page of a foreign origin (not the gateway's own, not allowed by
     ``--allowed-origins``) is refused: otherwise any web site could subscribe with whatever
@@ -354,17 +393,60 @@ async def serve(
     bare HTTP 403 that a browser's script never sees (its ``close`` event says 1006), and
     the close code is what the page's client can show.  The upgrade names the subprotocol
     the page offered, as browsers fail a handshake that names none.
+
+    Once accepted, a connection is served outside this call when the server offers it
+    (:data:`gateway.requestid.DETACH`): every check of the upgrade is done by then (the
+    middleware's, the origin's, the subprotocol's), and an idle connection holds none of
+    the frames of the call.
     """
-    offered = websocket.scope.get("subprotocols") or []
+    try:
+        admitted = await _admitted(app, scope, receive, send)
+    except BaseException:
+        if release is not None:
+            await release()
+        raise
+    if admitted is None:  # refused, closed
+        if release is not None:
+            await release()
+        return
+    protocol, headers = admitted
+    del admitted
+    connection = Connection(app, receive, send, protocol, resolve)
+    detach: Detach | None = (scope.get("extensions") or {}).get(DETACH)
+    if detach is None:
+        await connection.serve(headers, release)
+        return
+
+    def detached(direct: Send) -> Coroutine[Any, Any, None]:
+        # frames straight to the server's send (counted by the request-id middleware),
+        # not through the call's wrappers
+        connection._send = direct
+        return connection.serve(headers, release)
+
+    try:
+        detach(detached)
+    except BaseException:  # not detached (closed meanwhile): it never ran
+        if release is not None:
+            await release()
+        raise
+
+
+async def _admitted(
+    app: Endpoint, scope: Scope, receive: Receive, send: Send
+) -> tuple[str, Headers] | None:
+    """Accept the connection and say with which protocol and upgrade headers, or refuse
+    it (``None``: accepted and closed with the reason, or closed)."""
+    websocket = WebSocket(scope, receive, send)
+    offered = scope.get("subprotocols") or []
     protocol = next((p for p in (TRANSPORT_WS, LEGACY_WS) if p in offered), None)
     if not origin_allowed(
         websocket.headers.get("origin"), websocket.headers.get("host"), app.allowed_origins
     ):
         await websocket.accept(subprotocol=protocol)
         await websocket.close(4403, REFUSAL)
-        return
+        return None
     if protocol is None:
         await websocket.close(4406, "Subprotocol not acceptable")
-        return
+        return None
     await websocket.accept(subprotocol=protocol)
-    await Connection(app, websocket, protocol, send, resolve).serve()
+    return protocol, websocket.headers
