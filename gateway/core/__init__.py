@@ -35,7 +35,7 @@ from gateway.core.fleet.fleet import Fleet
 from gateway.core.fleet.visibility import View, Visibility
 from gateway.core.fleet.watches import FleetEvent, FleetStream, decode_resume
 from gateway.core.lists.body import Undecoded
-from gateway.core.lists.jobs import wire
+from gateway.core.lists.jobs import Job, split_typed, typed, wire
 from gateway.core.lists.large import LARGE_LIST, LargeLists, ListEncoding, encode_now, is_large
 from gateway.core.lists.projections import (
     ALWAYS,
@@ -65,6 +65,18 @@ from gateway.core.lists.protowire import (
     field_tag,
     length_prefixed,
     varint,
+)
+from gateway.core.lists.typedwire import (
+    IOS,
+    JSON_OP,
+    LIST_MSG,
+    MAP_MSG,
+    MSG,
+    Design,
+    PlanEntry,
+    Shape,
+    Writer,
+    files_of,
 )
 from gateway.core.model import openapi, schema
 from gateway.core.model.options import (
@@ -136,12 +148,17 @@ __all__ = [
     "CONST",
     "COPY",
     "DEFAULT",
+    "IOS",
     "JSON",
+    "JSON_OP",
     "LARGE_LIST",
     "LEAF",
+    "LIST_MSG",
+    "MAP_MSG",
     "MAX_COUNT_GROUPS",
     "MAX_VIEW_SORT_KEYS",
     "MAX_VIEW_VALUES",
+    "MSG",
     "PASSTHROUGH",
     "POD",
     "READ",
@@ -158,6 +175,7 @@ __all__ = [
     "ConfigError",
     "Credential",
     "DeleteOptions",
+    "Design",
     "Digest",
     "Drain",
     "Fallback",
@@ -173,6 +191,7 @@ __all__ = [
     "GroupVersionKey",
     "HubEvent",
     "Internal",
+    "Job",
     "KubeAdapter",
     "LargeLists",
     "ListEncoding",
@@ -190,6 +209,7 @@ __all__ = [
     "Operation",
     "PatchOptions",
     "PatchType",
+    "PlanEntry",
     "Preconditions",
     "Project",
     "RawLine",
@@ -203,6 +223,7 @@ __all__ = [
     "ScalarKind",
     "SchemaError",
     "Selection",
+    "Shape",
     "Spec",
     "Step",
     "Stream",
@@ -224,6 +245,7 @@ __all__ = [
     "WatchSubscription",
     "Watcher",
     "WriteOptions",
+    "Writer",
     "check_listed",
     "check_resume",
     "credential_of_authorization",
@@ -238,6 +260,7 @@ __all__ = [
     "encode_struct",
     "errors",
     "field_tag",
+    "files_of",
     "generate",
     "heap",
     "identity",
@@ -262,8 +285,10 @@ __all__ = [
     "scope_of",
     "seed_model",
     "select",
+    "split_typed",
     "then",
     "tracing",
+    "typed",
     "varint",
     "view_spec",
     "wire",
