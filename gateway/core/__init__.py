@@ -78,6 +78,7 @@ from gateway.core.lists.typedwire import (
     Writer,
     files_of,
 )
+from gateway.core.lists.typedwire import project as mask_project
 from gateway.core.model import openapi, schema
 from gateway.core.model.options import (
     DeleteOptions,
@@ -271,6 +272,7 @@ __all__ = [
     "length_prefixed",
     "list_body",
     "list_of",
+    "mask_project",
     "merge_views",
     "nonnull_of",
     "open_fleet_stream",

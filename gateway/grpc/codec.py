@@ -2,25 +2,16 @@
 
 Decoded upstream JSON feeds the (upb, C) message constructor directly: the contract keeps the
 Kubernetes JSON field names, so ``Pod(**pod_dict)`` builds the whole tree in C.  The codec's
-main output is the *wire bytes* of the answer (what the server sends), built in three steps:
-
-1. A per-message *plan*, computed once from the schema, visits only the paths that need
-   something: ``int-or-string`` values (``"port": 8080`` is a string field in the contract)
-   become strings, and free-form JSON values (``google.protobuf.Struct``, e.g.
-   ``metadata.managedFields[].fieldsV1``) are taken out of the dict.  Dicts are copied only
-   where they change; the input is never mutated.
-2. The message constructor builds the rest in C, and ``SerializeToString`` writes it.
-3. The taken-out JSON is appended as wire bytes (:mod:`gateway.core.lists.protowire`): a
-``Struct`` built
-   through the Python API costs more than decoding the whole pod, its encoding costs little
-   and is cached.  Protobuf merges a repeated occurrence of a message field, so the appended
-   bytes land inside the right sub-message; a list that holds JSON somewhere below is
-   encoded element by element.
-
-Fields the contract does not know (an upstream newer than the schema) make the constructor
-refuse the dict (``ValueError``); only then does the object take the *tolerant* path, a full
-walk that drops unknown fields (logged once per field) and coerces or drops values of the
-wrong JSON type, so one odd object costs a slower conversion, never an error.
+main output is the *wire bytes* of the answer (what the server sends).  It reads the schema
+once into a *design*, plain data (:class:`~gateway.core.lists.typedwire.Design`: the
+contract's serialized file descriptors, a per-message *plan* of the paths that need
+something, ``int-or-string`` values and free-form JSON, and each field's shape), and writes
+with the core's :class:`~gateway.core.lists.typedwire.Writer` of that design, which has the
+three steps (the plans compiled to Python, the constructor, the ``Struct`` wire bytes
+appended) and the *tolerant* path for fields the contract does not know (dropped, logged
+here once per field).  A list worker builds the same writer from the same design
+(:func:`gateway.core.lists.jobs.typed`), so a large typed list is written there, by two
+workers at once when there are two (:meth:`Codec.list_encoding`), the same bytes.
 
 The reverse direction (requests that carry an object) walks the message's set fields; it
 turns ``int-or-string`` digits back into JSON numbers and whole ``Struct`` numbers back into

@@ -1,7 +1,7 @@
 """Benchmark: upstream JSON -> gRPC messages, against decoding the same JSON (same run, ratios).
 
     .venv/bin/python -m tests.bench.grpc_conversion [--pods 5000] [--rounds 5] \\
-        [--list-workers 2] [--out BENCHMARKS.md]
+        [--list-workers 2] [--end-to-end-rounds 3] [--out BENCHMARKS.md]
 
 Not a timed test (machines differ; the 2-core CI box is noisy): it prints absolute numbers and
 the ratios the gRPC issue cares about:
@@ -321,10 +321,12 @@ async def end_to_end(pods: int, rounds: int, workers: int = 2) -> dict[str, dict
                 await pool.aclose()
 
 
-def rows(pods: int = 5000, rounds: int = 7, workers: int = 2) -> list[Row]:
+def rows(
+    pods: int = 5000, rounds: int = 7, workers: int = 2, e2e_rounds: int | None = None
+) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
     c = conversion(pods, rounds)
-    e = asyncio.run(end_to_end(pods, max(3, rounds // 2), workers))
+    e = asyncio.run(end_to_end(pods, e2e_rounds or max(3, rounds // 2), workers))
     others = ", ".join(
         f"{name} {e[name]['best'] / e['direct']['best']:.2f}x"
         for name in VARIANTS
@@ -384,17 +386,21 @@ def main() -> None:
         "--list-workers", type=int, default=2, help="list workers the gateway has (0: none)"
     )
     parser.add_argument(
+        "--end-to-end-rounds", type=int, default=None, help="default: half --rounds, at least 3"
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="put the rows into this BENCHMARKS.md"
     )
     args = parser.parse_args()
+    e2e_rounds = args.end_to_end_rounds or max(3, args.rounds // 2)
     if args.out is not None:
-        found = rows(args.pods, args.rounds, args.list_workers)
+        found = rows(args.pods, args.rounds, args.list_workers, e2e_rounds)
         print(text_table(found))
         args.out.write_text(put_rows(args.out.read_text(), found))
         return
     conversion(args.pods, args.rounds)
     if not args.no_end_to_end:
-        asyncio.run(end_to_end(args.pods, max(3, args.rounds // 2), args.list_workers))
+        asyncio.run(end_to_end(args.pods, e2e_rounds, args.list_workers))
 
 
 if __name__ == "__main__":
