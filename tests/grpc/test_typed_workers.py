@@ -7,8 +7,12 @@ gateway with two list workers against one with none, over gRPC, byte for byte.""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
+import os
+import signal
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -339,3 +343,57 @@ async def test_a_typed_list_over_the_cap_is_refused_the_same_way() -> None:
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert f"more than {COUNT - 1} pods match" in (details or "")
     assert len(PodList.FromString(small).items) == 5
+
+
+async def _get_pod(gateway: Gateway, name: str) -> Any:
+    port = gateway.app.state.runtime.grpc_port
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(
+            "/kubegateway.v1.PodService/Get",
+            request_serializer=pods_pb2.GetPodRequest.SerializeToString,
+            response_deserializer=Pod.FromString,
+        )
+        return await call(pods_pb2.GetPodRequest(namespace=NS, name=name), metadata=bearer(ADMIN))
+
+
+async def test_lists_at_once_share_the_workers_and_a_small_get_goes_on(
+    pair: tuple[Gateway, Gateway],
+) -> None:
+    """Four lists at once, each split in two, on two workers: each part waits for a free
+    worker (none holds one while it waits for another), every list is exact, and a small
+    ``Get`` while they wait is answered without waiting for them."""
+    with_workers, without = pair
+    want = await _list_bytes(without, namespace=NS)
+    workers = _workers(with_workers)
+    assert await _list_bytes(with_workers, namespace=NS) == want  # the workers are started
+    before = workers.projected
+    slots = workers._slots
+    assert slots is not None
+    async with slots, slots:  # both workers busy (held here) until the block ends
+        lists = [asyncio.create_task(_list_bytes(with_workers, namespace=NS)) for _ in range(4)]
+        started = time.perf_counter()
+        got = await _get_pod(with_workers, "bulk-00007")
+        waited = time.perf_counter() - started
+        assert got.metadata.name == "bulk-00007"
+        assert waited < 5  # not behind the lists
+        assert not any(task.done() for task in lists)  # they wait for the workers
+    assert await asyncio.gather(*lists) == [want] * 4
+    assert workers.projected == before + 8
+    assert len(workers._all) == 2
+
+
+async def test_a_killed_worker_costs_no_typed_list(pair: tuple[Gateway, Gateway]) -> None:
+    """A worker killed between lists: the next list is still exact (its part goes to a new
+    worker, or the gateway writes the list itself), and new workers take the ones after."""
+    with_workers, without = pair
+    want = await _list_bytes(without, namespace=NS)
+    workers = _workers(with_workers)
+    first, _ = await workers.ready()
+    os.kill(first, signal.SIGKILL)
+    assert await _list_bytes(with_workers, namespace=NS) == want
+    assert await _list_bytes(with_workers, namespace=NS) == want
+    pids = await workers.ready()
+    assert first not in pids and len(pids) == 2
+    before = workers.projected
+    assert await _list_bytes(with_workers, namespace=NS) == want
+    assert workers.projected == before + 2
