@@ -286,7 +286,7 @@ class Codec:
             return [typed(key, design, item, items_tag, mask, part=(i, n)) for i in range(n)]
 
         def finish(answers: Sequence[bytes]) -> bytes:
-            parts = []
+            parts: list[bytes | memoryview] = []
             for i, done in enumerate(answers):
                 rest, notes, written = split_typed(done)
                 for fmt, *args in notes:

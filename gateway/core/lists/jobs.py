@@ -112,9 +112,10 @@ def typed(
     return ("typed", key, design, item, item_tag, mask, part)
 
 
-def split_typed(done: bytes) -> tuple[dict[str, Any], list[list[Any]], bytes]:
+def split_typed(done: bytes) -> tuple[dict[str, Any], list[list[Any]], memoryview]:
     """A ``typed`` job's answer: the list without its items (decoded), what the writer
-    dropped (each a ``%s`` format and its arguments), the items' bytes."""
+    dropped (each a ``%s`` format and its arguments), the items' bytes (a view of
+    ``done``: not copied until the answer is joined)."""
     (size,) = _REST.unpack_from(done)
     start = _REST.size
     rest = orjson.loads(done[start : start + size])
@@ -122,7 +123,7 @@ def split_typed(done: bytes) -> tuple[dict[str, Any], list[list[Any]], bytes]:
     (size,) = _REST.unpack_from(done, start)
     start += _REST.size
     notes = orjson.loads(done[start : start + size])
-    return rest, notes, done[start + size :]
+    return rest, notes, memoryview(done)[start + size :]
 
 
 def split_wire(done: bytes) -> tuple[dict[str, Any], bytes]:
@@ -278,7 +279,8 @@ def _typed_answer(value: dict[str, Any], items: list[Any], job: Job) -> bytes:
     writer.items(item, item_tag, items, mask, parts)
     rest = orjson.dumps(value)
     said = orjson.dumps(notes)
-    return _REST.pack(len(rest)) + rest + _REST.pack(len(said)) + said + b"".join(parts)
+    # one join: the items (9 MB for 2,500 pods) copied once
+    return b"".join([_REST.pack(len(rest)), rest, _REST.pack(len(said)), said, *parts])
 
 
 #: A list body's members, each as its JSON text; its items, each as its JSON text.
