@@ -339,7 +339,11 @@ def rows(
             "ms",
             e["direct"]["best"],
             max_ratio=1.5,
-            note=f"gzip {e['default']['gzip'] / e['direct']['best']:.2f}x; {others}",
+            note=(
+                f"median {e['default']['median'] / e['direct']['median']:.2f}x; "
+                f"gzip {e['default']['gzip'] / e['direct']['best']:.2f}x; {others}; "
+                f"load {os.getloadavg()[0]:.1f}"
+            ),
         ),
         row(
             f"codec dicts → PodList bytes vs orjson decode, {pods:,} pods, CPU",

@@ -5,8 +5,10 @@ written on two cores, not one, when there are two workers.
 Each worker is sent the whole body (a copy into its memory file, a few milliseconds) and
 delimits it (no value built) before it decodes and writes its run; the answer is the
 concatenation of the runs, in order (a protobuf list is its items' fields one after the
-other).  A body the upstream gzipped is inflated once, here in a thread, rather than by
-each worker.
+other).  A body the upstream gzipped goes to each worker as it came, and each inflates it
+(measured, two workers and 5,000 pods: the gateway's CPU 8 ms against 65 ms when it inflated
+the body once and copied the 27 MB to both, for 45 ms more of the workers'; less CPU in
+all, and the median list sooner).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import asyncio
 from collections.abc import Sequence
 
 from gateway.core.lists.body import Undecoded
-from gateway.core.lists.gzipped import inflated
 from gateway.core.lists.jobs import Job
 from gateway.core.lists.pool import ListWorkers
 
@@ -30,13 +31,10 @@ async def run_parts(
 
     Raises:
         RequestEntityTooLarge: more items than the body's cap (every part checks it).
-        Unavailable: the body is not gzip (``gzipped``).
     """
     if len(jobs) == 1:
         done = await workers.run(body, jobs[0])
         return None if done is None else [done]
-    if body.gzipped:
-        body = Undecoded(await inflated(body.data), cap=body.cap, plural=body.plural)
     answers = await asyncio.gather(
         *(workers.run(body, job) for job in jobs), return_exceptions=True
     )
