@@ -20,7 +20,7 @@ import grpc
 import orjson
 import pytest
 
-from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, split_typed, work
+from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, Job, split_typed, work
 from gateway.core.lists.large import LARGE_BODY_BYTES
 from gateway.core.lists.pool import ListWorkers
 from gateway.core.lists.typedwire import Design, Writer
@@ -133,6 +133,16 @@ MASKS = {
 }
 
 
+def _work(data: bytes, job: Job, cap: int) -> bytes | str:
+    """``job`` done on ``data`` as a worker does it (here), its buffers as the gateway reads
+    them (one after the other), or what else it answered."""
+    done = work(data, job, cap)
+    if isinstance(done, list):
+        return b"".join(done)
+    assert isinstance(done, str | bytes)
+    return done
+
+
 def _by_workers(kind: str, body: JSON, parts: int, mask: masks.Tree | None) -> bytes:
     """``body``'s list written by the job of ``parts`` workers (each the worker's own code,
     run here), joined as the gateway joins them."""
@@ -141,7 +151,7 @@ def _by_workers(kind: str, body: JSON, parts: int, mask: masks.Tree | None) -> b
     data = orjson.dumps(body)
     answers = []
     for job in encoding.split(parts):
-        done = work(data, job, 0)
+        done = _work(data, job, 0)
         assert isinstance(done, bytes), done
         answers.append(done)
     return encoding.finish(answers)
@@ -210,7 +220,7 @@ def test_what_a_worker_drops_is_logged_by_the_gateway(caplog: pytest.LogCaptureF
     encoding = codec().list_encoding("Pod")
     assert encoding.split is not None and encoding.finish is not None
     (job,) = encoding.split(1)
-    done = work(orjson.dumps(body), job, 0)
+    done = _work(orjson.dumps(body), job, 0)
     assert isinstance(done, bytes)
     _, notes, _ = split_typed(done)
     said = [fmt % tuple(args) for fmt, *args in notes]
@@ -228,9 +238,9 @@ def test_a_list_over_the_cap_is_refused_by_every_part(parts: int) -> None:
     five = orjson.dumps(_listed([pod(i) for i in range(5)]))
     token = orjson.dumps(_listed([pod(1)], **{"continue": "more"}))
     for job in encoding.split(parts):
-        assert work(five, job, 4) == OVER_CAP
-        assert work(token, job, 4) == OVER_CAP
-        assert isinstance(work(five, job, 5), bytes)
+        assert _work(five, job, 4) == OVER_CAP
+        assert _work(token, job, 4) == OVER_CAP
+        assert isinstance(_work(five, job, 5), bytes)
 
 
 @pytest.mark.parametrize("parts", [1, 2])
@@ -254,8 +264,8 @@ def test_a_body_a_worker_cannot_write_exactly_is_left_to_the_gateway(
     and the gateway decodes it the ordinary way (and says what is wrong)."""
     encoding = codec().list_encoding("Pod")
     assert encoding.split is not None and encoding.finish is not None
-    whole = work(data, encoding.split(1)[0], 0)
-    answers = [work(data, job, 0) for job in encoding.split(parts)]
+    whole = _work(data, encoding.split(1)[0], 0)
+    answers = [_work(data, job, 0) for job in encoding.split(parts)]
     if whole == NOT_DONE:
         assert NOT_DONE in answers  # the gateway decodes it then
     if all(isinstance(done, bytes) for done in answers):  # then it is what the gateway writes
