@@ -238,7 +238,9 @@ def _reader_of(spec: Spec) -> Callable[[bytes | memoryview], Any]:
     return reader(merged(shape(spec), _COUNTED))
 
 
-def _written(value: dict[str, Any], item_tag: bytes, object_tag: bytes, as_struct: bool) -> bytes:
+def _written(
+    value: dict[str, Any], item_tag: bytes, object_tag: bytes, as_struct: bool
+) -> list[bytes]:
     items = value.pop("items", None) or []
     if type(items) is not list:
         raise Fallback
@@ -248,7 +250,8 @@ def _written(value: dict[str, Any], item_tag: bytes, object_tag: bytes, as_struc
             obj = encode_struct(item) if as_struct else orjson.dumps(item)
             parts.append(length_prefixed(item_tag, length_prefixed(object_tag, obj)))
     rest = orjson.dumps(value)
-    return _REST.pack(len(rest)) + rest + b"".join(parts)
+    # buffers, as a typed job's: through the memory file, not the pipe
+    return [_REST.pack(len(rest)), rest, *parts]
 
 
 #: The typed writers a worker keeps built (by design key), the least recent dropped.
