@@ -271,11 +271,12 @@ CAUSES: dict[str, str] = {
     "38 us when the reference is 36-37 us; a run where the reference is 50 us or more "
     "reads above 40 us with unchanged code.",
     "gRPC List": "the machine's load: two list workers write the list, each its half of "
-    "the items, and with a free core that is 1.43-1.44x the direct call; at load 3 and more "
-    "(other processes on the two CPUs) the halves wait for the cores and the list takes as "
-    "long as with one worker, 1.88-2.10x (docs/performance.md, Typed gRPC lists: the CPU "
-    "figures, which the load does not move). The lever left is a native JSON-to-protobuf "
-    "writer (the upb constructor and the plans' Python are ~90-100 ms of each half).",
+    "the items, and with a free core that is 1.43-1.48x the direct call (best of 8 rounds); "
+    "at load 3 and more (other processes on the two CPUs) the halves wait for the cores and "
+    "the list takes as long as with one worker, 1.88-2.10x (docs/performance.md, Typed gRPC "
+    "lists: the runs, and the CPU figures, which the load does not move). The lever left is "
+    "a native JSON-to-protobuf writer (the upb constructor and the plans' Python are "
+    "~90-100 ms of each half).",
     "GraphQL list": "fixed work on top of the direct call: projecting 5,000 objects (~30 ms "
     "CPU, generated code), serialising the response (~11 ms), the HTTP response, and the bench "
     "client's decode of the answer (~15 ms). The collector pause after the decode, the largest "
