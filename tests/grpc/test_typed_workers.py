@@ -47,7 +47,7 @@ def _odd_pod(i: int) -> JSON:
     spec["activeDeadlineSeconds"] = 2**40 + i  # int64 past 32 bits
     spec["terminationGracePeriodSeconds"] = 30.0  # a whole float in an int64 field
     spec["priority"] = "7"  # digits in an int32 field: coerced
-    spec["futureSpecField"] = {"x": [1, 2]}  # unknown: dropped
+    spec["laterSpecField"] = {"x": [1, 2]}  # unknown: dropped
     spec["containers"][0]["resources"] = {
         "limits": {"cpu": "500m", "memory": "1Gi"},
         "requests": {"cpu": "0.25", "memory": "128974848"},
@@ -60,9 +60,9 @@ def _odd_pod(i: int) -> JSON:
     p["metadata"]["generation"] = 2**53 + 1
     p["metadata"]["labels"] = {f"k{j}": f"v{j}" for j in range(12, 0, -1)}  # a map, unsorted
     p["metadata"]["managedFields"][0]["fieldsV1"] = {"f:deep": {"a": [{"b": None, "c": 1.5}]}}
-    p["status"]["conditions"][0]["observedFuture"] = 3  # unknown, in a list's element
+    p["status"]["conditions"][0]["laterConditionField"] = 3  # unknown, in a list's element
     p["status"]["phase"] = 12  # a number in a string field: its string
-    p["futureTopLevel"] = True
+    p["laterTopLevel"] = True
     return p
 
 
@@ -85,7 +85,7 @@ def _event(i: int) -> JSON:
         "eventTime": "2024-01-01T00:00:00.123456Z",  # a MicroTime
         "series": {"count": 3, "lastObservedTime": "2024-01-01T00:00:01.000001Z"},
         "type": "Normal",
-        "futureEventField": [1],
+        "laterEventField": [1],
     }
 
 
