@@ -35,7 +35,7 @@ from gateway.core.fleet.fleet import Fleet
 from gateway.core.fleet.visibility import View, Visibility
 from gateway.core.fleet.watches import FleetEvent, FleetStream, decode_resume
 from gateway.core.lists.body import Undecoded
-from gateway.core.lists.jobs import wire
+from gateway.core.lists.jobs import Job, split_typed, typed, wire
 from gateway.core.lists.large import LARGE_LIST, LargeLists, ListEncoding, encode_now, is_large
 from gateway.core.lists.projections import (
     ALWAYS,
@@ -66,6 +66,19 @@ from gateway.core.lists.protowire import (
     length_prefixed,
     varint,
 )
+from gateway.core.lists.typedwire import (
+    IOS,
+    JSON_OP,
+    LIST_MSG,
+    MAP_MSG,
+    MSG,
+    Design,
+    PlanEntry,
+    Shape,
+    Writer,
+    files_of,
+)
+from gateway.core.lists.typedwire import project as mask_project
 from gateway.core.model import openapi, schema
 from gateway.core.model.options import (
     DeleteOptions,
@@ -137,12 +150,17 @@ __all__ = [
     "CONST",
     "COPY",
     "DEFAULT",
+    "IOS",
     "JSON",
+    "JSON_OP",
     "LARGE_LIST",
     "LEAF",
+    "LIST_MSG",
+    "MAP_MSG",
     "MAX_COUNT_GROUPS",
     "MAX_VIEW_SORT_KEYS",
     "MAX_VIEW_VALUES",
+    "MSG",
     "PASSTHROUGH",
     "POD",
     "READ",
@@ -159,6 +177,7 @@ __all__ = [
     "ConfigError",
     "Credential",
     "DeleteOptions",
+    "Design",
     "Digest",
     "Drain",
     "Fallback",
@@ -174,6 +193,7 @@ __all__ = [
     "GroupVersionKey",
     "HubEvent",
     "Internal",
+    "Job",
     "KubeAdapter",
     "LargeLists",
     "ListEncoding",
@@ -191,6 +211,7 @@ __all__ = [
     "Operation",
     "PatchOptions",
     "PatchType",
+    "PlanEntry",
     "Preconditions",
     "Project",
     "RawLine",
@@ -204,6 +225,7 @@ __all__ = [
     "ScalarKind",
     "SchemaError",
     "Selection",
+    "Shape",
     "Spec",
     "Step",
     "Stream",
@@ -226,6 +248,7 @@ __all__ = [
     "WatchSubscription",
     "Watcher",
     "WriteOptions",
+    "Writer",
     "check_listed",
     "check_resume",
     "credential_of_authorization",
@@ -240,6 +263,7 @@ __all__ = [
     "encode_struct",
     "errors",
     "field_tag",
+    "files_of",
     "generate",
     "heap",
     "identity",
@@ -250,6 +274,7 @@ __all__ = [
     "length_prefixed",
     "list_body",
     "list_of",
+    "mask_project",
     "merge_views",
     "nonnull_of",
     "open_fleet_stream",
@@ -264,8 +289,10 @@ __all__ = [
     "scope_of",
     "seed_model",
     "select",
+    "split_typed",
     "then",
     "tracing",
+    "typed",
     "varint",
     "view_spec",
     "wire",

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from gateway.core import errors
+from gateway.core import mask_project as project
 from gateway.grpc.contract import Contract, ProtoField, ProtoMessage
 
 __all__ = ["Tree", "parse", "parse_json", "project"]
@@ -119,28 +120,3 @@ def parse_json(paths: Sequence[str]) -> Tree | None:
 
 def _camel(name: str) -> str:
     return _SNAKE.sub(lambda m: m.group(1).upper(), name)
-
-
-def project(obj: dict[str, Any], tree: Tree, *, loose: bool = False) -> dict[str, Any]:
-    """A new dict with only the selected fields of ``obj`` (which is not modified).
-
-    ``loose``: a snake_case key ``obj`` lacks is read under its camelCase name.
-    """
-    out: dict[str, Any] = {}
-    for selected, sub in tree.items():
-        key = selected
-        value = obj.get(key)
-        if value is None:
-            if not loose or "_" not in key:
-                continue
-            key = _camel(key)
-            value = obj.get(key)
-            if value is None:
-                continue
-        if sub is None:
-            out[key] = value
-        elif value.__class__ is dict:
-            out[key] = project(value, sub, loose=loose)
-        elif value.__class__ is list:
-            out[key] = [project(x, sub, loose=loose) for x in value if x.__class__ is dict]
-    return out

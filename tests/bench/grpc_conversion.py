@@ -1,6 +1,7 @@
 """Benchmark: upstream JSON -> gRPC messages, against decoding the same JSON (same run, ratios).
 
-    .venv/bin/python -m tests.bench.grpc_conversion [--pods 5000] [--rounds 5]
+    .venv/bin/python -m tests.bench.grpc_conversion [--pods 5000] [--rounds 5] \\
+        [--list-workers 2] [--end-to-end-rounds 3] [--out BENCHMARKS.md]
 
 Not a timed test (machines differ; the 2-core CI box is noisy): it prints absolute numbers and
 the ratios the gRPC issue cares about:
@@ -11,11 +12,15 @@ the ratios the gRPC issue cares about:
 * the same with ``google.protobuf.Struct`` built through the Python API for the free-form JSON
   (what the codec avoids by writing Struct wire bytes itself);
 * end to end over loopback: a gRPC ``List`` through the gateway vs a direct upstream call
-  (``KubeAdapter.list``: HTTP + decode) against a demo upstream holding the same pods.
+  (``KubeAdapter.list``: HTTP + decode) against a demo upstream holding the same pods, the
+  list written in the gateway's process, by one list worker, and by two at once (each its
+  half of the items: the gateway's default with two CPUs), in turns.
 
 Each conversion figure is the least CPU time of ``--rounds`` runs (measured in turns with the
-decode it is compared to); end-to-end figures are wall times.  Decoding pauses the cyclic GC
-as the adapter does for large bodies; the codec pauses it itself for large lists.
+decode it is compared to); end-to-end figures are wall times, with the CPU of this process
+(upstream, gateway and client) and of the list workers (``/proc``) beside them.  Decoding
+pauses the cyclic GC as the adapter does for large bodies; the codec pauses it itself for
+large lists.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -33,7 +40,8 @@ import orjson
 from google.protobuf import json_format
 
 from gateway.core.fleet.cluster import Cluster
-from gateway.core.lists.large import decode_now
+from gateway.core.lists.large import LargeLists, decode_now
+from gateway.core.lists.pool import ListWorkers
 from gateway.core.model.registry import POD
 from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.client import build_http_client
@@ -46,7 +54,7 @@ from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.grpc.messages import message_class
 from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod, pod_list
-from tests.bench.report import Row, row
+from tests.bench.report import Row, causes, markdown_table, row, text_table
 from tests.support.grpc import start_one
 
 ADMIN = "admin-token"
@@ -194,12 +202,38 @@ def _manifest(i: int) -> dict[str, Any]:
     return body
 
 
-async def end_to_end(pods: int, rounds: int) -> dict[str, float]:
-    """Prints the end-to-end figures and returns them (wall ms, best and median)."""
+def _cpu_of(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` have used (``/proc/PID/stat``: utime + stime)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+#: The ways a gRPC List is written, measured in turns: list workers (0: in the gateway's
+#: process) and the runs of the items it is split into (one per worker, at most).
+VARIANTS = {"in-process": (0, 1), "one worker": (1, 1), "two workers": (2, 2)}
+
+
+async def end_to_end(pods: int, rounds: int, workers: int = 2) -> dict[str, dict[str, float]]:
+    """Prints the end-to-end figures and returns them per variant (wall ms, best and
+    median; CPU ms of this process and of the list workers, least of the rounds).
+
+    This process is the demo upstream, the gateway and the client at once: its CPU counts
+    all three (the direct call's row is the upstream's and a client's decode); the list
+    workers' CPU is read from ``/proc``.  ``workers``: the list workers started (the
+    variants that need more are left out)."""
     async with DemoUpstream(seed=False) as demo:
         await demo.store.bulk_create(POD, (_manifest(i) for i in range(pods)), namespace="bench")
         http = build_http_client(UpstreamConfig(server=demo.url, source="bench"))
-        adapter = KubeAdapter(http)
+        pool = ListWorkers(workers) if workers else None
+        lists = LargeLists(pool)
+        adapter = KubeAdapter(http, large_lists=lists)
+        pids = await pool.ready() if pool is not None else []
+        conversions = codec()
         server, port = await start_one(Cluster(adapter, WatchHub(adapter)))
         limit = 256 * 1024 * 1024
         channel = grpc.aio.insecure_channel(
@@ -227,45 +261,89 @@ async def end_to_end(pods: int, rounds: int) -> dict[str, float]:
                 )
                 assert len(reply.items) == pods
 
-            d_best, d_med = await abest(direct, rounds)
-            p_best, p_med = await abest(lambda: via(plain), rounds)
-            g_best, g_med = await abest(lambda: via(channel), rounds)
-            print(f"end to end, {pods} pods over loopback (best / median):")
-            print(f"  direct upstream call (HTTP + decode) {d_best:8.1f} / {d_med:8.1f} ms   1.00")
-            print(
-                f"  gRPC List through the gateway        {p_best:8.1f} / {p_med:8.1f} ms   "
-                f"{p_best / d_best:4.2f}   (client parse included, identity encoding)"
-            )
-            print(
-                f"  gRPC List, gzip negotiated           {g_best:8.1f} / {g_med:8.1f} ms   "
-                f"{g_best / d_best:4.2f}"
-            )
-            return {
-                "direct": d_best,
-                "direct_median": d_med,
-                "grpc": p_best,
-                "grpc_median": p_med,
-                "grpc_gzip": g_best,
+            variants = {
+                name: (count, parts)
+                for name, (count, parts) in VARIANTS.items()
+                if count <= workers
             }
+            calls: dict[str, Callable[[], Any]] = {"direct": direct}
+            calls.update({name: lambda: via(plain) for name in variants})
+            walls: dict[str, list[float]] = {name: [] for name in calls}
+            cpus: dict[str, list[float]] = {name: [] for name in calls}
+            spent: dict[str, list[float]] = {name: [] for name in calls}
+            for _ in range(rounds):  # in turns: each round sees the same machine
+                for name, call in calls.items():
+                    count, parts = variants.get(name, (0, 1))
+                    lists.workers = pool if count else None
+                    conversions.list_parts = parts
+                    gc.collect()
+                    cpu, theirs = time.process_time(), _cpu_of(pids)
+                    start = time.perf_counter()
+                    await call()
+                    walls[name].append(time.perf_counter() - start)
+                    cpus[name].append(time.process_time() - cpu)
+                    spent[name].append(_cpu_of(pids) - theirs)
+            default = "two workers" if "two workers" in variants else next(iter(variants))
+            count, parts = variants[default]
+            lists.workers = pool if count else None
+            conversions.list_parts = parts
+            g_best, g_med = await abest(lambda: via(channel), rounds)
+            loads = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            print(f"end to end, {pods} pods over loopback, load average {loads}:")
+            print(
+                "  (wall best / median ms, ratio of bests; CPU ms, least: this process / workers)"
+            )
+            found: dict[str, dict[str, float]] = {}
+            d_best = min(walls["direct"]) * 1000
+            for name in calls:
+                best_ms = min(walls[name]) * 1000
+                found[name] = {
+                    "best": best_ms,
+                    "median": statistics.median(walls[name]) * 1000,
+                    "cpu": min(cpus[name]) * 1000,
+                    "workers_cpu": min(spent[name]) * 1000,
+                }
+                f = found[name]
+                label = "direct upstream call (HTTP + decode)" if name == "direct" else name
+                print(
+                    f"  {label:38s} {f['best']:7.1f} / {f['median']:7.1f}   "
+                    f"{best_ms / d_best:4.2f}   CPU {f['cpu']:6.1f} / {f['workers_cpu']:6.1f}"
+                )
+            print(f"  gRPC List, gzip negotiated ({default}) {g_best:7.1f} / {g_med:7.1f}")
+            found["default"] = {**found[default], "gzip": g_best}
+            return found
         finally:
             await channel.close()
             await plain.close()
             await server.stop(None)
             await http.aclose()
+            if pool is not None:
+                await pool.aclose()
 
 
-def rows(pods: int = 5000, rounds: int = 7) -> list[Row]:
+def rows(
+    pods: int = 5000, rounds: int = 7, workers: int = 2, e2e_rounds: int | None = None
+) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
     c = conversion(pods, rounds)
-    e = asyncio.run(end_to_end(pods, max(3, rounds // 2)))
+    e = asyncio.run(end_to_end(pods, e2e_rounds or max(3, rounds // 2), workers))
+    others = ", ".join(
+        f"{name} {e[name]['best'] / e['direct']['best']:.2f}x"
+        for name in VARIANTS
+        if name in e and e[name]["best"] != e["default"]["best"]
+    )
     return [
         row(
             f"gRPC List {pods:,} pods, client parse included, best",
-            e["grpc"],
+            e["default"]["best"],
             "ms",
-            e["direct"],
+            e["direct"]["best"],
             max_ratio=1.5,
-            note=f"gzip {e['grpc_gzip'] / e['direct']:.2f}x",
+            note=(
+                f"median {e['default']['median'] / e['direct']['median']:.2f}x; "
+                f"gzip {e['default']['gzip'] / e['direct']['best']:.2f}x; {others}; "
+                f"load {os.getloadavg()[0]:.1f}"
+            ),
         ),
         row(
             f"codec dicts → PodList bytes vs orjson decode, {pods:,} pods, CPU",
@@ -284,15 +362,49 @@ def rows(pods: int = 5000, rounds: int = 7) -> list[Row]:
     ]
 
 
+def put_rows(text: str, found: list[Row]) -> str:
+    """``text`` (a ``BENCHMARKS.md``) with the rows of its first table that ``found``
+    measures replaced (a row is known by its scenario, notes aside), and their lines of the
+    goals not met replaced by ``found``'s (:func:`tests.bench.report.causes`)."""
+    lines = text.split("\n")
+    table = markdown_table(found).split("\n")[2:]
+    for r, new in zip(found, table, strict=True):
+        start = f"| {r.scenario}"
+        at = next(i for i, line in enumerate(lines) if line.startswith(start))
+        lines[at] = new
+    starts = tuple(f"- **{r.scenario}" for r in found)
+    unmet = causes(found).removeprefix("## Goals not met, and why\n\n").rstrip("\n")
+    kept = [line for line in lines if not line.startswith(starts)]
+    if unmet:
+        marker = kept.index("## Goals not met, and why") + 2
+        kept[marker:marker] = unmet.split("\n")
+    return "\n".join(kept)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--no-end-to-end", action="store_true")
+    parser.add_argument(
+        "--list-workers", type=int, default=2, help="list workers the gateway has (0: none)"
+    )
+    parser.add_argument(
+        "--end-to-end-rounds", type=int, default=None, help="default: half --rounds, at least 3"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="put the rows into this BENCHMARKS.md"
+    )
     args = parser.parse_args()
+    e2e_rounds = args.end_to_end_rounds or max(3, args.rounds // 2)
+    if args.out is not None:
+        found = rows(args.pods, args.rounds, args.list_workers, e2e_rounds)
+        print(text_table(found))
+        args.out.write_text(put_rows(args.out.read_text(), found))
+        return
     conversion(args.pods, args.rounds)
     if not args.no_end_to_end:
-        asyncio.run(end_to_end(args.pods, max(3, args.rounds // 2)))
+        asyncio.run(end_to_end(args.pods, e2e_rounds, args.list_workers))
 
 
 if __name__ == "__main__":

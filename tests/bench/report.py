@@ -270,12 +270,13 @@ CAUSES: dict[str, str] = {
     "follows the row's reference (orjson dumps+loads of the same event's JSON, in its note), "
     "38 us when the reference is 36-37 us; a run where the reference is 50 us or more "
     "reads above 40 us with unchanged code.",
-    "gRPC List": "the gRPC path does work a direct call does not: encoding 5,000 decoded "
-    "dicts to protobuf (0.97-1.25x an orjson decode, through upb), the client's parse of the "
-    "18 MB message (0.35-0.45x) and the transport (~0.1x). The 1.5x budget leaves 0.8-0.95x "
-    "of a decode for all of it, which no path through Python dicts fits; the lever left is a "
-    "native converter from upstream JSON bytes straight to protobuf (estimated 70-90 ms from "
-    "upb's parse time of the same 18 MB; not built).",
+    "gRPC List": "the machine's load: two list workers write the list, each its half of "
+    "the items, and with a free core that is 1.43-1.48x the direct call (best of 8 rounds); "
+    "at load 3 and more (other processes on the two CPUs) the halves wait for the cores and "
+    "the list takes as long as with one worker, 1.88-2.10x (docs/performance.md, Typed gRPC "
+    "lists: the runs, and the CPU figures, which the load does not move). The lever left is "
+    "a native JSON-to-protobuf writer (the upb constructor and the plans' Python are "
+    "~90-100 ms of each half).",
     "GraphQL list": "fixed work on top of the direct call: projecting 5,000 objects (~30 ms "
     "CPU, generated code), serialising the response (~11 ms), the HTTP response, and the bench "
     "client's decode of the answer (~15 ms). The collector pause after the decode, the largest "

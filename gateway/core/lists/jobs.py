@@ -1,13 +1,16 @@
 """What a list worker does to a list body: a job, plain data the gateway sends with the body,
 and :func:`work`, which does it (in the worker process, :mod:`gateway.core.lists.worker`).
 
-Three jobs: :func:`project`, a GraphQL list field's (the list projected by the selection's
+Four jobs: :func:`project`, a GraphQL list field's (the list projected by the selection's
 plan, :mod:`gateway.core.lists.projections`, as JSON the gateway embeds unread),
 :func:`wire`, a gRPC ``ResourceService`` list's without a read mask (the items' protobuf
-bytes, :mod:`gateway.core.lists.protowire`), and :func:`~gateway.core.lists.compacting.
-compact`, a watch's initial list (each item's JSON as the hub keeps it, and the values the
-first view reads: :mod:`gateway.core.lists.compacting`; its answer is a list of buffers,
-written to the memory file the worker shares with the gateway).  A projection decodes only
+bytes, :mod:`gateway.core.lists.protowire`), :func:`typed`, a typed gRPC service's list
+(``PodService/List``: the items as the contract's messages,
+:mod:`gateway.core.lists.typedwire`, with or without a read mask), and
+:func:`~gateway.core.lists.compacting.compact`, a watch's initial list (each item's JSON
+as the hub keeps it, and the values the first view reads:
+:mod:`gateway.core.lists.compacting`; its answer is a list of buffers, written to the
+memory file the worker shares with the gateway).  A projection decodes only
 what it reads (:func:`read_part`) when that gives what a whole decode would.
 
 Anything a worker cannot do exactly as the gateway would (a value the projection would give
@@ -19,6 +22,7 @@ ordinary way: the answer is the same bytes either way (``tests/gateway/test_list
 from __future__ import annotations
 
 import functools
+import pickle
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -50,12 +54,15 @@ __all__ = [
     "Job",
     "project",
     "read_part",
+    "split_typed",
     "split_wire",
+    "typed",
     "wire",
     "work",
 ]
 
-#: A worker's job, plain data: :func:`project` or :func:`wire`.
+#: A worker's job, plain data: :func:`project`, :func:`wire`, :func:`typed` or
+#: :func:`~gateway.core.lists.compacting.compact`.
 Job = tuple[Any, ...]
 #: What a worker answers when the caller must do the work itself.
 NOT_DONE: Final = "not-done"
@@ -80,6 +87,44 @@ def wire(item_tag: bytes, object_tag: bytes, *, as_struct: bool) -> Job:
     its ``google.protobuf.Struct``); everything but the items comes back as JSON, for the
     front end to write its head (:func:`split_wire`)."""
     return ("wire", item_tag, object_tag, as_struct)
+
+
+def typed(
+    key: str,
+    design: bytes,
+    item: str,
+    item_tag: bytes,
+    mask: dict[str, Any] | None,
+    *,
+    part: tuple[int, int] = (0, 1),
+) -> Job:
+    """The job of a typed gRPC list (``PodList``...): each item written as the contract's
+    message ``item`` (cut down to the read mask ``mask`` first, when there is one), a field
+    ``item_tag``, by the :class:`~gateway.core.lists.typedwire.Writer` of the design
+    ``design`` (a pickled :class:`~gateway.core.lists.typedwire.Design`; a worker builds its
+    writer once and keeps it under ``key``); everything but the items comes back as JSON,
+    for the front end to write its head, and what the writer dropped, for it to log
+    (:func:`split_typed`; a worker answers it as buffers, which it writes into the memory
+    file it shares with the gateway, and the gateway reads in one call).
+
+    ``part``: (``i``, ``n``): only the ``i``-th of ``n`` runs of the items, as even as can
+    be, is written (the list is their concatenation, in order: ``n`` workers write one
+    list at once); the others are delimited, not decoded (:func:`_typed_part`)."""
+    return ("typed", key, design, item, item_tag, mask, part)
+
+
+def split_typed(done: bytes) -> tuple[dict[str, Any], list[list[Any]], memoryview]:
+    """A ``typed`` job's answer: the list without its items (decoded), what the writer
+    dropped (each a ``%s`` format and its arguments), the items' bytes (a view of
+    ``done``: not copied until the answer is joined)."""
+    (size,) = _REST.unpack_from(done)
+    start = _REST.size
+    rest = orjson.loads(done[start : start + size])
+    start += size
+    (size,) = _REST.unpack_from(done, start)
+    start += _REST.size
+    notes = orjson.loads(done[start : start + size])
+    return rest, notes, memoryview(done)[start + size :]
 
 
 def split_wire(done: bytes) -> tuple[dict[str, Any], bytes]:
@@ -113,6 +158,8 @@ def work(
             data = gunzip(data)
         except (zlib.error, EOFError):
             return NOT_DONE  # the gateway's own inflating says what is wrong
+    if job[0] == "typed" and job[6][1] > 1:
+        return _typed_part(data, job, cap, keep)
     if job[0] == "project":
         part = read_part(data, job[1])
     elif job[0] == "compact":
@@ -152,6 +199,8 @@ def _answer(
             if parts:
                 return compacting.written_parts(value, *job[1:])
             return compacting.written(value, *job[1:])
+        if job[0] == "typed":
+            return _typed_written(value, job)
         return _written(value, *job[1:])
     except (Fallback, compacting.NotCompact):
         return NOT_DONE
@@ -189,7 +238,9 @@ def _reader_of(spec: Spec) -> Callable[[bytes | memoryview], Any]:
     return reader(merged(shape(spec), _COUNTED))
 
 
-def _written(value: dict[str, Any], item_tag: bytes, object_tag: bytes, as_struct: bool) -> bytes:
+def _written(
+    value: dict[str, Any], item_tag: bytes, object_tag: bytes, as_struct: bool
+) -> list[bytes]:
     items = value.pop("items", None) or []
     if type(items) is not list:
         raise Fallback
@@ -199,4 +250,76 @@ def _written(value: dict[str, Any], item_tag: bytes, object_tag: bytes, as_struc
             obj = encode_struct(item) if as_struct else orjson.dumps(item)
             parts.append(length_prefixed(item_tag, length_prefixed(object_tag, obj)))
     rest = orjson.dumps(value)
-    return _REST.pack(len(rest)) + rest + b"".join(parts)
+    # buffers, as a typed job's: through the memory file, not the pipe
+    return [_REST.pack(len(rest)), rest, *parts]
+
+
+#: The typed writers a worker keeps built (by design key), the least recent dropped.
+_WRITERS_KEPT: Final = 4
+_writers: dict[str, Any] = {}
+
+
+def _typed_written(value: dict[str, Any], job: Job) -> list[bytes]:
+    items = value.pop("items", None) or []
+    if type(items) is not list:
+        raise Fallback
+    return _typed_answer(value, items, job)
+
+
+def _typed_answer(value: dict[str, Any], items: list[Any], job: Job) -> list[bytes]:
+    # imported here: a worker that never writes a typed list never loads protobuf
+    from gateway.core.lists import typedwire
+
+    _, key, design, item, item_tag, mask, _ = job
+    writer = _writers.pop(key, None)
+    if writer is None:
+        writer = typedwire.Writer(pickle.loads(design))
+        while len(_writers) >= _WRITERS_KEPT:
+            del _writers[next(iter(_writers))]
+    _writers[key] = writer  # the most recent last
+    notes: list[list[Any]] = []
+    writer.dropped = lambda fmt, *args: notes.append([fmt, *args])
+    parts: list[bytes] = []
+    writer.items(item, item_tag, items, mask, parts)
+    rest = orjson.dumps(value)
+    said = orjson.dumps(notes)
+    # buffers, not joined: the worker writes them into the memory file it shares with the
+    # gateway (one ``pwritev`` per 1,024), which reads the answer in one call, in a thread
+    return [_REST.pack(len(rest)), rest, _REST.pack(len(said)), said, *parts]
+
+
+#: A list body's members, each as its JSON text; its items, each as its JSON text.
+_MEMBERS: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ELEMENTS: Final = msgspec.json.Decoder(list[msgspec.Raw] | None)
+
+
+def _typed_part(
+    data: bytes | memoryview, job: Job, cap: int, keep: list[Any] | None
+) -> list[bytes] | str:
+    """A ``typed`` job's part (``job[6]``: its run of the items, of how many): the body
+    delimited (``msgspec``, which builds no value), and only what is written decoded:
+    everything but the items (small) and the run's items, each by ``orjson`` at the depth a
+    whole decode reads it at (the JSON text put in as many brackets), so each value is the
+    one a whole decode gives, or the work is not done (a body or item that is not JSON,
+    one nested past ``orjson``'s depth: the gateway decodes those itself)."""
+    index, count = job[6]
+    try:
+        members = _MEMBERS.decode(data)
+        raws = _ELEMENTS.decode(members.pop("items")) if "items" in members else None
+        value = {k: orjson.loads(b"".join((b"[", raw, b"]")))[0] for k, raw in members.items()}
+        if cap and over_cap({**value, "items": raws}, cap):
+            return OVER_CAP
+        raws = raws or []
+        start, end = len(raws) * index // count, len(raws) * (index + 1) // count
+        items = [orjson.loads(b"".join((b"[[", raw, b"]]")))[0][0] for raw in raws[start:end]]
+    except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
+        return NOT_DONE
+    except (AttributeError, TypeError):  # a list whose metadata is not an object
+        return NOT_DONE
+    del members, raws
+    if keep is not None:
+        keep.append(items)
+    try:
+        return _typed_answer(value if index == 0 else {}, items, job)
+    except (TypeError, Fallback):  # a value orjson cannot write, or one a Struct cannot hold
+        return NOT_DONE

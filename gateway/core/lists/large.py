@@ -61,6 +61,7 @@ from gateway.core.lists import slicedjson
 from gateway.core.lists.body import Undecoded, over_cap
 from gateway.core.lists.gzipped import gzip_size, inflated
 from gateway.core.lists.jobs import Job, project, split_wire
+from gateway.core.lists.parted import run_parts
 from gateway.core.lists.pool import ListWorkers
 from gateway.core.lists.projections import Spec
 from gateway.core.model.values import JSON
@@ -165,6 +166,11 @@ class ListEncoding:
     #: The same encoding as a list worker's job (:func:`gateway.core.lists.jobs.wire`), when
     #: a worker can do it: a large body is then encoded there, never decoded here.
     job: Job | None = None
+    #: The same encoding as jobs for ``n`` list workers at once, each on a run of the items
+    #: (:mod:`gateway.core.lists.parted`), and the answer's bytes from their answers (with
+    #: neither, ``job``'s answer is :func:`split_wire`'s head and items).
+    split: Callable[[int], Sequence[Job]] | None = None
+    finish: Callable[[Sequence[bytes]], bytes] | None = None
 
 
 def encode_now(body: Mapping[str, Any], encoding: ListEncoding) -> bytes:
@@ -417,8 +423,11 @@ class LargeLists:
         with self.scope() as scope:
             body = await fetch(workers is not None)
             if workers is not None and encoding.job is not None and self._for_a_worker(body):
-                done = await workers.run(body, encoding.job)
-                if done is not None:
+                if encoding.split is not None and encoding.finish is not None:
+                    answers = await run_parts(workers, body, encoding.split(workers.count))
+                    if answers is not None:
+                        return encoding.finish(answers)
+                elif (done := await workers.run(body, encoding.job)) is not None:
                     rest, items = split_wire(done)
                     return encoding.head(rest) + items
             value = await self._decoded_in(scope, body)

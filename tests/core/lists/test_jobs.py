@@ -65,10 +65,11 @@ def test_a_worker_projects_writes_or_gives_back() -> None:
     assert work(_body(3), project(NAMES), 2) == OVER_CAP
     assert work(_body(1, **{"continue": "next"}), project(NAMES), 2) == OVER_CAP
     assert work(_body(2), project(NAMES), 2) != OVER_CAP
-    # A wire job: everything but the items as JSON, then each item's bytes.
+    # A wire job: everything but the items as JSON, then each item's bytes (as buffers,
+    # which a worker writes into its memory file one after the other).
     done = work(_body(2), wire(b"\x12", b"\x0a", as_struct=False), 0)
-    assert isinstance(done, bytes)
-    rest, items = split_wire(done)
+    assert isinstance(done, list)
+    rest, items = split_wire(b"".join(done))
     assert rest == {"kind": "List", "metadata": {"resourceVersion": "7"}}
     first = orjson.dumps({"name": "n0", "big": "x" * 100})
     one = b"\x0a" + bytes([len(first)]) + first  # ResourceObject{json}

@@ -1,0 +1,409 @@
+"""A typed gRPC list (``PodService/List``...) written by list workers is the bytes the gateway
+writes itself: the job a worker does (:func:`gateway.core.lists.jobs.typed`, one run of the
+items or all of them) against the codec, body by body, for each kind and the edge cases
+(int64 values, quantities, timestamps, int-or-string, free-form JSON, unknown fields, values
+of the wrong type, an empty list, a list over the cap, a body that is not a list); and a
+gateway with two list workers against one with none, over gRPC, byte for byte."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import orjson
+import pytest
+
+from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, Job, split_typed, work
+from gateway.core.lists.large import LARGE_BODY_BYTES
+from gateway.core.lists.pool import ListWorkers
+from gateway.core.lists.typedwire import Design, Writer
+from gateway.core.model.registry import POD
+from gateway.core.support import deepjson
+from gateway.grpc import mask as masks
+from gateway.grpc.codec import codec
+from gateway.grpc.gen.kubegateway.v1 import pods_pb2
+from gateway.grpc.messages import message_class
+from kube_gateway_demo import DemoUpstream
+from kube_gateway_demo.sample import make_pods
+from tests.bench.realistic import pod, pod_list
+from tests.support.graphql import ADMIN, Gateway, serve_gateway
+from tests.support.grpc import bearer
+
+JSON = dict[str, Any]
+Pod, PodList = message_class("Pod"), message_class("PodList")
+
+
+def _odd_pod(i: int) -> JSON:
+    """A realistic pod with every kind of value the codec treats apart."""
+    p = pod(i)
+    spec = p["spec"]
+    spec["activeDeadlineSeconds"] = 2**40 + i  # int64 past 32 bits
+    spec["terminationGracePeriodSeconds"] = 30.0  # a whole float in an int64 field
+    spec["priority"] = "7"  # digits in an int32 field: coerced
+    spec["laterSpecField"] = {"x": [1, 2]}  # unknown: dropped
+    spec["containers"][0]["resources"] = {
+        "limits": {"cpu": "500m", "memory": "1Gi"},
+        "requests": {"cpu": "0.25", "memory": "128974848"},
+    }
+    spec["containers"][0]["ports"] = [{"containerPort": 8080, "protocol": "TCP"}]
+    spec["containers"][0]["livenessProbe"] = {"httpGet": {"path": "/", "port": 8080}}
+    spec["containers"][0]["readinessProbe"] = {"tcpSocket": {"port": "http"}}
+    p["metadata"]["creationTimestamp"] = "2024-02-29T23:59:59Z"
+    p["metadata"]["deletionTimestamp"] = "2024-03-01T00:00:00Z"
+    p["metadata"]["generation"] = 2**53 + 1
+    p["metadata"]["labels"] = {f"k{j}": f"v{j}" for j in range(12, 0, -1)}  # a map, unsorted
+    p["metadata"]["managedFields"][0]["fieldsV1"] = {"f:deep": {"a": [{"b": None, "c": 1.5}]}}
+    p["status"]["conditions"][0]["laterConditionField"] = 3  # unknown, in a list's element
+    p["status"]["phase"] = 12  # a number in a string field: its string
+    p["laterTopLevel"] = True
+    return p
+
+
+def _listed(items: list[Any], **meta: Any) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "PodList",
+        "metadata": {"resourceVersion": "4711", **meta},
+        "items": items,
+    }
+
+
+def _event(i: int) -> JSON:
+    return {
+        "metadata": {"name": f"e{i}", "namespace": "default", "uid": f"u-{i}"},
+        "involvedObject": {"kind": "Pod", "name": f"p{i}", "fieldPath": "spec.containers{a}"},
+        "reason": "Pulled",
+        "count": 2**31 - 1,  # int32's largest
+        "firstTimestamp": "2024-01-01T00:00:00Z",
+        "eventTime": "2024-01-01T00:00:00.123456Z",  # a MicroTime
+        "series": {"count": 3, "lastObservedTime": "2024-01-01T00:00:01.000001Z"},
+        "type": "Normal",
+        "laterEventField": [1],
+    }
+
+
+def _lease(i: int) -> JSON:
+    return {
+        "metadata": {"name": f"l{i}", "namespace": "kube-system"},
+        "spec": {
+            "holderIdentity": f"node-{i}",
+            "leaseDurationSeconds": 40,
+            "renewTime": "2024-01-01T00:00:00.000001Z",
+            "leaseTransitions": "5",
+        },
+    }
+
+
+def _endpoints(i: int) -> JSON:
+    return {
+        "metadata": {"name": f"svc{i}", "namespace": "default"},
+        "subsets": [
+            {
+                "addresses": [{"ip": f"10.0.0.{i % 250}", "targetRef": {"kind": "Pod"}}],
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            }
+        ],
+    }
+
+
+#: (kind, list body) pairs: each kind the contract serves, and the edge cases.
+BODIES: dict[str, tuple[str, JSON]] = {
+    "realistic pods": ("Pod", pod_list(40)),
+    "odd pods": ("Pod", _listed([_odd_pod(i) for i in range(9)])),
+    "pods and non-objects": ("Pod", _listed([pod(1), None, 3, "x", [], pod(2), pod(3)])),
+    "empty list": ("Pod", _listed([])),
+    "no items": ("Pod", {"metadata": {"resourceVersion": "1"}}),
+    "null items": ("Pod", {"metadata": {"resourceVersion": "1"}, "items": None}),
+    "one item": ("Pod", _listed([pod(7)])),
+    "a continue token": ("Pod", _listed([pod(1), pod(2)], **{"continue": "abc"})),
+    "events": ("Event", _listed([_event(i) for i in range(7)], remainingItemCount=3)),
+    "leases": ("Lease", _listed([_lease(i) for i in range(5)])),
+    "endpoints": ("Endpoints", _listed([_endpoints(i) for i in range(5)])),
+}
+MASKS = {
+    "no mask": None,
+    "a mask": ["metadata.name", "metadata.labels", "spec.containers.resources", "status"],
+}
+
+
+def _work(data: bytes, job: Job, cap: int) -> bytes | str:
+    """``job`` done on ``data`` as a worker does it (here), its buffers as the gateway reads
+    them (one after the other), or what else it answered."""
+    done = work(data, job, cap)
+    if isinstance(done, list):
+        return b"".join(done)
+    assert isinstance(done, str | bytes)
+    return done
+
+
+def _by_workers(kind: str, body: JSON, parts: int, mask: masks.Tree | None) -> bytes:
+    """``body``'s list written by the job of ``parts`` workers (each the worker's own code,
+    run here), joined as the gateway joins them."""
+    encoding = codec().list_encoding(kind, mask)
+    assert encoding.split is not None and encoding.finish is not None
+    data = orjson.dumps(body)
+    answers = []
+    for job in encoding.split(parts):
+        done = _work(data, job, 0)
+        assert isinstance(done, bytes), done
+        answers.append(done)
+    return encoding.finish(answers)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3])
+@pytest.mark.parametrize("masked", list(MASKS))
+@pytest.mark.parametrize("case", list(BODIES))
+def test_workers_write_the_bytes_the_gateway_writes(case: str, masked: str, parts: int) -> None:
+    kind, body = BODIES[case]
+    paths = MASKS[masked]
+    c = codec()
+    mask = None
+    if paths is not None:
+        mask = masks.parse(paths, c.contract.kinds[kind][0], c.contract) if kind == "Pod" else None
+    before = copy.deepcopy(body)
+    got = _by_workers(kind, body, parts, mask)
+    assert body == before
+    want = c.list_bytes(kind, orjson.loads(orjson.dumps(body)), mask)
+    assert got == want
+    message = c.parse(c.contract.kinds[kind][1], got)
+    listed = [i for i in body.get("items") or () if isinstance(i, dict)]
+    assert len(message.items) == len(listed)
+    assert message.metadata.resourceVersion == body["metadata"]["resourceVersion"]
+
+
+def test_the_values_that_need_care_arrive_as_the_contract_says() -> None:
+    got = _by_workers("Pod", _listed([_odd_pod(1)]), 2, None)
+    message = PodList.FromString(got)
+    (item,) = message.items
+    assert item.spec.activeDeadlineSeconds == 2**40 + 1
+    assert item.spec.terminationGracePeriodSeconds == 30
+    assert item.spec.priority == 7
+    assert item.metadata.generation == 2**53 + 1
+    assert item.spec.containers[0].resources.limits["cpu"] == "500m"
+    assert item.spec.containers[0].livenessProbe.httpGet.port == "8080"
+    assert item.spec.containers[0].readinessProbe.tcpSocket.port == "http"
+    assert item.metadata.creationTimestamp == "2024-02-29T23:59:59Z"
+    assert item.status.phase == "12"
+    fields = item.metadata.managedFields[0].fieldsV1
+    assert fields["f:deep"]["a"][0]["c"] == 1.5
+
+
+def test_the_bytes_do_not_depend_on_the_process() -> None:
+    """A worker builds its message classes from the design's descriptors (its own pool);
+    map entries are written sorted, so its bytes are the gateway's whatever the hash seeds
+    (upb's map order differs from one process to the next)."""
+    c = codec()
+    design = Design(*(getattr(c.design, f) for f in ("files", "package", "plans", "shapes")))
+    own = Writer(design)  # classes built from the descriptors, not the generated modules
+    item = _odd_pod(3)
+    assert own.encode(item, "Pod") == c.encode("Pod", item)
+    labels = Pod.FromString(own.encode(item, "Pod")).metadata.labels
+    assert list(labels) != sorted(labels) or len(labels) > 1  # a real map
+    wire = own.encode({"metadata": {"labels": {"b": "2", "a": "1", "c": "3"}}}, "Pod")
+    assert wire.index(b"\x0a\x01a") < wire.index(b"\x0a\x01b") < wire.index(b"\x0a\x01c")
+
+
+def test_what_a_worker_drops_is_logged_by_the_gateway(caplog: pytest.LogCaptureFixture) -> None:
+    """Once per field and process: fields no other test sends."""
+    odd = [_odd_pod(i) for i in range(4)]
+    for p in odd:
+        p["loggedTopLevel"] = 1
+        p["spec"]["loggedSpecField"] = "x"
+    body = _listed(odd)
+    encoding = codec().list_encoding("Pod")
+    assert encoding.split is not None and encoding.finish is not None
+    (job,) = encoding.split(1)
+    done = _work(orjson.dumps(body), job, 0)
+    assert isinstance(done, bytes)
+    _, notes, _ = split_typed(done)
+    said = [fmt % tuple(args) for fmt, *args in notes]
+    assert sum("Pod.loggedTopLevel" in s for s in said) == 1, said
+    with caplog.at_level(logging.INFO, logger="gateway.grpc.codec"):
+        encoding.finish([done])
+    logged = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+    assert sum("PodSpec.loggedSpecField" in m for m in logged) == 1, logged
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_a_list_over_the_cap_is_refused_by_every_part(parts: int) -> None:
+    encoding = codec().list_encoding("Pod")
+    assert encoding.split is not None
+    five = orjson.dumps(_listed([pod(i) for i in range(5)]))
+    token = orjson.dumps(_listed([pod(1)], **{"continue": "more"}))
+    for job in encoding.split(parts):
+        assert _work(five, job, 4) == OVER_CAP
+        assert _work(token, job, 4) == OVER_CAP
+        assert isinstance(_work(five, job, 5), bytes)
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[1, 2]",
+        b'{"items": {"a": 1}}',
+        b'{"items": [{"metadata": {"name": "a"}}, }',
+        b'{"items": [{"metadata": {"name": "\xff"}}]}',
+        b'{"metadata": 5, "items": []}',
+        b'{"items": [' + b"[" * 1100 + b"]" * 1100 + b"]}",
+        b'{"items": [{"spec": {"overhead": ' + b'{"a":' * 120 + b"1" + b"}" * 120 + b"}}]}",
+    ],
+    ids=["array", "items-object", "broken", "not-utf8", "odd-metadata", "too-deep", "deep"],
+)
+def test_a_body_a_worker_cannot_write_exactly_is_left_to_the_gateway(
+    data: bytes, parts: int
+) -> None:
+    """Not JSON, not a list, nested past what ``orjson`` reads: the worker says not done,
+    and the gateway decodes it the ordinary way (and says what is wrong)."""
+    encoding = codec().list_encoding("Pod")
+    assert encoding.split is not None and encoding.finish is not None
+    whole = _work(data, encoding.split(1)[0], 0)
+    answers = [_work(data, job, 0) for job in encoding.split(parts)]
+    if whole == NOT_DONE:
+        assert NOT_DONE in answers  # the gateway decodes it then
+    if all(isinstance(done, bytes) for done in answers):  # then it is what the gateway writes
+        done = [a for a in answers if isinstance(a, bytes)]
+        assert encoding.finish(done) == codec().list_bytes("Pod", deepjson.loads(data))
+    else:
+        assert set(answers) <= {NOT_DONE} | {a for a in answers if isinstance(a, bytes)}
+
+
+# -- a gateway with list workers, over gRPC ----------------------------------------------------
+
+COUNT = 600
+NS = "big"
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[Gateway, Gateway]]:
+    """A gateway with two list workers and one with none, in front of one upstream with
+    enough pods for a large list body."""
+    async with DemoUpstream() as demo:
+        await demo.store.bulk_create(POD, make_pods(COUNT, NS), namespace=NS)
+        async with (
+            serve_gateway(demo, list_workers="2") as workers,
+            serve_gateway(demo, list_workers="0") as plain,
+        ):
+            yield workers, plain
+
+
+def _workers(gateway: Gateway) -> ListWorkers:
+    lists = gateway.app.state.runtime.cluster.adapter.large_lists
+    assert lists.workers is not None
+    return lists.workers  # type: ignore[no-any-return]
+
+
+async def _list_bytes(gateway: Gateway, **request: Any) -> bytes:
+    """``PodService/List``'s answer as the bytes on the wire (not parsed)."""
+    port = gateway.app.state.runtime.grpc_port
+    async with grpc.aio.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 64 << 20)]
+    ) as channel:
+        call = channel.unary_unary(
+            "/kubegateway.v1.PodService/List",
+            request_serializer=pods_pb2.ListPodsRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        answer: bytes = await call(pods_pb2.ListPodsRequest(**request), metadata=bearer(ADMIN))
+    return answer
+
+
+async def test_a_typed_list_written_by_two_workers_is_the_same_bytes(
+    pair: tuple[Gateway, Gateway],
+) -> None:
+    with_workers, without = pair
+    workers = _workers(with_workers)
+    before = workers.projected
+    got = await _list_bytes(with_workers, namespace=NS)
+    assert workers.projected == before + 2  # two runs of the items, two workers
+    assert got == await _list_bytes(without, namespace=NS)
+    assert len(got) > LARGE_BODY_BYTES // 2
+    assert len(PodList.FromString(got).items) == COUNT
+    # a read mask too: cut down in the workers
+    masked = {"namespace": NS, "read_mask": {"paths": ["metadata.name", "spec.nodeName"]}}
+    got = await _list_bytes(with_workers, **masked)
+    assert workers.projected == before + 4
+    assert got == await _list_bytes(without, **masked)
+    names = [p.metadata.name for p in PodList.FromString(got).items]
+    assert names == sorted(names) and len(names) == COUNT
+
+
+async def test_a_typed_list_over_the_cap_is_refused_the_same_way() -> None:
+    async with DemoUpstream() as demo:
+        await demo.store.bulk_create(POD, make_pods(COUNT, NS), namespace=NS)
+        async with (
+            serve_gateway(demo, list_workers="2", max_list_items=COUNT - 1) as with_workers,
+            serve_gateway(demo, list_workers="0", max_list_items=COUNT - 1) as without,
+        ):
+            refusals = []
+            for gateway in (with_workers, without):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await _list_bytes(gateway, namespace=NS)
+                refusals.append((refused.value.code(), refused.value.details()))
+            small = await _list_bytes(with_workers, namespace=NS, limit=5)
+    assert refusals[0] == refusals[1]
+    code, details = refusals[0]
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert f"more than {COUNT - 1} pods match" in (details or "")
+    assert len(PodList.FromString(small).items) == 5
+
+
+async def _get_pod(gateway: Gateway, name: str) -> Any:
+    port = gateway.app.state.runtime.grpc_port
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(
+            "/kubegateway.v1.PodService/Get",
+            request_serializer=pods_pb2.GetPodRequest.SerializeToString,
+            response_deserializer=Pod.FromString,
+        )
+        return await call(pods_pb2.GetPodRequest(namespace=NS, name=name), metadata=bearer(ADMIN))
+
+
+async def test_lists_at_once_share_the_workers_and_a_small_get_goes_on(
+    pair: tuple[Gateway, Gateway],
+) -> None:
+    """Four lists at once, each split in two, on two workers: each part waits for a free
+    worker (none holds one while it waits for another), every list is exact, and a small
+    ``Get`` while they wait is answered without waiting for them."""
+    with_workers, without = pair
+    want = await _list_bytes(without, namespace=NS)
+    workers = _workers(with_workers)
+    assert await _list_bytes(with_workers, namespace=NS) == want  # the workers are started
+    before = workers.projected
+    slots = workers._slots
+    assert slots is not None
+    async with slots, slots:  # both workers busy (held here) until the block ends
+        lists = [asyncio.create_task(_list_bytes(with_workers, namespace=NS)) for _ in range(4)]
+        started = time.perf_counter()
+        got = await _get_pod(with_workers, "bulk-00007")
+        waited = time.perf_counter() - started
+        assert got.metadata.name == "bulk-00007"
+        assert waited < 5  # not behind the lists
+        assert not any(task.done() for task in lists)  # they wait for the workers
+    assert await asyncio.gather(*lists) == [want] * 4
+    assert workers.projected == before + 8
+    assert len(workers._all) == 2
+
+
+async def test_a_killed_worker_costs_no_typed_list(pair: tuple[Gateway, Gateway]) -> None:
+    """A worker killed between lists: the next list is still exact (its part goes to a new
+    worker, or the gateway writes the list itself), and new workers take the ones after."""
+    with_workers, without = pair
+    want = await _list_bytes(without, namespace=NS)
+    workers = _workers(with_workers)
+    first, _ = await workers.ready()
+    os.kill(first, signal.SIGKILL)
+    assert await _list_bytes(with_workers, namespace=NS) == want
+    assert await _list_bytes(with_workers, namespace=NS) == want
+    pids = await workers.ready()
+    assert first not in pids and len(pids) == 2
+    before = workers.projected
+    assert await _list_bytes(with_workers, namespace=NS) == want
+    assert workers.projected == before + 2
