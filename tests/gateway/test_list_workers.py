@@ -29,7 +29,13 @@ from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
 from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
-from tests.support.graphql import ADMIN, Gateway, serve_gateway
+from tests.support.graphql import (
+    ADMIN,
+    Gateway,
+    list_workers_of,
+    serve_gateway,
+    with_and_without_workers,
+)
 from tests.support.grpc import bearer
 
 COUNT = 600
@@ -74,17 +80,13 @@ async def demo() -> AsyncIterator[DemoUpstream]:
 @pytest.fixture
 async def pair(demo: DemoUpstream) -> AsyncIterator[tuple[Gateway, Gateway]]:
     """The same upstream through a gateway with two list workers and one with none."""
-    async with (
-        serve_gateway(demo, list_workers="2") as workers,
-        serve_gateway(demo, list_workers="0") as plain,
-    ):
-        yield workers, plain
+    async with with_and_without_workers(demo) as both:
+        yield both
 
 
 def _workers(gateway: Gateway) -> ListWorkers:
-    lists = gateway.app.state.runtime.cluster.adapter.large_lists
-    assert lists.workers is not None
-    return lists.workers  # type: ignore[no-any-return]
+    workers: ListWorkers = list_workers_of(gateway)
+    return workers
 
 
 async def _post(gateway: Gateway, query: str, **variables: Any) -> bytes:

@@ -33,8 +33,14 @@ from gateway.grpc.messages import message_class
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
 from tests.bench.realistic import pod, pod_list
-from tests.support.graphql import ADMIN, Gateway, serve_gateway
-from tests.support.grpc import bearer
+from tests.support.graphql import (
+    ADMIN,
+    Gateway,
+    list_workers_of,
+    serve_gateway,
+    with_and_without_workers,
+)
+from tests.support.grpc import bearer, pod_list_bytes
 
 JSON = dict[str, Any]
 Pod, PodList = message_class("Pod"), message_class("PodList")
@@ -287,32 +293,18 @@ async def pair() -> AsyncIterator[tuple[Gateway, Gateway]]:
     enough pods for a large list body."""
     async with DemoUpstream() as demo:
         await demo.store.bulk_create(POD, make_pods(COUNT, NS), namespace=NS)
-        async with (
-            serve_gateway(demo, list_workers="2") as workers,
-            serve_gateway(demo, list_workers="0") as plain,
-        ):
-            yield workers, plain
+        async with with_and_without_workers(demo) as both:
+            yield both
 
 
 def _workers(gateway: Gateway) -> ListWorkers:
-    lists = gateway.app.state.runtime.cluster.adapter.large_lists
-    assert lists.workers is not None
-    return lists.workers  # type: ignore[no-any-return]
+    workers: ListWorkers = list_workers_of(gateway)
+    return workers
 
 
 async def _list_bytes(gateway: Gateway, **request: Any) -> bytes:
-    """``PodService/List``'s answer as the bytes on the wire (not parsed)."""
-    port = gateway.app.state.runtime.grpc_port
-    async with grpc.aio.insecure_channel(
-        f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 64 << 20)]
-    ) as channel:
-        call = channel.unary_unary(
-            "/kubegateway.v1.PodService/List",
-            request_serializer=pods_pb2.ListPodsRequest.SerializeToString,
-            response_deserializer=None,
-        )
-        answer: bytes = await call(pods_pb2.ListPodsRequest(**request), metadata=bearer(ADMIN))
-    return answer
+    """``PodService/List``'s answer from ``gateway`` as the bytes on the wire."""
+    return await pod_list_bytes(gateway.app.state.runtime.grpc_port, ADMIN, **request)
 
 
 async def test_a_typed_list_written_by_two_workers_is_the_same_bytes(

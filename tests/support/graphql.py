@@ -144,6 +144,24 @@ async def serve_gateway(
         yield Gateway(url, app, demo)
 
 
+@contextlib.asynccontextmanager
+async def with_and_without_workers(demo: DemoUpstream) -> AsyncIterator[tuple[Gateway, Gateway]]:
+    """``demo`` through a gateway with two list workers and one with none (the same
+    answers compared)."""
+    async with (
+        serve_gateway(demo, list_workers="2") as workers,
+        serve_gateway(demo, list_workers="0") as plain,
+    ):
+        yield workers, plain
+
+
+def list_workers_of(gateway: Gateway) -> Any:
+    """The list workers of ``gateway``'s cluster (it has some)."""
+    lists = gateway.app.state.runtime.cluster.adapter.large_lists
+    assert lists.workers is not None
+    return lists.workers
+
+
 @pytest.fixture
 async def demo() -> AsyncIterator[DemoUpstream]:
     async with DemoUpstream() as upstream:

@@ -34,6 +34,7 @@ from gateway.grpc.gen.kubegateway.v1 import (
     images_pb2_grpc,
     leases_pb2_grpc,
     meta_pb2,
+    pods_pb2,
     pods_pb2_grpc,
     resource_pb2_grpc,
 )
@@ -79,6 +80,21 @@ def unique(prefix: str) -> str:
 def bearer(token: str | None) -> tuple[tuple[str, str], ...]:
     """Call metadata carrying ``token`` (``None``: no authorization)."""
     return (("authorization", f"Bearer {token}"),) if token is not None else ()
+
+
+async def pod_list_bytes(port: int, token: str, **request: Any) -> bytes:
+    """``PodService/List``'s answer on loopback ``port`` as the bytes on the wire (not
+    parsed: two answers compared byte for byte)."""
+    async with grpc.aio.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 64 << 20)]
+    ) as channel:
+        call = channel.unary_unary(
+            "/kubegateway.v1.PodService/List",
+            request_serializer=pods_pb2.ListPodsRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        answer: bytes = await call(pods_pb2.ListPodsRequest(**request), metadata=bearer(token))
+    return answer
 
 
 @dataclass
