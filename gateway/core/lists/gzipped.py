@@ -28,7 +28,7 @@ def gzip_size(data: bytes | memoryview) -> int:
     return int.from_bytes(data[-4:], "little") if len(data) >= _GZIP_SMALLEST else 0
 
 
-def gunzip(data: bytes | memoryview) -> bytes:
+def gunzip(data: bytes | bytearray | memoryview) -> bytes:
     """``data`` inflated: every gzip member, as ``gzip.decompress`` does, at zlib's speed
     (one ``decompressobj`` per member, no copies for the usual one member).
 
@@ -37,7 +37,7 @@ def gunzip(data: bytes | memoryview) -> bytes:
         EOFError: cut short.
     """
     parts: list[bytes] = []
-    rest: bytes | memoryview = data
+    rest: bytes | bytearray | memoryview = data
     while rest:
         inflater = zlib.decompressobj(_GZIP_WBITS)
         parts.append(inflater.decompress(rest))

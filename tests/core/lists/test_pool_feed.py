@@ -232,3 +232,18 @@ def test_a_job_the_worker_gives_back_is_counted_as_before() -> None:
         assert workers.returned == 1 and len(workers._idle) == 1
 
     _run(test)
+
+
+def _joined(answer: Any) -> Any:
+    return b"".join(answer) if isinstance(answer, list) else answer
+
+
+@pytest.mark.parametrize("job", [project(NAMES), WIRE, COMPACT], ids=["project", "wire", "compact"])
+def test_a_fed_body_held_as_a_bytearray_is_done_as_the_same_bytes(job: Any) -> None:
+    """A worker holds a fed body as one buffer grown as it came (a ``bytearray``, no copy
+    at its end): every job reads it as it reads the same bytes."""
+    accented = orjson.dumps(
+        {"kind": "List", "metadata": {}, "items": [{"name": "né", "big": "€" * 30}] * 50}
+    )
+    for body in (_body(50), accented, _pods(), b"[1, 2]", b"{not json"):
+        assert _joined(work(bytearray(body), job, 0)) == _joined(work(body, job, 0))

@@ -1,0 +1,174 @@
+"""Benchmark: a large GraphQL list through the gateway against a real kube-apiserver, which
+writes (and gzips) a large list as it encodes it: what feeding the body to a list worker as
+it arrives (``gateway.core.lists.pool.Feed``) gives where the upstream streams.
+
+    .venv/bin/python -m tests.bench.bench_list_stream [--pods 5000] [--rounds 7] \
+        [--gateway-src CHECKOUT]
+
+One etcd + kube-apiserver (``tests/e2e/apiserver.py``) holding ``--pods`` realistic pods
+(``tests/bench/realistic.py``: the spec and metadata a client sends; the apiserver sets the
+status) in one namespace, and a ``kube-gateway serve`` process on it (admin kubeconfig,
+default settings: list workers ``auto``); with ``--gateway-src``, a second one run from that
+checkout (the "before" of an A/B), the calls made to each in turns.  Rows:
+
+* **direct**: the same list straight from the apiserver (HTTPS, ``Accept-Encoding: gzip``,
+  inflated and decoded by the client: httpx + orjson);
+* **GraphQL**: ``POST /graphql`` ``pods(namespace)`` selecting the 15 fields of
+  ``bench_graphql_list``, the response decoded by the client.
+
+Per row, wall times (best and median), the CPU time (``/proc/PID/stat``) of the apiserver,
+of the gateway and of its list workers (its child processes) per call, and the load
+average.  Not a timed test: the machine is shared; the CPU figures survive the noise best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from tests.bench.bench_graphql_list import QUERY, SELECTION
+from tests.bench.bench_rps import apiserver_pid, cpu_ms, gateway
+from tests.bench.realistic import pod
+from tests.e2e.apiserver import KubeAPIServer, running_apiserver
+
+NAMESPACE = "team-a"
+
+__all__ = ["SELECTION", "main"]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _manifest(i: int) -> dict[str, Any]:
+    body = pod(i, NAMESPACE)
+    meta = body["metadata"]
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        meta.pop(key, None)
+    body.pop("status", None)
+    return body
+
+
+async def _create(kube: KubeAPIServer, count: int) -> None:
+    async with httpx.AsyncClient(
+        base_url=kube.url, verify=kube.ssl_context(), timeout=60, headers=kube.headers("admin")
+    ) as api:
+        queue = iter(range(count))
+
+        async def one() -> None:
+            for i in queue:
+                r = await api.post(f"/api/v1/namespaces/{NAMESPACE}/pods", json=_manifest(i))
+                assert r.status_code in (201, 409), r.text
+
+        await asyncio.gather(*(one() for _ in range(8)))
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (its list workers)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _cpu(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_ms(pid)
+    return total
+
+
+def bench(pods: int, rounds: int, src: Path | None) -> None:
+    with running_apiserver() as kube, contextlib.ExitStack() as stack:
+        log(f"kube-apiserver ready in {kube.startup_seconds}s; creating {pods} pods")
+        started = time.perf_counter()
+        asyncio.run(_create(kube, pods))
+        log(f"created in {time.perf_counter() - started:.0f} s")
+        served = {"after": stack.enter_context(gateway(kube))}
+        if src is not None:
+            served["before"] = stack.enter_context(gateway(kube, src=src))
+        api = apiserver_pid(kube)
+        token = kube.tokens["admin"]
+        direct = httpx.Client(
+            base_url=kube.url, verify=kube.ssl_context(), timeout=120, headers=kube.headers("admin")
+        )
+        stack.enter_context(direct)
+        clients = {
+            name: stack.enter_context(
+                httpx.Client(
+                    base_url=gw.http,
+                    timeout=120,
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+            )
+            for name, gw in served.items()
+        }
+
+        def listed() -> None:
+            r = direct.get(f"/api/v1/namespaces/{NAMESPACE}/pods")
+            assert len(orjson.loads(r.content)["items"]) == pods
+
+        def graphql(client: httpx.Client) -> Callable[[], None]:
+            def call() -> None:
+                r = client.post("/graphql", json={"query": QUERY, "variables": {"ns": NAMESPACE}})
+                items = orjson.loads(r.content)["data"]["pods"]["items"]
+                assert len(items) == pods
+
+            return call
+
+        calls: dict[str, tuple[Callable[[], None], int | None]] = {"direct": (listed, None)}
+        for name, gw in served.items():
+            calls[f"GraphQL ({name})"] = (graphql(clients[name]), gw.proc.pid)
+        for fn, _ in calls.values():  # warm: schema, workers started, caches
+            fn()
+            fn()
+        seen: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in calls}
+        loads = []
+        for _ in range(rounds):
+            for name, (fn, pid) in calls.items():
+                workers = _children(pid) if pid is not None else []
+                before = (cpu_ms(api), _cpu([pid] if pid else []), _cpu(workers))
+                start = time.perf_counter()
+                fn()
+                took = (time.perf_counter() - start) * 1000
+                time.sleep(0.5)  # the frees after the answer, counted with it
+                after = (cpu_ms(api), _cpu([pid] if pid else []), _cpu(workers))
+                seen[name].append((took, *(a - b for a, b in zip(after, before, strict=True))))
+                loads.append(os.getloadavg()[0])
+    print(f"list of {pods} realistic pods from a real kube-apiserver (best / median of {rounds}):")
+    base = statistics.median(r[0] for r in seen["direct"])
+    for name, rows in seen.items():
+        med = statistics.median(r[0] for r in rows)
+        print(
+            f"  {name:20} {min(r[0] for r in rows):7.0f} / {med:7.0f} ms  {med / base:4.2f}x"
+            f"  CPU per call: apiserver {statistics.median(r[1] for r in rows):5.0f} ms, "
+            f"gateway {statistics.median(r[2] for r in rows):5.0f} ms, "
+            f"its workers {statistics.median(r[3] for r in rows):5.0f} ms"
+        )
+    print(f"  load average during the calls: {min(loads):.2f}-{max(loads):.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--gateway-src", type=Path, default=None)
+    args = parser.parse_args()
+    bench(args.pods, args.rounds, args.gateway_src)
+
+
+if __name__ == "__main__":
+    main()
