@@ -19,6 +19,12 @@ checkout (the "before" of an A/B), the calls made to each in turns.  Rows:
 Per row, wall times (best and median), the CPU time (``/proc/PID/stat``) of the apiserver,
 of the gateway and of its list workers (its child processes) per call, and the load
 average.  Not a timed test: the machine is shared; the CPU figures survive the noise best.
+
+``--paced SECONDS`` measures the feed itself, in this process, without an apiserver: the
+list of ``--pods`` realistic pods gzipped (level 1, as the apiserver) is handed to a list
+worker in 64 KiB pieces spread over SECONDS (an upstream that writes as it encodes), fed as
+it arrives or, as before, handed over whole at its end; the figure is the wait from the
+last byte to the job's answer (taken in, for a compact job), in turns, with the load.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gzip
 import os
 import statistics
 import sys
@@ -37,6 +44,10 @@ from typing import Any
 import httpx
 import orjson
 
+from gateway.core.lists.body import Undecoded
+from gateway.core.lists.compacting import Sliced, compact, taken
+from gateway.core.lists.jobs import wire
+from gateway.core.lists.pool import ListWorkers
 from tests.bench.bench_graphql_list import QUERY, SELECTION
 from tests.bench.bench_rps import apiserver_pid, cpu_ms, gateway
 from tests.bench.realistic import pod
@@ -161,13 +172,70 @@ def bench(pods: int, rounds: int, src: Path | None) -> None:
     print(f"  load average during the calls: {min(loads):.2f}-{max(loads):.2f}")
 
 
+async def paced(pods: int, seconds: float, rounds: int) -> None:
+    body = orjson.dumps(
+        {
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": "1"},
+            "items": [pod(i, NAMESPACE) for i in range(pods)],
+        }
+    )
+    data = gzip.compress(body, 1)
+    pieces = [data[at : at + 65_536] for at in range(0, len(data), 65_536)]
+    gap = seconds / len(pieces)
+    jobs = {
+        "gRPC ResourceService list": wire(b"\x0a", b"\x12", as_struct=False),
+        "compact (cold view)": compact(
+            "v1", "Pod", [(("metadata", "creationTimestamp"), "string")]
+        ),
+    }
+    workers = ListWorkers(2)  # (one may still be giving a compact answer's parts)
+    await workers.ready()
+    waits: dict[tuple[str, str], list[float]] = {}
+    loads = []
+    try:
+        for _ in range(rounds):
+            for name, job in jobs.items():
+                for mode in ("fed", "whole"):
+                    feed = await workers.feed(True) if mode == "fed" else None
+                    for piece in pieces:  # the upstream's pace
+                        if feed is not None:
+                            await feed.send(piece)
+                        await asyncio.sleep(gap)
+                    start = time.perf_counter()
+                    if feed is not None:
+                        feed.end()
+                    done = await workers.run(Undecoded(data, gzipped=True, feed=feed), job)
+                    assert done is not None
+                    if isinstance(done, Sliced):
+                        await taken(done, job[3], {})
+                    waits.setdefault((name, mode), []).append((time.perf_counter() - start) * 1000)
+                    del done
+                    loads.append(os.getloadavg()[0])
+    finally:
+        await workers.aclose()
+    print(
+        f"{pods} realistic pods, {len(body) / 1e6:.0f} MB of JSON, {len(data) / 1e6:.1f} MB "
+        f"gzipped, arriving over {seconds} s: from the last byte to the answer "
+        f"(median / best of {rounds})"
+    )
+    for (name, mode), took in waits.items():
+        print(f"  {name:30} {mode:6} {statistics.median(took):6.0f} / {min(took):6.0f} ms")
+    print(f"  load average: {min(loads):.2f}-{max(loads):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--gateway-src", type=Path, default=None)
+    parser.add_argument("--paced", type=float, default=None, metavar="SECONDS")
     args = parser.parse_args()
-    bench(args.pods, args.rounds, args.gateway_src)
+    if args.paced is not None:
+        asyncio.run(paced(args.pods, args.paced, args.rounds))
+    else:
+        bench(args.pods, args.rounds, args.gateway_src)
 
 
 if __name__ == "__main__":
