@@ -19,6 +19,11 @@ gzipped (as the apiserver does for a large answer) is handed on gzipped, and the
 inflates it too.  Whatever a worker gives back (not done, or it died) the caller decodes and
 completes itself.
 
+A long body is not handed over at its end but fed to a worker as it arrives (:class:`Feed`,
+which the adapter's read of a list body opens once it is long enough): the worker inflates
+each piece as it comes and holds the body for the job that follows, so that only the decode
+and the job are left after the last byte.
+
 Workers are started on the first large list, not before (a gateway that never lists much
 never starts one), and stopped with the gateway.
 """
