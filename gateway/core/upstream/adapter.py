@@ -111,16 +111,19 @@ async def _read_for_workers(
     response: httpx.Response, workers: ListWorkers | None, *, gzipped: bool
 ) -> _Read:
     """The body of ``response`` (``gzipped``: as it came), fed to a list worker as it arrives
-    (:class:`~gateway.core.lists.pool.Feed`) once it is long enough to be a list for one
-    (``Content-Length``, else what has come so far), when one is free.
+    (:class:`~gateway.core.lists.pool.Feed`) when it is long enough to be a list for one
+    (from its first piece where ``Content-Length`` says so; else once that much has come),
+    and one is free.
 
     Whatever ends the read before its end (the upstream breaks off, the caller goes) ends
     the worker's part too; the error is the read's, as without a worker."""
     least = FEED_FROM_GZIPPED if gzipped else FEED_FROM
     may_feed = workers is not None and workers.enabled
     length = response.headers.get("content-length")
-    if may_feed and length is not None and length.isdigit() and int(length) < least:
-        may_feed = False  # a small body: read whole, as before
+    if may_feed and length is not None and length.isdigit():
+        # said long: fed from its first piece (a worker taken, or started, meanwhile);
+        # said short: read whole, as before
+        may_feed, least = int(length) >= least, 0
     pieces: list[bytes] = []
     size = 0
     feed: Feed | None = None
