@@ -48,14 +48,14 @@ from gateway.core.lists.body import Undecoded
 from gateway.core.lists.compacting import Sliced, compact, taken
 from gateway.core.lists.jobs import wire
 from gateway.core.lists.pool import ListWorkers
-from tests.bench.bench_graphql_list import QUERY, SELECTION
+from tests.bench.bench_graphql_list import QUERY
 from tests.bench.bench_rps import apiserver_pid, cpu_ms, gateway
 from tests.bench.realistic import pod
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 
 NAMESPACE = "team-a"
 
-__all__ = ["SELECTION", "main"]
+__all__ = ["bench", "main", "paced"]
 
 
 def log(message: str) -> None:
