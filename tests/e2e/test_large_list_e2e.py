@@ -6,6 +6,7 @@ workers gives (which inflates and decodes it itself)."""
 from __future__ import annotations
 
 import gzip
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from gateway.core.lists.body import Undecoded
 from gateway.core.lists.gzipped import gzip_size
 from gateway.core.lists.large import LARGE_BODY_BYTES
+from gateway.core.lists.pool import FEED_FROM_GZIPPED
 from gateway.core.model.registry import POD
 from gateway.core.upstream.credentials import Credential
 from tests.e2e.apiserver import KubeAPIServer
@@ -108,3 +110,67 @@ async def test_a_large_list_the_apiserver_gzips_is_answered_by_a_worker_exactly(
         want = await _query(plain_url, token)
     assert got == want
     assert got.count(b'"big-') == PODS
+
+
+FED_NS = "fed-lists"
+
+
+@pytest.fixture
+async def fed_pods(kube_apiserver: KubeAPIServer) -> AsyncIterator[httpx.AsyncClient]:
+    """Pods whose annotations gzip shrinks little (random hex): the list gzipped is past
+    what is fed to a list worker as it arrives (``FEED_FROM_GZIPPED``)."""
+    async with httpx.AsyncClient(
+        base_url=kube_apiserver.url,
+        verify=kube_apiserver.ssl_context(),
+        headers=kube_apiserver.headers("admin"),
+        timeout=60,
+    ) as kube:
+        made = await kube.post(
+            "/api/v1/namespaces",
+            json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FED_NS}},
+        )
+        assert made.status_code in (201, 409), made.text
+        for i in range(PODS):
+            pod = _pod(i)
+            pod["metadata"]["annotations"] = {
+                f"note-{k}": os.urandom(10_000).hex() for k in range(10)
+            }
+            created = await kube.post(f"/api/v1/namespaces/{FED_NS}/pods", json=pod)
+            assert created.status_code == 201, created.text[:300]
+        try:
+            yield kube
+        finally:
+            for i in range(PODS):
+                await kube.delete(f"/api/v1/namespaces/{FED_NS}/pods/big-{i}?gracePeriodSeconds=0")
+
+
+async def test_a_long_list_the_apiserver_streams_is_fed_to_a_worker_exactly(
+    kube_apiserver: KubeAPIServer, fed_pods: httpx.AsyncClient
+) -> None:
+    """The apiserver writes the list gzipped as it encodes it; the gateway feeds it to a
+    list worker as it arrives: the same bytes as a gateway without workers."""
+    raw = await fed_pods.get(
+        f"/api/v1/namespaces/{FED_NS}/pods", headers={"Accept-Encoding": "gzip"}
+    )
+    assert raw.headers.get("content-encoding") == "gzip"
+    assert int(raw.headers.get("content-length") or FEED_FROM_GZIPPED) >= FEED_FROM_GZIPPED
+    token = kube_apiserver.tokens["admin"]
+    query = QUERY.replace('"big-lists"', f'"{FED_NS}"')
+    async with (
+        serve_app(kube_apiserver.gateway_settings(list_workers="2")) as (url, app),
+        serve_app(kube_apiserver.gateway_settings(list_workers="0")) as (plain_url, _),
+    ):
+        workers = app.state.runtime.cluster.adapter.large_lists.workers
+        assert workers is not None
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            got = await client.post(
+                "/graphql", json={"query": query}, headers={"Authorization": f"Bearer {token}"}
+            )
+        assert (workers.fed, workers.projected, workers.feeding) == (1, 1, 0)
+        async with httpx.AsyncClient(base_url=plain_url, timeout=60) as client:
+            want = await client.post(
+                "/graphql", json={"query": query}, headers={"Authorization": f"Bearer {token}"}
+            )
+    assert got.status_code == want.status_code == 200
+    assert got.content == want.content
+    assert got.content.count(b'"big-') == PODS

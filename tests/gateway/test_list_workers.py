@@ -21,13 +21,14 @@ import pytest
 from gateway.core.lists.body import Undecoded
 from gateway.core.lists.gzipped import gzip_size
 from gateway.core.lists.large import LARGE_BODY_BYTES
-from gateway.core.lists.pool import ListWorkers
+from gateway.core.lists.pool import FEED_FROM, FEED_FROM_GZIPPED, Feed, ListWorkers
 from gateway.core.lists.projections import build
 from gateway.core.model.registry import POD
 from gateway.core.upstream.credentials import Credential
 from gateway.grpc.gen.kubegateway.v1 import resource_pb2, resource_pb2_grpc
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
+from tests.bench.realistic import pod
 from tests.gateway.test_fleet import gateway, kubeconfig, serves, until
 from tests.support.graphql import (
     ADMIN,
@@ -296,7 +297,8 @@ PODS = {"group": "", "version": "v1", "resource": "pods"}
 
 async def _grpc_list(gateway: Gateway, **request: Any) -> resource_pb2.ResourceList:
     port = gateway.app.state.runtime.grpc_port
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    options = [("grpc.max_receive_message_length", 64 << 20)]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
         stub = resource_pb2_grpc.ResourceServiceStub(channel)
         answer: resource_pb2.ResourceList = await stub.List(
             resource_pb2.ListResourcesRequest(**request), metadata=bearer(ADMIN)
@@ -367,3 +369,190 @@ async def test_more_lists_than_workers_wait_their_turn_and_small_calls_go_on(
         assert await asyncio.gather(*lists) == [want] * 6
         assert workers.projected == 7
         assert len(workers._all) == 1  # one worker did them all, one after another
+
+
+# -- a long body fed to a worker as it arrives ------------------------------------------------
+
+#: Realistic pods (managedFields, probes, volumes): their list gzipped is past
+#: ``FEED_FROM_GZIPPED`` (so fed to a worker as it arrives), and inflated past ``FEED_FROM``.
+FED_COUNT = 1500
+FED_NS = "fed"
+
+
+async def _fed_pods(demo: DemoUpstream) -> None:
+    manifests = []
+    for i in range(FED_COUNT):
+        body = pod(i, FED_NS)
+        for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+            body["metadata"].pop(key, None)
+        manifests.append(body)
+    await demo.store.bulk_create(POD, manifests, namespace=FED_NS)
+
+
+async def test_a_long_body_is_fed_to_a_worker_as_it_arrives_and_answers_the_same_bytes(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway]
+) -> None:
+    """A list body past ``FEED_FROM_GZIPPED`` gzipped (or ``FEED_FROM`` plain) goes to a
+    worker piece by piece as it is read; the answers are the bytes of a gateway without
+    workers, for GraphQL and gRPC, gzipped or not; a short body is handed over whole."""
+    await _fed_pods(demo)
+    with_workers, without = pair
+    workers = _workers(with_workers)
+    adapter = with_workers.app.state.runtime.cluster.adapter
+    body = await adapter.list_body(
+        POD, namespace=FED_NS, credential=Credential(ADMIN), gzipped=True
+    )
+    assert body.gzipped and FEED_FROM_GZIPPED <= len(body.data) < FEED_FROM
+    assert isinstance(body.feed, Feed) and body.feed.sent == len(body.data)
+    del body  # not wanted: the worker frees it and is idle again
+    await asyncio.sleep(0)
+    assert workers.feeding == 0
+    for compress in (True, False):
+        demo.app.compress = compress
+        fed, projected = workers.fed, workers.projected
+        got = await _post(with_workers, WIDE, ns=FED_NS)
+        assert (workers.fed, workers.projected) == (fed + 1, projected + 1)
+        assert got == await _post(without, WIDE, ns=FED_NS)
+        request = {**PODS, "namespace": FED_NS}
+        listed = await _grpc_list(with_workers, **request)
+        assert (workers.fed, workers.projected) == (fed + 2, projected + 2)
+        assert listed == await _grpc_list(without, **request)
+        assert len(listed.items) == FED_COUNT
+    demo.app.compress = True
+    fed, projected = workers.fed, workers.projected
+    assert await _post(with_workers, NARROW) == await _post(without, NARROW)  # 600 pods
+    assert (workers.fed, workers.projected) == (fed, projected + 1)  # whole, as before
+    assert workers.feeding == 0 and workers.returned == 0
+
+
+@pytest.mark.parametrize("drops", [1, 2], ids=["retried", "broken"])
+async def test_an_upstream_that_breaks_off_mid_body_is_the_same_answer_as_before(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway], drops: int
+) -> None:
+    """The upstream closes the connection in the middle of a body being fed: the worker fed
+    is ended, and the caller gets what a gateway without workers gives: the list (the GET
+    sent once more on a fresh connection) or, broken again, the same error."""
+    await _fed_pods(demo)
+    with_workers, without = pair
+    workers = _workers(with_workers)
+    answers = []
+    for served in (with_workers, without):
+        demo.faults.reset()
+        demo.faults.drop_connections(
+            drops, verb="list", resource="pods", after_bytes=FEED_FROM_GZIPPED + 50_000
+        )
+        fed = workers.fed
+        answers.append(await _post(served, WIDE, ns=FED_NS))
+        assert demo.faults.dropped_requests == drops
+        if served is with_workers:
+            assert workers.fed == fed + drops + (drops == 1)  # each try fed; a third whole
+            assert workers.feeding == 0
+    assert answers[0] == answers[1]
+    if drops == 2:
+        assert b"upstream unreachable" in answers[0]
+    else:
+        assert len(orjson.loads(answers[0])["data"]["pods"]["items"]) == FED_COUNT
+    demo.faults.reset()
+    assert await _post(with_workers, WIDE, ns=FED_NS) == await _post(without, WIDE, ns=FED_NS)
+
+
+class _Valve:
+    """A loopback TCP proxy that passes an upstream's answer up to ``limit`` bytes, then
+    holds the rest until :attr:`opened` is set (an upstream slow in the middle of a body)."""
+
+    def __init__(self, target: str, limit: int) -> None:
+        self.target_port = int(target.rsplit(":", 1)[1])
+        self.limit = limit
+        self.opened = asyncio.Event()
+        #: The most bytes passed of one answer (one connection's).
+        self.passed = 0
+        #: Set when an answer is held.
+        self.holding = asyncio.Event()
+        #: Set when the gateway closed its side of a connection.
+        self.client_closed = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def __aenter__(self) -> _Valve:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def requests() -> None:
+            while data := await reader.read(65_536):
+                up_writer.write(data)
+                await up_writer.drain()
+            self.client_closed.set()
+            up_writer.close()
+
+        async def answers() -> None:
+            passed = 0
+            while data := await up_reader.read(65_536):
+                room = max(0, self.limit - passed)
+                if len(data) > room and not self.opened.is_set():
+                    writer.write(data[:room])
+                    passed += room
+                    self.passed = max(self.passed, passed)
+                    await writer.drain()
+                    self.holding.set()
+                    await self.opened.wait()
+                    data = data[room:]
+                writer.write(data)
+                passed += len(data)
+                self.passed = max(self.passed, passed)
+                await writer.drain()
+            writer.close()
+
+        for work in (requests(), answers()):
+            task = asyncio.create_task(work)
+            self._tasks.add(task)
+
+
+async def test_a_caller_that_goes_mid_body_ends_the_worker_fed_and_frees_it_all(
+    demo: DemoUpstream,
+) -> None:
+    """The upstream holds the rest of a body being fed; the caller goes meanwhile: the
+    worker fed is ended, its slot given back, the upstream connection closed; the next
+    list is answered (by a new worker) the same as before."""
+    await _fed_pods(demo)
+    async with (
+        _Valve(demo.url, FEED_FROM_GZIPPED + 50_000) as valve,
+        serve_gateway(demo, valve.url, list_workers="1") as gateway,
+        serve_gateway(demo, list_workers="0") as without,
+    ):
+        workers = _workers(gateway)
+        adapter = gateway.app.state.runtime.cluster.adapter
+        listing = asyncio.create_task(
+            adapter.list_body(POD, namespace=FED_NS, credential=Credential(ADMIN), gzipped=True)
+        )
+        await asyncio.wait_for(valve.holding.wait(), 60)  # the rest of the body held
+        for _ in range(6000):  # and what came before read and fed (the pool has no
+            if workers.feeding:  # event for it: looked at every 10 ms, for 60 s at most)
+                break
+            await asyncio.sleep(0.01)
+        (worker,) = workers._all
+        listing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await listing
+        assert workers.feeding == 0 and workers._slots is not None
+        assert not workers._slots.locked()
+        assert await asyncio.wait_for(worker.proc.wait(), 30) != 0  # ended
+        await asyncio.wait_for(valve.client_closed.wait(), 30)  # the upstream call too
+        valve.opened.set()
+        got = await _post(gateway, WIDE, ns=FED_NS)
+        assert got == await _post(without, WIDE, ns=FED_NS)
+        assert workers.projected == 1 and worker.stopped and worker not in workers._idle

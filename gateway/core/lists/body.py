@@ -42,17 +42,28 @@ class Undecoded:
         cap: at most this many items may be answered (0: no cap); more are refused with
             :meth:`refusal`.
         plural: the resource's plural, for the refusal's message.
+        feed: the list worker the body was fed to as it arrived (:class:`Feed
+            <gateway.core.lists.pool.Feed>`), which holds it, inflated, for the job
+            (:meth:`ListWorkers.run <gateway.core.lists.pool.ListWorkers.run>` takes it;
+            dropped unused, the worker frees it); ``None``: none was.
 
     It knows nothing of who decodes it: the large-list scope
     (:meth:`gateway.core.lists.large.LargeLists.decoded`) or a list worker.
     """
 
-    __slots__ = ("cap", "data", "gzipped", "plural")
+    __slots__ = ("cap", "data", "feed", "gzipped", "plural")
 
     def __init__(
-        self, data: bytes, *, gzipped: bool = False, cap: int = 0, plural: str = ""
+        self,
+        data: bytes,
+        *,
+        gzipped: bool = False,
+        cap: int = 0,
+        plural: str = "",
+        feed: object | None = None,
     ) -> None:
         self.data = data
+        self.feed = feed
         self.gzipped = gzipped
         self.cap = cap
         self.plural = plural

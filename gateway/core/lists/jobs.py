@@ -26,7 +26,7 @@ import pickle
 import struct
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 import orjson
@@ -135,7 +135,7 @@ def split_wire(done: bytes) -> tuple[dict[str, Any], bytes]:
 
 
 def work(
-    data: bytes | memoryview,
+    data: bytes | bytearray | memoryview,
     job: Job,
     cap: int,
     keep: list[Any] | None = None,
@@ -206,7 +206,7 @@ def _answer(
         return NOT_DONE
 
 
-def read_part(data: bytes | memoryview, spec: Spec) -> dict[str, Any] | None:
+def read_part(data: bytes | bytearray | memoryview, spec: Spec) -> dict[str, Any] | None:
     """Only what the projection ``spec`` reads of the list (and what the cap needs),
     decoded; ``None`` when that cannot be trusted to be what a whole decode would give (the
     body is not UTF-8, or not JSON, or a value's type is not the one read), and the body is
@@ -234,8 +234,11 @@ def _projection_of(spec: Spec) -> Project:
 
 
 @functools.lru_cache(maxsize=_PLANS_KEPT)
-def _reader_of(spec: Spec) -> Callable[[bytes | memoryview], Any]:
-    return reader(merged(shape(spec), _COUNTED))
+def _reader_of(spec: Spec) -> Callable[[bytes | bytearray | memoryview], Any]:
+    # (msgspec decodes any buffer: a bytearray, a body fed as it came, as well)
+    return cast(
+        Callable[[bytes | bytearray | memoryview], Any], reader(merged(shape(spec), _COUNTED))
+    )
 
 
 def _written(

@@ -19,6 +19,11 @@ gzipped (as the apiserver does for a large answer) is handed on gzipped, and the
 inflates it too.  Whatever a worker gives back (not done, or it died) the caller decodes and
 completes itself.
 
+A long body is not handed over at its end but fed to a worker as it arrives (:class:`Feed`,
+which the adapter's read of a list body opens once it is long enough): the worker inflates
+each piece as it comes and holds the body for the job that follows, so that only the decode
+and the job are left after the last byte.
+
 Workers are started on the first large list, not before (a gateway that never lists much
 never starts one), and stopped with the gateway.
 """
@@ -26,11 +31,12 @@ never starts one), and stopped with the gateway.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import mmap
 import os
 import pickle
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, Final, TypeVar
 
 from gateway.core.lists.body import Undecoded
@@ -38,7 +44,11 @@ from gateway.core.lists.compacting import Sliced, sliced
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, Job
 from gateway.core.lists.worker import (
     ANSWER,
+    CHUNK,
     COMMAND,
+    DROP,
+    FED,
+    HELD,
     REQUEST,
     STATUS_DONE,
     STATUS_NOT_DONE,
@@ -52,7 +62,15 @@ from gateway.core.process.cpus import usable_cpus
 
 log = logging.getLogger("gateway")
 
-__all__ = ["GIVE_UP", "MOST_AUTO", "ListWorkers", "workers_for"]
+__all__ = [
+    "FEED_FROM",
+    "FEED_FROM_GZIPPED",
+    "GIVE_UP",
+    "MOST_AUTO",
+    "Feed",
+    "ListWorkers",
+    "workers_for",
+]
 
 #: Workers ending in a row without an answer after which none are started again.
 GIVE_UP: Final = 3
@@ -147,6 +165,20 @@ class _Worker:
         if shared is None:
             stdin.write(data)
         await stdin.drain()
+        return await self._answer(job)
+
+    async def call_held(self, job: Job, cap: int) -> bytes | str:
+        """``job`` done on the body fed to this worker (:class:`Feed`), which it holds."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        head = pickle.dumps((job, cap, False), protocol=pickle.HIGHEST_PROTOCOL)
+        stdin.write(REQUEST.pack(len(head), 0, HELD) + head)
+        await stdin.drain()
+        return await self._answer(job)
+
+    async def _answer(self, job: Job) -> bytes | str:
+        stdout, shared = self.proc.stdout, self.shared
+        assert stdout is not None
         status, size = ANSWER.unpack(await stdout.readexactly(ANSWER.size))
         if status == STATUS_DONE:
             return await stdout.readexactly(size)
@@ -306,6 +338,124 @@ class _Parts:
             self._queue.put_nowait(ValueError("a list worker's answer was dropped"))
 
 
+#: A body at least this long as it comes (``Content-Length``, or read so far) is fed to a
+#: list worker as it arrives (:class:`Feed`); gzipped, a quarter of it (a gzipped list body
+#: inflates to four to ten times its size: one this long is a list for a worker).
+FEED_FROM: Final = 1 << 20
+FEED_FROM_GZIPPED: Final = FEED_FROM // 4
+
+
+class Feed:
+    """A large list body fed to a list worker as the gateway reads it from the upstream
+    (:meth:`ListWorkers.feed`; ``calls.list_body``), so that the worker inflates it while
+    the rest is on the wire, and the job that comes after (:meth:`ListWorkers.run`) only
+    decodes and does its work.
+
+    The gateway keeps every piece it reads too (the body a caller decodes when the worker
+    gives the job back or dies: the same answer as before).  Each piece is written down the
+    worker's pipe and waited for (:meth:`send`): a worker slower than the upstream holds
+    the upstream's read back (at most the pipe's buffer, 1 MiB, and the event loop's write
+    buffer, 64 KiB, ahead of the worker), rather than the gateway buffering more.
+
+    The worker and its slot are the feed's until :meth:`taken` (the job's), :meth:`release`
+    (the body decoded here: the worker frees it and is idle again), or :meth:`abandon`
+    (the body cut short: the caller went, or the upstream broke off: the worker is killed,
+    as a worker mid-request is, and a new one starts on the next list); a feed dropped
+    unsettled is released.
+    """
+
+    __slots__ = ("_ended", "_loop", "_slots", "_worker", "died", "pool", "sent")
+
+    def __init__(
+        self, pool: ListWorkers, worker: _Worker, slots: asyncio.Semaphore, gzipped: bool
+    ) -> None:
+        self.pool = pool
+        self._worker: _Worker | None = worker
+        self._slots = slots
+        self._ended = False
+        #: Its worker died as it was fed (the job is the caller's).
+        self.died = False
+        self._loop = asyncio.get_running_loop()
+        #: Bytes written to the worker so far.
+        self.sent = 0
+        pool.feeding += 1
+        head = pickle.dumps(gzipped, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write(REQUEST.pack(len(head), 0, FED) + head)
+
+    @property
+    def alive(self) -> bool:
+        """Not settled, and its worker has not died as it was fed."""
+        return self._worker is not None
+
+    def _write(self, data: bytes) -> None:
+        worker = self._worker
+        assert worker is not None
+        stdin = worker.proc.stdin
+        assert stdin is not None
+        stdin.write(data)
+
+    async def send(self, piece: bytes) -> None:
+        """The next piece of the body, written to the worker once it has taken in all but
+        about a pipe's worth of the ones before (nothing when it has died)."""
+        worker = self._worker
+        if worker is None or not piece:
+            return
+        stdin = worker.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(CHUNK.pack(len(piece)))
+            stdin.write(piece)
+            self.sent += len(piece)
+            await stdin.drain()
+        except OSError:  # it died (its pipe broke): the caller decodes the body itself
+            self._worker = None
+            self.died = True
+            self.pool._settle(worker, self._slots, idle=False, kill=False)
+
+    def end(self) -> None:
+        """The body is complete: the worker finishes inflating it and holds it."""
+        if self._worker is not None:
+            self._write(CHUNK.pack(0))
+            self._ended = True
+
+    def taken(self) -> tuple[_Worker, asyncio.Semaphore] | None:
+        """The worker, which holds the whole body, and its slot, for the job on it; ``None``
+        when it died as it was fed (:attr:`died`) or the feed was settled or cut short."""
+        worker, self._worker = self._worker, None
+        if worker is None or not self._ended:
+            if worker is not None:
+                self.pool._settle(worker, self._slots, idle=False)
+            return None
+        self.pool.feeding -= 1
+        return worker, self._slots
+
+    def release(self) -> None:
+        """Not wanted (the body is decoded here): a worker that holds the whole body frees
+        it and is idle again; one in the middle of it is ended."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        idle = self._ended
+        if idle:
+            stdin = worker.proc.stdin
+            if stdin is None or stdin.is_closing():
+                idle = False
+            else:
+                stdin.write(REQUEST.pack(0, 0, DROP))
+        self.pool._settle(worker, self._slots, idle=idle)
+
+    def abandon(self) -> None:
+        """The body cut short (the caller went, the upstream broke off): the worker ended."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            self.pool._settle(worker, self._slots, idle=False)
+
+    def __del__(self) -> None:
+        if self._worker is not None:  # dropped unsettled: released on the event loop
+            with contextlib.suppress(RuntimeError):  # (the loop is closed: nothing to free)
+                self._loop.call_soon_threadsafe(self.release)
+
+
 class ListWorkers:
     """The gateway's list worker processes (one set per process, shared by every cluster).
 
@@ -339,6 +489,9 @@ class ListWorkers:
         #: Lists projected by a worker, and lists a worker gave back (not done, or died).
         self.projected = 0
         self.returned = 0
+        #: Bodies fed to a worker as they arrived (:meth:`feed`), and those open now.
+        self.fed = 0
+        self.feeding = 0
 
     @property
     def enabled(self) -> bool:
@@ -376,39 +529,86 @@ class ListWorkers:
         # The ones ended earlier whose process and pipes are done need no more waiting.
         self._all = {w for w in self._all if not w.done}
 
+    async def feed(self, gzipped: bool) -> Feed | None:
+        """A worker to feed a large list body to as it arrives (:class:`Feed`), if one is
+        free now (else ``None``: the body is read whole and handed over after, as before);
+        ``gzipped``: it inflates each piece as it comes."""
+        if not self.enabled:
+            return None
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.count)
+        slots = self._slots
+        if slots.locked():
+            return None  # every worker busy: no wait here (the body is read meanwhile)
+        await slots.acquire()  # at once: it is not locked
+        try:
+            worker = await self._take()
+        except OSError as exc:
+            slots.release()
+            self._give_up(f"a list worker cannot start ({exc})")
+            return None
+        except BaseException:
+            slots.release()
+            raise
+        self.fed += 1
+        return Feed(self, worker, slots, gzipped)
+
     async def run(self, body: Undecoded, job: Job) -> bytes | None:
         """``job`` done on ``body`` in a worker (:func:`project`: JSON; :func:`wire`: see
         :func:`split_wire`); ``None`` when the caller must decode it and do it itself.
+        A body fed to a worker as it arrived (``body.feed``) is done by that worker.
 
         Raises:
             RequestEntityTooLarge: more items than the body's cap.
         """
+        feed, body.feed = body.feed, None
+        if isinstance(feed, Feed):
+            if feed.pool is self and self.enabled:
+                taken = feed.taken()
+                if taken is not None:
+                    worker, slots = taken
+                    call = worker.call_held(job, body.cap)
+                    return await self._done(body, worker, slots, call)
+                if feed.died:  # it died as it was fed: decoded by the caller, as before
+                    self._died()
+                    return None
+            feed.release()  # (settled already, or another pool's: handed over whole)
         if not self.enabled:
             return None
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.count)
         slots = self._slots
         await slots.acquire()
+        try:
+            worker = await self._take()
+        except OSError as exc:
+            slots.release()
+            self._give_up(f"a list worker cannot start ({exc})")
+            return None
+        except BaseException:
+            slots.release()
+            raise
+        call = worker.call(job, body.cap, body.data, gzipped=body.gzipped)
+        return await self._done(body, worker, slots, call)
+
+    async def _done(
+        self,
+        body: Undecoded,
+        worker: _Worker,
+        slots: asyncio.Semaphore,
+        call: Coroutine[Any, Any, bytes | str],
+    ) -> bytes | None:
+        """The answer of ``call``, a request to ``worker``, which holds a slot of ``slots``
+        (given back here, or by an answer in parts at its end)."""
         handed = False  # to an answer in parts, which gives the worker and the slot back
         try:
             try:
-                worker = await self._take()
-            except OSError as exc:
-                self._give_up(f"a list worker cannot start ({exc})")
-                return None
-            try:
-                done = await worker.call(job, body.cap, body.data, gzipped=body.gzipped)
+                done = await call
             except (OSError, asyncio.IncompleteReadError):
                 # The worker died (killed, out of memory): this list is decoded here, and
                 # the next one starts a new worker, unless they all die at once.
                 self._drop(worker)
-                self.returned += 1
-                self._counted("died")
-                self._deaths += 1
-                if self._deaths >= GIVE_UP:
-                    self._give_up(f"{self._deaths} list workers in a row ended without answering")
-                else:
-                    log.warning("a list worker process ended unexpectedly; starting a new one")
+                self._died()
                 return None
             except BaseException:
                 self._drop(worker, kill=True)  # cancelled mid-request: pipes mid-frame
@@ -436,6 +636,29 @@ class ListWorkers:
         self.returned += 1
         self._counted("returned")
         return None
+
+    def _died(self) -> None:
+        """A worker ended without answering: counted, and after :data:`GIVE_UP` in a row,
+        no more workers."""
+        self.returned += 1
+        self._counted("died")
+        self._deaths += 1
+        if self._deaths >= GIVE_UP:
+            self._give_up(f"{self._deaths} list workers in a row ended without answering")
+        else:
+            log.warning("a list worker process ended unexpectedly; starting a new one")
+
+    def _settle(
+        self, worker: _Worker, slots: asyncio.Semaphore, *, idle: bool, kill: bool = True
+    ) -> None:
+        """A fed worker given back unused: idle again (``idle``, it is well), else ended
+        (``kill``: it may be in the middle of a body; else it died); its slot given back."""
+        self.feeding -= 1
+        if idle and not self._closed and worker.proc.returncode is None:
+            self._idle.append(worker)
+        else:
+            self._drop(worker, kill=kill)
+        slots.release()
 
     def _after_parts(
         self, parts: _Parts, worker: _Worker, answered: bool, slots: asyncio.Semaphore

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import httpx
 import orjson
@@ -25,6 +25,7 @@ from gateway.core.lists.body import Undecoded
 from gateway.core.lists.compacting import sections
 from gateway.core.lists.jobs import Job
 from gateway.core.lists.large import LargeLists
+from gateway.core.lists.pool import FEED_FROM, FEED_FROM_GZIPPED, Feed, ListWorkers
 from gateway.core.model.options import (
     DeleteOptions,
     ListOptions,
@@ -79,8 +80,9 @@ class Request:
     own: bool = False
 
 
-#: Where :meth:`KubeAdapter._request` keeps a body read gzipped (``Response.extensions``).
-_GZIPPED = "kube_gateway.gzipped_body"
+#: Where :meth:`KubeAdapter._request` keeps a list body read for a list worker
+#: (``Response.extensions``): a :class:`_Read`.
+_READ = "kube_gateway.list_body"
 
 
 #: A list's pages as :meth:`KubeAdapter.list_compact` gives them: a list worker's answer
@@ -88,11 +90,62 @@ _GZIPPED = "kube_gateway.gzipped_body"
 CompactPages = list[bytes | JSON]
 
 
-def gzipped_body(response: httpx.Response) -> bytes | None:
-    """The body of ``response`` as the upstream gzipped it, when it was read so (else its
-    ``content`` is the body)."""
-    body: bytes | None = response.extensions.get(_GZIPPED)
-    return body
+class _Read(NamedTuple):
+    """A list body read for a list worker (:func:`read_body`)."""
+
+    data: bytes
+    #: ``data`` is the body as the upstream gzipped it.
+    gzipped: bool
+    #: The worker it was fed to as it arrived, if any.
+    feed: Feed | None
+
+
+def read_body(response: httpx.Response) -> _Read:
+    """The body of ``response``: as the upstream gzipped it, when it was read so, and the
+    list worker it was fed to, if any (:meth:`KubeAdapter._request`)."""
+    read: _Read | None = response.extensions.get(_READ)
+    return _Read(response.content, False, None) if read is None else read
+
+
+async def _read_for_workers(
+    response: httpx.Response, workers: ListWorkers | None, *, gzipped: bool
+) -> _Read:
+    """The body of ``response`` (``gzipped``: as it came), fed to a list worker as it arrives
+    (:class:`~gateway.core.lists.pool.Feed`) when it is long enough to be a list for one
+    (from its first piece where ``Content-Length`` says so; else once that much has come),
+    and one is free.
+
+    Whatever ends the read before its end (the upstream breaks off, the caller goes) ends
+    the worker's part too; the error is the read's, as without a worker."""
+    least = FEED_FROM_GZIPPED if gzipped else FEED_FROM
+    may_feed = workers is not None and workers.enabled
+    length = response.headers.get("content-length")
+    if may_feed and length is not None and length.isdigit():
+        # said long: fed from its first piece (a worker taken, or started, meanwhile);
+        # said short: read whole, as before
+        may_feed, least = int(length) >= least, 0
+    pieces: list[bytes] = []
+    size = 0
+    feed: Feed | None = None
+    try:
+        async for piece in response.aiter_raw():
+            pieces.append(piece)
+            size += len(piece)
+            if feed is not None:
+                await feed.send(piece)
+            elif may_feed and size >= least:
+                may_feed = False
+                assert workers is not None
+                feed = await workers.feed(gzipped)
+                if feed is not None:
+                    await feed.send(b"".join(pieces))
+        if feed is not None:
+            feed.end()
+    except BaseException:
+        if feed is not None:
+            feed.abandon()
+        raise
+    return _Read(pieces[0] if len(pieces) == 1 else b"".join(pieces), gzipped, feed)
 
 
 def build_request(
@@ -377,13 +430,18 @@ class KubeAdapter:
 
     @staticmethod
     async def _request(
-        http: httpx.AsyncClient, request: httpx.Request, stream: bool, gzipped: bool = False
+        http: httpx.AsyncClient,
+        request: httpx.Request,
+        stream: bool,
+        gzipped: bool = False,
+        workers: ListWorkers | None = None,
     ) -> httpx.Response:
         """Send ``request``: a unary one straight to the transport of a client that would
         add nothing to it (:attr:`UpstreamClient.direct`), else through the client.
 
         ``gzipped``: a successful answer the upstream gzipped is read as it came, not
-        inflated (see :func:`gzipped_body`)."""
+        inflated, and a long one, gzipped or not, fed to one of ``workers`` as it arrives
+        (see :func:`read_body`)."""
         direct = http.direct if isinstance(http, UpstreamClient) and not stream else None
         if direct is None or http.is_closed:  # closed: the client says so, as before
             if not gzipped:
@@ -393,13 +451,11 @@ class KubeAdapter:
             response = await direct.handle_async_request(request)
             response.request = request
         try:
-            if (
-                gzipped
-                and response.status_code < 400
-                and response.headers.get("content-encoding") == "gzip"
-            ):
-                body = b"".join([chunk async for chunk in response.aiter_raw()])
-                response.extensions[_GZIPPED] = body
+            coding = response.headers.get("content-encoding")
+            if gzipped and response.status_code < 400 and coding in (None, "gzip", "identity"):
+                response.extensions[_READ] = await _read_for_workers(
+                    response, workers, gzipped=coding == "gzip"
+                )
             else:
                 await response.aread()  # the whole body; the connection goes back to the pool
         except BaseException:
@@ -439,13 +495,14 @@ class KubeAdapter:
     ) -> httpx.Response:
         span = tracing.upstream(req.method, req.verb, req.resource)
         request = self._httpx_request(req, credential, timeout, http)
+        workers = self.large_lists.workers if gzipped else None
         started = time.perf_counter()
         code: int | None = None
         try:
             with span:
                 span.inject(request.headers)
                 try:
-                    response = await self._request(http, request, stream, gzipped)
+                    response = await self._request(http, request, stream, gzipped, workers)
                 except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                     # A pooled connection the server closed (GOAWAY, idle close) fails the
                     # request on it; reads are safe to send once more on a fresh connection.
@@ -454,7 +511,7 @@ class KubeAdapter:
                     log.debug("retrying a GET after %s", type(exc).__name__)
                     request = self._httpx_request(req, credential, timeout, http)
                     span.inject(request.headers)
-                    response = await self._request(http, request, stream, gzipped)
+                    response = await self._request(http, request, stream, gzipped, workers)
                 code = response.status_code
                 span.answered(code)
         except httpx.TimeoutException as exc:
@@ -558,12 +615,13 @@ class KubeAdapter:
             options = replace(options, limit=cap + 1)
         req = build_request(res, "list", namespace=namespace, params=options.to_query())
         response = await self._send(req, credential, timeout=timeout, gzipped=gzipped)
-        raw = gzipped_body(response)
+        read = read_body(response)
         return Undecoded(
-            response.content if raw is None else raw,
-            gzipped=raw is not None,
+            read.data,
+            gzipped=read.gzipped,
             cap=cap if capped else 0,
             plural=res.plural,
+            feed=read.feed,
         )
 
     async def list_all(
