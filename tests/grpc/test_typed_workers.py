@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gzip
 import logging
 import os
 import signal
@@ -20,8 +21,10 @@ import grpc
 import orjson
 import pytest
 
+from gateway.core.lists.body import Undecoded
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, Job, split_typed, work
 from gateway.core.lists.large import LARGE_BODY_BYTES
+from gateway.core.lists.parted import run_parts
 from gateway.core.lists.pool import ListWorkers
 from gateway.core.lists.typedwire import Design, Writer
 from gateway.core.model.registry import POD
@@ -33,6 +36,7 @@ from gateway.grpc.messages import message_class
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
 from tests.bench.realistic import pod, pod_list
+from tests.core.lists.test_pool_feed import _fed, _run
 from tests.support.graphql import (
     ADMIN,
     Gateway,
@@ -399,3 +403,28 @@ async def test_a_killed_worker_costs_no_typed_list(pair: tuple[Gateway, Gateway]
     before = workers.projected
     assert await _list_bytes(with_workers, namespace=NS) == want
     assert workers.projected == before + 2
+
+
+@pytest.mark.parametrize("gzipped", [True, False], ids=["gzipped", "plain"])
+def test_a_typed_list_fed_to_a_worker_as_it_arrives_is_written_in_two_parts_the_same(
+    gzipped: bool,
+) -> None:
+    """The first part's worker holds the body it was fed as it arrived (a buffer it grew),
+    the second gets it whole: the list joined is the gateway's own bytes."""
+    body = pod_list(2_000)
+    data = orjson.dumps(body)
+    sent = gzip.compress(data, 1) if gzipped else data
+    encoding = codec().list_encoding("Pod")
+    assert encoding.split is not None and encoding.finish is not None
+    want = codec().list_bytes("Pod", deepjson.loads(data))
+
+    async def test(workers: ListWorkers) -> None:
+        feed = await _fed(workers, sent, gzipped=gzipped, piece=7_919)
+        parts = await run_parts(
+            workers, Undecoded(sent, gzipped=gzipped, feed=feed), encoding.split(2)
+        )
+        assert parts is not None and encoding.finish is not None
+        assert encoding.finish(parts) == want
+        assert workers.fed == 1 and workers.feeding == 0
+
+    _run(test, 2)

@@ -297,7 +297,7 @@ _ELEMENTS: Final = msgspec.json.Decoder(list[msgspec.Raw] | None)
 
 
 def _typed_part(
-    data: bytes | memoryview, job: Job, cap: int, keep: list[Any] | None
+    data: bytes | bytearray | memoryview, job: Job, cap: int, keep: list[Any] | None
 ) -> list[bytes] | str:
     """A ``typed`` job's part (``job[6]``: its run of the items, of how many): the body
     delimited (``msgspec``, which builds no value), and only what is written decoded:

@@ -70,7 +70,8 @@ def test_a_fed_body_is_answered_as_the_same_body_handed_over_whole(gzipped: bool
                 assert await _taken(got) == await _taken(want)
             elif job is WIRE:
                 assert split_wire(got) == split_wire(want)
-                assert got == work(body, job, 0)
+                done = work(body, job, 0)  # its buffers, as the worker writes them
+                assert isinstance(done, list) and got == b"".join(done)
             else:
                 assert got == want == work(body, job, 0)
             assert workers._all == {worker}  # the same worker for all: its pipe in step
