@@ -325,6 +325,10 @@ class _Parts:
             yield found
             del found
 
+    async def over(self) -> None:
+        """Wait until the parts' reading is over (a read or emptying in a thread ended)."""
+        await asyncio.wait([self._task])
+
     def close(self) -> None:
         """No more parts wanted: a worker that has not said its last is stopped (one that
         has is left to the emptying of its file)."""
@@ -690,8 +694,14 @@ class ListWorkers:
         caller is gone too); each is waited for to its pipes' end, so that nothing of it
         is left for the garbage collector."""
         self._closed = True
-        for parts in list(self._streams):  # answers being read: their workers are stopped
+        streams = list(self._streams)
+        for parts in streams:  # answers being read: their workers are stopped
             parts.close()
+        # ... once their reads are over: a read or an emptying of the memory file runs in a
+        # thread to its end, and the file is closed with the worker (its descriptor, reused
+        # at once, would be another file's)
+        for parts in streams:
+            await parts.over()
         workers, self._all = list(self._all), set()
         idle = set(self._idle)
         self._idle.clear()

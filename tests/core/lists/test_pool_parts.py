@@ -8,6 +8,7 @@ next page first, from the same single worker), and a caller that goes stops the 
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import os
 from typing import Any
@@ -190,3 +191,41 @@ def test_parts_cover_the_list_the_first_whole_the_last_small(n: int) -> None:
     if n > PART_ITEMS:
         assert sizes[-1] <= TAIL_ITEMS
         assert sum(s for s in sizes[1:] if s <= TAIL_ITEMS) >= min(n - PART_ITEMS, PART_ITEMS)
+
+
+@pytest.mark.parametrize("taken_in", [False, True], ids=["mid-answer", "answered"])
+def test_closing_the_pool_waits_for_the_parts_reads_before_closing_the_memory_file(
+    taken_in: bool,
+) -> None:
+    """The pool closed while an answer's parts are read (mid-answer), or right after the
+    last was taken in (the memory file then emptied in a thread): when the close is over,
+    the parts' reading is over too (a read or the emptying in a thread ran to its end before
+    the worker's file was closed: none works on a closed descriptor, or on one reused for
+    another file by then), the file is closed, and nothing failed unseen."""
+    body = _body()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        unseen: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _, context: unseen.append(context))
+        workers = ListWorkers(1)
+        answer = await workers.run(Undecoded(body), JOB)
+        assert isinstance(answer, Sliced) and isinstance(answer.more, _Parts)
+        more = answer.more
+        if taken_in:
+            await _taken(answer)  # every part: the end told, the file emptied after
+        (worker,) = workers._all
+        shared = worker.shared
+        assert shared is not None
+        await workers.aclose()
+        assert more._task.done() and worker.shared is None
+        assert more._task.cancelled() or more._task.exception() is None
+        with pytest.raises(OSError):
+            os.fstat(shared)  # closed
+        if taken_in:
+            assert more._emptied  # (its end told: the emptying ran to its end)
+        del answer, more
+        gc.collect()  # a task's exception never retrieved is reported as it is freed
+        assert not unseen, unseen
+
+    asyncio.run(main())
