@@ -166,6 +166,8 @@ async def gateway(upstream: str, subscribers: int, source: str = "") -> AsyncIte
             stdout=log,
             stderr=log,
             env={**os.environ, "PYTHONPATH": path},
+            # ``python -m`` puts its working directory first on the path
+            cwd=source or REPO,
             preexec_fn=_die_with_parent,
         )
         gw = Gateway(proc, http_port, grpc_port, log)
