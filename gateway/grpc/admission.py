@@ -345,6 +345,27 @@ class _Context:
         await self._context.write(message)
 
 
+class _Counted:
+    """A streaming handler's context: its writes are counted on the call's record (the
+    access line's ``events`` and ``bytes``); everything else is the call's own context."""
+
+    __slots__ = ("_context", "_record")
+
+    def __init__(self, context: grpc.aio.ServicerContext, record: AccessRecord) -> None:
+        self._context = context
+        self._record = record
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    def write(self, message: Any) -> Awaitable[None]:
+        record = self._record
+        assert record.events is not None  # a streaming call's record counts its events
+        record.events += 1
+        record.bytes += _size(message)
+        return self._context.write(message)  # type: ignore[no-any-return]
+
+
 class _Call:
     """One call's record, sent id, refusal, drain gate, stream place and access line."""
 
@@ -530,8 +551,12 @@ def _stream_response(
                     await call.begin(context, request)
                 try:
                     with call.drain.track() if call.drain is not None else nullcontext():
-                        responses = behavior(request, context)
-                        if hasattr(responses, "__aiter__") and hasattr(responses, "aclose"):
+                        responses = behavior(request, _Counted(context, record))
+                        if inspect.isawaitable(responses):
+                            # the handler writes its messages (counted by _Counted): the
+                            # servicers' streams, one generator fewer per message and stream
+                            await responses
+                        elif hasattr(responses, "__aiter__") and hasattr(responses, "aclose"):
                             # _respond's loop, inline: one coroutine frame fewer for the
                             # stream's whole life
                             write = context.write

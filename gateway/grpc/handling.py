@@ -21,7 +21,6 @@ import functools
 import logging
 from collections.abc import (
     AsyncGenerator,
-    AsyncIterator,
     Awaitable,
     Callable,
     Hashable,
@@ -519,9 +518,11 @@ class ServicerBase(abc.ABC):
         return call
 
     def _streaming(self, method: str) -> Handler:
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> None:
             # What _served does, inline: no generator context manager held for the
-            # stream's whole life (an idle Watch keeps fewer frames).
+            # stream's whole life (an idle Watch keeps fewer frames).  The messages are
+            # written here (the admission's context counts them): no generator of this
+            # call's own between the stream and grpc.
             failure: Exception | None = None
             try:
                 op, refused = self._resolved(method, request)
@@ -536,9 +537,10 @@ class ServicerBase(abc.ABC):
                     caller = credential_of(context.invocation_metadata())
                     credential = await self.adapter.identity.identified(caller)
                     del caller
+                    write = context.write
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
-                            yield message
+                            await write(message)
                             del message  # not held while waiting for the next one
                     if self.opened.ended is not None:
                         # a followed log ended by the cluster's removal ends cleanly
