@@ -44,8 +44,10 @@ ones alike), so a service cannot be reached around it.  Per call, in this order:
 Message size limits are the server's own options (grpc refuses a request over
 ``--grpc-max-request-bytes`` before it is read whole), and so apply to every call too.
 
-A streaming handler's messages are written by the admission's one coroutine
-(``context.write``), which counts them: no async generator is stacked per layer.
+A streaming handler's messages are counted for the access line as they are written: the
+handler gets a context whose ``write`` counts them (the resource services write their own
+messages: no async generator is stacked per layer), and a handler that is an async
+generator has its messages written and counted by the admission's coroutine.
 """
 
 from __future__ import annotations
