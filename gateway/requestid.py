@@ -38,7 +38,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -164,23 +164,44 @@ def current_request_id() -> str | None:
     return record.request_id if record is not None else None
 
 
-@contextlib.contextmanager
-def serving(record: AccessRecord) -> Iterator[AccessRecord]:
+class _Serving:
+    """:func:`serving`'s context manager: a class, not a generator, as it lives as long as
+    its request (a gRPC stream's: as long as the subscriber)."""
+
+    __slots__ = ("_spent", "_token", "_traced", "record")
+
+    def __init__(self, record: AccessRecord) -> None:
+        self.record = record
+        self._token: Token[AccessRecord | None] | None = None
+        self._traced: Token[str | None] | None = None
+        self._spent: Token[list[float] | None] | None = None
+
+    def __enter__(self) -> AccessRecord:
+        record = self.record
+        self._token = _CURRENT.set(record)
+        self._traced = tracing.CALLER_TRACEPARENT.set(record.traceparent)
+        self._spent = UPSTREAM_SECONDS.set(record.upstream)
+        return record
+
+    def __exit__(self, *_: object) -> None:
+        spent, traced, token = self._spent, self._traced, self._token
+        self._spent = self._traced = self._token = None
+        # An async generator closed from another context (a finaliser) cannot reset them.
+        if spent is not None:
+            with contextlib.suppress(ValueError):
+                UPSTREAM_SECONDS.reset(spent)
+        if traced is not None:
+            with contextlib.suppress(ValueError):
+                tracing.CALLER_TRACEPARENT.reset(traced)
+        if token is not None:
+            with contextlib.suppress(ValueError):
+                _CURRENT.reset(token)
+
+
+def serving(record: AccessRecord) -> _Serving:
     """``record`` is the request being served inside the block (and its ``traceparent``
     the one the core's operation spans continue)."""
-    token = _CURRENT.set(record)
-    traced = tracing.CALLER_TRACEPARENT.set(record.traceparent)
-    spent = UPSTREAM_SECONDS.set(record.upstream)
-    try:
-        yield record
-    finally:
-        with contextlib.suppress(ValueError):
-            UPSTREAM_SECONDS.reset(spent)
-        # An async generator closed from another context (a finaliser) cannot reset it.
-        with contextlib.suppress(ValueError):
-            tracing.CALLER_TRACEPARENT.reset(traced)
-        with contextlib.suppress(ValueError):
-            _CURRENT.reset(token)
+    return _Serving(record)
 
 
 def _name(name: str | None) -> str | None:

@@ -44,8 +44,10 @@ ones alike), so a service cannot be reached around it.  Per call, in this order:
 Message size limits are the server's own options (grpc refuses a request over
 ``--grpc-max-request-bytes`` before it is read whole), and so apply to every call too.
 
-A streaming handler's messages are written by the admission's one coroutine
-(``context.write``), which counts them: no async generator is stacked per layer.
+A streaming handler's messages are counted for the access line as they are written: the
+handler gets a context whose ``write`` counts them (the resource services write their own
+messages: no async generator is stacked per layer), and a handler that is an async
+generator has its messages written and counted by the admission's coroutine.
 """
 
 from __future__ import annotations
@@ -345,6 +347,27 @@ class _Context:
         await self._context.write(message)
 
 
+class _Counted:
+    """A streaming handler's context: its writes are counted on the call's record (the
+    access line's ``events`` and ``bytes``); everything else is the call's own context."""
+
+    __slots__ = ("_context", "_record")
+
+    def __init__(self, context: grpc.aio.ServicerContext, record: AccessRecord) -> None:
+        self._context = context
+        self._record = record
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    def write(self, message: Any) -> Awaitable[None]:
+        record = self._record
+        assert record.events is not None  # a streaming call's record counts its events
+        record.events += 1
+        record.bytes += _size(message)
+        return self._context.write(message)  # type: ignore[no-any-return]
+
+
 class _Call:
     """One call's record, sent id, refusal, drain gate, stream place and access line."""
 
@@ -517,6 +540,7 @@ def _stream_response(
 ) -> Callable[..., Awaitable[None]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> None:
         failure: BaseException | None = None
+        responses: Any = None
         call = _CALL.get()
         record = call.record
         record.events = 0
@@ -529,7 +553,23 @@ def _stream_response(
                     await call.begin(context, request)
                 try:
                     with call.drain.track() if call.drain is not None else nullcontext():
-                        await _respond(behavior(request, context), record, context)
+                        responses = behavior(request, _Counted(context, record))
+                        if inspect.isawaitable(responses):
+                            # the handler writes its messages (counted by _Counted): the
+                            # servicers' streams, one generator fewer per message and stream
+                            await responses
+                        elif hasattr(responses, "__aiter__") and hasattr(responses, "aclose"):
+                            # _respond's loop, inline: one coroutine frame fewer for the
+                            # stream's whole life
+                            write = context.write
+                            async with aclosing(responses):
+                                async for message in responses:
+                                    record.events += 1
+                                    record.bytes += _size(message)
+                                    await write(message)
+                                    del message  # not held while waiting (see _respond)
+                        else:
+                            await _respond(responses, record, context)
                 except grpc.aio.AbortError:
                     raise
                 except Exception as exc:  # CancelledError is not an Exception: it propagates
@@ -541,7 +581,7 @@ def _stream_response(
                 call.end(context, failure)
                 if failure is not None:
                     _forget(failure)
-                failure = request = None
+                failure = request = responses = None
 
     return handle
 

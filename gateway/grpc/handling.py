@@ -21,7 +21,7 @@ import functools
 import logging
 from collections.abc import (
     AsyncGenerator,
-    AsyncIterator,
+    Awaitable,
     Callable,
     Hashable,
     Iterable,
@@ -266,7 +266,7 @@ def watch_deadline(request: Any) -> float | None:
     return None
 
 
-async def watch_stream(
+def watch_stream(
     adapter: KubeAdapter,
     watches: WatchHub,
     op: Operation,
@@ -286,34 +286,41 @@ async def watch_stream(
     the stream survives upstream closes and relists (watch rules of
     docs/watch-semantics.md, all in the hub) and ends cleanly after ``timeout_seconds``;
     ``opened`` ends it with the error the cluster's streams end with (the cluster left the
-    gateway).  ``key``, ``encode`` and ``digest_of``: see :func:`pump`.
+    gateway).  ``key``, ``encode`` and ``digest_of``: see :func:`pump`, which opens the
+    subscription when first iterated and serves it (no generator of its own stacked on it:
+    one frame fewer per idle stream).
     """
-    deadline = watch_deadline(request)
     call = watch_call(request, namespace=namespace, resource_version=request.resource_version)
-    sub = await open_stream(adapter, watches, op, call, credential=credential)
-    assert isinstance(sub, WatchSubscription)
-    end = sub.end
-    try:
-        opened.hold(end)
-        async for message in pump(sub, deadline, key, encode, digest_of):
-            yield message
-            del message  # not held while waiting for the next event
-    finally:
-        opened.release(end)
-        sub.close()
+    return pump(
+        functools.partial(open_stream, adapter, watches, op, call, credential=credential),
+        watch_deadline(request),
+        key,
+        encode,
+        digest_of,
+        opened=opened,
+    )
+
+
+def _digested(digest_of: Callable[[JSON], Digest], event: Any) -> Digest:
+    return digest_of(event.object)
 
 
 async def pump(
-    source: WatchSubscription | FleetStream,
+    source: WatchSubscription | FleetStream | Callable[[], Awaitable[Any]],
     deadline: float | None,
     key: Hashable,
     encode: Callable[[Any], bytes],
     digest_of: Callable[[JSON], Digest],
     *,
     message: Callable[[Any], bytes] | None = None,
+    opened: OpenStreams | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """The messages of a watch's events (one cluster's subscription or a fleet's merged
     stream) until it ends or ``deadline`` passes (then cleanly, as upstream's do).
+
+    With ``opened``, ``source`` is what opens one cluster's :class:`WatchSubscription`
+    (awaited when the pump is first iterated), and the pump owns it: held in ``opened`` (so
+    the cluster's removal ends it) and closed when the pump ends.
 
     With the request's ``changed_fields_only``, a MODIFIED event whose object digests
     (``digest_of``: what this stream sends of it) as the previous one of that object is
@@ -323,32 +330,46 @@ async def pump(
     shares one encoding of each event.  ``message`` (a fleet's: the cluster's encoding plus
     the event's cluster) makes each message instead, when given.
     """
-    changes = source.changes
-    digest_key = ("digest", key)
-
-    def digested(event: Any) -> Digest:
-        return digest_of(event.object)
-
-    while True:
-        # Events already queued go out without a timer; only waiting is timed.
-        event: Any = source.next_nowait()
-        if event is None:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    event = await source.next()
-            except TimeoutError:
-                return  # timeout_seconds: the stream ends cleanly, as upstream's do
+    if opened is not None:
+        assert callable(source)
+        source = await source()
+        assert isinstance(source, WatchSubscription)
+    assert not callable(source)
+    try:
+        if opened is not None:
+            assert isinstance(source, WatchSubscription)
+            opened.hold(source.end)
+        changes = source.changes
+        digest_key = ("digest", key)
+        digested = functools.partial(_digested, digest_of) if changes is not None else None
+        while True:
+            # Events already queued go out without a timer; only waiting is timed.
+            event: Any = source.next_nowait()
             if event is None:
-                return
-        if changes is not None and not await changes.admit(
-            event,
-            # Digested once per event and key for every stream that asks.
-            functools.partial(event.encoded, digest_key, digested),
-            digest_of,
-        ):
-            continue  # nothing this stream sends of the object changed (watch rule 31)
-        # Encoded once per event and key for every subscriber.
-        yield event.encoded(key, encode) if message is None else message(event)
+                if deadline is None:  # no timer to hold while waiting
+                    event = await source.next()
+                else:
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            event = await source.next()
+                    except TimeoutError:
+                        return  # timeout_seconds: the stream ends cleanly, as upstream's do
+                if event is None:
+                    return
+            if changes is not None and not await changes.admit(
+                event,
+                # Digested once per event and key for every stream that asks.
+                functools.partial(event.encoded, digest_key, digested),
+                digest_of,
+            ):
+                continue  # nothing this stream sends of the object changed (watch rule 31)
+            # Encoded once per event and key for every subscriber.
+            yield event.encoded(key, encode) if message is None else message(event)
+    finally:
+        if opened is not None:
+            assert isinstance(source, WatchSubscription)
+            opened.release(source.end)
+            source.close()
 
 
 #: A unary response this large is sent uncompressed even to a client that accepts gzip:
@@ -453,16 +474,20 @@ class ServicerBase(abc.ABC):
             )
         return handlers
 
+    def _resolved(self, method: str, request: Any) -> tuple[Operation, Exception | None]:
+        """The call's operation, or the one it is counted as when refused and why."""
+        try:
+            return self.operation(method, request), None
+        except Exception as exc:  # counted as a refusal of the unresolved operation
+            return self.unresolved(method), exc
+
     @contextlib.contextmanager
     def _served(
         self, method: str, request: Any, context: grpc.aio.ServicerContext
     ) -> Iterator[tuple[Operation, Credential]]:
         """Count and time the call as its operation (a refused one as :meth:`unresolved`),
         admitted, with the caller's credential."""
-        try:
-            op, refused = self.operation(method, request), None
-        except Exception as exc:  # counted as a refusal of the unresolved operation
-            op, refused = self.unresolved(method), exc
+        op, refused = self._resolved(method, request)
         with self.adapter.metrics.operation("grpc", self.metric_name(method, op), op.resource.key):
             if refused is not None:
                 try:
@@ -493,14 +518,29 @@ class ServicerBase(abc.ABC):
         return call
 
     def _streaming(self, method: str) -> Handler:
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> None:
+            # What _served does, inline: no generator context manager held for the
+            # stream's whole life (an idle Watch keeps fewer frames).  The messages are
+            # written here (the admission's context counts them): no generator of this
+            # call's own between the stream and grpc.
             failure: Exception | None = None
             try:
-                with self._served(method, request, context) as (op, caller):
+                op, refused = self._resolved(method, request)
+                name = self.metric_name(method, op)
+                with self.adapter.metrics.operation("grpc", name, op.resource.key):
+                    if refused is not None:
+                        try:
+                            raise refused
+                        finally:  # its traceback holds this frame: no cycle through the local
+                            refused = None
+                    self.admit(op, request)
+                    caller = credential_of(context.invocation_metadata())
                     credential = await self.adapter.identity.identified(caller)
+                    del caller
+                    write = context.write
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
-                            yield message
+                            await write(message)
                             del message  # not held while waiting for the next one
                     if self.opened.ended is not None:
                         # a followed log ended by the cluster's removal ends cleanly

@@ -23,6 +23,7 @@ import orjson
 from gateway.core import (
     Call,
     Credential,
+    Digest,
     Drain,
     KubeAdapter,
     LogOptions,
@@ -59,6 +60,27 @@ log = logging.getLogger(__name__)
 LOG_CHUNK_BYTES: Final = 64 * 1024
 
 
+#: Watch encodings (read masks) a servicer keeps at most; past that it starts again.
+_ENCODINGS_MAX: Final = 256
+
+
+class _WatchEncoding:
+    """How a typed ``Watch`` encodes its events and digests its objects for one read mask."""
+
+    __slots__ = ("_codec", "_kind", "_mask")
+
+    def __init__(self, codec: Codec, kind: str, mask: masks.Tree | None) -> None:
+        self._codec = codec
+        self._kind = kind
+        self._mask = mask
+
+    def encode(self, event: Any) -> bytes:
+        return self._codec.watch_event_bytes(self._kind, event, self._mask)
+
+    def digest_of(self, obj: Any) -> Digest:
+        return digest(self._codec.object_bytes(self._kind, obj, self._mask))
+
+
 class ResourceServicer(ServicerBase):
     """Serves one resource's service (``kubegateway.v1.PodService``...) over the core.
 
@@ -89,6 +111,10 @@ class ResourceServicer(ServicerBase):
         self.kind = service.resource.kind
         self._object_message = conversions.contract.kinds[self.kind][0]
         self._rpcs = {rpc.name: rpc for rpc in service.rpcs}
+        #: read mask paths (``None``: no mask) -> a Watch's encoder and digest for them
+        self._encodings: dict[
+            tuple[str, ...] | None, tuple[Callable[[Any], bytes], Callable[[Any], Digest]]
+        ] = {}
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -188,12 +214,11 @@ class ResourceServicer(ServicerBase):
         return length_prefixed(field_tag(fields[member].number), encode(answer))
 
     def _watch(self, rpc: Rpc, request: Any, credential: Credential) -> AsyncGenerator[bytes, None]:
-        mask = self._mask(request)
-        kind = self.kind
-
-        def encode(event: Any) -> bytes:
-            return self.codec.watch_event_bytes(kind, event, mask)
-
+        key = tuple(request.read_mask.paths) if request.HasField("read_mask") else None
+        encoding = self._encodings.get(key)
+        if encoding is None:
+            encoding = self._encoding(request)
+        encode, digest_of = encoding
         return watch_stream(
             self.adapter,
             self.watches,
@@ -201,11 +226,27 @@ class ResourceServicer(ServicerBase):
             request,
             namespace=self._given_namespace(request),
             credential=credential,
-            key=tuple(request.read_mask.paths) if mask is not None else None,
+            key=key,
             encode=encode,
-            digest_of=lambda obj: digest(self.codec.object_bytes(kind, obj, mask)),
+            digest_of=digest_of,
             opened=self.opened,
         )
+
+    def _encoding(self, request: Any) -> tuple[Callable[[Any], bytes], Callable[[Any], Digest]]:
+        """A Watch's event encoder and object digest for the request's read mask, made once
+        per read mask and shared by every stream that asks for it (an idle stream holds
+        neither closure nor mask of its own).
+
+        Raises:
+            GatewayError: the read mask is not one of this kind's.
+        """
+        key = tuple(request.read_mask.paths) if request.HasField("read_mask") else None
+        encoding = _WatchEncoding(self.codec, self.kind, self._mask(request))
+        made = (encoding.encode, encoding.digest_of)
+        if len(self._encodings) >= _ENCODINGS_MAX:
+            self._encodings.clear()
+        self._encodings[key] = made
+        return made
 
     async def _log(
         self, rpc: Rpc, request: Any, credential: Credential

@@ -3,6 +3,7 @@
     .venv/bin/python -m tests.bench.bench_fanout [--subscribers 1000] [--rate 20] [--seconds 10]
         [--transports ws,grpc,direct] [--compression]
     .venv/bin/python -m tests.bench.bench_fanout --python-heap [--subscribers 300]
+        [--transports grpc]
 
 Not a test: it prints one table of absolute figures, the direct baseline of the same run and
 the goals.  Three processes, so that neither the client nor the writer shares the gateway's
@@ -27,10 +28,10 @@ again (KB per idle subscriber), then ``--seconds`` of paced writes; the gateway'
 divided by the messages delivered.  Every step has a deadline; every subprocess is ended in
 ``finally``; all traffic is on 127.0.0.1.
 
-``--python-heap`` measures instead what Python allocates per idle WebSocket subscriber
-(``tracemalloc``), the gateway served by uvicorn in this process (as the tests serve it),
-N ``kg-fanout`` subscribers of the Lease once warmed: the total per subscriber and the
-allocation sites that hold most of it.
+``--python-heap`` measures instead what Python allocates per idle subscriber (``tracemalloc``)
+of the first of ``--transports`` (``ws`` or ``grpc``), the gateway served in this process (as
+the tests serve it), N ``kg-fanout`` subscribers of the Lease once warmed: the total per
+subscriber and the allocation sites that hold most of it.
 """
 
 from __future__ import annotations
@@ -140,8 +141,9 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def gateway(upstream: str, subscribers: int) -> AsyncIterator[Gateway]:
-    """``kube-gateway serve`` against ``upstream``; ends it on exit."""
+async def gateway(upstream: str, subscribers: int, source: str = "") -> AsyncIterator[Gateway]:
+    """``kube-gateway serve`` against ``upstream``; ends it on exit.  ``source``: a folder
+    whose ``gateway`` package it runs instead of this checkout's (an A/B run)."""
     http_port, grpc_port = _free_port(), _free_port()
     budget = max(1000, subscribers + 4 * WARM_SUBSCRIBERS)  # the warm-up's may not be gone yet
     args = [
@@ -155,7 +157,7 @@ async def gateway(upstream: str, subscribers: int) -> AsyncIterator[Gateway]:
         "--max-subscriptions", str(max(10000, budget)),
     ]  # fmt: skip
     # this checkout's code first: the venv's editable install may point at another checkout
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (source, str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryFile() as log:
         proc = await asyncio.create_subprocess_exec(
             *GATEWAY,
@@ -164,6 +166,8 @@ async def gateway(upstream: str, subscribers: int) -> AsyncIterator[Gateway]:
             stdout=log,
             stderr=log,
             env={**os.environ, "PYTHONPATH": path},
+            # ``python -m`` puts its working directory first on the path
+            cwd=source or REPO,
             preexec_fn=_die_with_parent,
         )
         gw = Gateway(proc, http_port, grpc_port, log)
@@ -378,7 +382,9 @@ async def run_transport(
         if transport == "direct":
             target = demo.url
         else:
-            gw = await stack.enter_async_context(gateway(demo.url, subscribers))
+            gw = await stack.enter_async_context(
+                gateway(demo.url, subscribers, args.gateway_source)
+            )
             target = (
                 f"ws://127.0.0.1:{gw.http_port}/graphql"
                 if transport == "ws"
@@ -555,7 +561,8 @@ async def bench(args: argparse.Namespace) -> list[Result]:
 
 
 async def python_heap(args: argparse.Namespace, top: int = 25) -> float:
-    """Python allocations per idle WebSocket subscriber (KB; prints the sites)."""
+    """Python allocations per idle subscriber (KB; prints the sites) of the first of
+    ``--transports`` that is ``ws`` or ``grpc``."""
     import gc
     import linecache
     import tracemalloc
@@ -578,10 +585,14 @@ async def python_heap(args: argparse.Namespace, top: int = 25) -> float:
         )
         writer = Writer(demo)
         budget = max(1000, args.subscribers + 4 * WARM_SUBSCRIBERS)
+        transport = next((t for t in args.transports if t != "direct"), "ws")
         async with serve_gateway(demo, max_subscriptions_per_identity=budget) as gw:
             compression = args.compression
+            target = (
+                gw.ws_url if transport == "ws" else f"127.0.0.1:{gw.app.state.runtime.grpc_port}"
+            )
             async with client(
-                "ws", gw.ws_url, WARM_SUBSCRIBERS, duration=120, compression=compression
+                transport, target, WARM_SUBSCRIBERS, duration=120, compression=compression
             ) as warm:
                 await writer.warm_until_ready(warm, 60)
                 await warm.finish()
@@ -591,7 +602,7 @@ async def python_heap(args: argparse.Namespace, top: int = 25) -> float:
             try:
                 before = tracemalloc.take_snapshot()
                 async with client(
-                    "ws", gw.ws_url, args.subscribers, duration=120, compression=compression
+                    transport, target, args.subscribers, duration=120, compression=compression
                 ) as c:
                     await writer.warm_until_ready(c, args.connect_timeout)
                     await asyncio.sleep(1.5)  # the last warm-up events drained: idle
@@ -604,7 +615,8 @@ async def python_heap(args: argparse.Namespace, top: int = 25) -> float:
     stats = after.filter_traces(skip).compare_to(before.filter_traces(skip), "lineno")
     n = args.subscribers
     per = sum(st.size_diff for st in stats) / n / 1000
-    print(f"Python allocations per idle WebSocket subscriber: {per:.2f} KB ({n} subscribers)")
+    name = "WebSocket" if transport == "ws" else "gRPC Watch"
+    print(f"Python allocations per idle {name} subscriber: {per:.2f} KB ({n} subscribers)")
     for st in stats[:top]:
         where = st.traceback[0]
         name = where.filename.split("site-packages/")[-1].replace(str(REPO) + "/", "")
@@ -682,8 +694,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--python-heap",
         action="store_true",
-        help="instead: Python allocations per idle WebSocket subscriber (tracemalloc), the "
-        "gateway in this process",
+        help="instead: Python allocations per idle subscriber (tracemalloc) of the first "
+        "of --transports (ws or grpc), the gateway in this process",
+    )
+    parser.add_argument(
+        "--gateway-source",
+        default="",
+        help="run the gateway package found in DIR (DIR/gateway) instead of this checkout's: "
+        "an A/B run against another version's code",
     )
     parser.add_argument(
         "--latencies-dir",
