@@ -446,6 +446,17 @@ class Ordered:
         assert name is not None
         return (*(column(snap, k.path)[i] for k in self.sort), *name)
 
+    def positions_of(self, slots: list[int]) -> list[Position]:
+        """The positions of ``slots`` (:meth:`position_of` of each, the columns looked up
+        once)."""
+        snap = self.snapshot
+        names = snap.names
+        values = [column(snap, k.path) for k in self.sort]
+        if len(values) == 1:
+            (only,) = values
+            return [(only[i], *names[i]) for i in slots]  # type: ignore[misc]
+        return [(*(v[i] for v in values), *names[i]) for i in slots]  # type: ignore[misc]
+
     def walk(self, after: Position | None) -> Iterator[int]:
         """The selected slots in order, from just after ``after`` (lazily, on an index)."""
         if self._slots is not None and self.index is None:
@@ -964,7 +975,7 @@ def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tu
     source.decoded += len(entries)
     return Page(
         contents=contents,
-        positions=[ordered.position_of(i) for i in chosen],
+        positions=ordered.positions_of(chosen),
         sort=spec.sort,
         total=ordered.total,
         has_next=has_next,
