@@ -287,6 +287,8 @@ class Store:
         self.grown = 0
         #: Texts indexed per event-loop step while bigrams are built.
         self.grams_step = GRAMS_STEP
+        #: The builds of bigrams under way (:meth:`settled` waits for them).
+        self.building: set[asyncio.Task[None]] = set()
         self._copied: (
             tuple[int, list[Entry | None], list[tuple[str, str] | None], dict[str, Any]] | None
         ) = None
@@ -447,12 +449,17 @@ class Store:
             self.bytes -= grams.bytes
             self.grown -= grams.bytes
 
+    async def settled(self) -> None:
+        """Once the builds of bigrams under way are done."""
+        while self.building:
+            await asyncio.gather(*self.building)
+
     async def _build_grams(self, column: Column) -> None:
         """The bigrams of a complete column's texts, :data:`GRAMS_STEP` slots per
         event-loop step (a put meanwhile re-indexes a slot the build has passed; the build
         reaches the others)."""
         keys = column.path.keys
-        grams = self.grams[keys] = Grams()
+        grams = self.grams[keys]
         while True:
             if self.columns.get(keys) is not column or self.grams.get(keys) is not grams:
                 if self.grams.get(keys) is grams:
@@ -510,6 +517,8 @@ class Store:
         column.index = index
 
     def clear(self) -> None:
+        for task in self.building:
+            task.cancel()
         self.__init__()  # type: ignore[misc]
 
     async def ensure(
@@ -521,8 +530,9 @@ class Store:
         """Columns for ``paths``, built now if new (each object decoded once for all the
         new ones, :data:`BUILD_BYTES` of JSON per event-loop step), with an index for those
         of ``indexed`` (default: every one), sorted now if they have none, and the bigrams
-        of those of ``texts`` (:mod:`gateway.core.views.grams`), built now if they have
-        none (a caller that comes while they are built does not wait for them)."""
+        of those of ``texts`` (:mod:`gateway.core.views.grams`), whose build starts now if
+        they have none (in the background: no caller waits for it, views count the other
+        way meanwhile; :meth:`settled`)."""
         paths = list(paths)
         grammed = {p.keys for p in texts}
         wanted = {p.keys for p in (paths if indexed is None else indexed)}
@@ -561,7 +571,10 @@ class Store:
         for column in (*new, *existing):
             keys = column.path.keys
             if keys in grammed and keys not in self.grams and self.columns.get(keys) is column:
-                await self._build_grams(column)
+                self.grams[keys] = Grams()  # taken: the next callers start no other
+                task = asyncio.get_running_loop().create_task(self._build_grams(column))
+                self.building.add(task)
+                task.add_done_callback(self.building.discard)
 
     async def _fill(self, columns: list[Column]) -> None:
         """Fill new columns together: each object decoded once for all of them, a slice of
