@@ -57,9 +57,10 @@ BUILD_BYTES: Final = 512 * 1024
 #: What an object whose values were read as it was listed counts for against
 #: :data:`BUILD_BYTES` (its values copied, nothing decoded: ~8,000 per step).
 LISTED_COST: Final = 64
-#: Texts indexed per event-loop step while a column's bigrams are built (~2 ms of pod
-#: names; 30,000 names take ~0.19 s of CPU in all, once per cache and column).
-GRAMS_STEP: Final = 512
+#: Texts indexed per event-loop step while a column's bigrams are built (~0.5 ms of pod
+#: names; 30,000 names take ~0.19 s of CPU in all, once per cache and column): a request
+#: served meanwhile waits for a step at each of its turns of the loop.
+GRAMS_STEP: Final = 128
 #: A store of at least this many slots is frozen after new columns are filled
 #: (:meth:`~gateway.core.process.collector.CollectorHold.settle`).
 SETTLE_SLOTS: Final = 2000
@@ -289,6 +290,9 @@ class Store:
         self.grams_step = GRAMS_STEP
         #: The builds of bigrams under way (:meth:`settled` waits for them).
         self.building: set[asyncio.Task[None]] = set()
+        #: Text columns whose bigrams were asked once (built when asked again: a cache's
+        #: first view, often its only one, is not slowed by their build).
+        self.grams_asked: set[tuple[str, ...]] = set()
         self._copied: (
             tuple[int, list[Entry | None], list[tuple[str, str] | None], dict[str, Any]] | None
         ) = None
@@ -531,8 +535,8 @@ class Store:
         new ones, :data:`BUILD_BYTES` of JSON per event-loop step), with an index for those
         of ``indexed`` (default: every one), sorted now if they have none, and the bigrams
         of those of ``texts`` (:mod:`gateway.core.views.grams`), whose build starts now if
-        they have none (in the background: no caller waits for it, views count the other
-        way meanwhile; :meth:`settled`)."""
+        they have none and were asked before (in the background: no caller waits for it,
+        views count the other way meanwhile; :meth:`settled`)."""
         paths = list(paths)
         grammed = {p.keys for p in texts}
         wanted = {p.keys for p in (paths if indexed is None else indexed)}
@@ -570,11 +574,15 @@ class Store:
                 await self._build_index(column)
         for column in (*new, *existing):
             keys = column.path.keys
-            if keys in grammed and keys not in self.grams and self.columns.get(keys) is column:
-                self.grams[keys] = Grams()  # taken: the next callers start no other
-                task = asyncio.get_running_loop().create_task(self._build_grams(column))
-                self.building.add(task)
-                task.add_done_callback(self.building.discard)
+            if keys not in grammed or keys in self.grams or self.columns.get(keys) is not column:
+                continue
+            if keys not in self.grams_asked:  # built when asked again
+                self.grams_asked.add(keys)
+                continue
+            self.grams[keys] = Grams()  # taken: the next callers start no other
+            task = asyncio.get_running_loop().create_task(self._build_grams(column))
+            self.building.add(task)
+            task.add_done_callback(self.building.discard)
 
     async def _fill(self, columns: list[Column]) -> None:
         """Fill new columns together: each object decoded once for all of them, a slice of
