@@ -61,6 +61,11 @@ LISTED_COST: Final = 64
 #: names; 30,000 names take ~0.19 s of CPU in all, once per cache and column): a request
 #: served meanwhile waits for a step at each of its turns of the loop.
 GRAMS_STEP: Final = 128
+#: The share of its objects' JSON a store's bigrams may take in all (the bench's 30,000 pod
+#: names: 0.32); past it a column's bigrams are dropped (or their build given up) and
+#: its views count the other way: long names of few other bytes cannot grow the cache
+#: past its JSON's measure (a 250-character random name: ~16 KB of bigrams).
+GRAMS_SHARE: Final = 0.5
 #: A store of at least this many slots is frozen after new columns are filled
 #: (:meth:`~gateway.core.process.collector.CollectorHold.settle`).
 SETTLE_SLOTS: Final = 2000
@@ -293,6 +298,8 @@ class Store:
         #: Text columns whose bigrams were asked once (built when asked again: a cache's
         #: first view, often its only one, is not slowed by their build).
         self.grams_asked: set[tuple[str, ...]] = set()
+        #: Text columns whose bigrams went past :data:`GRAMS_SHARE` (not built again).
+        self.grams_refused: set[tuple[str, ...]] = set()
         self._copied: (
             tuple[int, list[Entry | None], list[tuple[str, str] | None], dict[str, Any]] | None
         ) = None
@@ -342,6 +349,7 @@ class Store:
                 column.dirty.add(slot)
         if self.grams:
             added += self._regram(slot)
+            added -= self._within_share(self.bytes + added)
         self.bytes += added
         self.generation += 1
         self._grams_at()
@@ -418,6 +426,7 @@ class Store:
         freed = old.size
         if self.grams:
             freed -= self._regram(slot)
+            freed += self._within_share(self.bytes - freed)
         self.bytes -= freed
         self.generation += 1
         self._grams_at()
@@ -435,6 +444,25 @@ class Store:
             if grams.built:
                 grown += change
         return grown
+
+    def _grams_bytes(self) -> int:
+        """The bytes of the bigrams built (counted in :attr:`bytes`)."""
+        return sum(g.bytes for g in self.grams.values() if g.built)
+
+    def _within_share(self, total: int) -> int:
+        """Drop built bigrams, largest first, while they are more than :data:`GRAMS_SHARE`
+        of the JSON (``total``: the store's bytes with them); returns the bytes dropped."""
+        dropped = 0
+        grams = self._grams_bytes()
+        while grams and grams > GRAMS_SHARE * (total - grams):
+            keys = max(
+                (k for k, g in self.grams.items() if g.built), key=lambda k: self.grams[k].bytes
+            )
+            size = self.grams.pop(keys).bytes
+            self.grams_refused.add(keys)
+            dropped += size
+            grams -= size
+        return dropped
 
     def _grams_at(self) -> None:
         """The bigrams built reflect the store's generation now."""
@@ -473,6 +501,11 @@ class Store:
             if done >= len(values):
                 break
             grams.extend(map(text_of, values[done : done + self.grams_step]))
+            built = self._grams_bytes()
+            if grams.bytes + built > GRAMS_SHARE * (self.bytes - built):
+                del self.grams[keys]  # past its share: its views count the other way
+                self.grams_refused.add(keys)
+                return
             await asyncio.sleep(0)
         grams.built = True
         grams.at = self.generation
@@ -574,7 +607,12 @@ class Store:
                 await self._build_index(column)
         for column in (*new, *existing):
             keys = column.path.keys
-            if keys not in grammed or keys in self.grams or self.columns.get(keys) is not column:
+            if (
+                keys not in grammed
+                or keys in self.grams
+                or keys in self.grams_refused
+                or self.columns.get(keys) is not column
+            ):
                 continue
             if keys not in self.grams_asked:  # built when asked again
                 self.grams_asked.add(keys)

@@ -78,9 +78,13 @@ def test_a_needle_whose_rarest_bigram_is_everywhere_is_counted_another_way() -> 
     assert grams.count("abx", 0) == 0  # a bigram nobody holds
 
 
+#: What a realistic object's JSON holds besides its name (a pod's is ~3-5 KB).
+PAD = {"note": "x" * 2000}
+
+
 def _obj(rnd: random.Random, i: int) -> dict[str, Any]:
     return {
-        "metadata": {"name": f"{_text(rnd)}-{i}", "namespace": "a"},
+        "metadata": {"name": f"{_text(rnd)}-{i}", "namespace": "a", "annotations": PAD},
         "spec": {"nodeName": _text(rnd)} if rnd.random() < 0.8 else {"nodeName": 7},
         "status": {"startTime": f"2026-0{rnd.randrange(1, 4)}-01T00:00:00Z"},
     }
@@ -129,7 +133,7 @@ def test_a_views_total_is_counted_from_the_bigrams_kept_by_every_put_and_delete(
     objs = {_key(o): o for o in (_obj(rnd, i) for i in range(300))}
     store = Store()
     for key, o in objs.items():
-        store.put(key, Entry(o, 1))
+        store.put(key, Entry(o))
     field = "spec.nodeName"
 
     def churn() -> None:
@@ -139,11 +143,11 @@ def test_a_views_total_is_counted_from_the_bigrams_kept_by_every_put_and_delete(
         for key in rnd.sample(sorted(objs), 30):
             o = objs[key]
             o = objs[key] = {**o, "spec": {"nodeName": _text(rnd) if rnd.random() < 0.8 else 3}}
-            store.put(key, Entry(o, 1))
+            store.put(key, Entry(o))
         for i in range(25):
             o = _obj(rnd, 1000 + len(objs) + i)
             objs[_key(o)] = o
-            store.put(_key(o), Entry(o, 1))
+            store.put(_key(o), Entry(o))
 
     spec = _spec(field, "ab")
     paths = evaluate.paths_of(spec)
@@ -196,7 +200,7 @@ def test_the_bigrams_go_with_their_column_and_their_bytes_with_them() -> None:
     rnd = random.Random(3)
     store = Store()
     for o in (_obj(rnd, i) for i in range(200)):
-        store.put(_key(o), Entry(o, 1))
+        store.put(_key(o), Entry(o))
     spec = _spec("metadata.name", "ab")
     _ensure(store, spec)
     json_bytes = sum(e.size for e in store.slots if e is not None)
@@ -291,3 +295,38 @@ async def test_the_caches_account_for_the_bigrams_and_count_through_watch_events
     assert page.total == 1 and cached.stats.bytes == cache.store.bytes
     cache.close()
     assert cached.stats.bytes == 0
+
+
+def test_bigrams_past_their_share_of_the_json_are_refused_or_dropped() -> None:
+    """Long random names in objects of few other bytes: their bigrams would take many times
+    the JSON; their build is given up (the views count the other way, the same totals, the
+    store's bytes its JSON alone); bigrams built within their share are dropped when such
+    objects come, and not built again."""
+    rnd = random.Random(11)
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789-"
+
+    def long_named(i: int) -> dict[str, Any]:
+        name = "".join(rnd.choice(letters) for _ in range(200)) + f"-{i}"
+        return {"metadata": {"name": name, "namespace": "a"}}
+
+    store = Store()
+    objs = [long_named(i) for i in range(300)]
+    for o in objs:
+        store.put(_key(o), Entry(o))
+    spec = _spec("metadata.name", "ab")
+    _ensure(store, spec)
+    assert not store.grams and ("metadata", "name") in store.grams_refused
+    assert store.bytes == sum(e.size for e in store.slots if e is not None)
+    ordered = evaluate.order(store.snapshot("1", evaluate.paths_of(spec)), spec)
+    assert ordered.total == sum("ab" in o["metadata"]["name"] for o in objs)
+    # within the share first (realistic objects), then past it as such objects come
+    store = Store()
+    for o in (_obj(rnd, i) for i in range(300)):
+        store.put(_key(o), Entry(o))
+    _ensure(store, spec)
+    assert store.grams[("metadata", "name")].built
+    for o in (long_named(1000 + i) for i in range(300)):
+        store.put(_key(o), Entry(o))
+    assert not store.grams and store.bytes == sum(e.size for e in store.slots if e is not None)
+    _ensure(store, spec)
+    assert not store.grams  # not built again
