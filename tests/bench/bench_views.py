@@ -316,6 +316,29 @@ async def _list_then_cold(
     return r
 
 
+async def _bigrams(
+    ask: Callable[[str, dict[str, Any]], Any], r: dict[str, Any], views: Any, ns: dict[str, Any]
+) -> None:
+    """The name's bigrams (``gateway/core/views/grams.py``) built: a second view of a
+    substring of the name asks for them, built in the background; timed to their end with
+    the event loop's stalls meanwhile (once per cache and field, before the warm views,
+    which would otherwise be served between its steps)."""
+    async with _ticker() as stalls:
+        cpu, started = time.process_time(), time.perf_counter()
+        await ask(VIEW, {**ns, "v": "2"})
+        for cache in views.caches:
+            await cache.store.settled()
+        r["grams_ms"] = (time.perf_counter() - started) * 1000
+        r["grams_cpu"] = (time.process_time() - cpu) * 1000
+    r["grams_stall"] = max(stalls, default=0)
+    r["grams_mb"] = sum(g.bytes for c in views.caches for g in c.store.grams.values()) / 1e6
+    print(
+        f"the names' bigrams built: {r['grams_ms']:.0f} ms, CPU {r['grams_cpu']:.0f} ms, "
+        f"{r['grams_mb']:.0f} MB (in the cache's bytes); longest event-loop stall meanwhile "
+        f"{r['grams_stall']:.0f} ms"
+    )
+
+
 async def _warm(
     ask: Callable[[str, dict[str, Any]], Any], r: dict[str, Any], url: str, ns: dict[str, Any]
 ) -> None:
@@ -423,6 +446,7 @@ async def bench(
             if warm_only:
                 took, _, _ = await ask(VIEW, {**ns, "v": "1"})
                 print(f"first (cold) view: {took:.0f} ms")
+                await _bigrams(ask, r, views, ns)
                 await _warm(ask, r, url, ns)
                 return r
             # rounds of (plain list, cold view), the view's cache and the hub's watch closed
@@ -464,6 +488,7 @@ async def bench(
                 f"cache: {r['json_mb']:.0f} MB of JSON; process RSS "
                 f"+{r['rss_mb']:.0f} MB (the hub's JSON, shared with the cache, entries, columns)"
             )
+            await _bigrams(ask, r, views, ns)
             await _warm(ask, r, url, ns)
             counted = [(await ask(COUNTS, ns))[0] for _ in range(10)]
             r["counts_p50"] = statistics.median(counted)
@@ -593,6 +618,16 @@ def rows(pods: int = 30_000, rounds: int = 3) -> list[Row]:
             r["json_mb"],
             max_ratio=2,
             note=f"direct: the JSON of the cached objects; {STEVE_MEMORY}",
+        ),
+        row(
+            f"views: process memory after the cold view and the names' bigrams, {n}",
+            r["rss_mb"] + r["grams_mb"],
+            "MB",
+            r["json_mb"],
+            max_ratio=2,
+            note="direct: the JSON of the cached objects; the bigrams as the cache counts "
+            f"them, {r['grams_mb']:.0f} MB, built in {r['grams_ms']:.0f} ms (CPU "
+            f"{r['grams_cpu']:.0f} ms, longest event-loop stall {r['grams_stall']:.0f} ms)",
         ),
         row(
             "views: bytes of a first page (50 items, 15 fields)",

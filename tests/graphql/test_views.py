@@ -396,8 +396,8 @@ async def test_a_pages_nodes_are_read_for_their_selection_to_the_same_bytes(
 ) -> None:
     """A view's ``nodes`` decode only what the selection reads of each object (the page's
     objects are never decoded whole: ``Contents.decoded``), and answer the very bytes the
-    same selection makes of the objects decoded whole (``edges.node``, completed from the
-    whole objects, in the same answer; and the test's own projection of the pods)."""
+    same selection makes of ``edges.node`` in the same answer, and the test's own
+    projection of the pods."""
     views = gw.app.state.runtime.cluster.views
     ns = {"ns": NAMESPACE}
     for value in ("-0", "web", "y"):
@@ -455,6 +455,67 @@ async def test_a_page_of_the_largest_size_is_read_for_its_selection_in_slices(
     assert len(view["nodes"]) == 500
     assert _names(view["nodes"]) == _names(_sorted(listed, [("status.startTime", True)])[:500])
     assert orjson.dumps(view["nodes"]) == orjson.dumps([e["node"] for e in view["edges"]])
+
+
+#: The Relay shape Apollo and urql users write: ``edges { node { ... } cursor }``.
+EDGES_ONLY = (
+    """query($ns: String, $v: String!) {
+  podsView(namespace: $ns, first: 30, sort: [{field: "status.startTime", order: DESC}],
+           filter: {field: "metadata.name", op: CONTAINS, value: $v}) {
+    pageInfo { endCursor } edges { cursor node { """
+    + _FIELDS
+    + " raw } } } }"
+)
+
+
+async def test_a_pages_edges_are_read_for_their_selection_to_the_same_bytes(
+    demo: DemoUpstream, gw: Gateway, http: httpx.AsyncClient, pods: list[dict[str, Any]]
+) -> None:
+    """``edges { node { ... } cursor }`` reads the page's objects for the selection as
+    ``nodes`` do (never decoded whole, ``Contents.decoded``) and answers the very bytes of
+    ``nodes`` of the same selection, the cursors of the page (the last its ``endCursor``);
+    a node's ``raw`` (the whole object, a field no plan completes) is the pod the test
+    made, decoded whole for it."""
+    views = gw.app.state.runtime.cluster.views
+    ns = {"ns": NAMESPACE}
+    for value in ("-0", "web", "y"):
+        answer = await http.post(
+            "/graphql",
+            json={"query": EDGES_ONLY.replace(" raw", ""), "variables": {**ns, "v": value}},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        view = data(answer.json())["podsView"]
+        nodes = [e["node"] for e in view["edges"]]
+        chosen = [p for p in _ns(pods, NAMESPACE) if value in p["metadata"]["name"]]
+        assert _names(nodes) == _names(_sorted(chosen, [("status.startTime", True)])[:30])
+        assert view["edges"][-1]["cursor"] == view["pageInfo"]["endCursor"]
+        assert len({e["cursor"] for e in view["edges"]}) == len(nodes)
+        (cache,) = views.caches
+        kept = [o.result().kept for o in cache._orders.values()]
+        pages = [k[1] for k in kept if k is not None]
+        (page,) = [p for p in pages if [f"{q[-2]}/{q[-1]}" for q in p.positions] == _names(nodes)]
+        assert not page.contents.decoded
+        assert [e["cursor"] for e in view["edges"]] == page.cursors
+        alone = await http.post(
+            "/graphql",
+            json={"query": NODES_ONLY, "variables": {**ns, "v": value}},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        assert orjson.dumps(nodes) == orjson.dumps(data(alone.json())["podsView"]["nodes"])
+        whole = await http.post(
+            "/graphql",
+            json={"query": EDGES_ONLY, "variables": {**ns, "v": value}},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        edges = data(whole.json())["podsView"]["edges"]
+        by_name = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in chosen}
+        for edge in edges:
+            raw = edge["node"].pop("raw")
+            meta = raw["metadata"]
+            made = by_name[f"{meta['namespace']}/{meta['name']}"]
+            assert raw["spec"]["containers"][0]["name"] == made["spec"]["containers"][0]["name"]
+            assert raw["metadata"].get("labels") == made["metadata"].get("labels")
+        assert orjson.dumps([e["node"] for e in edges]) == orjson.dumps(nodes)
 
 
 def _hit(p: dict[str, Any], text: str) -> bool:

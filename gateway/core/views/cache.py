@@ -279,7 +279,8 @@ class ViewCache:
             return
         self.closed = True
         self.views._forget(self)
-        self.views.stats.bytes -= self.store.bytes
+        # what it counted (bytes its bigrams grew by since last taken are not yet in)
+        self.views.stats.bytes -= self.store.bytes - self.store.take_grown()
         self.store.clear()
         self._orders.clear()
         for ordered in self._pages.values():
@@ -323,8 +324,11 @@ class ViewCache:
         while True:
             # an index only for a sort by one key: a page of it is then a walk
             await self.store.ensure(
-                paths, [k.path for k in spec.sort] if len(spec.sort) == 1 else []
+                paths,
+                [k.path for k in spec.sort] if len(spec.sort) == 1 else [],
+                evaluate.text_paths(spec),
             )
+            self.views.stats.bytes += self.store.take_grown()
             self._check()
             if not self.in_resync and (
                 wanted is None or (decimal_version(self.version) or 0) >= wanted

@@ -446,6 +446,17 @@ class Ordered:
         assert name is not None
         return (*(column(snap, k.path)[i] for k in self.sort), *name)
 
+    def positions_of(self, slots: list[int]) -> list[Position]:
+        """The positions of ``slots`` (:meth:`position_of` of each, the columns looked up
+        once)."""
+        snap = self.snapshot
+        names = snap.names
+        values = [column(snap, k.path) for k in self.sort]
+        if len(values) == 1:
+            (only,) = values
+            return [(only[i], *names[i]) for i in slots]  # type: ignore[misc]
+        return [(*(v[i] for v in values), *names[i]) for i in slots]  # type: ignore[misc]
+
     def walk(self, after: Position | None) -> Iterator[int]:
         """The selected slots in order, from just after ``after`` (lazily, on an index)."""
         if self._slots is not None and self.index is None:
@@ -520,16 +531,22 @@ class Finder:
     (:func:`gateway.core.views.columns.having`: UTF-8 is self-synchronising, a substring
     of the bytes is a substring of the text)."""
 
-    __slots__ = ("data", "ends", "pattern")
+    __slots__ = ("counted", "data", "ends", "pattern")
 
-    def __init__(self, data: bytes, ends: list[int], needle: bytes) -> None:
+    def __init__(
+        self, data: bytes, ends: list[int], needle: bytes, counted: int | None = None
+    ) -> None:
         self.data = data
         #: The offset just past each text's separator, by position in the line.
         self.ends = ends
         self.pattern = re.compile(re.escape(needle) + rb"[^\x00]*\x00")
+        #: The count, where the column's bigrams told it (:mod:`gateway.core.views.grams`).
+        self.counted = counted
 
     def count(self) -> int:
-        """The texts holding the needle."""
+        """The texts holding the needle (from the bigrams, else counted in C)."""
+        if self.counted is not None:
+            return self.counted
         return len(self.pattern.findall(self.data))
 
     def rows(self, start: int) -> Iterator[int]:
@@ -560,6 +577,11 @@ def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
     needle = want.encode("utf-8", "surrogatepass")
     if 0 in needle:
         return None
+    counted = None
+    if isinstance(node, Condition):
+        grams = snap.grams.get(node.path.keys)
+        if grams is not None:
+            counted = grams.count(want, snap.generation)
     if spec.sort and spec.sort[0].descending:
         line = _descending(snap, spec.sort[0].path, line)
         name += ":desc"
@@ -570,7 +592,22 @@ def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
     if found is None:
         return None
     data, ends = found
-    return Finder(data, ends, needle)
+    return Finder(data, ends, needle, counted)
+
+
+def text_paths(spec: ViewSpec) -> list[FieldPath]:
+    """The text columns whose bigrams a view's count reads (:class:`Finder`'s ``counted``):
+    its filter's path when the filter is one substring test, alone."""
+    node = spec.filter
+    if (
+        spec.search is None
+        and isinstance(node, Condition)
+        and node.op == "contains"
+        and type(node.values[0]) is str
+        and node.values[0]
+    ):
+        return [node.path]
+    return []
 
 
 _NONE: Final[Any] = object()
@@ -938,7 +975,7 @@ def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tu
     source.decoded += len(entries)
     return Page(
         contents=contents,
-        positions=[ordered.position_of(i) for i in chosen],
+        positions=ordered.positions_of(chosen),
         sort=spec.sort,
         total=ordered.total,
         has_next=has_next,

@@ -46,6 +46,7 @@ from typing import Any, Final
 from gateway.core.lists.compacting import Columns, value_at
 from gateway.core.process.collector import HOLD
 from gateway.core.support import deepjson
+from gateway.core.views.grams import Grams, text_of
 from gateway.core.views.spec import FieldPath
 from gateway.core.watch.compact import encode
 
@@ -56,6 +57,15 @@ BUILD_BYTES: Final = 512 * 1024
 #: What an object whose values were read as it was listed counts for against
 #: :data:`BUILD_BYTES` (its values copied, nothing decoded: ~8,000 per step).
 LISTED_COST: Final = 64
+#: Texts indexed per event-loop step while a column's bigrams are built (~0.5 ms of pod
+#: names; 30,000 names take ~0.19 s of CPU in all, once per cache and column): a request
+#: served meanwhile waits for a step at each of its turns of the loop.
+GRAMS_STEP: Final = 128
+#: The share of its objects' JSON a store's bigrams may take in all (the bench's 30,000 pod
+#: names: 0.32); past it a column's bigrams are dropped (or their build given up) and
+#: its views count the other way: long names of few other bytes cannot grow the cache
+#: past its JSON's measure (a 250-character random name: ~16 KB of bigrams).
+GRAMS_SHARE: Final = 0.5
 #: A store of at least this many slots is frozen after new columns are filled
 #: (:meth:`~gateway.core.process.collector.CollectorHold.settle`).
 SETTLE_SLOTS: Final = 2000
@@ -223,6 +233,10 @@ class Snapshot:
     #: For the columns that have one, their index (:attr:`Column.index`) at this
     #: generation.
     indexes: dict[tuple[str, ...], list[int]] = field(default_factory=dict)
+    #: For the text columns that have them built, their bigrams (the store's own, live:
+    #: :meth:`Grams.count <gateway.core.views.grams.Grams.count>` reads them only at
+    #: this snapshot's generation).
+    grams: dict[tuple[str, ...], Grams] = field(default_factory=dict)
 
     @property
     def occupied(self) -> list[int]:
@@ -271,6 +285,21 @@ class Store:
         self.listed_taken = 0
         #: Entries taken as made when the list was taken in (``put_keyed``'s ``made``).
         self.made_taken = 0
+        #: The bigrams of text columns (:mod:`gateway.core.views.grams`), built on demand
+        #: (:meth:`ensure`'s ``texts``), kept by every put and delete.
+        self.grams: dict[tuple[str, ...], Grams] = {}
+        #: Bytes added to :attr:`bytes` outside put and delete (bigrams built or dropped),
+        #: not yet taken by the cache's accounting (:meth:`take_grown`).
+        self.grown = 0
+        #: Texts indexed per event-loop step while bigrams are built.
+        self.grams_step = GRAMS_STEP
+        #: The builds of bigrams under way (:meth:`settled` waits for them).
+        self.building: set[asyncio.Task[None]] = set()
+        #: Text columns whose bigrams were asked once (built when asked again: a cache's
+        #: first view, often its only one, is not slowed by their build).
+        self.grams_asked: set[tuple[str, ...]] = set()
+        #: Text columns whose bigrams went past :data:`GRAMS_SHARE` (not built again).
+        self.grams_refused: set[tuple[str, ...]] = set()
         self._copied: (
             tuple[int, list[Entry | None], list[tuple[str, str] | None], dict[str, Any]] | None
         ) = None
@@ -318,8 +347,12 @@ class Store:
                 insort(column.index, slot, key=_keyer(values, names))
             elif column.dirty is not None:
                 column.dirty.add(slot)
+        if self.grams:
+            added += self._regram(slot)
+            added -= self._within_share(self.bytes + added)
         self.bytes += added
         self.generation += 1
+        self._grams_at()
         return added
 
     def put_keyed(
@@ -390,9 +423,94 @@ class Store:
         for column in self.columns.values():
             if slot < len(column.values):
                 column.values[slot] = None
-        self.bytes -= old.size
+        freed = old.size
+        if self.grams:
+            freed -= self._regram(slot)
+            freed += self._within_share(self.bytes - freed)
+        self.bytes -= freed
         self.generation += 1
-        return old.size
+        self._grams_at()
+        return freed
+
+    def _regram(self, slot: int) -> int:
+        """Re-index ``slot``'s texts in the bigrams (after its columns changed); returns
+        the bytes that adds (those of bigrams still being built are counted when built)."""
+        grown = 0
+        for keys, grams in self.grams.items():
+            column = self.columns.get(keys)
+            values = column.values if column is not None else ()
+            text = text_of(values[slot]) if slot < len(values) else ""
+            change = grams.replace(slot, text)
+            if grams.built:
+                grown += change
+        return grown
+
+    def _grams_bytes(self) -> int:
+        """The bytes of the bigrams built (counted in :attr:`bytes`)."""
+        return sum(g.bytes for g in self.grams.values() if g.built)
+
+    def _within_share(self, total: int) -> int:
+        """Drop built bigrams, largest first, while they are more than :data:`GRAMS_SHARE`
+        of the JSON (``total``: the store's bytes with them); returns the bytes dropped."""
+        dropped = 0
+        grams = self._grams_bytes()
+        while grams and grams > GRAMS_SHARE * (total - grams):
+            keys = max(
+                (k for k, g in self.grams.items() if g.built), key=lambda k: self.grams[k].bytes
+            )
+            size = self.grams.pop(keys).bytes
+            self.grams_refused.add(keys)
+            dropped += size
+            grams -= size
+        return dropped
+
+    def _grams_at(self) -> None:
+        """The bigrams built reflect the store's generation now."""
+        for grams in self.grams.values():
+            if grams.built:
+                grams.at = self.generation
+
+    def take_grown(self) -> int:
+        """The bytes :attr:`bytes` grew by outside put and delete since last asked."""
+        grown, self.grown = self.grown, 0
+        return grown
+
+    def _drop_grams(self, keys: tuple[str, ...]) -> None:
+        grams = self.grams.pop(keys, None)
+        if grams is not None and grams.built:
+            self.bytes -= grams.bytes
+            self.grown -= grams.bytes
+
+    async def settled(self) -> None:
+        """Once the builds of bigrams under way are done."""
+        while self.building:
+            await asyncio.gather(*self.building)
+
+    async def _build_grams(self, column: Column) -> None:
+        """The bigrams of a complete column's texts, :data:`GRAMS_STEP` slots per
+        event-loop step (a put meanwhile re-indexes a slot the build has passed; the build
+        reaches the others)."""
+        keys = column.path.keys
+        grams = self.grams[keys]
+        while True:
+            if self.columns.get(keys) is not column or self.grams.get(keys) is not grams:
+                if self.grams.get(keys) is grams:
+                    del self.grams[keys]
+                return  # dropped meanwhile
+            values, done = column.values, len(grams.texts)
+            if done >= len(values):
+                break
+            grams.extend(map(text_of, values[done : done + self.grams_step]))
+            built = self._grams_bytes()
+            if grams.bytes + built > GRAMS_SHARE * (self.bytes - built):
+                del self.grams[keys]  # past its share: its views count the other way
+                self.grams_refused.add(keys)
+                return
+            await asyncio.sleep(0)
+        grams.built = True
+        grams.at = self.generation
+        self.bytes += grams.bytes
+        self.grown += grams.bytes
 
     def _unindex(self, slot: int) -> None:
         """Take an occupied slot out of the columns' indexes (before it changes)."""
@@ -436,15 +554,24 @@ class Store:
         column.index = index
 
     def clear(self) -> None:
+        for task in self.building:
+            task.cancel()
         self.__init__()  # type: ignore[misc]
 
     async def ensure(
-        self, paths: Iterable[FieldPath], indexed: Iterable[FieldPath] | None = None
+        self,
+        paths: Iterable[FieldPath],
+        indexed: Iterable[FieldPath] | None = None,
+        texts: Iterable[FieldPath] = (),
     ) -> None:
         """Columns for ``paths``, built now if new (each object decoded once for all the
         new ones, :data:`BUILD_BYTES` of JSON per event-loop step), with an index for those
-        of ``indexed`` (default: every one), sorted now if they have none."""
+        of ``indexed`` (default: every one), sorted now if they have none, and the bigrams
+        of those of ``texts`` (:mod:`gateway.core.views.grams`), whose build starts now if
+        they have none and were asked before (in the background: no caller waits for it,
+        views count the other way meanwhile; :meth:`settled`)."""
         paths = list(paths)
+        grammed = {p.keys for p in texts}
         wanted = {p.keys for p in (paths if indexed is None else indexed)}
         new: list[Column] = []
         existing: list[Column] = []
@@ -460,6 +587,7 @@ class Store:
             while len(self.columns) > MAX_COLUMNS:
                 oldest = next(iter(self.columns))
                 dropped = self.columns.pop(oldest)
+                self._drop_grams(oldest)
                 dropped.complete = True  # a builder of it stops
                 dropped.finished.set()
         if new:
@@ -477,6 +605,22 @@ class Store:
                 and self.columns.get(column.path.keys) is column
             ):
                 await self._build_index(column)
+        for column in (*new, *existing):
+            keys = column.path.keys
+            if (
+                keys not in grammed
+                or keys in self.grams
+                or keys in self.grams_refused
+                or self.columns.get(keys) is not column
+            ):
+                continue
+            if keys not in self.grams_asked:  # built when asked again
+                self.grams_asked.add(keys)
+                continue
+            self.grams[keys] = Grams()  # taken: the next callers start no other
+            task = asyncio.get_running_loop().create_task(self._build_grams(column))
+            self.building.add(task)
+            task.add_done_callback(self.building.discard)
 
     async def _fill(self, columns: list[Column]) -> None:
         """Fill new columns together: each object decoded once for all of them, a slice of
@@ -547,6 +691,7 @@ class Store:
             copied = self._copied = (generation, list(self.slots), list(self.names), {})
         columns = {}
         indexes: dict[tuple[str, ...], list[int]] = {}
+        grams: dict[tuple[str, ...], Grams] = {}
         for path in paths:
             column = self.columns.get(path.keys)
             if column is None or not column.complete or len(column.values) != len(self.slots):
@@ -559,4 +704,9 @@ class Store:
                 if column.index_copy is None or column.index_copy[0] != generation:
                     column.index_copy = (generation, list(column.index))
                 indexes[path.keys] = column.index_copy[1]
-        return Snapshot(version, generation, copied[1], copied[2], columns, copied[3], indexes)
+            found = self.grams.get(path.keys)
+            if found is not None and found.built:
+                grams[path.keys] = found
+        return Snapshot(
+            version, generation, copied[1], copied[2], columns, copied[3], indexes, grams
+        )

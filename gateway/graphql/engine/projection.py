@@ -82,7 +82,7 @@ from gateway.core import (
 )
 from gateway.graphql.resolvers.context import Context
 from gateway.graphql.resolvers.objects import resolve_raw
-from gateway.graphql.resolvers.views import SharedItems
+from gateway.graphql.resolvers.views import PageNode, SharedItems
 from gateway.graphql.schemas._library import (
     NATIVE,
     NOT_COMPLETED,
@@ -234,6 +234,8 @@ class ProjectingExecutor(CompletingExecutor):
             return self._undecoded(return_type, fields, result)
         if type(result) is SharedItems:
             return self._shared(return_type, fields, result)
+        if type(result) is PageNode:
+            return self._page_node(return_type, fields, result)
         plan = self._plan(return_type, fields)
         if is_large(result):
             if plan is not None:
@@ -275,6 +277,23 @@ class ProjectingExecutor(CompletingExecutor):
         if made is not None and len(made) < SHARED_RENDERINGS:
             made[plan] = found
         return found
+
+    def _page_node(self, return_type: GraphQLOutputType, fields: Fields, node: PageNode) -> Any:
+        """An edge's node, read for the selection as the page's ``nodes`` are (the page's
+        objects read for its plan once per answer: :class:`PageNode`); graphql-core
+        completes the whole object where no plan applies."""
+        plan = self._plan(return_type, fields)
+        if plan is None:
+            return Substitute(node.whole)
+        spec = plan.spec
+        while spec[0] == "nonnull":
+            spec = spec[1]
+        if spec[0] != "object":
+            return Substitute(node.whole)
+        try:
+            return plan.run(node.read(spec))
+        except Fallback:
+            return Substitute(node.whole)
 
     async def _undecoded(
         self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded

@@ -243,6 +243,54 @@ class SharedItems(Sequence[Any]):
         return iter(self.contents.objects)
 
 
+class PageReads:
+    """A page's objects as the projections of its edges' nodes read them: each plan's read
+    of the whole page made once (:meth:`~gateway.core.views.evaluate.Contents.read`), for
+    all the nodes of one answer's edges."""
+
+    __slots__ = ("by_spec", "contents")
+
+    def __init__(self, contents: ViewContents) -> None:
+        self.contents = contents
+        self.by_spec: dict[Any, list[Any]] = {}
+
+    def read(self, spec: Any) -> list[Any]:
+        found = self.by_spec.get(spec)
+        if found is None:
+            found = self.by_spec[spec] = self.contents.read(spec)
+        return found
+
+
+class PageNode(Mapping[str, Any]):
+    """An edge's node: the ``at``-th object of a page, which the executor's projection of
+    a selection reads only in part (:meth:`PageReads.read`: the page's objects read for
+    the selection once, as ``nodes`` are); completed any other way, it is the object
+    decoded whole (a read-only mapping of it)."""
+
+    __slots__ = ("at", "reads")
+
+    def __init__(self, reads: PageReads, at: int) -> None:
+        self.reads, self.at = reads, at
+
+    @property
+    def whole(self) -> dict[str, Any]:
+        """The object, decoded whole (with the page's others, once)."""
+        return self.reads.contents.objects[self.at]
+
+    def read(self, spec: Any) -> Any:
+        """The object as the projection of its plan ``spec`` reads it."""
+        return self.reads.read(spec)[self.at]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.whole[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.whole)
+
+    def __len__(self) -> int:
+        return len(self.whole)
+
+
 class ViewAnswer:
     """What a view field answers (its fields read these attributes)."""
 
@@ -263,7 +311,8 @@ class ViewAnswer:
 
     @property
     def edges(self) -> list[Edge]:
-        return [Edge(c, n) for c, n in zip(self.page.cursors, self.page.items, strict=True)]
+        reads = PageReads(self.page.contents)
+        return [Edge(c, PageNode(reads, i)) for i, c in enumerate(self.page.cursors)]
 
     @property
     def total(self) -> int:
