@@ -537,25 +537,12 @@ class ListWorkers:
         """A worker to feed a large list body to as it arrives (:class:`Feed`), if one is
         free now (else ``None``: the body is read whole and handed over after, as before);
         ``gzipped``: it inflates each piece as it comes."""
-        if not self.enabled:
+        # every worker busy: no wait here (the body is read meanwhile)
+        held = await self._slot_and_worker(wait=False)
+        if held is None:
             return None
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.count)
-        slots = self._slots
-        if slots.locked():
-            return None  # every worker busy: no wait here (the body is read meanwhile)
-        await slots.acquire()  # at once: it is not locked
-        try:
-            worker = await self._take()
-        except OSError as exc:
-            slots.release()
-            self._give_up(f"a list worker cannot start ({exc})")
-            return None
-        except BaseException:
-            slots.release()
-            raise
         self.fed += 1
-        return Feed(self, worker, slots, gzipped)
+        return Feed(self, *held, gzipped)
 
     async def run(self, body: Undecoded, job: Job) -> bytes | None:
         """``job`` done on ``body`` in a worker (:func:`project`: JSON; :func:`wire`: see
@@ -577,11 +564,23 @@ class ListWorkers:
                     self._died()
                     return None
             feed.release()  # (settled already, or another pool's: handed over whole)
+        held = await self._slot_and_worker(wait=True)
+        if held is None:
+            return None
+        worker, slots = held
+        call = worker.call(job, body.cap, body.data, gzipped=body.gzipped)
+        return await self._done(body, worker, slots, call)
+
+    async def _slot_and_worker(self, *, wait: bool) -> tuple[_Worker, asyncio.Semaphore] | None:
+        """A slot of the pool and a worker in it (started if none is idle), or ``None``: no
+        workers (or none can start), or, without ``wait``, every slot taken."""
         if not self.enabled:
             return None
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.count)
         slots = self._slots
+        if not wait and slots.locked():
+            return None
         await slots.acquire()
         try:
             worker = await self._take()
@@ -592,8 +591,7 @@ class ListWorkers:
         except BaseException:
             slots.release()
             raise
-        call = worker.call(job, body.cap, body.data, gzipped=body.gzipped)
-        return await self._done(body, worker, slots, call)
+        return worker, slots
 
     async def _done(
         self,
