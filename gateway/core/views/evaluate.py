@@ -562,16 +562,11 @@ def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
     descending order is made here), where its selection is one substring test of a
     non-empty needle; ``None`` otherwise (a mask selects)."""
     node = spec.filter
+    alone = _lone_substring(spec)
     if spec.search and node is None:
         texts, name, want = _search_texts(snap), "\nsearch", spec.search
-    elif (
-        spec.search is None
-        and isinstance(node, Condition)
-        and node.op == "contains"
-        and type(node.values[0]) is str
-        and node.values[0]
-    ):
-        texts, name, want = _texts(snap, node.path), ".".join(node.path.keys), node.values[0]
+    elif alone is not None:
+        texts, name, want = _texts(snap, alone.path), ".".join(alone.path.keys), alone.values[0]
     else:
         return None
     needle = want.encode("utf-8", "surrogatepass")
@@ -598,6 +593,13 @@ def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
 def text_paths(spec: ViewSpec) -> list[FieldPath]:
     """The text columns whose bigrams a view's count reads (:class:`Finder`'s ``counted``):
     its filter's path when the filter is one substring test, alone."""
+    alone = _lone_substring(spec)
+    return [] if alone is None else [alone.path]
+
+
+def _lone_substring(spec: ViewSpec) -> Condition | None:
+    """The view's filter where it is one substring test of a non-empty text and there is
+    no search."""
     node = spec.filter
     if (
         spec.search is None
@@ -606,8 +608,8 @@ def text_paths(spec: ViewSpec) -> list[FieldPath]:
         and type(node.values[0]) is str
         and node.values[0]
     ):
-        return [node.path]
-    return []
+        return node
+    return None
 
 
 _NONE: Final[Any] = object()
