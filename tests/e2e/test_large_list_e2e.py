@@ -5,9 +5,10 @@ workers gives (which inflates and decodes it itself)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -46,10 +47,13 @@ def _pod(i: int) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-async def big_pods(kube_apiserver: KubeAPIServer) -> AsyncIterator[httpx.AsyncClient]:
-    """The namespace and its pods (unscheduled pods are deleted at once, so they go at the
-    end; the namespace stays: no namespace controller runs here to finish deleting it)."""
+@contextlib.asynccontextmanager
+async def _pods_in(
+    kube_apiserver: KubeAPIServer, namespace: str, make: Callable[[int], dict[str, Any]]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A namespace and its :data:`PODS` pods (``make(i)``), an admin client to the
+    apiserver meanwhile (unscheduled pods are deleted at once, so they go at the end; the
+    namespace stays: no namespace controller runs here to finish deleting it)."""
     async with httpx.AsyncClient(
         base_url=kube_apiserver.url,
         verify=kube_apiserver.ssl_context(),
@@ -58,17 +62,26 @@ async def big_pods(kube_apiserver: KubeAPIServer) -> AsyncIterator[httpx.AsyncCl
     ) as kube:
         made = await kube.post(
             "/api/v1/namespaces",
-            json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+            json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         )
         assert made.status_code in (201, 409), made.text
         for i in range(PODS):
-            created = await kube.post(f"/api/v1/namespaces/{NS}/pods", json=_pod(i))
+            created = await kube.post(f"/api/v1/namespaces/{namespace}/pods", json=make(i))
             assert created.status_code == 201, created.text[:300]
         try:
             yield kube
         finally:
             for i in range(PODS):
-                await kube.delete(f"/api/v1/namespaces/{NS}/pods/big-{i}?gracePeriodSeconds=0")
+                await kube.delete(
+                    f"/api/v1/namespaces/{namespace}/pods/big-{i}?gracePeriodSeconds=0"
+                )
+
+
+@pytest.fixture
+async def big_pods(kube_apiserver: KubeAPIServer) -> AsyncIterator[httpx.AsyncClient]:
+    """The namespace :data:`NS` and its pods."""
+    async with _pods_in(kube_apiserver, NS, _pod) as kube:
+        yield kube
 
 
 async def _query(url: str, token: str) -> bytes:
@@ -119,29 +132,14 @@ FED_NS = "fed-lists"
 async def fed_pods(kube_apiserver: KubeAPIServer) -> AsyncIterator[httpx.AsyncClient]:
     """Pods whose annotations gzip shrinks little (random hex): the list gzipped is past
     what is fed to a list worker as it arrives (``FEED_FROM_GZIPPED``)."""
-    async with httpx.AsyncClient(
-        base_url=kube_apiserver.url,
-        verify=kube_apiserver.ssl_context(),
-        headers=kube_apiserver.headers("admin"),
-        timeout=60,
-    ) as kube:
-        made = await kube.post(
-            "/api/v1/namespaces",
-            json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FED_NS}},
-        )
-        assert made.status_code in (201, 409), made.text
-        for i in range(PODS):
-            pod = _pod(i)
-            pod["metadata"]["annotations"] = {
-                f"note-{k}": os.urandom(10_000).hex() for k in range(10)
-            }
-            created = await kube.post(f"/api/v1/namespaces/{FED_NS}/pods", json=pod)
-            assert created.status_code == 201, created.text[:300]
-        try:
-            yield kube
-        finally:
-            for i in range(PODS):
-                await kube.delete(f"/api/v1/namespaces/{FED_NS}/pods/big-{i}?gracePeriodSeconds=0")
+
+    def fed_pod(i: int) -> dict[str, Any]:
+        pod = _pod(i)
+        pod["metadata"]["annotations"] = {f"note-{k}": os.urandom(10_000).hex() for k in range(10)}
+        return pod
+
+    async with _pods_in(kube_apiserver, FED_NS, fed_pod) as kube:
+        yield kube
 
 
 async def test_a_long_list_the_apiserver_streams_is_fed_to_a_worker_exactly(
