@@ -264,6 +264,15 @@ class ProjectingExecutor(CompletingExecutor):
         if plan is None:
             return Substitute(shared.items)
         item = _item_spec(plan.spec)
+        if item is not None and not shared.contents.decoded:
+            # written as JSON straight from each object's, where that is exactly what the
+            # projection of its objects would be written as (embedded in the answer unread)
+            json = shared.contents.json(plan.spec)
+            if json is not None:
+                found = orjson.Fragment(json)
+                if made is not None and len(made) < SHARED_RENDERINGS:
+                    made[plan] = found
+                return found
         # only what the selection reads of each object is decoded
         items = shared.items if item is None else shared.read(item)
         if len(items) >= LARGE_LIST:
