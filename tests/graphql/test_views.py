@@ -1041,6 +1041,43 @@ async def test_a_pages_json_is_written_as_graphql_core_completes_its_objects() -
     standard = await _execute(bench, {}, {"items": [deepjson.loads(p) for p in pods]}, None)
     assert isinstance(fast.data["strictItems"], orjson.Fragment)
     assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard))
+    # hand-picked: numbers past 64 bits (a float in the whole decode), floats, deep JSON,
+    # read and unread, in maps, in IntOrString, in Int fields
+    deep = "[" * 1100 + "]" * 1100
+    odd = [
+        b'{"metadata": {"name": "a", "labels": {"n": 18446744073709551615}}, "x": '
+        + deep.encode()
+        + b"}",
+        b'{"metadata": {"name": "a", "labels": {"n": 18446744073709551616}}}',
+        b'{"metadata": {"name": "a", "labels": {"n": -9223372036854775809}}}',
+        b'{"metadata": {"name": "a", "labels": {"n": 1.5e300, "m": 1e20}}}',
+        b'{"metadata": {"name": "a", "generation": 99999999999999999999}}',
+        b'{"metadata": {"name": "a", "generation": 9223372036854775807, '
+        b'"u": 99999999999999999999}}',
+        b'{"metadata": {"name": "a", "labels": {"s": "\\u00e9\\ud83d\\ude00\\n\\u0001"}}}',
+        b'{"metadata": {"name": "a", "labels": {"d": {"e": ' + deep.encode() + b"}}}}",
+        b'{"metadata": {"name": "\\u0000", "labels": null, "name": "b"}, '
+        b'"metadata": {"name": "c"}}',
+        b'{"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80, '
+        b'"name": "p"}], "livenessProbe": {"httpGet": {"port": 18446744073709551615}}}]}}',
+        b'{"spec": {"containers": [{"name": "c", "livenessProbe": {"httpGet": {"port": 8.0}}}]}}',
+    ]
+    selection = (
+        "{ strictItems { metadata { name labels generation } spec { containers { name ports "
+        "{ containerPort name } livenessProbe { httpGet { port } } } } } }"
+    )
+    for raw in odd:
+        for count in (1, 3):
+            raws = [raw] * count
+            shared = SharedItems(ViewContents(raws), None)
+            doc = parse(selection)
+            fast = await _execute(doc, {}, {"items": shared}, engine.executor_class)
+            whole = [deepjson.loads(r) for r in raws]
+            standard = await _execute(doc, {}, {"items": whole}, None)
+            got, expected = orjson.dumps(format_result(fast)), orjson.dumps(format_result(standard))
+            assert got == expected, raw[:200]
+            written += _fragments(fast.data)
+    assert written >= 5, written  # these are written directly too where exact
     for seed in range(600):
         case = _page_case(seed)
         if case is None:

@@ -782,21 +782,18 @@ class Contents:
         built: what ``orjson.dumps`` writes of the projection of :attr:`objects`.
 
         ``None`` where that cannot be told exactly here, for the caller to project the
-        objects itself: a plan this does not write (:func:`_typed_list`), a value that is
-        not of the type written unchanged (the projection would send it to a serialiser or
-        fall back), an object :func:`_partly` says to decode whole."""
+        objects itself (:meth:`read`): a plan this does not write (:func:`_typed_list`), a
+        value read that is not of the type written unchanged (the projection would send it
+        to a serialiser or fall back).  No :func:`_partly` pass over the JSON is needed: the
+        values it guards against (an integer past 64 bits, a float, JSON nested past
+        ``orjson``'s levels) are refused by the types wherever they are read, and where
+        they are not read the whole decode's values that are read are the same."""
         typed = _typed_list(spec)
         if typed is None:
             return None
         decode, encode = typed
-        found: list[Any] = []
-        add = found.append
         try:
-            for raw in self.raws:
-                if not _partly(raw):
-                    return None
-                add(decode(raw))
-            return encode(found)
+            return encode([decode(raw) for raw in self.raws])
         except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
             return None
 
@@ -839,16 +836,19 @@ _LEAF_TYPES: Final[dict[str, Any]] = {
     "Time": str,
     "MicroTime": str,
     "Boolean": bool,
-    "IntOrString": int | str,
+    "IntOrString": Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)] | str,
     **{
         name: Annotated[int, msgspec.Meta(ge=low, le=high)]
         for name, (low, high) in projections.INT_RANGES.items()
     },
 }
+#: The integers written here: those ``orjson`` decodes as ``int`` (it does to 2**64 - 1,
+#: which ``msgspec`` cannot bound: past 2**63 - 1 the projection writes them).
+_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_PLAIN = str | _INT | bool | None
 #: A ``JSON`` scalar written as it is read: the shapes of labels, annotations and
 #: selectors (a value of another shape, a float anywhere in it, is not written here).
-_PLAIN = str | int | bool | None
-_JSON_VALUE: Final[Any] = dict[str, _PLAIN] | list[_PLAIN] | str | int | bool | None
+_JSON_VALUE: Final[Any] = dict[str, _PLAIN] | list[_PLAIN] | str | _INT | bool | None
 
 
 class _Unwritten(Exception):
@@ -872,10 +872,9 @@ def _typed_list(spec: Spec) -> tuple[Callable[[bytes], Any], Callable[[Any], byt
     if item[0] != "object":
         return None
     try:
-        typed = _struct(item)
-    except _Unwritten:
+        return msgspec.json.Decoder(_struct(item)).decode, msgspec.json.Encoder().encode
+    except (_Unwritten, TypeError, ValueError):  # ValueError, TypeError: msgspec's refusal
         return None
-    return msgspec.json.Decoder(typed).decode, msgspec.json.Encoder().encode
 
 
 def _written(spec: Spec) -> Any:
