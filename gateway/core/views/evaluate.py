@@ -797,6 +797,18 @@ class Contents:
         except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
             return None
 
+    def json_items(self, spec: Spec) -> list[bytes] | None:
+        """Each object's JSON as :meth:`json` writes it in the list (for a caller that
+        writes them between JSON of its own: a view's edges)."""
+        typed = _typed_list(spec)
+        if typed is None:
+            return None
+        decode, encode = typed
+        try:
+            return [encode(decode(raw)) for raw in self.raws]
+        except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
+            return None
+
 
 def _partly(raw: bytes) -> bool:
     """Whether a partial read of ``raw`` builds the values it reads as a whole decode does:
