@@ -24,6 +24,7 @@ from gateway.core.views.cache import PAGES_KEPT
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.auth import TokenGrant
 from tests.gateway import test_fleet_graphql
+from tests.graphql import test_projection_differential as differential
 from tests.support.graphql import (
     ADMIN,
     ALICE,
@@ -930,3 +931,295 @@ async def test_a_revoked_right_ends_the_view_though_the_upstream_watch_goes_on(
         assert again["extensions"]["code"] == "FORBIDDEN"
         # the admin's view of the same namespace is untouched
         assert (await _walk(http, {"ns": NAMESPACE, "first": 100}))[0] == mine
+
+
+# -- a page's JSON written without the projection's dicts, against graphql-core -------------
+
+
+class _Plain(differential.Generator):
+    """The differential tests' generator (every field of ``Pod`` and below, fragments,
+    ``@skip``/``@include``, nulls, damaged data), its aliases and ``__typename`` kept only
+    in a third of the cases: the page's JSON is written directly for the others
+    (:meth:`ViewContents.json`), and by the projection's dicts or graphql-core for these.
+    Link fields are left out (a page's objects are read without the operation's loaders
+    here)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.plain = seed % 3 != 0
+
+    def selection(self, t: Any, depth: int) -> Any:
+        sel = super().selection(t, depth)
+        items = []
+        for key, name, directives, sub in sel.items:
+            if name is not None and (t.name, name) in differential.LINKS:
+                continue
+            if self.plain and name == "__typename":
+                continue
+            items.append((name if self.plain and name is not None else key, name, directives, sub))
+        sel.items = items or [("__typename", "__typename", "", None)]
+        return sel
+
+
+def _page_case(seed: int) -> tuple[str, dict[str, Any], list[bytes]] | None:
+    """A document selecting a page's objects (``items``: ``[Pod]``, or ``strictItems``:
+    ``[Pod!]!``), its variables, and the objects' JSON (``None``: a value that is not JSON)."""
+    gen = _Plain(seed)
+    schema, _ = differential._setup()
+    pod = schema.type_map["Pod"]
+    sel = gen.selection(pod, 0)  # type: ignore[arg-type]
+    body = gen.render(pod, sel)  # type: ignore[arg-type]
+    root = gen.rng.choice(("items", "strictItems"))
+    variables = {"yes": True, "no": False}
+    declared = ", ".join(f"${v}: Boolean!" for v in sorted(gen.variables))
+    head = f"query Q({declared})" if declared else "query Q"
+    document = "\n".join([f"{head} {{ {root} {body} }}", *gen.fragments])
+    gen.damage = gen.rng.choice((0.0, 0.0, 0.0, 0.01, 0.05))
+    items = [gen.object(pod, [sel]) for _ in range(gen.rng.randint(0, 12))]  # type: ignore[arg-type]
+    if items and gen.rng.random() < 0.05:
+        items[gen.rng.randrange(len(items))] = None  # type: ignore[call-overload]
+    try:
+        raws = [orjson.dumps(item) for item in items]
+    except TypeError:
+        return None
+    return document, variables, raws
+
+
+async def _execute(document: Any, variables: dict[str, Any], root: Any, executor: Any) -> Any:
+    from graphql import ExecutionResult, execute
+
+    schema, _ = differential._setup()
+    result = execute(
+        schema,
+        document,
+        root_value=root,
+        context_value=differential._Context(differential._Loaders([], None)),
+        variable_values=variables,
+        executor_class=executor,
+    )
+    if asyncio.iscoroutine(result) or asyncio.isfuture(result):
+        result = await result
+    assert isinstance(result, ExecutionResult)
+    return result
+
+
+def _fragments(value: Any) -> int:
+    if isinstance(value, orjson.Fragment):
+        return 1
+    if isinstance(value, dict):
+        return sum(_fragments(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_fragments(v) for v in value)
+    return 0
+
+
+async def test_a_pages_json_is_written_as_graphql_core_completes_its_objects() -> None:
+    """A page's objects (a view's ``nodes``) as the gateway's executor completes them from
+    their JSON (:class:`~gateway.graphql.resolvers.views.SharedItems`: the page's JSON
+    written directly where that is exact, else the objects read for the selection and
+    projected, else completed whole) against graphql-core's standard executor completing
+    the objects decoded whole: the same response bytes and errors, on 600 generated
+    selections and damaged data (wrong types, out-of-range integers, nulls where the
+    schema says non-null, floats in JSON maps, aliases, ``__typename``, fragments,
+    ``@skip``/``@include``, ``raw``, nested lists); the JSON is written directly in many of
+    them (not only fallbacks)."""
+    from graphql import parse, validate
+
+    from gateway.core import ViewContents
+    from gateway.core.support import deepjson
+    from gateway.graphql.engine.execution import format_result
+    from gateway.graphql.resolvers.views import SharedItems
+
+    schema, engine = differential._setup()
+    written = compared = 0
+    # the bench's selection of the test's pods: written directly
+    pods = [orjson.dumps(_pod(i, NAMESPACE)) for i in range(60)]
+    bench = parse("{ strictItems { " + _FIELDS + " } }")
+    fast = await _execute(
+        bench, {}, {"items": SharedItems(ViewContents(pods), None)}, engine.executor_class
+    )
+    standard = await _execute(bench, {}, {"items": [deepjson.loads(p) for p in pods]}, None)
+    assert isinstance(fast.data["strictItems"], orjson.Fragment)
+    assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard))
+    # hand-picked: numbers past 64 bits (a float in the whole decode), floats, deep JSON,
+    # read and unread, in maps, in IntOrString, in Int fields
+    deep = "[" * 1100 + "]" * 1100
+    odd = [
+        b'{"metadata": {"name": "a", "labels": {"n": 18446744073709551615}}, "x": '
+        + deep.encode()
+        + b"}",
+        b'{"metadata": {"name": "a", "labels": {"n": 18446744073709551616}}}',
+        b'{"metadata": {"name": "a", "labels": {"n": -9223372036854775809}}}',
+        b'{"metadata": {"name": "a", "labels": {"n": 1.5e300, "m": 1e20}}}',
+        b'{"metadata": {"name": "a", "generation": 99999999999999999999}}',
+        b'{"metadata": {"name": "a", "generation": 9223372036854775807, '
+        b'"u": 99999999999999999999}}',
+        b'{"metadata": {"name": "a", "labels": {"s": "\\u00e9\\ud83d\\ude00\\n\\u0001"}}}',
+        b'{"metadata": {"name": "a", "labels": {"d": {"e": ' + deep.encode() + b"}}}}",
+        b'{"metadata": {"name": "\\u0000", "labels": null, "name": "b"}, '
+        b'"metadata": {"name": "c"}}',
+        b'{"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80, '
+        b'"name": "p"}], "livenessProbe": {"httpGet": {"port": 18446744073709551615}}}]}}',
+        b'{"spec": {"containers": [{"name": "c", "livenessProbe": {"httpGet": {"port": 8.0}}}]}}',
+    ]
+    selection = (
+        "{ strictItems { metadata { name labels generation } spec { containers { name ports "
+        "{ containerPort name } livenessProbe { httpGet { port } } } } } }"
+    )
+    for raw in odd:
+        for count in (1, 3):
+            raws = [raw] * count
+            shared = SharedItems(ViewContents(raws), None)
+            doc = parse(selection)
+            fast = await _execute(doc, {}, {"items": shared}, engine.executor_class)
+            whole = [deepjson.loads(r) for r in raws]
+            standard = await _execute(doc, {}, {"items": whole}, None)
+            got, expected = orjson.dumps(format_result(fast)), orjson.dumps(format_result(standard))
+            assert got == expected, raw[:200]
+            written += _fragments(fast.data)
+    assert written >= 5, written  # these are written directly too where exact
+    for seed in range(600):
+        case = _page_case(seed)
+        if case is None:
+            continue
+        text, variables, raws = case
+        document = parse(text)
+        if validate(schema, document, differential.RULES):
+            continue
+        shared = SharedItems(ViewContents(list(raws)), None)
+        fast = await _execute(document, variables, {"items": shared}, engine.executor_class)
+        whole = [deepjson.loads(raw) for raw in raws]
+        standard = await _execute(document, variables, {"items": whole}, None)
+        where = f"seed {seed}:\n{text}\n{raws[:3]!r}"
+        assert [(e.message, e.path) for e in fast.errors or []] == [
+            (e.message, e.path) for e in standard.errors or []
+        ], where
+        assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard)), where
+        compared += 1
+        written += bool(raws) and _fragments(fast.data)
+    assert compared > 500
+    assert written > 50  # the direct writing is exercised, not only its fallbacks
+
+
+def _edge_schema() -> Any:
+    """The differential tests' schema with a view's edges: ``edges: [PodViewEdge!]!``."""
+    from graphql import (
+        GraphQLField,
+        GraphQLList,
+        GraphQLNonNull,
+        GraphQLObjectType,
+        GraphQLSchema,
+        GraphQLString,
+    )
+
+    schema, _ = differential._setup()
+    pod = schema.type_map["Pod"]
+    edge = GraphQLObjectType(
+        "PodViewEdge",
+        {
+            "cursor": GraphQLField(GraphQLNonNull(GraphQLString)),
+            "node": GraphQLField(GraphQLNonNull(pod)),  # type: ignore[arg-type]
+        },
+    )
+    query = GraphQLObjectType(
+        "Query",
+        {
+            "edges": GraphQLField(
+                GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))),
+                resolve=lambda root, _info: root["edges"],
+            )
+        },
+    )
+    return GraphQLSchema(query, directives=schema.directives)
+
+
+async def test_a_pages_edges_are_written_as_graphql_core_completes_them() -> None:
+    """``edges { cursor node { ... } }`` as the gateway's executor completes a page's
+    edges (:class:`~gateway.graphql.resolvers.views.PageEdges`: written as JSON where that
+    is exact, else each node read for the selection, else decoded whole) against
+    graphql-core's standard executor completing the same edges as plain data: the same
+    response bytes and errors on 400 generated selections (the node's as in the test
+    above; on the edge, aliases, ``__typename``, a fragment, ``@skip``/``@include``, the
+    cursor alone or the node alone) and damaged data, the JSON written directly in many."""
+    from graphql import ExecutionResult, execute, parse, validate
+
+    from gateway.core import ViewContents
+    from gateway.core.support import deepjson
+    from gateway.graphql.engine.execution import format_result
+    from gateway.graphql.resolvers.views import PageEdges
+
+    schema = _edge_schema()
+    _, engine = differential._setup()
+    pod = schema.type_map["Pod"]
+    written = compared = 0
+    for seed in range(400):
+        gen = _Plain(seed)
+        rng = gen.rng
+        sel = gen.selection(pod, 0)
+        node = "node " + gen.render(pod, sel)
+        cursor = "cursor"
+        if rng.random() < 0.1:
+            cursor = "c: cursor"
+        if rng.random() < 0.1:
+            node = "n: " + node
+        parts = rng.choice(([cursor, node], [node, cursor], [node], [cursor]))
+        if rng.random() < 0.1:
+            parts.append("__typename")
+        if rng.random() < 0.1:
+            parts.append("... on PodViewEdge { cursor }")
+        if rng.random() < 0.15:
+            directive = gen._directives() or " @include(if: $yes)"
+            gen.variables.add("yes")
+            if "{" in parts[0]:  # before the node's selection
+                parts[0] = parts[0].replace("node ", f"node{directive} ", 1)
+            else:
+                parts[0] += directive
+        declared = ", ".join(f"${v}: Boolean!" for v in sorted(gen.variables))
+        head = f"query Q({declared})" if declared else "query Q"
+        text = "\n".join([f"{head} {{ edges {{ {' '.join(parts)} }} }}", *gen.fragments])
+        document = parse(text)
+        if validate(schema, document):
+            continue
+        gen.damage = rng.choice((0.0, 0.0, 0.0, 0.01, 0.05))
+        items = [gen.object(pod, [sel]) for _ in range(rng.randint(0, 12))]  # type: ignore[arg-type]
+        try:
+            raws = [orjson.dumps(item) for item in items]
+        except TypeError:
+            continue
+        cursors = [f"c{i}\u00e9\n" for i in range(len(raws))]
+        variables = {"yes": True, "no": False}
+        results = []
+        for root, executor in (
+            ({"edges": PageEdges(ViewContents(list(raws)), cursors)}, engine.executor_class),
+            (
+                {
+                    "edges": [
+                        {"cursor": c, "node": deepjson.loads(r)}
+                        for c, r in zip(cursors, raws, strict=True)
+                    ]
+                },
+                None,
+            ),
+        ):
+            result = execute(
+                schema,
+                document,
+                root_value=root,
+                context_value=differential._Context(differential._Loaders([], None)),
+                variable_values=variables,
+                executor_class=executor,
+            )
+            if asyncio.iscoroutine(result) or asyncio.isfuture(result):
+                result = await result
+            assert isinstance(result, ExecutionResult)
+            results.append(result)
+        fast, standard = results
+        where = f"seed {seed}:\n{text}\n{raws[:3]!r}"
+        assert [(e.message, e.path) for e in fast.errors or []] == [
+            (e.message, e.path) for e in standard.errors or []
+        ], where
+        assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard)), where
+        compared += 1
+        written += bool(raws) and _fragments(fast.data)
+    assert compared > 300, compared
+    assert written > 50, written

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, compress, islice, repeat
 from operator import add
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -777,6 +777,40 @@ class Contents:
             add(deepjson.loads(raw))
         return found
 
+    def json(self, spec: Spec) -> bytes | None:
+        """The JSON of the objects as the projection of the list ``spec`` (a list of objects'
+        plan: :mod:`gateway.core.lists.projections`) completes them, written straight from
+        each object's JSON by a typed decode and encode (:func:`_typed_list`), with no dict
+        built: what ``orjson.dumps`` writes of the projection of :attr:`objects`.
+
+        ``None`` where that cannot be told exactly here, for the caller to project the
+        objects itself (:meth:`read`): a plan this does not write (:func:`_typed_list`), a
+        value read that is not of the type written unchanged (the projection would send it
+        to a serialiser or fall back).  No :func:`_partly` pass over the JSON is needed: the
+        values it guards against (an integer past 64 bits, a float, JSON nested past
+        ``orjson``'s levels) are refused by the types wherever they are read, and where
+        they are not read the whole decode's values that are read are the same."""
+        typed = _typed_list(spec)
+        if typed is None:
+            return None
+        decode, encode = typed
+        try:
+            return encode([decode(raw) for raw in self.raws])
+        except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
+            return None
+
+    def json_items(self, spec: Spec) -> list[bytes] | None:
+        """Each object's JSON as :meth:`json` writes it in the list (for a caller that
+        writes them between JSON of its own: a view's edges)."""
+        typed = _typed_list(spec)
+        if typed is None:
+            return None
+        decode, encode = typed
+        try:
+            return [encode(decode(raw)) for raw in self.raws]
+        except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
+            return None
+
 
 def _partly(raw: bytes) -> bool:
     """Whether a partial read of ``raw`` builds the values it reads as a whole decode does:
@@ -804,6 +838,97 @@ _DIGITS: Final = bytes.maketrans(b"0123456789", b"9" * 10)
 _LONG_DIGITS: Final = b"9" * 19
 #: The nesting ``orjson.loads`` decodes (past it, the whole decode keeps JSON text).
 _DEPTH: Final = 1024
+
+
+#: The leaf scalars written as they are read, by their Python type (what the projection
+#: passes through without its serialiser and ``msgspec`` and ``orjson`` write alike; not
+#: ``Float``: the two write exponents differently).
+_LEAF_TYPES: Final[dict[str, Any]] = {
+    "String": str,
+    "ID": str,
+    "Quantity": str,
+    "Time": str,
+    "MicroTime": str,
+    "Boolean": bool,
+    "IntOrString": Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)] | str,
+    **{
+        name: Annotated[int, msgspec.Meta(ge=low, le=high)]
+        for name, (low, high) in projections.INT_RANGES.items()
+    },
+}
+#: The integers written here: those ``orjson`` decodes as ``int`` (it does to 2**64 - 1,
+#: which ``msgspec`` cannot bound: past 2**63 - 1 the projection writes them).
+_INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_PLAIN = str | _INT | bool | None
+#: A ``JSON`` scalar written as it is read: the shapes of labels, annotations and
+#: selectors (a value of another shape, a float anywhere in it, is not written here).
+_JSON_VALUE: Final[Any] = dict[str, _PLAIN] | list[_PLAIN] | str | _INT | bool | None
+
+
+class _Unwritten(Exception):
+    """A plan :func:`_typed_list` does not write."""
+
+
+@functools.lru_cache(maxsize=256)
+def _typed_list(spec: Spec) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes]] | None:
+    """For the plan ``spec`` of a list of objects, a decoder of one object's JSON into
+    ``msgspec`` structs that hold exactly what the projection of the object completes, in
+    its order and under its response keys, and the encoder of a list of them; ``None``
+    where the plan has a step that is not a copy of a JSON key (an alias, ``__typename``,
+    ``raw``, a Python name), a ``Float``, or a scalar it would serialise."""
+    while spec[0] == "nonnull":
+        spec = spec[1]
+    if spec[0] != "list":
+        return None
+    item = spec[2]
+    while item[0] == "nonnull":
+        item = item[1]
+    if item[0] != "object":
+        return None
+    try:
+        return msgspec.json.Decoder(_struct(item)).decode, msgspec.json.Encoder().encode
+    except (_Unwritten, TypeError, ValueError):  # ValueError, TypeError: msgspec's refusal
+        return None
+
+
+def _written(spec: Spec) -> Any:
+    """The type a value of the plan ``spec`` is read as (not null: the caller adds it)."""
+    kind = spec[0]
+    if kind == "nonnull":
+        return _written(spec[1])
+    if kind == "leaf":
+        found = _LEAF_TYPES.get(spec[1])
+        if found is None:
+            raise _Unwritten
+        return found
+    if kind == "list":
+        item = _written(spec[2])
+        nullable = spec[1] and spec[2][0] != "nonnull"
+        return list[item | None] if nullable else list[item]  # type: ignore[valid-type]
+    if kind == "object":
+        return _struct(spec)
+    raise _Unwritten
+
+
+def _struct(spec: Spec) -> Any:
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    names: dict[str, str] = {}
+    for i, (key, how, name, _check, fn_spec, _inline) in enumerate(spec[2]):
+        if key != name or name in names.values():
+            raise _Unwritten
+        attribute = f"f{i}"
+        names[attribute] = name
+        if how == projections.COPY:
+            fields.append((attribute, _JSON_VALUE, None))
+        elif how == projections.LEAF and fn_spec is not None and fn_spec[0] != "then":
+            fields.append((attribute, _written(fn_spec) | None, None))
+        elif how == projections.ALWAYS and fn_spec is not None and fn_spec[0] == "nonnull":
+            fields.append((attribute, _written(fn_spec)))
+        else:
+            raise _Unwritten
+    return msgspec.defstruct(
+        str(spec[1]), fields, kw_only=True, rename=names, gc=False, omit_defaults=False
+    )
 
 
 @functools.lru_cache(maxsize=256)

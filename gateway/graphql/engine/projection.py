@@ -82,7 +82,7 @@ from gateway.core import (
 )
 from gateway.graphql.resolvers.context import Context
 from gateway.graphql.resolvers.objects import resolve_raw
-from gateway.graphql.resolvers.views import PageNode, SharedItems
+from gateway.graphql.resolvers.views import PageEdges, PageNode, SharedItems
 from gateway.graphql.schemas._library import (
     NATIVE,
     NOT_COMPLETED,
@@ -236,6 +236,9 @@ class ProjectingExecutor(CompletingExecutor):
             return self._shared(return_type, fields, result)
         if type(result) is PageNode:
             return self._page_node(return_type, fields, result)
+        if type(result) is PageEdges:
+            written = self._page_edges(return_type, fields, result)
+            return NOT_COMPLETED if written is None else orjson.Fragment(written)
         plan = self._plan(return_type, fields)
         if is_large(result):
             if plan is not None:
@@ -264,6 +267,15 @@ class ProjectingExecutor(CompletingExecutor):
         if plan is None:
             return Substitute(shared.items)
         item = _item_spec(plan.spec)
+        if item is not None and not shared.contents.decoded:
+            # written as JSON straight from each object's, where that is exactly what the
+            # projection of its objects would be written as (embedded in the answer unread)
+            json = shared.contents.json(plan.spec)
+            if json is not None:
+                found = orjson.Fragment(json)
+                if made is not None and len(made) < SHARED_RENDERINGS:
+                    made[plan] = found
+                return found
         # only what the selection reads of each object is decoded
         items = shared.items if item is None else shared.read(item)
         if len(items) >= LARGE_LIST:
@@ -277,6 +289,54 @@ class ProjectingExecutor(CompletingExecutor):
         if made is not None and len(made) < SHARED_RENDERINGS:
             made[plan] = found
         return found
+
+    def _page_edges(
+        self, return_type: GraphQLOutputType, fields: Fields, edges: PageEdges
+    ) -> bytes | None:
+        """A view's ``edges { cursor node { ... } }`` written as JSON: each node's as
+        ``nodes`` are (:meth:`~gateway.core.views.evaluate.Contents.json_items`), between
+        the edge's own keys; ``None`` (graphql-core completes the edges, their nodes read
+        for the selection: :meth:`_page_node`) for anything else than ``cursor`` and
+        ``node`` under their own names, or where the nodes are not written."""
+        t = return_type
+        if not isinstance(t, GraphQLNonNull) or not isinstance(t.of_type, GraphQLList):
+            return None
+        item = t.of_type.of_type
+        if not isinstance(item, GraphQLNonNull) or not isinstance(item.of_type, GraphQLObjectType):
+            return None
+        edge = item.of_type
+        selected = subselection(self, edge, fields)
+        if not selected:
+            return None
+        cursors = edges.cursors
+        nodes: list[bytes] | None = None
+        keys: list[str] = []
+        for key, (node, sub) in selected.items():
+            name = node.name.value
+            if key != name or node.arguments:
+                return None
+            if name == "node":
+                field = edge.fields[name]
+                plan = self._plan(field.type, sub)
+                if plan is None or not isinstance(field.type, GraphQLNonNull):
+                    return None
+                nodes = edges.contents.json_items(("nonnull", ("list", False, plan.spec)))
+                if nodes is None:
+                    return None
+            elif name != "cursor" or not all(type(c) is str for c in cursors):
+                return None
+            keys.append(name)
+        parts: list[bytes] = []
+        for i, cursor in enumerate(cursors):
+            values = []
+            for name in keys:
+                if name == "cursor":
+                    values.append(b'"cursor":' + orjson.dumps(cursor))
+                else:
+                    assert nodes is not None
+                    values.append(b'"node":' + nodes[i])
+            parts.append(b"{" + b",".join(values) + b"}")
+        return b"[" + b",".join(parts) + b"]"
 
     def _page_node(self, return_type: GraphQLOutputType, fields: Fields, node: PageNode) -> Any:
         """An edge's node, read for the selection as the page's ``nodes`` are (the page's

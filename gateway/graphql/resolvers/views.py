@@ -291,6 +291,35 @@ class PageNode(Mapping[str, Any]):
         return len(self.whole)
 
 
+class PageEdges(Sequence[Edge]):
+    """A page's edges (made when completed the ordinary way), with the page's objects and
+    cursors for an executor that writes them as JSON itself (:mod:`gateway.graphql.engine.
+    projection`)."""
+
+    __slots__ = ("_edges", "contents", "cursors")
+
+    def __init__(self, contents: ViewContents, cursors: list[str]) -> None:
+        self.contents, self.cursors = contents, cursors
+        self._edges: list[Edge] | None = None
+
+    @property
+    def edges(self) -> list[Edge]:
+        found = self._edges
+        if found is None:
+            reads = PageReads(self.contents)
+            found = self._edges = [Edge(c, PageNode(reads, i)) for i, c in enumerate(self.cursors)]
+        return found
+
+    def __len__(self) -> int:
+        return len(self.cursors)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.edges[i]
+
+    def __iter__(self) -> Iterator[Edge]:
+        return iter(self.edges)
+
+
 class ViewAnswer:
     """What a view field answers (its fields read these attributes)."""
 
@@ -310,9 +339,8 @@ class ViewAnswer:
         return SharedItems(page.contents, page.renderings)
 
     @property
-    def edges(self) -> list[Edge]:
-        reads = PageReads(self.page.contents)
-        return [Edge(c, PageNode(reads, i)) for i, c in enumerate(self.page.cursors)]
+    def edges(self) -> Sequence[Edge]:
+        return PageEdges(self.page.contents, self.page.cursors)
 
     @property
     def total(self) -> int:
@@ -431,7 +459,7 @@ class LiveAnswer(ViewAnswer):
         return [] if self._notify else super().nodes
 
     @property
-    def edges(self) -> list[Edge]:
+    def edges(self) -> Sequence[Edge]:
         return [] if self._notify else super().edges
 
 
@@ -649,6 +677,7 @@ __all__ = [
     "LIVE_VIEW_DESCRIPTION",
     "Edge",
     "LiveAnswer",
+    "PageEdges",
     "PageInfo",
     "ViewAnswer",
     "ViewCountType",
