@@ -59,7 +59,6 @@ from gateway.core.lists.projections import (
     then,
 )
 from gateway.core.lists.protowire import (
-    StructCache,
     TooDeep,
     encode_struct,
     field_tag,
@@ -230,7 +229,6 @@ __all__ = [
     "Step",
     "Stream",
     "StreamChanges",
-    "StructCache",
     "TooDeep",
     "TypeRef",
     "Unauthorized",
