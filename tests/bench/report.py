@@ -233,22 +233,30 @@ CAUSES: dict[str, str] = {
     "hub's JSON, shared, about 1x, with entries and columns 1.22-1.23x, measured with the "
     "upstream in this process and in a child); what the 800 MB of decoded objects freed "
     "leaves in glibc's and Python's arenas varies with the machine's load.",
-    "views: 50 concurrent callers": "one interpreter: 50 requests at once wait for each other's "
-    "CPU, so the median waits for about 25 of them and the p99 for all 50 (and on a loaded "
-    "machine for a core as well).  The gateway's own CPU per view (the CPU rows, callers in "
-    "another process) is 6.8-7.5 ms for a distinct view of 30,000 pods and 1.1-1.7 ms for a "
-    "caller of a view others ask at once: callers of one page share its evaluation, its objects "
-    "decoded once and their projection for the selection (counted in "
-    "tests/graphql/test_views.py), so theirs is each request's HTTP and GraphQL execution. Of a "
-    "distinct view's CPU (profiled): the decode of the page's 50 objects about a fifth, the "
-    "substring filter over 30,000 names and the projection of 50 objects about an eighth each, "
-    "the rest the request's HTTP and GraphQL execution.  p50 20 ms for 50 callers at once would "
-    "need under 0.4 ms of CPU per request in all, or several processes.  The 20-23 ms of CPU per "
-    "distinct view once measured here was not the views' work: one full collection of the cyclic "
-    "collector (0.8 s of CPU) walking 1.3 M objects, a million of them the demo upstream's "
-    "decoded pods in the bench's process, with the collector at Python's defaults where "
-    "kube-gateway serve freezes what exists and raises the thresholds; the bench now sets it as "
-    "serve does.",
+    "views: 50 concurrent callers": (
+        "one interpreter: 50 requests at once wait for each other's CPU, so the median waits "
+        "for about 25 of them and the p99 for all 50 (and on a loaded machine for a core as "
+        "well; the in-process rows' client shares the gateway's CPU too).  The gateway's own "
+        "CPU per view (the CPU rows, callers in another process) was 3.3-3.8 ms for a "
+        "distinct view of 30,000 pods and is 0.63-0.69 ms since 2026-11-28 (three runs at "
+        "load 0.6-0.8): a page's objects are read only for what the selection reads and "
+        "written as JSON straight from each object's stored JSON, nodes and edges alike, "
+        "where the bytes are certainly graphql-core's; a lone substring test walks the names "
+        "joined in the page's order; its total is read from an index of the names' character "
+        "pairs kept up to date by every change (docs/views.md). A caller of a view others ask "
+        "at once costs 0.27-0.31 ms: callers of one page share its evaluation and its "
+        "objects' JSON (counted in tests/graphql/test_views.py), so theirs is each request's "
+        "HTTP and GraphQL execution. From the Go client, 50 distinct views at once gave p50 "
+        "20.0 / 21.0 / 22.0 ms and p99 31.7 / 33.1 / 34.7 ms in three runs: 50 views take ~32 "
+        "ms of one interpreter. What remains of a distinct view (cProfile shares): the typed "
+        "decode of the page's objects a tenth, the cursor positions and the walk of the "
+        "joined names a tenth, the rest HTTP, variable coercion and graphql-core's execution "
+        "of the view's few fields.  The 20-23 ms of CPU per distinct view once measured here "
+        "was not the views' work: one full collection of the cyclic collector (0.8 s of CPU) "
+        "walking 1.3 M objects, a million of them the demo upstream's decoded pods in the "
+        "bench's process, with the collector at Python's defaults where kube-gateway serve "
+        "freezes what exists and raises the thresholds; the bench now sets it as serve does."
+    ),
     "views: warm view": "the GraphQL execution and rendering of the page on a loaded machine.",
     "views: counts": "the request's HTTP and GraphQL execution on a loaded machine (the "
     "count itself is a C count per value of the field's codes, 0.2 ms for 30,000).",
@@ -338,18 +346,29 @@ CAUSES: dict[str, str] = {
     "fan-out GraphQL WS, 1,000 subscribers x 20/s: gateway CPU": "per message: one write per "
     "subscriber, the frame's head made by the gateway's WebSocket protocol (the payload is "
     "executed and serialised once per shared execution); 15-20 us measured",
-    "fan-out GraphQL WS, 1,000 subscribers x 20/s: RSS": "per connection, since uvicorn's "
-    "WebSocket protocol was trimmed (34 -> 25 KB): the coroutine frames of the ASGI call that "
-    "lives as long as the connection (the middleware stack, the router, the endpoint: ~5-6 "
-    "KB), the scope and its headers, uvicorn's protocol object, the request-id middleware's "
-    "access records, the operation's task and the hub's subscription (docs/performance.md, "
-    "Fan-out).",
-    "fan-out gRPC Watch, 1,000 subscribers x 20/s: gateway CPU": "per message: grpc's C core "
-    "send path per stream (the message is encoded once per event and read mask); 29-39 us "
-    "measured, most of it below Python.",
-    "fan-out gRPC Watch, 1,000 subscribers x 20/s: RSS": "per stream: grpc's C core call state "
-    "(~17 KB of the ~30 KB; Python's part is ~12.9 KB, ~4 KB of it grpc.aio's own per-call "
-    "objects).",
+    "fan-out GraphQL WS, 1,000 subscribers x 20/s: RSS": (
+        "per connection, since uvicorn's WebSocket protocol was trimmed (34 -> 25 KB) and an "
+        "accepted connection is served outside its ASGI call (25 -> 13 KB): the operation's "
+        "task and frames, the connection's task and receive frames, websockets' parser, the "
+        "access records, uvicorn's protocol object (slotted), the transport and the socket "
+        "(docs/performance.md, Fan-out)."
+    ),
+    "fan-out gRPC Watch, 1,000 subscribers x 20/s: gateway CPU": (
+        "per message, grpc's own write path (py-spy --native, 1,000 streams: sendmsg, one "
+        "system call per message per stream made inline from context.write, 34 % of the "
+        "samples; waking the event loop from grpc's poller thread 24 %; grpc's Cython layer "
+        "14 %; futex 11 %; the gateway's own Python 7 %, about 2.5 us). grpc.aio offers no "
+        "way to hold a message back and write several streams' messages together "
+        "(docs/performance.md, gRPC streams)."
+    ),
+    "fan-out gRPC Watch, 1,000 subscribers x 20/s: RSS": (
+        "per stream, grpc-core's call and HTTP/2 stream state (~16-17 KB; grpc sizes a call's "
+        "arena from the calls before it, with no setting for it; its HTTP/2 knobs measured "
+        "made no difference) and grpc.aio's own per-call objects (~4 KB); the gateway's "
+        "Python per idle stream is 9.9 KB since 2026-11-28 (12.9 before: the watch's "
+        "generator layers, the request record and the admission's wrappers cut; "
+        "tests/grpc/test_watch_idle.py)."
+    ),
     "soak: event-loop lag samples over 100 ms": "measured with the stall trace "
     "(tests/bench/stalltrace.py) in 3-minute soaks on 2026-11-28: on main, with the machine "
     "short of CPU (1-minute load 4.5-5 on 2 cores), the GIL held by the introspection "
