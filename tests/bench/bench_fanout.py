@@ -526,6 +526,23 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         )
 
 
+async def _the_lease(demo: DemoUpstream) -> None:
+    """The Lease every subscriber watches, in its namespace of ``demo``."""
+    await demo.store.ensure_namespace(NAMESPACE)
+    await demo.store.create(
+        "leases",
+        {
+            "metadata": {
+                "name": LEASE,
+                "labels": {"bench": "fanout"},
+                "annotations": {ANNOTATION: "none"},
+            },
+            "spec": {"holderIdentity": "bench", "leaseDurationSeconds": 15},
+        },
+        namespace=NAMESPACE,
+    )
+
+
 async def bench(args: argparse.Namespace) -> list[Result]:
     """Runs every transport of ``args``, prints the report and returns the results."""
     if not CLIENT.exists():
@@ -536,19 +553,7 @@ async def bench(args: argparse.Namespace) -> list[Result]:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     results: list[Result] = []
     async with DemoUpstream(seed=False) as demo:
-        await demo.store.ensure_namespace(NAMESPACE)
-        await demo.store.create(
-            "leases",
-            {
-                "metadata": {
-                    "name": LEASE,
-                    "labels": {"bench": "fanout"},
-                    "annotations": {ANNOTATION: "none"},
-                },
-                "spec": {"holderIdentity": "bench", "leaseDurationSeconds": 15},
-            },
-            namespace=NAMESPACE,
-        )
+        await _the_lease(demo)
         writer = Writer(demo)
         for transport in args.transports:
             n = args.direct_subscribers if transport == "direct" else args.subscribers
@@ -570,19 +575,7 @@ async def python_heap(args: argparse.Namespace, top: int = 25) -> float:
     from tests.support.graphql import serve_gateway
 
     async with DemoUpstream(seed=False) as demo:
-        await demo.store.ensure_namespace(NAMESPACE)
-        await demo.store.create(
-            "leases",
-            {
-                "metadata": {
-                    "name": LEASE,
-                    "labels": {"bench": "fanout"},
-                    "annotations": {ANNOTATION: "none"},
-                },
-                "spec": {"holderIdentity": "bench", "leaseDurationSeconds": 15},
-            },
-            namespace=NAMESPACE,
-        )
+        await _the_lease(demo)
         writer = Writer(demo)
         budget = max(1000, args.subscribers + 4 * WARM_SUBSCRIBERS)
         transport = next((t for t in args.transports if t != "direct"), "ws")

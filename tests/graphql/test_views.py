@@ -985,10 +985,15 @@ def _page_case(seed: int) -> tuple[str, dict[str, Any], list[bytes]] | None:
     return document, variables, raws
 
 
-async def _execute(document: Any, variables: dict[str, Any], root: Any, executor: Any) -> Any:
+async def _execute(
+    document: Any, variables: dict[str, Any], root: Any, executor: Any, schema: Any = None
+) -> Any:
+    """``document`` executed over ``root`` by ``executor`` (``None``: graphql-core's own) on
+    ``schema`` (the differential tests' by default)."""
     from graphql import ExecutionResult, execute
 
-    schema, _ = differential._setup()
+    if schema is None:
+        schema, _ = differential._setup()
     result = execute(
         schema,
         document,
@@ -1141,7 +1146,7 @@ async def test_a_pages_edges_are_written_as_graphql_core_completes_them() -> Non
     response bytes and errors on 400 generated selections (the node's as in the test
     above; on the edge, aliases, ``__typename``, a fragment, ``@skip``/``@include``, the
     cursor alone or the node alone) and damaged data, the JSON written directly in many."""
-    from graphql import ExecutionResult, execute, parse, validate
+    from graphql import parse, validate
 
     from gateway.core import ViewContents
     from gateway.core.support import deepjson
@@ -1201,18 +1206,7 @@ async def test_a_pages_edges_are_written_as_graphql_core_completes_them() -> Non
                 None,
             ),
         ):
-            result = execute(
-                schema,
-                document,
-                root_value=root,
-                context_value=differential._Context(differential._Loaders([], None)),
-                variable_values=variables,
-                executor_class=executor,
-            )
-            if asyncio.iscoroutine(result) or asyncio.isfuture(result):
-                result = await result
-            assert isinstance(result, ExecutionResult)
-            results.append(result)
+            results.append(await _execute(document, variables, root, executor, schema))
         fast, standard = results
         where = f"seed {seed}:\n{text}\n{raws[:3]!r}"
         assert [(e.message, e.path) for e in fast.errors or []] == [

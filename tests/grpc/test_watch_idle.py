@@ -4,10 +4,8 @@ by every stream asking for the same read mask."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import types
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +15,13 @@ from gateway.core.model.registry import LEASE
 from gateway.grpc import handling
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, leases_pb2
 from kube_gateway_demo import DemoUpstream
+from tests.grpc.test_watch import Stream
 from tests.scenarios.backend import sample
 from tests.support.grpc import ADMIN, NAMESPACE, GrpcGateway, bearer, gw, unique, upstream
 
 __all__ = ["gw", "upstream"]  # fixtures
 
 AUTH = bearer(ADMIN)
-STEP = 10.0  # seconds any single expected event may take (bounded waits, never sleeps)
 GATEWAY = str(Path(handling.__file__).resolve().parents[1])
 #: Frames of gateway code alive per idle stream, at most: the admission's handler, the
 #: servicer's call, the pump, the subscription's wait, the operation's metrics and the
@@ -62,16 +60,6 @@ def _pumps() -> list[Any]:
     ]
 
 
-class _Stream:
-    def __init__(self, call: Any) -> None:
-        self.call = call
-        self._events: AsyncIterator[Any] = call.__aiter__()
-
-    async def next(self) -> Any:
-        async with asyncio.timeout(STEP):
-            return await anext(self._events)
-
-
 async def test_an_idle_watch_keeps_few_frames_and_shares_its_encoder(
     gw: GrpcGateway, upstream: DemoUpstream
 ) -> None:
@@ -82,11 +70,11 @@ async def test_an_idle_watch_keeps_few_frames_and_shares_its_encoder(
     await upstream.store.create(LEASE, body)
     mask = field_mask_pb2.FieldMask(paths=["metadata.name", "spec.holderIdentity"])
 
-    def watch(masked: bool) -> _Stream:
+    def watch(masked: bool) -> Stream:
         request = leases_pb2.WatchLeasesRequest(
             namespace=NAMESPACE, label_selector=f"w={label}", read_mask=mask if masked else None
         )
-        return _Stream(gw.stub("leases").Watch(request, metadata=AUTH))
+        return Stream(gw.stub("leases").Watch(request, metadata=AUTH))
 
     # one stream first, so that what every Watch shares (the hub's upstream watch, its
     # tasks) is there before counting
