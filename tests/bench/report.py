@@ -12,8 +12,9 @@ import datetime
 import os
 import platform
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -165,10 +166,10 @@ scenarios of the performance issue that no bench measures so far.
 Where each figure comes from (`tests/bench`, every module says more in its docstring):
 `grpc_conversion` (codec and watch-event CPU time, best of 7; gRPC `List` wall time, gateway
 in process), `bench_graphql_list` (gateway in process), `bench_loop_hold` (gateway in
-process, the demo upstream and the large-list client in child processes; its rows compare
-with the idle figures of the same run, not a direct call), `bench_get` (`kube-gateway serve` as a
-subprocess; the demo upstream and the clients share one process, so at concurrency 32 the
-direct figure is bound by that process too), `bench_graphql_fanout` (gateway in process,
+process, the demo upstream, the large-list client and the small-get client in child
+processes; its rows compare with the idle figures of the same run, not a direct call),
+`bench_get` (`kube-gateway serve` as a subprocess, the demo upstream in another, the Go load
+clients `hey` and `ghz` as in `bench_rps`), `bench_graphql_fanout` (gateway in process,
 clients in a second process), `bench_fanout` (`kube-gateway serve` as a subprocess, the Go
 load client `kg-fanout`; gateway CPU from `/proc`), `bench_scale` (`kube-gateway serve` as a
 subprocess against a real kube-apiserver carrying N published CRDs: its figures are absolute
@@ -647,6 +648,68 @@ def carry(old: str, new: str, title: str) -> str:
         lines = old[listed : old.find("\n\n", listed)].splitlines()
         unmet = [line for line in lines if line.startswith(starts)]
     return _put(new, {title}, old[span[0] : span[1]], "\n".join(unmet))
+
+
+def stamp() -> str:
+    """When, at which commit and at what load a refresh of some rows was measured (the
+    header's date and commit are the whole table's)."""
+    commit = machine().get("commit", "?")
+    when = datetime.datetime.now(datetime.UTC)
+    return f"load {os.getloadavg()[0]:.1f}; {when:%Y-%m-%d %H:%M} UTC, commit {commit}"
+
+
+def put_rows(text: str, found: Sequence[Row], owned: tuple[str, ...], *, note: str = "") -> str:
+    """``text`` (a ``BENCHMARKS.md``) with the rows of its first table whose scenarios start
+    with one of ``owned`` (a bench's) replaced by ``found``, put where the first of them was
+    (at the table's end when none was), ``note`` added to the first one's; and the lines of
+    the goals not met about them replaced by ``found``'s (:func:`causes`), where the first of
+    them was.  One bench's rows refreshed without running the others."""
+    if note:
+        found = [replace(found[0], note="; ".join(filter(None, (found[0].note, note)))), *found[1:]]
+    lines = text.split("\n")
+    first = lines.index(markdown_table([]).split("\n")[0]) + 2  # the first table's first row
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    mine = {i for i in range(first, end) if lines[i].startswith(tuple(f"| {o}" for o in owned))}
+    table = [lines[i] for i in range(first, end) if i not in mine]
+    at = min(mine) - first if mine else len(table)  # no row of ours is before the first
+    table[at:at] = markdown_table(found).split("\n")[2:]
+    lines[first:end] = table
+    unmet = causes(found).removeprefix(f"{UNMET}\n\n").rstrip("\n").split("\n")
+    return "\n".join(_put_unmet(lines, tuple(f"- **{o}" for o in owned), [u for u in unmet if u]))
+
+
+#: The heading of the list of goals not met.
+UNMET = "## Goals not met, and why"
+
+
+def _put_unmet(lines: list[str], starts: tuple[str, ...], unmet: list[str]) -> list[str]:
+    """``lines`` with the lines of the goals not met that start with one of ``starts``
+    replaced by ``unmet``, where the first of them was (at the list's start when none was);
+    the list made when there was none, and dropped when it is left empty."""
+    if UNMET not in lines:
+        if not unmet:
+            return lines
+        at = next(i for i, line in enumerate(lines) if line.startswith("How to read it:"))
+        return [*lines[:at], UNMET, "", *unmet, "", *lines[at:]]
+    first = lines.index(UNMET) + 2
+    last = next((i for i in range(first, len(lines)) if not lines[i]), len(lines))
+    listed = lines[first:last]
+    gone = [i for i, line in enumerate(listed) if line.startswith(starts)]
+    kept = [line for line in listed if not line.startswith(starts)]
+    at = gone[0] if gone else 0
+    kept[at:at] = unmet
+    if not kept:
+        return [*lines[: first - 2], *lines[last + 1 :]]
+    return [*lines[:first], *kept, *lines[last:]]
+
+
+def write_rows(path: Path, found: Sequence[Row], owned: tuple[str, ...]) -> None:
+    """``found`` printed, and put into the ``BENCHMARKS.md`` at ``path`` (:func:`put_rows`,
+    stamped with :func:`stamp`): what a bench's ``--out`` does for its rows of the first
+    table."""
+    print(text_table(found))
+    path.write_text(put_rows(path.read_text(), found, owned, note=stamp()))
+    print(f"written to {path}", file=sys.stderr)
 
 
 def causes(rows: Sequence[Row]) -> str:
