@@ -136,7 +136,7 @@ def rows(
                 figure["p50"],
                 "ms",
                 direct["p50"],
-                note=f"added {added:+.2f} ms; load {figure['load']:.1f}",
+                note=f"added {added:+.2f} ms",
             )
             out.append(
                 Row(

@@ -61,6 +61,8 @@ GET_QUERY = """query($ns: String!, $name: String!) {
   pod(namespace: $ns, name: $name) { metadata { name uid } status { phase podIP } }
 }"""
 LIMIT = 256 * 1024 * 1024
+#: The small client's gets: through the gateway, and straight to the upstream (its share).
+KINDS = {"graphql": "GraphQL get", "grpc": "gRPC Get", "direct": "direct get"}
 #: The first table's rows this bench writes (what ``--out`` replaces), by their start.
 OWNS = ("small ", "longest event-loop stall during ")
 
@@ -103,15 +105,17 @@ async def run_big_client(url: str, grpc_target: str, rounds: int, pods: int) -> 
             print(f"grpc {time.perf_counter() - start:.3f}", flush=True)
 
 
-async def run_small_client(url: str, grpc_target: str) -> None:
-    """Small gets, one at a time (a GraphQL get, then a gRPC ``Get``), for each command read
-    from stdin: ``count N`` makes N pairs, ``go`` makes pairs until the next line; after each,
-    one line of JSON: every get's wall time (s), by ``graphql`` and ``grpc``."""
+async def run_small_client(url: str, grpc_target: str, upstream: str) -> None:
+    """Small gets, one at a time (a GraphQL get, a gRPC ``Get``, then the same get straight
+    to the upstream), for each command read from stdin: ``count N`` makes N rounds, ``go``
+    makes rounds until the next line; after each, one line of JSON: every get's wall time
+    (s), by ``graphql``, ``grpc`` and ``direct``."""
     name = _manifest(0)["metadata"]["name"]
-    times: dict[str, list[float]] = {"graphql": [], "grpc": []}
+    times: dict[str, list[float]] = {kind: [] for kind in KINDS}
     loop = asyncio.get_running_loop()
     async with (
         httpx.AsyncClient(base_url=url, timeout=60) as client,
+        httpx.AsyncClient(base_url=upstream, timeout=60, headers=AUTH) as direct,
         grpc.aio.insecure_channel(grpc_target) as channel,
     ):
         stub = pods_pb2_grpc.PodServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -132,6 +136,10 @@ async def run_small_client(url: str, grpc_target: str) -> None:
             )
             assert reply.metadata.name == name
             times["grpc"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            got = await direct.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+            assert orjson.loads(got.content)["metadata"]["name"] == name
+            times["direct"].append(time.perf_counter() - start)
 
         while command := await loop.run_in_executor(None, sys.stdin.readline):
             if command.startswith("count "):
@@ -143,7 +151,7 @@ async def run_small_client(url: str, grpc_target: str) -> None:
                     await small_get()
                 await until
             print(orjson.dumps(times).decode(), flush=True)
-            times = {"graphql": [], "grpc": []}
+            times = {kind: [] for kind in KINDS}
 
 
 class SmallClient:
@@ -154,12 +162,13 @@ class SmallClient:
         self.proc, self.stdin, self.stdout = proc, proc.stdin, proc.stdout
 
     @classmethod
-    async def start(cls, url: str, grpc_target: str) -> SmallClient:
+    async def start(cls, url: str, grpc_target: str, upstream: str) -> SmallClient:
         proc = await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", MODULE, "--role", "small-client"),
-            *("--url", url, "--grpc", grpc_target),
+            *("--url", url, "--grpc", grpc_target, "--upstream", upstream),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            limit=LIMIT,  # a phase's times are one line
         )
         return cls(proc)
 
@@ -193,22 +202,36 @@ class SmallClient:
 
 
 class Ticker:
-    """Sleeps 1 ms at a time; records the longest gap between wake-ups (a loop stall)."""
+    """Sleeps 1 ms at a time; records the longest gap between wake-ups (a loop stall, in wall
+    time: on a loaded machine also the loop's waits for a CPU), and the most CPU time the
+    loop's thread used in one gap (the loop's own work, whatever the load), with how many
+    gaps used over 5 ms of it."""
 
     def __init__(self) -> None:
-        self.longest = 0.0
+        self.longest = self.longest_cpu = 0.0
+        self.over_5ms = 0
         self._task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
-        last = time.perf_counter()
+        last, last_cpu = time.perf_counter(), time.thread_time()
         while True:
             await asyncio.sleep(0.001)
-            now = time.perf_counter()
+            now, cpu = time.perf_counter(), time.thread_time()
             self.longest = max(self.longest, now - last)
-            last = now
+            self.longest_cpu = max(self.longest_cpu, cpu - last_cpu)
+            self.over_5ms += cpu - last_cpu > 0.005
+            last, last_cpu = now, cpu
 
-    def reset(self) -> None:
-        self.longest = 0.0
+    def reset(self) -> float:
+        """Start again; the most CPU of one gap so far (printed with the rest)."""
+        print(
+            f"  the loop's most CPU between two ticks {self.longest_cpu * 1000:.1f} ms "
+            f"({self.over_5ms} gaps over 5 ms); its longest gap {self.longest * 1000:.1f} ms"
+        )
+        most = self.longest_cpu
+        self.longest = self.longest_cpu = 0.0
+        self.over_5ms = 0
+        return most
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -293,9 +316,11 @@ def _row(label: str, samples: list[float]) -> tuple[float, float]:
     return p50, p99
 
 
-async def bench(pods: int, rounds: int, idle_gets: int) -> dict[str, tuple[float, float]]:
+async def bench(pods: int, rounds: int, idle_gets: int) -> dict[str, tuple[float, ...]]:
     """Prints the figures and returns them: (loaded, idle) p99 in seconds by ``"<get> during
-    <phase> lists"``, and (loaded, idle) longest loop stall by ``"stall during <phase> lists"``."""
+    <phase> lists"`` (``direct get``: straight to the upstream), (loaded, idle) longest loop
+    stall by ``"stall during <phase> lists"``, and the loop's thread's seconds on a CPU,
+    waiting for one and its most CPU in one gap by ``"loop thread during <phase> lists"``."""
     async with upstream_process(pods) as (server, _):
         return await _bench(server, pods, rounds, idle_gets)
 
@@ -325,7 +350,7 @@ async def upstream_process(pods: int) -> AsyncIterator[tuple[str, int]]:
 
 async def _bench(
     server: str, pods: int, rounds: int, idle_gets: int
-) -> dict[str, tuple[float, float]]:
+) -> dict[str, tuple[float, ...]]:
     module = MODULE
     settings = Settings(
         host="127.0.0.1", http_port=0, grpc_port=0, server=server, log_level="warning"
@@ -338,7 +363,7 @@ async def _bench(
             # as `kube-gateway serve` does once started: otherwise every full collection walks
             # what start-up built (~130,000 objects, 70-80 ms of one loop step)
             tune_garbage_collector()
-            small = await SmallClient.start(url, grpc_target)
+            small = await SmallClient.start(url, grpc_target, server)
             ticker = Ticker()
             ticker.start()
             await small.count(50)  # warm: caches, connections
@@ -346,12 +371,12 @@ async def _bench(
             access = AccessTimes()
             loop_cpu = LoopCpu()
             times = await small.count(idle_gets)
-            idle = (times["graphql"], times["grpc"], ticker.longest)
+            idle = (times, ticker.longest)
             sched = {"idle": loop_cpu.since()}
             access.take("idle")
             ticker.reset()
 
-            loaded: dict[str, tuple[list[float], list[float], float]] = {}
+            loaded: dict[str, tuple[dict[str, list[float]], float]] = {}
             for phase in ("GraphQL", "gRPC"):
                 loop_cpu = LoopCpu()
                 small.go()
@@ -365,8 +390,8 @@ async def _bench(
                 assert big.returncode == 0, "the large-list client failed"
                 lines += out.decode().splitlines()
                 times = await small.stop()
-                loaded[phase] = (times["graphql"], times["grpc"], ticker.longest)
-                sched[phase] = loop_cpu.since()
+                loaded[phase] = (times, ticker.longest)
+                sched[phase] = (*loop_cpu.since(), ticker.longest_cpu)
                 access.take(f"during {phase} lists")
                 ticker.reset()
             await ticker.stop()
@@ -382,18 +407,18 @@ async def _bench(
     ):
         print(f"  large {label:<22} median {statistics.median(times) * 1000:8.1f} ms (wall)")
     ratios = []
-    figures: dict[str, tuple[float, float]] = {}
-    for which, label in ((0, "GraphQL get"), (1, "gRPC Get")):
-        _, idle_p99 = _row(f"{label}, idle", idle[which])
-        for phase, samples in loaded.items():
-            _, loaded_p99 = _row(f"{label}, {phase} lists", samples[which])
+    figures: dict[str, tuple[float, ...]] = {}
+    for kind, label in KINDS.items():
+        _, idle_p99 = _row(f"{label}, idle", idle[0][kind])
+        for phase, (samples, _) in loaded.items():
+            _, loaded_p99 = _row(f"{label}, {phase} lists", samples[kind])
             ratios.append((f"{label} during {phase} lists", loaded_p99 / idle_p99))
             figures[f"{label} during {phase} lists"] = (loaded_p99, idle_p99)
-    for phase, samples in loaded.items():
-        figures[f"stall during {phase} lists"] = (samples[2], idle[2])
+    for phase, (_, stall) in loaded.items():
+        figures[f"stall during {phase} lists"] = (stall, idle[1])
         figures[f"loop thread during {phase} lists"] = sched[phase]
-    stalls = ", ".join(f"during {p} lists {s[2] * 1000:.1f} ms" for p, s in loaded.items())
-    print(f"  longest loop stall: idle {idle[2] * 1000:.1f} ms, {stalls}")
+    stalls = ", ".join(f"during {p} lists {s * 1000:.1f} ms" for p, (_, s) in loaded.items())
+    print(f"  longest loop stall: idle {idle[1] * 1000:.1f} ms, {stalls}")
     for label, ratio in ratios:
         print(f"  p99 ratio {label}: {ratio:.2f}  (goal ≤ 2.00)")
     return figures
@@ -404,11 +429,12 @@ def rows(pods: int = 5000, rounds: int = 3, idle_gets: int = 300) -> list[Row]:
     column of these rows holds the idle figure of the same run."""
     figures = asyncio.run(bench(pods, rounds, idle_gets))
     out: list[Row] = []
-    for key, (loaded, idle) in figures.items():
-        if key.startswith("loop thread"):
+    for key, values in figures.items():
+        if key.startswith(("loop thread", "direct get")):
             continue
+        loaded, idle = values
         if key.startswith("stall"):
-            on_cpu, waiting = figures[f"loop thread {key[6:]}"]
+            on_cpu, waiting, step = figures[f"loop thread {key[6:]}"]
             out.append(
                 row(
                     f"longest event-loop stall {key[6:]} ({pods:,} pods)",
@@ -416,10 +442,12 @@ def rows(pods: int = 5000, rounds: int = 3, idle_gets: int = 300) -> list[Row]:
                     "ms",
                     idle * 1000,
                     note=f"direct column: idle; the loop's thread {on_cpu:.1f} s on a CPU, "
-                    f"{waiting:.1f} s waiting for one",
+                    f"{waiting:.1f} s waiting for one; its most CPU in one gap "
+                    f"{step * 1000:.1f} ms",
                 )
             )
         else:
+            phase = key.split(" get ", 1)[1] if " get " in key else key.split(" Get ", 1)[1]
             out.append(
                 row(
                     f"small {key} ({pods:,} pods), p99",
@@ -427,7 +455,9 @@ def rows(pods: int = 5000, rounds: int = 3, idle_gets: int = 300) -> list[Row]:
                     "ms",
                     idle * 1000,
                     max_ratio=2,
-                    note="direct column: idle p99",
+                    note="direct column: idle p99; straight to the upstream meanwhile "
+                    f"{figures['direct get ' + phase][0] * 1000:.1f} ms, idle "
+                    f"{figures['direct get ' + phase][1] * 1000:.1f} ms",
                 )
             )
     return out
@@ -443,13 +473,14 @@ def main() -> None:
     )
     parser.add_argument("--url", default="")
     parser.add_argument("--grpc", default="")
+    parser.add_argument("--upstream", default="")
     parser.add_argument("--no-gzip", action="store_true", help="upstream: answers never gzipped")
     parser.add_argument("--out", type=Path, default=None, help="put the rows into this file")
     args = parser.parse_args()
     if args.role == "upstream":
         asyncio.run(run_upstream(args.pods, gzip=not args.no_gzip))
     elif args.role == "small-client":
-        asyncio.run(run_small_client(args.url, args.grpc))
+        asyncio.run(run_small_client(args.url, args.grpc, args.upstream))
     elif args.role == "big-client":
         asyncio.run(run_big_client(args.url, args.grpc, args.rounds, args.pods))
     elif args.out is not None:
