@@ -250,18 +250,19 @@ class LoopCpu:
         self.path = f"/proc/self/task/{threading.get_native_id()}/schedstat"
         self.start = (time.perf_counter(), *self._read())
 
-    def _read(self) -> tuple[float, float]:
-        on_cpu, waiting, _ = Path(self.path).read_text().split()
-        return int(on_cpu) / 1e9, int(waiting) / 1e9
+    def _read(self) -> tuple[float, float, int]:
+        on_cpu, waiting, slices = Path(self.path).read_text().split()
+        return int(on_cpu) / 1e9, int(waiting) / 1e9, int(slices)
 
     def since(self) -> tuple[float, float]:
         """Seconds on a CPU and waiting for one since made (printed with the wall time)."""
-        wall, on_cpu, waiting = time.perf_counter(), *self._read()
+        wall, on_cpu, waiting, slices = time.perf_counter(), *self._read()
         on_cpu, waiting = on_cpu - self.start[1], waiting - self.start[2]
+        slices -= self.start[3]
         print(
             f"  the event loop's thread: {on_cpu * 1000:.0f} ms on a CPU, {waiting * 1000:.0f} ms "
-            f"waiting for one, in {(wall - self.start[0]) * 1000:.0f} ms (load "
-            f"{os.getloadavg()[0]:.1f})"
+            f"waiting for one ({waiting * 1e6 / max(1, slices):.0f} us a wake-up), in "
+            f"{(wall - self.start[0]) * 1000:.0f} ms (load {os.getloadavg()[0]:.1f})"
         )
         return on_cpu, waiting
 

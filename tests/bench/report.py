@@ -310,10 +310,13 @@ CAUSES: dict[str, str] = {
     "at load 7-8).  Until 2026-11-29 the small client ran in the gateway's "
     "process, its own HTTP and gRPC work waiting behind the lists on the gateway's loop too. "
     "Levers left: the list workers at a lower CPU priority, so the loop's thread wins a core "
-    "when it wakes (gateway/core/lists/pool.py; renicing the workers to 10 from outside in "
-    "two A/B pairs at load 4-8 gave the gateway's own share p99 4.4 and 3.9 ms against 4.3 "
-    "and 5.2 ms, within the machine's noise); grpc's send of a 17 MB message in one step; and "
-    "an upstream that serves a get beside a list, as a kube-apiserver does.",
+    "when it wakes (gateway/core/lists/pool.py; the workers reniced to 10 from outside, in "
+    "three A/B pairs at load 8-10: the loop's wait for a CPU per wake-up 140-207 us against "
+    "85-710 us (medians 156 and 250), the gateway's own share p99 during gRPC lists 3.1-7.0 "
+    "ms against 6.1-11.2, during GraphQL lists 4.3-5.0 against 1.7-13.1, the lists not "
+    "slower; at that load the idle p99 itself was 45-158 ms, so no ratio of the rows could "
+    "be read: to be measured on a quiet machine); grpc's send of a 17 MB message in one "
+    "step; and an upstream that serves a get beside a list, as a kube-apiserver does.",
     "fleet: list of 2 x": "upstreams that do not gzip (an apiserver with "
     "APIResponseCompression turned off): the gateway's one event loop receives both 25.6 "
     "MB bodies (httpx, ~60-90 ms of CPU each), one after the other in effect, before either "
@@ -656,12 +659,12 @@ def carry(old: str, new: str, title: str) -> str:
     return _put(new, {title}, old[span[0] : span[1]], "\n".join(unmet))
 
 
-def stamp() -> str:
-    """When, at which commit and at what load a refresh of some rows was measured (the
-    header's date and commit are the whole table's)."""
+def stamp(load: bool = True) -> str:
+    """When, at which commit and (``load``) at what load a refresh of some rows was measured
+    (the header's date and commit are the whole table's)."""
     commit = machine().get("commit", "?")
-    when = datetime.datetime.now(datetime.UTC)
-    return f"load {os.getloadavg()[0]:.1f}; {when:%Y-%m-%d %H:%M} UTC, commit {commit}"
+    when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit}"
+    return f"load {os.getloadavg()[0]:.1f}; {when}" if load else when
 
 
 def put_rows(text: str, found: Sequence[Row], owned: tuple[str, ...], *, note: str = "") -> str:
@@ -711,10 +714,11 @@ def _put_unmet(lines: list[str], starts: tuple[str, ...], unmet: list[str]) -> l
 
 def write_rows(path: Path, found: Sequence[Row], owned: tuple[str, ...]) -> None:
     """``found`` printed, and put into the ``BENCHMARKS.md`` at ``path`` (:func:`put_rows`,
-    stamped with :func:`stamp`): what a bench's ``--out`` does for its rows of the first
-    table."""
+    stamped with :func:`stamp`, the load left out where the first row's note says it): what
+    a bench's ``--out`` does for its rows of the first table."""
     print(text_table(found))
-    path.write_text(put_rows(path.read_text(), found, owned, note=stamp()))
+    note = stamp(load=bool(found) and "load " not in found[0].note)  # said once
+    path.write_text(put_rows(path.read_text(), found, owned, note=note))
     print(f"written to {path}", file=sys.stderr)
 
 
