@@ -123,7 +123,14 @@ def rows(
     requests: int = 400, concurrencies: tuple[int, ...] = (1, 32), rounds: int = 3
 ) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
-    r = asyncio.run(bench(requests, list(concurrencies), rounds))
+    return figure_rows(asyncio.run(bench(requests, list(concurrencies), rounds)), concurrencies)
+
+
+def figure_rows(
+    r: dict[tuple[str, int], dict[str, float]], concurrencies: tuple[int, ...]
+) -> list[Row]:
+    """The table's rows of :func:`bench`'s figures: each p50 judged on the latency it adds
+    to the direct get's."""
     out: list[Row] = []
     names = {"graphql": "GraphQL", "grpc": "gRPC"}
     for concurrency in concurrencies:

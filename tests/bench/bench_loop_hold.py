@@ -428,7 +428,12 @@ async def _bench(
 def rows(pods: int = 5000, rounds: int = 3, idle_gets: int = 300) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table; the direct
     column of these rows holds the idle figure of the same run."""
-    figures = asyncio.run(bench(pods, rounds, idle_gets))
+    return figure_rows(asyncio.run(bench(pods, rounds, idle_gets)), pods)
+
+
+def figure_rows(figures: dict[str, tuple[float, ...]], pods: int) -> list[Row]:
+    """The table's rows of :func:`bench`'s figures (the direct gets' and the loop thread's
+    go into the notes)."""
     out: list[Row] = []
     for key, values in figures.items():
         if key.startswith(("loop thread", "direct get")):
