@@ -175,7 +175,11 @@ load client `kg-fanout`; gateway CPU from `/proc`), `bench_scale` (`kube-gateway
 subprocess against a real kube-apiserver carrying N published CRDs: its figures are absolute
 seconds, milliseconds and MB measured from the gateway process, with no direct baseline except
 the churn rows, which compare with the idle gets of the same run), `soak` (its section
-below: absolute figures of one long run; not part of `make bench` unless asked for)."""
+below: absolute figures of one long run; not part of `make bench` unless asked for).
+`grpc_conversion`, `bench_graphql_list`, `bench_loop_hold` and `bench_get` each take `--out
+BENCHMARKS.md`, which refreshes their own rows of the first table and their lines of the
+goals not met, the rest as it was; the first refreshed row's note then says the load, the
+time and the commit of that run (the heading's are the whole table's)."""
 
 
 #: Why a goal is not met, by the start of its scenario's name: what was measured to cost the
