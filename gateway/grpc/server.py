@@ -132,12 +132,6 @@ class Services:
     The names are the admission's (a call to any other service is ``UNIMPLEMENTED``) and
     reflection's.  It also takes what a generated ``add_*Servicer_to_server`` gives a
     server (``add_registered_method_handlers`` names the service).
-
-    Every service is served by generic handlers, none registered with grpc core by method:
-    grpc.aio's serving loop waits on one pending request per registered method and one for
-    every generic call (``asyncio.wait`` over all of them, once per call it accepts), so
-    each registered method (health's three, reflection's, ``ListClusters``) added work to
-    every call of every service (docs/performance.md, "Seventh round").
     """
 
     def __init__(self, server: grpc.aio.Server, names: set[str]) -> None:
@@ -161,11 +155,8 @@ class Services:
     def add_registered_method_handlers(
         self, name: str, handlers: Mapping[str, grpc.RpcMethodHandler]
     ) -> None:
-        """Serve the service ``name`` (by a generic handler: see the class's docstring)."""
         self._names.add(name)
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(name, dict(handlers)),)
-        )
+        self._server.add_registered_method_handlers(name, dict(handlers))
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
         """What generated code adds beside its registered handlers (served only under the

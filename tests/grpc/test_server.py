@@ -11,21 +11,14 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import descriptor_pb2
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gateway.core.model.registry import POD
 from gateway.grpc.contract import contract
-from gateway.grpc.gen.kubegateway.v1 import (
-    cluster_pb2,
-    cluster_pb2_grpc,
-    core_pb2,
-    meta_pb2,
-    pods_pb2,
-    pods_pb2_grpc,
-)
+from gateway.grpc.gen.kubegateway.v1 import core_pb2, meta_pb2, pods_pb2, pods_pb2_grpc
 from gateway.grpc.handling import COMPRESSED_FROM_BYTES, UNCOMPRESSED_BYTES
-from gateway.grpc.server import GrpcOptions, Services, service_names
+from gateway.grpc.server import GrpcOptions, service_names
 from gateway.settings import load
 from kube_gateway_demo import DemoUpstream
 from tests.support.graphql import serve_app
@@ -104,62 +97,6 @@ async def test_health_answers_serving_for_the_server_and_each_service(gw: GrpcGa
     for service in ("", "kubegateway.v1.PodService", "kubegateway.v1.ImageService"):
         reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
-
-
-class _Recorder:
-    """What a grpc server is given (a stand-in for grpc's server: which of its two ways)."""
-
-    def __init__(self) -> None:
-        self.generic: list[Any] = []
-        self.registered: list[str] = []
-
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        self.generic.extend(handlers)
-
-    def add_registered_method_handlers(self, name: str, handlers: Any) -> None:
-        self.registered.append(name)
-
-
-def test_no_method_is_registered_with_grpc_core() -> None:
-    """grpc.aio's serving loop waits on one request per registered method beside the
-    generic one, for every call it accepts: every service, generated code's too, is served
-    by generic handlers, and named to the admission and reflection all the same."""
-    recorder = _Recorder()
-    names: set[str] = set()
-    services = Services(recorder, names)  # type: ignore[arg-type]
-    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), services)
-    services.add_methods(
-        "kubegateway.test.Bare",
-        {"Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request)},
-    )
-    assert recorder.registered == []
-    assert names == {"grpc.health.v1.Health", "kubegateway.test.Bare"}
-
-    def details(method: str) -> Any:
-        return type("Details", (), {"method": method, "invocation_metadata": ()})()
-
-    served = {
-        path: any(h.service(details(path)) is not None for h in recorder.generic)
-        for path in ("/grpc.health.v1.Health/Check", "/kubegateway.test.Bare/Echo")
-    }
-    assert served == {"/grpc.health.v1.Health/Check": True, "/kubegateway.test.Bare/Echo": True}
-    assert not any(h.service(details("/kubegateway.test.Bare/Other")) for h in recorder.generic)
-
-
-async def test_health_reflection_and_clusters_answer_through_generic_handlers(
-    gw: GrpcGateway,
-) -> None:
-    """The same services as before over a real connection (nothing registered by method)."""
-    reply = await health_pb2_grpc.HealthStub(gw.channel).Check(health_pb2.HealthCheckRequest())
-    assert reply.status == health_pb2.HealthCheckResponse.SERVING
-    listed = await _reflect(gw, reflection_pb2.ServerReflectionRequest(list_services=""))
-    assert "kubegateway.v1.ClusterService" in {
-        s.name for s in listed.list_services_response.service
-    }
-    clusters = await cluster_pb2_grpc.ClusterServiceStub(gw.channel).ListClusters(
-        cluster_pb2.ListClustersRequest(), metadata=AUTH
-    )
-    assert [c.name for c in clusters.clusters] == ["default"]
 
 
 async def test_the_message_size_limit_is_configurable(upstream: DemoUpstream) -> None:
