@@ -22,10 +22,24 @@ average beside it.  Variants:
 
 Every server but ``gateway`` also serves what the gateway registers beside its routed
 services (health, reflection; their methods registered with grpc core as the generated
-code does).  A variant takes suffixes: ``:generic`` serves those as generic handlers instead
-(nothing registered with grpc core), ``:nochannelz`` turns grpc core's channelz off,
-``+NAME=VALUE`` sets an environment variable of its
-process (``admission+GRPC_EXPERIMENTS=tcp_rcv_lowat``).  Not a timed test.
+code does).  A variant takes suffixes:
+
+* ``:generic``: those served as generic handlers instead (nothing registered with grpc
+  core);
+* ``:nochannelz``: grpc core's channelz off;
+* ``:meta``: the ``bare`` handler sends initial metadata of its own first (a batch of its
+  own, as the admission's ``x-request-id``);
+* ``:icept``: an interceptor that only passes the call on, before the handler;
+* ``:nolog``: logs at ``warning`` (no access lines); ``:plainlog``: each line written at
+  once (a plain ``StreamHandler``);
+* ``:late``: ``GRPC_EXPERIMENTS`` set to ``FLOOR_LATE_EXPERIMENTS`` after grpc is imported
+  (before its server is made);
+* ``+NAME=VALUE``: an environment variable of its process
+  (``admission+GRPC_EXPERIMENTS=tcp_rcv_lowat``).
+
+``--profile DIR``: py-spy on each server during the last round (as ``bench_rps
+--profile``; ``--profile-native`` too; its CPU figures then include py-spy's cost).
+Not a timed test.
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ from tests.bench.bench_rps import (
     NAME,
     NAMESPACE,
     Load,
+    _profiled,
     cpu_ms,
     create_pods,
     gateway,
@@ -61,7 +76,7 @@ from tests.support.serve_process import free_port
 SERVICE = "kubegateway.v1.PodService"
 METHOD = f"/{SERVICE}/Get"
 BASES = ("bare", "admission", "upstream", "gateway")
-FLAGS = {"generic", "nochannelz"}
+FLAGS = {"generic", "nochannelz", "meta", "icept", "nolog", "plainlog", "late"}
 
 
 def log(message: str) -> None:
@@ -84,10 +99,27 @@ async def _serve(
     from gateway.grpc.gen.kubegateway.v1 import pods_pb2
     from gateway.grpc.server import GrpcOptions
 
-    logs.configure("info", "json")
+    if "late" in flags:  # GRPC_EXPERIMENTS set after grpc is imported, before its server
+        os.environ["GRPC_EXPERIMENTS"] = os.environ.get("FLOOR_LATE_EXPERIMENTS", "")
+    logs.configure("warning" if "nolog" in flags else "info", "json")
+    if "plainlog" in flags:  # the access lines through a plain StreamHandler, line by line
+        import logging
+
+        root = logging.getLogger()
+        root.handlers[0].flush()
+        plain = logging.StreamHandler(sys.stderr)
+        plain.setFormatter(root.handlers[0].formatter)
+        root.handlers[:] = [plain]
     opts = GrpcOptions()
     services = {SERVICE, "grpc.health.v1.Health", reflection.SERVICE_NAME}
     interceptors: tuple[Any, ...] = ()
+    if "icept" in flags:
+
+        class Passing(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+            async def intercept_service(self, continuation: Any, details: Any) -> Any:
+                return await continuation(details)
+
+        interceptors = (Passing(),)
     if base != "bare":
         streams = AnonymousStreams(opts.anonymous_streams_per_peer, opts.anonymous_streams_total)
         interceptors = (Admission(services, streams, Drain()),)
@@ -119,6 +151,13 @@ async def _serve(
             obj = await adapter.get(POD, NAME, namespace=NAMESPACE, credential=caller)
             context.disable_next_message_compression()
             return conversions.object_bytes("Pod", obj)
+
+    elif "meta" in flags:
+
+        async def get(request: Any, context: grpc.aio.ServicerContext) -> bytes:
+            await context.send_initial_metadata((("x-request-id", "0123456789abcdef"),))
+            context.disable_next_message_compression()
+            return data
 
     else:
 
@@ -216,7 +255,13 @@ def _answer(kube: Any, path: Path) -> None:
     path.write_bytes(codec().object_bytes("Pod", r.json()))
 
 
-def bench(variants: list[Variant], calls: int, rounds: int) -> dict[str, list[float]]:
+def bench(
+    variants: list[Variant],
+    calls: int,
+    rounds: int,
+    profile: Path | None = None,
+    native: bool = False,
+) -> dict[str, list[float]]:
     hey_bin, ghz_bin = load_clients()
     out: dict[str, list[float]] = {v.spec: [] for v in variants}
     with (
@@ -246,7 +291,9 @@ def bench(variants: list[Variant], calls: int, rounds: int) -> dict[str, list[fl
                 pid, target = servers[v.spec]
                 before = cpu_ms(pid)
                 try:
-                    run = load.ghz(target, f"{SERVICE}.Get", request, calls, CONCURRENCY)
+                    # py-spy in the last round only (it costs the server CPU of its own)
+                    with _profiled(v.spec, pid, profile if r == rounds - 1 else None, native):
+                        run = load.ghz(target, f"{SERVICE}.Get", request, calls, CONCURRENCY)
                 except RuntimeError as exc:
                     log(f"round {r + 1} {v.spec}: failed: {exc}")
                     continue
@@ -272,9 +319,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", nargs="+", default=["bare", "admission", "upstream"])
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR")
+    parser.add_argument("--profile-native", action="store_true")
     parsed = parser.parse_args(args)
     variants = [Variant.parse(s) for s in parsed.variants]
-    figures = bench(variants, parsed.calls, parsed.rounds)
+    figures = bench(variants, parsed.calls, parsed.rounds, parsed.profile, parsed.profile_native)
     print(f"\nus of server CPU per call ({parsed.calls} calls at {CONCURRENCY}, per round)")
     for spec, values in figures.items():
         each = " / ".join(f"{v:.0f}" for v in values)
