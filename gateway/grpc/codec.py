@@ -13,7 +13,8 @@ here once per field).  A list worker builds the same writer from the same design
 (:func:`gateway.core.lists.jobs.typed`), so a large typed list is written there, by two
 workers at once when there are two (:meth:`Codec.list_encoding`), the same bytes.
 
-A small typed list (``PodService/List`` of a body under 256 KiB) is written from its bytes
+A small typed list (``PodService/List`` of a body under 256 KiB, under 500 items) is written
+from its bytes
 (:meth:`Codec.small_list`): the body delimited, each object looked up by its exact JSON
 text in a bounded memo of what was written before (:class:`WireMemo`), and decoded and
 written only when it is not there: an object listed again unchanged costs a hash of its
@@ -39,6 +40,7 @@ from google.protobuf.message import Message
 from gateway.core import (
     IOS,
     JSON_OP,
+    LARGE_LIST,
     LIST_MSG,
     MAP_MSG,
     MSG,
@@ -386,7 +388,9 @@ class Codec:
         """The ``<Kind>List`` of a small list body, written from its bytes: the same bytes as
         :meth:`list_bytes` of the body decoded, or ``None`` when that is not sure (the body
         is not a JSON object whose ``items`` is an array of what ``orjson`` reads, or it is
-        over ``cap``: the caller then decodes it the ordinary way, which says what is wrong).
+        over ``cap``: the caller then decodes it the ordinary way, which says what is wrong;
+        or it holds :data:`~gateway.core.lists.large.LARGE_LIST` items or more, which the
+        large-list scope writes a few at a time, letting the event loop go in between).
 
         The body is delimited, not decoded (``msgspec``); what is not an item is decoded (the
         list's head), and each item is looked up in :attr:`memo` by its JSON text (with
@@ -401,6 +405,8 @@ class Codec:
             rest = {k: orjson.loads(bytes(v)) for k, v in members.items()}
         except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
             return None
+        if raws is not None and len(raws) >= LARGE_LIST:
+            return None  # written in slices by the large-list scope, the loop let go between
         if cap:
             meta = rest.get("metadata") or {}
             if meta.__class__ is not dict or meta.get("continue") or len(raws or ()) > cap:

@@ -491,6 +491,20 @@ def test_a_small_list_over_the_cap_is_left_to_the_ordinary_path() -> None:
     assert c.small_list("Pod", five, cap=5) == c.list_bytes("Pod", orjson.loads(five))
 
 
+def test_a_list_of_many_small_objects_is_left_to_the_sliced_path() -> None:
+    """Hostile: a body under the small path's bytes with thousands of tiny objects is not
+    written in one piece (it would hold the event loop): the large-list scope writes it a
+    few items at a time; one item fewer than a large list is written here."""
+    from gateway.core.lists.large import LARGE_LIST
+
+    c = codec()
+    many = orjson.dumps(_listed([{"metadata": {"name": f"p{i}"}} for i in range(LARGE_LIST)]))
+    assert len(many) < 256 * 1024
+    assert c.small_list("Pod", many) is None
+    fewer = _listed([{"metadata": {"name": f"p{i}"}} for i in range(LARGE_LIST - 1)])
+    assert c.small_list("Pod", orjson.dumps(fewer)) == c.list_bytes("Pod", fewer)
+
+
 @pytest.mark.parametrize(
     "data",
     [
