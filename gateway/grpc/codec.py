@@ -13,12 +13,11 @@ here once per field).  A list worker builds the same writer from the same design
 (:func:`gateway.core.lists.jobs.typed`), so a large typed list is written there, by two
 workers at once when there are two (:meth:`Codec.list_encoding`), the same bytes.
 
-A small typed list (``PodService/List`` of a body under 256 KiB, under 500 items) is written
-from its bytes
-(:meth:`Codec.small_list`): the body delimited, each object looked up by its exact JSON
-text in a bounded memo of what was written before (:class:`WireMemo`), and decoded and
-written only when it is not there: an object listed again unchanged costs a hash of its
-text (docs/performance.md, "Seventh round").
+A small typed list (``PodService/List`` of a body under 256 KiB, under 500 items) is
+written from its bytes (:meth:`Codec.small_list`): the body delimited, each object looked
+up by its exact JSON text in a bounded memo of what was written before (:class:`WireMemo`),
+and decoded and written only when it is not there: an object listed again unchanged costs a
+hash of its text (docs/performance.md, "Seventh round").
 
 The reverse direction (requests that carry an object) walks the message's set fields; it
 turns ``int-or-string`` digits back into JSON numbers and whole ``Struct`` numbers back into
