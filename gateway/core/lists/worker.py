@@ -18,6 +18,7 @@ upstream, inflated here as it arrives; the job on it comes after (:data:`HELD`).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import mmap
@@ -283,10 +284,9 @@ def main() -> None:
     the descriptor of the memory file it shares with the gateway."""
     # Ctrl-C reaches the whole process group, but the gateway ends its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    # a priority that cannot be lowered: the worker runs as the gateway does
+    with contextlib.suppress(OSError):
         os.nice(NICENESS)
-    except OSError:
-        pass  # a priority that cannot be lowered: the worker runs as the gateway does
     _widen(sys.stdin.fileno())
     _widen(sys.stdout.fileno())
     serve(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[1]) if len(sys.argv) > 1 else None)
