@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, compress, islice, repeat
 from operator import add
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -458,24 +458,28 @@ class Ordered:
         return [(*(v[i] for v in values), *names[i]) for i in slots]  # type: ignore[misc]
 
     def walk(self, after: Position | None) -> Iterator[int]:
-        """The selected slots in order, from just after ``after`` (lazily, on an index)."""
+        """The selected slots in order, from just after ``after`` (lazily, on an index: an
+        iterator of C-level steps, no Python frame per slot).
+
+        Raises:
+            TypeError: ``after`` holds a value the sort's column cannot be compared with
+                (the caller compares as text).
+        """
         if self._slots is not None and self.index is None:
             start = 0
             if after is not None:
                 start = bisect_right(_AfterCursor(self, after), False)
-            yield from self._slots[start:]
-            return
+            return iter(self._slots[start:])
         index, test = self.index, self.mask
         assert index is not None
         line, start = self._line(index, after)
         if self.finder is not None:  # the matches from the cursor on, found in C
-            yield from map(line.__getitem__, self.finder.rows(start))
-            return
+            return map(line.__getitem__, self.finder.rows(start))
         tail = islice(line, start, None)
         if test is None:
-            yield from tail
-        else:  # C-level: the slots of the line, those the filter selects
-            yield from compress(tail, map(test.__getitem__, line[start:]))
+            return tail
+        # C-level: the slots of the line, those the filter selects
+        return compress(tail, map(test.__getitem__, line[start:]))
 
     def _line(self, index: list[int], after: Position | None) -> tuple[list[int], int]:
         """The order's slots, selected or not (the index, or its descending order), and
@@ -550,11 +554,15 @@ class Finder:
         return len(self.pattern.findall(self.data))
 
     def rows(self, start: int) -> Iterator[int]:
-        """The positions in the line of the texts holding the needle, from ``start`` on."""
+        """The positions in the line of the texts holding the needle, from ``start`` on
+        (each match's end looked up in :attr:`ends`: C-level steps, lazily)."""
         ends = self.ends
         at = ends[start - 1] if start else 0
-        for found in self.pattern.finditer(self.data, at):
-            yield bisect_left(ends, found.end())
+        return map(bisect_left, repeat(ends), map(_END, self.pattern.finditer(self.data, at)))
+
+
+#: Where a match ends.
+_END: Final = re.Match.end
 
 
 def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
@@ -730,12 +738,24 @@ class Contents:
 
     Read only, as the objects are; shared by the copies of a page (its version replaced)."""
 
-    __slots__ = ("_objects", "raws")
+    __slots__ = ("_objects", "keys", "raws", "rendered")
 
-    def __init__(self, raws: list[bytes], objects: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        raws: list[bytes],
+        objects: list[dict[str, Any]] | None = None,
+        keys: list[tuple[str, str]] | None = None,
+        rendered: Rendered | None = None,
+    ) -> None:
         #: Each object's JSON, in order.
         self.raws = raws
         self._objects = objects
+        #: Each object's (namespace, name), for :attr:`rendered`.
+        self.keys = keys
+        #: The objects its cache keeps written for a selection (:class:`Rendered`), if
+        #: any: an object written for a page is not written again for the next that shows
+        #: it unchanged.
+        self.rendered = rendered
 
     def __len__(self) -> int:
         return len(self.raws)
@@ -795,6 +815,9 @@ class Contents:
             return None
         decode, encode = typed
         try:
+            if self.rendered is not None and self.keys is not None:
+                # msgspec writes a list as its items' JSON between brackets, comma-separated
+                return b"[" + b",".join(self.rendered.written(typed, self.keys, self.raws)) + b"]"
             return encode([decode(raw) for raw in self.raws])
         except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
             return None
@@ -807,9 +830,73 @@ class Contents:
             return None
         decode, encode = typed
         try:
+            if self.rendered is not None and self.keys is not None:
+                return self.rendered.written(typed, self.keys, self.raws)
             return [encode(decode(raw)) for raw in self.raws]
         except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
             return None
+
+
+#: Objects a view cache keeps written for their selections (:class:`Rendered`).
+RENDERED_OBJECTS = 2048
+
+
+class Rendered:
+    """Objects written as JSON for a selection (:meth:`Contents.json`), kept by the cache
+    of their list for the next pages that show them: by (the selection's writer,
+    namespace, name), with the very JSON (the same ``bytes``, an identity check) each was
+    written from, so a changed object (new JSON) is written anew and never answered from
+    its old writing.  Distinct views of one list often show the same objects (the newest
+    pods, the failing ones), and writing each object (a typed decode of its whole JSON, a
+    few microseconds for a pod) was most of what a distinct view's page cost.
+
+    At most :data:`RENDERED_OBJECTS` are kept, the least recently shown out: their
+    writings (a few hundred bytes each for a table's columns) and, for an object changed
+    or deleted since, its old JSON until it goes.  Read and written on the event loop
+    only."""
+
+    __slots__ = ("_kept", "hits", "writes")
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[int, str, str], tuple[Any, bytes, bytes]] = {}
+        #: Objects answered from what was kept, and written (for tests and the bench).
+        self.hits = 0
+        self.writes = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def written(
+        self,
+        typed: tuple[Callable[[bytes], Any], Callable[[Any], bytes]],
+        keys: list[tuple[str, str]],
+        raws: list[bytes],
+    ) -> list[bytes]:
+        """Each object of ``raws`` (named by ``keys``) written by ``typed`` (a
+        :func:`_typed_list` pair), from what is kept where it is the same JSON.
+
+        Raises:
+            msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError: an
+                object ``typed`` does not write (those before it are kept).
+        """
+        decode, encode = typed
+        kept = self._kept
+        at = id(typed)  # the writer is held by each entry: its id is not reused meanwhile
+        found: list[bytes] = []
+        for (namespace, name), raw in zip(keys, raws, strict=True):
+            key = (at, namespace, name)
+            entry = kept.pop(key, None)
+            if entry is not None and entry[0] is typed and entry[1] is raw:
+                item = entry[2]
+                self.hits += 1
+            else:
+                item = encode(decode(raw))
+                self.writes += 1
+            kept[key] = (typed, raw, item)  # the most recently shown last
+            found.append(item)
+        while len(kept) > RENDERED_OBJECTS:
+            del kept[next(iter(kept))]
+        return found
 
 
 def _partly(raw: bytes) -> bool:
@@ -911,12 +998,23 @@ def _written(spec: Spec) -> Any:
 
 
 def _struct(spec: Spec) -> Any:
+    """The struct of an object's plan: a field per response key, read from the JSON key of
+    the same name.  ``__typename`` (a constant, under its response key) is a field whose
+    only value is the type's name, its default: the object's JSON holds no such key (or
+    holds that very value: the same bytes written), and any other value there is refused
+    (the page is then projected the other way)."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     names: dict[str, str] = {}
     for i, (key, how, name, _check, fn_spec, _inline) in enumerate(spec[2]):
+        attribute = f"f{i}"
+        if how == projections.CONST and type(name) is str:
+            if key in names.values():
+                raise _Unwritten
+            names[attribute] = key
+            fields.append((attribute, Literal[name], name))
+            continue
         if key != name or name in names.values():
             raise _Unwritten
-        attribute = f"f{i}"
         names[attribute] = name
         if how == projections.COPY:
             fields.append((attribute, _JSON_VALUE, None))
@@ -1007,6 +1105,7 @@ def page(
     spec: ViewSpec,
     version: str | None = None,
     decoded: Decoded | None = None,
+    rendered: Rendered | None = None,
 ) -> Page:
     """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot, at
     ``version`` (default: the snapshot's; a later one with the same objects).  With
@@ -1023,7 +1122,7 @@ def page(
     if kept is not None and kept[0] == key:
         found = kept[1]
     else:
-        found, size = _cut(ordered, spec, decoded)
+        found, size = _cut(ordered, spec, decoded, rendered)
         if size <= PAGE_KEPT_BYTES:
             found = replace(found, renderings={})
             ordered.kept = (key, found)
@@ -1076,7 +1175,12 @@ class Decoded:
         return found
 
 
-def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tuple[Page, int]:
+def _cut(
+    ordered: Ordered,
+    spec: ViewSpec,
+    decoded: Decoded | None = None,
+    rendered: Rendered | None = None,
+) -> tuple[Page, int]:
     """The page of ``spec`` cut from ``ordered`` and the JSON bytes of its objects."""
     source, slots = ordered, ordered.snapshot.slots
     try:
@@ -1098,7 +1202,12 @@ def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tu
     raws = [e.raw for e in entries]
     size = sum(map(len, raws))
     # decoded (whole or in part) when an answer reads them; a live view's now
-    contents = Contents(raws, None if decoded is None else decoded.objects(entries))
+    contents = Contents(
+        raws,
+        None if decoded is None else decoded.objects(entries),
+        None if rendered is None else [(e.namespace, e.name) for e in entries],
+        rendered,
+    )
     source.decoded += len(entries)
     return Page(
         contents=contents,

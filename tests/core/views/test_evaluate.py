@@ -493,3 +493,40 @@ def test_a_page_read_for_a_projection_builds_only_what_it_reads_and_projects_the
     contents = evaluate.Contents([good])
     assert contents.read(POD_PLAN) is not contents.objects
     assert contents.read(POD_PLAN) is contents.objects
+
+
+def test_objects_are_kept_written_by_their_json_and_at_most_so_many() -> None:
+    """:class:`~gateway.core.views.evaluate.Rendered`: an object is written again unless
+    it is the very JSON it was written from (equal bytes of another object, or another
+    writer, are written anew), and at most ``RENDERED_OBJECTS`` are kept, the least
+    recently shown out; an object the writer refuses raises, those before it kept."""
+    import msgspec
+
+    typed = (msgspec.json.Decoder(dict[str, int]).decode, msgspec.json.Encoder().encode)
+    other = (msgspec.json.Decoder(dict[str, int]).decode, msgspec.json.Encoder().encode)
+    rendered = evaluate.Rendered()
+    raws = [orjson.dumps({"n": i}) for i in range(3)]
+    keys = [("ns", f"p{i}") for i in range(3)]
+    assert rendered.written(typed, keys, raws) == raws
+    assert (rendered.hits, rendered.writes) == (0, 3)
+    assert rendered.written(typed, keys, raws) == raws
+    assert (rendered.hits, rendered.writes) == (3, 3)
+    again = [bytes(bytearray(r)) for r in raws]  # equal, not the same: written anew
+    assert rendered.written(typed, keys, again) == raws
+    assert rendered.written(other, keys, again) == raws
+    assert (rendered.hits, rendered.writes) == (3, 9)
+    changed = [orjson.dumps({"n": 7}), again[1]]
+    assert rendered.written(typed, keys[:2], changed) == [b'{"n":7}', raws[1]]
+    assert (rendered.hits, rendered.writes) == (4, 10)
+    with pytest.raises(msgspec.ValidationError):
+        rendered.written(typed, [("ns", "a"), ("ns", "b")], [b'{"n":1}', b'{"n":"x"}'])
+    assert rendered.written(typed, [("ns", "a")], [b'{"n":1}']) == [b'{"n":1}']  # new JSON
+    many = evaluate.RENDERED_OBJECTS + 10
+    names = [("ns", f"q{i}") for i in range(many)]
+    texts = [orjson.dumps({"i": i}) for i in range(many)]
+    rendered.written(typed, names, texts)
+    assert len(rendered) == evaluate.RENDERED_OBJECTS
+    hits = rendered.hits
+    rendered.written(typed, names[-5:], texts[-5:])  # the most recent: kept
+    rendered.written(typed, names[:1], texts[:1])  # the oldest: gone
+    assert rendered.hits - hits == 5
