@@ -837,34 +837,40 @@ class Contents:
             return None
 
 
-#: Objects a view cache keeps written for their selections (:class:`Rendered`).
+#: Objects a view cache keeps written for one selection (:class:`Rendered`), and the
+#: selections it keeps them for.
 RENDERED_OBJECTS = 2048
+RENDERED_SELECTIONS = 2
 
 
 class Rendered:
     """Objects written as JSON for a selection (:meth:`Contents.json`), kept by the cache
-    of their list for the next pages that show them: by (the selection's writer,
-    namespace, name), with the very JSON (the same ``bytes``, an identity check) each was
-    written from, so a changed object (new JSON) is written anew and never answered from
-    its old writing.  Distinct views of one list often show the same objects (the newest
-    pods, the failing ones), and writing each object (a typed decode of its whole JSON, a
-    few microseconds for a pod) was most of what a distinct view's page cost.
+    of their list for the next pages that show them: by (namespace, name) for each
+    selection's writer, with the very JSON (the same ``bytes``, an identity check) each
+    was written from, so a changed object (new JSON) is written anew and never answered
+    from its old writing.  Distinct views of one list often show the same objects (the
+    newest pods, the failing ones), and writing each object (a typed decode of its whole
+    JSON, a few microseconds for a pod) was most of what a distinct view's page cost.
 
-    At most :data:`RENDERED_OBJECTS` are kept, the least recently shown out: their
-    writings (a few hundred bytes each for a table's columns) and, for an object changed
-    or deleted since, its old JSON until it goes.  Read and written on the event loop
+    At most :data:`RENDERED_OBJECTS` per selection, for the last
+    :data:`RENDERED_SELECTIONS` selections, the first written out first (a writing
+    replaced keeps its place): their writings
+    (a few hundred bytes each for a table's columns) and, for an object changed or
+    deleted since, its old JSON until it goes.  Read and written on the event loop
     only."""
 
     __slots__ = ("_kept", "hits", "writes")
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[int, str, str], tuple[Any, bytes, bytes]] = {}
+        #: By the writer's id: the writer (held: its id is not reused meanwhile), and
+        #: each object's JSON and writing by (namespace, name).
+        self._kept: dict[int, tuple[Any, dict[tuple[str, str], tuple[bytes, bytes]]]] = {}
         #: Objects answered from what was kept, and written (for tests and the bench).
         self.hits = 0
         self.writes = 0
 
     def __len__(self) -> int:
-        return len(self._kept)
+        return sum(len(table) for _, table in self._kept.values())
 
     def written(
         self,
@@ -877,26 +883,33 @@ class Rendered:
 
         Raises:
             msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError: an
-                object ``typed`` does not write (those before it are kept).
+                object ``typed`` does not write (nothing of this call is kept).
         """
         decode, encode = typed
         kept = self._kept
-        at = id(typed)  # the writer is held by each entry: its id is not reused meanwhile
-        found: list[bytes] = []
-        for (namespace, name), raw in zip(keys, raws, strict=True):
-            key = (at, namespace, name)
-            entry = kept.pop(key, None)
-            if entry is not None and entry[0] is typed and entry[1] is raw:
-                item = entry[2]
-                self.hits += 1
-            else:
-                item = encode(decode(raw))
-                self.writes += 1
-            kept[key] = (typed, raw, item)  # the most recently shown last
-            found.append(item)
-        while len(kept) > RENDERED_OBJECTS:
+        at = id(typed)
+        found = kept.pop(at, None)
+        if found is None or found[0] is not typed:
+            found = (typed, {})
+        kept[at] = found  # the most recently used last
+        while len(kept) > RENDERED_SELECTIONS:
             del kept[next(iter(kept))]
-        return found
+        table = found[1]
+        entries = list(map(table.get, keys))
+        missing = [
+            i
+            for i, (e, raw) in enumerate(zip(entries, raws, strict=True))
+            if e is None or e[0] is not raw
+        ]
+        if missing:
+            made = [encode(decode(raws[i])) for i in missing]
+            for i, item in zip(missing, made, strict=True):
+                entries[i] = table[keys[i]] = (raws[i], item)
+            while len(table) > RENDERED_OBJECTS:
+                del table[next(iter(table))]
+        self.hits += len(keys) - len(missing)
+        self.writes += len(missing)
+        return [e[1] for e in entries]  # type: ignore[index]
 
 
 def _partly(raw: bytes) -> bool:

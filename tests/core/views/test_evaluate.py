@@ -498,12 +498,15 @@ def test_a_page_read_for_a_projection_builds_only_what_it_reads_and_projects_the
 def test_objects_are_kept_written_by_their_json_and_at_most_so_many() -> None:
     """:class:`~gateway.core.views.evaluate.Rendered`: an object is written again unless
     it is the very JSON it was written from (equal bytes of another object, or another
-    writer, are written anew), and at most ``RENDERED_OBJECTS`` are kept, the least
-    recently shown out; an object the writer refuses raises, those before it kept."""
+    writer, are written anew); an object the writer refuses raises and nothing of that
+    call is kept; at most ``RENDERED_OBJECTS`` per writer are kept, the first written out
+    first, for the last ``RENDERED_SELECTIONS`` writers."""
     import msgspec
 
-    typed = (msgspec.json.Decoder(dict[str, int]).decode, msgspec.json.Encoder().encode)
-    other = (msgspec.json.Decoder(dict[str, int]).decode, msgspec.json.Encoder().encode)
+    def writer() -> Any:
+        return (msgspec.json.Decoder(dict[str, int]).decode, msgspec.json.Encoder().encode)
+
+    typed, other = writer(), writer()
     rendered = evaluate.Rendered()
     raws = [orjson.dumps({"n": i}) for i in range(3)]
     keys = [("ns", f"p{i}") for i in range(3)]
@@ -518,15 +521,25 @@ def test_objects_are_kept_written_by_their_json_and_at_most_so_many() -> None:
     changed = [orjson.dumps({"n": 7}), again[1]]
     assert rendered.written(typed, keys[:2], changed) == [b'{"n":7}', raws[1]]
     assert (rendered.hits, rendered.writes) == (4, 10)
+    one = orjson.dumps({"n": 1})
     with pytest.raises(msgspec.ValidationError):
-        rendered.written(typed, [("ns", "a"), ("ns", "b")], [b'{"n":1}', b'{"n":"x"}'])
-    assert rendered.written(typed, [("ns", "a")], [b'{"n":1}']) == [b'{"n":1}']  # new JSON
+        rendered.written(typed, [("ns", "a"), ("ns", "b")], [one, b'{"n":"x"}'])
+    writes = rendered.writes
+    assert rendered.written(typed, [("ns", "a")], [one]) == [b'{"n":1}']
+    assert rendered.writes - writes == 1  # not kept from the refused call
     many = evaluate.RENDERED_OBJECTS + 10
     names = [("ns", f"q{i}") for i in range(many)]
     texts = [orjson.dumps({"i": i}) for i in range(many)]
     rendered.written(typed, names, texts)
-    assert len(rendered) == evaluate.RENDERED_OBJECTS
+    assert len(rendered) == evaluate.RENDERED_OBJECTS + 3  # and `other`'s three
     hits = rendered.hits
-    rendered.written(typed, names[-5:], texts[-5:])  # the most recent: kept
-    rendered.written(typed, names[:1], texts[:1])  # the oldest: gone
+    rendered.written(typed, names[-5:], texts[-5:])  # the last written: kept
+    rendered.written(typed, names[:1], texts[:1])  # the first: gone
     assert rendered.hits - hits == 5
+    # a third writer: the least recently used one's objects go
+    assert evaluate.RENDERED_SELECTIONS == 2
+    rendered.written(writer(), keys, raws)
+    assert len(rendered) == evaluate.RENDERED_OBJECTS + 3
+    hits = rendered.hits
+    rendered.written(other, keys, again)
+    assert rendered.hits == hits  # written anew
