@@ -11,9 +11,12 @@ plain list of the same pods (one field, 15 fields), the first (cold) view (each 
 gateway's CPU from ``/proc``: this process and its list workers, the bench's small client
 included), the JSON the cache holds against the process's RSS growth, a warm view (its order
 computed already), 50 concurrent callers with 50 distinct filters (50 evaluations; with the
-process's CPU per view, the bench's client included) and with the same view, both again from a
+process's CPU per view, the bench's client included: a lean keep-alive HTTP/1.1 client,
+:class:`_Lean`, which decodes no answer) and with the same view, both again from a
 Go client process of its own (``kg-burst``; the gateway's CPU per view alone: this process's
-CPU over the burst, divided by 50), counts by ``status.phase``, the next page by cursor, and
+CPU over the burst, divided by 50; the objects its pages wrote and reused, and the distinct
+burst again with the cache's writings of objects emptied first), counts by ``status.phase``,
+the next page by cursor, and
 the bytes of a first page against the full list's; the longest stall of the event loop (a 10 ms
 ticker in the gateway's process, with the loop thread's CPU in each gap) while the cold view
 fills the cache and while the concurrent callers are served, and the cyclic collector's full
