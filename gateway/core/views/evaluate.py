@@ -1135,9 +1135,8 @@ def page(
     if kept is not None and kept[0] == key:
         found = kept[1]
     else:
-        found, size = _cut(ordered, spec, decoded, rendered)
-        if size <= PAGE_KEPT_BYTES:
-            found = replace(found, renderings={})
+        found = _cut(ordered, spec, decoded, rendered)
+        if found.renderings is not None:  # small enough to be kept for the next callers
             ordered.kept = (key, found)
     version = version or ordered.snapshot.version
     if found.resource_version != version:
@@ -1193,8 +1192,9 @@ def _cut(
     spec: ViewSpec,
     decoded: Decoded | None = None,
     rendered: Rendered | None = None,
-) -> tuple[Page, int]:
-    """The page of ``spec`` cut from ``ordered`` and the JSON bytes of its objects."""
+) -> Page:
+    """The page of ``spec`` cut from ``ordered``, with room for its renderings where its
+    objects' JSON is at most :data:`PAGE_KEPT_BYTES` (it is then kept with its order)."""
     source, slots = ordered, ordered.snapshot.slots
     try:
         walk = ordered.walk(spec.after)
@@ -1230,7 +1230,8 @@ def _cut(
         has_next=has_next,
         has_previous=has_previous,
         resource_version=ordered.snapshot.version,
-    ), size
+        renderings={} if size <= PAGE_KEPT_BYTES else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
