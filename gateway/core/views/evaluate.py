@@ -841,6 +841,9 @@ class Contents:
 #: selections it keeps them for.
 RENDERED_OBJECTS = 2048
 RENDERED_SELECTIONS = 2
+#: Bytes of writings a view cache keeps for one selection, at most (a selection of
+#: whole objects keeps fewer of them).
+RENDERED_BYTES = 2 << 20
 
 
 class Rendered:
@@ -852,25 +855,27 @@ class Rendered:
     newest pods, the failing ones), and writing each object (a typed decode of its whole
     JSON, a few microseconds for a pod) was most of what a distinct view's page cost.
 
-    At most :data:`RENDERED_OBJECTS` per selection, for the last
-    :data:`RENDERED_SELECTIONS` selections, the first written out first (a writing
-    replaced keeps its place): their writings
-    (a few hundred bytes each for a table's columns) and, for an object changed or
-    deleted since, its old JSON until it goes.  Read and written on the event loop
+    At most :data:`RENDERED_OBJECTS` objects and :data:`RENDERED_BYTES` of writings per
+    selection, for the last :data:`RENDERED_SELECTIONS` selections, the first written
+    out first (a writing replaced keeps its place): their writings (a few hundred bytes
+    each for a table's columns) and, for an object changed or deleted since, its old
+    JSON until it goes.  Read and written on the event loop
     only."""
 
     __slots__ = ("_kept", "hits", "writes")
 
     def __init__(self) -> None:
-        #: By the writer's id: the writer (held: its id is not reused meanwhile), and
-        #: each object's JSON and writing by (namespace, name).
-        self._kept: dict[int, tuple[Any, dict[tuple[str, str], tuple[bytes, bytes]]]] = {}
+        #: By the writer's id: the writer (held: its id is not reused meanwhile), each
+        #: object's JSON and writing by (namespace, name), and the writings' bytes.
+        self._kept: dict[
+            int, tuple[Any, dict[tuple[str, str], tuple[bytes, bytes]], list[int]]
+        ] = {}
         #: Objects answered from what was kept, and written (for tests and the bench).
         self.hits = 0
         self.writes = 0
 
     def __len__(self) -> int:
-        return sum(len(table) for _, table in self._kept.values())
+        return sum(len(found[1]) for found in self._kept.values())
 
     def written(
         self,
@@ -890,11 +895,11 @@ class Rendered:
         at = id(typed)
         found = kept.pop(at, None)
         if found is None or found[0] is not typed:
-            found = (typed, {})
+            found = (typed, {}, [0])
         kept[at] = found  # the most recently used last
         while len(kept) > RENDERED_SELECTIONS:
             del kept[next(iter(kept))]
-        table = found[1]
+        table, size = found[1], found[2]
         entries = list(map(table.get, keys))
         missing = [
             i
@@ -904,9 +909,13 @@ class Rendered:
         if missing:
             made = [encode(decode(raws[i])) for i in missing]
             for i, item in zip(missing, made, strict=True):
+                old = table.get(keys[i])
+                if old is not None:
+                    size[0] -= len(old[1])
                 entries[i] = table[keys[i]] = (raws[i], item)
-            while len(table) > RENDERED_OBJECTS:
-                del table[next(iter(table))]
+                size[0] += len(item)
+            while len(table) > RENDERED_OBJECTS or (size[0] > RENDERED_BYTES and table):
+                size[0] -= len(table.pop(next(iter(table)))[1])
         self.hits += len(keys) - len(missing)
         self.writes += len(missing)
         return [e[1] for e in entries]  # type: ignore[index]

@@ -543,3 +543,23 @@ def test_objects_are_kept_written_by_their_json_and_at_most_so_many() -> None:
     hits = rendered.hits
     rendered.written(other, keys, again)
     assert rendered.hits == hits  # written anew
+
+
+def test_objects_kept_written_are_bounded_in_bytes() -> None:
+    """Writings of large objects (a selection of whole objects) are kept up to
+    ``RENDERED_BYTES`` per selection, the first written out first; every answer is still
+    the writing of its own object."""
+    import msgspec
+
+    typed = (msgspec.json.Decoder(dict[str, str]).decode, msgspec.json.Encoder().encode)
+    rendered = evaluate.Rendered()
+    big = 100_000
+    raws = [orjson.dumps({"v": f"{i:06d}" * (big // 6)}) for i in range(40)]
+    keys = [("ns", f"p{i}") for i in range(40)]
+    assert rendered.written(typed, keys, raws) == raws
+    assert len(rendered) * big <= evaluate.RENDERED_BYTES
+    assert len(rendered) >= evaluate.RENDERED_BYTES // (big + 100) - 1
+    hits = rendered.hits
+    assert rendered.written(typed, keys[-3:], raws[-3:]) == raws[-3:]  # the last: kept
+    assert rendered.written(typed, keys[:1], raws[:1]) == raws[:1]  # the first: gone
+    assert rendered.hits - hits == 3
