@@ -11,9 +11,12 @@ plain list of the same pods (one field, 15 fields), the first (cold) view (each 
 gateway's CPU from ``/proc``: this process and its list workers, the bench's small client
 included), the JSON the cache holds against the process's RSS growth, a warm view (its order
 computed already), 50 concurrent callers with 50 distinct filters (50 evaluations; with the
-process's CPU per view, the bench's client included) and with the same view, both again from a
+process's CPU per view, the bench's client included: a lean keep-alive HTTP/1.1 client,
+:class:`_Lean`, which decodes no answer) and with the same view, both again from a
 Go client process of its own (``kg-burst``; the gateway's CPU per view alone: this process's
-CPU over the burst, divided by 50), counts by ``status.phase``, the next page by cursor, and
+CPU over the burst, divided by 50; the objects its pages wrote and reused, and the distinct
+burst again with the cache's writings of objects emptied first), counts by ``status.phase``,
+the next page by cursor, and
 the bytes of a first page against the full list's; the longest stall of the event loop (a 10 ms
 ticker in the gateway's process, with the loop thread's CPU in each gap) while the cold view
 fills the cache and while the concurrent callers are served, and the cyclic collector's full
@@ -82,11 +85,11 @@ CLIENT = Path(__file__).resolve().parents[1] / "go-client" / ".bin" / "kg-burst"
 
 
 async def _burst_from_another_process(
-    url: str, values: list[str], warm: list[str]
+    url: str, values: list[str], warm: list[str], before: Callable[[], None] | None = None
 ) -> tuple[list[float], float]:
     """Concurrent callers of the views of ``values`` from a client process of their own
-    (its connections opened by a burst of ``warm``): their latencies (ms), and the CPU this
-    process (the gateway) spent per view (ms)."""
+    (its connections opened by a burst of ``warm``; then ``before()``, if given): their
+    latencies (ms), and the CPU this process (the gateway) spent per view (ms)."""
     proc = await asyncio.create_subprocess_exec(
         str(CLIENT),
         url,
@@ -100,6 +103,8 @@ async def _burst_from_another_process(
     )
     assert proc.stdin is not None and proc.stdout is not None
     assert (await proc.stdout.readline()).strip() == b"ready"
+    if before is not None:
+        before()
     cpu = time.process_time()
     proc.stdin.write(b"go\n")
     await proc.stdin.drain()
@@ -107,6 +112,64 @@ async def _burst_from_another_process(
     cpu = time.process_time() - cpu
     assert await proc.wait() == 0
     return orjson.loads(line), cpu * 1000 / len(values)
+
+
+class _Lean:
+    """The in-process bursts' callers: keep-alive HTTP/1.1 connections to the gateway, each
+    request's bytes written at once and its answer read by its ``Content-Length``, checked
+    as the Go client checks it (status 200, no ``"errors"``), no JSON decoded: the bench's
+    client shares the gateway's process and interpreter, and an ``httpx`` request and its
+    answer's decode cost it more CPU than the gateway's own work on a view (2.29 ms per
+    view for both in ``BENCHMARKS.md``, 0.63 ms of it the gateway's; with this client
+    0.5 to 0.7 ms for both)."""
+
+    def __init__(self, url: str) -> None:
+        address = url.split("://", 1)[1].rstrip("/")
+        self.host, port = address.rsplit(":", 1)
+        self.port = int(port)
+        self.connections: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def open(self, n: int) -> None:
+        while len(self.connections) < n:
+            self.connections.append(await asyncio.open_connection(self.host, self.port))
+
+    async def close(self) -> None:
+        for _, writer in self.connections:
+            writer.close()
+        for _, writer in self.connections:
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        self.connections = []
+
+    def request(self, query: str, variables: dict[str, Any]) -> bytes:
+        body = orjson.dumps({"query": query, "variables": variables})
+        return (
+            f"POST /graphql HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+
+    async def _ask(self, at: int, request: bytes) -> float:
+        reader, writer = self.connections[at]
+        started = time.perf_counter()
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in lines[1:]
+            if line[:15].lower() == b"content-length:"
+        )
+        content = await reader.readexactly(length)
+        took = (time.perf_counter() - started) * 1000
+        assert status == 200 and b'"errors"' not in content, content[:300]
+        return took
+
+    async def burst(self, requests: list[bytes]) -> list[float]:
+        """The requests at once, one per connection: each one's latency (ms)."""
+        await self.open(len(requests))
+        return list(await asyncio.gather(*(self._ask(i, r) for i, r in enumerate(requests))))
 
 
 def _pod(i: int) -> dict[str, Any]:
@@ -339,8 +402,19 @@ async def _bigrams(
     )
 
 
+def _written(cache: Any) -> tuple[int, int]:
+    """The objects a view cache answered from its writings, and wrote, so far (0, 0 in
+    code before it kept them: A/B runs)."""
+    rendered = getattr(cache, "rendered", None)
+    return (0, 0) if rendered is None else (rendered.hits, rendered.writes)
+
+
 async def _warm(
-    ask: Callable[[str, dict[str, Any]], Any], r: dict[str, Any], url: str, ns: dict[str, Any]
+    ask: Callable[[str, dict[str, Any]], Any],
+    r: dict[str, Any],
+    url: str,
+    ns: dict[str, Any],
+    views: Any,
 ) -> None:
     """The warm view, then 50 concurrent callers of 50 distinct views and of one view, from
     this process and from the Go client (``r``: the figures, by name)."""
@@ -348,19 +422,22 @@ async def _warm(
     r["warm_p50"], r["warm_p99"] = statistics.median(warm), _p(warm, 0.99)
     print(f"warm view: p50 {r['warm_p50']:.1f} ms, p99 {r['warm_p99']:.1f} ms")
     values = [f"{i:02x}" for i in range(50)]
+    lean = _Lean(url)
+    await lean.burst([lean.request(VIEW, {**ns, "v": "1"})] * 50)  # connections opened
+    distinct = [lean.request(VIEW, {**ns, "v": v}) for v in values]
+    same = [lean.request(VIEW, {**ns, "v": "1"})] * 50
     async with _ticker() as stalls:
         cpu = time.process_time()
-        distinct = await asyncio.gather(*(ask(VIEW, {**ns, "v": v}) for v in values))
+        times = await lean.burst(distinct)
         r["distinct_cpu"] = (time.process_time() - cpu) * 1000 / len(values)
-        times = [t for t, _, _ in distinct]
         r["distinct_p50"], r["distinct_p99"] = statistics.median(times), _p(times, 0.99)
         print(
             f"50 concurrent callers, 50 distinct filters: p50 {r['distinct_p50']:.0f}"
             f" ms, p99 {r['distinct_p99']:.0f} ms; CPU per view (gateway and client) "
             f"{r['distinct_cpu']:.1f} ms"
         )
-        same = await asyncio.gather(*(ask(VIEW, {**ns, "v": "1"}) for _ in range(50)))
-        times = [t for t, _, _ in same]
+        times = await lean.burst(same)
+    await lean.close()
     r["same_p50"], r["same_p99"] = statistics.median(times), _p(times, 0.99)
     r["warm_stall"] = max(stalls, default=0)
     print(
@@ -371,15 +448,54 @@ async def _warm(
     # anew), its connections opened by other values again
     remote = [f"{i:02x}" for i in range(50, 100)]
     warm_values = [f"{i:02x}" for i in range(100, 150)]
+    (cache,) = views.caches
     async with _ticker() as stalls:
         with _collections() as collections:
             with _profiled():
-                times, r["remote_cpu"] = await _burst_from_another_process(url, remote, warm_values)
+                marks: list[tuple[int, int]] = []
+
+                def marked() -> None:  # once the client's connections are open
+                    marks.append(_written(cache))
+
+                times, r["remote_cpu"] = await _burst_from_another_process(
+                    url, remote, warm_values, marked
+                )
+                hits, writes = _written(cache)
+                r["remote_hits"], r["remote_writes"] = hits - marks[0][0], writes - marks[0][1]
             r["remote_p50"], r["remote_p99"] = statistics.median(times), _p(times, 0.99)
             print(
                 f"50 concurrent callers from a Go client, 50 distinct filters: "
                 f"p50 {r['remote_p50']:.0f} ms, p99 {r['remote_p99']:.0f} ms; the "
-                f"gateway's CPU per view {r['remote_cpu']:.1f} ms"
+                f"gateway's CPU per view {r['remote_cpu']:.2f} ms (objects written "
+                f"{r['remote_writes']}, reused {r['remote_hits']}: written for earlier views"
+                " or by another view of the burst)"
+            )
+
+            # again with the cache's writings emptied once the client's connections are
+            # open: only the objects the burst's own views share are written once
+            def emptied() -> None:
+                if hasattr(cache, "rendered"):  # (absent in code before it: A/B runs)
+                    cache.rendered = type(cache.rendered)()
+                marks[:] = [_written(cache)]
+
+            times, r["cold_remote_cpu"] = await _burst_from_another_process(
+                url,
+                [f"{i:02x}" for i in range(150, 200)],
+                [f"{i:02x}" for i in range(200, 250)],
+                emptied,
+            )
+            hits, writes = _written(cache)
+            r["cold_remote_hits"], r["cold_remote_writes"] = (
+                hits - marks[0][0],
+                writes - marks[0][1],
+            )
+            r["cold_remote_p50"] = statistics.median(times)
+            r["cold_remote_p99"] = _p(times, 0.99)
+            print(
+                f"  the same with the writings emptied first: p50 {r['cold_remote_p50']:.0f}"
+                f" ms, p99 {r['cold_remote_p99']:.0f} ms; the gateway's CPU per view "
+                f"{r['cold_remote_cpu']:.2f} ms (objects written {r['cold_remote_writes']}, "
+                f"reused {r['cold_remote_hits']}: shown by another view of the burst)"
             )
             times, r["remote_same_cpu"] = await _burst_from_another_process(
                 url, ["1"] * 50, ["1"] * 50
@@ -447,7 +563,7 @@ async def bench(
                 took, _, _ = await ask(VIEW, {**ns, "v": "1"})
                 print(f"first (cold) view: {took:.0f} ms")
                 await _bigrams(ask, r, views, ns)
-                await _warm(ask, r, url, ns)
+                await _warm(ask, r, url, ns, views)
                 return r
             # rounds of (plain list, cold view), the view's cache and the hub's watch closed
             # after each but the last: the upstream's time to serialise the list (most of
@@ -489,7 +605,7 @@ async def bench(
                 f"+{r['rss_mb']:.0f} MB (the hub's JSON, shared with the cache, entries, columns)"
             )
             await _bigrams(ask, r, views, ns)
-            await _warm(ask, r, url, ns)
+            await _warm(ask, r, url, ns, views)
             counted = [(await ask(COUNTS, ns))[0] for _ in range(10)]
             r["counts_p50"] = statistics.median(counted)
             print(f"counts by status.phase: p50 {r['counts_p50']:.1f} ms")
@@ -501,6 +617,13 @@ async def bench(
             print(f"load average: {os.getloadavg()}")
     return r
 
+
+#: The in-process concurrency rows' note: their client shares the gateway's interpreter.
+LEAN = (
+    "the bench's callers in the gateway's process: keep-alive HTTP/1.1, each answer checked "
+    "for its status and no errors, not decoded (with httpx and a decode of each answer, the "
+    "client's CPU was about 2.6 times the gateway's own)"
+)
 
 #: Rancher steve's published figures (its SQL cache; Rancher's own scale tests), beside ours
 #: where they compare.
@@ -545,27 +668,34 @@ def rows(pods: int = 30_000, rounds: int = 3) -> list[Row]:
             r["distinct_p50"],
             "ms",
             max_value=20,
-            note=load,
+            note=f"{LEAN}; {load}",
         ),
         row(
             "views: 50 concurrent callers, 50 distinct views, p99",
             r["distinct_p99"],
             "ms",
             max_value=50,
-            note=load,
+            note=f"{LEAN}; {load}",
         ),
         row(
             "views: 50 concurrent callers, one view, p50",
             r["same_p50"],
             "ms",
             max_value=20,
-            note=load,
+            note=f"{LEAN}; {load}",
         ),
-        row("views: 50 concurrent callers, one view, p99", r["same_p99"], "ms", max_value=50),
+        row(
+            "views: 50 concurrent callers, one view, p99",
+            r["same_p99"],
+            "ms",
+            max_value=50,
+            note=LEAN,
+        ),
         row(
             "views: CPU per view, 50 distinct views (the gateway and the bench's client)",
             r["distinct_cpu"],
             "ms",
+            note=LEAN,
         ),
         row(
             "views: the gateway's CPU per view, 50 distinct views (Go client kg-burst)",
@@ -583,13 +713,23 @@ def rows(pods: int = 30_000, rounds: int = 3) -> list[Row]:
             r["remote_p50"],
             "ms",
             max_value=20,
-            note=load,
+            note=f"{load}; objects written {r['remote_writes']}, reused {r['remote_hits']} "
+            "(written for earlier views of the run or another view of the burst)",
         ),
         row(
             "views: 50 concurrent callers from a Go client (kg-burst), 50 distinct views, p99",
             r["remote_p99"],
             "ms",
             max_value=50,
+        ),
+        row(
+            "views: the gateway's CPU per view, 50 distinct views (Go client kg-burst), "
+            "the cache's writings of objects emptied first",
+            r["cold_remote_cpu"],
+            "ms",
+            note=f"objects written {r['cold_remote_writes']}, reused {r['cold_remote_hits']} "
+            "(shown by another view of the burst); p50 "
+            f"{r['cold_remote_p50']:.1f} ms, p99 {r['cold_remote_p99']:.1f} ms; {load}",
         ),
         row(
             "views: 50 concurrent callers from a Go client (kg-burst), one view, p50",

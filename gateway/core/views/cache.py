@@ -141,6 +141,8 @@ class ViewCache:
         self._pages: OrderedDict[int, Ordered] = OrderedDict()
         #: Callers using it right now (never dropped as idle meanwhile).
         self.users = 0
+        #: Its objects as pages' selections wrote them, for the next pages.
+        self.rendered = evaluate.Rendered()
 
     def start(self, credential: Credential) -> None:
         self._task = asyncio.create_task(self._run(credential), name="view-cache")
@@ -286,6 +288,7 @@ class ViewCache:
         for ordered in self._pages.values():
             ordered.kept = None
         self._pages.clear()
+        self.rendered = evaluate.Rendered()
         if self._sub is not None:
             self._sub.close()
         if self._task is not None and self._task is not asyncio.current_task():
@@ -386,7 +389,7 @@ class ViewCache:
         pages cut stay decoded for their next callers, :data:`PAGES_KEPT` of them (the
         others' objects are freed with their answers).  ``decoded``: a live view's last
         page's objects, reused where unchanged."""
-        found = evaluate.page(ordered, spec, version, decoded)
+        found = evaluate.page(ordered, spec, version, decoded, self.rendered)
         if ordered.kept is not None:
             key = id(ordered)  # kept here: the identity is not reused meanwhile
             self._pages[key] = ordered

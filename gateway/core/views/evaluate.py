@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, compress, islice, repeat
 from operator import add
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -458,24 +458,28 @@ class Ordered:
         return [(*(v[i] for v in values), *names[i]) for i in slots]  # type: ignore[misc]
 
     def walk(self, after: Position | None) -> Iterator[int]:
-        """The selected slots in order, from just after ``after`` (lazily, on an index)."""
+        """The selected slots in order, from just after ``after`` (lazily, on an index: an
+        iterator of C-level steps, no Python frame per slot).
+
+        Raises:
+            TypeError: ``after`` holds a value the sort's column cannot be compared with
+                (the caller compares as text).
+        """
         if self._slots is not None and self.index is None:
             start = 0
             if after is not None:
                 start = bisect_right(_AfterCursor(self, after), False)
-            yield from self._slots[start:]
-            return
+            return iter(self._slots[start:])
         index, test = self.index, self.mask
         assert index is not None
         line, start = self._line(index, after)
         if self.finder is not None:  # the matches from the cursor on, found in C
-            yield from map(line.__getitem__, self.finder.rows(start))
-            return
+            return map(line.__getitem__, self.finder.rows(start))
         tail = islice(line, start, None)
         if test is None:
-            yield from tail
-        else:  # C-level: the slots of the line, those the filter selects
-            yield from compress(tail, map(test.__getitem__, line[start:]))
+            return tail
+        # C-level: the slots of the line, those the filter selects
+        return compress(tail, map(test.__getitem__, line[start:]))
 
     def _line(self, index: list[int], after: Position | None) -> tuple[list[int], int]:
         """The order's slots, selected or not (the index, or its descending order), and
@@ -550,11 +554,15 @@ class Finder:
         return len(self.pattern.findall(self.data))
 
     def rows(self, start: int) -> Iterator[int]:
-        """The positions in the line of the texts holding the needle, from ``start`` on."""
+        """The positions in the line of the texts holding the needle, from ``start`` on
+        (each match's end looked up in :attr:`ends`: C-level steps, lazily)."""
         ends = self.ends
         at = ends[start - 1] if start else 0
-        for found in self.pattern.finditer(self.data, at):
-            yield bisect_left(ends, found.end())
+        return map(bisect_left, repeat(ends), map(_END, self.pattern.finditer(self.data, at)))
+
+
+#: Where a match ends.
+_END: Final = re.Match.end
 
 
 def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
@@ -730,12 +738,24 @@ class Contents:
 
     Read only, as the objects are; shared by the copies of a page (its version replaced)."""
 
-    __slots__ = ("_objects", "raws")
+    __slots__ = ("_objects", "keys", "raws", "rendered")
 
-    def __init__(self, raws: list[bytes], objects: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        raws: list[bytes],
+        objects: list[dict[str, Any]] | None = None,
+        keys: list[tuple[str, str]] | None = None,
+        rendered: Rendered | None = None,
+    ) -> None:
         #: Each object's JSON, in order.
         self.raws = raws
         self._objects = objects
+        #: Each object's (namespace, name), for :attr:`rendered`.
+        self.keys = keys
+        #: The objects its cache keeps written for a selection (:class:`Rendered`), if
+        #: any: an object written for a page is not written again for the next that shows
+        #: it unchanged.
+        self.rendered = rendered
 
     def __len__(self) -> int:
         return len(self.raws)
@@ -795,6 +815,9 @@ class Contents:
             return None
         decode, encode = typed
         try:
+            if self.rendered is not None and self.keys is not None:
+                # msgspec writes a list as its items' JSON between brackets, comma-separated
+                return b"[" + b",".join(self.rendered.written(typed, self.keys, self.raws)) + b"]"
             return encode([decode(raw) for raw in self.raws])
         except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
             return None
@@ -807,9 +830,95 @@ class Contents:
             return None
         decode, encode = typed
         try:
+            if self.rendered is not None and self.keys is not None:
+                return self.rendered.written(typed, self.keys, self.raws)
             return [encode(decode(raw)) for raw in self.raws]
         except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
             return None
+
+
+#: Objects a view cache keeps written for one selection (:class:`Rendered`), and the
+#: selections it keeps them for.
+RENDERED_OBJECTS = 2048
+RENDERED_SELECTIONS = 2
+#: Bytes of writings a view cache keeps for one selection, at most (a selection of
+#: whole objects keeps fewer of them).
+RENDERED_BYTES = 2 << 20
+
+
+class Rendered:
+    """Objects written as JSON for a selection (:meth:`Contents.json`), kept by the cache
+    of their list for the next pages that show them: by (namespace, name) for each
+    selection's writer, with the very JSON (the same ``bytes``, an identity check) each
+    was written from, so a changed object (new JSON) is written anew and never answered
+    from its old writing.  Distinct views of one list often show the same objects (the
+    newest pods, the failing ones), and writing each object (a typed decode of its whole
+    JSON, a few microseconds for a pod) was most of what a distinct view's page cost.
+
+    At most :data:`RENDERED_OBJECTS` objects and :data:`RENDERED_BYTES` of writings per
+    selection, for the last :data:`RENDERED_SELECTIONS` selections, the first written
+    out first (a writing replaced keeps its place): their writings (a few hundred bytes
+    each for a table's columns) and, for an object changed or deleted since, its old
+    JSON until it goes.  Read and written on the event loop
+    only."""
+
+    __slots__ = ("_kept", "hits", "writes")
+
+    def __init__(self) -> None:
+        #: By the writer's id: the writer (held: its id is not reused meanwhile), each
+        #: object's JSON and writing by (namespace, name), and the writings' bytes.
+        self._kept: dict[
+            int, tuple[Any, dict[tuple[str, str], tuple[bytes, bytes]], list[int]]
+        ] = {}
+        #: Objects answered from what was kept, and written (for tests and the bench).
+        self.hits = 0
+        self.writes = 0
+
+    def __len__(self) -> int:
+        return sum(len(found[1]) for found in self._kept.values())
+
+    def written(
+        self,
+        typed: tuple[Callable[[bytes], Any], Callable[[Any], bytes]],
+        keys: list[tuple[str, str]],
+        raws: list[bytes],
+    ) -> list[bytes]:
+        """Each object of ``raws`` (named by ``keys``) written by ``typed`` (a
+        :func:`_typed_list` pair), from what is kept where it is the same JSON.
+
+        Raises:
+            msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError: an
+                object ``typed`` does not write (nothing of this call is kept).
+        """
+        decode, encode = typed
+        kept = self._kept
+        at = id(typed)
+        found = kept.pop(at, None)
+        if found is None or found[0] is not typed:
+            found = (typed, {}, [0])
+        kept[at] = found  # the most recently used last
+        while len(kept) > RENDERED_SELECTIONS:
+            del kept[next(iter(kept))]
+        table, size = found[1], found[2]
+        entries = list(map(table.get, keys))
+        missing = [
+            i
+            for i, (e, raw) in enumerate(zip(entries, raws, strict=True))
+            if e is None or e[0] is not raw
+        ]
+        if missing:
+            made = [encode(decode(raws[i])) for i in missing]
+            for i, item in zip(missing, made, strict=True):
+                old = table.get(keys[i])
+                if old is not None:
+                    size[0] -= len(old[1])
+                entries[i] = table[keys[i]] = (raws[i], item)
+                size[0] += len(item)
+            while len(table) > RENDERED_OBJECTS or (size[0] > RENDERED_BYTES and table):
+                size[0] -= len(table.pop(next(iter(table)))[1])
+        self.hits += len(keys) - len(missing)
+        self.writes += len(missing)
+        return [e[1] for e in entries]  # type: ignore[index]
 
 
 def _partly(raw: bytes) -> bool:
@@ -911,12 +1020,23 @@ def _written(spec: Spec) -> Any:
 
 
 def _struct(spec: Spec) -> Any:
+    """The struct of an object's plan: a field per response key, read from the JSON key of
+    the same name.  ``__typename`` (a constant, under its response key) is a field whose
+    only value is the type's name, its default: the object's JSON holds no such key (or
+    holds that very value: the same bytes written), and any other value there is refused
+    (the page is then projected the other way)."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     names: dict[str, str] = {}
     for i, (key, how, name, _check, fn_spec, _inline) in enumerate(spec[2]):
+        attribute = f"f{i}"
+        if how == projections.CONST and type(name) is str:
+            if key in names.values():
+                raise _Unwritten
+            names[attribute] = key
+            fields.append((attribute, Literal[name], name))
+            continue
         if key != name or name in names.values():
             raise _Unwritten
-        attribute = f"f{i}"
         names[attribute] = name
         if how == projections.COPY:
             fields.append((attribute, _JSON_VALUE, None))
@@ -1007,6 +1127,7 @@ def page(
     spec: ViewSpec,
     version: str | None = None,
     decoded: Decoded | None = None,
+    rendered: Rendered | None = None,
 ) -> Page:
     """The page of ``spec`` (``first`` items after its cursor) of an ordered snapshot, at
     ``version`` (default: the snapshot's; a later one with the same objects).  With
@@ -1023,9 +1144,8 @@ def page(
     if kept is not None and kept[0] == key:
         found = kept[1]
     else:
-        found, size = _cut(ordered, spec, decoded)
-        if size <= PAGE_KEPT_BYTES:
-            found = replace(found, renderings={})
+        found = _cut(ordered, spec, decoded, rendered)
+        if found.renderings is not None:  # small enough to be kept for the next callers
             ordered.kept = (key, found)
     version = version or ordered.snapshot.version
     if found.resource_version != version:
@@ -1076,8 +1196,14 @@ class Decoded:
         return found
 
 
-def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tuple[Page, int]:
-    """The page of ``spec`` cut from ``ordered`` and the JSON bytes of its objects."""
+def _cut(
+    ordered: Ordered,
+    spec: ViewSpec,
+    decoded: Decoded | None = None,
+    rendered: Rendered | None = None,
+) -> Page:
+    """The page of ``spec`` cut from ``ordered``, with room for its renderings where its
+    objects' JSON is at most :data:`PAGE_KEPT_BYTES` (it is then kept with its order)."""
     source, slots = ordered, ordered.snapshot.slots
     try:
         walk = ordered.walk(spec.after)
@@ -1098,7 +1224,12 @@ def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tu
     raws = [e.raw for e in entries]
     size = sum(map(len, raws))
     # decoded (whole or in part) when an answer reads them; a live view's now
-    contents = Contents(raws, None if decoded is None else decoded.objects(entries))
+    contents = Contents(
+        raws,
+        None if decoded is None else decoded.objects(entries),
+        None if rendered is None else [(e.namespace, e.name) for e in entries],
+        rendered,
+    )
     source.decoded += len(entries)
     return Page(
         contents=contents,
@@ -1108,7 +1239,8 @@ def _cut(ordered: Ordered, spec: ViewSpec, decoded: Decoded | None = None) -> tu
         has_next=has_next,
         has_previous=has_previous,
         resource_version=ordered.snapshot.version,
-    ), size
+        renderings={} if size <= PAGE_KEPT_BYTES else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,10 +118,10 @@ def resolve_path(kind: ObjectType, path: str, lookup: TypeLookup) -> FieldPath:
     i = 0
     while i < len(parts):
         seg = parts[i]
-        names = [f.json_name for f in t.fields]
         try:
             f = t.field(seg)
         except KeyError:
+            names = [f.json_name for f in t.fields]
             where = ".".join(parts[:i]) or kind.short_name
             near = difflib.get_close_matches(seg, names, n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(repr('.'.join([*parts[:i], n])) for n in near)}?"

@@ -198,13 +198,40 @@ class Edge:
 
 
 class PageInfo:
-    __slots__ = ("end_cursor", "has_next_page", "has_previous_page", "start_cursor")
+    """Where a page stands (``ViewPageInfo``), its cursors written when read."""
+
+    __slots__ = ("page",)
 
     def __init__(self, page: ViewPage) -> None:
-        self.has_next_page = page.has_next
-        self.has_previous_page = page.has_previous
-        self.start_cursor = page.start_cursor
-        self.end_cursor = page.end_cursor
+        self.page = page
+
+    @property
+    def has_next_page(self) -> bool:
+        return self.page.has_next
+
+    @property
+    def has_previous_page(self) -> bool:
+        return self.page.has_previous
+
+    @property
+    def start_cursor(self) -> str | None:
+        return self.page.start_cursor
+
+    @property
+    def end_cursor(self) -> str | None:
+        return self.page.end_cursor
+
+
+#: A view's fields read as attributes (the executor completes them directly where it can:
+#: :mod:`gateway.graphql.engine.projection`), by GraphQL name: :class:`ViewAnswer`'s scalars
+#: and :class:`PageInfo`'s.
+VIEW_FIELDS = {"total": "total", "resourceVersion": "resource_version"}
+PAGE_INFO_FIELDS = {
+    "hasNextPage": "has_next_page",
+    "hasPreviousPage": "has_previous_page",
+    "startCursor": "start_cursor",
+    "endCursor": "end_cursor",
+}
 
 
 class SharedItems(Sequence[Any]):
@@ -675,6 +702,8 @@ def view_field(
 
 __all__ = [
     "LIVE_VIEW_DESCRIPTION",
+    "PAGE_INFO_FIELDS",
+    "VIEW_FIELDS",
     "Edge",
     "LiveAnswer",
     "PageEdges",

@@ -493,3 +493,73 @@ def test_a_page_read_for_a_projection_builds_only_what_it_reads_and_projects_the
     contents = evaluate.Contents([good])
     assert contents.read(POD_PLAN) is not contents.objects
     assert contents.read(POD_PLAN) is contents.objects
+
+
+def test_objects_are_kept_written_by_their_json_and_at_most_so_many() -> None:
+    """:class:`~gateway.core.views.evaluate.Rendered`: an object is written again unless
+    it is the very JSON it was written from (equal bytes of another object, or another
+    writer, are written anew); an object the writer refuses raises and nothing of that
+    call is kept; at most ``RENDERED_OBJECTS`` per writer are kept, the first written out
+    first, for the last ``RENDERED_SELECTIONS`` writers."""
+    import msgspec
+
+    def writer() -> Any:
+        return (msgspec.json.Decoder(dict[str, int]).decode, msgspec.json.Encoder().encode)
+
+    typed, other = writer(), writer()
+    rendered = evaluate.Rendered()
+    raws = [orjson.dumps({"n": i}) for i in range(3)]
+    keys = [("ns", f"p{i}") for i in range(3)]
+    assert rendered.written(typed, keys, raws) == raws
+    assert (rendered.hits, rendered.writes) == (0, 3)
+    assert rendered.written(typed, keys, raws) == raws
+    assert (rendered.hits, rendered.writes) == (3, 3)
+    again = [bytes(bytearray(r)) for r in raws]  # equal, not the same: written anew
+    assert rendered.written(typed, keys, again) == raws
+    assert rendered.written(other, keys, again) == raws
+    assert (rendered.hits, rendered.writes) == (3, 9)
+    changed = [orjson.dumps({"n": 7}), again[1]]
+    assert rendered.written(typed, keys[:2], changed) == [b'{"n":7}', raws[1]]
+    assert (rendered.hits, rendered.writes) == (4, 10)
+    one = orjson.dumps({"n": 1})
+    with pytest.raises(msgspec.ValidationError):
+        rendered.written(typed, [("ns", "a"), ("ns", "b")], [one, b'{"n":"x"}'])
+    writes = rendered.writes
+    assert rendered.written(typed, [("ns", "a")], [one]) == [b'{"n":1}']
+    assert rendered.writes - writes == 1  # not kept from the refused call
+    many = evaluate.RENDERED_OBJECTS + 10
+    names = [("ns", f"q{i}") for i in range(many)]
+    texts = [orjson.dumps({"i": i}) for i in range(many)]
+    rendered.written(typed, names, texts)
+    assert len(rendered) == evaluate.RENDERED_OBJECTS + 3  # and `other`'s three
+    hits = rendered.hits
+    rendered.written(typed, names[-5:], texts[-5:])  # the last written: kept
+    rendered.written(typed, names[:1], texts[:1])  # the first: gone
+    assert rendered.hits - hits == 5
+    # a third writer: the least recently used one's objects go
+    assert evaluate.RENDERED_SELECTIONS == 2
+    rendered.written(writer(), keys, raws)
+    assert len(rendered) == evaluate.RENDERED_OBJECTS + 3
+    hits = rendered.hits
+    rendered.written(other, keys, again)
+    assert rendered.hits == hits  # written anew
+
+
+def test_objects_kept_written_are_bounded_in_bytes() -> None:
+    """Writings of large objects (a selection of whole objects) are kept up to
+    ``RENDERED_BYTES`` per selection, the first written out first; every answer is still
+    the writing of its own object."""
+    import msgspec
+
+    typed = (msgspec.json.Decoder(dict[str, str]).decode, msgspec.json.Encoder().encode)
+    rendered = evaluate.Rendered()
+    big = 100_000
+    raws = [orjson.dumps({"v": f"{i:06d}" * (big // 6)}) for i in range(40)]
+    keys = [("ns", f"p{i}") for i in range(40)]
+    assert rendered.written(typed, keys, raws) == raws
+    assert len(rendered) * big <= evaluate.RENDERED_BYTES
+    assert len(rendered) >= evaluate.RENDERED_BYTES // (big + 100) - 1
+    hits = rendered.hits
+    assert rendered.written(typed, keys[-3:], raws[-3:]) == raws[-3:]  # the last: kept
+    assert rendered.written(typed, keys[:1], raws[:1]) == raws[:1]  # the first: gone
+    assert rendered.hits - hits == 3
