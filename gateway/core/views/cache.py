@@ -141,8 +141,9 @@ class ViewCache:
         self._pages: OrderedDict[int, Ordered] = OrderedDict()
         #: Callers using it right now (never dropped as idle meanwhile).
         self.users = 0
-        #: Its objects as pages' selections wrote them, for the next pages.
-        self.rendered = evaluate.Rendered()
+        #: Its objects as pages' selections wrote them, for the next pages (their bytes
+        #: counted in the budget).
+        self.rendered = evaluate.Rendered(views.stats)
 
     def start(self, credential: Credential) -> None:
         self._task = asyncio.create_task(self._run(credential), name="view-cache")
@@ -237,6 +238,8 @@ class ViewCache:
         if raw is not None and key is not None and kind != "DELETED":
             # a snapshot's event: the hub's JSON and key, nothing decoded
             self.views.stats.bytes += self.store.put(key, Entry.keyed(key, raw))
+            if self.rendered.size:
+                self.rendered.forget(_named(key))
             return
         obj = event.object
         if kind == "RESYNC":
@@ -251,6 +254,8 @@ class ViewCache:
             self.views.stats.bytes -= self.store.delete(key)
         else:
             self.views.stats.bytes += self.store.put(key, Entry.of(obj, raw), obj)
+        if self.rendered.size:
+            self.rendered.forget(_named(key))
 
     def _settle(self, sub: WatchSubscription) -> None:
         """After a batch: the version, the budget, and wake whoever waits."""
@@ -288,7 +293,7 @@ class ViewCache:
         for ordered in self._pages.values():
             ordered.kept = None
         self._pages.clear()
-        self.rendered = evaluate.Rendered()
+        self.rendered.clear()
         if self._sub is not None:
             self._sub.close()
         if self._task is not None and self._task is not asyncio.current_task():
@@ -634,3 +639,9 @@ class Views:
             self._reaper = None
         for cache in self.caches:
             cache.close()
+
+
+def _named(key: str) -> tuple[str, str]:
+    """A store's key (``namespace/name``) as the writings name the object."""
+    namespace, _, name = key.partition("/")
+    return namespace, name

@@ -859,12 +859,17 @@ class Rendered:
     selection, for the last :data:`RENDERED_SELECTIONS` selections, the first written
     out first (a writing replaced keeps its place): their writings (a few hundred bytes
     each for a table's columns) and, for an object changed or deleted since, its old
-    JSON until it goes.  Read and written on the event loop
-    only."""
+    JSON until it changes or goes (:meth:`forget`).  The writings' bytes are counted where
+    ``counted`` says (its ``bytes``: the view caches' budget), as they grow and shrink.
+    Read and written on the event loop only."""
 
-    __slots__ = ("_kept", "hits", "writes")
+    __slots__ = ("_counted", "_kept", "hits", "size", "writes")
 
-    def __init__(self) -> None:
+    def __init__(self, counted: Any = None) -> None:
+        #: What the writings' bytes are counted in (an object with a ``bytes`` count), if any.
+        self._counted = counted
+        #: Bytes of every selection's writings.
+        self.size = 0
         #: By the writer's id: the writer (held: its id is not reused meanwhile), each
         #: object's JSON and writing by (namespace, name), and the writings' bytes.
         self._kept: dict[
@@ -876,6 +881,25 @@ class Rendered:
 
     def __len__(self) -> int:
         return sum(len(found[1]) for found in self._kept.values())
+
+    def _grow(self, by: int) -> None:
+        self.size += by
+        if self._counted is not None:
+            self._counted.bytes += by
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """Let the writings of the object ``key`` go (it changed or went: its old JSON is
+        not kept alive by them)."""
+        for _, table, size in self._kept.values():
+            found = table.pop(key, None)
+            if found is not None:
+                size[0] -= len(found[1])
+                self._grow(-len(found[1]))
+
+    def clear(self) -> None:
+        """Let every writing go."""
+        self._kept.clear()
+        self._grow(-self.size)
 
     def written(
         self,
@@ -898,7 +922,7 @@ class Rendered:
             found = (typed, {}, [0])
         kept[at] = found  # the most recently used last
         while len(kept) > RENDERED_SELECTIONS:
-            del kept[next(iter(kept))]
+            self._grow(-kept.pop(next(iter(kept)))[2][0])
         table, size = found[1], found[2]
         entries = list(map(table.get, keys))
         missing = [
@@ -908,6 +932,7 @@ class Rendered:
         ]
         if missing:
             made = [encode(decode(raws[i])) for i in missing]
+            before = size[0]
             for i, item in zip(missing, made, strict=True):
                 old = table.get(keys[i])
                 if old is not None:
@@ -916,6 +941,7 @@ class Rendered:
                 size[0] += len(item)
             while len(table) > RENDERED_OBJECTS or (size[0] > RENDERED_BYTES and table):
                 size[0] -= len(table.pop(next(iter(table)))[1])
+            self._grow(size[0] - before)
         self.hits += len(keys) - len(missing)
         self.writes += len(missing)
         return [e[1] for e in entries]  # type: ignore[index]

@@ -563,3 +563,35 @@ def test_objects_kept_written_are_bounded_in_bytes() -> None:
     assert rendered.written(typed, keys[-3:], raws[-3:]) == raws[-3:]  # the last: kept
     assert rendered.written(typed, keys[:1], raws[:1]) == raws[:1]  # the first: gone
     assert rendered.hits - hits == 3
+
+
+def test_writings_are_counted_where_told_and_an_objects_go_when_it_changes() -> None:
+    """The writings' bytes are counted in the view caches' budget (``counted.bytes``) as
+    they grow and shrink; :meth:`forget` lets an object's writings (and so its old JSON)
+    go in every selection; :meth:`clear` lets them all go."""
+    import msgspec
+
+    class Counted:
+        bytes = 0
+
+    def writer() -> Any:
+        return (msgspec.json.Decoder(dict[str, int]).decode, msgspec.json.Encoder().encode)
+
+    counted = Counted()
+    rendered = evaluate.Rendered(counted)
+    typed, other = writer(), writer()
+    raws = [orjson.dumps({"n": i}) for i in range(3)]
+    keys = [("ns", f"p{i}") for i in range(3)]
+    rendered.written(typed, keys, raws)
+    rendered.written(other, keys[:2], raws[:2])
+    assert counted.bytes == rendered.size == 5 * len(b'{"n":0}')
+    rendered.forget(("ns", "p1"))  # from both selections
+    assert counted.bytes == rendered.size == 3 * len(b'{"n":0}')
+    assert len(rendered) == 3
+    hits = rendered.hits
+    rendered.written(typed, keys, raws)
+    assert rendered.hits - hits == 2  # p1 written anew
+    rendered.written(writer(), keys, raws)  # a third selection: the oldest one's go
+    assert counted.bytes == rendered.size == 6 * len(b'{"n":0}')
+    rendered.clear()
+    assert counted.bytes == rendered.size == 0 and len(rendered) == 0
