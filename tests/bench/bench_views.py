@@ -5,8 +5,9 @@
 
 ``--pods`` realistic pods (``tests/bench/realistic.py``, the pods of ``bench_graphql_list``,
 made unique and given varied phases and start times) in one namespace of a demo upstream in a
-child process (gzipping large answers, as the apiserver does; its serialisation of the list
-would otherwise run on the measured loop); the gateway in process over loopback. Printed: a
+child process (gzipping large answers and sending a large list as it encodes it, as the
+apiserver does; its serialisation of the list would otherwise run on the measured loop); the
+gateway in process over loopback. Printed: a
 plain list of the same pods (one field, 15 fields), the first (cold) view (each with the
 gateway's CPU from ``/proc``: this process and its list workers, the bench's small client
 included), the JSON the cache holds against the process's RSS growth, a warm view (its order
