@@ -13,6 +13,12 @@ here once per field).  A list worker builds the same writer from the same design
 (:func:`gateway.core.lists.jobs.typed`), so a large typed list is written there, by two
 workers at once when there are two (:meth:`Codec.list_encoding`), the same bytes.
 
+A small typed list (``PodService/List`` of a body under 256 KiB, under 500 items) is
+written from its bytes (:meth:`Codec.small_list`): the body delimited, each object looked
+up by its exact JSON text in a bounded memo of what was written before (:class:`WireMemo`),
+and decoded and written only when it is not there: an object listed again unchanged costs a
+hash of its text (docs/performance.md, "Seventh round").
+
 The reverse direction (requests that carry an object) walks the message's set fields; it
 turns ``int-or-string`` digits back into JSON numbers and whole ``Struct`` numbers back into
 integers.
@@ -25,12 +31,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import msgspec
+import orjson
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
 from gateway.core import (
     IOS,
     JSON_OP,
+    LARGE_LIST,
     LIST_MSG,
     MAP_MSG,
     MSG,
@@ -53,12 +62,13 @@ from gateway.core import (
     schema,
     split_typed,
     typed,
+    varint,
 )
 from gateway.grpc import mask as masks
 from gateway.grpc.contract import PACKAGE, STRUCT, Contract, contract
 from gateway.grpc.messages import file_descriptors, message_class
 
-__all__ = ["Codec", "codec", "struct_json"]
+__all__ = ["Codec", "WireMemo", "codec", "struct_json"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +87,20 @@ LIST_SLICE: Final = 5
 #: A large typed list is written by this many list workers at once (when there are as many),
 #: each delimiting the body and writing its run of the items.
 LIST_PARTS: Final = 2
+
+#: The bytes of objects' wire encodings the codec remembers (:class:`WireMemo`), keys (the
+#: upstream's JSON of each object) included.
+MEMO_BYTES: Final = 8 * 1024 * 1024
+#: An object's JSON longer than this is written each time, never remembered.
+MEMO_ITEM_BYTES: Final = 64 * 1024
+#: What an entry costs beside its two byte strings (the key tuple, the dict slot, the
+#: objects' headers), counted against :data:`MEMO_BYTES`.
+_MEMO_OVERHEAD: Final = 200
+
+#: A list body's members, each as its JSON text; its items, each as its JSON text
+#: (delimited by ``msgspec``, which builds no value).
+_MEMBERS: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ELEMENTS: Final = msgspec.json.Decoder(list[msgspec.Raw] | None)
 
 
 def _ios_to_json(value: str) -> str | int:
@@ -108,6 +132,58 @@ def struct_json(s: struct_pb2.Struct) -> JSON:
     return {k: _struct_value(v) for k, v in s.fields.items()}
 
 
+class WireMemo:
+    """The wire bytes of objects written lately, by the exact JSON text the upstream sent
+    for each (and the message and read mask it was written as): at most ``limit`` bytes of
+    keys and values together, the oldest entries dropped first.
+
+    Writing an object is a pure function of its JSON text, its message and its read mask
+    (:class:`~gateway.core.lists.typedwire.Writer`), so an object the upstream sends again
+    unchanged (same bytes) is answered with the bytes written the first time: no decode, no
+    plan, no constructor.  Any change to the object (a new ``resourceVersion`` at least)
+    changes its text, and so misses.  Only what a caller was just sent by the upstream, with
+    its own credential, is ever looked up.
+    """
+
+    __slots__ = ("_entries", "hits", "item_limit", "limit", "misses", "size")
+
+    def __init__(self, limit: int = MEMO_BYTES, item_limit: int = MEMO_ITEM_BYTES) -> None:
+        self.limit = limit
+        self.item_limit = item_limit
+        self._entries: dict[tuple[str, Any, bytes], bytes] = {}
+        #: Bytes held, keys and values and :data:`_MEMO_OVERHEAD` per entry.
+        self.size = 0
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[str, Any, bytes]) -> bytes | None:
+        found = self._entries.get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, key: tuple[str, Any, bytes], value: bytes) -> None:
+        """Remember ``value`` under ``key`` (not when its JSON is over ``item_limit``)."""
+        if len(key[2]) > self.item_limit or key in self._entries:
+            return
+        entries = self._entries
+        entries[key] = value
+        self.size += len(key[2]) + len(value) + _MEMO_OVERHEAD
+        while self.size > self.limit:
+            oldest = next(iter(entries))
+            dropped = entries.pop(oldest)
+            self.size -= len(oldest[2]) + len(dropped) + _MEMO_OVERHEAD
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.size = 0
+
+
 class Codec:
     """Converts between upstream JSON and the messages of one contract.
 
@@ -137,6 +213,8 @@ class Codec:
         self.list_parts = LIST_PARTS
         #: The Struct encodings remembered (``fieldsV1``).
         self.structs = self._writer.structs
+        #: The objects of small lists written lately (:meth:`small_list`).
+        self.memo = WireMemo()
         self._kinds = {
             kind: (obj, lst, self._classes[obj], self._classes[lst])
             for kind, (obj, lst) in c.kinds.items()
@@ -296,6 +374,62 @@ class Codec:
             return b"".join(parts)
 
         return ListEncoding(head, items, LIST_SLICE, split(1)[0], split, finish)
+
+    def small_list(
+        self,
+        kind: str,
+        data: bytes,
+        mask: masks.Tree | None = None,
+        mask_key: Any = None,
+        *,
+        cap: int = 0,
+    ) -> bytes | None:
+        """The ``<Kind>List`` of a small list body, written from its bytes: the same bytes as
+        :meth:`list_bytes` of the body decoded, or ``None`` when that is not sure (the body
+        is not a JSON object whose ``items`` is an array of what ``orjson`` reads, or it is
+        over ``cap``: the caller then decodes it the ordinary way, which says what is wrong;
+        or it holds :data:`~gateway.core.lists.large.LARGE_LIST` items or more, which the
+        large-list scope writes a few at a time, letting the event loop go in between).
+
+        The body is delimited, not decoded (``msgspec``); what is not an item is decoded (the
+        list's head), and each item is looked up in :attr:`memo` by its JSON text (with
+        ``mask_key``, which names ``mask``: the read mask's paths), and decoded and written
+        only when it is not there.  An unchanged object listed again costs a hash of its
+        text, not a decode and a conversion.
+        """
+        try:
+            members = _MEMBERS.decode(data)
+            listed = members.pop("items", None)
+            raws = _ELEMENTS.decode(listed) if listed is not None else None
+            rest = {k: orjson.loads(bytes(v)) for k, v in members.items()}
+        except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
+            return None
+        if raws is not None and len(raws) >= LARGE_LIST:
+            return None  # written in slices by the large-list scope, the loop let go between
+        if cap:
+            meta = rest.get("metadata") or {}
+            if meta.__class__ is not dict or meta.get("continue") or len(raws or ()) > cap:
+                return None
+        item, lst, _, _ = self._kinds[kind]
+        tag = self._items_tag[lst]
+        encode = self._writer.encode
+        memo = self.memo
+        parts = [encode(rest, lst)]
+        for raw in raws or ():
+            key = (item, mask_key, bytes(raw))
+            written = memo.get(key)
+            if written is None:
+                try:
+                    obj = orjson.loads(key[2])
+                except (orjson.JSONDecodeError, RecursionError):
+                    return None
+                if obj.__class__ is not dict:
+                    continue  # not an object: skipped, as the writer skips it
+                written = encode(masks.project(obj, mask) if mask is not None else obj, item)
+                memo.put(key, written)
+            parts.append(tag + varint(len(written)))
+            parts.append(written)
+        return b"".join(parts)
 
     def _encode_items(
         self, kind: str, items: Sequence[Any], mask: masks.Tree | None, parts: list[bytes]

@@ -30,6 +30,7 @@ from gateway.core import (
     Operation,
     ReadAhead,
     Resource,
+    Undecoded,
     WatchHub,
     digest,
     errors,
@@ -59,6 +60,10 @@ log = logging.getLogger(__name__)
 #: Log bytes per LogChunk when the whole log is read at once.
 LOG_CHUNK_BYTES: Final = 64 * 1024
 
+
+#: A list body shorter than this is written from its bytes (:meth:`Codec.small_list`), well
+#: under what the large-list scope decodes in slices or hands to a list worker (1 MiB).
+SMALL_LIST_BYTES: Final = 256 * 1024
 
 #: Watch encodings (read masks) a servicer keeps at most; past that it starts again.
 _ENCODINGS_MAX: Final = 256
@@ -182,13 +187,7 @@ class ResourceServicer(ServicerBase):
             op, request, namespace=self._given_namespace(request), body=lambda: self._body(request)
         )
         if rpc.action == "list":
-            # Decoded, encoded and freed by the core's large-list scope (gateway.core.lists.large).
-            return await self.adapter.large_lists.answer(
-                lambda gzipped: list_body(
-                    self.adapter, op, call, credential=credential, timeout=timeout, gzipped=gzipped
-                ),
-                self.codec.list_encoding(self.kind, mask),
-            )
+            return await self._list(request, op, call, credential, timeout=timeout, mask=mask)
         answer = await perform(self.adapter, op, call, credential=credential, timeout=timeout)
         if rpc.action == "delete":
             return self._object_or_status(
@@ -199,6 +198,36 @@ class ResourceServicer(ServicerBase):
                 rpc, answer, "list", lambda d: self.codec.list_bytes(self.kind, d)
             )
         return self.codec.object_bytes(self.kind, answer, mask)
+
+    async def _list(
+        self,
+        request: Any,
+        op: Operation,
+        call: Call,
+        credential: Credential,
+        *,
+        timeout: float | None,
+        mask: masks.Tree | None,
+    ) -> bytes:
+        """A ``List``'s answer.  The body is fetched as the core's large-list scope would
+        fetch it (kept gzipped for a list worker when there are workers); a small one is
+        written from its bytes (:meth:`Codec.small_list`: its unchanged objects from what
+        was written before), anything else is decoded, encoded and freed by the scope
+        (:mod:`gateway.core.lists.large`), as before."""
+        lists = self.adapter.large_lists
+        body = await list_body(
+            self.adapter, op, call, credential=credential, timeout=timeout, gzipped=lists.compacts
+        )
+        if body.feed is None and not body.gzipped and len(body.data) < SMALL_LIST_BYTES:
+            key = tuple(request.read_mask.paths) if mask is not None else None
+            done = self.codec.small_list(self.kind, body.data, mask, key, cap=body.cap)
+            if done is not None:
+                return done
+
+        async def fetched(gzipped: bool) -> Undecoded:
+            return body  # fetched above, as the scope asks (``gzipped`` is ``lists.compacts``)
+
+        return await lists.answer(fetched, self.codec.list_encoding(self.kind, mask))
 
     def _object_or_status(
         self,

@@ -1,49 +1,50 @@
 """Benchmark: get one pod through the gateway (GraphQL and gRPC) against a direct upstream get
 of the same pod (same run, latency added and requests per second), at concurrency 1 and 32.
 
-    .venv/bin/python -m tests.bench.bench_get [--requests 400] [--concurrency 1,32]
+    .venv/bin/python -m tests.bench.bench_get [--requests 400] [--concurrency 1,32] \\
+        [--rounds 3] [--out BENCHMARKS.md]
 
-Not a timed test: it prints absolute numbers and the ratios.  Two processes: this one runs the
-demo upstream (a few realistic pods) and the clients; the gateway is ``kube-gateway serve`` as a
-subprocess (as in ``bench_fanout``), so its loop is its own.  The clients and the demo upstream
-share this process's loop in every mode, the direct one included, which is why only the
-difference and the ratio to direct mean something.
+Not a timed test: it prints absolute numbers and the ratios.  Every party is a process of its
+own: the demo upstream holding one realistic pod (``bench_loop_hold``'s, a child process), the
+gateway (``kube-gateway serve``, as in ``bench_fanout``) and the Go load clients the project
+builds (``tests/go-client/build.sh load``: ``hey`` for HTTP, ``ghz`` for gRPC, as
+``bench_rps`` uses them), so neither the clients' work nor the upstream's shares the gateway's
+interpreter, and at concurrency 32 the clients are not what is measured.
 
-* **direct**: ``KubeAdapter.get`` of the pod (HTTP + orjson decode);
-* **GraphQL**: ``POST /graphql`` ``pod(namespace, name)`` selecting 15 fields, decoded;
-* **gRPC**: ``PodService/Get``, parsed by the client.
+* **direct**: ``hey`` GET of the pod at the demo upstream (HTTP/1.1, keep-alive);
+* **GraphQL**: ``hey`` ``POST /graphql`` ``pod(namespace, name)`` selecting 15 fields;
+* **gRPC**: ``ghz`` calls of ``PodService/Get`` (one HTTP/2 connection).
 
-Per mode and concurrency: ``--requests`` gets by N workers in turns with the other modes
-(after a warm-up), each get's wall time recorded; p50 and requests per second (gets / elapsed).
+Per concurrency, ``--rounds`` rounds in turns (direct, GraphQL, gRPC) of ``--requests``
+requests each after a warm-up; the figures are the medians of the rounds' p50 and requests/s.
+Around each round the CPU time (``/proc``) of the gateway and of the upstream is read: the
+notes give the gateway's CPU per request and the machine's load.  The upstream answers the
+direct get and the gateway's alike; on the 2 shared CPUs the gateway's own CPU per request,
+and at concurrency 32 the CPUs the upstream leaves it, bound the gateway's rows.  ``bench_rps``
+measures the same gets on a real kube-apiserver.  ``--out`` puts the rows into that
+``BENCHMARKS.md`` (its rows of the first table and their lines of the goals not met).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
+import json
+import os
 import statistics
-import time
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
-import grpc
 import httpx
-import orjson
 
-from gateway.core.model.registry import POD
-from gateway.core.upstream.adapter import KubeAdapter
-from gateway.core.upstream.client import build_http_client
-from gateway.core.upstream.config import UpstreamConfig
-from gateway.core.upstream.credentials import Credential
-from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
-from kube_gateway_demo import DemoUpstream
 from tests.bench.bench_fanout import gateway
-from tests.bench.realistic import pod
-from tests.bench.report import Row, row
+from tests.bench.bench_graphql_list import NAMESPACE, TOKEN, _manifest
+from tests.bench.bench_loop_hold import upstream_process
+from tests.bench.bench_rps import Load, Run, cpu_ms, load_clients, protoset
+from tests.bench.report import Row, row, write_rows
 
-TOKEN = "admin-token"
-NAMESPACE = "bench"
-NAME = "pod-00000"
+NAME = _manifest(0)["metadata"]["name"]
 QUERY = """query($ns: String!, $name: String!) {
   pod(namespace: $ns, name: $name) {
     metadata { name namespace uid resourceVersion creationTimestamp labels }
@@ -53,105 +54,83 @@ QUERY = """query($ns: String!, $name: String!) {
 }"""
 MODES = ("direct", "graphql", "grpc")
 ADDED_GOAL_MS = 1.0
+JSON = "application/json"
+#: The first table's rows this bench writes (what ``--out`` replaces), by their start.
+OWNS = ("get one pod, ",)
 
 
-async def _load(
-    fn: Callable[[], Awaitable[None]], requests: int, concurrency: int
-) -> tuple[list[float], float]:
-    """``requests`` calls of ``fn`` by ``concurrency`` workers: each call's wall time (ms) and
-    the elapsed time of all of them (s)."""
-    latencies: list[float] = []
-    remaining = requests
-
-    async def worker() -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            start = time.perf_counter()
-            await fn()
-            latencies.append((time.perf_counter() - start) * 1000)
-
-    gc.collect()
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies, time.perf_counter() - start
-
-
-async def bench(requests: int, concurrencies: list[int]) -> dict[tuple[str, int], dict[str, float]]:
-    """Prints the figures and returns them by (mode, concurrency): ``p50`` ms, ``rps``."""
+async def bench(
+    requests: int, concurrencies: list[int], rounds: int = 3
+) -> dict[tuple[str, int], dict[str, float]]:
+    """Prints the figures and returns them by (mode, concurrency): ``p50`` ms, ``rps``, and
+    ``cpu`` (the gateway's CPU per request, ms; the upstream's for direct)."""
+    hey, ghz = load_clients()
     out: dict[tuple[str, int], dict[str, float]] = {}
-    async with DemoUpstream(seed=False) as demo:
-        body = pod(0, NAMESPACE)
-        for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
-            body["metadata"].pop(key, None)
-        body["metadata"]["name"] = NAME
-        await demo.store.bulk_create(POD, [body], namespace=NAMESPACE)
-        upstream = build_http_client(UpstreamConfig(server=demo.url, source="bench"))
-        async with gateway(demo.url, 64) as gw, upstream:
-            adapter = KubeAdapter(upstream)
-            me = Credential(TOKEN)
-            limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-            client = httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{gw.http_port}", timeout=60, limits=limits
-            )
-            channel = grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}")
-            stub = pods_pb2_grpc.PodServiceStub(channel)  # type: ignore[no-untyped-call]
-            auth = (("authorization", f"Bearer {TOKEN}"),)
-            try:
-
-                async def direct() -> None:
-                    got = await adapter.get(POD, NAME, namespace=NAMESPACE, credential=me)
-                    assert got["metadata"]["name"] == NAME
-
-                async def graphql() -> None:
-                    response = await client.post(
-                        "/graphql",
-                        json={"query": QUERY, "variables": {"ns": NAMESPACE, "name": NAME}},
-                        headers={"Authorization": f"Bearer {TOKEN}"},
-                    )
-                    got = orjson.loads(response.content)
-                    assert got["data"]["pod"]["metadata"]["name"] == NAME, got
-
-                async def grpc_get() -> None:
-                    request = pods_pb2.GetPodRequest(namespace=NAMESPACE, name=NAME)
-                    reply = await stub.Get(request, metadata=auth)
-                    assert reply.metadata.name == NAME
-
-                fns = {"direct": direct, "graphql": graphql, "grpc": grpc_get}
-                for concurrency in concurrencies:
-                    times: dict[str, list[float]] = {m: [] for m in MODES}
-                    elapsed: dict[str, float] = dict.fromkeys(MODES, 0.0)
-                    for mode in MODES:  # warm: connections, caches, code paths
-                        await _load(fns[mode], 2 * concurrency, concurrency)
-                    for _ in range(4):  # in turns, a quarter of the requests each time
-                        for mode in MODES:
-                            lat, seconds = await _load(fns[mode], requests // 4, concurrency)
-                            times[mode] += lat
-                            elapsed[mode] += seconds
+    async with upstream_process(1) as (upstream_url, upstream_pid), gateway(upstream_url, 64) as gw:
+        with tempfile.TemporaryDirectory(prefix="kg-get-") as d:
+            load = Load(hey, ghz, protoset(Path(d) / "pods.protoset"), TOKEN)
+            body = json.dumps({"query": QUERY, "variables": {"ns": NAMESPACE, "name": NAME}})
+            graphql = f"http://127.0.0.1:{gw.http_port}/graphql"
+            async with httpx.AsyncClient() as check:  # hey counts statuses, not GraphQL errors
+                answer = await check.post(
+                    graphql,
+                    content=body,
+                    headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": JSON},
+                )
+                assert answer.json()["data"]["pod"]["metadata"]["name"] == NAME, answer.text
+            direct = f"{upstream_url}/api/v1/namespaces/{NAMESPACE}/pods/{NAME}"
+            target = f"127.0.0.1:{gw.grpc_port}"
+            get = {"namespace": NAMESPACE, "name": NAME}
+            fns: dict[str, Callable[[int, int], Run]] = {
+                "direct": lambda n, c: load.hey(direct, None, n, c),
+                "graphql": lambda n, c: load.hey(graphql, body.encode(), n, c),
+                "grpc": lambda n, c: load.ghz(target, "kubegateway.v1.PodService.Get", get, n, c),
+            }
+            for c in concurrencies:
+                runs: dict[str, list[tuple[Run, float]]] = {m: [] for m in MODES}
+                for mode in MODES:  # warm: connections, caches, code paths
+                    fns[mode](max(2 * c, requests // 10), c)
+                for _ in range(rounds):
                     for mode in MODES:
-                        out[mode, concurrency] = {
-                            "p50": statistics.median(times[mode]),
-                            "rps": len(times[mode]) / elapsed[mode],
-                        }
-            finally:
-                await client.aclose()
-                await channel.close()
-    print(f"get one pod over loopback, {requests} gets per mode and concurrency:")
-    print(f"  {'':24}{'concurrency':>12}{'p50 ms':>10}{'added ms':>10}{'req/s':>10}")
-    for concurrency in concurrencies:
-        base = out["direct", concurrency]["p50"]
+                        pid = upstream_pid if mode == "direct" else gw.proc.pid
+                        before = cpu_ms(pid)
+                        run = await asyncio.to_thread(fns[mode], requests, c)
+                        runs[mode].append((run, (cpu_ms(pid) - before) / run.requests))
+                for mode in MODES:
+                    out[mode, c] = {
+                        "p50": statistics.median(r.p50_ms for r, _ in runs[mode]),
+                        "rps": statistics.median(r.rps for r, _ in runs[mode]),
+                        "cpu": statistics.median(cpu for _, cpu in runs[mode]),
+                        "load": os.getloadavg()[0],
+                    }
+    print(f"get one pod over loopback, {rounds} rounds of {requests} gets per mode:")
+    print(
+        f"  {'':10}{'concurrency':>12}{'p50 ms':>10}{'added ms':>10}{'req/s':>10}"
+        f"{'CPU ms/req':>12}{'load':>6}"
+    )
+    for c in concurrencies:
+        base = out["direct", c]["p50"]
         for mode in MODES:
-            r = out[mode, concurrency]
+            r = out[mode, c]
             print(
-                f"  {mode:24}{concurrency:>12}{r['p50']:10.2f}{r['p50'] - base:10.2f}"
-                f"{r['rps']:10.0f}"
+                f"  {mode:10}{c:>12}{r['p50']:10.2f}{r['p50'] - base:10.2f}{r['rps']:10.0f}"
+                f"{r['cpu']:12.3f}{r['load']:6.1f}"
             )
     return out
 
 
-def rows(requests: int = 400, concurrencies: tuple[int, ...] = (1, 32)) -> list[Row]:
+def rows(
+    requests: int = 400, concurrencies: tuple[int, ...] = (1, 32), rounds: int = 3
+) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
-    r = asyncio.run(bench(requests, list(concurrencies)))
+    return figure_rows(asyncio.run(bench(requests, list(concurrencies), rounds)), concurrencies)
+
+
+def figure_rows(
+    r: dict[tuple[str, int], dict[str, float]], concurrencies: tuple[int, ...]
+) -> list[Row]:
+    """The table's rows of :func:`bench`'s figures: each p50 judged on the latency it adds
+    to the direct get's."""
     out: list[Row] = []
     names = {"graphql": "GraphQL", "grpc": "gRPC"}
     for concurrency in concurrencies:
@@ -179,12 +158,15 @@ def rows(requests: int = 400, concurrencies: tuple[int, ...] = (1, 32)) -> list[
                 )
             )
         for mode, name in names.items():
+            figure = r[mode, concurrency]
             out.append(
                 row(
                     f"get one pod, {name}, requests/s, concurrency {concurrency}",
-                    r[mode, concurrency]["rps"],
+                    figure["rps"],
                     "req/s",
                     direct["rps"],
+                    note=f"gateway CPU {figure['cpu']:.2f} ms per request, "
+                    f"upstream {direct['cpu']:.2f} ms per direct get",
                 )
             )
     return out
@@ -194,8 +176,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--concurrency", default="1,32")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None, help="put the rows into this file")
     args = parser.parse_args()
-    asyncio.run(bench(args.requests, [int(c) for c in args.concurrency.split(",")]))
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    if args.out is not None:
+        write_rows(args.out, rows(args.requests, tuple(concurrencies), args.rounds), OWNS)
+    else:
+        asyncio.run(bench(args.requests, concurrencies, args.rounds))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Benchmark: a GraphQL list of realistic pods selecting 15 fields, against a direct upstream
 list call of the same pods (same run, ratio).
 
-    .venv/bin/python -m tests.bench.bench_graphql_list [--pods 5000] [--rounds 7]
+    .venv/bin/python -m tests.bench.bench_graphql_list [--pods 5000] [--rounds 7] \\
+        [--out BENCHMARKS.md]
 
 Not a timed test: it prints absolute numbers and the ratio.  The demo upstream holds
 ``--pods`` realistic pods (managedFields, probes, volumes, status: ``tests/bench/realistic.py``);
@@ -11,7 +12,9 @@ the gateway is served by uvicorn in this process, both over loopback sockets.
 * **GraphQL**: ``POST /graphql`` with a ``pods`` query selecting 15 fields, through the gateway
   (which makes the same upstream call), the response decoded by the client.
 
-Figures are wall times, best and median of ``--rounds`` calls made in turns.
+Figures are wall times, best and median of ``--rounds`` calls made in turns.  ``--out``
+puts the row into that ``BENCHMARKS.md`` (its row of the first table and its line of the goals
+not met, the rest as it was).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import gc
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,12 +39,13 @@ from gateway.core.upstream.credentials import Credential
 from gateway.settings import Settings
 from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod
-from tests.bench.report import Row, row
+from tests.bench.report import Row, row, write_rows
 from tests.support.graphql import serve_app
 
 TOKEN = "admin-token"
 NAMESPACE = "bench"
-#: 15 leaf fields.
+#: The first table's rows this bench writes (what ``--out`` replaces), by their start.
+OWNS = ("GraphQL list ",)
 #: The 15 leaf fields every large-list bench selects (``bench_loop_hold``, ``bench_fleet``).
 SELECTION = """
     metadata { resourceVersion }
@@ -142,8 +147,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=None, help="put the row into this file")
     args = parser.parse_args()
-    asyncio.run(bench(args.pods, args.rounds))
+    if args.out is not None:
+        write_rows(args.out, rows(args.pods, args.rounds), OWNS)
+    else:
+        asyncio.run(bench(args.pods, args.rounds))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ made straight to a real kube-apiserver in the same run (issue 30).
 
     .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 300] \
         [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...] [--gateway-src CHECKOUT] \
-        [--rows gRPC ...] [--profile DIR [--profile-native]]
+        [--rows gRPC ...] [--profile DIR [--profile-native]] [--gateway-env NAME=VALUE ...]
 
 One etcd + kube-apiserver (``tests/e2e/apiserver.py``) holding 20 pods in ``team-a``, and two
 ``kube-gateway serve`` processes on it (admin kubeconfig, loopback ports, default settings):
@@ -42,6 +42,8 @@ request.  Not a timed test:
 the machine is shared; the CPU per request is the figure that survives the noise best.
 ``--gateway-src`` runs the gateways from another checkout of the code (a worktree of main,
 say), with this process's interpreter and packages: the "before" of an A/B.
+``--gateway-env`` adds a variable to the gateways' environment (``GRPC_EXPERIMENTS=...``:
+grpc core's experiments, measured on the gateway itself).
 """
 
 from __future__ import annotations
@@ -159,7 +161,13 @@ def create_pods(kube: KubeAPIServer) -> None:
 
 
 @contextlib.contextmanager
-def gateway(kube: KubeAPIServer, *more: str, src: Path | None = None) -> Iterator[Served]:
+def gateway(
+    kube: KubeAPIServer,
+    *more: str,
+    src: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[Served]:
+    added = {**({"PYTHONPATH": str(src)} if src is not None else {}), **(env or {})}
     with (
         tempfile.TemporaryDirectory(prefix="kg-rps-") as home,
         serve_process(
@@ -168,7 +176,7 @@ def gateway(kube: KubeAPIServer, *more: str, src: Path | None = None) -> Iterato
             kube.kubeconfigs["admin"],
             *more,
             cwd=src,
-            env={"PYTHONPATH": str(src)} if src is not None else None,
+            env=added or None,
         ) as served,
     ):
         served.wait_serving()
@@ -279,6 +287,7 @@ def bench(
     only: Sequence[str] = (),
     profile: Path | None = None,
     native: bool = False,
+    env: dict[str, str] | None = None,
 ) -> list[Figures]:
     hey_bin, ghz_bin = load_clients()
     out: list[Figures] = []
@@ -289,8 +298,10 @@ def bench(
         manifest = Path(d) / "trusted.json"
         manifest.write_text(json.dumps({"get": GET}))
         with (
-            gateway(kube, *gateway_args, src=src) as gw,
-            gateway(kube, "--trusted-documents", str(manifest), *gateway_args, src=src) as trusted,
+            gateway(kube, *gateway_args, src=src, env=env) as gw,
+            gateway(
+                kube, "--trusted-documents", str(manifest), *gateway_args, src=src, env=env
+            ) as trusted,
         ):
             api_pid = apiserver_pid(kube)
             variables = {"ns": NAMESPACE, "name": NAME}
@@ -580,9 +591,12 @@ def rows(
     only: Sequence[str] = (),
     profile: Path | None = None,
     native: bool = False,
+    env: dict[str, str] | None = None,
 ) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
-    figures = bench(requests, single, gateway_args, src, only=only, profile=profile, native=native)
+    figures = bench(
+        requests, single, gateway_args, src, only=only, profile=profile, native=native, env=env
+    )
     return figure_rows(figures, requests, os.getloadavg()[0])
 
 
@@ -596,7 +610,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", nargs="+", default=[], metavar="WORD")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR")
     parser.add_argument("--profile-native", action="store_true")
+    parser.add_argument("--gateway-env", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args(argv)
+    if any("=" not in e for e in args.gateway_env):
+        parser.error("--gateway-env takes NAME=VALUE")
     if args.out is not None and (args.rows or args.profile is not None):
         parser.error("--out takes the whole table, unprofiled: no --rows or --profile")
     table = rows(
@@ -607,6 +624,7 @@ def main(argv: list[str] | None = None) -> None:
         only=args.rows,
         profile=args.profile,
         native=args.profile_native,
+        env=dict(e.split("=", 1) for e in args.gateway_env) or None,
     )
     print(text_table(table))
     if args.out is not None:

@@ -54,10 +54,12 @@ from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.grpc.messages import message_class
 from kube_gateway_demo import DemoUpstream
 from tests.bench.realistic import pod, pod_list
-from tests.bench.report import Row, causes, markdown_table, row, text_table
+from tests.bench.report import Row, row, write_rows
 from tests.support.grpc import start_one
 
 ADMIN = "admin-token"
+#: The first table's rows this bench writes (what ``--out`` replaces), by their start.
+OWNS = ("gRPC List ", "codec dicts ", "one watch event to a gRPC message")
 
 
 def best(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
@@ -362,25 +364,6 @@ def rows(
     ]
 
 
-def put_rows(text: str, found: list[Row]) -> str:
-    """``text`` (a ``BENCHMARKS.md``) with the rows of its first table that ``found``
-    measures replaced (a row is known by its scenario, notes aside), and their lines of the
-    goals not met replaced by ``found``'s (:func:`tests.bench.report.causes`)."""
-    lines = text.split("\n")
-    table = markdown_table(found).split("\n")[2:]
-    for r, new in zip(found, table, strict=True):
-        start = f"| {r.scenario}"
-        at = next(i for i, line in enumerate(lines) if line.startswith(start))
-        lines[at] = new
-    starts = tuple(f"- **{r.scenario}" for r in found)
-    unmet = causes(found).removeprefix("## Goals not met, and why\n\n").rstrip("\n")
-    kept = [line for line in lines if not line.startswith(starts)]
-    if unmet:
-        marker = kept.index("## Goals not met, and why") + 2
-        kept[marker:marker] = unmet.split("\n")
-    return "\n".join(kept)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pods", type=int, default=5000)
@@ -398,9 +381,7 @@ def main() -> None:
     args = parser.parse_args()
     e2e_rounds = args.end_to_end_rounds or max(3, args.rounds // 2)
     if args.out is not None:
-        found = rows(args.pods, args.rounds, args.list_workers, e2e_rounds)
-        print(text_table(found))
-        args.out.write_text(put_rows(args.out.read_text(), found))
+        write_rows(args.out, rows(args.pods, args.rounds, args.list_workers, e2e_rounds), OWNS)
         return
     conversion(args.pods, args.rounds)
     if not args.no_end_to_end:

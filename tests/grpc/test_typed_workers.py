@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import httpx
 import orjson
 import pytest
 
@@ -428,3 +429,169 @@ def test_a_typed_list_fed_to_a_worker_as_it_arrives_is_written_in_two_parts_the_
         assert workers.fed == 1 and workers.feeding == 0
 
     _run(test, 2)
+
+
+# -- a small list written from its bytes (Codec.small_list), its objects remembered ------------
+
+
+def _mask_of(kind: str, masked: str) -> tuple[masks.Tree | None, Any]:
+    paths = MASKS[masked]
+    if paths is None or kind != "Pod":
+        return None, None
+    c = codec()
+    return masks.parse(paths, c.contract.kinds[kind][0], c.contract), tuple(paths)
+
+
+@pytest.mark.parametrize("masked", list(MASKS))
+@pytest.mark.parametrize("case", list(BODIES))
+def test_a_small_list_written_from_its_bytes_is_the_bytes_the_gateway_writes(
+    case: str, masked: str
+) -> None:
+    """Cold (each object decoded and written) and again (each object's bytes remembered):
+    the bytes of the body decoded whole and written, every time."""
+    kind, body = BODIES[case]
+    mask, key = _mask_of(kind, masked)
+    c = codec()
+    data = orjson.dumps(body)
+    want = c.list_bytes(kind, orjson.loads(data), mask)
+    c.memo.clear()
+    assert c.small_list(kind, data, mask, key) == want
+    objects = sum(isinstance(i, dict) for i in body.get("items") or ())
+    assert len(c.memo) == len(
+        {orjson.dumps(i) for i in body.get("items") or () if i.__class__ is dict}
+    )
+    hits = c.memo.hits
+    assert c.small_list(kind, data, mask, key) == want
+    assert c.memo.hits == hits + objects
+
+
+def test_a_remembered_object_is_written_again_once_it_changes() -> None:
+    c = codec()
+    first = _listed([pod(1), pod(2)])
+    c.small_list("Pod", orjson.dumps(first))
+    changed = copy.deepcopy(first)
+    changed["items"][0]["metadata"]["labels"]["tier"] = "changed"
+    changed["items"][0]["metadata"]["resourceVersion"] = "99999"
+    got = c.small_list("Pod", orjson.dumps(changed))
+    assert got == c.list_bytes("Pod", changed)
+    assert PodList.FromString(got).items[0].metadata.labels["tier"] == "changed"
+    # the same objects under another read mask are written for that mask
+    mask, key = _mask_of("Pod", "a mask")
+    masked = c.small_list("Pod", orjson.dumps(changed), mask, key)
+    assert masked == c.list_bytes("Pod", changed, mask)
+    assert not PodList.FromString(masked).items[0].spec.nodeName
+
+
+def test_a_small_list_over_the_cap_is_left_to_the_ordinary_path() -> None:
+    c = codec()
+    five = orjson.dumps(_listed([pod(i) for i in range(5)]))
+    token = orjson.dumps(_listed([pod(1)], **{"continue": "more"}))
+    assert c.small_list("Pod", five, cap=4) is None
+    assert c.small_list("Pod", token, cap=4) is None
+    assert c.small_list("Pod", five, cap=5) == c.list_bytes("Pod", orjson.loads(five))
+
+
+def test_a_list_of_many_small_objects_is_left_to_the_sliced_path() -> None:
+    """Hostile: a body under the small path's bytes with thousands of tiny objects is not
+    written in one piece (it would hold the event loop): the large-list scope writes it a
+    few items at a time; one item fewer than a large list is written here."""
+    from gateway.core.lists.large import LARGE_LIST
+
+    c = codec()
+    many = orjson.dumps(_listed([{"metadata": {"name": f"p{i}"}} for i in range(LARGE_LIST)]))
+    assert len(many) < 256 * 1024
+    assert c.small_list("Pod", many) is None
+    fewer = _listed([{"metadata": {"name": f"p{i}"}} for i in range(LARGE_LIST - 1)])
+    assert c.small_list("Pod", orjson.dumps(fewer)) == c.list_bytes("Pod", fewer)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[1, 2]",
+        b'{"items": {"a": 1}}',
+        b'{"items": [{"metadata": {"name": "a"}}, }',
+        b'{"items": [{"metadata": {"name": "\xff"}}]}',
+        b'{"items": [{"metadata": {"name": "a"}}], "big": 123456789012345678901234567890}',
+        b'{"items": [' + b"[" * 1100 + b"]" * 1100 + b"]}",
+        b'{"items": [{"spec": {"overhead": ' + b'{"a":' * 120 + b"1" + b"}" * 120 + b"}}]}",
+        b'{"items": [{"metadata": {"name": "a"}}], "items": []}',
+        b'{"kind": "PodList", "items": [{"metadata": {"name": "a"}}]} trailing',
+    ],
+    ids=[
+        "array",
+        "items-object",
+        "broken",
+        "not-utf8",
+        "big-int",
+        "too-deep",
+        "deep",
+        "duplicate-items",
+        "trailing",
+    ],
+)
+def test_a_body_not_surely_written_from_its_bytes_is_left_to_the_ordinary_path(
+    data: bytes,
+) -> None:
+    """What is not JSON, not a list, or not what a whole decode reads: ``None`` (the
+    ordinary path decodes it and says what is wrong), or else the ordinary path's bytes."""
+    c = codec()
+    got = c.small_list("Pod", data)
+    if got is not None:
+        assert got == c.list_bytes("Pod", deepjson.loads(data))
+
+
+def test_the_memo_holds_at_most_its_bytes() -> None:
+    """Hostile: many distinct objects, some larger than an entry may be; the memo keeps
+    within its bytes, the newest kept, and every answer is still exact."""
+    from gateway.grpc.codec import WireMemo
+
+    c = codec()
+    memo = WireMemo(limit=200_000, item_limit=8_000)
+    c.memo, saved = memo, c.memo
+    try:
+        for round_ in range(30):
+            items = [pod(100 * round_ + i) for i in range(10)]
+            big = pod(9_999)
+            big["metadata"]["annotations"] = {"blob": "x" * 20_000}
+            data = orjson.dumps(_listed([*items, big]))
+            assert c.small_list("Pod", data) == c.list_bytes("Pod", orjson.loads(data))
+            assert memo.size <= memo.limit
+        assert all(len(key[2]) <= memo.item_limit for key in memo._entries)
+        newest = orjson.dumps(pod(100 * 29 + 9))
+        assert ("Pod", None, newest) in memo._entries
+    finally:
+        c.memo = saved
+
+
+async def test_a_small_list_over_grpc_is_exact_unchanged_and_changed() -> None:
+    """A gateway on the demo upstream: a small ``List`` is the bytes of the same list asked
+    of the upstream directly and written whole; asked again it is answered from the memo,
+    the same bytes; after a pod changes, the answer has the change and the rest as before."""
+    async with DemoUpstream() as demo:
+        await demo.store.bulk_create(POD, make_pods(12, "small"), namespace="small")
+        async with (
+            serve_gateway(demo, list_workers="0") as gateway,
+            httpx.AsyncClient(
+                base_url=demo.url, headers={"Authorization": f"Bearer {ADMIN}"}
+            ) as api,
+        ):
+            c = codec()
+            port = gateway.app.state.runtime.grpc_port
+            first = await pod_list_bytes(port, ADMIN, namespace="small", limit=10)
+            direct = await api.get("/api/v1/namespaces/small/pods", params={"limit": 10})
+            assert first == c.list_bytes("Pod", direct.json())
+            hits = c.memo.hits
+            assert await pod_list_bytes(port, ADMIN, namespace="small", limit=10) == first
+            assert c.memo.hits >= hits + 10
+            items = PodList.FromString(first).items
+            assert len(items) == 10
+            await demo.store.patch(
+                POD, items[3].metadata.name, {"metadata": {"labels": {"x": "y"}}}, namespace="small"
+            )
+            changed = PodList.FromString(
+                await pod_list_bytes(port, ADMIN, namespace="small", limit=10)
+            )
+            assert changed.items[3].metadata.labels["x"] == "y"
+            assert changed.items[3].metadata.resourceVersion != items[3].metadata.resourceVersion
+            assert list(changed.items[4:]) == list(items[4:])
