@@ -276,7 +276,7 @@ class ResourceHandlers:
             limit=max(0, opts.limit),
             continue_token=opts.continue_token,
         )
-        await resp.json(200, result)
+        await resp.send_list(200, result)
 
     async def watch(self, req: Request, resp: Responder, t: Target) -> None:
         opts = DemoListOptions.parse(req, force_watch=True)

@@ -8,7 +8,8 @@ import contextvars
 import gzip
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+import zlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import parse_qs
@@ -42,6 +43,8 @@ _FILTER: Final = _QuietDrops()
 #: A JSON response larger than this is gzipped for a client that accepts it, as the
 #: apiserver's APIResponseCompression does (its threshold, 128 KiB).
 COMPRESS_ABOVE: Final = 128 * 1024
+#: Items of a list encoded at a time when it is sent as it is encoded (:meth:`Responder.send_list`).
+LIST_PART_ITEMS: Final = 500
 
 
 def install_log_filter() -> None:
@@ -209,6 +212,61 @@ class Responder:
         body = orjson.dumps(obj, option=option)
         if self.pretty:
             body += b"\n"
+        await self._whole(status, body, warnings or [], headers or [])
+
+    async def send_list(self, status: int, obj: Any) -> None:
+        """A list answer, sent as it is encoded, as the apiserver sends one (its streaming
+        list encoder, on by default since Kubernetes 1.33, writes each item as it encodes
+        it, through a gzip writer that sends as it compresses): a part of
+        :data:`LIST_PART_ITEMS` items encoded at a time; the first :data:`COMPRESS_ABOVE`
+        bytes held to decide, as the apiserver's deferred writer does, whether it is
+        gzipped (one that ends before is sent whole, as :meth:`json` sends it); past them,
+        each part is compressed and sent as it comes, without ``Content-Length``.  The
+        same JSON as :meth:`json`'s, byte for byte (a list whose ``items`` are not its last
+        field, or an indented answer, is sent by :meth:`json`)."""
+        items = obj.get("items")
+        if self.pretty or type(items) is not list or next(reversed(obj)) != "items":
+            await self.json(status, obj)
+            return
+        encoded = _encoded_list(obj, items)
+        held: list[bytes] = []
+        size = 0
+        for piece in encoded:
+            held.append(piece)
+            size += len(piece)
+            if size > COMPRESS_ABOVE:
+                break
+        else:  # all of it: sent whole
+            await self._whole(status, b"".join(held), [])
+            return
+        headers = [("content-type", "application/json")]
+        deflate = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if self.gzip else None
+        if deflate is not None:
+            headers.append(("content-encoding", "gzip"))
+        headers += [("warning", warning_header(w)) for w in self.warnings]
+        await self.start(status, headers)
+        await self._send_piece(deflate, b"".join(held))
+        del held
+        for piece in encoded:
+            await self._send_piece(deflate, piece)
+        await self.write(b"" if deflate is None else deflate.flush(), more=False)
+
+    async def _send_piece(self, deflate: Any, piece: bytes) -> None:
+        """A piece of a list sent as it is encoded, compressed first (in a thread, where
+        zlib lets the event loop go on) when ``deflate`` is a compressor."""
+        if deflate is not None:
+            piece = await asyncio.to_thread(deflate.compress, piece)
+        if piece:
+            await self.write(piece)
+
+    async def _whole(
+        self,
+        status: int,
+        body: bytes,
+        warnings: list[str],
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """A JSON body sent whole (gzipped when large and the client accepts it)."""
         all_headers = [("content-type", "application/json")]
         if self.gzip and len(body) > COMPRESS_ABOVE:
             # As the apiserver does (APIResponseCompression), at its level 1; in a thread,
@@ -216,7 +274,7 @@ class Responder:
             body = await asyncio.to_thread(gzip.compress, body, 1, mtime=0)
             all_headers.append(("content-encoding", "gzip"))
         all_headers.append(("content-length", str(len(body))))
-        all_headers += [("warning", warning_header(w)) for w in self.warnings + (warnings or [])]
+        all_headers += [("warning", warning_header(w)) for w in self.warnings + warnings]
         all_headers += headers or []
         await self.start(status, all_headers)
         await self.write(body, more=False)
@@ -227,6 +285,16 @@ class Responder:
         if err.retry_after is not None:
             headers.append(("retry-after", str(err.retry_after)))
         await self.json(err.code, err.to_status(), warnings=warnings, headers=headers)
+
+
+def _encoded_list(obj: dict[str, Any], items: list[Any]) -> Iterator[bytes]:
+    """``orjson.dumps(obj)`` a piece at a time: the list before its items (``items`` its
+    last field), then :data:`LIST_PART_ITEMS` items at a time, then its end."""
+    yield orjson.dumps({**obj, "items": []})[:-2]  # (up to and with the items' "[")
+    for start in range(0, len(items), LIST_PART_ITEMS):
+        part = orjson.dumps(items[start : start + LIST_PART_ITEMS])[1:-1]
+        yield part if not start else b"," + part
+    yield b"]}"
 
 
 def accepts_gzip(headers: Mapping[str, str]) -> bool:

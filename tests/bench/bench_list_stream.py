@@ -197,8 +197,12 @@ async def paced(pods: int, seconds: float, rounds: int) -> None:
     try:
         for _ in range(rounds):
             for name, job in jobs.items():
-                for mode in ("fed", "whole"):
-                    feed = await workers.feed(True) if mode == "fed" else None
+                # (``fed+job``: the job named with the body, a compact job then done as it
+                # comes: ``compacting.Streaming``)
+                modes = ("fed", "fed+job", "whole") if job[0] == "compact" else ("fed", "whole")
+                for mode in modes:
+                    named = job if mode == "fed+job" else None
+                    feed = await workers.feed(True, named) if mode != "whole" else None
                     for piece in pieces:  # the upstream's pace
                         if feed is not None:
                             await feed.send(piece)

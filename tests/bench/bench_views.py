@@ -5,8 +5,9 @@
 
 ``--pods`` realistic pods (``tests/bench/realistic.py``, the pods of ``bench_graphql_list``,
 made unique and given varied phases and start times) in one namespace of a demo upstream in a
-child process (gzipping large answers, as the apiserver does; its serialisation of the list
-would otherwise run on the measured loop); the gateway in process over loopback. Printed: a
+child process (gzipping large answers and sending a large list as it encodes it, as the
+apiserver does; its serialisation of the list would otherwise run on the measured loop); the
+gateway in process over loopback. Printed: a
 plain list of the same pods (one field, 15 fields), the first (cold) view (each with the
 gateway's CPU from ``/proc``: this process and its list workers, the bench's small client
 included), the JSON the cache holds against the process's RSS growth, a warm view (its order
@@ -336,6 +337,22 @@ async def _ticker() -> AsyncIterator[_Stalls]:
             await task
 
 
+def _sched(pid: int) -> tuple[float, float]:
+    """A process's threads' time on a CPU and time waiting for one so far, in seconds
+    (``/proc/<pid>/task/*/schedstat``): the upstream's, which shares the machine's cores
+    with the gateway and its list workers."""
+    ran = waited = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                on_cpu, on_queue, _ = f.read().split()
+        except (OSError, ValueError):
+            continue  # (a thread gone meanwhile)
+        ran += int(on_cpu) / 1e9
+        waited += int(on_queue) / 1e9
+    return ran, waited
+
+
 async def _list_then_cold(
     ask: Callable[[str, dict[str, Any]], Any], upstream_pid: int, pods: int
 ) -> dict[str, Any]:
@@ -344,8 +361,11 @@ async def _list_then_cold(
     r: dict[str, Any] = {}
     ns = {"ns": NAMESPACE}
     spent = _gateway_cpu(upstream_pid)
+    s0 = _sched(upstream_pid)
     async with _ticker() as stalls:
         took, _, full = await ask(QUERY, ns)
+    s1 = _sched(upstream_pid)
+    r["list_upstream_wait"] = (s1[1] - s0[1]) * 1000
     own, workers = spent()
     r["list"], r["list_bytes"] = took, full
     r["list_cpu"], r["list_worker_cpu"] = own, workers
@@ -353,14 +373,17 @@ async def _list_then_cold(
     print(
         f"plain list of {pods} pods, 15 fields: {took:.0f} ms, {full:,} bytes; the "
         f"gateway's CPU {own:.0f} ms + its workers' {workers:.0f} ms; longest stall "
-        f"{r['list_stall']:.0f} ms (CPU {max(stalls.cpu, default=0):.0f} ms); load "
-        f"{os.getloadavg()[0]:.2f}"
+        f"{r['list_stall']:.0f} ms (CPU {max(stalls.cpu, default=0):.0f} ms); the upstream's "
+        f"threads waited {r['list_upstream_wait']:.0f} ms for a CPU; load {os.getloadavg()[0]:.2f}"
     )
     gc.collect()
     r["before"] = _rss()
     spent = _gateway_cpu(upstream_pid)
+    s0 = _sched(upstream_pid)
     async with _ticker() as stalls:
         took, body, size = await ask(VIEW, {**ns, "v": "1"})
+    s1 = _sched(upstream_pid)
+    r["cold_upstream_wait"] = (s1[1] - s0[1]) * 1000
     own, workers = spent()
     r["cold"], r["page_bytes"], r["cold_stall"] = took, size, max(stalls, default=0)
     r["cold_stall_cpu"] = max(stalls.cpu, default=0)
@@ -369,7 +392,8 @@ async def _list_then_cold(
     total = body["data"]["podsView"]["total"]
     print(f"first (cold) view: {took:.0f} ms (total {total}); first page {size:,} bytes")
     print(
-        f"  the gateway's CPU {own:.0f} ms + its workers' {workers:.0f} ms; load "
+        f"  the gateway's CPU {own:.0f} ms + its workers' {workers:.0f} ms; the upstream's "
+        f"threads waited {r['cold_upstream_wait']:.0f} ms for a CPU; load "
         f"{os.getloadavg()[0]:.2f}"
     )
     print(
@@ -592,7 +616,9 @@ async def bench(
                 f"{r['cold']:.0f} ms ({r['cold'] / r['list']:.2f}x; each round "
                 f"{', '.join(f'{x:.2f}x' for x in ratios)}); CPU list "
                 f"{r['list_cpu']:.0f} + {r['list_worker_cpu']:.0f} ms, cold "
-                f"{r['cold_cpu']:.0f} + {r['cold_worker_cpu']:.0f} ms"
+                f"{r['cold_cpu']:.0f} + {r['cold_worker_cpu']:.0f} ms; the upstream's wait "
+                f"for a CPU: list {r['list_upstream_wait']:.0f} ms, cold "
+                f"{r['cold_upstream_wait']:.0f} ms"
             )
             if cold_only:
                 return r

@@ -54,11 +54,13 @@ __all__ = [
     "CHUNK",
     "PART_ITEMS",
     "STEP",
+    "STREAM_STEP",
     "TAIL_ITEMS",
     "ColumnSpec",
     "Columns",
     "Maker",
     "Sliced",
+    "Streaming",
     "compact",
     "part_bounds",
     "read_list",
@@ -352,18 +354,260 @@ def written_parts(
     return parts()
 
 
-def part_bounds(n: int) -> list[tuple[int, int]]:
+def part_bounds(
+    n: int, part_items: int = PART_ITEMS, tail_items: int = TAIL_ITEMS
+) -> list[tuple[int, int]]:
     """The items (start, end) of each part of an answer of ``n`` items in parts: parts of
     :data:`PART_ITEMS`, the first always one (all of them if fewer), then those of the
     last :data:`PART_ITEMS` items in parts of :data:`TAIL_ITEMS`; one part if none."""
-    tail = max(PART_ITEMS, n - PART_ITEMS)  # where the small parts start
+    tail = max(part_items, n - part_items)  # where the small parts start
     bounds: list[tuple[int, int]] = []
     start = 0
     while start < n or not bounds:
-        size = PART_ITEMS if start + PART_ITEMS <= tail else TAIL_ITEMS
+        size = part_items if start + part_items <= tail else tail_items
         bounds.append((start, min(n, start + size)))
         start += size
     return bounds
+
+
+#: Bytes of a body fed as it arrives gathered between two steps of :class:`Streaming` (each
+#: step one decode of about this much: a few milliseconds of the worker's).
+STREAM_STEP: Final = 1 << 21
+#: How far into a list its ``"items":[`` may be for :class:`Streaming` to find it.
+_HEAD_MOST: Final = 1 << 16
+#: How long the first key of a list's first item may be for :class:`Streaming` to use it.
+_KEY_MOST: Final = 256
+_ITEMS_OPEN: Final = b'"items":['
+#: A place to cut a list between two items that is not one (a nested list of objects): the
+#: next place before it is tried, this many times a step, and this many in all before
+#: :class:`Streaming` gives up (the job is then done on the whole body, as before).
+_TRIES: Final = 3
+_MISSES_MOST: Final = 32
+#: JSON's whitespace.
+_BLANK: Final = b" \t\r\n"
+#: The fields of a list that :func:`read_list` reads but its items, which :class:`Streaming`
+#: wants before the items (as a typed list's JSON has them; an unstructured list's JSON has
+#: its fields in the order of their names, ``kind`` and ``metadata`` after the items).
+_HEAD_HOLDS: Final = frozenset(("apiVersion", "kind", "metadata"))
+
+
+class Streaming:
+    """The answer in parts of a :func:`compact` job (:func:`written_parts`) made as its
+    list body arrives, a list worker fed it a piece at a time: the items delimited as soon as
+    enough of them have come (:meth:`step`, every :data:`STREAM_STEP` bytes), the parts made
+    of them as soon as they are sure to be parts of the answer (:func:`part_bounds`: all but
+    the last :data:`PART_ITEMS` items may be), the rest at the body's end (:meth:`finish`).
+    So that, fed a body at the upstream's pace, only the last part is left for after its
+    last byte.
+
+    The very same parts as :func:`written_parts` of :func:`read_list` of the whole body, or
+    none (:attr:`failed`: the job is then done on the whole body, as before): the body is
+    cut only between two items at the top of the list's ``items``, where ``},`` and the
+    first item's first key meet (the apiserver's items all begin with ``{"metadata":``),
+    and each stretch between two cuts is checked to be exactly items, one comma apart
+    (decoded as the list's items would be, their lengths and commas adding up to the
+    stretch: a cut inside a string, or inside a nested list, fails that); the list before
+    its items is decoded as the list's other fields (all of them: ``apiVersion``, ``kind``
+    and ``metadata`` before the items, as the apiserver writes a typed list), and what
+    follows its items must be ``]}`` (and whitespace).  Anything else (whitespace between
+    items, fields after the items, a body that is not UTF-8, an item that cannot be made
+    compact) and it gives up.
+    """
+
+    __slots__ = (
+        "_count",
+        "_items",
+        "_made",
+        "_misses",
+        "_part_items",
+        "_pattern",
+        "_pos",
+        "_rest",
+        "_start",
+        "_step",
+        "_tail_items",
+        "_tried",
+        "done",
+        "failed",
+        "job",
+    )
+
+    def __init__(
+        self,
+        job: tuple[Any, ...],
+        part_items: int = PART_ITEMS,
+        tail_items: int = TAIL_ITEMS,
+        step: int = STREAM_STEP,
+    ) -> None:
+        #: The :func:`compact` job it makes the answer of.
+        self.job = job
+        self._part_items, self._tail_items, self._step = part_items, tail_items, step
+        #: The list but its items (known once its head has come).
+        self._rest: dict[str, Any] | None = None
+        self._start = -1  # where the first item starts (-1: not known yet)
+        self._pos = 0  # where the next item not delimited starts
+        self._pattern = b""  # what a cut between two items looks like
+        self._items: list[msgspec.Raw] = []  # delimited, in no part yet
+        self._count = 0  # items delimited
+        self._made = 0  # items in parts made
+        self._tried = 0  # the body's length at the last step
+        self._misses = 0
+        #: Given up: the job is to be done on the whole body.
+        self.failed = False
+        #: Made whole (:meth:`finish` gave the last parts).
+        self.done = False
+
+    @property
+    def rest(self) -> dict[str, Any]:
+        """The list but its items (once :meth:`finish` gave its parts)."""
+        assert self._rest is not None
+        return self._rest
+
+    @property
+    def head(self) -> dict[str, Any] | None:
+        """The list but its items, as read from before its items (``None``: not yet)."""
+        return self._rest
+
+    @property
+    def count(self) -> int:
+        """The list's items (once :meth:`finish` gave its parts)."""
+        return self._count
+
+    def step(self, body: bytearray) -> list[list[Any]]:
+        """The parts that can be made of ``body`` so far (the body as it has come, each
+        part a :func:`written` answer's buffers), none until :data:`STREAM_STEP` more bytes
+        have come since the last step."""
+        if self.failed or len(body) - self._tried < self._step:
+            return []
+        self._tried = len(body)
+        try:
+            self._delimit(body, len(body))
+            return self._parts(final=False)
+        except (NotCompact, TypeError):
+            self.failed = True
+            self._items = []
+            return []
+
+    def finish(self, body: bytearray | bytes) -> list[list[Any]] | None:
+        """The last parts, ``body`` whole; ``None`` when the answer cannot be made so
+        (:attr:`failed`)."""
+        if not self.failed:
+            try:
+                if self._last(body):
+                    last = self._parts(final=True)
+                    self.done = True
+                    return last
+            except (NotCompact, TypeError):
+                pass
+        self.failed = True
+        self._items = []
+        return None
+
+    def _head(self, body: bytearray | bytes, end: int) -> bool:
+        """The list before its items read, once it has come (``False``: not yet)."""
+        at = body.find(_ITEMS_OPEN, 0, min(end, _HEAD_MOST))
+        if at < 0:
+            if end >= _HEAD_MOST:
+                raise NotCompact
+            return False
+        start = at + len(_ITEMS_OPEN)
+        if end - start < 2:
+            return False
+        if body[start : start + 2] != b'{"':
+            raise NotCompact  # no item, or whitespace: done on the whole body
+        colon = body.find(b'":', start + 2, min(end, start + _KEY_MOST))
+        if colon < 0:
+            if end >= start + _KEY_MOST:
+                raise NotCompact
+            return False
+        head = bytes(body[:start])
+        try:
+            utf8_checked(head)
+            value = _read_list(head + b"]}")
+        except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
+            raise NotCompact from None
+        if value.get("items") != [] or not value.keys() >= _HEAD_HOLDS:
+            raise NotCompact  # (the list's fields after its items: the rest is not known)
+        self._rest = {k: v for k, v in value.items() if k != "items"}
+        self._pattern = b"}," + bytes(body[start : colon + 2])
+        self._start = self._pos = start
+        return True
+
+    def _delimit(self, body: bytearray | bytes, end: int) -> None:
+        """The items of ``body[:end]`` delimited up to the last place to cut it."""
+        if self._start < 0 and not self._head(body, end):
+            return
+        pos, pattern = self._pos, self._pattern
+        cut = body.rfind(pattern, pos, end)
+        for _ in range(_TRIES):
+            if cut < pos:
+                return
+            if self._take(body, pos, cut + 1):
+                self._pos = cut + 2
+                return
+            self._misses += 1
+            if self._misses > _MISSES_MOST:
+                raise NotCompact
+            cut = body.rfind(pattern, pos, cut)
+
+    def _take(self, body: bytearray | bytes, start: int, end: int) -> bool:
+        """The items of ``body[start:end]``, if it is exactly items, one comma apart."""
+        with memoryview(body) as view:
+            framed = b"".join((b'{"items":[', view[start:end], b"]}"))
+        try:
+            utf8_checked(framed)
+        except UnicodeDecodeError:
+            raise NotCompact from None
+        try:
+            items = _read_list(framed).get("items")
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        if type(items) is not list or sum(map(len, items)) + len(items) - 1 != end - start:
+            return False
+        self._items += items
+        self._count += len(items)
+        return True
+
+    def _last(self, body: bytearray | bytes) -> bool:
+        """The last items delimited, ``body`` whole: what follows them is ``]}``."""
+        end = len(body)
+        if self._start < 0 and not self._head(body, end):
+            return False
+        self._delimit(body, end)
+        while end > self._pos and body[end - 1] in _BLANK:
+            end -= 1
+        if end - 2 <= self._pos or body[end - 2 : end] != b"]}":
+            return False
+        return self._take(body, self._pos, end - 2)
+
+    def _parts(self, *, final: bool) -> list[list[Any]]:
+        """The parts of the items delimited that are sure to be parts of the answer
+        (``final``: all of them, the body whole), as :func:`part_bounds` cuts them."""
+        made: list[list[Any]] = []
+        size = self._part_items
+        if final:
+            bounds = [
+                b for b in part_bounds(self._count, size, self._tail_items) if b[0] >= self._made
+            ]
+            if not bounds or bounds[0][0] != self._made:
+                raise NotCompact  # (cannot be: the parts made are the first of these)
+        else:
+            # a part of ``size`` is the answer's where another ``size`` follows it
+            bounds = []
+            at = self._made
+            while at + 2 * size <= self._count:
+                bounds.append((at, at + size))
+                at += size
+        if not bounds:
+            return made
+        rest, (api_version, kind, columns) = self._rest, self.job[1:]
+        assert rest is not None
+        for start, end in bounds:
+            some = self._items[: end - start]
+            del self._items[: end - start]
+            made.append(written({**rest, "items": some}, api_version, kind, columns))
+            self._made = end
+        return made
 
 
 class Sliced(bytes):

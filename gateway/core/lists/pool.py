@@ -102,6 +102,12 @@ async def _whole_in_thread(fn: Callable[..., T], *args: Any) -> T:
         raise
 
 
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """A task's end seen (its error, if any, is its awaiter's, or no one's to log)."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _read_part(shared: int, at: int, size: int) -> Sliced:
     """A part of a compact job's answer that a worker wrote at ``at`` in the memory file
     (:data:`~gateway.core.lists.worker.STATUS_PART`), its objects apart (:func:`sliced`);
@@ -167,14 +173,18 @@ class _Worker:
         await stdin.drain()
         return await self._answer(job)
 
-    async def call_held(self, job: Job, cap: int) -> bytes | str:
-        """``job`` done on the body fed to this worker (:class:`Feed`), which it holds."""
+    async def call_held(
+        self, job: Job, cap: int, answering: asyncio.Future[bytes | str] | None = None
+    ) -> bytes | str:
+        """``job`` done on the body fed to this worker (:class:`Feed`), which it holds;
+        ``answering``: its answer being read already (a compact job named with the body,
+        whose parts the worker says as it makes them)."""
         stdin = self.proc.stdin
         assert stdin is not None
         head = pickle.dumps((job, cap, False), protocol=pickle.HIGHEST_PROTOCOL)
         stdin.write(REQUEST.pack(len(head), 0, HELD) + head)
         await stdin.drain()
-        return await self._answer(job)
+        return await (self._answer(job) if answering is None else answering)
 
     async def _answer(self, job: Job) -> bytes | str:
         stdout, shared = self.proc.stdout, self.shared
@@ -368,10 +378,25 @@ class Feed:
     unsettled is released.
     """
 
-    __slots__ = ("_ended", "_loop", "_slots", "_worker", "died", "pool", "sent")
+    __slots__ = (
+        "_answering",
+        "_ended",
+        "_loop",
+        "_slots",
+        "_worker",
+        "died",
+        "job",
+        "pool",
+        "sent",
+    )
 
     def __init__(
-        self, pool: ListWorkers, worker: _Worker, slots: asyncio.Semaphore, gzipped: bool
+        self,
+        pool: ListWorkers,
+        worker: _Worker,
+        slots: asyncio.Semaphore,
+        gzipped: bool,
+        job: Job | None = None,
     ) -> None:
         self.pool = pool
         self._worker: _Worker | None = worker
@@ -383,8 +408,18 @@ class Feed:
         #: Bytes written to the worker so far.
         self.sent = 0
         pool.feeding += 1
-        head = pickle.dumps(gzipped, protocol=pickle.HIGHEST_PROTOCOL)
+        #: The job to come on the body, when known (a compact job is made as the body
+        #: comes: :class:`~gateway.core.lists.compacting.Streaming`).
+        self.job = job
+        spec = gzipped if job is None else (gzipped, job)
+        head = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
         self._write(REQUEST.pack(len(head), 0, FED) + head)
+        #: A compact job's answer, read as the worker says each part it makes as the body
+        #: comes (its first part at once, the others by its :class:`_Parts`), so that the
+        #: gateway takes them in beside the rest of the body; ``None``: read after.
+        self._answering: asyncio.Task[bytes | str] | None = None
+        if job is not None and job[0] == "compact" and worker.shared is not None:
+            self._answering = pool._answering(worker, job)
 
     @property
     def alive(self) -> bool:
@@ -414,7 +449,7 @@ class Feed:
         except OSError:  # it died (its pipe broke): the caller decodes the body itself
             self._worker = None
             self.died = True
-            self.pool._settle(worker, self._slots, idle=False, kill=False)
+            self._settle(worker, idle=False, kill=False)
 
     def end(self) -> None:
         """The body is complete: the worker finishes inflating it and holds it."""
@@ -422,16 +457,31 @@ class Feed:
             self._write(CHUNK.pack(0))
             self._ended = True
 
-    def taken(self) -> tuple[_Worker, asyncio.Semaphore] | None:
-        """The worker, which holds the whole body, and its slot, for the job on it; ``None``
-        when it died as it was fed (:attr:`died`) or the feed was settled or cut short."""
+    def taken(
+        self, job: Job
+    ) -> tuple[_Worker, asyncio.Semaphore, asyncio.Future[bytes | str] | None] | None:
+        """The worker, which holds the whole body, its slot, and its answer to ``job`` if
+        it is being read already, for the job on it; ``None`` when it died as it was fed
+        (:attr:`died`) or the feed was settled or cut short, or ``job`` is not the one it
+        was named (its worker is then ended: it may have said parts of another)."""
         worker, self._worker = self._worker, None
-        if worker is None or not self._ended:
+        if worker is None or not self._ended or (self._answering is not None and job != self.job):
             if worker is not None:
-                self.pool._settle(worker, self._slots, idle=False)
+                self._settle(worker, idle=False)
             return None
         self.pool.feeding -= 1
-        return worker, self._slots
+        answering, self._answering = self._answering, None
+        return worker, self._slots, answering
+
+    def _settle(self, worker: _Worker, *, idle: bool, kill: bool = True) -> None:
+        """The worker given back unused (see :meth:`ListWorkers._settle`); where its answer
+        was being read, once that read is over (a part is read in a thread from its memory
+        file: the file is not closed under it), and the worker ended."""
+        answering, self._answering = self._answering, None
+        if answering is None:
+            self.pool._settle(worker, self._slots, idle=idle, kill=kill)
+        else:
+            self.pool._settle_after(answering, worker, self._slots, kill=kill)
 
     def release(self) -> None:
         """Not wanted (the body is decoded here): a worker that holds the whole body frees
@@ -439,20 +489,20 @@ class Feed:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        idle = self._ended
+        idle = self._ended and self._answering is None  # (else it may have said parts)
         if idle:
             stdin = worker.proc.stdin
             if stdin is None or stdin.is_closing():
                 idle = False
             else:
                 stdin.write(REQUEST.pack(0, 0, DROP))
-        self.pool._settle(worker, self._slots, idle=idle)
+        self._settle(worker, idle=idle)
 
     def abandon(self) -> None:
         """The body cut short (the caller went, the upstream broke off): the worker ended."""
         worker, self._worker = self._worker, None
         if worker is not None:
-            self.pool._settle(worker, self._slots, idle=False)
+            self._settle(worker, idle=False)
 
     def __del__(self) -> None:
         if self._worker is not None:  # dropped unsettled: released on the event loop
@@ -490,6 +540,8 @@ class ListWorkers:
         self._closed = False
         #: Answers in parts being read (:class:`_Parts`), until their end.
         self._streams: set[_Parts] = set()
+        #: Answers read as their bodies are fed (:meth:`_answering`), until taken or over.
+        self._early: set[asyncio.Task[Any]] = set()
         #: Lists projected by a worker, and lists a worker gave back (not done, or died).
         self.projected = 0
         self.returned = 0
@@ -533,16 +585,18 @@ class ListWorkers:
         # The ones ended earlier whose process and pipes are done need no more waiting.
         self._all = {w for w in self._all if not w.done}
 
-    async def feed(self, gzipped: bool) -> Feed | None:
+    async def feed(self, gzipped: bool, job: Job | None = None) -> Feed | None:
         """A worker to feed a large list body to as it arrives (:class:`Feed`), if one is
         free now (else ``None``: the body is read whole and handed over after, as before);
-        ``gzipped``: it inflates each piece as it comes."""
+        ``gzipped``: it inflates each piece as it comes; ``job``: the job to come on it,
+        when known (a compact job is then made as the body comes:
+        :class:`~gateway.core.lists.compacting.Streaming`)."""
         # every worker busy: no wait here (the body is read meanwhile)
         held = await self._slot_and_worker(wait=False)
         if held is None:
             return None
         self.fed += 1
-        return Feed(self, *held, gzipped)
+        return Feed(self, *held, gzipped, job)
 
     async def run(self, body: Undecoded, job: Job) -> bytes | None:
         """``job`` done on ``body`` in a worker (:func:`project`: JSON; :func:`wire`: see
@@ -555,10 +609,10 @@ class ListWorkers:
         feed, body.feed = body.feed, None
         if isinstance(feed, Feed):
             if feed.pool is self and self.enabled:
-                taken = feed.taken()
+                taken = feed.taken(job)
                 if taken is not None:
-                    worker, slots = taken
-                    call = worker.call_held(job, body.cap)
+                    worker, slots, answering = taken
+                    call = worker.call_held(job, body.cap, answering)
                     return await self._done(body, worker, slots, call)
                 if feed.died:  # it died as it was fed: decoded by the caller, as before
                     self._died()
@@ -662,6 +716,46 @@ class ListWorkers:
             self._drop(worker, kill=kill)
         slots.release()
 
+    def _answering(self, worker: _Worker, job: Job) -> asyncio.Task[bytes | str]:
+        """``worker``'s answer to ``job`` read from now on (:class:`Feed`), while its body
+        is fed: the first part read as soon as it is said (in a thread), the next ones by
+        its :class:`_Parts`."""
+        task = asyncio.create_task(worker._answer(job), name="list-worker-fed-answer")
+        self._early.add(task)
+        task.add_done_callback(self._early.discard)
+        task.add_done_callback(_retrieved)  # (a worker that died: its caller learns so)
+        return task
+
+    def _settle_after(
+        self,
+        answering: asyncio.Future[bytes | str],
+        worker: _Worker,
+        slots: asyncio.Semaphore,
+        *,
+        kill: bool = True,
+    ) -> None:
+        """A fed worker whose answer was being read (:meth:`_answering`) given back unused:
+        the read stopped, and once it is over (a part being read in a thread goes to its
+        end; parts read after it, by its :class:`_Parts`, too), the worker ended."""
+
+        def read(done: asyncio.Future[bytes | str]) -> None:
+            found = None if done.cancelled() or done.exception() is not None else done.result()
+            more = found.more if isinstance(found, Sliced) else None
+            if isinstance(more, _Parts):
+                more.close()
+                over = asyncio.ensure_future(more.over())
+                self._early.add(over)
+                over.add_done_callback(self._early.discard)
+                over.add_done_callback(lambda _: self._settle(worker, slots, idle=False, kill=kill))
+            else:
+                self._settle(worker, slots, idle=False, kill=kill)
+
+        if answering.done():
+            read(answering)
+        else:
+            answering.cancel()
+            answering.add_done_callback(read)
+
     def _after_parts(
         self, parts: _Parts, worker: _Worker, answered: bool, slots: asyncio.Semaphore
     ) -> None:
@@ -692,6 +786,10 @@ class ListWorkers:
         caller is gone too); each is waited for to its pipes' end, so that nothing of it
         is left for the garbage collector."""
         self._closed = True
+        for early in list(self._early):  # answers read as their bodies were fed
+            early.cancel()
+        while self._early:  # (their reads in threads over, and their parts' reads)
+            await asyncio.wait(list(self._early))
         streams = list(self._streams)
         for parts in streams:  # answers being read: their workers are stopped
             parts.close()

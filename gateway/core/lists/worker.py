@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
+import itertools
 import mmap
 import os
 import pickle
@@ -28,10 +29,11 @@ import signal
 import struct
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO, Final
 
-from gateway.core.lists.compacting import NotCompact
+from gateway.core.lists.body import over_cap
+from gateway.core.lists.compacting import NotCompact, Streaming, read_list
 from gateway.core.lists.gzipped import Gunzipping
 from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, work
 
@@ -59,12 +61,15 @@ __all__ = [
 # shared memory file, or one of the modes below), the pickled ``(job, cap, gzipped)``, the
 # body (when not shared).
 REQUEST: Final = struct.Struct("<QQB")
-#: A request's mode (its third field) for a body fed as it arrives: the pickled ``gzipped``
-#: (no job yet), then the body's pieces, each a :data:`CHUNK` (its length) and its bytes,
-#: then a :data:`CHUNK` of 0 (the end).  No answer: the worker inflates each piece as it
-#: comes and holds the body for the request after, which is :data:`HELD` (the job on it,
-#: answered as any) or :data:`DROP` (the body freed, no answer).  A body that could not be
-#: inflated is held as such, and its job answered ``STATUS_NOT_DONE``.
+#: A request's mode (its third field) for a body fed as it arrives: the pickled ``gzipped``,
+#: or ``(gzipped, job)`` where the job to come is known, then the body's pieces, each a
+#: :data:`CHUNK` (its length) and its bytes, then a :data:`CHUNK` of 0 (the end).  No
+#: answer: the worker inflates each piece as it comes and holds the body for the request
+#: after, which is :data:`HELD` (the job on it, answered as any) or :data:`DROP` (the body
+#: freed, no answer).  A body that could not be inflated is held as such, and its job
+#: answered ``STATUS_NOT_DONE``.  A compact job named with the body is made as the body
+#: comes (:class:`~gateway.core.lists.compacting.Streaming`: its parts written into the
+#: memory file as they are made, said only when the job comes, then all at once).
 FED, HELD, DROP = 2, 3, 4
 #: A fed piece's length (0: the body's end).
 CHUNK: Final = struct.Struct("<Q")
@@ -114,23 +119,41 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
     gc.disable()
     decoded: list[Any] = []
     held: bytearray | None = None  # a fed body (None: none, or one that could not be inflated)
+    made: _Made | None = None  # the answer made as it was fed, in the memory file
     while True:
         head = stdin.read(REQUEST.size)
         if len(head) < REQUEST.size:
             return  # the gateway closed the pipe (or is gone): done
         spec_size, body_size, in_shared = REQUEST.unpack(head)
         if in_shared == FED:
+            fed_spec = pickle.loads(stdin.read(spec_size))
+            gzipped, fed_job = fed_spec if type(fed_spec) is tuple else (fed_spec, None)
+            streaming = (
+                Streaming(fed_job)
+                if shared is not None and fed_job is not None and fed_job[0] == "compact"
+                else None
+            )
             try:
-                held = _fed(stdin, pickle.loads(stdin.read(spec_size)))
+                held, made = _fed(stdin, gzipped, streaming, shared, stdout)
             except EOFError:
                 return  # the gateway is gone mid-body
             continue
         if in_shared == DROP:
-            held = None
+            if made is not None and made.sizes and not made.said:
+                os.ftruncate(made.shared, 0)  # its parts' pages freed (none said: the
+                # gateway drops no body whose parts were said, it ends the worker)
+            held = made = None
             continue
         job, cap, gzipped = pickle.loads(stdin.read(spec_size))  # the gateway's own job
         if in_shared == HELD:
             fed, held = held, None
+            streamed, made = made, None
+            if streamed is not None:
+                _held(streamed, fed, job, cap, stdout=stdout, decoded=decoded)
+                stdout.flush()
+                decoded.clear()
+                del fed, streamed
+                continue
             answer = (
                 NOT_DONE if fed is None else work(fed, job, cap, decoded, parts=shared is not None)
             )
@@ -167,10 +190,107 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, shared: int | None = None) -> None:
         decoded.clear()
 
 
-def _fed(stdin: BinaryIO, gzipped: bool) -> bytearray | None:
+class _Made:
+    """A compact job's answer made as its body is fed (:class:`Streaming`): its parts
+    written into the memory file (each at :func:`part_after` the one before) and said on
+    ``stdout`` as they are (:data:`STATUS_PART`), so that the gateway reads each while the
+    rest of the body comes.  Once a part is said, the file is the gateway's to empty."""
+
+    __slots__ = ("at", "job", "said", "shared", "sizes", "stdout", "streaming")
+
+    def __init__(self, streaming: Streaming, shared: int, stdout: BinaryIO) -> None:
+        self.streaming = streaming
+        self.shared = shared
+        self.stdout = stdout
+        self.job = streaming.job
+        #: The parts' sizes, and how many of them are said.
+        self.sizes: list[int] = []
+        self.said = 0
+        self.at = 0
+
+    @property
+    def done(self) -> bool:
+        """Made whole (:meth:`Streaming.finish` gave its last parts)."""
+        return self.streaming.done
+
+    def write(self, parts: list[list[Any]], *, say: bool = True) -> None:
+        """``parts`` into the memory file, each said as soon as it is there (``say``)."""
+        for part in parts:
+            size = sum(map(len, part))
+            _write_shared(self.shared, part, self.at)
+            self.sizes.append(size)
+            self.at = part_after(self.at, size)
+            if say:
+                self.stdout.write(ANSWER.pack(STATUS_PART, size))
+                self.stdout.flush()
+                self.said += 1
+
+
+def _held(
+    made: _Made, fed: bytearray | None, job: Any, cap: int, *, stdout: BinaryIO, decoded: list[Any]
+) -> None:
+    """The answer to ``job`` on a body fed with a compact job named (:class:`_Made`).
+
+    Made whole, and ``job`` the one named: its parts not said yet said, and its end
+    (:data:`STATUS_PARTS_END`), or, more items than ``cap``, ``STATUS_OVER_CAP`` as
+    :func:`~gateway.core.lists.jobs.work` says, where no part was said (the last parts
+    are said only now, after the cap is known; the gateway names no job for a capped list,
+    whose parts are then never said as the body comes).  Else the job is done on the whole
+    body, as for a body fed without one, the parts said by then left out (the very same
+    parts: :class:`Streaming` makes the whole body's first parts); where that cannot be
+    (another job, a cap, a body the worker could not inflate), after parts said,
+    ``STATUS_NOT_DONE`` (the gateway's answer given up).
+    """
+    said = made.said
+    if made.done and job == made.job:
+        rest, count = made.streaming.rest, made.streaming.count
+        if not (cap and over_cap({**rest, "items": range(count)}, cap)):
+            _stream(iter(()), stdout, made.shared, made.sizes, said)
+        elif not said:
+            os.ftruncate(made.shared, 0)  # the parts' pages freed
+            stdout.write(ANSWER.pack(STATUS_OVER_CAP, 0))
+        else:
+            stdout.write(ANSWER.pack(STATUS_NOT_DONE, 0))
+        return
+    answer: Any = NOT_DONE
+    if not said:  # as for a body fed without a job
+        if made.sizes:
+            os.ftruncate(made.shared, 0)
+        if fed is not None:
+            answer = work(fed, job, cap, decoded, parts=True)
+        if isinstance(answer, Iterator):
+            _stream(answer, stdout, made.shared)
+        else:
+            status = STATUS_OVER_CAP if answer == OVER_CAP else STATUS_NOT_DONE
+            stdout.write(ANSWER.pack(status, 0))
+        return
+    if fed is not None and job == made.job and not cap:
+        whole = read_list(fed)  # (the parts said hold the list's fields as its head had them)
+        if whole is not None and made.streaming.head == {
+            k: v for k, v in whole.items() if k != "items"
+        }:
+            answer = work(fed, job, 0, decoded, parts=True)
+        del whole
+    if isinstance(answer, Iterator):
+        unsaid = itertools.islice(answer, said, None)
+        _stream(unsaid, stdout, made.shared, made.sizes[:said], said)
+    else:
+        stdout.write(ANSWER.pack(STATUS_NOT_DONE, 0))
+
+
+def _fed(
+    stdin: BinaryIO,
+    gzipped: bool,
+    streaming: Streaming | None = None,
+    shared: int | None = None,
+    stdout: BinaryIO | None = None,
+) -> tuple[bytearray | None, _Made | None]:
     """A body fed a piece at a time (:data:`FED`), each inflated as it comes when
     ``gzipped``: the body (inflated), or ``None`` when it could not be (not gzip, damaged,
-    cut short: the gateway's own inflating then says what is wrong).
+    cut short: the gateway's own inflating then says what is wrong); and, with
+    ``streaming``, a compact job's answer made as it comes (:class:`_Made`: its parts
+    written into the ``shared`` memory file and said on ``stdout``; ``None``: none asked,
+    or none made where none was said).
 
     Raises:
         EOFError: the pipe ended in the middle of the body.
@@ -181,6 +301,9 @@ def _fed(stdin: BinaryIO, gzipped: bool) -> bytearray | None:
     body = bytearray()
     inflating = Gunzipping() if gzipped else None
     failed = False
+    made = None
+    if streaming is not None and shared is not None and stdout is not None:
+        made = _Made(streaming, shared, stdout)
     while True:
         (size,) = CHUNK.unpack(_exactly(stdin, CHUNK.size))
         if not size:
@@ -190,20 +313,28 @@ def _fed(stdin: BinaryIO, gzipped: bool) -> bytearray | None:
             continue
         if inflating is None:
             body += piece
-            continue
-        try:
-            for inflated in inflating.feed(piece):
-                body += inflated
-        except zlib.error:
-            failed = True
-            body = bytearray()
+        else:
+            try:
+                for inflated in inflating.feed(piece):
+                    body += inflated
+            except zlib.error:
+                failed = True
+                body = bytearray()
         del piece
+        if made is not None and not failed:
+            made.write(made.streaming.step(body))
     if inflating is not None and not failed:
         try:
             inflating.end()
         except EOFError:
             failed = True
-    return None if failed else body
+    if made is not None and not failed:
+        last = made.streaming.finish(body)
+        if last is not None:
+            made.write(last, say=False)  # (said with the job: after the cap is known)
+    if made is not None and not made.sizes and not made.done:
+        made = None  # nothing said: the job on the body as if none was named
+    return (None if failed else body), made
 
 
 def _exactly(stdin: BinaryIO, size: int) -> bytes:
@@ -223,10 +354,22 @@ def part_after(at: int, size: int) -> int:
     return at + max(1, -(-size // PART_ALIGN)) * PART_ALIGN
 
 
-def _stream(parts: Iterator[list[Any]], stdout: BinaryIO, shared: int) -> None:
+def _stream(
+    parts: Iterator[list[Any]],
+    stdout: BinaryIO,
+    shared: int,
+    ready: Sequence[int] = (),
+    said: int = 0,
+) -> None:
     """A compact job's answer, part by part into the memory file, each said on ``stdout``
-    as soon as it is there (see :data:`STATUS_PART`)."""
+    as soon as it is there (see :data:`STATUS_PART`); ``ready``: the sizes of parts in the
+    file already, from its start (:class:`_Made`), said first but the first ``said``."""
     at = count = 0
+    for size in ready:
+        if count >= said:
+            stdout.write(ANSWER.pack(STATUS_PART, size))
+        count += 1
+        at = part_after(at, size)
     try:
         for part in parts:
             size = sum(map(len, part))

@@ -108,12 +108,12 @@ def read_body(response: httpx.Response) -> _Read:
 
 
 async def _read_for_workers(
-    response: httpx.Response, workers: ListWorkers | None, *, gzipped: bool
+    response: httpx.Response, workers: ListWorkers | None, *, gzipped: bool, job: Job | None = None
 ) -> _Read:
     """The body of ``response`` (``gzipped``: as it came), fed to a list worker as it arrives
     (:class:`~gateway.core.lists.pool.Feed`) when it is long enough to be a list for one
     (from its first piece where ``Content-Length`` says so; else once that much has come),
-    and one is free.
+    and one is free (``job``: the job to come on it, when known).
 
     Whatever ends the read before its end (the upstream breaks off, the caller goes) ends
     the worker's part too; the error is the read's, as without a worker."""
@@ -136,7 +136,7 @@ async def _read_for_workers(
             elif may_feed and size >= least:
                 may_feed = False
                 assert workers is not None
-                feed = await workers.feed(gzipped)
+                feed = await workers.feed(gzipped, job)
                 if feed is not None:
                     await feed.send(b"".join(pieces))
         if feed is not None:
@@ -435,13 +435,15 @@ class KubeAdapter:
         stream: bool,
         gzipped: bool = False,
         workers: ListWorkers | None = None,
+        *,
+        job: Job | None = None,
     ) -> httpx.Response:
         """Send ``request``: a unary one straight to the transport of a client that would
         add nothing to it (:attr:`UpstreamClient.direct`), else through the client.
 
         ``gzipped``: a successful answer the upstream gzipped is read as it came, not
         inflated, and a long one, gzipped or not, fed to one of ``workers`` as it arrives
-        (see :func:`read_body`)."""
+        (see :func:`read_body`; ``job``: the list job to come on it, when known)."""
         direct = http.direct if isinstance(http, UpstreamClient) and not stream else None
         if direct is None or http.is_closed:  # closed: the client says so, as before
             if not gzipped:
@@ -454,7 +456,7 @@ class KubeAdapter:
             coding = response.headers.get("content-encoding")
             if gzipped and response.status_code < 400 and coding in (None, "gzip", "identity"):
                 response.extensions[_READ] = await _read_for_workers(
-                    response, workers, gzipped=coding == "gzip"
+                    response, workers, gzipped=coding == "gzip", job=job
                 )
             else:
                 await response.aread()  # the whole body; the connection goes back to the pool
@@ -471,13 +473,14 @@ class KubeAdapter:
         timeout: float | None = None,
         stream: bool = False,
         gzipped: bool = False,
+        job: Job | None = None,
     ) -> httpx.Response:
         http = self.stream_http if stream else self.http
         # Streams hold a lease of their own budget for their whole life (hub, log follow).
         lease = None if stream else self.requests.acquire(scope_of(credential))
         try:
             return await self._send_once(
-                req, credential, http, timeout=timeout, stream=stream, gzipped=gzipped
+                req, credential, http, timeout=timeout, stream=stream, gzipped=gzipped, job=job
             )
         finally:
             if lease is not None:
@@ -492,6 +495,7 @@ class KubeAdapter:
         timeout: float | None,
         stream: bool,
         gzipped: bool = False,
+        job: Job | None = None,
     ) -> httpx.Response:
         span = tracing.upstream(req.method, req.verb, req.resource)
         request = self._httpx_request(req, credential, timeout, http)
@@ -502,7 +506,7 @@ class KubeAdapter:
             with span:
                 span.inject(request.headers)
                 try:
-                    response = await self._request(http, request, stream, gzipped, workers)
+                    response = await self._request(http, request, stream, gzipped, workers, job=job)
                 except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                     # A pooled connection the server closed (GOAWAY, idle close) fails the
                     # request on it; reads are safe to send once more on a fresh connection.
@@ -511,7 +515,7 @@ class KubeAdapter:
                     log.debug("retrying a GET after %s", type(exc).__name__)
                     request = self._httpx_request(req, credential, timeout, http)
                     span.inject(request.headers)
-                    response = await self._request(http, request, stream, gzipped, workers)
+                    response = await self._request(http, request, stream, gzipped, workers, job=job)
                 code = response.status_code
                 span.answered(code)
         except httpx.TimeoutException as exc:
@@ -596,11 +600,14 @@ class KubeAdapter:
         credential: Credential = ANONYMOUS,
         timeout: float | None = None,
         gzipped: bool = False,
+        job: Job | None = None,
     ) -> Undecoded:
         """One page of a list as the upstream sent it, not decoded: the large-list scope
         decodes it, or hands it to a list worker (:mod:`gateway.core.lists.large`).
         ``gzipped``: a body the upstream gzipped (the apiserver does, for a large one) is
-        kept as it came, for a worker to inflate rather than this process.
+        kept as it came, for a worker to inflate rather than this process; ``job``: the
+        worker's job to come on it, when known (a worker fed the body as it arrives does a
+        compact job on it as it comes, the gateway taking its parts in meanwhile).
 
         Without a ``limit``, at most :attr:`max_list_items` objects are held: the upstream is
         asked for one more than that, and the body carries the cap (``Undecoded.cap``), so
@@ -614,7 +621,11 @@ class KubeAdapter:
         if capped:
             options = replace(options, limit=cap + 1)
         req = build_request(res, "list", namespace=namespace, params=options.to_query())
-        response = await self._send(req, credential, timeout=timeout, gzipped=gzipped)
+        # (a job named only where no cap applies: a fed compact job's parts are said as
+        # they are made, before the worker knows whether the list is over the cap)
+        response = await self._send(
+            req, credential, timeout=timeout, gzipped=gzipped, job=None if capped else job
+        )
         read = read_body(response)
         return Undecoded(
             read.data,
@@ -684,6 +695,7 @@ class KubeAdapter:
                 options=page_options,
                 credential=credential,
                 gzipped=lists.compacts,
+                job=job,
             )
             done = await lists.compacted(body, job)
             if done is None:
