@@ -313,18 +313,12 @@ class ProjectingExecutor(CompletingExecutor):
         resolver), a field with arguments, a value another completion would refuse or
         change (a total past ``Int``), nodes or edges this does not complete here (a page
         of the largest size, completed in slices; objects only graphql-core completes)."""
-        t = return_type.of_type if isinstance(return_type, GraphQLNonNull) else return_type
-        if not isinstance(t, GraphQLObjectType):
+        found = self._object_selection(return_type, fields)
+        if found is None:
             return NOT_COMPLETED
-        selected = subselection(self, t, fields)
-        if not selected:
-            return NOT_COMPLETED
-        out: dict[str, Any] = {}
+        t, selected, out = found
         for key, (node, sub) in selected.items():
             name = node.name.value
-            if name == "__typename":
-                out[key] = t.name
-                continue
             field = t.fields.get(name)
             if field is None or node.arguments:
                 return NOT_COMPLETED
@@ -348,6 +342,28 @@ class ProjectingExecutor(CompletingExecutor):
                 return NOT_COMPLETED
             out[key] = value
         return out
+
+    def _object_selection(
+        self, return_type: GraphQLOutputType, fields: Fields
+    ) -> tuple[GraphQLObjectType, dict[str, Any], dict[str, Any]] | None:
+        """The object type of ``return_type``, its fields selected by ``fields`` but
+        ``__typename``, and the answer begun with the ``__typename`` ones in place (the
+        selection's order); ``None`` where it is not an object or nothing is selected."""
+        t = return_type.of_type if isinstance(return_type, GraphQLNonNull) else return_type
+        if not isinstance(t, GraphQLObjectType):
+            return None
+        selected = subselection(self, t, fields)
+        if not selected:
+            return None
+        out: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for key, found in selected.items():
+            if found[0].name.value == "__typename":
+                out[key] = t.name
+            else:
+                out[key] = None  # its place in the selection's order, filled by the caller
+                rest[key] = found
+        return t, rest, out
 
     def _view_nodes(
         self, return_type: GraphQLOutputType, fields: Fields, answer: ViewAnswer
@@ -373,18 +389,12 @@ class ProjectingExecutor(CompletingExecutor):
         """An object of scalar fields read as attributes of ``value`` (a view's
         :class:`PageInfo`), completed as graphql-core completes it, or
         :data:`NOT_COMPLETED`."""
-        t = return_type.of_type if isinstance(return_type, GraphQLNonNull) else return_type
-        if type(value) is not PageInfo or not isinstance(t, GraphQLObjectType):
+        found = None if type(value) is not PageInfo else self._object_selection(return_type, fields)
+        if found is None:
             return NOT_COMPLETED
-        selected = subselection(self, t, fields)
-        if not selected:
-            return NOT_COMPLETED
-        out: dict[str, Any] = {}
+        t, selected, out = found
         for key, (node, _sub) in selected.items():
             name = node.name.value
-            if name == "__typename":
-                out[key] = t.name
-                continue
             field = t.fields.get(name)
             attribute = attributes.get(name)
             if field is None or attribute is None or node.arguments:
