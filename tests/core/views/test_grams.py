@@ -330,3 +330,48 @@ def test_bigrams_past_their_share_of_the_json_are_refused_or_dropped() -> None:
     assert not store.grams and store.bytes == sum(e.size for e in store.slots if e is not None)
     _ensure(store, spec)
     assert not store.grams  # not built again
+
+
+def test_built_bigrams_are_settled_as_a_fill_is_and_built_with_the_collector_held() -> None:
+    """A large column's bigrams (a set as long as the column for a pair every text holds)
+    are built with the collector held off and settled after, as a fill is: frozen where the
+    process is the gateway's own, so no young collection walks their entries again."""
+    import gc
+
+    from gateway.core.process.collector import HOLD
+    from gateway.core.views.store import SETTLE_SLOTS
+
+    rnd = random.Random(3)
+    store = Store()
+    for i in range(SETTLE_SLOTS + 10):
+        o = _obj(rnd, i)
+        store.put(_key(o), Entry(o))
+    spec = _spec("spec.nodeName", "ab")
+    held: list[bool] = []
+    filled: list[int] = []
+
+    async def build() -> None:
+        paths, texts = evaluate.paths_of(spec), evaluate.text_paths(spec)
+        await store.ensure(paths, None, texts)  # the columns filled (and settled)
+        filled.append(HOLD.settled)
+        await store.ensure(paths, None, texts)  # asked again: built in the background
+        grams = store.grams[("spec", "nodeName")]
+        await asyncio.sleep(0)  # the build's first step
+        while not grams.built:
+            held.append(gc.isenabled())
+            await asyncio.sleep(0)
+        await store.settled()
+
+    freeze = HOLD.freeze
+    HOLD.freeze = True
+    try:
+        asyncio.run(build())
+        grams = store.grams[("spec", "nodeName")]
+        assert grams.built and HOLD.settled == filled[0] + 1
+        assert held and not any(held)  # the collector off while it was built
+        assert gc.isenabled()
+        young = {id(o) for o in gc.get_objects()}  # the frozen are in none of the generations
+        assert not any(id(s) in young for s in grams.postings.values())
+    finally:
+        HOLD.freeze = freeze
+        gc.unfreeze()
