@@ -243,10 +243,13 @@ async def crd_lifecycle(b: CrdBackend) -> None:
                 message = await _message_of(ws, op)
                 while message["type"] == "next" and "data" in message["payload"]:
                     # g1 goes with its kind: its DELETED, or (when the gateway's watch had
-                    # to relist while the kind was being torn down) a RESYNC frame around it
+                    # to relist while the kind was being torn down) a RESYNC frame around it;
+                    # before them, the shape patch's MODIFIED where the subscription's first
+                    # state was taken before the hub's watch had that patch's event (it
+                    # started at the hub's version, as a watch from the apiserver's cache does)
                     event = message["payload"]["data"]["watchGadgets"]
-                    assert event["type"] in ("DELETED", "RESYNC"), message
-                    if event["type"] == "DELETED":
+                    assert event["type"] in ("MODIFIED", "DELETED", "RESYNC"), message
+                    if event["type"] != "RESYNC":
                         assert event["object"]["metadata"]["name"] == "g1", message
                     message = await _message_of(ws, op)
             b.timings["subscription ended"] = time.monotonic() - started
