@@ -362,8 +362,9 @@ def test_built_bigrams_are_settled_as_a_fill_is_and_built_with_the_collector_hel
             await asyncio.sleep(0)
         await store.settled()
 
-    freeze = HOLD.freeze
+    freeze, enabled = HOLD.freeze, gc.isenabled()
     HOLD.freeze = True
+    gc.enable()  # as serving has it (a test before may have left it off)
     try:
         asyncio.run(build())
         grams = store.grams[("spec", "nodeName")]
@@ -375,3 +376,5 @@ def test_built_bigrams_are_settled_as_a_fill_is_and_built_with_the_collector_hel
     finally:
         HOLD.freeze = freeze
         gc.unfreeze()
+        if not enabled:
+            gc.disable()
