@@ -1105,6 +1105,16 @@ async def _execute(
     return result
 
 
+def _same(fast: Any, standard: Any, where: str) -> None:
+    """The fast completion's result is graphql-core's: the same errors and the same bytes."""
+    from gateway.graphql.engine.execution import format_result
+
+    assert [(e.message, e.path) for e in fast.errors or []] == [
+        (e.message, e.path) for e in standard.errors or []
+    ], where
+    assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard)), where
+
+
 def _fragments(value: Any) -> int:
     if isinstance(value, orjson.Fragment):
         return 1
@@ -1219,11 +1229,7 @@ async def test_a_pages_json_is_written_as_graphql_core_completes_its_objects() -
         fast = await _execute(document, variables, {"items": shared}, engine.executor_class)
         whole = [deepjson.loads(raw) for raw in raws]
         standard = await _execute(document, variables, {"items": whole}, None)
-        where = f"seed {seed}:\n{text}\n{raws[:3]!r}"
-        assert [(e.message, e.path) for e in fast.errors or []] == [
-            (e.message, e.path) for e in standard.errors or []
-        ], where
-        assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard)), where
+        _same(fast, standard, f"seed {seed}:\n{text}\n{raws[:3]!r}")
         compared += 1
         written += bool(raws) and _fragments(fast.data)
         typed += bool(raws) and seed % 3 == 2 and _fragments(fast.data)
@@ -1276,7 +1282,6 @@ async def test_a_pages_edges_are_written_as_graphql_core_completes_them() -> Non
 
     from gateway.core import ViewContents
     from gateway.core.support import deepjson
-    from gateway.graphql.engine.execution import format_result
     from gateway.graphql.resolvers.views import PageEdges
 
     schema = _edge_schema()
@@ -1334,11 +1339,7 @@ async def test_a_pages_edges_are_written_as_graphql_core_completes_them() -> Non
         ):
             results.append(await _execute(document, variables, root, executor, schema))
         fast, standard = results
-        where = f"seed {seed}:\n{text}\n{raws[:3]!r}"
-        assert [(e.message, e.path) for e in fast.errors or []] == [
-            (e.message, e.path) for e in standard.errors or []
-        ], where
-        assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard)), where
+        _same(fast, standard, f"seed {seed}:\n{text}\n{raws[:3]!r}")
         compared += 1
         written += bool(raws) and _fragments(fast.data)
     assert compared > 300, compared
@@ -1482,7 +1483,6 @@ async def test_a_views_answer_is_completed_at_once_as_graphql_core_completes_it(
     answer completed at once in many of them."""
     from graphql import GraphQLField, GraphQLObjectType, GraphQLSchema, parse, validate
 
-    from gateway.graphql.engine.execution import format_result
     from gateway.graphql.schemas._library import NOT_COMPLETED, graphql_schema
     from gateway.graphql.schemas.seed import gateway_schema
 
@@ -1514,11 +1514,7 @@ async def test_a_views_answer_is_completed_at_once_as_graphql_core_completes_it(
         fast = await _execute(document, variables, {"view": answer}, Counting, schema)
         plain = {"view": _PlainAnswer(answer)}
         standard = await _execute(document, variables, plain, None, schema)
-        where = f"seed {seed}:\n{text}\n{answer.page.contents.raws[:3]!r}"
-        assert [(e.message, e.path) for e in fast.errors or []] == [
-            (e.message, e.path) for e in standard.errors or []
-        ], where
-        assert orjson.dumps(format_result(fast)) == orjson.dumps(format_result(standard)), where
+        _same(fast, standard, f"seed {seed}:\n{text}\n{answer.page.contents.raws[:3]!r}")
         compared += 1
     assert compared > 400, compared
     assert at_once[0] > 150, at_once[0]

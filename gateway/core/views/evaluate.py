@@ -810,14 +810,15 @@ class Contents:
         values it guards against (an integer past 64 bits, a float, JSON nested past
         ``orjson``'s levels) are refused by the types wherever they are read, and where
         they are not read the whole decode's values that are read are the same."""
+        if self.rendered is not None and self.keys is not None:
+            items = self.json_items(spec)
+            # msgspec writes a list as its items' JSON between brackets, comma-separated
+            return None if items is None else b"[" + b",".join(items) + b"]"
         typed = _typed_list(spec)
         if typed is None:
             return None
         decode, encode = typed
         try:
-            if self.rendered is not None and self.keys is not None:
-                # msgspec writes a list as its items' JSON between brackets, comma-separated
-                return b"[" + b",".join(self.rendered.written(typed, self.keys, self.raws)) + b"]"
             return encode([decode(raw) for raw in self.raws])
         except (msgspec.DecodeError, msgspec.EncodeError, RecursionError, UnicodeError):
             return None

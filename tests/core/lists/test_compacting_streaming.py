@@ -47,6 +47,7 @@ from gateway.core.lists.worker import (
     serve,
 )
 from tests.core.lists.test_compacting import COLUMNS, _items
+from tests.core.lists.test_pool_feed import _run
 from tests.core.lists.test_pool_parts import _taken
 
 JOB = compact("v1", "Pod", COLUMNS)
@@ -322,18 +323,6 @@ def test_a_worker_given_another_job_or_none_does_it_on_the_whole_body() -> None:
 
 
 # -- through the pool, a real worker process ---------------------------------------------
-
-
-def _run(test: Any) -> None:
-    async def main() -> None:
-        workers = ListWorkers(1)
-        try:
-            async with asyncio.timeout(120):
-                await test(workers)
-        finally:
-            await workers.aclose()
-
-    asyncio.run(main())
 
 
 async def _feed(
