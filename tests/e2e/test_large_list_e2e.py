@@ -142,6 +142,27 @@ async def fed_pods(kube_apiserver: KubeAPIServer) -> AsyncIterator[httpx.AsyncCl
         yield kube
 
 
+async def asked_with_and_without_workers(
+    kube_apiserver: KubeAPIServer, ask: dict[str, Any]
+) -> tuple[httpx.Response, httpx.Response, dict[str, int]]:
+    """``ask`` posted as admin to a gateway with two list workers, then to one without:
+    both answers, and the first gateway's workers' counts after its answer."""
+    token = kube_apiserver.tokens["admin"]
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        serve_app(kube_apiserver.gateway_settings(list_workers="2")) as (url, app),
+        serve_app(kube_apiserver.gateway_settings(list_workers="0")) as (plain_url, _),
+    ):
+        workers = app.state.runtime.cluster.adapter.large_lists.workers
+        assert workers is not None
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            got = await client.post("/graphql", json=ask, headers=headers)
+        counted = {k: getattr(workers, k) for k in ("fed", "projected", "feeding", "returned")}
+        async with httpx.AsyncClient(base_url=plain_url, timeout=60) as client:
+            want = await client.post("/graphql", json=ask, headers=headers)
+    return got, want, counted
+
+
 async def test_a_long_list_the_apiserver_streams_is_fed_to_a_worker_exactly(
     kube_apiserver: KubeAPIServer, fed_pods: httpx.AsyncClient
 ) -> None:
@@ -152,23 +173,9 @@ async def test_a_long_list_the_apiserver_streams_is_fed_to_a_worker_exactly(
     )
     assert raw.headers.get("content-encoding") == "gzip"
     assert int(raw.headers.get("content-length") or FEED_FROM_GZIPPED) >= FEED_FROM_GZIPPED
-    token = kube_apiserver.tokens["admin"]
     query = QUERY.replace('"big-lists"', f'"{FED_NS}"')
-    async with (
-        serve_app(kube_apiserver.gateway_settings(list_workers="2")) as (url, app),
-        serve_app(kube_apiserver.gateway_settings(list_workers="0")) as (plain_url, _),
-    ):
-        workers = app.state.runtime.cluster.adapter.large_lists.workers
-        assert workers is not None
-        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-            got = await client.post(
-                "/graphql", json={"query": query}, headers={"Authorization": f"Bearer {token}"}
-            )
-        assert (workers.fed, workers.projected, workers.feeding) == (1, 1, 0)
-        async with httpx.AsyncClient(base_url=plain_url, timeout=60) as client:
-            want = await client.post(
-                "/graphql", json={"query": query}, headers={"Authorization": f"Bearer {token}"}
-            )
+    got, want, workers = await asked_with_and_without_workers(kube_apiserver, {"query": query})
+    assert (workers["fed"], workers["projected"], workers["feeding"]) == (1, 1, 0)
     assert got.status_code == want.status_code == 200
     assert got.content == want.content
     assert got.content.count(b'"big-') == PODS

@@ -11,8 +11,7 @@ import httpx
 
 from gateway.core.lists.compacting import Streaming, compact, read_list, written_parts
 from tests.e2e.apiserver import KubeAPIServer
-from tests.e2e.test_large_list_e2e import FED_NS, PODS, fed_pods
-from tests.support.graphql import serve_app
+from tests.e2e.test_large_list_e2e import FED_NS, PODS, asked_with_and_without_workers, fed_pods
 
 __all__ = ["fed_pods"]  # (the fixture, used here)
 
@@ -46,23 +45,9 @@ async def test_a_cold_view_of_a_list_the_apiserver_streams_is_made_as_it_comes_e
         b"".join(p) for p in written_parts(value, *job[1:])
     ]
 
-    token = kube_apiserver.tokens["admin"]
     ask = {"query": VIEW, "variables": {"ns": FED_NS}}
-    async with (
-        serve_app(kube_apiserver.gateway_settings(list_workers="2")) as (url, app),
-        serve_app(kube_apiserver.gateway_settings(list_workers="0")) as (plain_url, _),
-    ):
-        workers = app.state.runtime.cluster.adapter.large_lists.workers
-        assert workers is not None
-        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-            got = await client.post(
-                "/graphql", json=ask, headers={"Authorization": f"Bearer {token}"}
-            )
-        assert workers.fed == 1 and workers.feeding == 0 and workers.returned == 0
-        async with httpx.AsyncClient(base_url=plain_url, timeout=60) as client:
-            want = await client.post(
-                "/graphql", json=ask, headers={"Authorization": f"Bearer {token}"}
-            )
+    got, want, workers = await asked_with_and_without_workers(kube_apiserver, ask)
+    assert (workers["fed"], workers["feeding"], workers["returned"]) == (1, 0, 0)
     assert got.status_code == want.status_code == 200
     assert got.content == want.content
     assert got.json()["data"]["podsView"]["total"] == PODS
