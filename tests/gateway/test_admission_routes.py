@@ -245,26 +245,29 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             amplified = await post(client, path, {"query": AMPLIFIED})
             assert amplified.status_code == 400, (path, amplified.text[:300])
             assert code(amplified) == "QUERY_TOO_COMPLEX", path
-            # Stopped at its budget (1.5 times the full introspection's fields): real work, but
-            # bounded by the schema's size, whatever the document multiplies.
+            # Stopped at its budget (1.5 times the full introspection's values): real work,
+            # but bounded by the schema's size, whatever the document multiplies (unbounded,
+            # this one would cost ~14 full introspections).  Measured in the process's CPU
+            # time (the gateway, its introspection thread and this client are one process;
+            # the thread's pauses are not counted), which a loaded machine does not stretch.
             # The endpoint's schema in place (the fleet's is derived on first use), and its
             # introspection budget sized (a schema-reading document's first use does it).
             await client.post(path, json={"query": SCHEMA}, headers=AUTH)
-            started = time.perf_counter()
+            started = time.process_time()
             nested = await client.post(path, json={"query": NESTED}, headers=AUTH)
-            refused_in = time.perf_counter() - started
-            started = time.perf_counter()
+            refused_cpu = time.process_time() - started
+            started = time.process_time()
             # The full introspection under a name of its own: computed, not the kept answer.
             uncached = get_introspection_query().replace("IntrospectionQuery", "Once", 1)
             full = await client.post(path, json={"query": uncached}, headers=AUTH)
-            full_in = time.perf_counter() - started
+            full_cpu = time.process_time() - started
             assert "errors" not in full.json(), (path, full.text[:300])
-            assert refused_in < 4 * full_in + 2, (path, refused_in, full_in)
+            assert refused_cpu < 4 * full_cpu + 0.2, (path, refused_cpu, full_cpu)
             assert nested.status_code == 400, (path, nested.text[:300])
             assert code(nested) == "QUERY_TOO_COMPLEX", path
             assert len(nested.content) < 2_000, path
             too_deep = await post(client, path, {"query": TOO_DEEP})
-            assert code(too_deep) == "GRAPHQL_VALIDATION_FAILED", path
+            assert code(too_deep) == "GRAPHQL_VALIDATION_FAILED", (path, too_deep.text[:300])
             undeclared = await post(
                 client, path, {"query": HONEST, "variables": {"junk": "x" * 100_000}}
             )

@@ -63,11 +63,11 @@ async def test_a_typename_ping_is_a_plain_query_not_an_introspection() -> None:
     }
     for ping, data in pings.items():
         assert await engine.execute(engine.prepare(ping), None, None) == {"data": data}
-    assert engine._standard_fields == 0  # no introspection was executed
+    assert engine._standard_values == 0  # no introspection was executed
     assert not engine._introspections
     mixed = await engine.execute(
         engine.prepare("{ __typename __schema { queryType { name } } }"), None, None
     )
     assert mixed["data"]["__schema"]["queryType"]["name"] == "Query"
-    assert engine._standard_fields > 1000  # sized by the whole introspection
+    assert engine._standard_values > 1000  # sized by the whole introspection
     assert len(engine._introspections) == 1
