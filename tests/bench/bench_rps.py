@@ -1,7 +1,7 @@
 """Benchmark: the cost of one small request through the gateway, against the same request
 made straight to a real kube-apiserver in the same run (issue 30).
 
-    .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 300] \
+    .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 400] [--rounds 5] \
         [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...] [--gateway-src CHECKOUT] \
         [--rows gRPC ...] [--profile DIR [--profile-native]] [--gateway-env NAME=VALUE ...]
 
@@ -9,12 +9,13 @@ One etcd + kube-apiserver (``tests/e2e/apiserver.py``) holding 20 pods in ``team
 ``kube-gateway serve`` processes on it (admin kubeconfig, loopback ports, default settings):
 one serving any document, one with ``--trusted-documents`` (a manifest of the get's
 document).  The load comes from Go clients the project builds (``bash
-tests/go-client/build.sh load``: ``hey`` for HTTP, ``ghz`` for gRPC, pinned there, in
-``tests/go-client/.bin``), in processes of their own, so they are not this process's loop.
+tests/go-client/build.sh load``: ``hey`` for HTTP at 32 concurrent, ``vegeta`` for HTTP one
+at a time, ``ghz`` for gRPC, pinned there, in ``tests/go-client/.bin``), in processes of
+their own, so they are not this process's loop.
 Rows, each with the bearer token of the apiserver's admin:
 
-* **direct**: ``hey`` GET of one pod at the apiserver (HTTPS, HTTP/1.1, keep-alive);
-* **direct list of 10**: ``hey`` GET of ``pods?limit=10`` at the apiserver, the baseline
+* **direct**: a GET of one pod at the apiserver (HTTPS, HTTP/1.1, keep-alive);
+* **direct list of 10**: a GET of ``pods?limit=10`` at the apiserver, the baseline
   of the two list rows (a list of 10 costs the apiserver about twice a get);
 * **GraphQL get**: ``POST /graphql`` ``pod(namespace, name)`` selecting 15 fields;
 * **GraphQL list of 10**: ``pods(namespace, limit: 10)``, the same 15 fields of each;
@@ -24,22 +25,39 @@ Rows, each with the bearer token of the apiserver's admin:
 * **trusted-document get**: the GraphQL get named by ``documentId`` on the gateway serving
   the manifest.
 
-Per row: ``--requests`` requests at 32 concurrent (requests/s), then ``--single`` one at a
-time (p50), after a warm-up; each gateway's and the apiserver's CPU time (``utime + stime``
-of ``/proc/PID/stat``, every thread) is read around the 32-concurrent run and divided by its
-requests, and the gateway's upstream requests (its ``/metrics``,
-``kube_gateway_upstream_request_duration_seconds_count``) are counted around it.  Around the
-one-at-a-time run, the gateway's own p50 (its access lines' ``duration_ms``), the p50 of
-each call's upstream time (the lines' ``upstream_ms``) and of its own share (the one less
-the other), and the upstream's mean latency (the histogram's sum over its count: a mean,
-which the slow tail of a loaded machine pulls far above the p50) are in the p50 row's note:
-they tell a slow p50 the gateway added from one the apiserver or the machine's
-load did (a p50 at 1 is wall-clock time, the figure a loaded machine moves most).  Every
-answer must be a success: a run with an error or a non-200 status fails the bench.  Ratios
-are to the direct row of the same run (the list rows' to the direct list's): requests/s and
-p50 to the direct figures, the gateway's CPU per request to the apiserver's CPU per direct
-request.  Not a timed test:
-the machine is shared; the CPU per request is the figure that survives the noise best.
+Every row is measured in ``--rounds`` rounds (5), after a warm-up, the rows in turns
+within each round: first each row's share of ``--requests`` (3,000 in all, 600 a round) at
+32 concurrent, then ``--single`` (400) of each one at a time; so the direct and the gateway
+runs alternate, and a slow minute of the shared machine falls on the rounds of both.  Each
+figure is the median of its rounds':
+
+* requests/s at 32 concurrent (hey's or ghz's figure of the run);
+* CPU per request: each gateway's and the apiserver's CPU time (``utime + stime`` of
+  ``/proc/PID/stat``, every thread) read around each round's 32-concurrent run and divided by
+  its requests (the note gives the rounds' least and greatest), and the gateway's upstream
+  requests (its ``/metrics``, ``kube_gateway_upstream_request_duration_seconds_count``)
+  counted around it;
+* p50 and p99 at 1 concurrent, computed from every request's own latency at the client's
+  full precision (``tests/bench/latency.py``): vegeta's results for HTTP (ns; hey prints
+  its times, its ``-o csv`` too, in steps of 0.1 ms), ghz's per-call ``details`` for gRPC
+  (ns), the same way for the direct rows and the gateway's; each run's first request (its
+  connection's setup) is dropped.  The latency a gateway row adds, the figure its goal of
+  +0.5 ms is judged on to the microsecond, is the median of the rounds' differences (its
+  p50 less the same round's direct p50), not the difference of the two medians: the row's
+  note says so and gives the differences' spread.
+
+Around the one-at-a-time runs, the gateway's own p50 (its access lines' ``duration_ms``),
+the p50 of each call's upstream time (the lines' ``upstream_ms``) and of its own share (the
+one less the other), and the upstream's mean latency (the histogram's sum over its count: a
+mean, which the slow tail of a loaded machine pulls far above the p50) are in the p50 row's
+note: they tell a slow p50 the gateway added from one the apiserver or the machine's load
+did.  Every answer must be a success: a run with an error or a non-200 status fails the
+bench.  Ratios are to the direct row of the same run (the list rows' to the direct list's):
+requests/s and p50 to the direct figures, the gateway's CPU per request to the apiserver's
+CPU per direct request.  Not a timed test: the machine is shared; the CPU per request is the
+figure that survives the noise best.  ``--profile`` records each row's 32-concurrent runs
+(every round's) with py-spy.
+
 ``--gateway-src`` runs the gateways from another checkout of the code (a worktree of main,
 say), with this process's interpreter and packages: the "before" of an A/B.
 ``--gateway-env`` adds a variable to the gateways' environment (``GRPC_EXPERIMENTS=...``:

@@ -407,15 +407,21 @@ How measured (`tests/bench/bench_rps.py`, its docstring says more; `python -m
 tests.bench.bench_rps --out BENCHMARKS.md` refreshes this section alone): a real
 kube-apiserver (the e2e build) holding 20 pods, two `kube-gateway serve` processes on it
 (default settings; the second with `--trusted-documents`), and Go load clients the project
-builds (`tests/go-client/build.sh load`: `hey` for HTTP, `ghz` for gRPC), each in its own
-process.  Per row: 3,000 requests at 32 concurrent (requests/s), then 300 one at a time
-(p50), after a warm-up.  The direct rows are `hey` GETs of one pod, and of `pods?limit=10`,
+builds (`tests/go-client/build.sh load`: `hey` for HTTP at 32 concurrent, `vegeta` for HTTP
+one at a time, `ghz` for gRPC), each in its own process.  Per row, after a warm-up, 5
+interleaved rounds (the rows in turns within each round) of 600 requests at 32 concurrent
+(requests/s, CPU per request) and 400 one at a time (p50, p99); each figure is the median of
+its rounds'.  The p50 and p99 come from every request's own latency to the ns (vegeta's
+results, ghz's per-call details; each run's first request, its connection's, dropped), and
+a row's added latency, judged to the microsecond, is the median of the rounds' differences
+to the direct p50 of the same round (the note gives their spread).  The direct rows are GETs
+of one pod, and of `pods?limit=10`,
 at the apiserver itself (HTTPS, HTTP/1.1 keep-alive, as the gateway's own upstream client);
 the list rows are compared with the direct list, the others with the direct get.  The
 GraphQL rows select 15 fields of one pod (`pod`) or of 10 (`pods(limit: 10)`); the gRPC rows are
 `PodService/Get` and `PodService/List` with `limit: 10`; the trusted-document row sends the
 get by `documentId`.  CPU per request is `utime + stime` of `/proc/PID/stat` (every thread)
-around the 32-concurrent run, divided by its requests: the gateway's for its rows, the
+around each round's 32-concurrent run, divided by its requests: the gateway's for its rows, the
 apiserver's for the direct ones (the ratio of a gateway CPU row is to that); each note gives
 the apiserver's CPU per request in that row and the gateway's upstream requests per request
 (its own `/metrics`), and each p50 row's the gateway's own p50 (its access lines), the p50
