@@ -169,7 +169,7 @@ in process), `bench_graphql_list` (gateway in process), `bench_loop_hold` (gatew
 process, the demo upstream, the large-list client and the small-get client in child
 processes; its rows compare with the idle figures of the same run, not a direct call),
 `bench_get` (`kube-gateway serve` as a subprocess, the demo upstream in another, the Go load
-clients `hey` and `ghz` as in `bench_rps`), `bench_graphql_fanout` (gateway in process,
+clients `hey`, `vegeta` and `ghz` as in `bench_rps`), `bench_graphql_fanout` (gateway in process,
 clients in a second process), `bench_fanout` (`kube-gateway serve` as a subprocess, the Go
 load client `kg-fanout`; gateway CPU from `/proc`), `bench_scale` (`kube-gateway serve` as a
 subprocess against a real kube-apiserver carrying N published CRDs: its figures are absolute
