@@ -2,7 +2,7 @@
 of the same pod (same run, latency added and requests per second), at concurrency 1 and 32.
 
     .venv/bin/python -m tests.bench.bench_get [--requests 400] [--concurrency 1,32] \\
-        [--rounds 3] [--out BENCHMARKS.md]
+        [--rounds 5] [--out BENCHMARKS.md]
 
 Not a timed test: it prints absolute numbers and the ratios.  Every party is a process of its
 own: the demo upstream holding one realistic pod (``bench_loop_hold``'s, a child process), the
@@ -17,6 +17,10 @@ interpreter, and at concurrency 32 the clients are not what is measured.
 
 Per concurrency, ``--rounds`` rounds in turns (direct, GraphQL, gRPC) of ``--requests``
 requests each after a warm-up; the figures are the medians of the rounds' p50 and requests/s.
+At concurrency 1 the clients are those of ``bench_rps``'s p50 rows (``tests/bench/latency.py``:
+``vegeta`` for HTTP, ``ghz``'s per-call details for gRPC), each request timed to the ns, and
+the added p50 a row is judged on is the median of the rounds' differences to the direct
+get's (their spread in the note); at 32, hey's and ghz's summaries.
 Around each round the CPU time (``/proc``) of the gateway and of the upstream is read: the
 notes give the gateway's CPU per request and the machine's load.  The upstream answers the
 direct get and the gateway's alike; on the 2 shared CPUs the gateway's own CPU per request,
@@ -38,10 +42,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.bench.bench_fanout import gateway
+from tests.bench.bench_fanout import Gateway, gateway
 from tests.bench.bench_graphql_list import NAMESPACE, TOKEN, _manifest
 from tests.bench.bench_loop_hold import upstream_process
 from tests.bench.bench_rps import Load, Run, added_row, cpu_ms, load_clients, protoset
+from tests.bench.latency import Rounds, Timed
 from tests.bench.report import Row, row, write_rows
 
 NAME = _manifest(0)["metadata"]["name"]
@@ -81,12 +86,22 @@ async def bench(
             direct = f"{upstream_url}/api/v1/namespaces/{NAMESPACE}/pods/{NAME}"
             target = f"127.0.0.1:{gw.grpc_port}"
             get = {"namespace": NAMESPACE, "name": NAME}
+            call = "kubegateway.v1.PodService.Get"
             fns: dict[str, Callable[[int, int], Run]] = {
                 "direct": lambda n, c: load.hey(direct, None, n, c),
                 "graphql": lambda n, c: load.hey(graphql, body.encode(), n, c),
-                "grpc": lambda n, c: load.ghz(target, "kubegateway.v1.PodService.Get", get, n, c),
+                "grpc": lambda n, c: load.ghz(target, call, get, n, c),
+            }
+            # one at a time: each request's latency to the ns (bench_rps's clients)
+            ones: dict[str, Callable[[int], Timed]] = {
+                "direct": lambda n: load.one_http(direct, None, n),
+                "graphql": lambda n: load.one_http(graphql, body.encode(), n),
+                "grpc": lambda n: load.one_grpc(target, call, get, n),
             }
             for c in concurrencies:
+                if c == 1:
+                    out.update(await _one_at_a_time(ones, requests, rounds, upstream_pid, gw))
+                    continue
                 runs: dict[str, list[tuple[Run, float]]] = {m: [] for m in MODES}
                 for mode in MODES:  # warm: connections, caches, code paths
                     fns[mode](max(2 * c, requests // 10), c)
@@ -113,14 +128,56 @@ async def bench(
         for mode in MODES:
             r = out[mode, c]
             print(
-                f"  {mode:10}{c:>12}{r['p50']:10.2f}{r['p50'] - base:10.2f}{r['rps']:10.0f}"
+                f"  {mode:10}{c:>12}{r['p50']:10.3f}{r.get('added', r['p50'] - base):10.3f}"
+                f"{r['rps']:10.0f}"
                 f"{r['cpu']:12.3f}{r['load']:6.1f}"
             )
     return out
 
 
+async def _one_at_a_time(
+    ones: dict[str, Callable[[int], Timed]],
+    requests: int,
+    rounds: int,
+    upstream_pid: int,
+    gw: Gateway,
+) -> dict[tuple[str, int], dict[str, float]]:
+    """The figures at concurrency 1 (:mod:`tests.bench.latency`): per round every mode in
+    turn, ``requests`` one at a time, each request timed to the ns; the p50 the median of the
+    rounds' p50s, the added latency the median of the rounds' differences to the direct
+    get's (with their least and greatest), the CPU per request read around each run."""
+    for mode in MODES:  # warm: connections, caches, code paths
+        await asyncio.to_thread(ones[mode], 20)
+    runs: dict[str, list[Timed]] = {m: [] for m in MODES}
+    cpu: dict[str, list[float]] = {m: [] for m in MODES}
+    for _ in range(rounds):
+        for mode in MODES:
+            pid = upstream_pid if mode == "direct" else gw.proc.pid
+            before = cpu_ms(pid)
+            run = await asyncio.to_thread(ones[mode], requests)
+            runs[mode].append(run)
+            cpu[mode].append((cpu_ms(pid) - before) / len(run.ms))
+    direct = Rounds(tuple(runs["direct"]))
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    for mode in MODES:
+        measured = Rounds(tuple(runs[mode]))
+        added, low, high = measured.added(direct)
+        out[mode, 1] = {
+            "p50": measured.p50,
+            "p99": measured.p99,
+            "rps": measured.rps,
+            "cpu": statistics.median(cpu[mode]),
+            "load": os.getloadavg()[0],
+            "added": added,
+            "added_low": low,
+            "added_high": high,
+            "rounds": rounds,
+        }
+    return out
+
+
 def rows(
-    requests: int = 400, concurrencies: tuple[int, ...] = (1, 32), rounds: int = 3
+    requests: int = 400, concurrencies: tuple[int, ...] = (1, 32), rounds: int = 5
 ) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
     return figure_rows(asyncio.run(bench(requests, list(concurrencies), rounds)), concurrencies)
@@ -137,12 +194,18 @@ def figure_rows(
         direct = r["direct", concurrency]
         for mode, name in names.items():
             figure = r[mode, concurrency]
+            judged = None
+            if "added" in figure:  # at 1: the median of the rounds' differences
+                judged = (figure["added"], figure["added_low"], figure["added_high"])
             out.append(
                 added_row(
                     f"get one pod, {name}, p50, concurrency {concurrency}",
                     figure["p50"],
                     direct["p50"],
+                    f"; p99 {figure['p99']:.3f} ms" if "p99" in figure else "",
                     goal_ms=ADDED_GOAL_MS,
+                    added=judged,
+                    rounds=int(figure.get("rounds", 0)),
                 )
             )
         for mode, name in names.items():
@@ -164,7 +227,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--concurrency", default="1,32")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="put the rows into this file")
     args = parser.parse_args()
     concurrencies = [int(c) for c in args.concurrency.split(",")]

@@ -1,7 +1,7 @@
 """Benchmark: the cost of one small request through the gateway, against the same request
 made straight to a real kube-apiserver in the same run (issue 30).
 
-    .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 300] \
+    .venv/bin/python -m tests.bench.bench_rps [--requests 3000] [--single 400] [--rounds 5] \
         [--out BENCHMARKS.md] [--gateway-arg=--some-flag ...] [--gateway-src CHECKOUT] \
         [--rows gRPC ...] [--profile DIR [--profile-native]] [--gateway-env NAME=VALUE ...]
 
@@ -9,12 +9,13 @@ One etcd + kube-apiserver (``tests/e2e/apiserver.py``) holding 20 pods in ``team
 ``kube-gateway serve`` processes on it (admin kubeconfig, loopback ports, default settings):
 one serving any document, one with ``--trusted-documents`` (a manifest of the get's
 document).  The load comes from Go clients the project builds (``bash
-tests/go-client/build.sh load``: ``hey`` for HTTP, ``ghz`` for gRPC, pinned there, in
-``tests/go-client/.bin``), in processes of their own, so they are not this process's loop.
+tests/go-client/build.sh load``: ``hey`` for HTTP at 32 concurrent, ``vegeta`` for HTTP one
+at a time, ``ghz`` for gRPC, pinned there, in ``tests/go-client/.bin``), in processes of
+their own, so they are not this process's loop.
 Rows, each with the bearer token of the apiserver's admin:
 
-* **direct**: ``hey`` GET of one pod at the apiserver (HTTPS, HTTP/1.1, keep-alive);
-* **direct list of 10**: ``hey`` GET of ``pods?limit=10`` at the apiserver, the baseline
+* **direct**: a GET of one pod at the apiserver (HTTPS, HTTP/1.1, keep-alive);
+* **direct list of 10**: a GET of ``pods?limit=10`` at the apiserver, the baseline
   of the two list rows (a list of 10 costs the apiserver about twice a get);
 * **GraphQL get**: ``POST /graphql`` ``pod(namespace, name)`` selecting 15 fields;
 * **GraphQL list of 10**: ``pods(namespace, limit: 10)``, the same 15 fields of each;
@@ -24,22 +25,39 @@ Rows, each with the bearer token of the apiserver's admin:
 * **trusted-document get**: the GraphQL get named by ``documentId`` on the gateway serving
   the manifest.
 
-Per row: ``--requests`` requests at 32 concurrent (requests/s), then ``--single`` one at a
-time (p50), after a warm-up; each gateway's and the apiserver's CPU time (``utime + stime``
-of ``/proc/PID/stat``, every thread) is read around the 32-concurrent run and divided by its
-requests, and the gateway's upstream requests (its ``/metrics``,
-``kube_gateway_upstream_request_duration_seconds_count``) are counted around it.  Around the
-one-at-a-time run, the gateway's own p50 (its access lines' ``duration_ms``), the p50 of
-each call's upstream time (the lines' ``upstream_ms``) and of its own share (the one less
-the other), and the upstream's mean latency (the histogram's sum over its count: a mean,
-which the slow tail of a loaded machine pulls far above the p50) are in the p50 row's note:
-they tell a slow p50 the gateway added from one the apiserver or the machine's
-load did (a p50 at 1 is wall-clock time, the figure a loaded machine moves most).  Every
-answer must be a success: a run with an error or a non-200 status fails the bench.  Ratios
-are to the direct row of the same run (the list rows' to the direct list's): requests/s and
-p50 to the direct figures, the gateway's CPU per request to the apiserver's CPU per direct
-request.  Not a timed test:
-the machine is shared; the CPU per request is the figure that survives the noise best.
+Every row is measured in ``--rounds`` rounds (5), after a warm-up, the rows in turns
+within each round: first each row's share of ``--requests`` (3,000 in all, 600 a round) at
+32 concurrent, then ``--single`` (400) of each one at a time; so the direct and the gateway
+runs alternate, and a slow minute of the shared machine falls on the rounds of both.  Each
+figure is the median of its rounds':
+
+* requests/s at 32 concurrent (hey's or ghz's figure of the run);
+* CPU per request: each gateway's and the apiserver's CPU time (``utime + stime`` of
+  ``/proc/PID/stat``, every thread) read around each round's 32-concurrent run and divided by
+  its requests (the note gives the rounds' least and greatest), and the gateway's upstream
+  requests (its ``/metrics``, ``kube_gateway_upstream_request_duration_seconds_count``)
+  counted around it;
+* p50 and p99 at 1 concurrent, computed from every request's own latency at the client's
+  full precision (``tests/bench/latency.py``): vegeta's results for HTTP (ns; hey prints
+  its times, its ``-o csv`` too, in steps of 0.1 ms), ghz's per-call ``details`` for gRPC
+  (ns), the same way for the direct rows and the gateway's; each run's first request (its
+  connection's setup) is dropped.  The latency a gateway row adds, the figure its goal of
+  +0.5 ms is judged on to the microsecond, is the median of the rounds' differences (its
+  p50 less the same round's direct p50), not the difference of the two medians: the row's
+  note says so and gives the differences' spread.
+
+Around the one-at-a-time runs, the gateway's own p50 (its access lines' ``duration_ms``),
+the p50 of each call's upstream time (the lines' ``upstream_ms``) and of its own share (the
+one less the other), and the upstream's mean latency (the histogram's sum over its count: a
+mean, which the slow tail of a loaded machine pulls far above the p50) are in the p50 row's
+note: they tell a slow p50 the gateway added from one the apiserver or the machine's load
+did.  Every answer must be a success: a run with an error or a non-200 status fails the
+bench.  Ratios are to the direct row of the same run (the list rows' to the direct list's):
+requests/s and p50 to the direct figures, the gateway's CPU per request to the apiserver's
+CPU per direct request.  Not a timed test: the machine is shared; the CPU per request is the
+figure that survives the noise best.  ``--profile`` records each row's 32-concurrent runs
+(every round's) with py-spy.
+
 ``--gateway-src`` runs the gateways from another checkout of the code (a worktree of main,
 say), with this process's interpreter and packages: the "before" of an A/B.
 ``--gateway-env`` adds a variable to the gateways' environment (``GRPC_EXPERIMENTS=...``:
@@ -55,6 +73,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,6 +85,8 @@ import grpc_tools
 import httpx
 from grpc_tools import protoc
 
+from tests.bench import latency
+from tests.bench.latency import Rounds, Timed
 from tests.bench.report import Row, row, splice, text_table
 from tests.e2e.apiserver import KubeAPIServer, running_apiserver
 from tests.support.serve_process import Served, serve_process
@@ -211,6 +232,9 @@ class Load:
     ghz_bin: Path
     protoset: Path
     token: str
+    #: The HTTP client one request at a time (each request's latency in ns; hey's are in
+    #: steps of 0.1 ms), built by ``build.sh load`` beside hey and ghz.
+    vegeta_bin: Path = BIN / "vegeta"
 
     def hey(self, url: str, body: bytes | None, n: int, c: int) -> Run:
         """``hey`` GET (``body`` None) or POST of ``body``; every answer must be a 200.  hey
@@ -232,8 +256,16 @@ class Load:
         assert rps is not None and p50 is not None, out
         return Run(n, float(rps.group(1)), float(p50.group(1)) * 1000)
 
-    def ghz(self, target: str, call: str, data: dict[str, object], n: int, c: int) -> Run:
-        """``ghz`` unary calls of ``call``; every call must end OK."""
+    def one_http(self, url: str, body: bytes | None, n: int) -> Timed:
+        """``n`` requests one at a time with vegeta (GET, or POST of ``body``), each one's
+        latency to the ns (:func:`tests.bench.latency.vegeta`)."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        return latency.vegeta(self.vegeta_bin, url, n, body=body, headers=headers)
+
+    def _ghz(self, target: str, call: str, data: dict[str, object], n: int, c: int) -> dict:
+        """``ghz``'s JSON report of ``n`` unary calls of ``call``; every call must end OK."""
         argv = [str(self.ghz_bin), "--insecure", "--protoset", str(self.protoset)]
         argv += ["--call", call, "-d", json.dumps(data)]
         argv += ["-m", json.dumps({"authorization": f"Bearer {self.token}"})]
@@ -241,14 +273,24 @@ class Load:
         done = subprocess.run(argv, check=False, capture_output=True, text=True)
         if done.returncode != 0:  # the message, not the command (it holds the token)
             raise RuntimeError(f"ghz {call} failed ({done.returncode}): {done.stderr[-2000:]}")
-        out = json.loads(done.stdout)
+        out: dict = json.loads(done.stdout)
         if out.get("statusCodeDistribution") != {"OK": n} or out.get("errorDistribution"):
             raise RuntimeError(
                 f"ghz: not every call ended OK: {out.get('statusCodeDistribution')} "
                 f"{out.get('errorDistribution')}"
             )
+        return out
+
+    def ghz(self, target: str, call: str, data: dict[str, object], n: int, c: int) -> Run:
+        """``ghz`` unary calls of ``call``; every call must end OK."""
+        out = self._ghz(target, call, data, n, c)
         p50 = next(d["latency"] for d in out["latencyDistribution"] if d["percentage"] == 50)
         return Run(n, float(out["rps"]), p50 / 1e6)
+
+    def one_grpc(self, target: str, call: str, data: dict[str, object], n: int) -> Timed:
+        """``n`` calls one at a time with ghz, each one's latency to the ns (its report's
+        ``details``), after one more that is dropped."""
+        return latency.ghz_details(self._ghz(target, call, data, n + 1, 1), n)
 
 
 # -- the bench -------------------------------------------------------------------------------
@@ -258,7 +300,8 @@ class Load:
 class Figures:
     """One row's figures: requests/s at 32 concurrent, p50 at 1, CPU per request (ms) of the
     process serving it (the apiserver for direct, else the gateway), the apiserver's CPU per
-    request too, and upstream requests per request (gateway rows)."""
+    request too, and upstream requests per request (gateway rows).  Measured in rounds, each
+    figure is the median of the rounds' (``rounds`` holds the runs at 1 concurrent)."""
 
     name: str
     rps: float
@@ -276,6 +319,41 @@ class Figures:
     #: from a gateway whose lines do not say it (an older checkout).
     upstream_p50_ms: float | None = None
     own_p50_ms: float | None = None
+    #: The runs at 1 concurrent, one per round (each request's latency to the ns): the
+    #: added latency is the median of the rounds' differences to the direct row's.
+    rounds: Rounds | None = None
+    #: The rounds' CPU per request at 32 concurrent (ms), of which ``cpu_ms`` is the median.
+    cpu_rounds: tuple[float, ...] = ()
+
+
+#: Rounds, in turns, of every row (issue 30's rows judged to the microsecond): enough for a
+#: median that one slow minute of the shared machine does not move.
+ROUNDS = 5
+
+
+@dataclass
+class Mode:
+    """A row: its name, the gateway serving it (``None``: the apiserver, direct), its load
+    at ``c`` concurrent (hey or ghz) and one at a time (vegeta or ghz, to the ns)."""
+
+    name: str
+    served: Served | None
+    loaded: Callable[[int, int], Run]
+    one: Callable[[int], Timed]
+
+
+@dataclass
+class _Tally:
+    """What the rounds of one row measured, gathered round after round."""
+
+    rps: list[float] = dataclasses.field(default_factory=list)
+    cpu: list[float] = dataclasses.field(default_factory=list)
+    apiserver_cpu: list[float] = dataclasses.field(default_factory=list)
+    upstream: list[float] = dataclasses.field(default_factory=list)
+    runs: list[Timed] = dataclasses.field(default_factory=list)
+    access: list[tuple[float, float | None]] = dataclasses.field(default_factory=list)
+    upstream_seconds: float = 0.0
+    upstream_calls: float = 0.0
 
 
 def bench(
@@ -288,9 +366,9 @@ def bench(
     profile: Path | None = None,
     native: bool = False,
     env: dict[str, str] | None = None,
+    rounds: int = ROUNDS,
 ) -> list[Figures]:
     hey_bin, ghz_bin = load_clients()
-    out: list[Figures] = []
     with running_apiserver() as kube, tempfile.TemporaryDirectory(prefix="kg-rps-") as d:
         log(f"kube-apiserver ready in {kube.startup_seconds}s")
         create_pods(kube)
@@ -313,43 +391,45 @@ def bench(
             pod_get = {"namespace": NAMESPACE, "name": NAME}
             pod_list = {"namespace": NAMESPACE, "limit": 10}
             service = "kubegateway.v1.PodService"
-            modes: list[tuple[str, Served | None, Callable[[int, int], Run]]] = [
-                ("direct", None, lambda n, c: load.hey(direct, None, n, c)),
-                (DIRECT_LIST, None, lambda n, c: load.hey(direct_list, None, n, c)),
-                ("GraphQL get", gw, lambda n, c: load.hey(f"{gw.http}/graphql", get, n, c)),
-                (
-                    "GraphQL list of 10",
-                    gw,
-                    lambda n, c: load.hey(f"{gw.http}/graphql", lst, n, c),
-                ),
-                ("gRPC Get", gw, lambda n, c: load.ghz(gw.grpc, f"{service}.Get", pod_get, n, c)),
-                (
-                    "gRPC List of 10",
-                    gw,
-                    lambda n, c: load.ghz(gw.grpc, f"{service}.List", pod_list, n, c),
-                ),
-                (
-                    "trusted-document get",
-                    trusted,
-                    lambda n, c: load.hey(f"{trusted.http}/graphql", by_id, n, c),
-                ),
-            ]
-            kept = [name for name, served, _ in modes if served is not None and _kept(name, only)]
-            modes = [m for m in modes if m[0] in kept or _baseline(m[0], m[1], kept)]
-            for name, served, fn in modes:
-                out.append(
-                    measure(
-                        name,
-                        served,
-                        fn,
-                        api_pid=api_pid,
-                        token=load.token,
-                        requests=requests,
-                        single=single,
-                        profile=profile,
-                        native=native,
-                    )
+
+            def http(name: str, served: Served | None, url: str, body: bytes | None) -> Mode:
+                return Mode(
+                    name,
+                    served,
+                    lambda n, c: load.hey(url, body, n, c),
+                    lambda n: load.one_http(url, body, n),
                 )
+
+            def grpc(name: str, method: str, data: dict[str, object]) -> Mode:
+                call = f"{service}.{method}"
+                return Mode(
+                    name,
+                    gw,
+                    lambda n, c: load.ghz(gw.grpc, call, data, n, c),
+                    lambda n: load.one_grpc(gw.grpc, call, data, n),
+                )
+
+            modes = [
+                http("direct", None, direct, None),
+                http(DIRECT_LIST, None, direct_list, None),
+                http("GraphQL get", gw, f"{gw.http}/graphql", get),
+                http("GraphQL list of 10", gw, f"{gw.http}/graphql", lst),
+                grpc("gRPC Get", "Get", pod_get),
+                grpc("gRPC List of 10", "List", pod_list),
+                http("trusted-document get", trusted, f"{trusted.http}/graphql", by_id),
+            ]
+            kept = [m.name for m in modes if m.served is not None and _kept(m.name, only)]
+            modes = [m for m in modes if m.name in kept or _baseline(m.name, m.served, kept)]
+            out = measure(
+                modes,
+                api_pid=api_pid,
+                token=load.token,
+                requests=requests,
+                single=single,
+                rounds=rounds,
+                profile=profile,
+                native=native,
+            )
             for served in (gw, trusted):
                 if served.proc.poll() is not None:
                     raise RuntimeError(f"a gateway exited during the bench:\n{served.log}")
@@ -357,50 +437,77 @@ def bench(
 
 
 def measure(
-    name: str,
-    served: Served | None,
-    fn: Callable[[int, int], Run],
+    modes: Sequence[Mode],
     *,
     api_pid: int,
     token: str,
     requests: int,
     single: int,
+    rounds: int = ROUNDS,
     profile: Path | None = None,
     native: bool = False,
-) -> Figures:
-    """One row: a warm-up, ``requests`` at 32 concurrent with the CPU times and upstream
-    requests around them, then ``single`` one at a time."""
-    fn(max(2 * CONCURRENCY, requests // 10), CONCURRENCY)  # warm: connections, caches
-    pid = served.proc.pid if served is not None else api_pid
-    with _profiled(name, pid if served is not None else None, profile, native):
-        before = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
-        loaded = fn(requests, CONCURRENCY)
-        after = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
-    logged = len(served.log.splitlines()) if served is not None else 0
-    up_before = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
-    one = fn(single, 1)
-    up_after = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
-    access = _access(served.log.splitlines()[logged:]) if served is not None else []
-    served_p50 = _p50([duration for duration, _ in access])
-    upstream_p50 = _p50([upstream for _, upstream in access if upstream is not None])
-    own_p50 = _p50([d - u for d, u in access if u is not None])
-    calls = up_after[1] - up_before[1]
+) -> list[Figures]:
+    """Every row in ``rounds`` rounds, after a warm-up: in each round every row's share of
+    ``requests`` at 32 concurrent in turn, with the CPU times and upstream requests around
+    each, then ``single`` of every row one at a time in turn."""
+    per_round = max(CONCURRENCY, requests // rounds // CONCURRENCY * CONCURRENCY)
+    for m in modes:  # warm: connections, caches, code paths
+        m.loaded(max(2 * CONCURRENCY, requests // 10), CONCURRENCY)
+        m.one(10)
+    tally = {m.name: _Tally() for m in modes}
+    for at in range(rounds):
+        for m in modes:
+            t, served = tally[m.name], m.served
+            pid = served.proc.pid if served is not None else api_pid
+            with _profiled(m.name, pid if served is not None else None, profile, native, at):
+                before = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
+                loaded = m.loaded(per_round, CONCURRENCY)
+                after = (cpu_ms(pid), cpu_ms(api_pid), _upstream(served, token))
+            t.rps.append(loaded.rps)
+            t.cpu.append((after[0] - before[0]) / loaded.requests)
+            t.apiserver_cpu.append((after[1] - before[1]) / loaded.requests)
+            t.upstream.append((after[2] - before[2]) / loaded.requests)
+        for m in modes:
+            t, served = tally[m.name], m.served
+            logged = len(served.log.splitlines()) if served is not None else 0
+            up_before = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
+            t.runs.append(m.one(single))
+            up_after = _upstream(served, token, UPSTREAM_SUM), _upstream(served, token)
+            if served is not None:
+                t.access += _access(served.log.splitlines()[logged:])
+            t.upstream_seconds += up_after[0] - up_before[0]
+            t.upstream_calls += up_after[1] - up_before[1]
+        log(
+            f"round {at + 1} of {rounds}: p50 at 1 "
+            + ", ".join(f"{m.name} {tally[m.name].runs[-1].p50:.3f}" for m in modes)
+            + f" ms; load average {os.getloadavg()[0]:.1f}"
+        )
+    return [_figures(m, tally[m.name]) for m in modes]
+
+
+def _figures(m: Mode, t: _Tally) -> Figures:
+    """A row's figures of its rounds (medians) and its log line."""
+    access = t.access
+    on_one = Rounds(tuple(t.runs))
     figures = Figures(
-        name,
-        loaded.rps,
-        one.p50_ms,
-        (after[0] - before[0]) / loaded.requests,
-        (after[1] - before[1]) / loaded.requests,
-        None if served is None else (after[2] - before[2]) / loaded.requests,
-        served_p50,
-        (up_after[0] - up_before[0]) * 1000 / calls if calls else None,
-        upstream_p50,
-        own_p50,
+        m.name,
+        statistics.median(t.rps),
+        on_one.p50,
+        statistics.median(t.cpu),
+        statistics.median(t.apiserver_cpu),
+        None if m.served is None else statistics.median(t.upstream),
+        _p50([duration for duration, _ in access]),
+        t.upstream_seconds * 1000 / t.upstream_calls if t.upstream_calls else None,
+        _p50([upstream for _, upstream in access if upstream is not None]),
+        _p50([d - u for d, u in access if u is not None]),
+        on_one,
+        tuple(t.cpu),
     )
     log(
-        f"{name}: {figures.rps:,.0f} req/s at {CONCURRENCY}, p50 {figures.p50_ms:.2f} ms at 1, "
-        f"CPU {figures.cpu_ms:.3f} ms/request (apiserver {figures.apiserver_cpu_ms:.3f}), "
-        f"upstream requests per request {figures.upstream_per_request}"
+        f"{m.name}: {figures.rps:,.0f} req/s at {CONCURRENCY}, p50 {figures.p50_ms:.3f} ms "
+        f"(p99 {on_one.p99:.3f}) at 1, CPU {figures.cpu_ms:.3f} ms/request (apiserver "
+        f"{figures.apiserver_cpu_ms:.3f}), upstream requests per request "
+        f"{figures.upstream_per_request}; medians of {len(t.runs)} rounds"
         + (
             ""
             if figures.served_p50_ms is None or figures.upstream_mean_ms is None
@@ -440,15 +547,17 @@ def _py_spy() -> str:
 
 @contextlib.contextmanager
 def _profiled(
-    name: str, pid: int | None, directory: Path | None, native: bool = False
+    name: str, pid: int | None, directory: Path | None, native: bool = False, part: int = 0
 ) -> Iterator[None]:
-    """py-spy recording ``pid`` while the block runs, its top frames written to
-    ``directory``/<row>.txt (nothing without a directory or for a direct row)."""
+    """py-spy recording ``pid`` while the block runs (round ``part`` of the row), the top
+    frames of every part so far written to ``directory``/<row>.txt (nothing without a
+    directory or for a direct row)."""
     if directory is None or pid is None:
         yield
         return
     directory.mkdir(parents=True, exist_ok=True)
-    raw = directory / (re.sub(r"\W+", "-", name.lower()).strip("-") + ".raw")
+    slug = re.sub(r"\W+", "-", name.lower()).strip("-")
+    raw = directory / f"{slug}.{part}.raw"
     argv = [_py_spy(), "record", "--pid", str(pid), "--rate", "250", "--threads"]
     # --native stops the process at each sample (py-spy cannot read native stacks of a
     # running one): it shows grpc-core's syscalls but costs the gateway CPU of its own
@@ -462,8 +571,10 @@ def _profiled(
         _, err = spy.communicate(timeout=60)
     if not raw.exists():
         raise RuntimeError(f"py-spy wrote no profile: {err[-2000:]}")
-    raw.with_suffix(".txt").write_text(top_frames(raw.read_text()))
-    log(f"{name}: profile in {raw.with_suffix('.txt')}")
+    parts = sorted(directory.glob(f"{slug}.*.raw"))
+    summary = directory / f"{slug}.txt"
+    summary.write_text(top_frames("\n".join(p.read_text() for p in parts)))
+    log(f"{name}: profile in {summary} ({len(parts)} rounds)")
 
 
 def top_frames(collapsed: str, top: int = 40) -> str:
@@ -520,14 +631,27 @@ def _p50(values: Sequence[float]) -> float | None:
 
 
 def added_row(
-    scenario: str, figure: float, direct: float, more: str = "", goal_ms: float = ADDED_GOAL_MS
+    scenario: str,
+    figure: float,
+    direct: float,
+    more: str = "",
+    goal_ms: float = ADDED_GOAL_MS,
+    *,
+    added: tuple[float, float, float] | None = None,
+    rounds: int = 0,
 ) -> Row:
-    """A p50 row judged on the latency it adds to the direct call's, at most ``goal_ms``
-    (to the microsecond: the load clients' figures are in steps of 0.1 ms, and 1.1 - 0.6
-    is a hair over 0.5 in floating point)."""
-    added = round(figure - direct, 3)
-    measured = row(scenario, figure, "ms", direct, note=f"added {added:+.2f} ms{more}")
-    return dataclasses.replace(measured, goal=f"≤ +{goal_ms:g} ms added", met=added <= goal_ms)
+    """A p50 row judged on the latency it adds to the direct call's, at most ``goal_ms``,
+    to the microsecond.  ``added``: the median of ``rounds`` interleaved rounds' differences
+    and their spread (:meth:`tests.bench.latency.Rounds.added`), judged and said in the
+    note; without it, the figure less the direct one."""
+    if added is None:
+        value = round(figure - direct, 3)
+        note = f"added {value:+.2f} ms{more}"
+    else:
+        value = round(added[0], 3)
+        note = latency.added_note(added, rounds) + more
+    measured = row(scenario, figure, "ms", direct, note=note)
+    return dataclasses.replace(measured, goal=f"≤ +{goal_ms:g} ms added", met=value <= goal_ms)
 
 
 def _inside(f: Figures) -> str:
@@ -544,42 +668,95 @@ def _inside(f: Figures) -> str:
     return f"; gateway's own p50 {own:.2f} ms, upstream mean {upstream:.2f} ms"
 
 
+def _one_note(f: Figures) -> str:
+    """How a row's p50 at 1 concurrent was taken, and its p99 ('' for figures without
+    rounds)."""
+    if f.rounds is None:
+        return ""
+    runs = f.rounds.runs
+    return (
+        f"median of {len(runs)} rounds' p50s of {len(runs[0].ms)} requests one at a time, "
+        f"each timed to the ns; p99 {f.rounds.p99:.3f} ms"
+    )
+
+
+def _cpu_note(f: Figures) -> str:
+    """The spread of a row's rounds of CPU per request ('' for one run)."""
+    if len(f.cpu_rounds) < 2:
+        return ""
+    low, high = min(f.cpu_rounds), max(f.cpu_rounds)
+    return f"median of {len(f.cpu_rounds)} rounds, {low:.2f}-{high:.2f} ms; "
+
+
+def _added(f: Figures, base: Figures) -> tuple[float, float, float] | None:
+    """The median of the rounds' p50 differences of ``f`` to ``base`` and their spread
+    (``None`` when either has no rounds)."""
+    if f.rounds is None or base.rounds is None:
+        return None
+    return f.rounds.added(base.rounds)
+
+
 def figure_rows(figures: Sequence[Figures], requests: int, load: float) -> list[Row]:
     """The table's rows; ``load`` is the machine's 1-minute load average after the run."""
     direct = figures[0]
+    rounds = len(direct.cpu_rounds)
+    how = (
+        f"{requests} requests at {CONCURRENCY} concurrent per row"
+        + (
+            f" in {rounds} interleaved rounds, each figure the median of the rounds'"
+            if rounds
+            else ""
+        )
+        + f"; load average {load:.1f} on {os.cpu_count()} CPUs"
+    )
     out = [
         row(f"rps: direct GET, requests/s, concurrency {CONCURRENCY}", direct.rps, "req/s"),
-        row("rps: direct GET, p50, concurrency 1", direct.p50_ms, "ms"),
+        row("rps: direct GET, p50, concurrency 1", direct.p50_ms, "ms", note=_one_note(direct)),
         row(
             "rps: direct GET, apiserver CPU per request",
             direct.cpu_ms,
             "ms",
-            note=f"{requests} requests per row; load average {load:.1f} on {os.cpu_count()} CPUs",
+            note=_cpu_note(direct) + how,
         ),
     ]
     lists = next((f for f in figures if f.name == DIRECT_LIST), None)
     if lists is not None:
         out += [
             row(f"rps: {DIRECT_LIST}, requests/s, concurrency {CONCURRENCY}", lists.rps, "req/s"),
-            row(f"rps: {DIRECT_LIST}, p50, concurrency 1", lists.p50_ms, "ms"),
-            row(f"rps: {DIRECT_LIST}, apiserver CPU per request", lists.cpu_ms, "ms"),
+            row(
+                f"rps: {DIRECT_LIST}, p50, concurrency 1", lists.p50_ms, "ms", note=_one_note(lists)
+            ),
+            row(
+                f"rps: {DIRECT_LIST}, apiserver CPU per request",
+                lists.cpu_ms,
+                "ms",
+                note=_cpu_note(lists).removesuffix("; "),
+            ),
         ]
     for f in figures[1:]:
         if f.name == DIRECT_LIST:
             continue
         # a list through the gateway is compared with the same list made directly
         base = lists if lists is not None and "list" in f.name.lower() else direct
+        p99 = "" if f.rounds is None else f"; p99 {f.rounds.p99:.3f} ms"
         out += [
             row(f"rps: {f.name}, requests/s, concurrency {CONCURRENCY}", f.rps, "req/s", base.rps),
-            added_row(f"rps: {f.name}, p50, concurrency 1", f.p50_ms, base.p50_ms, _inside(f)),
+            added_row(
+                f"rps: {f.name}, p50, concurrency 1",
+                f.p50_ms,
+                base.p50_ms,
+                p99 + _inside(f),
+                added=_added(f, base),
+                rounds=0 if f.rounds is None else len(f.rounds.runs),
+            ),
             row(
                 f"rps: {f.name}, gateway CPU per request",
                 f.cpu_ms,
                 "ms",
                 base.cpu_ms,
                 max_value=CPU_GOAL_MS,
-                note=f"apiserver {f.apiserver_cpu_ms:.2f} ms; upstream requests per request "
-                f"{f.upstream_per_request or 0:.2f}",
+                note=_cpu_note(f) + f"apiserver {f.apiserver_cpu_ms:.2f} ms; upstream requests "
+                f"per request {f.upstream_per_request or 0:.2f}",
             ),
         ]
     return out
@@ -587,7 +764,7 @@ def figure_rows(figures: Sequence[Figures], requests: int, load: float) -> list[
 
 def rows(
     requests: int = 3000,
-    single: int = 300,
+    single: int = 400,
     gateway_args: Sequence[str] = (),
     src: Path | None = None,
     *,
@@ -595,10 +772,19 @@ def rows(
     profile: Path | None = None,
     native: bool = False,
     env: dict[str, str] | None = None,
+    rounds: int = ROUNDS,
 ) -> list[Row]:
     """Measure (printing the details) and return the rows of the benchmark table."""
     figures = bench(
-        requests, single, gateway_args, src, only=only, profile=profile, native=native, env=env
+        requests,
+        single,
+        gateway_args,
+        src,
+        only=only,
+        profile=profile,
+        native=native,
+        env=env,
+        rounds=rounds,
     )
     return figure_rows(figures, requests, os.getloadavg()[0])
 
@@ -606,7 +792,8 @@ def rows(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--requests", type=int, default=3000)
-    parser.add_argument("--single", type=int, default=300)
+    parser.add_argument("--single", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--gateway-arg", action="append", default=[])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--gateway-src", type=Path, default=None)
@@ -617,6 +804,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if any("=" not in e for e in args.gateway_env):
         parser.error("--gateway-env takes NAME=VALUE")
+    if args.rounds < 1:
+        parser.error("--rounds takes 1 or more")
     if args.out is not None and (args.rows or args.profile is not None):
         parser.error("--out takes the whole table, unprofiled: no --rows or --profile")
     table = rows(
@@ -628,6 +817,7 @@ def main(argv: list[str] | None = None) -> None:
         profile=args.profile,
         native=args.profile_native,
         env=dict(e.split("=", 1) for e in args.gateway_env) or None,
+        rounds=args.rounds,
     )
     print(text_table(table))
     if args.out is not None:

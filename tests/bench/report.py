@@ -169,7 +169,7 @@ in process), `bench_graphql_list` (gateway in process), `bench_loop_hold` (gatew
 process, the demo upstream, the large-list client and the small-get client in child
 processes; its rows compare with the idle figures of the same run, not a direct call),
 `bench_get` (`kube-gateway serve` as a subprocess, the demo upstream in another, the Go load
-clients `hey` and `ghz` as in `bench_rps`), `bench_graphql_fanout` (gateway in process,
+clients `hey`, `vegeta` and `ghz` as in `bench_rps`), `bench_graphql_fanout` (gateway in process,
 clients in a second process), `bench_fanout` (`kube-gateway serve` as a subprocess, the Go
 load client `kg-fanout`; gateway CPU from `/proc`), `bench_scale` (`kube-gateway serve` as a
 subprocess against a real kube-apiserver carrying N published CRDs: its figures are absolute
@@ -328,11 +328,15 @@ CAUSES: dict[str, str] = {
     "off and handlers served generically were measured and none kept a lead beyond the "
     "rounds' spread.  gRPC List of 10 fell from 0.89 to 0.71-0.76 ms (a small typed list "
     "written from its bytes, each object's encoding kept by its exact JSON text).  The "
-    "added p50 at 1 concurrent moves with the direct row's own p50 from run to run (hey "
-    "and ghz in 0.1 ms steps): two runs on 2026-11-29 at load 0.8-1.2 gave GraphQL get "
-    "+0.60 / +0.30 ms, list of 10 +0.50 / +0.70, trusted get +0.50 / +0.30, gRPC Get +0.89 "
-    "/ +0.65, gRPC List of 10 +1.19 / +1.18; the gateway's own share of each (its access "
-    "lines, p50) was 0.23-0.34 ms in both.",
+    "added p50 at 1 concurrent is judged, since 2026-11-29, on the median of 5 interleaved "
+    "rounds' differences, each request timed to the ns (vegeta, ghz's details).  Before, "
+    "one run's p50 in hey's 0.1 ms steps moved with the direct row's from run to run: two "
+    "runs at load 0.8-1.2 gave GraphQL get +0.60 / +0.30 ms, list of 10 +0.50 / +0.70, "
+    "trusted get +0.50 / +0.30, gRPC Get +0.89 / +0.65, gRPC List of 10 +1.19 / +1.18.  "
+    "The rounds' first two runs, at load 8-9.5 (other work on the 2 CPUs): GraphQL get "
+    "+0.761 / +0.847 ms, list of 10 +0.953 / +1.153, trusted get +0.714 / +0.805, gRPC Get "
+    "+1.075 / +1.460, gRPC List of 10 +1.678 / +1.782; the gateway's own share of each "
+    "(its access lines, p50) 0.23-0.34 ms at load 1, 0.33-0.52 ms at load 9.",
     "get one pod": "per request, in the gateway's one interpreter: graphql-core's execution, "
     "the upstream call, grpc's per-call batches (docs/performance.md, Per-request cost).  "
     "bench_get since 2026-11-29 (the Go load clients hey and ghz, the demo upstream in its own "
@@ -407,15 +411,21 @@ How measured (`tests/bench/bench_rps.py`, its docstring says more; `python -m
 tests.bench.bench_rps --out BENCHMARKS.md` refreshes this section alone): a real
 kube-apiserver (the e2e build) holding 20 pods, two `kube-gateway serve` processes on it
 (default settings; the second with `--trusted-documents`), and Go load clients the project
-builds (`tests/go-client/build.sh load`: `hey` for HTTP, `ghz` for gRPC), each in its own
-process.  Per row: 3,000 requests at 32 concurrent (requests/s), then 300 one at a time
-(p50), after a warm-up.  The direct rows are `hey` GETs of one pod, and of `pods?limit=10`,
+builds (`tests/go-client/build.sh load`: `hey` for HTTP at 32 concurrent, `vegeta` for HTTP
+one at a time, `ghz` for gRPC), each in its own process.  Per row, after a warm-up, 5
+interleaved rounds (the rows in turns within each round) of 600 requests at 32 concurrent
+(requests/s, CPU per request) and 400 one at a time (p50, p99); each figure is the median of
+its rounds'.  The p50 and p99 come from every request's own latency to the ns (vegeta's
+results, ghz's per-call details; each run's first request, its connection's, dropped), and
+a row's added latency, judged to the microsecond, is the median of the rounds' differences
+to the direct p50 of the same round (the note gives their spread).  The direct rows are GETs
+of one pod, and of `pods?limit=10`,
 at the apiserver itself (HTTPS, HTTP/1.1 keep-alive, as the gateway's own upstream client);
 the list rows are compared with the direct list, the others with the direct get.  The
 GraphQL rows select 15 fields of one pod (`pod`) or of 10 (`pods(limit: 10)`); the gRPC rows are
 `PodService/Get` and `PodService/List` with `limit: 10`; the trusted-document row sends the
 get by `documentId`.  CPU per request is `utime + stime` of `/proc/PID/stat` (every thread)
-around the 32-concurrent run, divided by its requests: the gateway's for its rows, the
+around each round's 32-concurrent run, divided by its requests: the gateway's for its rows, the
 apiserver's for the direct ones (the ratio of a gateway CPU row is to that); each note gives
 the apiserver's CPU per request in that row and the gateway's upstream requests per request
 (its own `/metrics`), and each p50 row's the gateway's own p50 (its access lines), the p50

@@ -69,7 +69,8 @@ def test_the_section_is_spliced_in_with_its_unmet_goals() -> None:
 
 @pytest.mark.e2e
 def test_a_short_run_on_the_real_apiserver_reports_every_figure() -> None:
-    rows = bench_rps.rows(requests=96, single=10)
+    figures = bench_rps.bench(requests=96, single=10, rounds=3)
+    rows = figure_rows(figures, 96, 1.0)
     for r in rows:
         print(r)
     assert len(rows) == 3 + 3 + 3 * len(MODES)  # direct get, direct list, the modes
@@ -80,9 +81,19 @@ def test_a_short_run_on_the_real_apiserver_reports_every_figure() -> None:
         cpu = next(r for r in rows if r.scenario == f"rps: {mode}, gateway CPU per request")
         # one upstream request for each request the gateway served, none more
         assert "upstream requests per request 1.00" in cpu.note, cpu
+        assert cpu.note.startswith("median of 3 rounds, "), cpu
         # each call's upstream time and the gateway's share, from its access lines
         p50 = next(r for r in rows if r.scenario.startswith(f"rps: {mode}, p50"))
         assert "upstream p50" in p50.note and "the gateway's share p50" in p50.note, p50
+        assert "the median of 3 interleaved rounds' p50 differences" in p50.note, p50
+    for f in figures:
+        # every row's rounds, 10 requests each one at a time, timed finer than hey's 0.1 ms
+        assert f.rounds is not None and [len(r.ms) for r in f.rounds.runs] == [10, 10, 10]
+        assert len(f.cpu_rounds) == 3
+        latencies = [ms for r in f.rounds.runs for ms in r.ms]
+        assert all(0 < ms < 10_000 for ms in latencies), f.name
+        off_grid = [ms for ms in latencies if abs(ms * 10 - round(ms * 10)) > 1e-6]
+        assert len(off_grid) > len(latencies) // 2, (f.name, latencies)
 
 
 def test_the_p50_note_splits_each_call_into_upstream_and_the_gateways_share() -> None:

@@ -7,10 +7,10 @@
 #
 #   bash tests/go-client/build.sh            # what `make go-client` (and `make test`) runs
 #   GO_CLIENT_FORCE=1 bash tests/go-client/build.sh
-#   bash tests/go-client/build.sh load       # only hey and ghz, the load clients of bench_rps
+#   bash tests/go-client/build.sh load       # only hey, ghz and vegeta, the load clients of bench_rps
 #
-# `load` builds (or reuses) the two Go load generators of tests/bench/bench_rps.py, hey (HTTP)
-# and ghz (gRPC), pinned below, into the same .bin, the way grpcurl is built; nothing else
+# `load` builds (or reuses) the Go load generators of tests/bench/bench_rps.py, hey (HTTP),
+# ghz (gRPC) and vegeta (HTTP one request at a time, to the nanosecond), pinned below, into the same .bin, the way grpcurl is built; nothing else
 # builds them (not `make test`): the bench asks for them when it runs.
 #
 # Everything is pinned and reproducible: protoc comes from the pinned grpcio-tools of the
@@ -85,7 +85,21 @@ if [[ "${1:-}" == "load" ]]; then
             "$go_bin" install "github.com/bojand/ghz/cmd/ghz@$ghz_version"
         echo "$want_load" > "$load_stamp"
     fi
-    log "up to date: $bin_dir/hey, $bin_dir/ghz ($((SECONDS - start))s)"
+    # vegeta: the bench's HTTP client one request at a time (its results carry each
+    # request's latency in ns; hey prints times in 0.1 ms steps).  A stamp of its own, so
+    # adding it did not rebuild hey and ghz.
+    vegeta_version=v12.13.0
+    vegeta_stamp="$bin_dir/.vegeta-stamp"
+    want_vegeta="vegeta $vegeta_version $("$go_bin" env GOVERSION GOOS GOARCH | tr '\n' ' ')"
+    if [[ -n "${GO_CLIENT_FORCE:-}" || ! -x "$bin_dir/vegeta" || ! -f "$vegeta_stamp" \
+          || "$(cat "$vegeta_stamp")" != "$want_vegeta" ]]; then
+        rm -f "$vegeta_stamp"
+        log "building vegeta $vegeta_version (go install from the module proxy)"
+        GOBIN="$bin_dir" GOFLAGS="-trimpath -buildvcs=false" \
+            "$go_bin" install "github.com/tsenart/vegeta/v12@$vegeta_version"
+        echo "$want_vegeta" > "$vegeta_stamp"
+    fi
+    log "up to date: $bin_dir/hey, $bin_dir/ghz, $bin_dir/vegeta ($((SECONDS - start))s)"
     exit 0
 fi
 
