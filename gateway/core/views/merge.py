@@ -22,6 +22,7 @@ import asyncio
 import base64
 import binascii
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -30,7 +31,14 @@ import orjson
 
 from gateway.core import errors
 from gateway.core.views.evaluate import Contents, Page
-from gateway.core.views.spec import MAX_CURSOR, Position, SortKey, decode_cursor, sort_digest
+from gateway.core.views.spec import (
+    MAX_CURSOR,
+    Position,
+    SortKey,
+    decode_cursor,
+    encode_cursor,
+    sort_digest,
+)
 
 #: Clusters one fleet cursor may hold.
 MAX_CURSOR_CLUSTERS: Final = 64
@@ -148,6 +156,42 @@ def _compare(sort: tuple[SortKey, ...], a: tuple[Position, str], b: tuple[Positi
     return -1 if ta < tb else (1 if ta > tb else 0)
 
 
+#: The types of a sort key's value a cursor writes and reads back as they are (JSON's).
+_PLAIN: Final = frozenset({str, int, float, bool})
+
+
+def _as_decoded(sort: tuple[SortKey, ...], page: Page, j: int, position: Position) -> Position:
+    """The ``j``-th position of ``page`` as its cursor decodes (:func:`~gateway.core.views.
+    spec.decode_cursor`): the position itself where each of its values is of a type JSON
+    writes and reads back unchanged (no cursor written and read, as a page of 50 items of
+    three clusters took 150 of each per merged view), its cursor decoded otherwise."""
+    if (
+        page.sort == sort
+        and len(position) == len(sort) + 2
+        and type(position[-2]) is str
+        and type(position[-1]) is str
+        and all(
+            type(key) is tuple
+            and len(key) == 2
+            and type(key[0]) is int
+            and key[0] in (0, 1, 2)
+            and type(key[1]) in _PLAIN
+            and (type(key[1]) is not float or math.isfinite(key[1]))
+            for key in position[:-2]
+        )
+    ):
+        return position
+    return decode_cursor(sort, _cursor(page, j))
+
+
+def _cursor(page: Page, j: int) -> str:
+    """The cursor of the ``j``-th item of ``page`` (written for it alone, unless the page's
+    cursors are written already)."""
+    if page._cursors is not None:
+        return page._cursors[j]
+    return encode_cursor(page.sort, page.positions[j])
+
+
 def merge(
     sort: tuple[SortKey, ...],
     first: int,
@@ -165,8 +209,8 @@ def merge(
     """
     candidates: list[tuple[Position, str, int]] = []
     for name, page in pages:
-        for j, cursor in enumerate(page.cursors):
-            candidates.append((decode_cursor(sort, cursor), name, j))
+        for j, position in enumerate(page.positions):
+            candidates.append((_as_decoded(sort, page, j, position), name, j))
 
     def compare(a: tuple[Position, str, int], b: tuple[Position, str, int]) -> int:
         return _compare(sort, (a[0], a[1]), (b[0], b[1]))
@@ -179,12 +223,10 @@ def merge(
     used: dict[str, int] = {}
     for _position, name, j in taken:
         page = by_name[name]
-        positions[name] = page.cursors[j]
+        cursor = positions[name] = _cursor(page, j)
         used[name] = j + 1
         items.append(
-            MergedItem(
-                name, page.contents, j, page.cursors[j], encode_fleet_cursor(sort, positions)
-            )
+            MergedItem(name, page.contents, j, cursor, encode_fleet_cursor(sort, positions))
         )
     has_next = any(used.get(name, 0) < len(page.contents) or page.has_next for name, page in pages)
     return MergedPage(
@@ -206,7 +248,7 @@ async def merge_off_loop(
 ) -> MergedPage:
     """:func:`merge`, in a worker thread when there is much to merge (the pages are read
     only: the hub's objects and strings)."""
-    if sum(len(page.cursors) for _, page in pages) <= MERGE_INLINE:
+    if sum(len(page.positions) for _, page in pages) <= MERGE_INLINE:
         return merge(sort, first, pages, after)
     return await asyncio.to_thread(merge, sort, first, pages, after)
 
