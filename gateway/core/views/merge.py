@@ -160,13 +160,16 @@ def _compare(sort: tuple[SortKey, ...], a: tuple[Position, str], b: tuple[Positi
 _PLAIN: Final = frozenset({str, int, float, bool})
 
 
-def _as_decoded(sort: tuple[SortKey, ...], page: Page, j: int, position: Position) -> Position:
+def _as_decoded(
+    sort: tuple[SortKey, ...], page: Page, j: int, position: Position, same: bool = True
+) -> Position:
     """The ``j``-th position of ``page`` as its cursor decodes (:func:`~gateway.core.views.
     spec.decode_cursor`): the position itself where each of its values is of a type JSON
     writes and reads back unchanged (no cursor written and read, as a page of 50 items of
-    three clusters took 150 of each per merged view), its cursor decoded otherwise."""
+    three clusters took 150 of each per merged view), its cursor decoded otherwise.
+    ``same``: the page's sort is ``sort`` (asked once per page)."""
     if (
-        page.sort == sort
+        same
         and len(position) == len(sort) + 2
         and type(position[-2]) is str
         and type(position[-1]) is str
@@ -209,8 +212,9 @@ def merge(
     """
     candidates: list[tuple[Position, str, int]] = []
     for name, page in pages:
+        same = page.sort == sort
         for j, position in enumerate(page.positions):
-            candidates.append((_as_decoded(sort, page, j, position), name, j))
+            candidates.append((_as_decoded(sort, page, j, position, same), name, j))
 
     def compare(a: tuple[Position, str, int], b: tuple[Position, str, int]) -> int:
         return _compare(sort, (a[0], a[1]), (b[0], b[1]))

@@ -173,7 +173,7 @@ async def test_a_merge_reads_each_position_as_its_cursor_decodes(values: list[An
     for _, page in pages:
         for j, position in enumerate(page.positions):
             decoded = decode_cursor(sort, page.cursors[j])
-            fast = merge_module._as_decoded(sort, page, j, position)
+            fast = merge_module._as_decoded(sort, page, j, position, page.sort == sort)
             assert fast == decoded
             assert [type(v) for k in fast[:-2] for v in k] == [
                 type(v) for k in decoded[:-2] for v in k
