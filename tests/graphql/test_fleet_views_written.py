@@ -6,7 +6,8 @@ whole where the selection is plain fields), so each object of a merged page must
 as the same object does in that cluster's own view (``/graphql``, ``/clusters/b/graphql``),
 key order included: selections the JSON writer takes (plain fields, ``__typename``), one it
 does not (an alias: the objects read for the selection and projected), pods with unicode,
-escapes, nulls and missing members, in both clusters, and again after an object changed.
+escapes, nulls and missing members, in both clusters, and again after an object changed;
+edges without their ``cluster`` (written as a cluster's view's edges are) the same.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from gateway.core import POD
 from kube_gateway_demo import DemoUpstream
 from tests.graphql import test_fleet_views as fleet_views
 from tests.grpc.test_views_grpc_written import _pods
-from tests.support.graphql import ADMIN
+from tests.support.graphql import ADMIN, NAMESPACE, data, gql
 
 __all__ = ["two"]  # fixtures
 
@@ -40,7 +41,9 @@ OWN = """query($ns: String) { podsView(namespace: $ns, first: 100,
   sort: [{field: "metadata.name"}]) { nodes { %s } } }"""
 MERGED = """query($ns: String) { podsView(clusters: ["default", "b"], namespace: $ns,
   first: 100, sort: [{field: "metadata.name"}]) {
-    edges { cluster node { %s } } nodes { %s } } }"""
+    edges { cursor cluster node { %s } } nodes { %s } } }"""
+#: Without the edges' ``cluster``: the edges written as a cluster's view's are.
+MERGED_UNTAGGED = MERGED.replace("cursor cluster node", "cursor node")
 
 
 async def _ask(client: httpx.AsyncClient, path: str, query: str) -> Any:
@@ -73,6 +76,12 @@ async def _check(client: httpx.AsyncClient) -> list[Any]:
             written = orjson.dumps(node)
             assert written == orjson.dumps(edge["node"]), label
             assert written == own[edge["cluster"]][node["metadata"]["name"]], label
+        untagged = await _ask(client, "/fleet/graphql", MERGED_UNTAGGED % (selection, selection))
+        assert [e["cursor"] for e in untagged["edges"]] == [e["cursor"] for e in merged["edges"]]
+        assert [orjson.dumps(e["node"]) for e in untagged["edges"]] == [
+            orjson.dumps(n) for n in merged["nodes"]
+        ]
+        assert orjson.dumps(untagged["nodes"]) == orjson.dumps(merged["nodes"])
         if label == "plain":
             merged_nodes = merged["nodes"]
     return merged_nodes
@@ -107,3 +116,31 @@ async def test_a_merged_views_objects_are_each_clusters_own_writing(
         else:
             raise AssertionError("the change never showed")
         await _check(client)
+
+
+async def test_relations_without_the_edges_cluster_come_from_each_objects_cluster(
+    two: tuple[DemoUpstream, DemoUpstream], tmp_path: Path
+) -> None:
+    """Edges that do not select ``cluster`` are a cluster view's edges; a node's relations
+    are still loaded from its own cluster (in ``edges`` and in ``nodes``)."""
+    a, b = two
+    await fleet_views.make_pods(two)
+    shared = fleet_views.views._pod(0, NAMESPACE)["metadata"]["name"]  # in both clusters
+    await a.store.create("events", fleet_views._event(shared, "in-a"), namespace=NAMESPACE)
+    await b.store.create("events", fleet_views._event(shared, "in-b"), namespace=NAMESPACE)
+    query = """query($name: String!) { podsView(namespace: "demo", first: 10,
+        filter: {field: "metadata.name", value: $name}) {
+        edges { cursor node { metadata { name } events { message } } }
+        nodes { metadata { name } events { message } } } }"""
+    async with fleet_views.fleet_of(a, b, tmp_path) as (_, _fleet, client):
+        body = data(await gql(client, query, {"name": shared}, path="/fleet/graphql"))
+        view = body["podsView"]
+        # the same name in both: b's first (the cluster's name breaks the tie)
+        assert [[x["message"] for x in e["node"]["events"]] for e in view["edges"]] == [
+            ["in-b"],
+            ["in-a"],
+        ]
+        assert [[x["message"] for x in n["events"]] for n in view["nodes"]] == [
+            ["in-b"],
+            ["in-a"],
+        ]

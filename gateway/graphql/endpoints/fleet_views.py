@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,6 +70,7 @@ from gateway.core import (
 )
 from gateway.graphql.errors import code_of
 from gateway.graphql.resolvers.views import (
+    PageEdges,
     PageNode,
     PageReads,
     SharedItems,
@@ -120,12 +122,17 @@ class MergedAnswer:
         completion decodes them whole)."""
         return SharedItems(self.contents, None)
 
-    @property
-    def edges(self) -> list[MergedEdge]:
+    def edges_of(self, cluster: bool) -> Sequence[Any]:
+        """The page's edges; without their ``cluster`` selected, a cluster's view's edges
+        (:class:`PageEdges`: the executor writes ``cursor`` and a node of plain fields as a
+        cluster's view's edges are written)."""
+        items = self.page.items
+        if not cluster:
+            return PageEdges(self.contents, [item.cursor for item in items])
         reads = PageReads(self.contents)
         return [
             MergedEdge(item.cursor, item.cluster, PageNode(reads, j))
-            for j, item in enumerate(self.page.items)
+            for j, item in enumerate(items)
         ]
 
 
@@ -250,7 +257,8 @@ def _merged_field(  # noqa: PLR0917 (the parts of one field, each named once)
         f"Fleet{view.name}",
         lambda: {
             "edges": GraphQLField(
-                GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))), resolve=lambda a, i: a.edges
+                GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))),
+                resolve=lambda a, i: a.edges_of(selects(i, "cluster")),
             ),
             "nodes": GraphQLField(view.fields["nodes"].type, resolve=lambda a, i: a.nodes),
             "pageInfo": GraphQLField(GraphQLNonNull(page_info), resolve=lambda a, i: a.page_info),
