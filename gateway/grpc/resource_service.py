@@ -395,7 +395,9 @@ class ResourceServiceServicer(ServicerBase):
         """How a view's objects are written for ``request`` (its read mask, its
         representation), from their stored JSON (:class:`_Objects`)."""
         mask = self._mask(request)
-        key = None if mask is None else tuple(request.read_mask.paths)
+        # the paths as one JSON text: unambiguous, and its hash kept by the bytes (a tuple
+        # of many paths would be hashed again for every object looked up)
+        key = None if mask is None else orjson.dumps(list(request.read_mask.paths))
         return _Objects(self.codec.memo, mask, key, request.representation)
 
     async def _fleet_view(self, request: Any, credential: Credential) -> bytes:
