@@ -17,7 +17,8 @@ average beside it.
 Cases: ``graphql`` (``podsView`` of the default cluster), ``grpc`` (``ResourceService.View`` of
 the same view, a read mask of the same 15 fields, objects as JSON), ``grpc-struct`` (the same
 as ``Struct``s), ``grpc-whole`` (no read mask), ``fleet-graphql`` (the merged view of the three
-clusters on ``/fleet/graphql``, ``nodes`` and ``edges { cluster }``), ``fleet-grpc`` (the
+clusters on ``/fleet/graphql``, ``nodes`` and ``edges { cluster }``), ``fleet-nodes`` (the same
+without ``edges``), ``fleet-grpc`` (the
 merged view through ``View`` with ``clusters``), ``fleet-each`` (``fleet { podsView }``: each
 cluster's own view in one query; three views a request).
 """
@@ -61,6 +62,7 @@ FLEET_VIEW = (
     f"query($v: String!, $w: String!) {{ podsView(clusters: {_CLUSTERS}, {_PAGE}) "
     f"{{ total pageInfo {{ endCursor hasNextPage }} edges {{ cluster }} {NODES} }} }}"
 )
+FLEET_NODES = FLEET_VIEW.replace(" edges { cluster }", "")
 FLEET_EACH = (
     f"query($v: String!, $w: String!) {{ fleet(clusters: {_CLUSTERS}) {{ cluster "
     f"podsView({_PAGE}) {{ total resourceVersion pageInfo {{ endCursor hasNextPage }} "
@@ -84,6 +86,7 @@ CASES = (
     "grpc-struct",
     "grpc-whole",
     "fleet-graphql",
+    "fleet-nodes",
     "fleet-grpc",
     "fleet-each",
 )
@@ -128,6 +131,7 @@ def client_main() -> None:
             query, path = {
                 "graphql": (VIEW, "/graphql"),
                 "fleet-graphql": (FLEET_VIEW, "/fleet/graphql"),
+                "fleet-nodes": (FLEET_NODES, "/fleet/graphql"),
                 "fleet-each": (FLEET_EACH, "/fleet/graphql"),
             }[case]
             body = orjson.loads(
