@@ -131,7 +131,7 @@ from gateway.core.views.livefleet import (
     FleetLiveViews,
     FleetMember,
 )
-from gateway.core.views.merge import MergedPage, decode_fleet_cursor
+from gateway.core.views.merge import MergedItem, MergedPage, decode_fleet_cursor, merged_contents
 from gateway.core.views.merge import merge_off_loop as merge_views
 from gateway.core.views.spec import MAX_COUNT_GROUPS, ViewSpec, resolve_path, view_spec
 from gateway.core.views.spec import MAX_SORT_KEYS as MAX_VIEW_SORT_KEYS
@@ -204,6 +204,7 @@ __all__ = [
     "LogOptions",
     "LogStream",
     "MapOf",
+    "MergedItem",
     "MergedPage",
     "Model",
     "ObjectType",
@@ -274,6 +275,7 @@ __all__ = [
     "list_of",
     "mask_project",
     "merge_views",
+    "merged_contents",
     "nonnull_of",
     "open_fleet_stream",
     "open_stream",

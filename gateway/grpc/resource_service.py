@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
+import msgspec
 import orjson
 
 from gateway.core import (
@@ -65,9 +67,11 @@ from gateway.core import (
     LivePage,
     LiveSubscription,
     LiveViews,
+    MergedItem,
     Operation,
     Resource,
     TooDeep,
+    ViewContents,
     ViewPage,
     Views,
     ViewSpec,
@@ -97,7 +101,7 @@ from gateway.core import (
     wire,
 )
 from gateway.grpc import mask as masks
-from gateway.grpc.codec import LIST_SLICE, Codec, struct_json
+from gateway.grpc.codec import LIST_SLICE, Codec, WireMemo, struct_json
 from gateway.grpc.gen.kubegateway.v1 import common_pb2, resource_pb2
 from gateway.grpc.handling import (
     OpenStreams,
@@ -381,11 +385,20 @@ class ResourceServiceServicer(ServicerBase):
             resource_version=page.resource_version,
             counts=answer.counts,
         )
-        mask, rep = self._mask(request), request.representation
+        writer = self._objects(request)
         parts = [head.SerializeToString()]
-        for cursor, item in zip(page.cursors, page.items, strict=True):
-            parts.append(_edge(cursor, item, mask, rep, b""))
+        for cursor, written in zip(page.cursors, writer.page(page.contents), strict=True):
+            parts.append(_edge(cursor, written, b""))
         return b"".join(parts)
+
+    def _objects(self, request: Any) -> _Objects:
+        """How a view's objects are written for ``request`` (its read mask, its
+        representation), from their stored JSON (:class:`_Objects`)."""
+        mask = self._mask(request)
+        # the paths as one JSON text: unambiguous, and its hash kept by the bytes (a tuple
+        # of many paths would be hashed again for every object looked up)
+        key = None if mask is None else orjson.dumps(list(request.read_mask.paths))
+        return _Objects(self.codec.memo, mask, key, request.representation)
 
     async def _fleet_view(self, request: Any, credential: Credential) -> bytes:
         """A view merged across the named clusters (:func:`gateway.core.views.merge.merge`):
@@ -446,14 +459,14 @@ class ResourceServiceServicer(ServicerBase):
             else:
                 error = resource_pb2.ClusterStatus.FromString(_status_bytes(result))
                 head.clusters.add(cluster=name, error=error)
-        mask, rep = self._mask(request), request.representation
+        writer = self._objects(request)
         parts = [head.SerializeToString()]
         tags: dict[str, bytes] = {}
         for item in merged.items if merged is not None else ():
             tag = tags.get(item.cluster)
             if tag is None:
                 tag = tags[item.cluster] = length_prefixed(_EDGE_CLUSTER, item.cluster.encode())
-            parts.append(_edge(item.cursor, item.obj, mask, rep, tag))
+            parts.append(_edge(item.cursor, writer.item(item), tag))
         return b"".join(parts)
 
     def _list_encoding(self, rep: int, mask: masks.Tree | None) -> ListEncoding:
@@ -605,9 +618,8 @@ class ResourceServiceServicer(ServicerBase):
         sub = await live.subscribe(
             spec, credential, interval=interval, notify=notify, every_change=bool(groups)
         )
-        mask, rep = self._mask(view), view.representation
-        paths = tuple(view.read_mask.paths) if mask is not None else None
-        key = ("WatchView", paths, rep == STRUCT, tuple(view.count_by), notify)
+        writer = self._objects(view)
+        key = ("WatchView", writer.mask_key, writer.rep == STRUCT, tuple(view.count_by), notify)
         views = self.views
 
         async def encode(update: LivePage) -> tuple[bytes, bytes]:
@@ -627,8 +639,8 @@ class ResourceServiceServicer(ServicerBase):
             )
             parts = [head.SerializeToString()]
             if not notify:
-                for cursor, item in zip(page.cursors, page.items, strict=True):
-                    parts.append(_edge(cursor, item, mask, rep, b""))
+                for cursor, written in zip(page.cursors, writer.page(page.contents), strict=True):
+                    parts.append(_edge(cursor, written, b""))
             shown = b"".join(parts)
             # the version last (a field's order on the wire is free): what is shown is
             # the message short of it
@@ -717,9 +729,8 @@ class ResourceServiceServicer(ServicerBase):
             notify=notify,
             every_change=bool(groups),
         )
-        mask, rep = self._mask(view), view.representation
-        paths = tuple(view.read_mask.paths) if mask is not None else None
-        key = ("WatchView", paths, rep == STRUCT, tuple(view.count_by), notify)
+        writer = self._objects(view)
+        key = ("WatchView", writer.mask_key, writer.rep == STRUCT, tuple(view.count_by), notify)
 
         async def encode(update: FleetLivePage) -> tuple[bytes, bytes]:
             merged = update.merged
@@ -770,7 +781,7 @@ class ResourceServiceServicer(ServicerBase):
                     if tag is None:
                         tag = length_prefixed(_EDGE_CLUSTER, item.cluster.encode())
                         tags[item.cluster] = tag
-                    parts.append(_edge(item.cursor, item.obj, mask, rep, tag))
+                    parts.append(_edge(item.cursor, writer.item(item), tag))
             shown = b"".join(parts)
             # each cluster's version (it moves with every change anywhere in the cluster)
             # written apart: what is shown is the message short of them
@@ -950,15 +961,131 @@ def _summed(per_cluster: Sequence[Sequence[Any]], count_by: Sequence[str]) -> li
     return out
 
 
-def _edge(cursor: str, item: JSON, mask: masks.Tree | None, rep: int, tag: bytes) -> bytes:
-    """A ``ViewEdge`` (with its ``cluster`` tag, if any) as a ``ResourceView.edges`` entry."""
-    obj = masks.project(item, mask, loose=True) if mask is not None else item
+def _edge(cursor: str, written: bytes, tag: bytes) -> bytes:
+    """A ``ViewEdge`` (with its ``cluster`` tag, if any) as a ``ResourceView.edges`` entry:
+    ``written`` is its ``ResourceObject`` (:class:`_Objects`)."""
     edge = (
         length_prefixed(_EDGE_CURSOR, cursor.encode())
-        + length_prefixed(_EDGE_OBJECT, object_bytes(obj, rep))
+        + length_prefixed(_EDGE_OBJECT, written)
         + tag
     )
     return length_prefixed(_VIEW_EDGES, edge)
+
+
+#: What a view's object is remembered as in the codec's memo of wire bytes, beside the
+#: typed lists' objects (whose message names have no dot), by representation.
+_MEMO_JSON: Final = "ResourceObject.json"
+_MEMO_STRUCT: Final = "ResourceObject.struct"
+#: An object's members, each as its JSON text; an array's elements (``msgspec`` delimits
+#: them, building no value).
+_RAW_MEMBERS: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_RAW_ELEMENTS: Final = msgspec.json.Decoder(list[msgspec.Raw])
+#: Brackets in an object's JSON past which it is not read in parts: well under the nesting
+#: past which a whole decode (:func:`gateway.core.support.deepjson.loads`) differs from
+#: ``orjson``'s, which reads each part.
+_RAW_BRACKETS: Final = 512
+_OPEN_OBJECT: Final = ord("{")
+_OPEN_ARRAY: Final = ord("[")
+_NULL: Final = b"null"
+_SNAKE: Final = re.compile(r"_([a-z0-9])")
+
+
+class _Objects:
+    """A view's objects written as ``ResourceObject``s for one read mask and representation,
+    from each object's stored JSON (what its page holds: :class:`~gateway.core.views.
+    evaluate.Contents`): the bytes :func:`object_bytes` writes of :func:`masks.project
+    <gateway.grpc.mask.project>` of the object decoded whole, without that decode.
+
+    Each object's writing is looked up in the codec's memo of wire bytes
+    (:class:`~gateway.grpc.codec.WireMemo`) by its exact JSON (and the read mask's paths and
+    the representation): an object shown by an earlier page unchanged costs a hash of its
+    JSON (its ``bytes`` keep the hash), a changed one (other JSON) is written anew.  One not
+    there is read in parts (:func:`_raw_project`: only what the read mask selects decoded;
+    the rest delimited, not built), or decoded whole where its page decoded it already or
+    where the parts may not decode as the whole does (deep JSON; a part ``msgspec``
+    refuses)."""
+
+    __slots__ = ("mask", "mask_key", "memo", "rep", "tag")
+
+    def __init__(self, memo: WireMemo, mask: masks.Tree | None, mask_key: Any, rep: int) -> None:
+        self.memo, self.mask, self.mask_key, self.rep = memo, mask, mask_key, rep
+        self.tag = _MEMO_STRUCT if rep == STRUCT else _MEMO_JSON
+
+    def page(self, contents: ViewContents) -> list[bytes]:
+        """Every object of a page, in order."""
+        objects = contents.objects if contents.decoded else None
+        return [
+            self.one(raw, None if objects is None else objects[i])
+            for i, raw in enumerate(contents.raws)
+        ]
+
+    def item(self, item: MergedItem) -> bytes:
+        """An object of a merged page."""
+        contents = item.contents
+        return self.one(item.raw, contents.objects[item.at] if contents.decoded else None)
+
+    def one(self, raw: bytes, obj: JSON | None) -> bytes:
+        """The object whose stored JSON is ``raw`` (``obj``: decoded already, if it is)."""
+        key = (self.tag, self.mask_key, raw)
+        memo = self.memo
+        found = memo.get(key)
+        if found is None:
+            found = self._write(raw, obj)
+            memo.put(key, found)
+        return found
+
+    def _write(self, raw: bytes, obj: JSON | None) -> bytes:
+        mask = self.mask
+        if mask is None:
+            return object_bytes(deepjson.loads(raw) if obj is None else obj, self.rep)
+        if obj is None and raw.count(b"{") + raw.count(b"[") < _RAW_BRACKETS:
+            try:
+                return object_bytes(_raw_project(raw, mask), self.rep)
+            except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
+                pass  # decoded whole, as the page would be: its error, if any, is that one
+        if obj is None:
+            obj = deepjson.loads(raw)
+        return object_bytes(masks.project(obj, mask, loose=True), self.rep)
+
+
+def _raw_project(raw: bytes | memoryview, tree: masks.Tree) -> JSON:
+    """``masks.project(orjson.loads(raw), tree, loose=True)``, decoding only what ``tree``
+    selects: each object on the way delimited into its members' JSON, each selected leaf
+    decoded by ``orjson`` (the same values as in the whole decode: the same parser, the
+    same text).
+
+    Raises:
+        msgspec.DecodeError: ``raw`` is not a JSON object.
+        orjson.JSONDecodeError: a selected part is not JSON.
+    """
+    members = _RAW_MEMBERS.decode(raw)
+    out: JSON = {}
+    for selected, sub in tree.items():
+        key = selected
+        text = _present(members.get(key))
+        if text is None:
+            if "_" not in key:
+                continue
+            key = _SNAKE.sub(lambda m: m.group(1).upper(), key)
+            text = _present(members.get(key))
+            if text is None:
+                continue
+        if sub is None:
+            out[key] = orjson.loads(text)
+        elif text[0] == _OPEN_OBJECT:
+            out[key] = _raw_project(text, sub)
+        elif text[0] == _OPEN_ARRAY:
+            elements = [memoryview(x) for x in _RAW_ELEMENTS.decode(text)]
+            out[key] = [_raw_project(x, sub) for x in elements if x[0] == _OPEN_OBJECT]
+    return out
+
+
+def _present(found: msgspec.Raw | None) -> memoryview | None:
+    """A member's JSON, ``None`` where it is absent or ``null`` (as ``obj.get(key)``)."""
+    if found is None:
+        return None
+    text = memoryview(found)
+    return None if len(text) == len(_NULL) and text.tobytes() == _NULL else text
 
 
 _VIEW_KEYS: Final = (

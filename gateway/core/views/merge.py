@@ -22,6 +22,7 @@ import asyncio
 import base64
 import binascii
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -29,8 +30,15 @@ from typing import Any, Final
 import orjson
 
 from gateway.core import errors
-from gateway.core.views.evaluate import Page
-from gateway.core.views.spec import MAX_CURSOR, Position, SortKey, decode_cursor, sort_digest
+from gateway.core.views.evaluate import Contents, Page
+from gateway.core.views.spec import (
+    MAX_CURSOR,
+    Position,
+    SortKey,
+    decode_cursor,
+    encode_cursor,
+    sort_digest,
+)
 
 #: Clusters one fleet cursor may hold.
 MAX_CURSOR_CLUSTERS: Final = 64
@@ -87,13 +95,29 @@ def decode_fleet_cursor(sort: tuple[SortKey, ...] | None, cursor: Any) -> dict[s
 
 @dataclass(frozen=True, slots=True)
 class MergedItem:
-    """One object of a merged page: its cluster, the object, its cursor in its cluster's
-    view, and the fleet cursor that starts the next page right after it."""
+    """One object of a merged page: its cluster, where it is in its cluster's page (that
+    page's :class:`~gateway.core.views.evaluate.Contents` and its index there), its cursor
+    in its cluster's view, and the fleet cursor that starts the next page right after it.
+
+    The object is its cluster page's own: :attr:`raw` its JSON, :attr:`obj` decoded whole
+    (with the rest of that page, once, as the cluster's own answer decodes it), so an
+    answer that writes objects from their JSON (:func:`merged_contents`) decodes none."""
 
     cluster: str
-    obj: dict[str, Any]
+    contents: Contents
+    at: int
     cluster_cursor: str
     cursor: str
+
+    @property
+    def raw(self) -> bytes:
+        """The object's JSON (its cluster's stored bytes)."""
+        return self.contents.raws[self.at]
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        """The object decoded whole (its cluster page's objects: read only)."""
+        return self.contents.objects[self.at]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +156,45 @@ def _compare(sort: tuple[SortKey, ...], a: tuple[Position, str], b: tuple[Positi
     return -1 if ta < tb else (1 if ta > tb else 0)
 
 
+#: The types of a sort key's value a cursor writes and reads back as they are (JSON's).
+_PLAIN: Final = frozenset({str, int, float, bool})
+
+
+def _as_decoded(
+    sort: tuple[SortKey, ...], page: Page, j: int, position: Position, same: bool = True
+) -> Position:
+    """The ``j``-th position of ``page`` as its cursor decodes (:func:`~gateway.core.views.
+    spec.decode_cursor`): the position itself where each of its values is of a type JSON
+    writes and reads back unchanged (no cursor written and read, as a page of 50 items of
+    three clusters took 150 of each per merged view), its cursor decoded otherwise.
+    ``same``: the page's sort is ``sort`` (asked once per page)."""
+    if (
+        same
+        and len(position) == len(sort) + 2
+        and type(position[-2]) is str
+        and type(position[-1]) is str
+        and all(
+            type(key) is tuple
+            and len(key) == 2
+            and type(key[0]) is int
+            and key[0] in (0, 1, 2)
+            and type(key[1]) in _PLAIN
+            and (type(key[1]) is not float or math.isfinite(key[1]))
+            for key in position[:-2]
+        )
+    ):
+        return position
+    return decode_cursor(sort, _cursor(page, j))
+
+
+def _cursor(page: Page, j: int) -> str:
+    """The cursor of the ``j``-th item of ``page`` (written for it alone, unless the page's
+    cursors are written already)."""
+    if page._cursors is not None:
+        return page._cursors[j]
+    return encode_cursor(page.sort, page.positions[j])
+
+
 def merge(
     sort: tuple[SortKey, ...],
     first: int,
@@ -149,8 +212,9 @@ def merge(
     """
     candidates: list[tuple[Position, str, int]] = []
     for name, page in pages:
-        for j, cursor in enumerate(page.cursors):
-            candidates.append((decode_cursor(sort, cursor), name, j))
+        same = page.sort == sort
+        for j, position in enumerate(page.positions):
+            candidates.append((_as_decoded(sort, page, j, position, same), name, j))
 
     def compare(a: tuple[Position, str, int], b: tuple[Position, str, int]) -> int:
         return _compare(sort, (a[0], a[1]), (b[0], b[1]))
@@ -163,12 +227,12 @@ def merge(
     used: dict[str, int] = {}
     for _position, name, j in taken:
         page = by_name[name]
-        positions[name] = page.cursors[j]
+        cursor = positions[name] = _cursor(page, j)
         used[name] = j + 1
         items.append(
-            MergedItem(name, page.items[j], page.cursors[j], encode_fleet_cursor(sort, positions))
+            MergedItem(name, page.contents, j, cursor, encode_fleet_cursor(sort, positions))
         )
-    has_next = any(used.get(name, 0) < len(page.items) or page.has_next for name, page in pages)
+    has_next = any(used.get(name, 0) < len(page.contents) or page.has_next for name, page in pages)
     return MergedPage(
         items=items,
         positions=positions,
@@ -188,6 +252,83 @@ async def merge_off_loop(
 ) -> MergedPage:
     """:func:`merge`, in a worker thread when there is much to merge (the pages are read
     only: the hub's objects and strings)."""
-    if sum(len(page.cursors) for _, page in pages) <= MERGE_INLINE:
+    if sum(len(page.positions) for _, page in pages) <= MERGE_INLINE:
         return merge(sort, first, pages, after)
     return await asyncio.to_thread(merge, sort, first, pages, after)
+
+
+class MergedContents(Contents):
+    """The objects of a merged page as one :class:`~gateway.core.views.evaluate.Contents`,
+    in the merged order: each cluster's items a ``Contents`` of their own, with what their
+    cluster's page has (its decoded objects, if decoded; its cache's writings of objects for
+    a selection, :class:`~gateway.core.views.evaluate.Rendered`), so a selection's JSON of
+    the merged page (:meth:`json`, :meth:`json_items`) is each cluster's writing of its
+    objects, exactly what it writes for that cluster's own view, put in the merged order:
+    no object decoded whole.  Read only, as a page's contents are."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, items: Sequence[MergedItem]) -> None:
+        super().__init__([item.raw for item in items])
+        groups: dict[int, tuple[Contents, list[int], list[int]]] = {}
+        for place, item in enumerate(items):
+            found = groups.get(id(item.contents))
+            if found is None:
+                found = groups[id(item.contents)] = (item.contents, [], [])
+            found[1].append(item.at)
+            found[2].append(place)
+        #: Each cluster page's items (a ``Contents`` of them) and their places here.
+        self._parts = [(_part(source, ats), places) for source, ats, places in groups.values()]
+
+    def _placed(self, each: list[list[Any]]) -> list[Any]:
+        out: list[Any] = [None] * len(self.raws)
+        for (_, places), found in zip(self._parts, each, strict=True):
+            for place, value in zip(places, found, strict=True):
+                out[place] = value
+        return out
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        """The objects decoded whole (those of a cluster's page decoded already reused)."""
+        found = self._objects
+        if found is None:
+            found = self._objects = self._placed([part.objects for part, _ in self._parts])
+        return found
+
+    @property
+    def decoded(self) -> bool:
+        return self._objects is not None or all(part.decoded for part, _ in self._parts)
+
+    def read(self, spec: Any) -> list[Any]:
+        if self.decoded:
+            return self.objects
+        return self._placed([part.read(spec) for part, _ in self._parts])
+
+    def json(self, spec: Any) -> bytes | None:
+        items = self.json_items(spec)
+        # msgspec writes a list as its items' JSON between brackets, comma-separated
+        return None if items is None else b"[" + b",".join(items) + b"]"
+
+    def json_items(self, spec: Any) -> list[bytes] | None:
+        each = []
+        for part, _ in self._parts:
+            found = part.json_items(spec)
+            if found is None:
+                return None
+            each.append(found)
+        return self._placed(each)
+
+
+def _part(source: Contents, ats: list[int]) -> Contents:
+    """The items ``ats`` of a cluster's page as a ``Contents`` of their own (its decoded
+    objects, its keys and writings with them)."""
+    if ats == list(range(len(source))):
+        return source
+    objects = [source.objects[j] for j in ats] if source.decoded else None
+    keys = None if source.keys is None else [source.keys[j] for j in ats]
+    return Contents([source.raws[j] for j in ats], objects, keys, source.rendered)
+
+
+def merged_contents(items: Sequence[MergedItem]) -> Contents:
+    """The objects of a merged page's ``items`` as one ``Contents`` (:class:`MergedContents`)."""
+    return MergedContents(items)

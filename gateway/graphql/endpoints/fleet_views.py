@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,15 +59,25 @@ from gateway.core import (
     FleetMember,
     LiveViews,
     MergedPage,
+    ViewContents,
     ViewCount,
     ViewSpec,
     decode_fleet_cursor,
     errors,
     interval_of,
     merge_views,
+    merged_contents,
 )
 from gateway.graphql.errors import code_of
-from gateway.graphql.resolvers.views import SpecOf, live_view_spec, selects
+from gateway.graphql.resolvers.views import (
+    PageEdges,
+    PageNode,
+    PageReads,
+    SharedItems,
+    SpecOf,
+    live_view_spec,
+    selects,
+)
 
 Info = GraphQLResolveInfo[Any]
 
@@ -93,6 +104,46 @@ class MergedAnswer:
     parts: list[ClusterPart]
     spec: ViewSpec | None
     page_info: dict[str, Any] = field(default_factory=dict)
+    _contents: ViewContents | None = None
+
+    @property
+    def contents(self) -> ViewContents:
+        """The page's objects (:func:`~gateway.core.views.merge.merged_contents`: each
+        cluster's JSON of its own, written for a selection by that cluster's writer)."""
+        found = self._contents
+        if found is None:
+            found = self._contents = merged_contents(self.page.items)
+        return found
+
+    @property
+    def nodes(self) -> SharedItems:
+        """The page's objects as a cluster's view answers its own (the executor writes a
+        selection of plain fields from their JSON, or reads only what it selects; any other
+        completion decodes them whole)."""
+        return SharedItems(self.contents, None)
+
+    def edges_of(self, cluster: bool) -> Sequence[Any]:
+        """The page's edges; without their ``cluster`` selected, a cluster's view's edges
+        (:class:`PageEdges`: the executor writes ``cursor`` and a node of plain fields as a
+        cluster's view's edges are written)."""
+        items = self.page.items
+        if not cluster:
+            return PageEdges(self.contents, [item.cursor for item in items])
+        reads = PageReads(self.contents)
+        return [
+            MergedEdge(item.cursor, item.cluster, PageNode(reads, j))
+            for j, item in enumerate(items)
+        ]
+
+
+@dataclass(slots=True)
+class MergedEdge:
+    """An edge of a merged view: its fleet cursor, its cluster and its node (read for the
+    node's selection as the cluster's own edges' nodes are: :class:`PageNode`)."""
+
+    cursor: str
+    cluster: str
+    node: PageNode
 
 
 def _is_view(f: GraphQLField) -> bool:
@@ -197,7 +248,7 @@ def _merged_field(  # noqa: PLR0917 (the parts of one field, each named once)
                 resolve=lambda item, i: item.cluster,
                 description="The cluster this object is in.",
             ),
-            "node": GraphQLField(node_type, resolve=lambda item, i: item.obj),
+            "node": GraphQLField(node_type, resolve=lambda edge, i: edge.node),
         },
         description=f"An object of a merged {view.name} and its cluster.",
     )
@@ -207,11 +258,9 @@ def _merged_field(  # noqa: PLR0917 (the parts of one field, each named once)
         lambda: {
             "edges": GraphQLField(
                 GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))),
-                resolve=lambda a, i: a.page.items,
+                resolve=lambda a, i: a.edges_of(selects(i, "cluster")),
             ),
-            "nodes": GraphQLField(
-                view.fields["nodes"].type, resolve=lambda a, i: [x.obj for x in a.page.items]
-            ),
+            "nodes": GraphQLField(view.fields["nodes"].type, resolve=lambda a, i: a.nodes),
             "pageInfo": GraphQLField(GraphQLNonNull(page_info), resolve=lambda a, i: a.page_info),
             "total": GraphQLField(
                 GraphQLNonNull(GraphQLInt),

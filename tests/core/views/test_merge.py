@@ -19,6 +19,7 @@ import pytest
 from gateway.core import errors
 from gateway.core.model.registry import POD
 from gateway.core.views import evaluate
+from gateway.core.views import merge as merge_module
 from gateway.core.views.merge import (
     MERGE_INLINE,
     decode_fleet_cursor,
@@ -148,3 +149,39 @@ def test_forged_fleet_cursors_are_refused() -> None:
     assert decode_fleet_cursor(None, forged) == {"a": "bm90IGEgY3Vyc29y"}  # form only
     with pytest.raises(errors.InvalidView):
         decode_fleet_cursor(other, forged)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [(1, 3), (1, -0.0), (1, 2.5e300), (2, 'é\n"x"'), (1, True), (1, False), (0, "")],
+        [(1, 1), (1, 1.0), (1, 2**62), (2, "")],
+    ],
+)
+async def test_a_merge_reads_each_position_as_its_cursor_decodes(values: list[Any]) -> None:
+    """The merge takes a page's positions for what their cursors decode to (no cursor
+    written and read per candidate): the same values, of the same types, and the same
+    merged page as when every cursor is written and read."""
+    sort = (SortKey(PRIORITY),)
+    objects = [
+        {"metadata": {"namespace": "ns", "name": f"p{i}"}, "spec": {"priority": v}}
+        for i, (_tag, v) in enumerate(values)
+    ]
+    snap = await _snapshot(objects, [PRIORITY])
+    spec = ViewSpec(POD, None, sort=sort, first=50)
+    pages = [(name, evaluate.page(evaluate.order(snap, spec), spec)) for name in ("a", "b")]
+    for _, page in pages:
+        for j, position in enumerate(page.positions):
+            decoded = decode_cursor(sort, page.cursors[j])
+            fast = merge_module._as_decoded(sort, page, j, position, page.sort == sort)
+            assert fast == decoded
+            assert [type(v) for k in fast[:-2] for v in k] == [
+                type(v) for k in decoded[:-2] for v in k
+            ]
+    # a merge of pages whose cursors were never written: the same cursors as those pages'
+    fresh = [(n, evaluate.page(evaluate.order(snap, spec), spec)) for n in ("a", "b")]
+    merged = merge(sort, 50, fresh, {})
+    assert len(merged.items) == 2 * len(values)
+    by_name = dict(pages)
+    for item in merged.items:
+        assert item.cluster_cursor == by_name[item.cluster].cursors[item.at]
