@@ -119,6 +119,9 @@ class AccessRecord:
     traceparent: str | None = None
     #: Seconds spent in upstream requests while serving it (one item, added to in place).
     upstream: list[float] = field(default_factory=lambda: [0.0])
+    #: When it was served (``perf_counter``), for a line logged a little later (a gRPC
+    #: call's, once its answer is on its way); ``None``: when the line is logged.
+    stopped: float | None = None
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -126,7 +129,7 @@ class AccessRecord:
             "method": self.method,
             "path": self.path,
             "status": self.status,
-            "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
+            "duration_ms": round(((self.stopped or time.perf_counter()) - self.started) * 1000, 3),
             "bytes": self.bytes,
         }
         if self.upstream[0]:
