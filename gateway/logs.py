@@ -63,9 +63,16 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
 
 
+#: The last whole second written, and its text (one ``strftime`` per second, not per line).
+_SECOND: list[Any] = [None, ""]
+
+
 def _timestamp(created: float) -> str:
-    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
-    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+    second = int(created)
+    if _SECOND[0] != second:
+        _SECOND[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _SECOND[0] = second
+    return f"{_SECOND[1]}.{int(created % 1 * 1000):03d}Z"
 
 
 class JsonFormatter(logging.Formatter):
