@@ -36,6 +36,8 @@ code does).  A variant takes suffixes:
 * ``:icept``: an interceptor that only passes the call on, before the handler;
 * ``:nolog``: logs at ``warning`` (no access lines); ``:plainlog``: each line written at
   once (a plain ``StreamHandler``);
+* ``:NAME=VALUE``: a grpc channel argument of the server
+  (``admission:grpc.http2.bdp_probe=0``; digits are an integer);
 * ``:late``: ``GRPC_EXPERIMENTS`` set to ``FLOOR_LATE_EXPERIMENTS`` after grpc is imported
   (before its server is made);
 * ``+NAME=VALUE``: an environment variable of its process
@@ -135,9 +137,13 @@ async def _serve(
         streams = AnonymousStreams(opts.anonymous_streams_per_peer, opts.anonymous_streams_total)
         interceptors = (Admission(services, streams, Drain()),)
     generic = "generic" in flags
-    options = opts.channel_options()
+    options: list[tuple[str, Any]] = [*opts.channel_options()]
     if "nochannelz" in flags:
         options.append(("grpc.enable_channelz", 0))
+    for flag in flags:  # NAME=VALUE: a channel argument of the server
+        if "=" in flag:
+            name, value = flag.split("=", 1)
+            options.append((name, int(value) if value.lstrip("-").isdigit() else value))
     server = grpc.aio.server(
         options=options,
         maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
@@ -226,7 +232,7 @@ class Variant:
     def parse(cls, spec: str) -> Variant:
         head, *assignments = spec.split("+")
         base, *flags = head.split(":")
-        if base not in BASES or not set(flags) <= FLAGS:
+        if base not in BASES or not {f for f in flags if "=" not in f} <= FLAGS:
             raise SystemExit(f"unknown variant {spec!r}: a base of {BASES}, :{FLAGS}, +NAME=VALUE")
         env = dict(a.split("=", 1) for a in assignments)
         return cls(spec, base, set(flags), env)
