@@ -450,10 +450,11 @@ class _Call:
             else:
                 record.ended = "error"
         level = logging.DEBUG if record.path.startswith("/grpc.") else logging.INFO
-        if later:
+        loop = asyncio._get_running_loop() if later else None
+        if loop is not None:
             record.stopped = time.perf_counter()
-            asyncio.get_running_loop().call_soon(record.log, level)
-        else:
+            loop.call_soon(record.log, level)
+        else:  # (a call's coroutine closed outside its loop: at once)
             record.log(level)
 
 
