@@ -63,9 +63,18 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
 
 
+#: The last whole second written and its text, one tuple (replaced whole: a line logged on
+#: another thread meanwhile reads one or the other): one ``strftime`` per second, not per line.
+_SECOND: list[tuple[int, str]] = [(-1, "")]
+
+
 def _timestamp(created: float) -> str:
-    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
-    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+    second = int(created)
+    last = _SECOND[0]
+    if last[0] != second:
+        last = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        _SECOND[0] = last
+    return f"{last[1]}.{int(created % 1 * 1000):03d}Z"
 
 
 class JsonFormatter(logging.Formatter):

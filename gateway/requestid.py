@@ -33,7 +33,6 @@ below 400) are logged at debug level.  Access lines never carry a token, an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import re
@@ -119,6 +118,9 @@ class AccessRecord:
     traceparent: str | None = None
     #: Seconds spent in upstream requests while serving it (one item, added to in place).
     upstream: list[float] = field(default_factory=lambda: [0.0])
+    #: When it was served (``perf_counter``), for a line logged a little later (a gRPC
+    #: call's, once its answer is on its way); ``None``: when the line is logged.
+    stopped: float | None = None
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -126,7 +128,7 @@ class AccessRecord:
             "method": self.method,
             "path": self.path,
             "status": self.status,
-            "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
+            "duration_ms": round(((self.stopped or time.perf_counter()) - self.started) * 1000, 3),
             "bytes": self.bytes,
         }
         if self.upstream[0]:
@@ -186,16 +188,18 @@ class _Serving:
     def __exit__(self, *_: object) -> None:
         spent, traced, token = self._spent, self._traced, self._token
         self._spent = self._traced = self._token = None
-        # An async generator closed from another context (a finaliser) cannot reset them.
-        if spent is not None:
-            with contextlib.suppress(ValueError):
+        # An async generator closed from another context (a finaliser) cannot reset them
+        # (all three were set in one context: none can be reset when one cannot).  A plain
+        # ``try``, not three ``contextlib.suppress``: this runs once per request.
+        try:
+            if spent is not None:
                 UPSTREAM_SECONDS.reset(spent)
-        if traced is not None:
-            with contextlib.suppress(ValueError):
+            if traced is not None:
                 tracing.CALLER_TRACEPARENT.reset(traced)
-        if token is not None:
-            with contextlib.suppress(ValueError):
+            if token is not None:
                 _CURRENT.reset(token)
+        except ValueError:
+            pass
 
 
 def serving(record: AccessRecord) -> _Serving:

@@ -52,9 +52,11 @@ generator has its messages written and counted by the admission's coroutine.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
+import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from contextlib import aclosing, nullcontext
@@ -420,7 +422,16 @@ class _Call:
                 await context.abort_with_status(to_status(exc))
             self.peer = peer
 
-    def end(self, context: grpc.aio.ServicerContext, failure: BaseException | None) -> None:
+    def end(
+        self,
+        context: grpc.aio.ServicerContext,
+        failure: BaseException | None,
+        *,
+        later: bool = False,
+    ) -> None:
+        """The call's status on its record, and its access line: ``later``, once the loop's
+        current step ends (after grpc.aio started the answer's batch: the line's formatting
+        and logging no longer delay the answer), its duration taken now."""
         if self.peer is not None and self.streams is not None:
             self.streams.give_back(self.peer)
             self.peer = None
@@ -439,7 +450,12 @@ class _Call:
             else:
                 record.ended = "error"
         level = logging.DEBUG if record.path.startswith("/grpc.") else logging.INFO
-        record.log(level)
+        loop = asyncio._get_running_loop() if later else None
+        if loop is not None:
+            record.stopped = time.perf_counter()
+            loop.call_soon(record.log, level)
+        else:  # (a call's coroutine closed outside its loop: at once)
+            record.log(level)
 
 
 async def _checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
@@ -502,7 +518,8 @@ def _unary_response(behavior: Callable[..., Any], streamed: bool) -> Callable[..
             finally:
                 if pending is not None:
                     pending.close()  # cancelled before it was awaited
-                call.end(context, failure)
+                # the line once grpc.aio has started the answer (it sends it when this returns)
+                call.end(context, failure, later=True)
                 if failure is not None:
                     _forget(failure)
                 failure = request = pending = None
@@ -641,6 +658,8 @@ class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         given: str | None = None
         traceparent: str | None = None
         authorized = False
+        # what may be refused is looked at closely only when a key of it is there
+        suspect = False
         for key, value in metadata:
             if key == HEADER and isinstance(value, str):
                 given = value
@@ -648,13 +667,16 @@ class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 traceparent = value
             elif key == "authorization":
                 authorized = True
+            elif not isinstance(key, str) or key[:1] in "iIxX":  # impersonate-*, x-kube-cluster
+                suspect = True
         refusal: errors.GatewayError | None = None
-        try:
-            refuse_impersonation((key for key, _ in metadata), "gRPC metadata key")
-        except errors.GatewayError as exc:
-            refusal = exc
-        else:
-            refusal = cluster_name_refusal(metadata)
+        if suspect:
+            try:
+                refuse_impersonation((key for key, _ in metadata), "gRPC metadata key")
+            except errors.GatewayError as exc:
+                refusal = exc
+            else:
+                refusal = cluster_name_refusal(metadata)
         # Health checks answer while draining; reflection (the one stream-stream method)
         # too.
         gated = self.drain is not None and handler.stream_stream is None and service != _HEALTH

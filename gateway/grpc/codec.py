@@ -431,6 +431,32 @@ class Codec:
             parts.append(written)
         return b"".join(parts)
 
+    def object_from_bytes(
+        self, kind: str, data: bytes, mask: masks.Tree | None = None, mask_key: Any = None
+    ) -> bytes | None:
+        """An object of a served kind from the body the upstream sent for it (a ``Get``'s):
+        the same bytes as :meth:`object_bytes` of the body decoded, looked up in :attr:`memo`
+        by its exact JSON text (with its message and ``mask_key``, which names ``mask``) as
+        a small list's items are, decoded and written only when it is not there.  ``None``
+        when that is not sure (not a JSON object ``orjson`` reads): the caller then decodes
+        it the ordinary way, which says what is wrong.
+        """
+        item = self._kinds[kind][0]
+        key = (item, mask_key, data)
+        memo = self.memo
+        written = memo.get(key)
+        if written is not None:
+            return written
+        try:
+            obj = orjson.loads(data)
+        except (orjson.JSONDecodeError, RecursionError):
+            return None
+        if obj.__class__ is not dict:
+            return None
+        written = self._writer.encode(masks.project(obj, mask) if mask is not None else obj, item)
+        memo.put(key, written)
+        return written
+
     def _encode_items(
         self, kind: str, items: Sequence[Any], mask: masks.Tree | None, parts: list[bytes]
     ) -> None:

@@ -18,7 +18,11 @@ average beside it.  Variants:
   (:meth:`~gateway.core.upstream.adapter.KubeAdapter.get` on the gateway's client, the
   caller's token) and writing the answer with the gateway's codec: what the gateway does
   but its router, servicer, operation metrics and deadline;
-* ``gateway``: ``kube-gateway serve`` itself.
+* ``gateway``: ``kube-gateway serve`` itself;
+* ``go``: a Go gRPC server answering the same bytes (``tests/go-client/cmd/kg-floor``, built
+  into a temporary directory by this bench with the machine's Go and the go-client
+  module's pinned grpc-go): the floor of the client and the loopback transport without
+  grpc.aio (``:meta`` sends the ``x-request-id`` initial metadata first).
 
 Every server but ``gateway`` also serves what the gateway registers beside its routed
 services (health, reflection; their methods registered with grpc core as the generated
@@ -32,10 +36,17 @@ code does).  A variant takes suffixes:
 * ``:icept``: an interceptor that only passes the call on, before the handler;
 * ``:nolog``: logs at ``warning`` (no access lines); ``:plainlog``: each line written at
   once (a plain ``StreamHandler``);
+* ``:NAME=VALUE``: a grpc channel argument of the server
+  (``admission:grpc.http2.bdp_probe=0``; digits are an integer);
 * ``:late``: ``GRPC_EXPERIMENTS`` set to ``FLOOR_LATE_EXPERIMENTS`` after grpc is imported
   (before its server is made);
 * ``+NAME=VALUE``: an environment variable of its process
-  (``admission+GRPC_EXPERIMENTS=tcp_rcv_lowat``).
+  (``admission+GRPC_EXPERIMENTS=tcp_rcv_lowat``); ``+FLOOR_SRC=DIR``: the ``gateway``
+  package imported from ``DIR`` (``git -C /work/main archive HEAD gateway | tar -x -C
+  DIR``: an A/B of the same variant against another tree's source).
+
+``--single N``: after each round's run at 32, ``N`` calls one at a time, their p50 (``ghz``'s
+latency, client side: what a caller waits) beside the CPU figure.
 
 ``--profile DIR``: py-spy on each server during the last round (as ``bench_rps
 --profile``; ``--profile-native`` too; its CPU figures then include py-spy's cost).
@@ -47,6 +58,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,6 +74,7 @@ from tests.bench.bench_rps import (
     CONCURRENCY,
     NAME,
     NAMESPACE,
+    REPO,
     Load,
     _profiled,
     cpu_ms,
@@ -75,7 +88,7 @@ from tests.support.serve_process import free_port
 
 SERVICE = "kubegateway.v1.PodService"
 METHOD = f"/{SERVICE}/Get"
-BASES = ("bare", "admission", "upstream", "gateway")
+BASES = ("bare", "admission", "upstream", "gateway", "go")
 FLAGS = {"generic", "nochannelz", "meta", "icept", "nolog", "plainlog", "late"}
 
 
@@ -124,9 +137,13 @@ async def _serve(
         streams = AnonymousStreams(opts.anonymous_streams_per_peer, opts.anonymous_streams_total)
         interceptors = (Admission(services, streams, Drain()),)
     generic = "generic" in flags
-    options = opts.channel_options()
+    options: list[tuple[str, Any]] = [*opts.channel_options()]
     if "nochannelz" in flags:
         options.append(("grpc.enable_channelz", 0))
+    for flag in flags:  # NAME=VALUE: a channel argument of the server
+        if "=" in flag:
+            name, value = flag.split("=", 1)
+            options.append((name, int(value) if value.lstrip("-").isdigit() else value))
     server = grpc.aio.server(
         options=options,
         maximum_concurrent_rpcs=opts.max_concurrent_rpcs,
@@ -215,7 +232,7 @@ class Variant:
     def parse(cls, spec: str) -> Variant:
         head, *assignments = spec.split("+")
         base, *flags = head.split(":")
-        if base not in BASES or not set(flags) <= FLAGS:
+        if base not in BASES or not {f for f in flags if "=" not in f} <= FLAGS:
             raise SystemExit(f"unknown variant {spec!r}: a base of {BASES}, :{FLAGS}, +NAME=VALUE")
         env = dict(a.split("=", 1) for a in assignments)
         return cls(spec, base, set(flags), env)
@@ -225,12 +242,22 @@ class Variant:
 def _server(variant: Variant, answer: Path, kube: Any, home: Path) -> Iterator[tuple[int, str]]:
     """The variant's server process: its pid and ``host:port``."""
     if variant.base == "gateway":
-        with gateway(kube, env=variant.env) as gw:
+        src = variant.env.get("FLOOR_SRC")
+        with gateway(kube, src=Path(src) if src else None, env=variant.env) as gw:
             yield gw.proc.pid, gw.grpc
         return
     port = free_port()
-    argv = [sys.executable, "-m", "tests.bench.bench_grpc_floor", "serve", variant.base]
-    argv += [str(port), str(answer), kube.url, kube.ca_file, ",".join(sorted(variant.flags))]
+    if variant.base == "go":
+        argv = [str(_go_floor(home)), "-listen", f"127.0.0.1:{port}", "-answer", str(answer)]
+        argv += ["-meta"] if "meta" in variant.flags else []
+    else:
+        argv = [sys.executable, "-m", "tests.bench.bench_grpc_floor", "serve", variant.base]
+        src = variant.env.get("FLOOR_SRC")
+        if src:  # the gateway's package from another tree (an A/B against main's source)
+            run = "import runpy, sys; sys.path.insert(0, {!r}); "
+            run += "runpy.run_module('tests.bench.bench_grpc_floor', run_name='__main__')"
+            argv = [sys.executable, "-c", run.format(src), "serve", variant.base]
+        argv += [str(port), str(answer), kube.url, kube.ca_file, ",".join(sorted(variant.flags))]
     env = {**os.environ, "HOME": str(home), **variant.env}
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
@@ -243,6 +270,23 @@ def _server(variant: Variant, answer: Path, kube: Any, home: Path) -> Iterator[t
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def _go_floor(home: Path) -> Path:
+    """``kg-floor`` built into ``home`` (once) from ``tests/go-client``'s module, offline from
+    the module cache ``tests/go-client/build.sh`` filled (the same pinned grpc-go)."""
+    out = home / "kg-floor"
+    if not out.exists():
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
+        env["GOFLAGS"] = "-mod=readonly -trimpath -buildvcs=false"
+        subprocess.run(
+            [go, "build", "-o", str(out), "./cmd/kg-floor"],
+            cwd=REPO / "tests/go-client",
+            env=env,
+            check=True,
+        )
+    return out
 
 
 def _answer(kube: Any, path: Path) -> None:
@@ -259,11 +303,15 @@ def bench(
     variants: list[Variant],
     calls: int,
     rounds: int,
+    *,
     profile: Path | None = None,
     native: bool = False,
-) -> dict[str, list[float]]:
+    single: int = 0,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """CPU per call (µs) of each variant per round, and its p50 at 1 (ms) per round."""
     hey_bin, ghz_bin = load_clients()
     out: dict[str, list[float]] = {v.spec: [] for v in variants}
+    p50s: dict[str, list[float]] = {v.spec: [] for v in variants}
     with (
         running_apiserver() as kube,
         tempfile.TemporaryDirectory(prefix="kg-floor-") as d,
@@ -299,11 +347,16 @@ def bench(
                     continue
                 us = (cpu_ms(pid) - before) * 1000 / calls
                 out[v.spec].append(us)
+                at_one = ""
+                if single:
+                    one = load.ghz(target, f"{SERVICE}.Get", request, single, 1)
+                    p50s[v.spec].append(one.p50_ms)
+                    at_one = f", p50 at 1 {one.p50_ms:.3f} ms"
                 log(
                     f"round {r + 1} {v.spec}: {us:.0f} us of CPU per call, {run.rps:,.0f} calls/s "
-                    f"at {CONCURRENCY}; load average {os.getloadavg()[0]:.1f}"
+                    f"at {CONCURRENCY}{at_one}; load average {os.getloadavg()[0]:.1f}"
                 )
-    return out
+    return out, p50s
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -321,14 +374,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", default=["bare", "admission", "upstream"])
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR")
     parser.add_argument("--profile-native", action="store_true")
+    parser.add_argument("--single", type=int, default=0, metavar="N")
     parsed = parser.parse_args(args)
     variants = [Variant.parse(s) for s in parsed.variants]
-    figures = bench(variants, parsed.calls, parsed.rounds, parsed.profile, parsed.profile_native)
+    figures, p50s = bench(
+        variants,
+        parsed.calls,
+        parsed.rounds,
+        profile=parsed.profile,
+        native=parsed.profile_native,
+        single=parsed.single,
+    )
     print(f"\nus of server CPU per call ({parsed.calls} calls at {CONCURRENCY}, per round)")
     for spec, values in figures.items():
         each = " / ".join(f"{v:.0f}" for v in values)
         median = f"median {statistics.median(values):.0f}" if values else "no figure"
         print(f"{spec:50s} {each}   {median}")
+    if parsed.single:
+        print(f"\nms p50 at 1 ({parsed.single} calls one at a time, per round)")
+        for spec, values in p50s.items():
+            each = " / ".join(f"{v:.3f}" for v in values)
+            median = f"median {statistics.median(values):.3f}" if values else "no figure"
+            print(f"{spec:50s} {each}   {median}")
 
 
 if __name__ == "__main__":

@@ -547,7 +547,16 @@ class KubeAdapter:
         self, req: Request, credential: Credential, timeout: float | None = None
     ) -> JSON:
         response = await self._send(req, credential, timeout=timeout)
-        decoded = await self.large_lists.decode(response.content)
+        return await self.object_of(response.content)
+
+    async def object_of(self, data: bytes) -> JSON:
+        """An answer's body decoded (:meth:`LargeLists.decode
+        <gateway.core.lists.large.LargeLists.decode>`).
+
+        Raises:
+            Internal: the body is not a JSON object.
+        """
+        decoded = await self.large_lists.decode(data)
         if not isinstance(decoded, dict):
             raise errors.Internal("the upstream sent JSON that is not an object")
         return decoded
@@ -568,6 +577,23 @@ class KubeAdapter:
         res = self.resource(resource)
         req = build_request(res, "get", namespace=namespace, name=name, subresource=subresource)
         return await self._json(req, credential, timeout)
+
+    async def get_body(
+        self,
+        resource: Resource | str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        credential: Credential = ANONYMOUS,
+        timeout: float | None = None,
+    ) -> bytes:
+        """:meth:`get`'s answer as the upstream sent it, not decoded (:meth:`object_of`
+        decodes it): the gRPC front end writes a small one from its bytes."""
+        res = self.resource(resource)
+        req = build_request(res, "get", namespace=namespace, name=name, subresource=subresource)
+        response = await self._send(req, credential, timeout=timeout)
+        return response.content
 
     async def list(
         self,
