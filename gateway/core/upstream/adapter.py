@@ -574,9 +574,15 @@ class KubeAdapter:
         timeout: float | None = None,
     ) -> JSON:
         """Read one object (or its ``status`` / ``ephemeralcontainers`` subresource)."""
-        res = self.resource(resource)
-        req = build_request(res, "get", namespace=namespace, name=name, subresource=subresource)
-        return await self._json(req, credential, timeout)
+        data = await self.get_body(
+            resource,
+            name,
+            namespace=namespace,
+            subresource=subresource,
+            credential=credential,
+            timeout=timeout,
+        )
+        return await self.object_of(data)
 
     async def get_body(
         self,
