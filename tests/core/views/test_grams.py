@@ -196,6 +196,122 @@ def test_a_views_total_is_counted_from_the_bigrams_kept_by_every_put_and_delete(
     assert ordered.total == before
 
 
+def _walks(ordered: evaluate.Ordered, cuts: list[int]) -> list[list[int]]:
+    """The order's slots from the start and from just after each of ``cuts`` (indexes into
+    it), as pages walk them."""
+    whole = list(ordered.walk(None))
+    found = [whole]
+    for j in cuts:
+        if 0 <= j < len(whole):
+            found.append(list(ordered.walk(ordered.position_of(whole[j]))))
+    return found
+
+
+def _spec_sorted(field: str, needle: str, sort: list[dict[str, str]]) -> ViewSpec:
+    return view_spec(
+        POD,
+        KIND,
+        MODEL.object_type,
+        filter={"field": field, "op": "contains", "value": needle},
+        sort=sort,
+        first=5,
+    )
+
+
+def test_a_page_read_from_the_bigrams_positions_is_the_texts_own() -> None:
+    """Differential: a view's one substring test read from its bigrams' slots (their
+    positions in the page's line, sorted: :meth:`Grams.ranked`) walks the same slots from
+    every cursor, with the same total, as the regular expression over the joined texts and
+    as the general path (a mask over the index): random and non-ASCII texts, needles of 2
+    to 6 characters (a needle held twice by one text, one nobody holds), ascending,
+    descending (ties by name) and by-name orders, through churn; a needle held by more
+    texts than :data:`~gateway.core.views.evaluate.RANKED_MOST`, a snapshot of an earlier
+    generation and a needle of one character are read the other way, the same."""
+    rnd = random.Random(31)
+    objs = {_key(o): o for o in (_obj(rnd, i) for i in range(400))}
+    store = Store()
+    for key, o in objs.items():
+        store.put(key, Entry(o))
+    field = "spec.nodeName"
+    sorts = [
+        [{"field": "status.startTime", "order": "desc"}],
+        [{"field": "status.startTime", "order": "asc"}],
+        [],
+    ]
+    ranked = 0
+    for round_ in range(3):
+        if round_:  # churn: texts changed, objects gone and new
+            for key in rnd.sample(sorted(objs), 40):
+                o = objs[key]
+                text = _text(rnd) if rnd.random() < 0.8 else 5
+                o = objs[key] = {**o, "spec": {"nodeName": text}}
+                store.put(key, Entry(o))
+            for key in rnd.sample(sorted(objs), 15):
+                store.delete(key)
+                del objs[key]
+        for needle in [*_needles(rnd), "ab", "aa", "aaa", "b-a", "é☃", "😀0", "zz"]:
+            for sort in sorts:
+                spec = _spec_sorted(field, needle, sort)
+                _ensure(store, spec)
+                snap = store.snapshot("1", evaluate.paths_of(spec))
+                ordered = evaluate.order(snap, spec)
+                finder = ordered.finder
+                assert finder is not None and ordered.index is not None
+                if len(needle) >= 2:
+                    assert finder.ranks is not None, needle  # 400 texts: under the limit
+                    ranked += 1
+                else:
+                    assert finder.ranks is None
+                by_text = evaluate.Ordered(
+                    snap,
+                    spec.sort,
+                    index=ordered.index,
+                    finder=evaluate.Finder(finder.data, finder.ends, finder.needle),
+                )
+                general = evaluate.Ordered(
+                    snap, spec.sort, index=ordered.index, mask=evaluate.selected(snap, spec)
+                )
+                want = sum(
+                    type(o["spec"]["nodeName"]) is str and needle in o["spec"]["nodeName"]
+                    for o in objs.values()
+                )
+                assert ordered.total == by_text.total == general.total == want, needle
+                cuts = [0, 1, 2, 7, want // 2, want - 2, want - 1]
+                walks = _walks(ordered, cuts)
+                assert walks == _walks(by_text, cuts) == _walks(general, cuts), (needle, sort)
+                page = evaluate.page(ordered, spec)
+                assert page.positions == evaluate.page(general, spec).positions
+    assert ranked > 100
+    # a needle too many texts hold: read from the texts, the same
+    many = [
+        {**_obj(rnd, 5000 + i), "spec": {"nodeName": "xyq"}}
+        for i in range(evaluate.RANKED_MOST + 1)
+    ]
+    for o in many:
+        store.put(_key(o), Entry(o))
+    spec = _spec_sorted(field, "xy", sorts[0])
+    _ensure(store, spec)
+    snap = store.snapshot("1", evaluate.paths_of(spec))
+    ordered = evaluate.order(snap, spec)
+    assert ordered.finder is not None and ordered.finder.ranks is None
+    assert ordered.total == sum(
+        type(o["spec"]["nodeName"]) is str and "xy" in o["spec"]["nodeName"]
+        for o in [*objs.values(), *many]
+    )
+    general = evaluate.Ordered(
+        snap, spec.sort, index=ordered.index, mask=evaluate.selected(snap, spec)
+    )
+    assert _walks(ordered, [0, 5, 1000]) == _walks(general, [0, 5, 1000])
+    # a snapshot of an earlier generation: not read from the live bigrams, the same
+    spec = _spec_sorted(field, "ab", sorts[0])
+    snap = store.snapshot("1", evaluate.paths_of(spec))
+    before = list(evaluate.order(snap, spec).walk(None))
+    store.delete(_key(many[0]))
+    ordered = evaluate.order(snap, spec)
+    assert ordered.finder is not None and ordered.finder.ranks is None
+    assert list(ordered.walk(None)) == before
+
+
 def test_the_bigrams_go_with_their_column_and_their_bytes_with_them() -> None:
     rnd = random.Random(3)
     store = Store()
