@@ -1349,8 +1349,10 @@ def _cut(
     source.decoded += len(entries)
     return Page(
         contents=contents,
-        _positions=None,
-        _positions_at=ordered.positions_at(chosen),
+        # read on first use, but a live view's now (its page lives until the next update:
+        # it does not hold a version's columns meanwhile)
+        _positions=None if decoded is None else ordered.positions_of(chosen),
+        _positions_at=ordered.positions_at(chosen) if decoded is None else None,
         sort=spec.sort,
         total=ordered.total,
         has_next=has_next,
