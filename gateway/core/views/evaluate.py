@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -634,13 +633,13 @@ def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
 RANKED_MOST: Final = 1300
 
 
-def _ranks(snap: Snapshot, key: str, line: list[int]) -> array[int]:
+def _ranks(snap: Snapshot, key: str, line: list[int]) -> list[int]:
     """Each slot's position in ``line`` (``key``: the line's memo key), -1 for a slot not
-    in it (once per generation and line; 4 bytes a slot)."""
+    in it (once per generation and line)."""
     memo_key = f"rank:{key}"
-    found: array[int] | None = snap.memo.get(memo_key)
+    found: list[int] | None = snap.memo.get(memo_key)
     if found is None:
-        found = array("i", [-1]) * max(len(snap.slots), max(line, default=-1) + 1)
+        found = [-1] * max(len(snap.slots), max(line, default=-1) + 1)
         deque(map(found.__setitem__, line, count()), maxlen=0)  # C-level
         snap.memo[memo_key] = found
     return found

@@ -23,7 +23,7 @@ set entry, :data:`ENTRY_BYTES`) is counted in the store's bytes, as the JSON is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from itertools import compress, repeat
 from typing import Any, Final
 
@@ -163,9 +163,7 @@ class Grams:
             return None
         return counted
 
-    def ranked(
-        self, needle: str, generation: int, rank: Sequence[int], most: int
-    ) -> list[int] | None:
+    def ranked(self, needle: str, generation: int, rank: list[int], most: int) -> list[int] | None:
         """The positions (``rank``: each slot's position in a line of the slots) of the
         texts holding ``needle``, ascending, at store ``generation``: the matches a
         :class:`~gateway.core.views.evaluate.Finder` reads from that line, without reading
