@@ -32,10 +32,10 @@ import functools
 import re
 import sys
 from bisect import bisect_left, bisect_right
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import accumulate, compress, count, islice, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import add
 from typing import Annotated, Any, Final, Literal
 
@@ -536,36 +536,17 @@ class Finder:
     (:func:`gateway.core.views.columns.having`: UTF-8 is self-synchronising, a substring
     of the bytes is a substring of the text)."""
 
-    __slots__ = ("_pattern", "counted", "data", "ends", "needle", "ranks")
+    __slots__ = ("counted", "data", "ends", "pattern")
 
     def __init__(
-        self,
-        data: bytes,
-        ends: list[int],
-        needle: bytes,
-        counted: int | None = None,
-        ranks: list[int] | None = None,
+        self, data: bytes, ends: list[int], needle: bytes, counted: int | None = None
     ) -> None:
         self.data = data
         #: The offset just past each text's separator, by position in the line.
         self.ends = ends
-        self.needle = needle
-        self._pattern: re.Pattern[bytes] | None = None
-        #: The positions in the line of every text holding the needle, ascending, where
-        #: the column's bigrams told them (:meth:`gateway.core.views.grams.Grams.ranked`):
-        #: a page is read from them, not from the texts.
-        self.ranks = ranks
+        self.pattern = re.compile(re.escape(needle) + rb"[^\x00]*\x00")
         #: The count, where the column's bigrams told it (:mod:`gateway.core.views.grams`).
-        self.counted = len(ranks) if ranks is not None else counted
-
-    @property
-    def pattern(self) -> re.Pattern[bytes]:
-        """The needle, then the rest of its text up to the separator (compiled on first
-        use: a page read from :attr:`ranks` and counted by the bigrams needs none)."""
-        found = self._pattern
-        if found is None:
-            found = self._pattern = re.compile(re.escape(self.needle) + rb"[^\x00]*\x00")
-        return found
+        self.counted = counted
 
     def count(self) -> int:
         """The texts holding the needle (from the bigrams, else counted in C)."""
@@ -575,11 +556,7 @@ class Finder:
 
     def rows(self, start: int) -> Iterator[int]:
         """The positions in the line of the texts holding the needle, from ``start`` on
-        (from :attr:`ranks`; else each match's end looked up in :attr:`ends`: C-level
-        steps, lazily)."""
-        ranks = self.ranks
-        if ranks is not None:
-            return islice(ranks, bisect_left(ranks, start), None)
+        (each match's end looked up in :attr:`ends`: C-level steps, lazily)."""
         ends = self.ends
         at = ends[start - 1] if start else 0
         return map(bisect_left, repeat(ends), map(_END, self.pattern.finditer(self.data, at)))
@@ -604,6 +581,11 @@ def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
     needle = want.encode("utf-8", "surrogatepass")
     if 0 in needle:
         return None
+    counted = None
+    if isinstance(node, Condition):
+        grams = snap.grams.get(node.path.keys)
+        if grams is not None:
+            counted = grams.count(want, snap.generation)
     if spec.sort and spec.sort[0].descending:
         line = _descending(snap, spec.sort[0].path, line)
         name += ":desc"
@@ -614,35 +596,7 @@ def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
     if found is None:
         return None
     data, ends = found
-    counted = ranks = None
-    if isinstance(node, Condition):
-        grams = snap.grams.get(node.path.keys)
-        if grams is not None:
-            ranks = grams.ranked(want, snap.generation, _ranks(snap, key, line), RANKED_MOST)
-            if ranks is None:
-                counted = grams.count(want, snap.generation)
-    return Finder(data, ends, needle, counted, ranks)
-
-
-#: Texts holding a needle up to which a page is read from the positions of the bigrams'
-#: slots, sorted (:meth:`gateway.core.views.grams.Grams.ranked`), rather than from the
-#: line's texts by a regular expression: sorting 1,300 positions costs about what
-#: compiling the expression and reading the ~1,000 texts that hold 50 matches (at that
-#: density) does; sparser needles are cheaper that way (~20 us against ~60 us for 480 of
-#: 30,000 pod names), denser ones the other.
-RANKED_MOST: Final = 1300
-
-
-def _ranks(snap: Snapshot, key: str, line: list[int]) -> list[int]:
-    """Each slot's position in ``line`` (``key``: the line's memo key), -1 for a slot not
-    in it (once per generation and line)."""
-    memo_key = f"rank:{key}"
-    found: list[int] | None = snap.memo.get(memo_key)
-    if found is None:
-        found = [-1] * max(len(snap.slots), max(line, default=-1) + 1)
-        deque(map(found.__setitem__, line, count()), maxlen=0)  # C-level
-        snap.memo[memo_key] = found
-    return found
+    return Finder(data, ends, needle, counted)
 
 
 def text_paths(spec: ViewSpec) -> list[FieldPath]:

@@ -24,7 +24,7 @@ set entry, :data:`ENTRY_BYTES`) is counted in the store's bytes, as the JSON is.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import compress, repeat
+from itertools import repeat
 from typing import Any, Final
 
 #: What one set entry (a slot in a bigram's set) costs, with the sets' spare room and the
@@ -162,47 +162,3 @@ class Grams:
         if self.sequence != sequence or self.at != generation:
             return None
         return counted
-
-    def ranked(self, needle: str, generation: int, rank: list[int], most: int) -> list[int] | None:
-        """The positions (``rank``: each slot's position in a line of the slots) of the
-        texts holding ``needle``, ascending, at store ``generation``: the matches a
-        :class:`~gateway.core.views.evaluate.Finder` reads from that line, without reading
-        its texts.  ``None`` where this does not tell (as :meth:`count`), or more than
-        ``most`` texts hold it (sorting their positions would cost more than reading the
-        line's texts up to a page's matches), or a slot holding it is not in the line
-        (``rank`` -1)."""
-        if len(needle) < 2:
-            return None
-        sequence = self.sequence
-        if sequence & 1 or self.at != generation or not self.built:
-            return None
-        postings = self.postings
-        sets = []
-        for gram in bigrams(needle):
-            found = postings.get(gram)
-            if found is None:
-                return [] if self.sequence == sequence else None
-            sets.append(found)
-        try:
-            if len(needle) == 2:
-                held: Iterable[int] = sets[0]
-                if len(sets[0]) > most:
-                    return None
-            else:
-                sets.sort(key=len)
-                if len(sets[0]) > min(most, MAX_CANDIDATES):
-                    return None
-                candidates = sets[0].intersection(*sets[1:])  # C-level, in one step
-                texts = self.texts
-                held = compress(
-                    candidates,
-                    map(str.__contains__, map(texts.__getitem__, candidates), repeat(needle)),
-                )
-            positions = sorted(map(rank.__getitem__, held))
-        except (RuntimeError, IndexError):  # changed under it (a worker thread's read)
-            return None
-        if self.sequence != sequence or self.at != generation:
-            return None
-        if positions and positions[0] < 0:
-            return None
-        return positions
