@@ -35,8 +35,8 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import accumulate, compress, islice, repeat
-from operator import add
+from itertools import accumulate, compress, groupby, islice, repeat
+from operator import add, itemgetter
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -536,7 +536,7 @@ class Finder:
     (:func:`gateway.core.views.columns.having`: UTF-8 is self-synchronising, a substring
     of the bytes is a substring of the text)."""
 
-    __slots__ = ("counted", "data", "ends", "pattern")
+    __slots__ = ("counted", "data", "ends", "needle", "pattern")
 
     def __init__(
         self, data: bytes, ends: list[int], needle: bytes, counted: int | None = None
@@ -544,26 +544,35 @@ class Finder:
         self.data = data
         #: The offset just past each text's separator, by position in the line.
         self.ends = ends
-        self.pattern = re.compile(re.escape(needle) + rb"[^\x00]*\x00")
+        self.needle = needle
+        #: The needle alone (half the compile of the needle and the rest of its text: a
+        #: distinct view compiles its own): a text holding it twice matches twice, once
+        #: in :meth:`rows`.
+        self.pattern = re.compile(re.escape(needle))
         #: The count, where the column's bigrams told it (:mod:`gateway.core.views.grams`).
         self.counted = counted
 
     def count(self) -> int:
-        """The texts holding the needle (from the bigrams, else counted in C)."""
+        """The texts holding the needle (from the bigrams, else counted in C: the needle
+        and the rest of its text up to the separator, one match per text)."""
         if self.counted is not None:
             return self.counted
-        return len(self.pattern.findall(self.data))
+        whole = re.compile(re.escape(self.needle) + rb"[^\x00]*\x00")
+        return len(whole.findall(self.data))
 
     def rows(self, start: int) -> Iterator[int]:
         """The positions in the line of the texts holding the needle, from ``start`` on
-        (each match's end looked up in :attr:`ends`: C-level steps, lazily)."""
+        (each match's start looked up in :attr:`ends`, a text's matches after its first
+        skipped: C-level steps, lazily)."""
         ends = self.ends
         at = ends[start - 1] if start else 0
-        return map(bisect_left, repeat(ends), map(_END, self.pattern.finditer(self.data, at)))
+        found = map(bisect_right, repeat(ends), map(_START, self.pattern.finditer(self.data, at)))
+        return map(_FIRST, groupby(found))
 
 
-#: Where a match ends.
-_END: Final = re.Match.end
+#: Where a match starts; the key of a group.
+_START: Final = re.Match.start
+_FIRST: Final = itemgetter(0)
 
 
 def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
