@@ -41,6 +41,7 @@ import contextlib
 import gc
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -265,18 +266,38 @@ PROFILE: list[Path] = []
 
 
 @contextlib.contextmanager
-def _profiled() -> Iterator[None]:
+def _profiled(suffix: str = "") -> Iterator[None]:
     """cProfile over the block, written to ``--profile``'s file (if given; its overhead
-    is in the CPU per view then)."""
+    is in the CPU per view then), ``suffix`` added to its name.  A file named ``*.spy``:
+    ``py-spy``'s samples instead (collapsed stacks with native frames, the process paused
+    at each; ``py-spy`` installed beside the interpreter, not a dependency).  On a loaded
+    machine a sampler also counts a thread preempted in a system call (a socket's write,
+    ``time.thread_time``) as running there: compare with the thread CPU of the parts."""
     if not PROFILE:
         yield
         return
     import cProfile
 
+    path = PROFILE[0].with_name(PROFILE[0].name + suffix)
+    if PROFILE[0].suffix == ".spy":
+        spy = Path(sys.executable).with_name("py-spy")
+        if not spy.exists():
+            raise SystemExit(f"{spy} is not installed (pip install py-spy)")
+        args = [str(spy), "record", "--pid", str(os.getpid()), "--rate", "1000", "--native"]
+        args += ["--format", "raw", "--output", str(path)]
+        recorder = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)  # attached
+        try:
+            yield
+        finally:
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait()
+        print(f"  py-spy samples of the burst: {path}")
+        return
     with cProfile.Profile() as profile:
         yield
-    profile.dump_stats(PROFILE[0])
-    print(f"  profile of the distinct burst: {PROFILE[0]}")
+    profile.dump_stats(path)
+    print(f"  profile of the burst: {path}")
 
 
 def _p(values: list[float], q: float) -> float:
@@ -502,12 +523,13 @@ async def _warm(
                     cache.rendered = type(cache.rendered)()
                 marks[:] = [_written(cache)]
 
-            times, r["cold_remote_cpu"] = await _burst_from_another_process(
-                url,
-                [f"{i:02x}" for i in range(150, 200)],
-                [f"{i:02x}" for i in range(200, 250)],
-                emptied,
-            )
+            with _profiled(".emptied"):
+                times, r["cold_remote_cpu"] = await _burst_from_another_process(
+                    url,
+                    [f"{i:02x}" for i in range(150, 200)],
+                    [f"{i:02x}" for i in range(200, 250)],
+                    emptied,
+                )
             hits, writes = _written(cache)
             r["cold_remote_hits"], r["cold_remote_writes"] = (
                 hits - marks[0][0],
@@ -869,7 +891,7 @@ def main() -> None:
         "--profile",
         type=Path,
         default=None,
-        help="cProfile the Go client's distinct burst into this file",
+        help="cProfile the Go client's distinct bursts into this file (and FILE.emptied)",
     )
     args = parser.parse_args()
     if args.profile is not None:

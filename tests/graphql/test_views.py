@@ -1460,7 +1460,7 @@ def _view_case(seed: int) -> tuple[str, Any]:
     ]
     page = ViewPage(
         contents=ViewContents(raws),
-        positions=positions,  # type: ignore[arg-type]
+        _positions=positions,  # type: ignore[arg-type]
         sort=sort,
         total=rng.choice((len(raws), 0, 2**31 - 1, 2**31, 40_000)),
         has_next=rng.random() < 0.5,

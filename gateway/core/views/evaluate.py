@@ -35,8 +35,8 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import accumulate, compress, islice, repeat
-from operator import add
+from itertools import accumulate, compress, groupby, islice, repeat
+from operator import add, itemgetter
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -449,13 +449,14 @@ class Ordered:
     def positions_of(self, slots: list[int]) -> list[Position]:
         """The positions of ``slots`` (:meth:`position_of` of each, the columns looked up
         once)."""
+        return _positions_of(self.positions_at(slots))
+
+    def positions_at(self, slots: list[int]) -> PositionsAt:
+        """What the positions of ``slots`` are read from (:func:`_positions_of`): the sort's
+        columns and the names, of the snapshot, not the order (a page holding it holds
+        neither the order nor its last page)."""
         snap = self.snapshot
-        names = snap.names
-        values = [column(snap, k.path) for k in self.sort]
-        if len(values) == 1:
-            (only,) = values
-            return [(only[i], *names[i]) for i in slots]  # type: ignore[misc]
-        return [(*(v[i] for v in values), *names[i]) for i in slots]  # type: ignore[misc]
+        return [column(snap, k.path) for k in self.sort], snap.names, slots
 
     def walk(self, after: Position | None) -> Iterator[int]:
         """The selected slots in order, from just after ``after`` (lazily, on an index: an
@@ -535,7 +536,7 @@ class Finder:
     (:func:`gateway.core.views.columns.having`: UTF-8 is self-synchronising, a substring
     of the bytes is a substring of the text)."""
 
-    __slots__ = ("counted", "data", "ends", "pattern")
+    __slots__ = ("counted", "data", "ends", "needle", "pattern")
 
     def __init__(
         self, data: bytes, ends: list[int], needle: bytes, counted: int | None = None
@@ -543,26 +544,35 @@ class Finder:
         self.data = data
         #: The offset just past each text's separator, by position in the line.
         self.ends = ends
-        self.pattern = re.compile(re.escape(needle) + rb"[^\x00]*\x00")
+        self.needle = needle
+        #: The needle alone (half the compile of the needle and the rest of its text: a
+        #: distinct view compiles its own): a text holding it twice matches twice, once
+        #: in :meth:`rows`.
+        self.pattern = re.compile(re.escape(needle))
         #: The count, where the column's bigrams told it (:mod:`gateway.core.views.grams`).
         self.counted = counted
 
     def count(self) -> int:
-        """The texts holding the needle (from the bigrams, else counted in C)."""
+        """The texts holding the needle (from the bigrams, else counted in C: the needle
+        and the rest of its text up to the separator, one match per text)."""
         if self.counted is not None:
             return self.counted
-        return len(self.pattern.findall(self.data))
+        whole = re.compile(re.escape(self.needle) + rb"[^\x00]*\x00")
+        return len(whole.findall(self.data))
 
     def rows(self, start: int) -> Iterator[int]:
         """The positions in the line of the texts holding the needle, from ``start`` on
-        (each match's end looked up in :attr:`ends`: C-level steps, lazily)."""
+        (each match's start looked up in :attr:`ends`, a text's matches after its first
+        skipped: C-level steps, lazily)."""
         ends = self.ends
         at = ends[start - 1] if start else 0
-        return map(bisect_left, repeat(ends), map(_END, self.pattern.finditer(self.data, at)))
+        found = map(bisect_right, repeat(ends), map(_START, self.pattern.finditer(self.data, at)))
+        return map(_FIRST, groupby(found))
 
 
-#: Where a match ends.
-_END: Final = re.Match.end
+#: Where a match starts; the key of a group.
+_START: Final = re.Match.start
+_FIRST: Final = itemgetter(0)
 
 
 def _finder(snap: Snapshot, spec: ViewSpec, line: list[int]) -> Finder | None:
@@ -1085,6 +1095,19 @@ def _reader_of(spec: Spec) -> Callable[[bytes], Any]:
     return projections.reader(projections.shape(spec))
 
 
+#: The sort's columns, the names by slot, and slots: what a page's positions are read from.
+PositionsAt = tuple[list[list[Any]], list[Any], list[int]]
+
+
+def _positions_of(at: PositionsAt) -> list[Position]:
+    """The positions of the slots of ``at`` (its columns and names looked up once)."""
+    values, names, slots = at
+    if len(values) == 1:
+        (only,) = values
+        return [(only[i], *names[i]) for i in slots]
+    return [(*(v[i] for v in values), *names[i]) for i in slots]
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of a view.
@@ -1092,7 +1115,10 @@ class Page:
     Attributes:
         contents: the objects of the page, in order (:class:`Contents`: read only);
             :attr:`items` decoded whole.
-        positions: each item's position in the order (what its cursor names).
+        positions: each item's position in the order (what its cursor names), read on
+            first use from what ``_positions_at`` names (an answer without edges reads
+            only its last item's, for ``endCursor``: reading each item's sort value and
+            name costs a page of cold objects a few tens of microseconds).
         sort: the order's sort keys.
         total: how many objects the view selects (all pages).
         has_next: more items follow the page.
@@ -1105,7 +1131,7 @@ class Page:
     """
 
     contents: Contents
-    positions: list[Position]
+    _positions: list[Position] | None
     sort: tuple[SortKey, ...]
     total: int
     has_next: bool
@@ -1113,6 +1139,29 @@ class Page:
     resource_version: str
     renderings: dict[Any, Any] | None = None
     _cursors: list[str] | None = None
+    _positions_at: PositionsAt | None = None
+
+    @property
+    def positions(self) -> list[Position]:
+        """Each item's position in the order (read on first use)."""
+        found = self._positions
+        if found is None:
+            at = self._positions_at
+            if at is None:  # read meanwhile by another thread (set, then ``at`` let go)
+                return self._positions  # type: ignore[return-value]
+            found = _positions_of(at)
+            object.__setattr__(self, "_positions", found)  # frozen: written once
+            object.__setattr__(self, "_positions_at", None)
+        return found
+
+    def _position(self, j: int) -> Position:
+        """The position of the ``j``-th item (without reading the others')."""
+        at = self._positions_at
+        found = self._positions
+        if found is not None or at is None:
+            return self.positions[j]
+        values, names, slots = at
+        return _positions_of((values, names, [slots[j]]))[0]
 
     @property
     def items(self) -> list[dict[str, Any]]:
@@ -1131,17 +1180,19 @@ class Page:
 
     @property
     def end_cursor(self) -> str | None:
-        positions = self.positions
-        if self._cursors is None and positions:
-            return encode_cursor(self.sort, positions[-1])
-        return self.cursors[-1] if positions else None
+        if not len(self.contents):
+            return None
+        if self._cursors is None:
+            return encode_cursor(self.sort, self._position(-1))
+        return self.cursors[-1]
 
     @property
     def start_cursor(self) -> str | None:
-        positions = self.positions
-        if self._cursors is None and positions:
-            return encode_cursor(self.sort, positions[0])
-        return self.cursors[0] if positions else None
+        if not len(self.contents):
+            return None
+        if self._cursors is None:
+            return encode_cursor(self.sort, self._position(0))
+        return self.cursors[0]
 
 
 #: JSON bytes of a page's objects up to which the page is kept with its order
@@ -1260,7 +1311,10 @@ def _cut(
     source.decoded += len(entries)
     return Page(
         contents=contents,
-        positions=ordered.positions_of(chosen),
+        # read on first use, but a live view's now (its page lives until the next update:
+        # it does not hold a version's columns meanwhile)
+        _positions=None if decoded is None else ordered.positions_of(chosen),
+        _positions_at=ordered.positions_at(chosen) if decoded is None else None,
         sort=spec.sort,
         total=ordered.total,
         has_next=has_next,

@@ -276,6 +276,38 @@ def test_has_previous_and_next_on_a_walked_index() -> None:
     assert rest.has_previous and not rest.has_next and len(rest.items) == 40
 
 
+def test_a_pages_positions_are_read_when_asked_and_its_end_cursor_without_them() -> None:
+    """A page's positions are read on first use (an answer without edges asks only for
+    ``endCursor``): its start and end cursors read alone are those of its positions read
+    whole, for every sort (one key, several, none: by name), a page of one, an empty one;
+    once read, the page lets the snapshot's columns go, and a copy made before (another
+    version) reads the same."""
+    rnd = random.Random(11)
+    store = Store()
+    for o in (_obj(rnd, i) for i in range(60)):
+        store.put(f"{o['metadata']['namespace']}/{o['metadata']['name']}", Entry(o, 1))
+    for keys in [[("spec.priority", True)], SORTS[-1], []]:
+        for first in (0, 1, 7, 500):
+            spec = _spec(None, keys, first)
+            paths = evaluate.paths_of(spec)
+            asyncio.run(store.ensure(paths))
+            ordered = evaluate.order(store.snapshot("1", paths), spec)
+            page = evaluate.page(ordered, spec)
+            ends = page.start_cursor, page.end_cursor
+            copy = replace(page, resource_version="2")
+            assert page._positions_at is not None  # nothing read yet
+            want = ordered.positions_of(ordered.slots[:first])
+            assert page.positions == want and page._positions_at is None
+            cursors = page.cursors
+            assert ends == ((cursors[0], cursors[-1]) if cursors else (None, None)), keys
+            assert copy.positions == want and (copy.start_cursor, copy.end_cursor) == ends
+            if first == 7:  # the next page from the end cursor read alone
+                after = replace(spec, after=decode_cursor(spec.sort, ends[1]))
+                assert evaluate.page(ordered, after).positions == ordered.positions_of(
+                    ordered.slots[7:14]
+                )
+
+
 def test_the_callers_of_a_page_share_its_objects_decoded_once() -> None:
     """The last page cut of an order is kept with it: asked again (at a later version of
     the same objects too), its objects are not decoded again; another page is."""
