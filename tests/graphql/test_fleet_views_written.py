@@ -7,7 +7,10 @@ as the same object does in that cluster's own view (``/graphql``, ``/clusters/b/
 key order included: selections the JSON writer takes (plain fields, ``__typename``), one it
 does not (an alias: the objects read for the selection and projected), pods with unicode,
 escapes, nulls and missing members, in both clusters, and again after an object changed;
-edges without their ``cluster`` (written as a cluster's view's edges are) the same.
+edges without their ``cluster`` the same, and with it aliased, repeated, skipped, beside
+``__typename`` and a fragment.  The merged view's edges written with their ``cluster``
+(``PageEdges`` with a column of cluster names) against graphql-core's general path on
+generated selections: the same bytes and errors.
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ MERGED = """query($ns: String) { podsView(clusters: ["default", "b"], namespace:
     edges { cursor cluster node { %s } } nodes { %s } } }"""
 #: Without the edges' ``cluster``: the edges written as a cluster's view's are.
 MERGED_UNTAGGED = MERGED.replace("cursor cluster node", "cursor node")
+#: The edges' ``cluster`` aliased, twice, skipped, with ``__typename`` and a fragment.
+MERGED_ALIASED = MERGED.replace(
+    "cursor cluster node",
+    "__typename where: cluster cluster @skip(if: false) c: cursor "
+    "gone: cluster @include(if: false) ... on FleetPodViewEdge { cluster where: cluster } node",
+)
 
 
 async def _ask(client: httpx.AsyncClient, path: str, query: str) -> Any:
@@ -85,6 +94,17 @@ async def _check(client: httpx.AsyncClient) -> list[Any]:
             orjson.dumps(n) for n in merged["nodes"]
         ]
         assert orjson.dumps(untagged["nodes"]) == orjson.dumps(merged["nodes"])
+        aliased = await _ask(client, "/fleet/graphql", MERGED_ALIASED % (selection, selection))
+        assert [
+            (e["__typename"], e["where"], e["cluster"], e["c"], orjson.dumps(e["node"]))
+            for e in aliased["edges"]
+        ] == [
+            ("FleetPodViewEdge", e["cluster"], e["cluster"], e["cursor"], orjson.dumps(e["node"]))
+            for e in merged["edges"]
+        ]
+        assert {tuple(e) for e in aliased["edges"]} == {
+            ("__typename", "where", "cluster", "c", "node")
+        }
         if label == "plain":
             merged_nodes = merged["nodes"]
     return merged_nodes
