@@ -14,7 +14,8 @@ here once per field).  A list worker builds the same writer from the same design
 workers at once when there are two (:meth:`Codec.list_encoding`), the same bytes.
 
 A small typed list (``PodService/List`` of a body under 256 KiB, under 500 items) is
-written from its bytes (:meth:`Codec.small_list`): the body delimited, each object looked
+written from its bytes (:meth:`Codec.small_list`): the body delimited in one scan (its
+items and the other members its list message has), each object looked
 up by its exact JSON text in a bounded memo of what was written before (:class:`WireMemo`),
 and decoded and written only when it is not there: an object listed again unchanged costs a
 hash of its text (docs/performance.md, "Seventh round").
@@ -132,6 +133,17 @@ def struct_json(s: struct_pb2.Struct) -> JSON:
     return {k: _struct_value(v) for k, v in s.fields.items()}
 
 
+def _body_decoder(name: str, head: Sequence[str]) -> msgspec.json.Decoder[Any]:
+    """A decoder of a list body that delimits its ``items`` (each as its JSON text) and the
+    other members a list message has (``head``: each as its JSON text), in one scan; a
+    member the message does not have is a ``msgspec.ValidationError``."""
+    unset: Any = msgspec.UNSET
+    fields: list[Any] = [(k, msgspec.Raw | msgspec.UnsetType, unset) for k in head]
+    fields.append(("items", list[msgspec.Raw] | None | msgspec.UnsetType, unset))
+    struct = msgspec.defstruct(f"_{name}Body", fields, forbid_unknown_fields=True)
+    return msgspec.json.Decoder(struct)
+
+
 class WireMemo:
     """The wire bytes of objects written lately, by the exact JSON text the upstream sent
     for each (and the message and read mask it was written as): at most ``limit`` bytes of
@@ -223,6 +235,13 @@ class Codec:
             lst: field_tag(self._classes[lst].DESCRIPTOR.fields_by_name["items"].number)
             for _, lst in c.kinds.values()
         }
+        #: Each list message's members but ``items`` (its head), and a decoder that
+        #: delimits a body of that message in one scan (:meth:`small_list`).
+        self._heads = {
+            lst: tuple(f.name for f in self._classes[lst].DESCRIPTOR.fields if f.name != "items")
+            for _, lst in c.kinds.values()
+        }
+        self._bodies = {lst: _body_decoder(lst, head) for lst, head in self._heads.items()}
         self._watch_event = self._classes["WatchEvent"]
         fields = self._watch_event.DESCRIPTOR.fields_by_name
         self._member_tag = {
@@ -391,17 +410,32 @@ class Codec:
         or it holds :data:`~gateway.core.lists.large.LARGE_LIST` items or more, which the
         large-list scope writes a few at a time, letting the event loop go in between).
 
-        The body is delimited, not decoded (``msgspec``); what is not an item is decoded (the
-        list's head), and each item is looked up in :attr:`memo` by its JSON text (with
-        ``mask_key``, which names ``mask``: the read mask's paths), and decoded and written
-        only when it is not there.  An unchanged object listed again costs a hash of its
+        The body is delimited, not decoded (``msgspec``), in one scan: its items and the
+        other members its list message has, each as its JSON text.  A body with a member the
+        message does not have (or ``items`` not an array) is delimited as before instead,
+        its members first, its items then (the writer drops and logs that member, as the
+        ordinary path does).  What is not an item is decoded (the list's head), and each
+        item is looked up in :attr:`memo` by its JSON text (with ``mask_key``, which names
+        ``mask``: the read mask's paths), and decoded and written only when it is not
+        there.  An unchanged object listed again costs a hash of its
         text, not a decode and a conversion.
         """
+        item, lst, _, _ = self._kinds[kind]
         try:
-            members = _MEMBERS.decode(data)
-            listed = members.pop("items", None)
-            raws = _ELEMENTS.decode(listed) if listed is not None else None
-            rest = {k: orjson.loads(bytes(v)) for k, v in members.items()}
+            try:
+                body = self._bodies[lst].decode(data)  # one scan: the members the message has
+            except msgspec.ValidationError:  # a member it does not (or a wrong shape): two
+                members = _MEMBERS.decode(data)
+                listed = members.pop("items", None)
+                raws = _ELEMENTS.decode(listed) if listed is not None else None
+                rest = {k: orjson.loads(bytes(v)) for k, v in members.items()}
+            else:
+                raws = body.items or None
+                rest = {
+                    k: orjson.loads(bytes(v))
+                    for k in self._heads[lst]
+                    if (v := getattr(body, k)) is not msgspec.UNSET
+                }
         except (msgspec.DecodeError, orjson.JSONDecodeError, RecursionError):
             return None
         if raws is not None and len(raws) >= LARGE_LIST:
@@ -410,7 +444,6 @@ class Codec:
             meta = rest.get("metadata") or {}
             if meta.__class__ is not dict or meta.get("continue") or len(raws or ()) > cap:
                 return None
-        item, lst, _, _ = self._kinds[kind]
         tag = self._items_tag[lst]
         encode = self._writer.encode
         memo = self.memo

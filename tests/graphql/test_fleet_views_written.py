@@ -7,7 +7,10 @@ as the same object does in that cluster's own view (``/graphql``, ``/clusters/b/
 key order included: selections the JSON writer takes (plain fields, ``__typename``), one it
 does not (an alias: the objects read for the selection and projected), pods with unicode,
 escapes, nulls and missing members, in both clusters, and again after an object changed;
-edges without their ``cluster`` (written as a cluster's view's edges are) the same.
+edges without their ``cluster`` the same, and with it aliased, repeated, skipped, beside
+``__typename`` and a fragment.  The merged view's edges written with their ``cluster``
+(``PageEdges`` with a column of cluster names) against graphql-core's general path on
+generated selections: the same bytes and errors.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import orjson
 from gateway.core import POD
 from kube_gateway_demo import DemoUpstream
 from tests.graphql import test_fleet_views as fleet_views
+from tests.graphql import test_projection_differential as differential
+from tests.graphql import test_views
+from tests.graphql.test_views import _execute, _fragments, _same
 from tests.grpc.test_views_grpc_written import _pods
 from tests.support.graphql import ADMIN, NAMESPACE, data, gql
 
@@ -44,6 +50,12 @@ MERGED = """query($ns: String) { podsView(clusters: ["default", "b"], namespace:
     edges { cursor cluster node { %s } } nodes { %s } } }"""
 #: Without the edges' ``cluster``: the edges written as a cluster's view's are.
 MERGED_UNTAGGED = MERGED.replace("cursor cluster node", "cursor node")
+#: The edges' ``cluster`` aliased, twice, skipped, with ``__typename`` and a fragment.
+MERGED_ALIASED = MERGED.replace(
+    "cursor cluster node",
+    "__typename where: cluster cluster @skip(if: false) c: cursor "
+    "gone: cluster @include(if: false) ... on FleetPodViewEdge { cluster where: cluster } node",
+)
 
 
 async def _ask(client: httpx.AsyncClient, path: str, query: str) -> Any:
@@ -82,6 +94,17 @@ async def _check(client: httpx.AsyncClient) -> list[Any]:
             orjson.dumps(n) for n in merged["nodes"]
         ]
         assert orjson.dumps(untagged["nodes"]) == orjson.dumps(merged["nodes"])
+        aliased = await _ask(client, "/fleet/graphql", MERGED_ALIASED % (selection, selection))
+        assert [
+            (e["__typename"], e["where"], e["cluster"], e["c"], orjson.dumps(e["node"]))
+            for e in aliased["edges"]
+        ] == [
+            ("FleetPodViewEdge", e["cluster"], e["cluster"], e["cursor"], orjson.dumps(e["node"]))
+            for e in merged["edges"]
+        ]
+        assert {tuple(e) for e in aliased["edges"]} == {
+            ("__typename", "where", "cluster", "c", "node")
+        }
         if label == "plain":
             merged_nodes = merged["nodes"]
     return merged_nodes
@@ -144,3 +167,139 @@ async def test_relations_without_the_edges_cluster_come_from_each_objects_cluste
             ["in-b"],
             ["in-a"],
         ]
+
+
+# -- the merged view's edges written with their cluster, against graphql-core --------------
+
+#: Cluster names as a fleet may have them: escapes and unicode written as graphql-core does.
+CLUSTER_NAMES = ("default", "b", 'q"uote\\d', "ünï\u2028code", "tab\there", "")
+
+
+def _merged_edge_schema() -> Any:
+    """The differential tests' schema with a merged view's edges:
+    ``edges: [FleetPodViewEdge!]!``, each ``{ cursor: String! cluster: String! node: Pod! }``."""
+    from graphql import (
+        GraphQLField,
+        GraphQLList,
+        GraphQLNonNull,
+        GraphQLObjectType,
+        GraphQLSchema,
+        GraphQLString,
+    )
+
+    schema, _ = differential._setup()
+    pod = schema.type_map["Pod"]
+    edge = GraphQLObjectType(
+        "FleetPodViewEdge",
+        {
+            "cursor": GraphQLField(GraphQLNonNull(GraphQLString)),
+            "cluster": GraphQLField(GraphQLNonNull(GraphQLString)),
+            "node": GraphQLField(GraphQLNonNull(pod)),  # type: ignore[arg-type]
+        },
+    )
+    query = GraphQLObjectType(
+        "Query",
+        {
+            "edges": GraphQLField(
+                GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))),
+                resolve=lambda root, _info: root["edges"],
+            )
+        },
+    )
+    return GraphQLSchema(query, directives=schema.directives)
+
+
+def _edge_parts(gen: Any, node: str) -> tuple[list[str], set[str]]:
+    """The edge's selection: ``cursor``, ``cluster`` and ``node`` in any order and subset,
+    aliased at times, ``cluster`` twice at times, ``__typename``, a fragment, directives."""
+    rng = gen.rng
+    cursor = rng.choice(("cursor", "cursor", "cursor", "c: cursor"))
+    cluster = rng.choice(("cluster", "cluster", "cluster", "where: cluster", "cursor: cluster"))
+    if cluster.startswith("cursor:") and cursor == "cursor":
+        cluster = "cluster"  # one response key, two fields: not valid
+    if rng.random() < 0.1:
+        node = "n: " + node
+    parts = [p for p in (cursor, cluster, node) if rng.random() < 0.75] or [cluster]
+    rng.shuffle(parts)
+    if rng.random() < 0.1:
+        parts.append("cluster")  # the same field again: one key
+    if rng.random() < 0.1:
+        parts.append("__typename")
+    if rng.random() < 0.1:
+        parts.append(rng.choice(("... on FleetPodViewEdge { cluster }", "...E")))
+        if parts[-1] == "...E":
+            gen.fragments.append("fragment E on FleetPodViewEdge { cluster cursor }")
+    if rng.random() < 0.2:
+        directive = gen._directives() or rng.choice((" @include(if: $yes)", " @skip(if: $yes)"))
+        gen.variables.add("yes")
+        at = rng.randrange(len(parts))
+        if "{" in parts[at]:
+            head, rest = parts[at].split(" {", 1)
+            parts[at] = f"{head}{directive} {{{rest}"
+        else:
+            parts[at] += directive
+    return parts, gen.variables
+
+
+async def test_a_merged_views_edges_are_written_as_graphql_core_completes_them() -> None:
+    """``edges { cursor cluster node { ... } }`` of a merged view as the gateway's executor
+    completes them (:class:`~gateway.graphql.resolvers.views.PageEdges` with a ``cluster``
+    column: written as JSON where that is exact, else completed the ordinary way from the
+    edges ``make`` gives) against graphql-core's standard executor completing the same edges
+    as plain data: the same response bytes and errors on 400 generated selections (aliases,
+    ``cluster`` alone or twice, ``__typename``, fragments, ``@skip``/``@include``), cluster
+    names with escapes and unicode, and damaged nodes; the JSON written directly in many."""
+    from graphql import parse, validate
+
+    from gateway.core import ViewContents
+    from gateway.core.support import deepjson
+    from gateway.graphql.resolvers.views import PageEdges
+
+    schema = _merged_edge_schema()
+    _, engine = differential._setup()
+    pod = schema.type_map["Pod"]
+    written = compared = with_cluster = 0
+    for seed in range(400):
+        gen = test_views._Plain(seed)
+        rng = gen.rng
+        sel = gen.selection(pod, 0)
+        parts, variables_used = _edge_parts(gen, "node " + gen.render(pod, sel))
+        declared = ", ".join(f"${v}: Boolean!" for v in sorted(variables_used))
+        head = f"query Q({declared})" if declared else "query Q"
+        text = "\n".join([f"{head} {{ edges {{ {' '.join(parts)} }} }}", *gen.fragments])
+        document = parse(text)
+        if validate(schema, document):
+            continue
+        gen.damage = rng.choice((0.0, 0.0, 0.0, 0.01, 0.05))
+        items = [gen.object(pod, [sel]) for _ in range(rng.randint(0, 12))]  # type: ignore[arg-type]
+        try:
+            raws = [orjson.dumps(item) for item in items]
+        except TypeError:
+            continue
+        cursors = [f"c{i}\u00e9\n" for i in range(len(raws))]
+        clusters = [rng.choice(CLUSTER_NAMES) for _ in raws]
+
+        def make(
+            i: int, node: Any, cursors: list[str] = cursors, clusters: list[str] = clusters
+        ) -> Any:
+            return {"cursor": cursors[i], "cluster": clusters[i], "node": node}
+
+        variables = {"yes": True, "no": False}
+        fast_root = {
+            "edges": PageEdges(ViewContents(list(raws)), cursors, {"cluster": clusters}, make)
+        }
+        standard_root = {
+            "edges": [
+                {"cursor": c, "cluster": k, "node": deepjson.loads(r)}
+                for c, k, r in zip(cursors, clusters, raws, strict=True)
+            ]
+        }
+        fast = await _execute(document, variables, fast_root, engine.executor_class, schema)
+        standard = await _execute(document, variables, standard_root, None, schema)
+        _same(fast, standard, f"seed {seed}:\n{text}\n{raws[:3]!r}")
+        compared += 1
+        written += bool(raws) and _fragments(fast.data)
+        with_cluster += bool(raws) and "cluster" in text and bool(_fragments(fast.data))
+    assert compared > 300, compared
+    assert written > 50, written
+    assert with_cluster > 30, with_cluster

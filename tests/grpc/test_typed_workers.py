@@ -584,3 +584,62 @@ async def test_a_small_list_over_grpc_is_exact_unchanged_and_changed() -> None:
             assert changed.items[3].metadata.labels["x"] == "y"
             assert changed.items[3].metadata.resourceVersion != items[3].metadata.resourceVersion
             assert list(changed.items[4:]) == list(items[4:])
+
+
+_ITEMS = (
+    b'[{"metadata": {"name": "a", "labels": {"x": "\\u00fc"}}}, 7, {"metadata": {"name": "b"}}]'
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"items": ' + _ITEMS + b', "metadata": {"resourceVersion": "5"}, "kind": "PodList"}',
+        b'{"kind": "PodList", "apiVersion": "v1", "metadata": null, "items": ' + _ITEMS + b"}",
+        b' { "metadata" : { "continue" : "" } , "items" : ' + _ITEMS + b" } ",
+        b'{"kind": "PodList", "kind": "Other", "items": ' + _ITEMS + b"}",
+        b'{"metadata": {"resourceVersion": "1"}, "metadata": {"resourceVersion": "2"}, '
+        b'"items": []}',
+        b'{"items": ' + _ITEMS + b', "items": null}',
+        b'{"items": 5, "items": ' + _ITEMS + b"}",
+        b'{"apiVersion": 5, "items": ' + _ITEMS + b"}",
+        b'{"extra": {"a": [1, 2]}, "items": ' + _ITEMS + b', "kind": "PodList"}',
+        b'{"metadata": {"resourceVersion": "1", "unknown": 1}, "items": ' + _ITEMS + b"}",
+        b'{"metadata": {"resourceVersion": "1"}, "items": ' + _ITEMS + b', "x": [}',
+        b'{"metadata": {"resourceVersion": "1"}, "items": ' + _ITEMS + b"",
+        b'{"metadata": ["x"], "items": ' + _ITEMS + b"}",
+    ],
+    ids=[
+        "items-first",
+        "null-metadata",
+        "whitespace",
+        "duplicate-kind",
+        "duplicate-metadata",
+        "items-then-null",
+        "wrong-then-items",
+        "apiversion-number",
+        "unknown-member",
+        "unknown-in-metadata",
+        "broken-unknown",
+        "unterminated",
+        "metadata-array",
+    ],
+)
+def test_a_small_lists_head_read_in_one_scan_is_the_whole_decodes(data: bytes) -> None:
+    """The body delimited in one scan (its items and the members its list message has):
+    members in any order, repeated (the last one counts, as a whole decode reads it), null,
+    of a wrong shape, one the message does not have (then delimited as members first): the
+    bytes of the body decoded whole and written, cold and from the memo; ``None`` where that
+    decode fails (the ordinary path then says what is wrong)."""
+    c = codec()
+    try:
+        whole = deepjson.loads(data)
+    except (orjson.JSONDecodeError, ValueError):
+        whole = None
+    for _ in range(2):  # cold, then each object from the memo
+        got = c.small_list("Pod", data)
+        if whole is None:
+            assert got is None
+            continue
+        assert got is not None
+        assert got == c.list_bytes("Pod", whole)

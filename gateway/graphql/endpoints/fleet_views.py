@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -72,7 +71,6 @@ from gateway.graphql.errors import code_of
 from gateway.graphql.resolvers.views import (
     PageEdges,
     PageNode,
-    PageReads,
     SharedItems,
     SpecOf,
     live_view_spec,
@@ -122,18 +120,23 @@ class MergedAnswer:
         completion decodes them whole)."""
         return SharedItems(self.contents, None)
 
-    def edges_of(self, cluster: bool) -> Sequence[Any]:
-        """The page's edges; without their ``cluster`` selected, a cluster's view's edges
-        (:class:`PageEdges`: the executor writes ``cursor`` and a node of plain fields as a
-        cluster's view's edges are written)."""
+    @property
+    def edges(self) -> PageEdges:
+        """The page's edges: the executor writes ``cursor``, ``cluster`` (a column of
+        strings: :attr:`PageEdges.columns`) and a node of plain fields as a cluster's view's
+        edges are written; completed the ordinary way, each is a :class:`MergedEdge`."""
         items = self.page.items
-        if not cluster:
-            return PageEdges(self.contents, [item.cursor for item in items])
-        reads = PageReads(self.contents)
-        return [
-            MergedEdge(item.cursor, item.cluster, PageNode(reads, j))
-            for j, item in enumerate(items)
-        ]
+
+        def make(j: int, node: PageNode) -> MergedEdge:
+            item = items[j]
+            return MergedEdge(item.cursor, item.cluster, node)
+
+        return PageEdges(
+            self.contents,
+            [item.cursor for item in items],
+            {"cluster": [item.cluster for item in items]},
+            make,
+        )
 
 
 @dataclass(slots=True)
@@ -258,7 +261,7 @@ def _merged_field(  # noqa: PLR0917 (the parts of one field, each named once)
         lambda: {
             "edges": GraphQLField(
                 GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))),
-                resolve=lambda a, i: a.edges_of(selects(i, "cluster")),
+                resolve=lambda a, i: a.edges,
             ),
             "nodes": GraphQLField(view.fields["nodes"].type, resolve=lambda a, i: a.nodes),
             "pageInfo": GraphQLField(GraphQLNonNull(page_info), resolve=lambda a, i: a.page_info),

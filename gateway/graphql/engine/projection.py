@@ -50,6 +50,7 @@ from graphql import (
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLScalarType,
+    GraphQLString,
     InlineFragmentNode,
     SelectionSetNode,
     Undefined,
@@ -411,9 +412,10 @@ class ProjectingExecutor(CompletingExecutor):
         """A view's ``edges { cursor node { ... } }`` written as JSON: each node's as
         ``nodes`` are (:meth:`~gateway.core.views.evaluate.Contents.json_items`), between
         the edge's own keys (under their response keys, aliases and ``__typename``
-        included); ``None`` (graphql-core completes the edges, their nodes read for the
-        selection: :meth:`_page_node`) for anything else, or where the nodes are not
-        written."""
+        included; the edges' further string fields, :attr:`PageEdges.columns`, a merged
+        view's ``cluster``, as ``cursor`` is); ``None`` (graphql-core completes the edges,
+        their nodes read for the selection: :meth:`_page_node`) for anything else, or
+        where the nodes are not written."""
         t = return_type
         if not isinstance(t, GraphQLNonNull) or not isinstance(t.of_type, GraphQLList):
             return None
@@ -445,7 +447,10 @@ class ProjectingExecutor(CompletingExecutor):
             elif name == "cursor" and all(type(c) is str for c in cursors):
                 values = list(map(orjson.dumps, cursors))
             else:
-                return None
+                column = edges.columns.get(name)
+                if column is None or not _strings(edge.fields[name].type, column, len(cursors)):
+                    return None
+                values = list(map(orjson.dumps, column))
             columns.append((orjson.dumps(key) + b":", values))
         parts = [
             b"{" + b",".join([k + v[i] for k, v in columns]) + b"}" for i in range(len(cursors))
@@ -674,6 +679,14 @@ def _scalar(return_type: GraphQLOutputType, value: Any) -> Any:
     if test is None or not test(value):
         return NOT_COMPLETED
     return value
+
+
+def _strings(t: GraphQLOutputType, values: Any, count: int) -> bool:
+    """Whether ``values`` are what graphql-core completes a ``String`` field of type ``t``
+    with, one per edge, as they are (strings only: a null is graphql-core's to refuse)."""
+    if isinstance(t, GraphQLNonNull):
+        t = t.of_type
+    return t is GraphQLString and len(values) == count and all(type(v) is str for v in values)
 
 
 def _item_spec(spec: Spec) -> Spec | None:

@@ -321,20 +321,38 @@ class PageNode(Mapping[str, Any]):
 class PageEdges(Sequence[Edge]):
     """A page's edges (made when completed the ordinary way), with the page's objects and
     cursors for an executor that writes them as JSON itself (:mod:`gateway.graphql.engine.
-    projection`)."""
+    projection`).
 
-    __slots__ = ("_edges", "contents", "cursors")
+    ``columns``: further string fields of each edge (a merged view's ``cluster``), by field
+    name, one string per edge, which the executor may write as it writes ``cursor``;
+    ``make(i, node)``: the ``i``-th edge as graphql-core completes it (by default an
+    :class:`Edge`), which must answer those fields with the same strings."""
 
-    def __init__(self, contents: ViewContents, cursors: list[str]) -> None:
+    __slots__ = ("_edges", "_make", "columns", "contents", "cursors")
+
+    def __init__(
+        self,
+        contents: ViewContents,
+        cursors: list[str],
+        columns: Mapping[str, Sequence[str]] | None = None,
+        make: Callable[[int, PageNode], Any] | None = None,
+    ) -> None:
         self.contents, self.cursors = contents, cursors
-        self._edges: list[Edge] | None = None
+        self.columns: Mapping[str, Sequence[str]] = columns or {}
+        self._make = make
+        self._edges: list[Any] | None = None
 
     @property
-    def edges(self) -> list[Edge]:
+    def edges(self) -> list[Any]:
         found = self._edges
         if found is None:
             reads = PageReads(self.contents)
-            found = self._edges = [Edge(c, PageNode(reads, i)) for i, c in enumerate(self.cursors)]
+            make = self._make
+            if make is None:
+                found = [Edge(c, PageNode(reads, i)) for i, c in enumerate(self.cursors)]
+            else:
+                found = [make(i, PageNode(reads, i)) for i in range(len(self.cursors))]
+            self._edges = found
         return found
 
     def __len__(self) -> int:
