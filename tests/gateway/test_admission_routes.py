@@ -255,9 +255,9 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             assert code(amplified) == "QUERY_TOO_COMPLEX", path
             # Stopped at its budget (1.5 times the full introspection's values): real work,
             # but bounded by the schema's size, whatever the document multiplies (unbounded,
-            # this one would cost ~14 full introspections on the cluster's schema).  Measured in the CPU time of the
-            # introspection thread, where both run (its pauses not counted; neither a loaded
-            # machine nor the process's other work stretches it).
+            # this one would cost ~14 full introspections on the cluster's schema).  Measured
+            # in the CPU time of the introspection thread, where both run (its pauses not
+            # counted; neither a loaded machine nor the process's other work stretches it).
             # The endpoint's schema in place (the fleet's is derived on first use), and its
             # introspection budget sized (a schema-reading document's first use does it).
             await client.post(path, json={"query": SCHEMA}, headers=AUTH)
