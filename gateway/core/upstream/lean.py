@@ -541,6 +541,19 @@ class LeanTransport(httpx.AsyncBaseTransport):
             if request.method == "HEAD":
                 conn.complete = True
                 conn.ended = True  # the parser would read the next answer as this one's body
+            elif conn.complete:
+                # The whole answer came with its head (a small one nearly always does): its
+                # body in memory and the connection back in the pool now, so that reading
+                # the answer is no walk through httpx's async byte-stream layers.
+                body = conn.take() or b""
+                answer = httpx.Response(
+                    conn.status,
+                    headers=conn.headers,
+                    stream=httpx.ByteStream(body),
+                    extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason},
+                )
+                self._release(conn)
+                return answer
         except BaseException:
             conn.in_use = False
             conn.close()
