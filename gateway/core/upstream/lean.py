@@ -12,7 +12,9 @@ docs/performance.md "per-request cost") that was ~40 % of its CPU on a small Gra
 connection, on the running loop's own transports and TLS (uvloop's, in C, under ``kube-gateway
 serve``); the request head is written in one ``write``; the answer is parsed by ``httptools``
 (llhttp, the parser uvicorn uses) as bytes arrive, so a small answer is whole by the time its
-headers are.  What it keeps of httpcore's behaviour:
+headers are: such an answer is handed over in memory (an ``httpx.ByteStream``), its connection
+already back in the pool, and only an answer whose body is still coming is streamed.  What it
+keeps of httpcore's behaviour:
 
 * keep-alive: a connection goes back to the pool once its answer was read to the end and
   neither side asked to close; idle connections are taken last-in first-out and closed after
