@@ -458,6 +458,8 @@ class KubeAdapter:
                 response.extensions[_READ] = await _read_for_workers(
                     response, workers, gzipped=coding == "gzip", job=job
                 )
+            elif isinstance(response.stream, httpx.ByteStream):
+                response.read()  # whole already (the lean transport's small answer)
             else:
                 await response.aread()  # the whole body; the connection goes back to the pool
         except BaseException:

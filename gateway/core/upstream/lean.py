@@ -12,7 +12,9 @@ docs/performance.md "per-request cost") that was ~40 % of its CPU on a small Gra
 connection, on the running loop's own transports and TLS (uvloop's, in C, under ``kube-gateway
 serve``); the request head is written in one ``write``; the answer is parsed by ``httptools``
 (llhttp, the parser uvicorn uses) as bytes arrive, so a small answer is whole by the time its
-headers are.  What it keeps of httpcore's behaviour:
+headers are: such an answer is handed over in memory (an ``httpx.ByteStream``), its connection
+already back in the pool, and only an answer whose body is still coming is streamed.  What it
+keeps of httpcore's behaviour:
 
 * keep-alive: a connection goes back to the pool once its answer was read to the end and
   neither side asked to close; idle connections are taken last-in first-out and closed after
@@ -541,6 +543,19 @@ class LeanTransport(httpx.AsyncBaseTransport):
             if request.method == "HEAD":
                 conn.complete = True
                 conn.ended = True  # the parser would read the next answer as this one's body
+            elif conn.complete:
+                # The whole answer came with its head (a small one nearly always does): its
+                # body in memory and the connection back in the pool now, so that reading
+                # the answer is no walk through httpx's async byte-stream layers.
+                body = conn.take() or b""
+                answer = httpx.Response(
+                    conn.status,
+                    headers=conn.headers,
+                    stream=httpx.ByteStream(body),
+                    extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason},
+                )
+                self._release(conn)
+                return answer
         except BaseException:
             conn.in_use = False
             conn.close()

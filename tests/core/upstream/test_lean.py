@@ -297,6 +297,71 @@ def test_chunked_content_length_and_connection_framed_bodies_split_over_writes(
     RUNNERS[loop](run())
 
 
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_an_answer_whole_with_its_head_is_handed_over_whole(loop: str) -> None:
+    """An answer whose body came with its head (one write: a small answer nearly always) is
+    handed over in memory, its connection already back in the pool; one whose body comes
+    later is streamed as before, its connection held until it is read; a gzipped whole
+    answer is inflated as httpx inflates it, by the client and by the adapter."""
+    pod = orjson.dumps({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}})
+    packed = gzip.compress(pod)
+    connections = 0
+    release: asyncio.Event
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            head = await read_request(reader)
+            if b"/later" in head:
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(pod))
+                await writer.drain()
+                await release.wait()
+                writer.write(pod)
+            elif b"/gzip" in head or b"/pods/" in head:
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: %d\r\n\r\n%b"
+                    % (len(packed), packed)
+                )
+            else:
+                writer.write(answer(pod))
+
+    async def run() -> None:
+        nonlocal release
+        release = asyncio.Event()
+        async with serving(handler) as url:
+            transport = LeanTransport()
+            try:
+                for _ in range(3):
+                    r = await transport.handle_async_request(
+                        httpx.Request("GET", f"{url}/whole", headers={"Host": "upstream"})
+                    )
+                    assert r.status_code == 200
+                    assert isinstance(r.stream, httpx.ByteStream)
+                    assert transport.idle == 1  # back in the pool before the body is read
+                    assert r.read() == pod
+                later = await transport.handle_async_request(
+                    httpx.Request("GET", f"{url}/later", headers={"Host": "upstream"})
+                )
+                assert not isinstance(later.stream, httpx.ByteStream)
+                assert transport.idle == 0  # held by the answer still coming
+                release.set()
+                assert await later.aread() == pod
+                assert transport.idle == 1 and transport.connections == 1
+                assert connections == 1  # every request on the one kept-alive connection
+            finally:
+                await transport.aclose()
+            async with lean(url) as client:
+                r = await client.get("/gzip")
+                assert r.headers["content-encoding"] == "gzip" and r.content == pod
+                adapter = KubeAdapter(client)
+                assert await adapter.get(POD, "p", namespace="ns") == orjson.loads(pod)
+                got = await adapter.get_body(POD, "p", namespace="ns")
+                assert got == pod
+
+    RUNNERS[loop](run())
+
+
 async def test_a_large_body_is_read_with_bounded_buffering() -> None:
     """A reader that does not read: the transport stops reading past its high-water mark, so
     the server's writes back up instead of the gateway's memory filling."""
