@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -145,13 +144,6 @@ async def two_clusters(
 SLOWEST: list[float] = [0.0]
 
 
-def _introspection_cpu() -> float:
-    """CPU seconds of the gateway's introspection thread (one, shared by every endpoint)."""
-    (thread,) = [t for t in threading.enumerate() if t.name.startswith("introspection")]
-    assert thread.ident is not None
-    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
-
-
 async def post(
     client: httpx.AsyncClient, path: str, body: dict[str, Any], **headers: str
 ) -> httpx.Response:
@@ -261,14 +253,15 @@ async def test_limits_origins_and_identity_hold_on_every_route(tmp_path: Path) -
             # The endpoint's schema in place (the fleet's is derived on first use), and its
             # introspection budget sized (a schema-reading document's first use does it).
             await client.post(path, json={"query": SCHEMA}, headers=AUTH)
-            started = _introspection_cpu()
+            threads = gw.graphql.admission.introspections  # one, shared by every endpoint
+            started = threads.cpu_seconds()
             nested = await client.post(path, json={"query": NESTED}, headers=AUTH)
-            refused_cpu = _introspection_cpu() - started
-            started = _introspection_cpu()
+            refused_cpu = threads.cpu_seconds() - started
+            started = threads.cpu_seconds()
             # The full introspection under a name of its own: computed, not the kept answer.
             uncached = get_introspection_query().replace("IntrospectionQuery", "Once", 1)
             full = await client.post(path, json={"query": uncached}, headers=AUTH)
-            full_cpu = _introspection_cpu() - started
+            full_cpu = threads.cpu_seconds() - started
             assert "errors" not in full.json(), (path, full.text[:300])
             # ~2.5 full introspections where the budget is 1.5 of the schema's; up to ~4 where
             # the schema is small and the budget's floor (32,000 values) is above that

@@ -220,6 +220,16 @@ class BoundedThreads:
         finally:
             self._admitted -= 1
 
+    def cpu_seconds(self) -> float:
+        """The CPU time its threads have used so far (each thread's own clock; time a thread
+        waits or pauses is not counted)."""
+        threads = list(getattr(self._pool, "_threads", ()))
+        return sum(
+            time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            for t in threads
+            if t.ident is not None and t.is_alive()
+        )
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
