@@ -42,7 +42,6 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.core import UPSTREAM_SECONDS, tracing
@@ -335,10 +334,15 @@ class RequestContext:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        traceparent = headers.get("traceparent")
+        given = traceparent = None
+        for name, value in scope["headers"]:  # one pass, the first of each (Headers.get's)
+            if name == b"x-request-id":
+                if given is None:
+                    given = value.decode("latin-1")
+            elif name == b"traceparent" and traceparent is None:
+                traceparent = value.decode("latin-1")
         record = AccessRecord(
-            request_id=request_id_of(headers.get(HEADER), traceparent),
+            request_id=request_id_of(given, traceparent),
             transport=kind,
             method=scope.get("method", "GET"),
             path=scope.get("path", ""),
