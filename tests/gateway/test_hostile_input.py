@@ -351,6 +351,24 @@ async def test_allowed_origins_open_websockets_and_cors_to_those_sites_only(
             )
             assert "access-control-allow-origin" not in bad.headers
             _assert_preflight_refusal(bad, "https://evil.example")
+            # the POST itself (served past the router, app.DirectPosts): the CORS grant to
+            # the allowed origin only, the request id echoed to both
+            posts = {}
+            for origin in ("https://app.example", "https://evil.example"):
+                posts[origin] = await client.post(
+                    "/graphql",
+                    json={"query": QUERY},
+                    headers={
+                        "Origin": origin,
+                        "Authorization": f"Bearer {ADMIN}",
+                        "X-Request-Id": "cors-post",
+                    },
+                )
+            allowed, foreign = posts["https://app.example"], posts["https://evil.example"]
+            assert allowed.status_code == 200 and "errors" not in allowed.json(), allowed.text
+            assert allowed.headers.get("access-control-allow-origin") == "https://app.example"
+            assert "access-control-allow-origin" not in foreign.headers
+            assert allowed.headers["x-request-id"] == foreign.headers["x-request-id"] == "cors-post"
 
 
 def _assert_preflight_refusal(response: httpx.Response, origin: str) -> None:
