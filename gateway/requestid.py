@@ -42,7 +42,6 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.core import UPSTREAM_SECONDS, tracing
@@ -296,6 +295,10 @@ def operation_log(transport: str, operation_type: str, name: str | None) -> _Ope
 
 
 _STREAM_TYPES: Final = ((b"text/event-stream", "sse"), (b"multipart/mixed", "multipart"))
+#: The media types of :data:`_STREAM_TYPES`, for one ``startswith``.
+_STREAMED: Final = tuple(media for media, _ in _STREAM_TYPES)
+#: The response header that echoes the request id, encoded once.
+_HEADER_NAME: Final = HEADER.encode()
 
 #: The ASGI scope extension (``scope["extensions"][DETACH]``) through which an accepted
 #: WebSocket connection is served outside its ASGI call (:mod:`gateway.httpserver`'s
@@ -335,16 +338,21 @@ class RequestContext:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        traceparent = headers.get("traceparent")
+        given = traceparent = None
+        for name, value in scope["headers"]:  # one pass, the first of each (Headers.get's)
+            if name == b"x-request-id":
+                if given is None:
+                    given = value.decode("latin-1")
+            elif name == b"traceparent" and traceparent is None:
+                traceparent = value.decode("latin-1")
         record = AccessRecord(
-            request_id=request_id_of(headers.get(HEADER), traceparent),
+            request_id=request_id_of(given, traceparent),
             transport=kind,
             method=scope.get("method", "GET"),
             path=scope.get("path", ""),
             traceparent=traceparent,
         )
-        echoed = (HEADER.encode(), record.request_id.encode())
+        echoed = (_HEADER_NAME, record.request_id.encode())
 
         async def sending(message: Message) -> None:
             t = message["type"]
@@ -358,12 +366,11 @@ class RequestContext:
                 response_headers = [*message.get("headers", []), echoed]
                 message = {**message, "headers": response_headers}
                 record.status = message.get("status", 101)
-                content_type = next(
-                    (v for k, v in response_headers if k.lower() == b"content-type"), b""
-                )
-                for media, transport in _STREAM_TYPES:
-                    if content_type.startswith(media):
-                        record.transport = transport
+                for k, v in response_headers:
+                    if k.lower() == b"content-type":
+                        if v.startswith(_STREAMED):
+                            record.transport = _STREAM_TYPES[v.startswith(_STREAMED[1])][1]
+                        break
             elif t == "websocket.close" and record.status is None:
                 record.status = 403  # refused before the upgrade
             await send(message)

@@ -8,6 +8,7 @@ import asyncio
 import os
 import resource
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import graphql
@@ -350,6 +351,24 @@ async def test_allowed_origins_open_websockets_and_cors_to_those_sites_only(
             )
             assert "access-control-allow-origin" not in bad.headers
             _assert_preflight_refusal(bad, "https://evil.example")
+            # the POST itself (served past the router, app.DirectPosts): the CORS grant to
+            # the allowed origin only, the request id echoed to both
+            posts = {}
+            for origin in ("https://app.example", "https://evil.example"):
+                posts[origin] = await client.post(
+                    "/graphql",
+                    json={"query": QUERY},
+                    headers={
+                        "Origin": origin,
+                        "Authorization": f"Bearer {ADMIN}",
+                        "X-Request-Id": "cors-post",
+                    },
+                )
+            allowed, foreign = posts["https://app.example"], posts["https://evil.example"]
+            assert allowed.status_code == 200 and "errors" not in allowed.json(), allowed.text
+            assert allowed.headers.get("access-control-allow-origin") == "https://app.example"
+            assert "access-control-allow-origin" not in foreign.headers
+            assert allowed.headers["x-request-id"] == foreign.headers["x-request-id"] == "cors-post"
 
 
 def _assert_preflight_refusal(response: httpx.Response, origin: str) -> None:
@@ -459,3 +478,41 @@ async def test_a_list_without_limit_past_the_cap_is_refused_not_buffered(
     assert "`limit`" in error["message"] and "`continue`" in error["message"]
     assert len(paged["data"]["leases"]["items"]) == 20
     assert paged["data"]["leases"]["metadata"]["continue"]
+
+
+async def test_a_chunked_body_is_read_whole_and_an_oversized_one_refused_while_it_streams(
+    gateway: Gateway,
+) -> None:
+    """A POST without ``Content-Length`` (chunked, many ASGI messages): a body under the limit
+    in several chunks is served as one; one past the limit is refused with 413 (the body
+    read stops at the first chunk past it), while another caller is served meanwhile."""
+    limit = 64 * 1024
+    gateway.graphql.admission = replace(
+        gateway.graphql.admission, limits=replace(gateway.graphql.limits, max_body_bytes=limit)
+    )
+    headers = {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"}
+    body = orjson.dumps({"query": QUERY}) + b" " * 20_000
+
+    async def chunks(data: bytes, size: int, repeat: int = 1) -> AsyncIterator[bytes]:
+        for _ in range(repeat):
+            for start in range(0, len(data), size):
+                yield data[start : start + size]
+
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as attacker,
+        httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as client,
+    ):
+        whole = await client.post("/graphql", content=chunks(body, 4096))
+        assert whole.status_code == 200, whole.text
+        assert whole.json()["data"]["leases"]["items"], whole.text
+        stop = asyncio.Event()
+        normal = asyncio.create_task(_well_behaved(client, stop))
+        # 4 MiB in 16 KiB chunks: refused from the first bytes past 64 KiB
+        refused = await attacker.post("/graphql", content=chunks(b" " * 16384, 16384, 256))
+        stop.set()
+        served = await normal
+    assert refused.status_code == 413, refused.text
+    (error,) = refused.json()["errors"]
+    assert error["extensions"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert error["message"] == f"the request body is larger than {limit} bytes"
+    assert served >= 1

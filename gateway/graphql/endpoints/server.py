@@ -201,7 +201,12 @@ class GraphQLApp:
         if scope["type"] == "websocket":
             await websocket.serve(self, scope, receive, send)
             return
-        response = await http.handle(self, Request(scope, receive))
+        # A POST (every query and mutation of a GraphQL client) is read straight off the
+        # scope; GET (GraphiQL, queries in the URL, EventSource) through Starlette's Request.
+        request = (
+            http.Posted(scope, receive) if scope["method"] == "POST" else Request(scope, receive)
+        )
+        response = await http.handle(self, request)
         await response(scope, receive, send)
 
 

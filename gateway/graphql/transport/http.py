@@ -30,11 +30,12 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope
 
 from gateway.core import Credential, deepjson, errors, refuse_impersonation
 from gateway.graphql.engine.execution import Prepared, RequestError
@@ -59,12 +60,43 @@ JSON_TYPES = ("application/json", "application/graphql-response+json")
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 
+#: The two media types of a JSON answer, encoded once.
+_MEDIA: Final = {
+    "application/json": b"application/json",
+    GRAPHQL_RESPONSE: GRAPHQL_RESPONSE.encode(),
+}
+
+
+class JsonAnswer(Response):
+    """A JSON answer whose head is made at once from encoded parts: Starlette's
+    ``Response`` with the same headers in the same order (the extra ones, then
+    ``content-length`` and ``content-type``), without its generic ``init_headers`` (a
+    mapping walked, each name lowered and encoded, the list searched twice) for the one
+    or two headers of every GraphQL answer."""
+
+    def __init__(
+        self,
+        body: bytes,
+        status: int,
+        media: bytes,
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        self.status_code = status
+        self.background = None
+        self.body = body
+        length = (b"content-length", str(len(body)).encode())
+        if extra:
+            self.raw_headers = [*extra, length, (b"content-type", media)]
+        else:
+            self.raw_headers = [length, (b"content-type", media)]
+
+
 def json_response(
     body: dict[str, Any], status: int = 200, media_type: str = "application/json", **headers: str
 ) -> Response:
-    return Response(
-        deepjson.dumps(body), status_code=status, media_type=media_type, headers=headers
-    )
+    media = _MEDIA.get(media_type) or media_type.encode("latin-1")
+    extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    return JsonAnswer(deepjson.dumps(body), status, media, extra)
 
 
 def _error(exc: ApiError, media_type: str = "application/json") -> Response:
@@ -91,19 +123,61 @@ def negotiate(accept: str) -> tuple[str, bool]:
     return "application/json", "application/json" in accept
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    too_large = ApiError(
+class Posted:
+    """A POST to a GraphQL endpoint as the transport reads it, straight off the ASGI scope
+    (no Starlette ``Request``): its header names and values decoded in one pass (the
+    first of a repeated name, as Starlette's ``Headers.get`` answers), its body read from
+    ``receive`` once, whole (:func:`_read_body`)."""
+
+    __slots__ = ("_receive", "headers", "method")
+
+    def __init__(self, scope: Scope, receive: Receive) -> None:
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            key = name.decode("latin-1")
+            if key not in headers:
+                headers[key] = value.decode("latin-1")
+        self.headers = headers
+        self.method: str = scope["method"]
+        self._receive = receive
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(
         f"the request body is larger than {limit} bytes", code="PAYLOAD_TOO_LARGE", http_status=413
     )
+
+
+async def _read_body(request: Posted, limit: int) -> bytes:
+    """The body, refused past ``limit`` bytes (a declared ``Content-Length`` over it before
+    a byte is read); a body in one message (a small POST's) is taken as it came.
+
+    Raises:
+        ClientDisconnect: the client left before its body was whole (as Starlette's
+            ``Request.stream`` raises).
+    """
+    declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
+        raise _too_large(limit)
+    receive = request._receive
+    body: bytes | bytearray = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            continue
+        chunk = message.get("body", b"")
+        if not body:
+            body = chunk
+        else:
+            if isinstance(body, bytes):
+                body = bytearray(body)
+            body += chunk
         if len(body) > limit:
-            raise too_large
-    return bytes(body)
+            raise _too_large(limit)
+        if not message.get("more_body", False):
+            return bytes(body) if isinstance(body, bytearray) else body
 
 
 def _decode(raw: bytes) -> Any:
@@ -125,7 +199,7 @@ def _params(request: Request) -> dict[str, Any]:
     return params
 
 
-async def _body_params(request: Request, limit: int) -> dict[str, Any]:
+async def _body_params(request: Posted, limit: int) -> dict[str, Any]:
     raw = await _read_body(request, limit)
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media not in JSON_TYPES:
@@ -174,7 +248,7 @@ def wants_multipart(accept: str) -> bool:
 _RESUME_TOKEN = re.compile(r"[\x21-\x7e]{1,128}")
 
 
-def resume_of(request: Request) -> str | None:
+def resume_of(request: Request | Posted) -> str | None:
     """The resume point a reconnecting ``EventSource`` sends (``Last-Event-ID``).
 
     Raises:
@@ -192,28 +266,30 @@ def resume_of(request: Request) -> str | None:
     return value
 
 
-async def handle(app: Endpoint, request: Request) -> Response:
-    """Serve one HTTP request to ``/graphql``."""
-    accept = request.headers.get("accept", "")
+async def handle(app: Endpoint, request: Request | Posted) -> Response:
+    """Serve one HTTP request to ``/graphql`` (a POST read as :class:`Posted`, any other
+    method as Starlette's ``Request``)."""
+    headers = request.headers
+    accept = headers.get("accept", "")
     media, legacy = negotiate(accept)
     sse = "text/event-stream" in accept
     try:
-        refuse_impersonation(request.headers.keys(), "header")
+        refuse_impersonation(headers.keys(), "header")
     except errors.Forbidden as exc:
         return json_response({"errors": [format_exception(exc)]}, 403, media)
     try:
-        credential = credential_from_header(request.headers.get("authorization"))
+        credential = credential_from_header(headers.get("authorization"))
     except errors.Unauthorized as exc:
         return json_response({"errors": [format_exception(exc)]}, 401, media)
     resume: str | None = None
     try:
-        if request.method == "GET":
+        if isinstance(request, Posted):
+            params = await _body_params(request, app.limits.max_body_bytes)
+        elif request.method == "GET":
             if "text/html" in accept:
                 html = page(request.url.path)
                 return HTMLResponse(html, headers=page_headers(html))
             params = _params(request)
-        elif request.method == "POST":
-            params = await _body_params(request, app.limits.max_body_bytes)
         else:
             raise ApiError("use GET or POST", code="METHOD_NOT_ALLOWED", http_status=405)
         if sse:
@@ -312,7 +388,7 @@ def _sse_errors(response: dict[str, Any]) -> Response:
 
 def _sse(
     app: Endpoint,
-    request: Request,
+    request: Request | Posted,
     prepared: Prepared,
     variables: dict[str, Any] | None,
     credential: Credential,
@@ -384,7 +460,7 @@ def _part(payload: str) -> str:
 
 def _multipart(
     app: Endpoint,
-    request: Request,
+    request: Request | Posted,
     prepared: Prepared,
     variables: dict[str, Any] | None,
     credential: Credential,
