@@ -27,7 +27,7 @@ from kube_gateway_demo import DemoUpstream
 from tests.graphql import test_fleet_views as fleet_views
 from tests.graphql import test_projection_differential as differential
 from tests.graphql import test_views
-from tests.graphql.test_views import _execute, _fragments, _same
+from tests.graphql.test_views import _edge_schema, _execute, _fragments, _same
 from tests.grpc.test_views_grpc_written import _pods
 from tests.support.graphql import ADMIN, NAMESPACE, data, gql
 
@@ -175,40 +175,6 @@ async def test_relations_without_the_edges_cluster_come_from_each_objects_cluste
 CLUSTER_NAMES = ("default", "b", 'q"uote\\d', "ünï\u2028code", "tab\there", "")
 
 
-def _merged_edge_schema() -> Any:
-    """The differential tests' schema with a merged view's edges:
-    ``edges: [FleetPodViewEdge!]!``, each ``{ cursor: String! cluster: String! node: Pod! }``."""
-    from graphql import (
-        GraphQLField,
-        GraphQLList,
-        GraphQLNonNull,
-        GraphQLObjectType,
-        GraphQLSchema,
-        GraphQLString,
-    )
-
-    schema, _ = differential._setup()
-    pod = schema.type_map["Pod"]
-    edge = GraphQLObjectType(
-        "FleetPodViewEdge",
-        {
-            "cursor": GraphQLField(GraphQLNonNull(GraphQLString)),
-            "cluster": GraphQLField(GraphQLNonNull(GraphQLString)),
-            "node": GraphQLField(GraphQLNonNull(pod)),  # type: ignore[arg-type]
-        },
-    )
-    query = GraphQLObjectType(
-        "Query",
-        {
-            "edges": GraphQLField(
-                GraphQLNonNull(GraphQLList(GraphQLNonNull(edge))),
-                resolve=lambda root, _info: root["edges"],
-            )
-        },
-    )
-    return GraphQLSchema(query, directives=schema.directives)
-
-
 def _edge_parts(gen: Any, node: str) -> tuple[list[str], set[str]]:
     """The edge's selection: ``cursor``, ``cluster`` and ``node`` in any order and subset,
     aliased at times, ``cluster`` twice at times, ``__typename``, a fragment, directives."""
@@ -255,7 +221,7 @@ async def test_a_merged_views_edges_are_written_as_graphql_core_completes_them()
     from gateway.core.support import deepjson
     from gateway.graphql.resolvers.views import PageEdges
 
-    schema = _merged_edge_schema()
+    schema = _edge_schema("FleetPodViewEdge", "cluster")  # a merged view's edges
     _, engine = differential._setup()
     pod = schema.type_map["Pod"]
     written = compared = with_cluster = 0

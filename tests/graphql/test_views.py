@@ -1238,8 +1238,9 @@ async def test_a_pages_json_is_written_as_graphql_core_completes_its_objects() -
     assert typed > 20, typed  # so is it with __typename on every object
 
 
-def _edge_schema() -> Any:
-    """The differential tests' schema with a view's edges: ``edges: [PodViewEdge!]!``."""
+def _edge_schema(name: str = "PodViewEdge", *more: str) -> Any:
+    """The differential tests' schema with a view's edges: ``edges: [<name>!]!``, each
+    ``{ cursor: String! <more>: String! node: Pod! }``."""
     from graphql import (
         GraphQLField,
         GraphQLList,
@@ -1252,9 +1253,10 @@ def _edge_schema() -> Any:
     schema, _ = differential._setup()
     pod = schema.type_map["Pod"]
     edge = GraphQLObjectType(
-        "PodViewEdge",
+        name,
         {
             "cursor": GraphQLField(GraphQLNonNull(GraphQLString)),
+            **{field: GraphQLField(GraphQLNonNull(GraphQLString)) for field in more},
             "node": GraphQLField(GraphQLNonNull(pod)),  # type: ignore[arg-type]
         },
     )
