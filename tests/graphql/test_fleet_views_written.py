@@ -27,7 +27,7 @@ from kube_gateway_demo import DemoUpstream
 from tests.graphql import test_fleet_views as fleet_views
 from tests.graphql import test_projection_differential as differential
 from tests.graphql import test_views
-from tests.graphql.test_views import _edge_schema, _execute, _fragments, _same
+from tests.graphql.test_views import _edge_case, _edge_schema, _execute, _fragments, _same
 from tests.grpc.test_views_grpc_written import _pods
 from tests.support.graphql import ADMIN, NAMESPACE, data, gql
 
@@ -215,7 +215,6 @@ async def test_a_merged_views_edges_are_written_as_graphql_core_completes_them()
     as plain data: the same response bytes and errors on 400 generated selections (aliases,
     ``cluster`` alone or twice, ``__typename``, fragments, ``@skip``/``@include``), cluster
     names with escapes and unicode, and damaged nodes; the JSON written directly in many."""
-    from graphql import parse, validate
 
     from gateway.core import ViewContents
     from gateway.core.support import deepjson
@@ -230,19 +229,10 @@ async def test_a_merged_views_edges_are_written_as_graphql_core_completes_them()
         rng = gen.rng
         sel = gen.selection(pod, 0)
         parts, variables_used = _edge_parts(gen, "node " + gen.render(pod, sel))
-        declared = ", ".join(f"${v}: Boolean!" for v in sorted(variables_used))
-        head = f"query Q({declared})" if declared else "query Q"
-        text = "\n".join([f"{head} {{ edges {{ {' '.join(parts)} }} }}", *gen.fragments])
-        document = parse(text)
-        if validate(schema, document):
+        case = _edge_case(schema, gen, pod, sel, parts, variables=variables_used)
+        if case is None:
             continue
-        gen.damage = rng.choice((0.0, 0.0, 0.0, 0.01, 0.05))
-        items = [gen.object(pod, [sel]) for _ in range(rng.randint(0, 12))]  # type: ignore[arg-type]
-        try:
-            raws = [orjson.dumps(item) for item in items]
-        except TypeError:
-            continue
-        cursors = [f"c{i}\u00e9\n" for i in range(len(raws))]
+        text, document, raws, cursors = case
         clusters = [rng.choice(CLUSTER_NAMES) for _ in raws]
 
         def make(

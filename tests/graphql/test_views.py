@@ -1238,6 +1238,30 @@ async def test_a_pages_json_is_written_as_graphql_core_completes_its_objects() -
     assert typed > 20, typed  # so is it with __typename on every object
 
 
+def _edge_case(
+    schema: Any, gen: Any, pod: Any, sel: Any, parts: list[str], *, variables: set[str]
+) -> tuple[str, Any, list[bytes], list[str]] | None:
+    """One generated case of the edges' differential tests: the document selecting
+    ``parts`` on ``edges`` (with ``gen``'s fragments, ``variables`` declared), a few of
+    ``gen``'s objects for ``sel`` as JSON (damaged at times) and their cursors; ``None``
+    where the document is not valid or an object is not JSON."""
+    from graphql import parse, validate
+
+    declared = ", ".join(f"${v}: Boolean!" for v in sorted(variables))
+    head = f"query Q({declared})" if declared else "query Q"
+    text = "\n".join([f"{head} {{ edges {{ {' '.join(parts)} }} }}", *gen.fragments])
+    document = parse(text)
+    if validate(schema, document):
+        return None
+    gen.damage = gen.rng.choice((0.0, 0.0, 0.0, 0.01, 0.05))
+    items = [gen.object(pod, [sel]) for _ in range(gen.rng.randint(0, 12))]
+    try:
+        raws = [orjson.dumps(item) for item in items]
+    except TypeError:
+        return None
+    return text, document, raws, [f"c{i}\u00e9\n" for i in range(len(raws))]
+
+
 def _edge_schema(name: str = "PodViewEdge", *more: str) -> Any:
     """The differential tests' schema with a view's edges: ``edges: [<name>!]!``, each
     ``{ cursor: String! <more>: String! node: Pod! }``."""
@@ -1280,7 +1304,6 @@ async def test_a_pages_edges_are_written_as_graphql_core_completes_them() -> Non
     response bytes and errors on 400 generated selections (the node's as in the test
     above; on the edge, aliases, ``__typename``, a fragment, ``@skip``/``@include``, the
     cursor alone or the node alone) and damaged data, the JSON written directly in many."""
-    from graphql import parse, validate
 
     from gateway.core import ViewContents
     from gateway.core.support import deepjson
@@ -1312,19 +1335,10 @@ async def test_a_pages_edges_are_written_as_graphql_core_completes_them() -> Non
                 parts[0] = parts[0].replace("node ", f"node{directive} ", 1)
             else:
                 parts[0] += directive
-        declared = ", ".join(f"${v}: Boolean!" for v in sorted(gen.variables))
-        head = f"query Q({declared})" if declared else "query Q"
-        text = "\n".join([f"{head} {{ edges {{ {' '.join(parts)} }} }}", *gen.fragments])
-        document = parse(text)
-        if validate(schema, document):
+        case = _edge_case(schema, gen, pod, sel, parts, variables=gen.variables)
+        if case is None:
             continue
-        gen.damage = rng.choice((0.0, 0.0, 0.0, 0.01, 0.05))
-        items = [gen.object(pod, [sel]) for _ in range(rng.randint(0, 12))]  # type: ignore[arg-type]
-        try:
-            raws = [orjson.dumps(item) for item in items]
-        except TypeError:
-            continue
-        cursors = [f"c{i}\u00e9\n" for i in range(len(raws))]
+        text, document, raws, cursors = case
         variables = {"yes": True, "no": False}
         results = []
         for root, executor in (
