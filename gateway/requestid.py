@@ -295,8 +295,6 @@ def operation_log(transport: str, operation_type: str, name: str | None) -> _Ope
 
 
 _STREAM_TYPES: Final = ((b"text/event-stream", "sse"), (b"multipart/mixed", "multipart"))
-#: The media types of :data:`_STREAM_TYPES`, for one ``startswith``.
-_STREAMED: Final = tuple(media for media, _ in _STREAM_TYPES)
 #: The response header that echoes the request id, encoded once.
 _HEADER_NAME: Final = HEADER.encode()
 
@@ -340,7 +338,7 @@ class RequestContext:
             return
         given = traceparent = None
         for name, value in scope["headers"]:  # one pass, the first of each (Headers.get's)
-            if name == b"x-request-id":
+            if name == _HEADER_NAME:
                 if given is None:
                     given = value.decode("latin-1")
             elif name == b"traceparent" and traceparent is None:
@@ -368,8 +366,9 @@ class RequestContext:
                 record.status = message.get("status", 101)
                 for k, v in response_headers:
                     if k.lower() == b"content-type":
-                        if v.startswith(_STREAMED):
-                            record.transport = _STREAM_TYPES[v.startswith(_STREAMED[1])][1]
+                        for media, transport in _STREAM_TYPES:
+                            if v.startswith(media):
+                                record.transport = transport
                         break
             elif t == "websocket.close" and record.status is None:
                 record.status = 403  # refused before the upgrade

@@ -658,8 +658,6 @@ class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         given: str | None = None
         traceparent: str | None = None
         authorized = False
-        # what may be refused is looked at closely only when a key of it is there
-        suspect = False
         for key, value in metadata:
             if key == HEADER and isinstance(value, str):
                 given = value
@@ -667,16 +665,13 @@ class Admission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 traceparent = value
             elif key == "authorization":
                 authorized = True
-            elif not isinstance(key, str) or key[:1] in "iIxX":  # impersonate-*, x-kube-cluster
-                suspect = True
         refusal: errors.GatewayError | None = None
-        if suspect:
-            try:
-                refuse_impersonation((key for key, _ in metadata), "gRPC metadata key")
-            except errors.GatewayError as exc:
-                refusal = exc
-            else:
-                refusal = cluster_name_refusal(metadata)
+        try:
+            refuse_impersonation((key for key, _ in metadata), "gRPC metadata key")
+        except errors.GatewayError as exc:
+            refusal = exc
+        else:
+            refusal = cluster_name_refusal(metadata)
         # Health checks answer while draining; reflection (the one stream-stream method)
         # too.
         gated = self.drain is not None and handler.stream_stream is None and service != _HEALTH

@@ -160,7 +160,8 @@ async def _read_body(request: Posted, limit: int) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     receive = request._receive
-    body: bytes | bytearray = b""
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
@@ -168,16 +169,12 @@ async def _read_body(request: Posted, limit: int) -> bytes:
                 raise ClientDisconnect()
             continue
         chunk = message.get("body", b"")
-        if not body:
-            body = chunk
-        else:
-            if isinstance(body, bytes):
-                body = bytearray(body)
-            body += chunk
-        if len(body) > limit:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
             raise _too_large(limit)
         if not message.get("more_body", False):
-            return bytes(body) if isinstance(body, bytearray) else body
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _decode(raw: bytes) -> Any:
