@@ -77,6 +77,7 @@ from gateway.core.lists.typedwire import (
     Writer,
     files_of,
 )
+from gateway.core.lists.typedwire import camel as mask_camel
 from gateway.core.lists.typedwire import project as mask_project
 from gateway.core.model import openapi, schema
 from gateway.core.model.options import (
@@ -273,6 +274,7 @@ __all__ = [
     "length_prefixed",
     "list_body",
     "list_of",
+    "mask_camel",
     "mask_project",
     "merge_views",
     "merged_contents",

@@ -17,11 +17,11 @@ A segment may also name a key of a map (``metadata.labels.app``): in JSON a map 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TypeAlias
 
 from gateway.core import errors
+from gateway.core import mask_camel as _camel
 from gateway.core import mask_project as project
 from gateway.grpc.contract import Contract, ProtoField, ProtoMessage
 
@@ -29,8 +29,6 @@ __all__ = ["Tree", "parse", "parse_json", "project"]
 
 Tree: TypeAlias = dict[str, "Tree | None"]
 """Selected fields: ``None`` selects a field whole, a dict selects inside it."""
-
-_SNAKE = re.compile(r"_([a-z0-9])")
 
 
 def _lookup(msg: ProtoMessage, name: str) -> ProtoField | None:
@@ -116,7 +114,3 @@ def parse_json(paths: Sequence[str]) -> Tree | None:
             causes=tuple(causes),
         )
     return tree
-
-
-def _camel(name: str) -> str:
-    return _SNAKE.sub(lambda m: m.group(1).upper(), name)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
@@ -90,6 +89,7 @@ from gateway.core import (
     kind_model,
     length_prefixed,
     list_body,
+    mask_camel,
     merge_views,
     open_fleet_stream,
     open_stream,
@@ -987,7 +987,6 @@ _RAW_BRACKETS: Final = 512
 _OPEN_OBJECT: Final = ord("{")
 _OPEN_ARRAY: Final = ord("[")
 _NULL: Final = b"null"
-_SNAKE: Final = re.compile(r"_([a-z0-9])")
 
 
 class _Objects:
@@ -1066,7 +1065,7 @@ def _raw_project(raw: bytes | memoryview, tree: masks.Tree) -> JSON:
         if text is None:
             if "_" not in key:
                 continue
-            key = _SNAKE.sub(lambda m: m.group(1).upper(), key)
+            key = mask_camel(key)
             text = _present(members.get(key))
             if text is None:
                 continue

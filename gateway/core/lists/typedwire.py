@@ -141,7 +141,9 @@ def files_of(descriptors: Iterable[Any]) -> tuple[bytes, ...]:
     return tuple(done.values())
 
 
-def _camel(name: str) -> str:
+def camel(name: str) -> str:
+    """A snake_case field name (a JSON-encoded FieldMask's) in camelCase: ``resource_version``
+    -> ``resourceVersion``."""
     return _SNAKE.sub(lambda m: m.group(1).upper(), name)
 
 
@@ -158,7 +160,7 @@ def project(obj: dict[str, Any], tree: Mask, *, loose: bool = False) -> dict[str
         if value is None:
             if not loose or "_" not in key:
                 continue
-            key = _camel(key)
+            key = camel(key)
             value = obj.get(key)
             if value is None:
                 continue
