@@ -15,7 +15,15 @@ reviews, log follows), ``catalog`` (discovery, OpenAPI documents, reloads), ``vi
 from __future__ import annotations
 
 from gateway.core import errors
-from gateway.core.calls.operations import Action, Call, Operation, list_body, operations, perform
+from gateway.core.calls.operations import (
+    Action,
+    Call,
+    Operation,
+    get_body,
+    list_body,
+    operations,
+    perform,
+)
 from gateway.core.calls.streaming import LogStream, ReadAhead, Stream, open_stream
 from gateway.core.catalog import openapi_documents
 from gateway.core.catalog.catalog import Catalog, CatalogHolder, GroupVersionKey
@@ -265,6 +273,7 @@ __all__ = [
     "field_tag",
     "files_of",
     "generate",
+    "get_body",
     "heap",
     "identity",
     "interval_of",

@@ -35,6 +35,7 @@ from gateway.core import (
     digest,
     errors,
     field_tag,
+    get_body,
     length_prefixed,
     list_body,
     open_stream,
@@ -219,21 +220,13 @@ class ResourceServicer(ServicerBase):
         """A ``Get``'s answer, written from the body's bytes (:meth:`Codec.object_from_bytes`:
         an unchanged object from what was written before) when it is small; else, or when
         it is not surely a JSON object, decoded and written the ordinary way."""
-        adapter = self.adapter
-        data = await adapter.get_body(
-            op.resource,
-            call.name,
-            namespace=op.namespace(call.namespace, call.body),
-            subresource=op.subresource,
-            credential=credential,
-            timeout=timeout,
-        )
+        data = await get_body(self.adapter, op, call, credential=credential, timeout=timeout)
         if len(data) < SMALL_GET_BYTES:
             key = tuple(request.read_mask.paths) if mask is not None else None
             done = self.codec.object_from_bytes(self.kind, data, mask, key)
             if done is not None:
                 return done
-        return self.codec.object_bytes(self.kind, await adapter.object_of(data), mask)
+        return self.codec.object_bytes(self.kind, await self.adapter.object_of(data), mask)
 
     async def _list(
         self,

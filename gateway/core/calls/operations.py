@@ -363,6 +363,32 @@ async def perform(
     raise ValueError(f"{op.action} streams: it is served by streams.open_stream(), not perform()")
 
 
+async def get_body(
+    adapter: KubeAdapter,
+    op: Operation,
+    call: Call,
+    *,
+    credential: Credential,
+    timeout: float | None = None,
+) -> bytes:
+    """A ``get`` operation's answer as the upstream sent it, not decoded (what
+    :func:`perform` decodes): the gRPC front end writes a small one from its bytes.
+
+    Raises:
+        GatewayError: refused before any request, or the upstream's error.
+    """
+    if op.action != "get":
+        raise ValueError(f"{op.describe()} is not a get")
+    return await adapter.get_body(
+        op.resource,
+        call.name,
+        namespace=op.namespace(call.namespace, call.body),
+        subresource=op.subresource,
+        credential=credential,
+        timeout=timeout,
+    )
+
+
 async def list_body(
     adapter: KubeAdapter,
     op: Operation,
