@@ -445,24 +445,39 @@ class Codec:
             if meta.__class__ is not dict or meta.get("continue") or len(raws or ()) > cap:
                 return None
         tag = self._items_tag[lst]
-        encode = self._writer.encode
-        memo = self.memo
-        parts = [encode(rest, lst)]
+        parts = [self._writer.encode(rest, lst)]
         for raw in raws or ():
-            key = (item, mask_key, bytes(raw))
-            written = memo.get(key)
+            try:
+                written = self._written(item, mask, mask_key, bytes(raw))
+            except (orjson.JSONDecodeError, RecursionError):
+                return None
             if written is None:
-                try:
-                    obj = orjson.loads(key[2])
-                except (orjson.JSONDecodeError, RecursionError):
-                    return None
-                if obj.__class__ is not dict:
-                    continue  # not an object: skipped, as the writer skips it
-                written = encode(masks.project(obj, mask) if mask is not None else obj, item)
-                memo.put(key, written)
+                continue  # not an object: skipped, as the writer skips it
             parts.append(tag + varint(len(written)))
             parts.append(written)
         return b"".join(parts)
+
+    def _written(
+        self, item: str, mask: masks.Tree | None, mask_key: Any, raw: bytes
+    ) -> bytes | None:
+        """The object whose JSON text is ``raw`` written as ``item`` (cut to ``mask``, which
+        ``mask_key`` names): from :attr:`memo`, or decoded, written and kept there; ``None``
+        where the JSON is not an object.
+
+        Raises:
+            orjson.JSONDecodeError, RecursionError: ``raw`` is not JSON ``orjson`` reads.
+        """
+        key = (item, mask_key, raw)
+        written = self.memo.get(key)
+        if written is None:
+            obj = orjson.loads(raw)
+            if obj.__class__ is not dict:
+                return None
+            written = self._writer.encode(
+                masks.project(obj, mask) if mask is not None else obj, item
+            )
+            self.memo.put(key, written)
+        return written
 
     def object_from_bytes(
         self, kind: str, data: bytes, mask: masks.Tree | None = None, mask_key: Any = None
@@ -474,21 +489,10 @@ class Codec:
         when that is not sure (not a JSON object ``orjson`` reads): the caller then decodes
         it the ordinary way, which says what is wrong.
         """
-        item = self._kinds[kind][0]
-        key = (item, mask_key, data)
-        memo = self.memo
-        written = memo.get(key)
-        if written is not None:
-            return written
         try:
-            obj = orjson.loads(data)
+            return self._written(self._kinds[kind][0], mask, mask_key, data)
         except (orjson.JSONDecodeError, RecursionError):
             return None
-        if obj.__class__ is not dict:
-            return None
-        written = self._writer.encode(masks.project(obj, mask) if mask is not None else obj, item)
-        memo.put(key, written)
-        return written
 
     def _encode_items(
         self, kind: str, items: Sequence[Any], mask: masks.Tree | None, parts: list[bytes]
