@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import math
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +164,30 @@ def test_a_filtered_or_profiled_run_does_not_write_the_table() -> None:
         with pytest.raises(SystemExit) as refused:
             bench_rps.main([*argv, "--out", "BENCHMARKS.md"])
         assert refused.value.code == 2
+
+
+def test_the_timed_grpc_runs_skip_the_answer_and_ask_the_same_calls(tmp_path: Path) -> None:
+    """The timed gRPC runs' descriptors: every PodService answer an empty message (ghz
+    skips its bytes, as vegeta does the direct rows'), the requests and everything else as
+    the real descriptors say."""
+    from google.protobuf import descriptor_pb2
+
+    real = bench_rps.protoset(tmp_path / "real.protoset")
+    opaque = bench_rps.opaque_protoset(real, tmp_path / "opaque.protoset")
+    before = descriptor_pb2.FileDescriptorSet.FromString(real.read_bytes())
+    after = descriptor_pb2.FileDescriptorSet.FromString(opaque.read_bytes())
+    assert [f.name for f in after.file] == [f.name for f in before.file]
+    changed = 0
+    for old, new in zip(before.file, after.file, strict=True):
+        for old_service, service in zip(old.service, new.service, strict=True):
+            for old_method, method in zip(old_service.method, service.method, strict=True):
+                assert method.input_type == old_method.input_type
+                assert method.server_streaming == old_method.server_streaming
+                if service.name == "PodService":
+                    empty = method.output_type.rsplit(".", 1)[1]
+                    (message,) = [m for m in new.message_type if m.name == empty]
+                    assert not message.field, message
+                    changed += 1
+                else:
+                    assert method.output_type == old_method.output_type
+    assert changed >= 2  # Get and List at least
