@@ -1,7 +1,8 @@
 """List workers: a large list decoded and projected (GraphQL) or written (gRPC's
 ``ResourceService``) in worker processes answers the same as the gateway's own decode, in
 every case the projection knows (planned fields, values only a serialiser completes, a list
-over the cap, a worker killed mid-life, several clusters at once)."""
+over the cap, a worker killed mid-life, several clusters at once); and a small GraphQL list,
+projected by the same code in the gateway's own process, answers the same as its decode."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import pytest
 
 from gateway.core.lists.body import Undecoded
 from gateway.core.lists.gzipped import gzip_size
-from gateway.core.lists.large import LARGE_BODY_BYTES
+from gateway.core.lists.jobs import NOT_DONE, OVER_CAP, projected_part
+from gateway.core.lists.large import LARGE_BODY_BYTES, LARGE_LIST, SMALL_PROJECTED_BYTES
 from gateway.core.lists.pool import FEED_FROM, FEED_FROM_GZIPPED, Feed, ListWorkers
 from gateway.core.lists.projections import build
 from gateway.core.model.registry import POD
@@ -556,3 +558,125 @@ async def test_a_caller_that_goes_mid_body_ends_the_worker_fed_and_frees_it_all(
         got = await _post(gateway, WIDE, ns=FED_NS)
         assert got == await _post(without, WIDE, ns=FED_NS)
         assert workers.projected == 1 and worker.stopped and worker not in workers._idle
+
+
+# -- small lists, projected in the gateway's own process ----------------------------------
+#
+# A small GraphQL list is projected from only what its selection reads, here
+# (``LargeLists.projected_here``): the same bytes as the ordinary path (the body decoded
+# whole, the projection run on it).  The ordinary path, on the same upstream: the gateway
+# with list workers keeps a body the upstream gzipped as it came (for a worker), and one
+# too small for a worker is then decoded whole here; the gateway without workers reads the
+# same body inflated, small enough to be projected from its bytes.  The demo gzips an
+# answer over 128 KiB, as the apiserver does.
+
+MID = "mid"
+#: Realistic pods (~2.5 KB each): a body over the demo's 128 KiB, under the small bound.
+MID_COUNT = 60
+
+
+@pytest.fixture
+async def mid(demo: DemoUpstream) -> None:
+    """A small list (in ``mid``) beside the large one."""
+    await demo.store.bulk_create(POD, make_pods(MID_COUNT, MID), namespace=MID)
+
+
+async def _handed_on(gateway: Gateway, namespace: str) -> Any:
+    """What a GraphQL list field of ``namespace``'s pods is handed (``deferrable``)."""
+    adapter = gateway.app.state.runtime.cluster.adapter
+    lists = adapter.large_lists
+    return await lists.handed_on(
+        lambda gzipped: adapter.list_body(
+            POD, namespace=namespace, credential=Credential(ADMIN), gzipped=gzipped
+        ),
+        deferrable=True,
+    )
+
+
+@pytest.mark.usefixtures("mid")
+async def test_a_small_list_goes_undecoded_to_be_projected(pair: tuple[Gateway, Gateway]) -> None:
+    with_workers, without = pair
+    ordinary = await _handed_on(with_workers, MID)
+    assert type(ordinary) is dict  # gzipped, too small for a worker: decoded whole, here
+    small = await _handed_on(without, MID)
+    assert type(small) is Undecoded and not small.gzipped  # projected from its bytes
+    assert 128 * 1024 < len(small.data) < SMALL_PROJECTED_BYTES
+
+
+@pytest.mark.parametrize(
+    ("query", "variables"),
+    [
+        (WIDE, {"ns": MID}),
+        (NARROW.replace('"big"', f'"{MID}"'), {}),
+        (RAW.replace('"big"', f'"{MID}"'), {}),
+        (DIRECTED, {"ns": MID, "ip": True}),
+        (DIRECTED, {"ns": MID, "ip": False}),
+        ('{ pods(namespace: "mid", limit: 10) { items { metadata { name } } } }', {}),
+    ],
+    ids=["wide", "narrow", "raw", "directed-on", "directed-off", "limit"],
+)
+@pytest.mark.usefixtures("mid")
+async def test_a_small_list_from_its_bytes_is_the_ordinary_paths_bytes(
+    pair: tuple[Gateway, Gateway], query: str, variables: dict[str, Any]
+) -> None:
+    with_workers, without = pair
+    got = await _post(without, query, **variables)
+    assert got == await _post(with_workers, query, **variables)
+    assert orjson.loads(got)["data"]["pods"]["items"]
+
+
+async def test_a_small_lists_value_only_a_serialiser_completes_is_completed_here(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway]
+) -> None:
+    with_workers, without = pair
+    odd = next(iter(make_pods(1, "odd", prefix="odd")))
+    odd["spec"]["priority"] = 2**40
+    await demo.store.bulk_create(POD, [*make_pods(MID_COUNT, "odd"), odd], namespace="odd")
+    got = await _post(without, WIDE, ns="odd")
+    assert got == await _post(with_workers, WIDE, ns="odd")
+    assert b"Int cannot represent non 32-bit signed integer value" in got
+
+
+@pytest.mark.usefixtures("mid")
+async def test_a_small_list_over_the_cap_is_refused_the_same_way(demo: DemoUpstream) -> None:
+    query = NARROW.replace('"big"', f'"{MID}"')
+    async with (
+        serve_gateway(demo, list_workers="1", max_list_items=MID_COUNT - 1) as with_workers,
+        serve_gateway(demo, list_workers="0", max_list_items=MID_COUNT - 1) as without,
+    ):
+        got = await _post(without, query)
+        assert got == await _post(with_workers, query)
+    assert f"more than {MID_COUNT - 1} pods match".encode() in got
+
+
+SPEC = (
+    "object",
+    "PodList",
+    (
+        (
+            "items",
+            1,
+            "items",
+            None,
+            ("list", False, ("object", "Pod", (("name", 0, "name", None, None, False),))),
+            False,
+        ),
+    ),
+)
+
+
+def test_a_part_is_projected_only_where_that_is_sure() -> None:
+    def body(items: list[Any], **more: Any) -> bytes:
+        return orjson.dumps({**more, "items": items})
+
+    assert projected_part(body([{"name": "a"}]), SPEC, 0, LARGE_LIST) == b'{"items":[{"name":"a"}]}'
+    # a large list: completed in slices by the caller, from the whole decode
+    many = body([{"name": "a"}] * LARGE_LIST)
+    assert projected_part(many, SPEC, 0, LARGE_LIST) == NOT_DONE
+    # past 64 bits: a whole decode reads a float
+    assert projected_part(b'{"items":[{"name":123456789012345678901234}]}', SPEC, 0, 9) == NOT_DONE
+    assert projected_part(b'[{"items":[]}]', SPEC, 0, 9) == NOT_DONE  # not an object
+    assert projected_part(b'{"items":[', SPEC, 0, 9) == NOT_DONE  # not JSON
+    assert projected_part(b'{"items":"\xff"}', SPEC, 0, 9) == NOT_DONE  # not UTF-8
+    over = body([{"name": "a"}, {"name": "b"}], metadata={"continue": "x"})
+    assert projected_part(over, SPEC, 1, 9) == OVER_CAP

@@ -53,6 +53,7 @@ __all__ = [
     "OVER_CAP",
     "Job",
     "project",
+    "projected_part",
     "read_part",
     "split_typed",
     "split_wire",
@@ -222,6 +223,29 @@ def read_part(data: bytes | bytearray | memoryview, spec: Spec) -> dict[str, Any
     except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
         return None
     return value if type(value) is dict else None
+
+
+def projected_part(
+    data: bytes | bytearray | memoryview, spec: Spec, cap: int, most_items: int
+) -> bytes | str:
+    """A ``project`` job done from only what ``spec`` reads (:func:`read_part`), in
+    whichever process calls it (the gateway's own, for a small list): its answer as
+    :func:`work` gives it (the projection's JSON, or :data:`OVER_CAP`), or
+    :data:`NOT_DONE` wherever a read of the part is not sure to give what the whole decode
+    does (:func:`read_part`, an integer past 64 bits) or the projection needs a scalar's
+    serialiser, and where the list holds ``most_items`` items or more (a large list, which
+    its caller completes in slices): the caller then decodes the body whole, the ordinary
+    way, once."""
+    part = read_part(data, spec)
+    if part is None:
+        return NOT_DONE
+    items = part.get("items")
+    if type(items) is list and len(items) >= most_items:
+        return NOT_DONE
+    try:
+        return cast("bytes | str", _answer(part, project(spec), cap))
+    except TypeError:  # an integer past 64 bits, which a whole decode reads as a float
+        return NOT_DONE
 
 
 def _projected(value: dict[str, Any], spec: Spec) -> bytes:

@@ -60,7 +60,7 @@ from gateway.core import errors
 from gateway.core.lists import slicedjson
 from gateway.core.lists.body import Undecoded, over_cap
 from gateway.core.lists.gzipped import gzip_size, inflated
-from gateway.core.lists.jobs import Job, project, split_wire
+from gateway.core.lists.jobs import OVER_CAP, Job, project, projected_part, split_wire
 from gateway.core.lists.parted import run_parts
 from gateway.core.lists.pool import ListWorkers
 from gateway.core.lists.projections import Spec
@@ -72,6 +72,7 @@ __all__ = [
     "FREE_ITEMS",
     "LARGE_BODY_BYTES",
     "LARGE_LIST",
+    "SMALL_PROJECTED_BYTES",
     "FetchBody",
     "LargeLists",
     "ListEncoding",
@@ -86,6 +87,10 @@ __all__ = [
 LARGE_BODY_BYTES: Final = 1 << 20
 #: A list (of a list response's ``items``) at least this long is a large list.
 LARGE_LIST: Final = 500
+#: A list body under this many bytes (not gzipped) that a GraphQL list field takes is handed
+#: on undecoded (:meth:`LargeLists.handed_on`, ``deferrable``) and projected in this process
+#: from only what its selection reads (:meth:`LargeLists.projected_here`).
+SMALL_PROJECTED_BYTES: Final = 256 * 1024
 #: Items freed between two yields by :meth:`ListScope.release` (~0.3 ms of realistic pods).
 FREE_ITEMS: Final = 25
 
@@ -274,6 +279,12 @@ class ListScope:
             self.end()
 
 
+def _small(body: Undecoded) -> bool:
+    """A body :meth:`LargeLists.projected_here` may project: small, as the upstream sent it
+    (not gzipped, not fed to a list worker)."""
+    return not body.gzipped and body.feed is None and len(body.data) < SMALL_PROJECTED_BYTES
+
+
 async def _free_in_slices(items: list[Any], per_turn: int) -> None:
     """Empty ``items`` from the end, ``per_turn`` items per event-loop step."""
     while len(items) > per_turn:
@@ -449,9 +460,11 @@ class LargeLists:
         from its decode to the end of that step, and from then on by whoever completes it
         (:meth:`complete`, :meth:`hold_until_next_turn`) until it is freed.
 
-        ``deferrable``: whoever completes it takes a large body undecoded too (a GraphQL
-        list field, which passes it to :meth:`projected`): with list workers it is then
-        answered as it came, for a worker to decode and project instead of this process.
+        ``deferrable``: whoever completes it takes a body undecoded too (a GraphQL list
+        field, which passes it to :meth:`projected_here`, then :meth:`projected`): a small
+        one (:data:`SMALL_PROJECTED_BYTES`) is answered as it came, to be projected here
+        from only what the selection reads, and with list workers a large one is too, for
+        a worker to decode and project instead of this process.
 
         Raises:
             Internal: the body is not a JSON object.
@@ -460,7 +473,8 @@ class LargeLists:
         workers = self._workers_for(deferrable)
         with self.scope(linger=True) as scope:
             body = await fetch(workers is not None)
-            if workers is not None and self._for_a_worker(body):
+            small = deferrable and _small(body)
+            if small or (workers is not None and self._for_a_worker(body)):
                 return body
             return await self._decoded_in(scope, body)
 
@@ -485,11 +499,11 @@ class LargeLists:
         return await workers.run(body, job)
 
     async def projected(self, body: Undecoded, spec: Spec | None) -> bytes | JSON:
-        """A large body :meth:`handed_on` undecoded, projected by ``spec`` (a GraphQL list
-        field's plan, :mod:`gateway.core.lists.projections`): by a list worker into the
-        projection's JSON (``bytes``, to embed as it is), or, when none can (no plan, a
-        value only a serialiser here completes, no worker), decoded here (:meth:`decoded`)
-        for the caller to complete.
+        """A body :meth:`handed_on` undecoded, projected by ``spec`` (a GraphQL list
+        field's plan, :mod:`gateway.core.lists.projections`): a large one by a list worker
+        into the projection's JSON (``bytes``, to embed as it is), or, when none can (no
+        plan, a value only a serialiser here completes, no worker, a body not large
+        enough for one), decoded here (:meth:`decoded`) for the caller to complete.
 
         Raises:
             Internal: the body is not a JSON object.
@@ -497,11 +511,30 @@ class LargeLists:
             RequestEntityTooLarge: more items than the cap.
         """
         workers = self.workers
-        if spec is not None and workers is not None:
+        if spec is not None and workers is not None and self._for_a_worker(body):
             done = await workers.run(body, project(spec))
             if done is not None:
                 return done
         return await self.decoded(body)
+
+    @staticmethod
+    def projected_here(body: Undecoded, spec: Spec | None) -> bytes | None:
+        """A small body :meth:`handed_on` undecoded (under :data:`SMALL_PROJECTED_BYTES`),
+        projected by ``spec`` here and now, from only what ``spec`` reads
+        (:func:`~gateway.core.lists.jobs.projected_part`: a list worker's projection, the
+        same JSON): ``None`` where that is not sure (no plan, a value only a serialiser
+        here completes, a large list, a body that is not a JSON object), for the caller to
+        have it decoded (:meth:`projected`) and completed the ordinary way.
+
+        Raises:
+            RequestEntityTooLarge: more items than the body's cap.
+        """
+        if spec is None or not _small(body):
+            return None
+        done = projected_part(body.data, spec, body.cap, LARGE_LIST)
+        if done == OVER_CAP:
+            raise body.refusal()
+        return done if type(done) is bytes else None
 
     async def decoded(self, body: Undecoded, *, linger: bool = True) -> JSON:
         """A list body decoded here, the ordinary way, the cap checked; a large one with the

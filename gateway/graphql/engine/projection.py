@@ -24,12 +24,14 @@ Like any asynchronous resolver, such a list lets the other fields of its operati
 meanwhile: the errors of fields completing concurrently may come in another order than a
 synchronous completion would give.
 
-With list workers (:mod:`gateway.core.lists.pool`), a large list body reaches its field's
-completion undecoded (the resolver asked for it: ``LargeLists.handed_on(..., deferrable=True)``),
-and the core's large-list scope is given a plan's plain-data form (:attr:`Plan.spec`) to go
-with it to a worker process (``LargeLists.projected``), whose projected JSON is embedded in
-the answer as it is; a body no worker can project is decoded there and completed as above.
-The generated code is :mod:`gateway.core.lists.projections`'s, the same in both places.
+A small list body (and, with list workers, :mod:`gateway.core.lists.pool`, a large one)
+reaches its field's completion undecoded (the resolver asked for it:
+``LargeLists.handed_on(..., deferrable=True)``), and the core's large-list scope is given a
+plan's plain-data form (:attr:`Plan.spec`): a small body is projected in this process from
+only what the selection reads, without decoding the rest (``LargeLists.projected_here``), a
+large one in a worker process (``LargeLists.projected``), and the projected JSON is embedded
+in the answer as it is; a body neither can project is decoded here and completed as above.
+The generated code is :mod:`gateway.core.lists.projections`'s, the same in every place.
 """
 
 from __future__ import annotations
@@ -474,15 +476,23 @@ class ProjectingExecutor(CompletingExecutor):
         except Fallback:
             return Substitute(node.whole)
 
-    async def _undecoded(
-        self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded
-    ) -> Any:
-        """A large list body the large-list scope handed on undecoded: projected by a list
-        worker (``LargeLists.projected``) into JSON embedded as it is, or, when no worker can
-        (no plan for this selection, a value only a serialiser here can complete, no
-        worker), decoded and completed as any decoded list is."""
+    def _undecoded(self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded) -> Any:
+        """A list body the large-list scope handed on undecoded: a small one projected here
+        and now from only what the selection reads (``LargeLists.projected_here``), a large
+        one by a list worker (``LargeLists.projected``), into JSON embedded as it is; or,
+        when neither can (no plan for this selection, a value only a serialiser here can
+        complete, no worker), decoded and completed as any decoded list is."""
         plan = self._plan(return_type, fields)
-        value = await self._large_lists().projected(body, None if plan is None else plan.spec)
+        spec = None if plan is None else plan.spec
+        done = self._large_lists().projected_here(body, spec)
+        if done is not None:
+            return orjson.Fragment(done)
+        return self._projected(return_type, fields, body, spec)
+
+    async def _projected(
+        self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded, spec: Spec | None
+    ) -> Any:
+        value = await self._large_lists().projected(body, spec)
         if type(value) is bytes:
             return orjson.Fragment(value)
         done = self.complete_directly(return_type, fields, value)
