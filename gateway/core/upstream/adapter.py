@@ -124,11 +124,16 @@ async def _read_for_workers(
         # said long: fed from its first piece (a worker taken, or started, meanwhile);
         # said short: read whole, as before
         may_feed, least = int(length) >= least, 0
+    # An answer read whole already (the lean transport's small one without a content
+    # encoding, whose bytes are the raw ones) is taken as it is, unless it is for a worker.
+    whole = response.is_stream_consumed and not gzipped
+    if whole and not (may_feed and len(response.content) >= least):
+        return _Read(response.content, False, None)
     pieces: list[bytes] = []
     size = 0
     feed: Feed | None = None
     try:
-        async for piece in response.aiter_raw():
+        async for piece in response.aiter_bytes() if whole else response.aiter_raw():
             pieces.append(piece)
             size += len(piece)
             if feed is not None:
@@ -453,8 +458,12 @@ class KubeAdapter:
             response = await direct.handle_async_request(request)
             response.request = request
         try:
-            coding = response.headers.get("content-encoding")
-            if gzipped and response.status_code < 400 and coding in (None, "gzip", "identity"):
+            if (
+                gzipped
+                and response.status_code < 400
+                and (coding := response.headers.get("content-encoding"))
+                in (None, "gzip", "identity")
+            ):
                 response.extensions[_READ] = await _read_for_workers(
                     response, workers, gzipped=coding == "gzip", job=job
                 )
