@@ -153,6 +153,19 @@ async def _read_for_workers(
     return _Read(pieces[0] if len(pieces) == 1 else b"".join(pieces), gzipped, feed)
 
 
+#: The HTTP method of each verb.
+_METHODS: dict[str, Method] = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
+
+
 def build_request(
     resource: Resource,
     verb: Verb,
@@ -186,16 +199,7 @@ def build_request(
         path = resource.path(namespace, name, subresource)
     except ValueError as exc:
         raise errors.InvalidParameter(str(exc)) from None
-    method: Method = {
-        "get": "GET",
-        "list": "GET",
-        "watch": "GET",
-        "create": "POST",
-        "update": "PUT",
-        "patch": "PATCH",
-        "delete": "DELETE",
-        "deletecollection": "DELETE",
-    }[verb]  # type: ignore[assignment]
+    method = _METHODS[verb]
     content: bytes | None
     if body is None:
         content = None
