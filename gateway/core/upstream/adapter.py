@@ -45,6 +45,7 @@ from gateway.core.upstream.client import UpstreamClient
 from gateway.core.upstream.config import ConfigError
 from gateway.core.upstream.credentials import ANONYMOUS, Credential, refused_without_credential
 from gateway.core.upstream.identity import FORWARDING, OWN_REQUEST, TOKEN_REVIEW_PATH, Identity
+from gateway.core.upstream.lean import READ_WHOLE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -459,6 +460,7 @@ class KubeAdapter:
                 return await http.send(request, stream=stream)
             response = await http.send(request, stream=True)
         else:
+            request.extensions[READ_WHOLE] = True  # (read below, whole or as raw bytes)
             response = await direct.handle_async_request(request)
             response.request = request
         try:

@@ -53,7 +53,7 @@ from typing import Any, Final
 import httptools
 import httpx
 
-__all__ = ["LeanTransport", "encoded_headers", "whole_answer"]
+__all__ = ["READ_WHOLE", "LeanTransport", "encoded_headers", "whole_answer"]
 
 #: Unread body bytes past which a connection stops reading (and resumes below a quarter).
 _HIGH_WATER: Final = 256 * 1024
@@ -62,6 +62,9 @@ _WRITE_HIGH_WATER: Final = 64 * 1024
 #: Methods sent again on a new connection when a reused one failed before any answer.
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _CRLF: Final = b"\r\n"
+#: A request extension: its caller reads the answer whole (``read()``), never as a raw
+#: stream, so an answer whole with its head may be given read already (:func:`whole_answer`).
+READ_WHOLE: Final = "kube_gateway.read_whole"
 #: The most bytes an answer's status line and headers may take (h11's limit is 16 KiB;
 #: the apiserver's headers are well under it): an endless head is refused, not buffered.
 MAX_HEAD_BYTES: Final = 64 * 1024
@@ -584,7 +587,13 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 # The whole answer came with its head (a small one nearly always does): its
                 # body in memory and the connection back in the pool now, so that reading
                 # the answer is no walk through httpx's async byte-stream layers.
-                answer = whole_answer(conn.status, conn.reason, conn.headers, conn.take() or b"")
+                answer = whole_answer(
+                    conn.status,
+                    conn.reason,
+                    conn.headers,
+                    conn.take() or b"",
+                    read=bool(request.extensions.get(READ_WHOLE)),
+                )
                 self._release(conn)
                 return answer
         except BaseException:
@@ -643,15 +652,14 @@ def encoded_headers(raw: list[tuple[bytes, bytes]]) -> httpx.Headers:
 
 
 def whole_answer(
-    status: int, reason: bytes, raw: list[tuple[bytes, bytes]], body: bytes
+    status: int, reason: bytes, raw: list[tuple[bytes, bytes]], body: bytes, *, read: bool
 ) -> httpx.Response:
-    """An answer whose body came whole with its head, as httpx would give it once read
-    (``Response(stream=ByteStream(body))`` and ``read()``), for less: its headers are
-    :func:`encoded_headers` with the encoding httpx would find (``ascii`` when every name
-    and value is); a body without ``Content-Encoding`` is in place as read, the response
-    closed and its stream consumed (what ``read()`` leaves), where httpx's read walks its
-    decoder and chunker layers for the same bytes; one with an encoding is left for httpx
-    to decode when read."""
+    """An answer whose body came whole with its head (``Response(stream=ByteStream(body))``)
+    for less: its headers are :func:`encoded_headers` with the encoding httpx would find
+    (``ascii`` when every name and value is).  ``read`` (the request said :data:`READ_WHOLE`):
+    a body without ``Content-Encoding`` is in place as ``read()`` leaves it (the response
+    closed, its stream consumed), where httpx's read walks its decoder and chunker layers for
+    the same bytes; one with an encoding, or not ``read``, is left for httpx to read."""
     headers = encoded_headers(raw)
     answer = httpx.Response(
         status,
@@ -663,7 +671,7 @@ def whole_answer(
         return answer
     if b"".join(itertools.chain.from_iterable(raw)).isascii():
         answer.headers.encoding = "ascii"  # what httpx would find, without its two passes
-    if all(name != b"content-encoding" for _, name, _ in answer.headers._list):
+    if read and all(name != b"content-encoding" for _, name, _ in answer.headers._list):
         answer._content = body
         answer._num_bytes_downloaded = len(body)
         answer.is_stream_consumed = answer.is_closed = True

@@ -28,7 +28,7 @@ from gateway.core.model.registry import POD, REGISTRY
 from gateway.core.upstream.adapter import KubeAdapter, Request
 from gateway.core.upstream.client import build_http_client
 from gateway.core.upstream.credentials import ANONYMOUS, Credential
-from gateway.core.upstream.lean import LeanTransport
+from gateway.core.upstream.lean import READ_WHOLE, LeanTransport
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
 from tests.core.upstream.upstream_fixtures import EchoServer, Pki, b64, pki, resolve
@@ -398,11 +398,12 @@ def _seen(response: httpx.Response) -> dict[str, Any]:
 
 @pytest.mark.parametrize("loop", RUNNERS)
 def test_a_whole_answer_is_what_httpx_gives_once_read(loop: str) -> None:
-    """The lean transport builds a whole answer for less (its headers from their bytes, a
-    body without a content encoding in place as read): every answer must read exactly as
-    httpx's own transport gives it once read, a non-ASCII header, repeated ones, gzip and
-    ``identity`` encodings and an empty body included; and the adapter takes a list's raw
-    bytes from it, as they came, the gzipped one still gzipped."""
+    """The lean transport builds a whole answer for less (its headers from their bytes; for
+    a caller that reads it whole, a body without a content encoding in place as read):
+    every answer must read exactly as httpx's own transport gives it once read, a non-ASCII
+    header, repeated ones, gzip and ``identity`` encodings and an empty body included; a
+    caller that streams it reads the raw bytes; and the adapter takes a list's raw bytes
+    from it, as they came, the gzipped one still gzipped."""
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -418,17 +419,24 @@ def test_a_whole_answer_is_what_httpx_gives_once_read(loop: str) -> None:
             try:
                 for path in WHOLE_ANSWERS:
                     seen = []
-                    for transport in (lean_transport, httpx_transport):
+                    for transport, extensions in (
+                        (httpx_transport, {}),
+                        (lean_transport, {}),
+                        (lean_transport, {READ_WHOLE: True}),  # given read already
+                    ):
                         response = await transport.handle_async_request(
-                            httpx.Request("GET", url + path)
+                            httpx.Request("GET", url + path, extensions=extensions)
                         )
                         await response.aread()
                         seen.append(_seen(response))
-                    assert seen[0] == seen[1], path
+                    assert seen[0] == seen[1] == seen[2], path
             finally:
                 await lean_transport.aclose()
                 await httpx_transport.aclose()
             async with lean(url) as client:
+                # a caller that did not say it reads whole may read the raw stream
+                async with client.stream("GET", "/plain") as response:
+                    assert [chunk async for chunk in response.aiter_raw()] == [b'{"kind":1}\n']
                 adapter = KubeAdapter(client)
                 for path, data in (
                     ("/plain", b'{"kind":1}\n'),
