@@ -210,6 +210,9 @@ class Metrics:
         )
         self._clusters = _ClustersCollector()
         self._clusters_registered = False
+        #: Each upstream series once looked up (``labels`` checks and converts its values
+        #: and takes a lock on every call).
+        self._upstream_series: dict[tuple[str, str, int | None], Histogram] = {}
 
     @contextlib.contextmanager
     def operation(self, transport: Transport, name: str, resource: str) -> Iterator[None]:
@@ -243,8 +246,12 @@ class Metrics:
 
     def upstream(self, verb: str, resource: str, code: int | None, seconds: float) -> None:
         """One upstream request (``code`` ``None``: no response came back)."""
-        label = str(code) if code is not None else "error"
-        self.upstream_seconds.labels(verb, resource, label).observe(seconds)
+        series = self._upstream_series.get((verb, resource, code))
+        if series is None:  # (a bounded set: verbs, the registry's resources, status codes)
+            label = str(code) if code is not None else "error"
+            series = self.upstream_seconds.labels(verb, resource, label)
+            self._upstream_series[verb, resource, code] = series
+        series.observe(seconds)
         spent = UPSTREAM_SECONDS.get()
         if spent is not None:
             spent[0] += seconds

@@ -45,6 +45,7 @@ from gateway.core.upstream.client import UpstreamClient
 from gateway.core.upstream.config import ConfigError
 from gateway.core.upstream.credentials import ANONYMOUS, Credential, refused_without_credential
 from gateway.core.upstream.identity import FORWARDING, OWN_REQUEST, TOKEN_REVIEW_PATH, Identity
+from gateway.core.upstream.lean import READ_WHOLE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -124,11 +125,16 @@ async def _read_for_workers(
         # said long: fed from its first piece (a worker taken, or started, meanwhile);
         # said short: read whole, as before
         may_feed, least = int(length) >= least, 0
+    # An answer read whole already (the lean transport's small one without a content
+    # encoding, whose bytes are the raw ones) is taken as it is, unless it is for a worker.
+    whole = response.is_stream_consumed and not gzipped
+    if whole and not (may_feed and len(response.content) >= least):
+        return _Read(response.content, False, None)
     pieces: list[bytes] = []
     size = 0
     feed: Feed | None = None
     try:
-        async for piece in response.aiter_raw():
+        async for piece in response.aiter_bytes() if whole else response.aiter_raw():
             pieces.append(piece)
             size += len(piece)
             if feed is not None:
@@ -146,6 +152,19 @@ async def _read_for_workers(
             feed.abandon()
         raise
     return _Read(pieces[0] if len(pieces) == 1 else b"".join(pieces), gzipped, feed)
+
+
+#: The HTTP method of each verb.
+_METHODS: dict[str, Method] = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
 
 
 def build_request(
@@ -181,16 +200,7 @@ def build_request(
         path = resource.path(namespace, name, subresource)
     except ValueError as exc:
         raise errors.InvalidParameter(str(exc)) from None
-    method: Method = {
-        "get": "GET",
-        "list": "GET",
-        "watch": "GET",
-        "create": "POST",
-        "update": "PUT",
-        "patch": "PATCH",
-        "delete": "DELETE",
-        "deletecollection": "DELETE",
-    }[verb]  # type: ignore[assignment]
+    method = _METHODS[verb]
     content: bytes | None
     if body is None:
         content = None
@@ -450,11 +460,16 @@ class KubeAdapter:
                 return await http.send(request, stream=stream)
             response = await http.send(request, stream=True)
         else:
+            request.extensions[READ_WHOLE] = True  # (read below, whole or as raw bytes)
             response = await direct.handle_async_request(request)
             response.request = request
         try:
-            coding = response.headers.get("content-encoding")
-            if gzipped and response.status_code < 400 and coding in (None, "gzip", "identity"):
+            if (
+                gzipped
+                and response.status_code < 400
+                and (coding := response.headers.get("content-encoding"))
+                in (None, "gzip", "identity")
+            ):
                 response.extensions[_READ] = await _read_for_workers(
                     response, workers, gzipped=coding == "gzip", job=job
                 )

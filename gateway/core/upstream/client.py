@@ -29,7 +29,7 @@ import httpx
 
 from gateway.core.upstream.auth import gateway_auth
 from gateway.core.upstream.config import ConfigError, UpstreamConfig
-from gateway.core.upstream.lean import LeanTransport
+from gateway.core.upstream.lean import LeanTransport, encoded_headers
 from gateway.core.upstream.transport import use_asyncio_backend
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class RequestFactory:
     headers (``stream=``), with the ``Host`` and ``Content-Length`` headers httpx would add.
     """
 
-    __slots__ = ("_base", "_headers", "_prefix", "_reference", "_timeout", "_timeouts")
+    __slots__ = ("_base", "_headers", "_prefix", "_reference", "_timeout")
 
     def __init__(self, client: httpx.AsyncClient) -> None:
         base = client.base_url
@@ -144,7 +144,6 @@ class RequestFactory:
             (name, value) for name, value in client.headers.raw if name.lower() != b"accept"
         ]
         self._timeout = client.timeout.as_dict()
-        self._timeouts: dict[float, dict[str, float | None]] = {}
 
     def url(self, path: str, params: list[tuple[str, str]] | tuple[()] = ()) -> httpx.URL:
         # (what str(httpx.QueryParams(params)) gives for pairs of strings)
@@ -177,19 +176,20 @@ class RequestFactory:
             raw.append((b"Content-Length", b"%d" % len(content)))
         elif method in ("POST", "PUT", "PATCH"):
             raw.append((b"Content-Length", b"0"))
-        if timeout is None:
-            limits = self._timeout
-        elif (limits := self._timeouts.get(timeout)) is None:  # type: ignore[assignment]
-            if len(self._timeouts) > 64:
-                self._timeouts.clear()
-            limits = self._timeouts[timeout] = httpx.Timeout(timeout).as_dict()
+        # (httpx.Timeout(timeout).as_dict(): the one limit for every phase; a call's
+        # deadline gives a new one each time, so none is kept)
+        limits = (
+            self._timeout
+            if timeout is None
+            else {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        )
         extensions = (
             {"timeout": limits} if extensions is None else {"timeout": limits, **extensions}
         )
         request = httpx.Request(
             method,
             url,
-            headers=raw,
+            headers=encoded_headers(raw),
             stream=httpx.ByteStream(content or b""),
             extensions=extensions,
         )

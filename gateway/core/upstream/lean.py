@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import socket
 import ssl
 import time
@@ -52,7 +53,7 @@ from typing import Any, Final
 import httptools
 import httpx
 
-__all__ = ["LeanTransport"]
+__all__ = ["READ_WHOLE", "LeanTransport", "encoded_headers", "whole_answer"]
 
 #: Unread body bytes past which a connection stops reading (and resumes below a quarter).
 _HIGH_WATER: Final = 256 * 1024
@@ -61,6 +62,9 @@ _WRITE_HIGH_WATER: Final = 64 * 1024
 #: Methods sent again on a new connection when a reused one failed before any answer.
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _CRLF: Final = b"\r\n"
+#: A request extension: its caller reads the answer whole (``read()``), never as a raw
+#: stream, so an answer whole with its head may be given read already (:func:`whole_answer`).
+READ_WHOLE: Final = "kube_gateway.read_whole"
 #: The most bytes an answer's status line and headers may take (h11's limit is 16 KiB;
 #: the apiserver's headers are well under it): an endless head is refused, not buffered.
 MAX_HEAD_BYTES: Final = 64 * 1024
@@ -79,7 +83,10 @@ class _Connection(asyncio.Protocol):
     state the pool asks about (ended? idle since when?)."""
 
     __slots__ = (
+        "_deadline",
         "_drained",
+        "_timer",
+        "_timer_at",
         "_waiter",
         "body",
         "buffered",
@@ -124,6 +131,11 @@ class _Connection(asyncio.Protocol):
         self.write_paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
+        #: The read deadline of the current wait (the loop's time), if it has one, and the
+        #: connection's read timer, when armed, and its time.
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
     # -- the loop's side -------------------------------------------------------------------
 
@@ -165,6 +177,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
+        if self._timer is not None:  # (it holds this connection until it fires)
+            self._timer.cancel()
+            self._timer = None
         # the parser holds this connection's bound methods: a cycle the cyclic collector
         # (held off in a served process) would be left to free with the socket's buffers
         self.parser = None
@@ -217,16 +232,41 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(None)
 
     async def wait(self, timeout: float | None) -> None:
-        """Until the loop delivers something on this connection (or ``timeout`` passes)."""
-        self._waiter = waiter = asyncio.get_running_loop().create_future()
+        """Until the loop delivers something on this connection.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        if timeout is not None:
+            self._deadline = due = loop.time() + timeout
+            # One timer per connection, re-armed when it fires early, rather than one made
+            # and cancelled per wait (asyncio.timeout's, ~9 µs a call on uvloop): a call's
+            # deadline on a kept-alive connection is most often later than the last one's.
+            if self._timer is None or self._timer_at > due:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer_at = due
+                self._timer = loop.call_at(due, self._timed)
         try:
-            if timeout is None:
-                await waiter
-            else:
-                async with asyncio.timeout(timeout):
-                    await waiter
+            await waiter
         finally:
             self._waiter = None
+            self._deadline = None
+
+    def _timed(self) -> None:
+        """The read timer: the waiter's deadline passed (it times out), or lies further on
+        (the timer is armed again for it), or nobody waits with one (the timer lapses)."""
+        self._timer = None
+        due, waiter = self._deadline, self._waiter
+        if due is None or waiter is None or waiter.done():
+            return
+        if due <= self._timer_at:
+            waiter.set_exception(TimeoutError())
+            return
+        self._timer_at = due
+        self._timer = asyncio.get_running_loop().call_at(due, self._timed)
 
     def start(self, method: str) -> None:
         """Ready for a new answer."""
@@ -547,12 +587,12 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 # The whole answer came with its head (a small one nearly always does): its
                 # body in memory and the connection back in the pool now, so that reading
                 # the answer is no walk through httpx's async byte-stream layers.
-                body = conn.take() or b""
-                answer = httpx.Response(
+                answer = whole_answer(
                     conn.status,
-                    headers=conn.headers,
-                    stream=httpx.ByteStream(body),
-                    extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason},
+                    conn.reason,
+                    conn.headers,
+                    conn.take() or b"",
+                    read=bool(request.extensions.get(READ_WHOLE)),
                 )
                 self._release(conn)
                 return answer
@@ -563,7 +603,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise
         return httpx.Response(
             conn.status,
-            headers=conn.headers,
+            headers=encoded_headers(conn.headers),
             stream=_Body(conn, read),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason},
         )
@@ -579,6 +619,63 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 waiter.cancel()
         self._waiting.clear()
         await asyncio.sleep(0)  # let the loop run the closes
+
+
+def _keeps_triples() -> bool:
+    """Does this httpx keep a ``Headers``' items as ``(name, lowered name, value)`` in
+    ``_list`` beside its ``_encoding``, and a ``Response``'s body read in ``_content``
+    (httpx 0.28's layout)?"""
+    headers = httpx.Headers([(b"X-Probe", b"1")])
+    response = httpx.Response(200, headers=headers, stream=httpx.ByteStream(b"x"))
+    response.read()
+    return (
+        vars(headers) == {"_list": [(b"X-Probe", b"x-probe", b"1")], "_encoding": None}
+        and getattr(response, "_content", None) == b"x"
+        and response.num_bytes_downloaded == 1
+    )
+
+
+#: httpx's own layout is known (else every answer and request is built the public way).
+_TRIPLES: Final = _keeps_triples()
+
+
+def encoded_headers(raw: list[tuple[bytes, bytes]]) -> httpx.Headers:
+    """``httpx.Headers(raw)`` for names and values that are bytes already: the same items
+    (each name beside its lowered form, as httpx keeps them) without httpx's per-item
+    normalisation, which for bytes changes nothing."""
+    if not _TRIPLES:
+        return httpx.Headers(raw)
+    headers = httpx.Headers.__new__(httpx.Headers)
+    headers._list = [(name, name.lower(), value) for name, value in raw]
+    headers._encoding = None
+    return headers
+
+
+def whole_answer(
+    status: int, reason: bytes, raw: list[tuple[bytes, bytes]], body: bytes, *, read: bool
+) -> httpx.Response:
+    """An answer whose body came whole with its head (``Response(stream=ByteStream(body))``)
+    for less: its headers are :func:`encoded_headers` with the encoding httpx would find
+    (``ascii`` when every name and value is).  ``read`` (the request said :data:`READ_WHOLE`):
+    a body without ``Content-Encoding`` is in place as ``read()`` leaves it (the response
+    closed, its stream consumed), where httpx's read walks its decoder and chunker layers for
+    the same bytes; one with an encoding, or not ``read``, is left for httpx to read."""
+    headers = encoded_headers(raw)
+    answer = httpx.Response(
+        status,
+        headers=headers,
+        stream=httpx.ByteStream(body),
+        extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
+    )
+    if not _TRIPLES:
+        return answer
+    if b"".join(itertools.chain.from_iterable(raw)).isascii():
+        answer.headers.encoding = "ascii"  # what httpx would find, without its two passes
+    if read and all(name != b"content-encoding" for _, name, _ in answer.headers._list):
+        answer._content = body
+        answer._num_bytes_downloaded = len(body)
+        answer.is_stream_consumed = answer.is_closed = True
+    return answer
 
 
 async def _write_wait(conn: _Connection, timeout: float | None) -> None:

@@ -23,11 +23,12 @@ import orjson
 import pytest
 import uvloop
 
+from gateway.core.model.options import ListOptions
 from gateway.core.model.registry import POD, REGISTRY
 from gateway.core.upstream.adapter import KubeAdapter, Request
 from gateway.core.upstream.client import build_http_client
 from gateway.core.upstream.credentials import ANONYMOUS, Credential
-from gateway.core.upstream.lean import LeanTransport
+from gateway.core.upstream.lean import READ_WHOLE, LeanTransport
 from kube_gateway_demo import DemoUpstream
 from kube_gateway_demo.sample import make_pods
 from tests.core.upstream.upstream_fixtures import EchoServer, Pki, b64, pki, resolve
@@ -362,6 +363,93 @@ def test_an_answer_whole_with_its_head_is_handed_over_whole(loop: str) -> None:
     RUNNERS[loop](run())
 
 
+#: Answers a server may send whole in one write: each is read through the lean transport and
+#: through httpx's own (httpcore's pool), and the two responses must be the same.
+WHOLE_ANSWERS: dict[str, bytes] = {
+    "/plain": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nAudit-Id: a-1\r\n"
+    b'Content-Length: 11\r\n\r\n{"kind":1}\n',
+    "/chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nX-A: 2\r\n\r\n"
+    b"4\r\n[1,2\r\n2\r\n,3\r\n1\r\n]\r\n0\r\n\r\n",
+    "/latin": b"HTTP/1.1 404 Not Found\r\nX-Name: caf\xe9\r\nContent-Length: 2\r\n\r\n{}",
+    "/gzip": b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%b"
+    % (len(gzip.compress(b"[1]", mtime=0)), gzip.compress(b"[1]", mtime=0)),
+    "/identity": b"HTTP/1.1 200 OK\r\ncontent-encoding: identity\r\ncontent-length: 3\r\n\r\n[2]",
+    "/empty": b"HTTP/1.1 204 No Content\r\nDate: Sun, 29 Nov 2026 06:00:00 GMT\r\n\r\n",
+}
+
+
+def _seen(response: httpx.Response) -> dict[str, Any]:
+    """Everything a reader of a read response can see."""
+    return {
+        "status": response.status_code,
+        "reason": response.reason_phrase,
+        "version": response.http_version,
+        "raw": response.headers.raw,
+        "items": response.headers.multi_items(),
+        "encoding": response.headers.encoding,
+        "content": response.content,
+        "text": response.text,
+        "closed": response.is_closed,
+        "consumed": response.is_stream_consumed,
+        "downloaded": response.num_bytes_downloaded,
+        "raw content-encoding": response.headers.get("content-encoding"),
+    }
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_a_whole_answer_is_what_httpx_gives_once_read(loop: str) -> None:
+    """The lean transport builds a whole answer for less (its headers from their bytes; for
+    a caller that reads it whole, a body without a content encoding in place as read):
+    every answer must read exactly as httpx's own transport gives it once read, a non-ASCII
+    header, repeated ones, gzip and ``identity`` encodings and an empty body included; a
+    caller that streams it reads the raw bytes; and the adapter takes a list's raw bytes
+    from it, as they came, the gzipped one still gzipped."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            target = (await read_request(reader)).split(b" ")[1].decode()
+            # (a list's answer is named by its label selector: labelSelector=case%3D/plain)
+            case = target.partition("case%3D")[2].partition("&")[0].replace("%2F", "/")
+            writer.write(WHOLE_ANSWERS[case or target])
+
+    async def run() -> None:
+        async with serving(handler) as url:
+            lean_transport = LeanTransport()
+            httpx_transport = httpx.AsyncHTTPTransport()
+            try:
+                for path in WHOLE_ANSWERS:
+                    seen = []
+                    for transport, extensions in (
+                        (httpx_transport, {}),
+                        (lean_transport, {}),
+                        (lean_transport, {READ_WHOLE: True}),  # given read already
+                    ):
+                        response = await transport.handle_async_request(
+                            httpx.Request("GET", url + path, extensions=extensions)
+                        )
+                        await response.aread()
+                        seen.append(_seen(response))
+                    assert seen[0] == seen[1] == seen[2], path
+            finally:
+                await lean_transport.aclose()
+                await httpx_transport.aclose()
+            async with lean(url) as client:
+                # a caller that did not say it reads whole may read the raw stream
+                async with client.stream("GET", "/plain") as response:
+                    assert [chunk async for chunk in response.aiter_raw()] == [b'{"kind":1}\n']
+                adapter = KubeAdapter(client)
+                for path, data in (
+                    ("/plain", b'{"kind":1}\n'),
+                    ("/chunked", b"[1,2,3]"),
+                    ("/gzip", gzip.compress(b"[1]", mtime=0)),
+                ):
+                    options = ListOptions(label_selector=f"case={path}")
+                    body = await adapter.list_body(POD, options=options, gzipped=True)
+                    assert (body.data, body.gzipped, body.feed) == (data, path == "/gzip", None)
+
+    RUNNERS[loop](run())
+
+
 async def test_a_large_body_is_read_with_bounded_buffering() -> None:
     """A reader that does not read: the transport stops reading past its high-water mark, so
     the server's writes back up instead of the gateway's memory filling."""
@@ -475,6 +563,44 @@ def test_slow_headers_time_out_while_a_neighbour_is_served(loop: str) -> None:
             with pytest.raises(httpx.ReadTimeout):
                 await slow
             assert time.monotonic() - started < 10
+
+    RUNNERS[loop](run())
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_read_deadlines_on_one_kept_alive_connection(loop: str) -> None:
+    """A connection's read timer outlives the wait that armed it: a later wait with a later
+    deadline is not cut at the earlier one's time, and one with an earlier deadline than
+    the timer's is cut at its own."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        port = writer.get_extra_info("peername")[1]  # the answer says which connection
+        while True:
+            head = await read_request(reader)
+            if b"/never" in head:
+                writer.write(b"HTTP/1.1 200 OK\r\n")  # the status line, then nothing
+                await writer.drain()
+                await reader.read()
+                return
+            if b"/late" in head:
+                await asyncio.sleep(0.6)
+            writer.write(answer(b"%d" % port))
+            await writer.drain()
+
+    async def run() -> None:
+        async with serving(handler) as url, lean(url) as client:
+            first = (await client.get("/fast", timeout=0.2)).content
+            started = time.monotonic()
+            # past the first call's deadline, within its own
+            assert (await client.get("/late", timeout=10.0)).content == first
+            assert time.monotonic() - started >= 0.6
+            assert (await client.get("/fast", timeout=30.0)).content == first
+            started = time.monotonic()
+            with pytest.raises(httpx.ReadTimeout):
+                await client.get("/never", timeout=0.3)
+            # its own deadline, not an earlier timer's
+            assert 0.25 <= time.monotonic() - started < 3
+            assert (await client.get("/fast", timeout=1.0)).content != first  # a new one
 
     RUNNERS[loop](run())
 
