@@ -33,7 +33,7 @@ from typing import Any, Final, Literal, TextIO
 
 import orjson
 
-from gateway.requestid import current_request_id
+from gateway.requestid import EXTRA, current_request_id
 
 __all__ = [
     "FORMATS",
@@ -58,9 +58,19 @@ _STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None
 }
 
 
+#: How many attributes a plain ``LogRecord`` has.
+_PLAIN: Final = len(vars(logging.LogRecord("", 0, "", 0, "", None, None)))
+
+
 def fields_of(record: logging.LogRecord) -> dict[str, Any]:
-    """The structured fields a log call passed as ``extra``."""
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+    """The structured fields a log call passed as ``extra``, in their order."""
+    attributes = vars(record)
+    given = attributes.get(EXTRA)
+    if given is not None and len(attributes) == _PLAIN + len(given) + 1:
+        # the record holds its standard attributes, the fields given and EXTRA: nothing
+        # else was added to it (by a filter, a factory or a formatter), so they are all
+        return dict(given)
+    return {k: v for k, v in attributes.items() if k not in _STANDARD and not k.startswith("_")}
 
 
 #: The last whole second written and its text, one tuple (replaced whole: a line logged on

@@ -319,6 +319,17 @@ class _Context:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 
+    # What every unary handler asks, forwarded without a failed look-up and __getattr__.
+
+    def invocation_metadata(self) -> Any:
+        return self._context.invocation_metadata()
+
+    def time_remaining(self) -> float | None:
+        return self._context.time_remaining()  # type: ignore[no-any-return]
+
+    def disable_next_message_compression(self) -> None:
+        self._context.disable_next_message_compression()
+
     async def settle(self) -> None:
         """Await the initial metadata's batch (once)."""
         sent, self._sent = self._sent, None
@@ -390,19 +401,17 @@ class _Call:
         self.streams = streams
         self.peer: str | None = None
 
-    async def start(self, context: grpc.aio.ServicerContext, request: Any) -> _Sent | None:
-        """:meth:`begin` for a unary-unary call that is admitted: its initial metadata's
-        batch started but not awaited (the handler runs meanwhile: the batch's completion,
-        one hop through grpc's poller thread, no longer delays the upstream call), or
-        ``None`` when it was sent and awaited (the call is refused, or takes a stream's
-        place)."""
+    def start(self, context: grpc.aio.ServicerContext, request: Any) -> _Sent | None:
+        """For a unary-unary call that is admitted, its initial metadata's batch started
+        but not awaited (the handler runs meanwhile: the batch's completion, one hop
+        through grpc's poller thread, no longer delays the upstream call); ``None`` when
+        the call must :meth:`begin` instead (it is refused, or takes a stream's place)."""
         if (
             self.refusal is not None
             or (self.drain is not None and self.drain.draining)
             or request.__class__ is _Refused
             or self.streams is not None
         ):
-            await self.begin(context, request)
             return None
         return _Sent(context.send_initial_metadata(self.metadata))
 
@@ -494,8 +503,10 @@ def _unary_response(behavior: Callable[..., Any], streamed: bool) -> Callable[..
                     await call.begin(context)
                     request = _checked(request, context)
                 else:
-                    sent = await call.start(context, request)
-                    if sent is not None:
+                    sent = call.start(context, request)
+                    if sent is None:
+                        await call.begin(context, request)
+                    else:
                         pending = _Context(context, sent)
                 try:
                     with call.drain.track() if call.drain is not None else nullcontext():

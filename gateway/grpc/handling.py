@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import (
@@ -25,9 +24,8 @@ from collections.abc import (
     Callable,
     Hashable,
     Iterable,
-    Iterator,
 )
-from contextlib import aclosing
+from contextlib import AbstractContextManager, aclosing
 from typing import Any, Final, NoReturn
 
 import grpc
@@ -53,7 +51,7 @@ from gateway.core import (
     errors,
     open_stream,
 )
-from gateway.grpc.calls import credential_of, timeout_of
+from gateway.grpc.calls import Deadline, credential_of, timeout_of
 from gateway.grpc.status import internal_status, to_status
 
 __all__ = [
@@ -481,33 +479,23 @@ class ServicerBase(abc.ABC):
         except Exception as exc:  # counted as a refusal of the unresolved operation
             return self.unresolved(method), exc
 
-    @contextlib.contextmanager
-    def _served(
-        self, method: str, request: Any, context: grpc.aio.ServicerContext
-    ) -> Iterator[tuple[Operation, Credential]]:
-        """Count and time the call as its operation (a refused one as :meth:`unresolved`),
-        admitted, with the caller's credential."""
-        op, refused = self._resolved(method, request)
-        with self.adapter.metrics.operation("grpc", self.metric_name(method, op), op.resource.key):
-            if refused is not None:
-                try:
-                    raise refused
-                finally:  # its traceback holds this frame: no cycle through the local
-                    refused = None
-            self.admit(op, request)
-            yield op, credential_of(context.invocation_metadata())
-
     def _unary(self, method: str) -> Handler:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> bytes:
             try:
-                with self._served(method, request, context) as (op, caller):
-                    credential = await self.adapter.identity.identified(caller)
+                with _Served(self, method, request) as op:
+                    identified = self.adapter.identity.identified
+                    credential = await identified(credential_of(context.invocation_metadata()))
                     timeout = timeout_of(context.time_remaining())
+                    deadline = Deadline(timeout) if timeout is not None else None
                     try:
-                        async with asyncio.timeout(timeout):
-                            data = await self.answer(method, op, request, credential, timeout)
-                    except TimeoutError:
-                        raise errors.Timeout("the call's deadline passed") from None
+                        data = await self.answer(method, op, request, credential, timeout)
+                    except BaseException as exc:
+                        passed = deadline.end(exc) if deadline is not None else False
+                        if passed or isinstance(exc, TimeoutError):
+                            raise errors.Timeout("the call's deadline passed") from None
+                        raise
+                    if deadline is not None:
+                        deadline.end()
                     if not COMPRESSED_FROM_BYTES <= len(data) < UNCOMPRESSED_BYTES:
                         context.disable_next_message_compression()
                     return data
@@ -519,24 +507,15 @@ class ServicerBase(abc.ABC):
 
     def _streaming(self, method: str) -> Handler:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> None:
-            # What _served does, inline: no generator context manager held for the
-            # stream's whole life (an idle Watch keeps fewer frames).  The messages are
-            # written here (the admission's context counts them): no generator of this
-            # call's own between the stream and grpc.
+            # The messages are written here (the admission's context counts them): no
+            # generator of this call's own between the stream and grpc, and no generator
+            # context manager held for the stream's whole life (an idle Watch keeps fewer
+            # frames).
             failure: Exception | None = None
             try:
-                op, refused = self._resolved(method, request)
-                name = self.metric_name(method, op)
-                with self.adapter.metrics.operation("grpc", name, op.resource.key):
-                    if refused is not None:
-                        try:
-                            raise refused
-                        finally:  # its traceback holds this frame: no cycle through the local
-                            refused = None
-                    self.admit(op, request)
-                    caller = credential_of(context.invocation_metadata())
-                    credential = await self.adapter.identity.identified(caller)
-                    del caller
+                with _Served(self, method, request) as op:
+                    identified = self.adapter.identity.identified
+                    credential = await identified(credential_of(context.invocation_metadata()))
                     write = context.write
                     async with aclosing(self.stream(method, op, request, credential)) as stream:
                         async for message in stream:
@@ -552,3 +531,44 @@ class ServicerBase(abc.ABC):
 
         call.__name__ = f"{self.full_name}.{method}"
         return call
+
+
+class _Served:
+    """``with _Served(servicer, method, request) as op``: the call counted and timed as its
+    operation (a refused one as the servicer's ``unresolved``), refused or admitted on
+    entering.  A class, not a generator: a unary call enters one each (no generator and
+    context manager objects), a stream holds it for its whole life (no frame kept)."""
+
+    __slots__ = ("_method", "_request", "_servicer", "_timer")
+
+    def __init__(self, servicer: ServicerBase, method: str, request: Any) -> None:
+        self._servicer: ServicerBase | None = servicer
+        self._method = method
+        self._request = request
+        self._timer: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> Operation:
+        servicer, request = self._servicer, self._request
+        assert servicer is not None
+        self._servicer = self._request = None
+        # Resolved here, not in __init__: a refusal's traceback then holds only frames the
+        # admission clears (a finished frame of __init__ would keep the request).
+        op, refused = servicer._resolved(self._method, request)
+        timer = self._timer = servicer.adapter.metrics.operation(
+            "grpc", servicer.metric_name(self._method, op), op.resource.key
+        )
+        timer.__enter__()
+        try:
+            if refused is not None:
+                raise refused
+            servicer.admit(op, request)
+        except BaseException as exc:
+            timer.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        finally:  # its traceback holds this frame: no cycle through the local
+            refused = None
+        return op
+
+    def __exit__(self, kind: Any, failure: BaseException | None, traceback: Any) -> None:
+        assert self._timer is not None
+        self._timer.__exit__(kind, failure, traceback)

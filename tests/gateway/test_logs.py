@@ -18,7 +18,7 @@ from websockets.sync.client import connect
 
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
 from gateway.logs import JsonFormatter, TextFormatter, resolve_format
-from gateway.requestid import request_id_of
+from gateway.requestid import EXTRA, AccessRecord, request_id_of
 from tests.support.serve_process import Served, serve_process
 
 TOKEN = "viewer-token"  # a demo token the start-up line does not print
@@ -224,6 +224,72 @@ def test_formats() -> None:
     assert resolve_format("auto", Stream(True)) == "text"  # type: ignore[arg-type]
     assert resolve_format("auto", Stream(False)) == "json"  # type: ignore[arg-type]
     assert resolve_format("text", Stream(False)) == "text"  # type: ignore[arg-type]
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _access_record(record: AccessRecord, *filters: logging.Filter) -> logging.LogRecord:
+    """The ``LogRecord`` of ``record``'s access line, as the access logger makes it."""
+    logger = logging.getLogger("gateway.access")
+    taken = _Records()
+    for f in filters:
+        taken.addFilter(f)
+    level = logger.level
+    logger.addHandler(taken)
+    logger.setLevel(logging.INFO)
+    try:
+        record.log(logging.INFO)
+    finally:
+        logger.removeHandler(taken)
+        logger.setLevel(level)
+    (made,) = taken.records
+    return made
+
+
+def _walked(made: logging.LogRecord) -> logging.LogRecord:
+    """The same record without the fields stashed with it: the formatters find them among
+    its attributes, as any other record's."""
+    copy = logging.makeLogRecord(vars(made))
+    del copy.__dict__[EXTRA]
+    return copy
+
+
+def test_an_access_line_formats_as_its_fields_found_among_the_record_s_attributes() -> None:
+    # The fields stashed with an access line's record are what the formatters would find
+    # by walking the record: the same line, byte for byte, in both formats.
+    streamed = AccessRecord("id-1", "grpc", "POST", "/kubegateway.v1.PodService/Watch")
+    streamed.operation, streamed.events, streamed.status = "PodService.Watch", 3, "OK"
+    streamed.upstream[0] = 0.0012
+    posted = AccessRecord("id-2", "http", "POST", "/graphql")
+    posted.operation, posted.operation_type, posted.status, posted.bytes = "q", "query", 200, 9
+    for record in (streamed, posted):
+        record.stopped = record.started + 0.0042
+        made = _access_record(record)
+        assert made.__dict__[EXTRA] == {"request_id": record.request_id, **record.fields()}
+        for formatter in (JsonFormatter(), TextFormatter()):
+            assert formatter.format(made) == formatter.format(_walked(made))
+        line = orjson.loads(JsonFormatter().format(made))
+        assert line["request_id"] == record.request_id and line["duration_ms"] == 4.2
+        assert EXTRA not in line
+
+    # An attribute added to the record after the log call (a filter's) is a field too.
+    class Tagged(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            record.zone = "eu-1"
+            return True
+
+    tagged = _access_record(posted, Tagged())
+    line = orjson.loads(JsonFormatter().format(tagged))
+    assert line["zone"] == "eu-1" and line["operation"] == "q"
+    assert JsonFormatter().format(tagged) == JsonFormatter().format(_walked(tagged))
+    assert TextFormatter().format(tagged).endswith(" zone=eu-1")
 
 
 def test_log_format_is_a_setting(tmp_path: Path) -> None:

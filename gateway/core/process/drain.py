@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from gateway.core import errors
@@ -35,6 +35,27 @@ T = TypeVar("T")
 
 async def _anext(items: AsyncIterator[T]) -> T:
     return await anext(items)
+
+
+class _InFlight:
+    """Counts a call in flight on its drain while in the block; a class, not a generator
+    (every call enters one: no generator nor context manager object per call)."""
+
+    __slots__ = ("_drain",)
+
+    def __init__(self, drain: Drain) -> None:
+        self._drain = drain
+
+    def __enter__(self) -> None:
+        drain = self._drain
+        drain._inflight += 1
+        drain._idle.clear()
+
+    def __exit__(self, *_: object) -> None:
+        drain = self._drain
+        drain._inflight -= 1
+        if drain._inflight == 0:
+            drain._idle.set()
 
 
 class Drain:
@@ -59,6 +80,8 @@ class Drain:
         self._idle.set()
         self._steps: list[Callable[[], Awaitable[None]]] = []
         self._drained: list[Callable[[], None]] = []
+        #: :meth:`track`'s context manager: one for every call (it holds no call's state).
+        self._tracker = _InFlight(self)
 
     # -- wiring (the lifespan and the command) ---------------------------------------------------
 
@@ -120,17 +143,9 @@ class Drain:
         if self.draining:
             raise errors.Draining()
 
-    @contextlib.contextmanager
-    def track(self) -> Iterator[None]:
-        """Count a call in flight for the duration of the block."""
-        self._inflight += 1
-        self._idle.clear()
-        try:
-            yield
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+    def track(self) -> _InFlight:
+        """Count a call in flight for the duration of the block (``with drain.track():``)."""
+        return self._tracker
 
     async def until_draining(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
         """``items`` until a drain starts, which ends it with
