@@ -66,9 +66,14 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     """The structured fields a log call passed as ``extra``, in their order."""
     attributes = vars(record)
     given = attributes.get(EXTRA)
-    if given is not None and len(attributes) == _PLAIN + len(given) + 1:
-        # the record holds its standard attributes, the fields given and EXTRA: nothing
-        # else was added to it (by a filter, a factory or a formatter), so they are all
+    if (
+        given is not None
+        and len(attributes) == _PLAIN + len(given) + 1
+        and all(attributes.get(name) is value for name, value in given.items())
+    ):
+        # the record holds its standard attributes, the fields given and EXTRA, each field
+        # as given: nothing was added to it or rewritten in it (by a filter, a factory or a
+        # formatter: a redaction, say), so they are all
         return dict(given)
     return {k: v for k, v in attributes.items() if k not in _STANDARD and not k.startswith("_")}
 

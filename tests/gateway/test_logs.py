@@ -17,7 +17,7 @@ import pytest
 from websockets.sync.client import connect
 
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
-from gateway.logs import JsonFormatter, TextFormatter, resolve_format
+from gateway.logs import JsonFormatter, TextFormatter, fields_of, resolve_format
 from gateway.requestid import EXTRA, AccessRecord, request_id_of
 from tests.support.serve_process import Served, serve_process
 
@@ -241,14 +241,18 @@ def _access_record(record: AccessRecord, *filters: logging.Filter) -> logging.Lo
     taken = _Records()
     for f in filters:
         taken.addFilter(f)
-    level = logger.level
+    level, propagate = logger.level, logger.propagate
     logger.addHandler(taken)
     logger.setLevel(logging.INFO)
+    # (not on to the root's handlers: pytest's capture formats the record, which adds its
+    # ``message`` to it, so the formatters would never take the fields it stashed)
+    logger.propagate = False
     try:
         record.log(logging.INFO)
     finally:
         logger.removeHandler(taken)
         logger.setLevel(level)
+        logger.propagate = propagate
     (made,) = taken.records
     return made
 
@@ -273,6 +277,7 @@ def test_an_access_line_formats_as_its_fields_found_among_the_record_s_attribute
         record.stopped = record.started + 0.0042
         made = _access_record(record)
         assert made.__dict__[EXTRA] == {"request_id": record.request_id, **record.fields()}
+        assert fields_of(made) == made.__dict__[EXTRA]
         for formatter in (JsonFormatter(), TextFormatter()):
             assert formatter.format(made) == formatter.format(_walked(made))
         line = orjson.loads(JsonFormatter().format(made))
@@ -290,6 +295,18 @@ def test_an_access_line_formats_as_its_fields_found_among_the_record_s_attribute
     assert line["zone"] == "eu-1" and line["operation"] == "q"
     assert JsonFormatter().format(tagged) == JsonFormatter().format(_walked(tagged))
     assert TextFormatter().format(tagged).endswith(" zone=eu-1")
+
+    # A field a filter rewrites (a redaction) is written as rewritten, not as it was given.
+    class Redacted(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            record.path = "/redacted"
+            return True
+
+    redacted = _access_record(posted, Redacted())
+    for formatter in (JsonFormatter(), TextFormatter()):
+        assert "/redacted" in formatter.format(redacted)
+        assert formatter.format(redacted) == formatter.format(_walked(redacted))
+    assert orjson.loads(JsonFormatter().format(redacted))["path"] == "/redacted"
 
 
 def test_log_format_is_a_setting(tmp_path: Path) -> None:
