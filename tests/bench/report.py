@@ -345,7 +345,16 @@ CAUSES: dict[str, str] = {
     "slower than the direct one (the gateway's CPU inside the call and the wait for a CPU "
     "the apiserver shares: docs/performance.md, Ninth round), the rest the extra hop.  "
     "Before the rounds, one run's p50 in hey's 0.1 ms steps moved with the direct row's "
-    "from run to run (GraphQL get +0.60 / +0.30 ms in two runs at load 0.8-1.2).",
+    "from run to run (GraphQL get +0.60 / +0.30 ms in two runs at load 0.8-1.2).  Taken "
+    "later on 2026-11-29 (docs/performance.md, Eleventh round): the upstream call's own "
+    "Python, the gRPC unary path's, a small GraphQL list projected from what its selection "
+    "reads; against the base in a back-to-back pair on a host ~2.5x slower than these "
+    "rows' (the apiserver's CPU per direct get 0.92 ms), the gateway's CPU per request "
+    "9-16 % lower in every row (gRPC Get 1.83 -> 1.56 ms, List of 10 2.26 -> 1.98).  The "
+    "gRPC rows' p50 at 1 concurrent is timed since then with ghz skipping the answer's "
+    "bytes, as vegeta does the direct rows' JSON (ghz's decode of a List of 10 into "
+    "dynamic messages, ~1.5 ms at load 8-10, was timed as the gateway's); the figures "
+    "above were measured before.",
     "get one pod": "per request, in the gateway's one interpreter: graphql-core's execution, "
     "the upstream call, grpc's per-call batches (docs/performance.md, Per-request cost).  "
     "bench_get since 2026-11-29 (the Go load clients hey and ghz, the demo upstream in its own "
