@@ -256,8 +256,8 @@ async def test_a_flood_of_random_tokens_at_shared_watches_is_refused_past_the_bu
         # build is a worker thread's pure Python that shares the GIL with the event loop,
         # and gRPC is served before it ends: a flood sent meanwhile reached the budget
         # only as fast as the loop got the GIL back (every refusal ~1.5 s late on a slow
-        # machine, the test's own process at Python's 5 ms switch interval, not the
-        # served gateway's 1 ms).  What a build costs the loop is measured on its own
+        # machine at Python's 5 ms switch interval; the slowest ~0.5 s at serve's 1 ms,
+        # tests/conftest.py).  What a build costs the loop is measured on its own
         # (tests/bench/stalltrace); this test measures the budget.
         await gw.app.state.runtime.live_schema.wait_ready()
         stub = resource_pb2_grpc.ResourceServiceStub(channel)
