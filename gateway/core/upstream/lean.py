@@ -319,8 +319,11 @@ class _Connection(asyncio.Protocol):
         return b"content-length" not in names and b"transfer-encoding" not in names
 
     def reusable(self) -> bool:
+        """The answer was received to its end and read to it (no byte of it left for the
+        next request on the connection), and neither side asked to close."""
         return (
             self.complete
+            and not self.body
             and self.keep_alive
             and not self.ended
             and self.transport is not None
@@ -477,7 +480,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 self._gone()
             while idle and not fresh:
                 conn = idle.pop()
-                if not conn.ended and not conn.body and not conn.transport.is_closing():  # type: ignore[union-attr]
+                if not conn.ended and not conn.transport.is_closing():  # type: ignore[union-attr]
                     conn.in_use = True
                     return conn, True
                 conn.close()

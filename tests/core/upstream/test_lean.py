@@ -628,6 +628,62 @@ def test_a_stalled_or_cancelled_read_closes_its_connection(loop: str) -> None:
     RUNNERS[loop](run())
 
 
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_an_answer_closed_unread_leaves_no_bytes_to_the_next_request(loop: str) -> None:
+    """An answer whose caller closes it with body bytes come but not read (its end already
+    received) leaves nothing to the request its connection goes to next, a request waiting
+    for a connection of a full pool included: that request's answer is its own bytes only."""
+    gate: asyncio.Event
+    sent: asyncio.Event
+    secret = b"the first caller's body"
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            target = (await read_request(reader)).split(b" ")[1]
+            if target == b"/first":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(secret))
+                await writer.drain()
+                await gate.wait()
+                writer.write(secret)
+                await writer.drain()
+                sent.set()
+            elif target == b"/sync":  # answered once the first body was written
+                await sent.wait()
+                writer.write(answer(b"sync"))
+            else:
+                writer.write(answer(target))
+            await writer.drain()
+
+    async def run() -> None:
+        nonlocal gate, sent
+        async with serving(handler) as url:
+            transport, other = LeanTransport(max_connections=1), LeanTransport()
+
+            def get(on: LeanTransport, path: str) -> asyncio.Task[httpx.Response]:
+                return asyncio.create_task(
+                    on.handle_async_request(httpx.Request("GET", url + path))
+                )
+
+            try:
+                for waiting in (True, False):  # for the pool's one connection, or not
+                    gate, sent = asyncio.Event(), asyncio.Event()
+                    first = await get(transport, "/first")
+                    assert not isinstance(first.stream, httpx.ByteStream)  # its body to come
+                    second = get(transport, "/second") if waiting else None
+                    gate.set()
+                    # the first body is written before the sync answer, on loopback: once
+                    # that answer is read, the first body has reached its connection
+                    assert (await get(other, "/sync")).read() == b"sync"
+                    await first.aclose()  # its body unread
+                    r = await (second or get(transport, "/second"))
+                    assert (r.status_code, await r.aread()) == (200, b"/second")
+            finally:
+                await transport.aclose()
+                await other.aclose()
+
+    RUNNERS[loop](run())
+
+
 async def test_a_large_body_is_read_with_bounded_buffering() -> None:
     """A reader that does not read: the transport stops reading past its high-water mark, so
     the server's writes back up instead of the gateway's memory filling."""
