@@ -491,9 +491,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
             try:
                 async with asyncio.timeout(timeouts.get("pool")):
                     got = await waiter
-            except TimeoutError:
-                raise httpx.PoolTimeout("no upstream connection became free in time") from None
-            except BaseException:
+            except BaseException as exc:
+                # (a slot or a connection handed over as this request went, its timeout
+                # due in the same turn of the loop included, goes on to the next)
                 if waiter.done() and not waiter.cancelled():
                     got = waiter.result()
                     if got is None:
@@ -501,6 +501,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
                         self._gone()
                     else:
                         self._release(got)
+                if isinstance(exc, TimeoutError):
+                    raise httpx.PoolTimeout("no upstream connection became free in time") from None
                 raise
             if got is not None:
                 return got, True

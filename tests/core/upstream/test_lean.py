@@ -684,6 +684,54 @@ def test_an_answer_closed_unread_leaves_no_bytes_to_the_next_request(loop: str) 
     RUNNERS[loop](run())
 
 
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_a_connection_freed_as_a_waiter_times_out_stays_in_the_pool(loop: str) -> None:
+    """A request waiting for a full pool's connection whose pool timeout comes due in the
+    loop's turn that the connection is handed to it: the connection is not lost with it
+    (in use by nobody, the pool's slot taken for good); the next request is served on it."""
+    gate: asyncio.Event
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            target = (await read_request(reader)).split(b" ")[1]
+            if target == b"/first":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n")
+                await writer.drain()
+                await gate.wait()
+                writer.write(b"{}")
+            else:
+                writer.write(answer(target))
+            await writer.drain()
+
+    async def run() -> None:
+        nonlocal gate
+        gate = asyncio.Event()
+        async with serving(handler) as url:
+            transport = LeanTransport(max_connections=1)
+
+            def get(path: str, pool: float) -> asyncio.Task[httpx.Response]:
+                request = httpx.Request("GET", url + path, extensions={"timeout": {"pool": pool}})
+                return asyncio.create_task(transport.handle_async_request(request))
+
+            try:
+                first = await get("/first", 5)
+                gate.set()
+                assert b"".join([chunk async for chunk in first.stream]) == b"{}"  # (held)
+                # in one turn of the loop: the second request starts waiting (its pool
+                # timeout, of 0, due at once), then the first gives the connection back
+                second = get("/second", 0)
+                freed = asyncio.create_task(first.aclose())
+                with contextlib.suppress(httpx.PoolTimeout):
+                    assert (await second).read() == b"/second"
+                await freed
+                assert transport.connections == 1
+                assert (await get("/third", 5)).read() == b"/third"
+            finally:
+                await transport.aclose()
+
+    RUNNERS[loop](run())
+
+
 async def test_a_large_body_is_read_with_bounded_buffering() -> None:
     """A reader that does not read: the transport stops reading past its high-water mark, so
     the server's writes back up instead of the gateway's memory filling."""
