@@ -374,6 +374,9 @@ WHOLE_ANSWERS: dict[str, bytes] = {
     "/latin": b"HTTP/1.1 404 Not Found\r\nX-Name: caf\xe9\r\nContent-Length: 2\r\n\r\n{}",
     "/gzip": b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%b"
     % (len(gzip.compress(b"[1]", mtime=0)), gzip.compress(b"[1]", mtime=0)),
+    "/gzip-upper": b"HTTP/1.1 200 OK\r\nCONTENT-ENCODING: GZIP\r\nContent-Length: %d\r\n\r\n%b"
+    % (len(gzip.compress(b"[3]", mtime=0)), gzip.compress(b"[3]", mtime=0)),
+    "/close": b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
     "/identity": b"HTTP/1.1 200 OK\r\ncontent-encoding: identity\r\ncontent-length: 3\r\n\r\n[2]",
     "/empty": b"HTTP/1.1 204 No Content\r\nDate: Sun, 29 Nov 2026 06:00:00 GMT\r\n\r\n",
     "/cookies": b'HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\nWarning: 299 - "x"\r\n'
