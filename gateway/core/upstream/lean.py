@@ -23,6 +23,9 @@ keeps of httpcore's behaviour:
 * a request that failed on a *reused* connection before any byte of an answer came (the server
   closed it as it was taken) is sent once more on a new connection when it is idempotent and
   its body is in memory, as httpcore's stale-connection handling gives;
+* an answer is its own bytes only: interim answers (100 Continue, 103 Early Hints) before it
+  and trailers after a chunked body are skipped, and bytes past its end (a second answer in
+  the same write) close its connection, as nothing of them can belong to the request;
 * streaming bodies (watches, large lists, logs): an answer's body is handed on chunk by chunk
   as it arrives; past ``_HIGH_WATER`` bytes unread, the connection stops reading (TCP pushes
   back on the server) until the reader catches up;
@@ -159,7 +162,12 @@ class _Connection(asyncio.Protocol):
                     f"the upstream's answer head is over {MAX_HEAD_BYTES} bytes"
                 )
         except httptools.HttpParserError as exc:
-            self._fail(httpx.RemoteProtocolError(f"malformed answer from the upstream: {exc}"))
+            cause = exc.__context__  # (what a callback of ours raised, if one did)
+            self._fail(
+                cause
+                if isinstance(cause, httpx.RemoteProtocolError)
+                else httpx.RemoteProtocolError(f"malformed answer from the upstream: {exc}")
+            )
         except httpx.RemoteProtocolError as exc:
             self._fail(exc)
         self._wake()
@@ -202,14 +210,25 @@ class _Connection(asyncio.Protocol):
 
     # -- httptools' callbacks --------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.complete:  # bytes past the answer's end: the connection is out of step
+            raise httpx.RemoteProtocolError("the upstream sent more than its answer")
+
     def on_status(self, status: bytes) -> None:
         self.reason += status
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
+        if not self.status:  # (a trailer, after a chunked body, is dropped as httpx drops it)
+            self.headers.append((name, value.rstrip(b" \t")))  # (llhttp keeps trailing OWS)
 
     def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
+        status = self.parser.get_status_code()
+        if status < 200 and status != 101:
+            # an interim answer (100 Continue, 103 Early Hints): skipped, as httpx skips it
+            self.reason = b""
+            self.headers = []
+            return
+        self.status = status
         self._wake()
 
     def on_body(self, body: bytes) -> None:
@@ -220,6 +239,8 @@ class _Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def on_message_complete(self) -> None:
+        if not self.status:  # an interim answer's end: the answer is still to come
+            return
         self.complete = True
         # (asked now: once the message is over, llhttp answers for the next one)
         self.keep_alive = self.parser.should_keep_alive()
@@ -298,8 +319,11 @@ class _Connection(asyncio.Protocol):
         return b"content-length" not in names and b"transfer-encoding" not in names
 
     def reusable(self) -> bool:
+        """The answer was received to its end and read to it (no byte of it left for the
+        next request on the connection), and neither side asked to close."""
         return (
             self.complete
+            and not self.body
             and self.keep_alive
             and not self.ended
             and self.transport is not None
@@ -456,7 +480,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 self._gone()
             while idle and not fresh:
                 conn = idle.pop()
-                if not conn.ended and not conn.body and not conn.transport.is_closing():  # type: ignore[union-attr]
+                if not conn.ended and not conn.transport.is_closing():  # type: ignore[union-attr]
                     conn.in_use = True
                     return conn, True
                 conn.close()
@@ -467,9 +491,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
             try:
                 async with asyncio.timeout(timeouts.get("pool")):
                     got = await waiter
-            except TimeoutError:
-                raise httpx.PoolTimeout("no upstream connection became free in time") from None
-            except BaseException:
+            except BaseException as exc:
+                # (a slot or a connection handed over as this request went, its timeout
+                # due in the same turn of the loop included, goes on to the next)
                 if waiter.done() and not waiter.cancelled():
                     got = waiter.result()
                     if got is None:
@@ -477,6 +501,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
                         self._gone()
                     else:
                         self._release(got)
+                if isinstance(exc, TimeoutError):
+                    raise httpx.PoolTimeout("no upstream connection became free in time") from None
                 raise
             if got is not None:
                 return got, True

@@ -27,6 +27,7 @@ import pytest
 
 from gateway.core import errors
 from gateway.core.model.registry import POD
+from gateway.core.process.metrics import Metrics
 from gateway.core.upstream.adapter import KubeAdapter, Request
 from gateway.core.upstream.client import UpstreamClient, build_http_client
 from gateway.core.upstream.config import UpstreamConfig
@@ -184,6 +185,47 @@ async def test_no_cookie_goes_from_one_caller_to_another(kind: str) -> None:
     assert all(h["user-agent"].startswith("kube-gateway/") for h in server.seen) == (
         kind == "upstream"
     )
+
+
+async def test_a_kept_alive_connection_carries_only_each_callers_own_credential() -> None:
+    """Callers one after another on the one kept-alive upstream connection (with and
+    without a deadline): each request carries the token of its own caller, none at all for
+    an anonymous one, never one a previous request on the connection carried."""
+    callers = (ALICE, Credential(), BOB, Credential(), ALICE)
+    async with cookie_server() as server, _client(server.url, "upstream") as http:
+        adapter = KubeAdapter(http)
+        for timeout in (None, 5.0):
+            for credential in callers:
+                got = await adapter.get(
+                    POD, "p", namespace="ns", credential=credential, timeout=timeout
+                )
+                assert got["metadata"]["name"] == "p"
+    assert len(server.connections) == 1  # every request on one connection
+    expected = [c.token and f"Bearer {c.token}" for c in callers] * 2
+    assert [h.get("authorization") for h in server.seen] == expected
+
+
+async def test_each_upstream_series_counts_only_its_own_verb_and_code() -> None:
+    """The upstream duration series are looked up once each: a request is counted under its
+    own verb, resource and code, never under a series another one looked up first."""
+    metrics = Metrics()
+    async with cookie_server() as server, _client(server.url, "upstream") as http:
+        adapter = KubeAdapter(http, metrics=metrics)
+        for status, times in ((200, 3), (404, 2), (200, 1)):
+            server.status = status
+            for _ in range(times):
+                with contextlib.suppress(errors.NotFound):
+                    await adapter.get(POD, "p", namespace="ns", credential=ALICE)
+        await adapter.delete(POD, "p", namespace="ns", credential=ALICE)
+
+    def count(verb: str, code: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "kube_gateway_upstream_request_duration_seconds_count",
+            {"verb": verb, "resource": "pods", "code": code},
+        )
+
+    assert (count("get", "200"), count("get", "404"), count("delete", "200")) == (4, 2, 1)
+    assert count("delete", "404") is None
 
 
 async def test_the_transport_is_used_directly_only_when_the_client_adds_nothing() -> None:

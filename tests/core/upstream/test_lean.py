@@ -3,7 +3,8 @@
 body cut mid-way, 429 with Retry-After, gzip, watches read as they come), small servers of
 the test's own for what a real server does at the edges (a connection closed while idle, one
 closed as a request is sent on it, slow headers, chunked and content-length bodies split over
-many writes, a connection-framed body), TLS with the kubeconfig's CA and the gateway's client
+many writes, a connection-framed body, interim answers, bytes past an answer's end, half an
+answer and then nothing), TLS with the kubeconfig's CA and the gateway's client
 certificate, keep-alive reuse and the pool's limit, on both loops the gateway may run on."""
 
 from __future__ import annotations
@@ -373,8 +374,21 @@ WHOLE_ANSWERS: dict[str, bytes] = {
     "/latin": b"HTTP/1.1 404 Not Found\r\nX-Name: caf\xe9\r\nContent-Length: 2\r\n\r\n{}",
     "/gzip": b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%b"
     % (len(gzip.compress(b"[1]", mtime=0)), gzip.compress(b"[1]", mtime=0)),
+    "/gzip-upper": b"HTTP/1.1 200 OK\r\nCONTENT-ENCODING: GZIP\r\nContent-Length: %d\r\n\r\n%b"
+    % (len(gzip.compress(b"[3]", mtime=0)), gzip.compress(b"[3]", mtime=0)),
+    "/close": b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
     "/identity": b"HTTP/1.1 200 OK\r\ncontent-encoding: identity\r\ncontent-length: 3\r\n\r\n[2]",
     "/empty": b"HTTP/1.1 204 No Content\r\nDate: Sun, 29 Nov 2026 06:00:00 GMT\r\n\r\n",
+    "/cookies": b'HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\nWarning: 299 - "x"\r\n'
+    b'WARNING: 299 - "y"\r\nContent-Length: 2\r\n\r\n{}',
+    # an interim answer first (103 Early Hints): skipped, its headers no part of the answer
+    "/interim": b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n"
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+    # trailers after a chunked body: no part of the headers (httpx's transport drops them)
+    "/trailers": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"2\r\n{}\r\n0\r\nX-Trailer: 1\r\n\r\n",
+    # whitespace around a value is no part of it
+    "/padded": b"HTTP/1.1 200 OK\r\nX-Pad:  v \t\r\nContent-Length:  2 \r\n\r\n{}",
 }
 
 
@@ -446,6 +460,277 @@ def test_a_whole_answer_is_what_httpx_gives_once_read(loop: str) -> None:
                     options = ListOptions(label_selector=f"case={path}")
                     body = await adapter.list_body(POD, options=options, gzipped=True)
                     assert (body.data, body.gzipped, body.feed) == (data, path == "/gzip", None)
+
+    RUNNERS[loop](run())
+
+
+class _Edges:
+    """A server of answers at HTTP/1.1's edges, each path's bytes in one write (a gated
+    one's rest once ``go`` is set); any other path is answered with itself."""
+
+    def __init__(self) -> None:
+        self.peers: list[int] = []  # each connection's port, as it came
+        self.go = asyncio.Event()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.peers.append(writer.get_extra_info("peername")[1])
+        while True:
+            target = (await read_request(reader)).split(b" ")[1]
+            if target == b"/interim":  # two interim answers, then the answer's head
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await writer.drain()
+                writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+                writer.write(b"HTTP/1.1 200 OK\r\nX-Final: 1\r\nContent-Length: 2\r\n\r\n")
+                await writer.drain()
+                await self.go.wait()
+                writer.write(b"{}")
+            elif target == b"/second":
+                writer.write(answer(b"{}") + answer(b"bad", "401 Unauthorized"))
+            elif target == b"/longer":
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}xyz")
+            elif target == b"/streamed-second":
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+                await writer.drain()
+                await self.go.wait()
+                writer.write(b"{}" + answer(b"bad", "401 Unauthorized"))
+            else:
+                writer.write(answer(target))
+            await writer.drain()
+
+
+Get = Callable[[str], Awaitable[httpx.Response]]
+
+
+async def _edges_served(script: Callable[[_Edges, Get], Awaitable[None]]) -> None:
+    """``script`` run with an :class:`_Edges` server and a ``get`` of a path from it on a
+    lean transport (its caller reading whole)."""
+    edges = _Edges()
+    async with serving(edges.handle) as url:
+        transport = LeanTransport()
+
+        async def get(path: str) -> httpx.Response:
+            return await transport.handle_async_request(
+                httpx.Request("GET", url + path, extensions={READ_WHOLE: True})
+            )
+
+        try:
+            await script(edges, get)
+        finally:
+            await transport.aclose()
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_interim_answers_are_skipped(loop: str) -> None:
+    """Interim answers (100 Continue, 103 Early Hints) before an answer are skipped, as
+    httpx's transport skips them: their status, reason and headers are no part of it, and
+    their connection is kept for the next request."""
+
+    async def script(edges: _Edges, get: Get) -> None:
+        r = await get("/interim")
+        assert (r.status_code, r.reason_phrase, r.headers.raw) == (
+            200,
+            "OK",
+            [(b"X-Final", b"1"), (b"Content-Length", b"2")],
+        )
+        edges.go.set()
+        assert await r.aread() == b"{}"
+        assert (await get("/next")).content == b"/next"
+        assert len(edges.peers) == 1  # the connection was kept
+
+    RUNNERS[loop](_edges_served(script))
+
+
+#: Answers with bytes past their end, in the order they are asked for.
+PAST_THE_END = ("/second", "/longer", "/streamed-second")
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_bytes_past_an_answer_are_no_part_of_it(loop: str) -> None:
+    """Bytes past an answer's end (a second answer in the write of the first, its body
+    whole with its head or streamed; a body longer than its Content-Length) are no part of
+    it, and its connection is closed: the next request gets its own answer on a new one."""
+
+    async def script(edges: _Edges, get: Get) -> None:
+        for count, path in enumerate(PAST_THE_END, 1):
+            edges.go = asyncio.Event()
+            r = await get(path)
+            edges.go.set()
+            await r.aread()
+            seen = (r.status_code, r.reason_phrase, r.headers.raw, r.content)
+            assert seen == (200, "OK", [(b"content-length", b"2")], b"{}"), path
+            assert len(edges.peers) == count
+            assert (await get("/next")).content == b"/next"  # its own answer, on a new one
+        assert len(edges.peers) == len(PAST_THE_END) + 1
+
+    RUNNERS[loop](_edges_served(script))
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_a_stalled_or_cancelled_read_closes_its_connection(loop: str) -> None:
+    """Half an answer, then nothing: the read times out at its own deadline (not at the
+    timer an earlier request left on the kept-alive connection), and the connection is
+    closed, never pooled with the rest of an answer to come; so is one whose caller is
+    cancelled mid-answer; the next request gets its own answer on a new connection."""
+    stalled: asyncio.Event
+    gone: asyncio.Event
+    closed: list[int] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        port = writer.get_extra_info("peername")[1]
+        while True:
+            target = (await read_request(reader)).split(b" ")[1]
+            if target.startswith(b"/half"):
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Le"
+                    if target == b"/half-head"
+                    else b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}"
+                )
+                await writer.drain()
+                stalled.set()
+                assert await reader.read() == b""  # nothing more: the client closes
+                closed.append(port)
+                gone.set()
+                return
+            writer.write(answer(b"%d" % port))
+            await writer.drain()
+
+    async def run() -> None:
+        nonlocal stalled, gone
+        async with serving(handler) as url, lean(url) as client:
+            transport = client._transport
+            assert isinstance(transport, LeanTransport)
+            for half, cancel in (
+                ("/half-head", False),
+                ("/half-body", False),
+                ("/half-head", True),
+            ):
+                stalled, gone = asyncio.Event(), asyncio.Event()
+                port = int((await client.get("/port", timeout=0.2)).content)  # a 0.2 s timer
+                started = time.monotonic()
+                if cancel:
+                    task = asyncio.create_task(client.get(half, timeout=30))
+                    await stalled.wait()
+                    task.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+                elif half == "/half-head":
+                    with pytest.raises(httpx.ReadTimeout):
+                        await client.get(half, timeout=1.0)
+                else:
+                    async with client.stream("GET", half, timeout=1.0) as r:
+                        with pytest.raises(httpx.ReadTimeout):
+                            await r.aread()
+                if not cancel:  # its own deadline, not the 0.2 s one
+                    assert 0.9 <= time.monotonic() - started < 5
+                async with asyncio.timeout(10):
+                    await gone.wait()
+                assert closed[-1] == port  # the connection the request was sent on
+                assert transport.connections == transport.idle == 0
+                assert int((await client.get("/port", timeout=5)).content) != port
+
+    RUNNERS[loop](run())
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_an_answer_closed_unread_leaves_no_bytes_to_the_next_request(loop: str) -> None:
+    """An answer whose caller closes it with body bytes come but not read (its end already
+    received) leaves nothing to the request its connection goes to next, a request waiting
+    for a connection of a full pool included: that request's answer is its own bytes only."""
+    gate: asyncio.Event
+    sent: asyncio.Event
+    secret = b"the first caller's body"
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            target = (await read_request(reader)).split(b" ")[1]
+            if target == b"/first":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(secret))
+                await writer.drain()
+                await gate.wait()
+                writer.write(secret)
+                await writer.drain()
+                sent.set()
+            elif target == b"/sync":  # answered once the first body was written
+                await sent.wait()
+                writer.write(answer(b"sync"))
+            else:
+                writer.write(answer(target))
+            await writer.drain()
+
+    async def run() -> None:
+        nonlocal gate, sent
+        async with serving(handler) as url:
+            transport, other = LeanTransport(max_connections=1), LeanTransport()
+
+            def get(on: LeanTransport, path: str) -> asyncio.Task[httpx.Response]:
+                return asyncio.create_task(
+                    on.handle_async_request(httpx.Request("GET", url + path))
+                )
+
+            try:
+                for waiting in (True, False):  # for the pool's one connection, or not
+                    gate, sent = asyncio.Event(), asyncio.Event()
+                    first = await get(transport, "/first")
+                    assert not isinstance(first.stream, httpx.ByteStream)  # its body to come
+                    second = get(transport, "/second") if waiting else None
+                    gate.set()
+                    # the first body is written before the sync answer, on loopback: once
+                    # that answer is read, the first body has reached its connection
+                    assert (await get(other, "/sync")).read() == b"sync"
+                    await first.aclose()  # its body unread
+                    r = await (second or get(transport, "/second"))
+                    assert (r.status_code, await r.aread()) == (200, b"/second")
+            finally:
+                await transport.aclose()
+                await other.aclose()
+
+    RUNNERS[loop](run())
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_a_connection_freed_as_a_waiter_times_out_stays_in_the_pool(loop: str) -> None:
+    """A request waiting for a full pool's connection whose pool timeout comes due in the
+    loop's turn that the connection is handed to it: the connection is not lost with it
+    (in use by nobody, the pool's slot taken for good); the next request is served on it."""
+    gate: asyncio.Event
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            target = (await read_request(reader)).split(b" ")[1]
+            if target == b"/first":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n")
+                await writer.drain()
+                await gate.wait()
+                writer.write(b"{}")
+            else:
+                writer.write(answer(target))
+            await writer.drain()
+
+    async def run() -> None:
+        nonlocal gate
+        gate = asyncio.Event()
+        async with serving(handler) as url:
+            transport = LeanTransport(max_connections=1)
+
+            def get(path: str, pool: float) -> asyncio.Task[httpx.Response]:
+                request = httpx.Request("GET", url + path, extensions={"timeout": {"pool": pool}})
+                return asyncio.create_task(transport.handle_async_request(request))
+
+            try:
+                first = await get("/first", 5)
+                gate.set()
+                assert b"".join([chunk async for chunk in first.stream]) == b"{}"  # (held)
+                # in one turn of the loop: the second request starts waiting (its pool
+                # timeout, of 0, due at once), then the first gives the connection back
+                second = get("/second", 0)
+                freed = asyncio.create_task(first.aclose())
+                with contextlib.suppress(httpx.PoolTimeout):
+                    assert (await second).read() == b"/second"
+                await freed
+                assert transport.connections == 1
+                assert (await get("/third", 5)).read() == b"/third"
+            finally:
+                await transport.aclose()
 
     RUNNERS[loop](run())
 
