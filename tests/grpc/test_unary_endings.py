@@ -199,3 +199,24 @@ async def test_a_deadline_inside_the_margin_is_refused_before_the_upstream_is_as
         assert served.drain._inflight == 0
     finally:
         upstream.faults.release()
+
+
+async def test_a_refusal_before_the_handler_first_waits_still_sends_the_id_first(
+    served: _Served,
+) -> None:
+    """The handler refuses the call before its first await (a malformed ``authorization``,
+    read before the caller is identified), while the batch of the call's initial metadata
+    may still be in flight: the refusal waits for it, so the caller gets the id and the
+    status, with no usage error and nothing unretrieved."""
+    before = _counted(served.metrics, "Unauthorized")
+    for i in range(20):
+        call = served.pods.Get(
+            pods_pb2.GetPodRequest(namespace=NAMESPACE, name=served.pod),
+            metadata=(("authorization", "Basic abc"), ("x-request-id", f"basic-{i}")),
+            timeout=30,
+        )
+        assert await _code(call) == grpc.StatusCode.UNAUTHENTICATED
+        assert ("x-request-id", f"basic-{i}") in tuple(await call.initial_metadata())
+        assert await served.lines.of(f"basic-{i}") == "UNAUTHENTICATED"
+    assert _counted(served.metrics, "Unauthorized") - before == 20
+    assert served.drain._inflight == 0
