@@ -115,7 +115,7 @@ from gateway.core.model.values import JSON
 from gateway.core.process import heap, tracing
 from gateway.core.process.collector import HOLD as COLLECTOR_HOLD
 from gateway.core.process.drain import Drain
-from gateway.core.process.metrics import UPSTREAM_SECONDS
+from gateway.core.process.metrics import UPSTREAM_SECONDS, OperationTimer
 from gateway.core.support import deepjson
 from gateway.core.upstream.adapter import KubeAdapter
 from gateway.core.upstream.budget import scope_of
@@ -218,6 +218,7 @@ __all__ = [
     "Model",
     "ObjectType",
     "Operation",
+    "OperationTimer",
     "PatchOptions",
     "PatchType",
     "PlanEntry",

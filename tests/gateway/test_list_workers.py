@@ -680,3 +680,41 @@ def test_a_part_is_projected_only_where_that_is_sure() -> None:
     assert projected_part(b'{"items":"\xff"}', SPEC, 0, 9) == NOT_DONE  # not UTF-8
     over = body([{"name": "a"}, {"name": "b"}], metadata={"continue": "x"})
     assert projected_part(over, SPEC, 1, 9) == OVER_CAP
+
+
+#: Annotation values JSON writes escaped, or as more than one byte per character.
+ODD_TEXT = 'é\u2028\u2029\u0000\u001f\t\n"\\/😀\ud7ff\ue000'
+#: One field selected twice with different sub-selections (merged), under aliases, with
+#: ``__typename`` at each level and a fragment.
+MERGED = """query($ns: String!) {
+  pods(namespace: $ns) {
+    __typename
+    metadata { continue }
+    items {
+      __typename
+      metadata { name }
+      metadata { annotations namespace }
+      m: metadata { __typename uid labels }
+      m2: metadata { name }
+      ...Spec
+    }
+  }
+}
+fragment Spec on Pod { spec { priority nodeName } status { phase } }"""
+
+
+async def test_a_small_lists_odd_strings_and_merged_selections_are_the_ordinary_bytes(
+    demo: DemoUpstream, pair: tuple[Gateway, Gateway]
+) -> None:
+    with_workers, without = pair
+    pods = list(make_pods(MID_COUNT, "odd"))
+    for i, item in enumerate(pods[:5]):
+        item["metadata"]["annotations"] = {"odd": ODD_TEXT * (i + 1), "u": "ü"}
+    await demo.store.bulk_create(POD, pods, namespace="odd")
+    small = await _handed_on(without, "odd")
+    assert type(small) is Undecoded and not small.gzipped  # projected from its bytes
+    got = await _post(without, MERGED, ns="odd")
+    assert got == await _post(with_workers, MERGED, ns="odd")
+    items = orjson.loads(got)["data"]["pods"]["items"]
+    assert items[0]["metadata"]["annotations"]["odd"] == ODD_TEXT
+    assert items[0]["m"]["__typename"] and items[0]["m2"]["name"] == items[0]["metadata"]["name"]

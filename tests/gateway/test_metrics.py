@@ -217,3 +217,22 @@ async def test_metrics_access_anyone_serves_every_caller(demo: DemoUpstream) -> 
     ):
         scraped = await client.get("/metrics")
         assert scraped.status_code == 200 and "kube_gateway_operations_total" in scraped.text
+
+
+async def test_a_list_refused_over_the_cap_is_counted_as_refused() -> None:
+    """A small GraphQL list is handed on undecoded and projected by the field's completion
+    (``LargeLists.projected_here``): a refusal found there (more items than the cap) is
+    still the list operation's outcome, not ``ok``."""
+    query = '{ pods(namespace: "demo") { items { metadata { name } } } }'
+    async with (
+        DemoUpstream() as demo,
+        serve_gateway(demo, max_list_items=1) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=10) as client,
+    ):
+        refused = await gql(client, query)
+        assert refused["errors"][0]["extensions"]["code"] == "PAYLOAD_TOO_LARGE"
+        after = await scrape(client)
+    ops = "kube_gateway_operations_total"
+    labels = {"transport": "graphql", "operation": "List", "resource": "pods"}
+    assert value(after, ops, **labels, outcome="RequestEntityTooLarge") == 1
+    assert value(after, ops, **labels, outcome="ok") == 0

@@ -10,9 +10,12 @@ it: decoded here in one piece or in slices, or handed to a list worker
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.core import errors
+
+if TYPE_CHECKING:
+    from gateway.core.process.metrics import OperationTimer
 
 __all__ = ["Undecoded", "over_cap", "too_many"]
 
@@ -46,12 +49,16 @@ class Undecoded:
             <gateway.core.lists.pool.Feed>`), which holds it, inflated, for the job
             (:meth:`ListWorkers.run <gateway.core.lists.pool.ListWorkers.run>` takes it;
             dropped unused, the worker frees it); ``None``: none was.
+        operation: the list operation this body answers, when its block left it to be
+            ended by whoever completes the body (:meth:`OperationTimer.later
+            <gateway.core.process.metrics.OperationTimer.later>`: a GraphQL list field's,
+            ended by its completion with what that raised); ``None``: it was ended.
 
     It knows nothing of who decodes it: the large-list scope
     (:meth:`gateway.core.lists.large.LargeLists.decoded`) or a list worker.
     """
 
-    __slots__ = ("cap", "data", "feed", "gzipped", "plural")
+    __slots__ = ("cap", "data", "feed", "gzipped", "operation", "plural")
 
     def __init__(
         self,
@@ -67,6 +74,7 @@ class Undecoded:
         self.gzipped = gzipped
         self.cap = cap
         self.plural = plural
+        self.operation: OperationTimer | None = None
 
     def refusal(self) -> errors.RequestEntityTooLarge:
         return too_many(self.cap, self.plural)

@@ -183,20 +183,38 @@ class _OperationChildren:
 
 class OperationTimer:
     """:meth:`Metrics.operation`'s context manager: a class, not a generator (it is entered
-    once per call served, and a stream holds it for its whole life)."""
+    once per call served, and a stream holds it for its whole life).
 
-    __slots__ = ("_children", "_span", "_started")
+    A block that hands its answer on to be completed later (a GraphQL list body handed on
+    undecoded, projected by its field's completion) calls :meth:`later` last: the block's
+    end then does not end the operation, and whoever completes the answer calls
+    :meth:`end` once, with what the completion raised (a refusal found there, over the
+    list's cap, is the operation's outcome, not ``ok``)."""
+
+    __slots__ = ("_children", "_later", "_span", "_started")
 
     def __init__(self, children: _OperationChildren) -> None:
         self._children = children
         self._span: tracing.OperationSpan | None = None
         self._started = 0.0
+        self._later = False
 
     def __enter__(self) -> None:
         self._started = time.perf_counter()
         self._span = tracing.start_operation(*self._children.key)
 
     def __exit__(self, kind: object, failure: BaseException | None, _: object) -> None:
+        if failure is None and self._later:
+            return
+        self.end(failure)
+
+    def later(self) -> OperationTimer:
+        """The block ends without ending the operation: the caller ends it (:meth:`end`)."""
+        self._later = True
+        return self
+
+    def end(self, failure: BaseException | None = None) -> None:
+        """The operation is over (``failure``: what ended it; ``None``: it succeeded)."""
         children = self._children
         children.seconds.observe(time.perf_counter() - self._started)
         outcome = outcome_of(failure)

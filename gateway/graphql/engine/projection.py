@@ -70,6 +70,7 @@ from gateway.core import (
     SELF,
     Fallback,
     LargeLists,
+    OperationTimer,
     Project,
     Spec,
     Step,
@@ -482,17 +483,39 @@ class ProjectingExecutor(CompletingExecutor):
         one by a list worker (``LargeLists.projected``), into JSON embedded as it is; or,
         when neither can (no plan for this selection, a value only a serialiser here can
         complete, no worker), decoded and completed as any decoded list is."""
-        plan = self._plan(return_type, fields)
-        spec = None if plan is None else plan.spec
-        done = self._large_lists().projected_here(body, spec)
+        operation, body.operation = body.operation, None
+        try:
+            plan = self._plan(return_type, fields)
+            spec = None if plan is None else plan.spec
+            done = self._large_lists().projected_here(body, spec)
+        except BaseException as exc:
+            if operation is not None:
+                operation.end(exc)
+            raise
         if done is not None:
+            if operation is not None:
+                operation.end()
             return orjson.Fragment(done)
-        return self._projected(return_type, fields, body, spec)
+        return self._projected(return_type, fields, body, spec, operation)
 
     async def _projected(
-        self, return_type: GraphQLOutputType, fields: Fields, body: Undecoded, spec: Spec | None
+        self,
+        return_type: GraphQLOutputType,
+        fields: Fields,
+        body: Undecoded,
+        spec: Spec | None,
+        operation: OperationTimer | None,
     ) -> Any:
-        value = await self._large_lists().projected(body, spec)
+        """The rest of :meth:`_undecoded`, which ends the list's ``operation`` (its
+        resolver left it to the completion) once the body is projected or decoded."""
+        try:
+            value = await self._large_lists().projected(body, spec)
+        except BaseException as exc:
+            if operation is not None:
+                operation.end(exc)
+            raise
+        if operation is not None:
+            operation.end()
         if type(value) is bytes:
             return orjson.Fragment(value)
         done = self.complete_directly(return_type, fields, value)

@@ -52,6 +52,7 @@ from gateway.core import (
     Operation,
     Registry,
     Resource,
+    Undecoded,
     WriteOptions,
     errors,
     list_body,
@@ -451,18 +452,23 @@ def _runner(op: Operation, body: Body = _no_body, shape: Shape | None = None) ->
     """The resolver body of a unary field: one :func:`perform` with the caller's credential."""
 
     async def run(ctx: Context, a: dict[str, Any]) -> Any:
-        with ctx.adapter.metrics.operation("graphql", op.name, op.resource.key):
+        timer = ctx.adapter.metrics.operation("graphql", op.name, op.resource.key)
+        with timer:
             call = _call(op, a, body(op, a))
             if op.action == "list":
                 # Handed on to the projection, which completes it in this step; the core's
                 # large-list scope decodes the body, or, deferrable, may hand it on as it
-                # came for a list worker (gateway.core.lists.large).
+                # came, to be projected from its bytes (a small one) or by a list worker
+                # (gateway.core.lists.large).
                 answer = await ctx.adapter.large_lists.handed_on(
                     lambda gzipped: list_body(
                         ctx.adapter, op, call, credential=ctx.credential, gzipped=gzipped
                     ),
                     deferrable=shape is None,  # completed by the projection
                 )
+                if type(answer) is Undecoded:
+                    # ended by the projection, with a refusal found there (over the cap)
+                    answer.operation = timer.later()
             else:
                 answer = await perform(ctx.adapter, op, call, credential=ctx.credential)
         return shape(answer) if shape is not None else answer
