@@ -211,7 +211,8 @@ def read_part(data: bytes | bytearray | memoryview, spec: Spec) -> dict[str, Any
     """Only what the projection ``spec`` reads of the list (and what the cap needs),
     decoded; ``None`` when that cannot be trusted to be what a whole decode would give (the
     body is not UTF-8, or not JSON, or a value's type is not the one read), and the body is
-    decoded whole.
+    decoded whole.  A number past a double's range where nothing is read is not looked for
+    (:func:`~gateway.core.lists.projections.reader` says why).
 
     A projection of a few fields of each item builds a fraction of the objects a whole
     decode does: about a seventh of the time for the 15 fields of a pod out of 5 KB."""

@@ -362,8 +362,12 @@ def reader(read: Any) -> Callable[[bytes | memoryview], Any]:
     the shape's (an object where it reads a list, or the reverse) raises
     ``msgspec.ValidationError``, and JSON nested past the interpreter's recursion limit
     ``RecursionError``.  What it does not check where it skips: the UTF-8 of strings
-    (``orjson`` refuses a body that is not UTF-8 anywhere), and numbers past a double's
-    range.  :func:`gateway.core.lists.jobs.read_part` and ``work`` deal with each.
+    (``orjson`` refuses a body that is not UTF-8 anywhere;
+    :func:`gateway.core.lists.jobs.read_part` and ``work`` check it), and numbers past a
+    double's range (``1e400``, which ``orjson`` refuses): a skipped one is left unread and
+    the list answered, where the whole decode refuses the body.  No Kubernetes apiserver
+    writes such a number, the answer holds nothing of it, and looking for one would cost a
+    scan of the whole body, most of what reading only a part saves.
     """
     return msgspec.json.Decoder(_typed(read)).decode
 
