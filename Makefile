@@ -21,7 +21,7 @@ test: $(STAMP) e2e-bins chromium go-client audit-deps grpc-recipes client-recipe
 	$(BIN)/ruff check gateway demo tests scripts
 	$(BIN)/ruff format --check gateway demo tests scripts
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check gateway demo tests scripts
