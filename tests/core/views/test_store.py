@@ -156,10 +156,12 @@ async def test_a_cold_view_fills_its_cache_without_stalling_the_event_loop() -> 
                 page = await cached.page(_spec(), ADMIN)
         assert page.total > 0 and len(page.items) == 50
         assert len(ticks) > 10
-        # the goal: no step of the loop over 50 ms while the cache fills (measured: 13-17
-        # ms of CPU; 305 ms when the hub kept the decoded list and the collector walked it)
+        # no step of the loop near the 305 ms of CPU it took when the hub kept the decoded
+        # list and the collector walked it: 13-17 ms measured on a 2-core machine, 51 ms in
+        # a whole-suite run on one ~3x slower (its apiserver's CPU per get 0.64 ms, not
+        # 0.21), so the bound is 100 ms of the loop's own CPU
         held = max(cpu for _, cpu in ticks)
-        assert held < 0.05, f"the event loop ran {held * 1000:.0f} ms between two ticks"
+        assert held < 0.1, f"the event loop ran {held * 1000:.0f} ms between two ticks"
         # and in wall time, whatever else the machine runs, never seconds
         late = max(wall for wall, _ in ticks)
         assert late < 2.0, f"the event loop stalled {late * 1000:.0f} ms"
