@@ -20,7 +20,6 @@ import contextlib
 import gc
 import os
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +29,6 @@ import httpx
 import orjson
 import pytest
 
-from gateway.app import SWITCH_INTERVAL
 from gateway.core.catalog import openapi_documents as documents
 from gateway.core.catalog.catalog import SEED_CATALOG
 from gateway.core.catalog.discovery import Discovery
@@ -181,16 +179,14 @@ async def test_a_large_group_document_is_parsed_without_holding_the_loop() -> No
                 gc.unfreeze()
         again = await documents.decode(body, shared=True)
         # the parse alone, as discovery runs it (not shared: parsed again): the loop keeps
-        # stepping while it runs, at the GIL's switch interval of `kube-gateway serve`
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL)
+        # stepping while it runs, at the GIL's switch interval of `kube-gateway serve` (the
+        # suite's: tests/conftest.py)
         gc.collect()
         gc.freeze()
         try:
             async with LoopSteps() as during_parse:
                 parsed = await documents.decode(body)
         finally:
-            sys.setswitchinterval(interval)
             gc.unfreeze()
     doc = loaded[GV]
     assert again["components"] is doc["components"]  # the parse discovery holds, shared
