@@ -83,6 +83,10 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
 _SECOND: list[tuple[int, str]] = [(-1, "")]
 
 
+#: The keys a JSON line starts with; a field of the same name is not written.
+_HEAD: Final = frozenset({"time", "level", "logger", "message"})
+
+
 def _timestamp(created: float) -> str:
     second = int(created)
     last = _SECOND[0]
@@ -97,22 +101,55 @@ class JsonFormatter(logging.Formatter):
     known, the record's structured fields, and ``exception`` when it carries one."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": _timestamp(record.created),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        request_id = getattr(record, "request_id", None) or current_request_id()
-        if request_id is not None:
-            line["request_id"] = request_id
-        for key, value in fields_of(record).items():
-            line.setdefault(key, value)
+        line = self._head(
+            record.created,
+            record.levelname,
+            record.name,
+            record.getMessage(),
+            request_id=getattr(record, "request_id", None),
+            fields=fields_of(record),
+        )
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return orjson.dumps(line, default=str).decode()
+
+    def line(
+        self, created: float, level: str, logger: str, message: str, fields: dict[str, Any]
+    ) -> str:
+        """The line :meth:`format` writes for a record of these, with no exception or stack
+        (:meth:`LoopBatchedHandler.write_straight`)."""
+        line = self._head(
+            created, level, logger, message, request_id=fields.get("request_id"), fields=fields
+        )
+        return orjson.dumps(line, default=str).decode()
+
+    @staticmethod
+    def _head(
+        created: float,
+        level: str,
+        logger: str,
+        message: str,
+        *,
+        request_id: str | None,
+        fields: dict[str, Any],
+    ) -> dict[str, Any]:
+        line: dict[str, Any] = {
+            "time": _timestamp(created),
+            "level": level,
+            "logger": logger,
+            "message": message,
+        }
+        request_id = request_id or current_request_id()
+        if request_id is not None:
+            line["request_id"] = request_id
+        if _HEAD.isdisjoint(fields) and fields.get("request_id", request_id) is request_id:
+            line.update(fields)  # an access line's: its fields after these, in order
+            return line
+        for key, value in fields.items():
+            line.setdefault(key, value)
+        return line
 
 
 #: What a text line writes escaped: C0 and C1 controls, DEL, and Unicode's line breaks.
@@ -221,6 +258,53 @@ class LoopBatchedHandler(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
             return
+        self._queue(line)
+
+    def write_straight(
+        self, logger: logging.Logger, level: int, message: str, fields: dict[str, Any]
+    ) -> bool:
+        """Write ``logger``'s line of ``level`` with these fields (JSON strings and
+        numbers) as a record of them would be written, without making the record, when
+        nothing but this handler would see it; ``False``, writing nothing, when something
+        else would (the caller logs it as any other: :meth:`AccessRecord.log
+        <gateway.requestid.AccessRecord.log>`, an access line per request).
+
+        Nothing else sees it when the record would reach this handler alone, unchanged and
+        formatted by a :class:`JsonFormatter`: ``logger`` has no filter, no logger from it
+        up to the root has a handler of its own, the root has this handler alone, this
+        handler's filters are :class:`WireDumps` (which keeps every line not at debug
+        level), and no record factory was set (one may add attributes: fields).  A
+        record's making and handling took about two thirds of an access line's CPU
+        (docs/performance.md)."""
+        formatter = self.formatter
+        if (
+            type(formatter) is not JsonFormatter
+            or level < self.level
+            or level <= logging.DEBUG
+            or type(logger) is not logging.Logger
+            or not logger.isEnabledFor(level)
+            or logging.getLogRecordFactory() is not logging.LogRecord
+            or any(type(each) is not WireDumps for each in self.filters)
+        ):
+            return False
+        if logger.filters:  # (a logger's filters see its own records, not its children's)
+            return False
+        step: logging.Logger | None = logger
+        while step is not None and step.parent is not None:
+            if step.handlers or not step.propagate:
+                return False
+            step = step.parent
+        if step is None or step.handlers != [self]:
+            return False
+        line = formatter.line(
+            time.time(), logging.getLevelName(level), logger.name, message, fields
+        )
+        with self.lock or contextlib.nullcontext():
+            self._queue(line + self.terminator)
+        return True
+
+    def _queue(self, line: str) -> None:
+        """Have ``line`` written (the handler's lock held)."""
         loop = asyncio._get_running_loop()
         if loop is None or loop.is_closed():
             self._waiting.append(line)
@@ -274,7 +358,9 @@ def configure(level: str, fmt: str = "auto", stream: TextIO | None = None) -> No
     line and function, the thread, the process): the logging HOWTO's "Optimization" flags.
     Lines logged on the event loop are written together every few milliseconds
     (:class:`LoopBatchedHandler`, :data:`LINE_DELAY`).  The flags and a write per loop
-    step took an access line from 17 to 11 us of CPU (docs/performance.md).
+    step took an access line from 17 to 11 us of CPU; the handler writes an access line
+    without its record when nothing else would see it (:meth:`LoopBatchedHandler.write_straight`;
+    docs/performance.md).
     """
     out = stream if stream is not None else sys.stderr
     logging._srcfile = None

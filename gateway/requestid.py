@@ -152,6 +152,15 @@ class AccessRecord:
 
     def log(self, level: int = logging.INFO) -> None:
         fields = {"request_id": self.request_id, **self.fields()}
+        handlers = logging.root.handlers
+        if len(handlers) == 1:
+            # the handler `gateway.logs.configure` installs writes the line without a
+            # record when nothing else would see that record (`write_straight`)
+            straight = getattr(handlers[0], "write_straight", None)
+            if straight is not None and straight(
+                access_log, level, f"{self.method} {self.path} {self.status}", fields
+            ):
+                return
         access_log.log(
             level, "%s %s %s", self.method, self.path, self.status, extra={**fields, EXTRA: fields}
         )

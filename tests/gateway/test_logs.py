@@ -17,7 +17,7 @@ import pytest
 from websockets.sync.client import connect
 
 from gateway.grpc.gen.kubegateway.v1 import pods_pb2, pods_pb2_grpc
-from gateway.logs import JsonFormatter, TextFormatter, fields_of, resolve_format
+from gateway.logs import JsonFormatter, LoopBatchedHandler, TextFormatter, fields_of, resolve_format
 from gateway.requestid import EXTRA, AccessRecord, request_id_of
 from tests.support.serve_process import Served, serve_process
 
@@ -436,6 +436,22 @@ def test_a_request_path_cannot_forge_a_text_log_line(tmp_path: Path) -> None:
     assert "\x1b" not in served.log
 
 
+class _Lines:
+    """A stream that keeps each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.writes.append(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
 def test_lines_of_one_loop_step_are_written_together_in_order() -> None:
     """The handler ``configure`` installs writes the lines one event-loop step logged with
     one write when the next step begins; a line from another thread, and a flush, write
@@ -445,17 +461,7 @@ def test_lines_of_one_loop_step_are_written_together_in_order() -> None:
 
     from gateway.logs import LoopBatchedHandler
 
-    class Stream:
-        def __init__(self) -> None:
-            self.writes: list[str] = []
-
-        def write(self, text: str) -> None:
-            self.writes.append(text)
-
-        def flush(self) -> None:
-            pass
-
-    stream = Stream()
+    stream = _Lines()
     handler = LoopBatchedHandler(stream)  # type: ignore[arg-type]
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger = logging.getLogger("test.batched")
@@ -540,3 +546,151 @@ def test_lines_logged_on_a_loop_wait_for_the_delay_and_the_most_lines_bound_it()
             logger.removeHandler(handler)
 
     asyncio.run(serve())
+
+
+@contextlib.contextmanager
+def _configured(fmt: str = "json") -> Iterator[_Lines]:
+    """The process's logging as ``kube-gateway serve`` configures it, writing to a stream of
+    the test's; everything ``configure`` changes is put back after."""
+    from gateway import logs
+
+    root = logging.getLogger()
+    names = ("httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.asgi", "gateway.access")
+    kept = (
+        list(root.handlers),
+        root.level,
+        {
+            name: (logging.getLogger(name).level, list(logging.getLogger(name).handlers))
+            for name in names
+        },
+        (logging._srcfile, logging.logThreads, logging.logProcesses, logging.logMultiprocessing),
+    )
+    stream = _Lines()
+    logs.configure("info", fmt, stream=stream)  # type: ignore[arg-type]
+    try:
+        yield stream
+    finally:
+        handlers, level, levels, flags = kept
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+        for name, (each_level, each_handlers) in levels.items():
+            logging.getLogger(name).setLevel(each_level)
+            logging.getLogger(name).handlers[:] = each_handlers
+        (
+            logging._srcfile,
+            logging.logThreads,
+            logging.logProcesses,
+            logging.logMultiprocessing,
+        ) = flags
+
+
+def _sample_records() -> list[AccessRecord]:
+    streamed = AccessRecord("id-1", "grpc", "POST", "/kubegateway.v1.PodService/Watch")
+    streamed.operation, streamed.events, streamed.status = "PodService.Watch", 3, "OK"
+    streamed.upstream[0] = 0.0012
+    posted = AccessRecord("id-2", "http", "POST", "/graphql")
+    posted.operation, posted.operation_type, posted.status, posted.bytes = "q", "query", 200, 9
+    failed = AccessRecord("id-3", "http", "GET", '/api/x\n\u2028"')
+    failed.status = 503
+    for record in (streamed, posted, failed):
+        record.stopped = record.started + 0.0042
+    return [streamed, posted, failed]
+
+
+def _handler() -> LoopBatchedHandler:
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, LoopBatchedHandler)
+    return handler
+
+
+def test_an_access_line_written_without_its_record_is_the_line_its_record_writes() -> None:
+    # As served (the one JSON handler on the root, nothing else listening), an access line
+    # is written without a LogRecord: the same object, key for key and in the same order,
+    # as the record of it formats to.
+    from gateway.requestid import access_log
+
+    for record in _sample_records():
+        with _configured() as stream:
+            handler = _handler()
+            fields = {"request_id": record.request_id, **record.fields()}
+            message = f"{record.method} {record.path} {record.status}"
+            level = logging.WARNING if record.status == 503 else logging.INFO
+            assert handler.write_straight(access_log, level, message, fields) is True
+            record.logged()
+            lines = "".join(stream.writes).rstrip("\n").split("\n")  # (not at U+2028)
+            straight = [orjson.loads(line) for line in lines]
+        assert straight[0] == straight[1]
+        made = orjson.loads(JsonFormatter().format(_access_record(record)))
+        made["level"] = logging.getLevelName(level)  # (the helper logs at INFO)
+        for line in straight:
+            assert list(line) == list(made)  # the same keys in the same order
+            assert line["time"].endswith("Z") and len(line["time"]) == len(made["time"])
+            assert {**line, "time": None} == {**made, "time": None}
+        assert straight[1]["level"] == logging.getLevelName(level)
+
+
+def test_an_access_line_is_a_record_whenever_anything_else_would_see_it() -> None:
+    # Each of these would see the record (a handler, a filter, a factory's attributes, a
+    # text line): the line is then logged as a record, its fields among its attributes.
+    from gateway.requestid import access_log
+
+    posted = _sample_records()[1]
+    fields = {"request_id": posted.request_id, **posted.fields()}
+
+    class Seen(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            seen.append(record)
+            return True
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        made = logging.LogRecord(*args, **kwargs)
+        seen.append(made)
+        return made
+
+    seen: list[logging.LogRecord] = []
+    taken = _Records()
+    ways: dict[str, Any] = {
+        "a handler on the access logger": lambda: access_log.addHandler(taken),
+        "a filter on the access logger": lambda: access_log.addFilter(Seen()),
+        "a handler on its parent": lambda: logging.getLogger("gateway").addHandler(taken),
+        "a second handler on the root": lambda: logging.getLogger().addHandler(taken),
+        "a filter on the handler": lambda: logging.getLogger().handlers[0].addFilter(Seen()),
+        "a record factory": lambda: logging.setLogRecordFactory(factory),
+    }
+    for way, change in ways.items():
+        seen.clear()
+        taken.records.clear()
+        with _configured() as stream:
+            try:
+                change()
+                handler = _handler()
+                assert not handler.write_straight(access_log, logging.INFO, "m", fields), way
+                posted.log()
+            finally:
+                access_log.removeHandler(taken)
+                logging.getLogger().removeHandler(taken)
+                logging.getLogger("gateway").removeHandler(taken)
+                access_log.filters.clear()
+                logging.setLogRecordFactory(logging.LogRecord)
+            (record,) = [*seen, *taken.records]
+            assert record.status == 200 and record.operation == "q", way  # type: ignore[attr-defined]
+            (line,) = "".join(stream.writes).rstrip("\n").split("\n")
+            assert orjson.loads(line)["operation"] == "q", way
+
+    # A text line is the text formatter's; a line below the logger's level is not written.
+    with _configured("text") as stream:
+        assert len(logging.getLogger().handlers) == 1
+        handler = _handler()
+        assert not handler.write_straight(access_log, logging.INFO, "m", fields)
+        posted.log()
+        assert "".join(stream.writes).rstrip("\n").endswith("operation=q operation_type=query")
+    with _configured() as stream:
+        access_log.setLevel(logging.WARNING)
+        assert len(logging.getLogger().handlers) == 1
+        handler = _handler()
+        assert not handler.write_straight(access_log, logging.INFO, "m", fields)
+        posted.log()
+        assert stream.writes == []
