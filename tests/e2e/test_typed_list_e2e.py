@@ -30,10 +30,20 @@ async def test_a_large_typed_list_is_written_by_two_workers_exactly(
         assert workers is not None
         got = await pod_list_bytes(port, token, namespace=NS)
         assert workers.projected == 2  # two workers, each its half
-        want = await pod_list_bytes(plain_port, token, namespace=NS)
+        # The second list at the first's resourceVersion: a write anywhere in the cluster
+        # meanwhile (the apiserver's own lease, renewed every ten seconds) moves the
+        # current one, and a list says which it was read at.
+        at = {
+            "resource_version": message_class("PodList").FromString(got).metadata.resourceVersion,
+            "resource_version_match": "Exact",
+        }
+        want = await pod_list_bytes(plain_port, token, namespace=NS, **at)
         got_masked = await pod_list_bytes(port, token, **masked)
         assert workers.projected == 4
-        want_masked = await pod_list_bytes(plain_port, token, **masked)
+        at["resource_version"] = (
+            message_class("PodList").FromString(got_masked).metadata.resourceVersion
+        )
+        want_masked = await pod_list_bytes(plain_port, token, **masked, **at)
     assert got == want
     assert got_masked == want_masked
     listed = message_class("PodList").FromString(got)
