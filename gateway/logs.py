@@ -83,10 +83,6 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
 _SECOND: list[tuple[int, str]] = [(-1, "")]
 
 
-#: The keys a JSON line starts with; a field of the same name is not written.
-_HEAD: Final = frozenset({"time", "level", "logger", "message"})
-
-
 def _timestamp(created: float) -> str:
     second = int(created)
     last = _SECOND[0]
@@ -144,9 +140,6 @@ class JsonFormatter(logging.Formatter):
         request_id = request_id or current_request_id()
         if request_id is not None:
             line["request_id"] = request_id
-        if _HEAD.isdisjoint(fields) and fields.get("request_id", request_id) is request_id:
-            line.update(fields)  # an access line's: its fields after these, in order
-            return line
         for key, value in fields.items():
             line.setdefault(key, value)
         return line
@@ -285,9 +278,8 @@ class LoopBatchedHandler(logging.StreamHandler):  # type: ignore[type-arg]
             or not logger.isEnabledFor(level)
             or logging.getLogRecordFactory() is not logging.LogRecord
             or any(type(each) is not WireDumps for each in self.filters)
+            or logger.filters  # (a logger's filters see its own records, not its children's)
         ):
-            return False
-        if logger.filters:  # (a logger's filters see its own records, not its children's)
             return False
         step: logging.Logger | None = logger
         while step is not None and step.parent is not None:

@@ -268,13 +268,8 @@ def _walked(made: logging.LogRecord) -> logging.LogRecord:
 def test_an_access_line_formats_as_its_fields_found_among_the_record_s_attributes() -> None:
     # The fields stashed with an access line's record are what the formatters would find
     # by walking the record: the same line, byte for byte, in both formats.
-    streamed = AccessRecord("id-1", "grpc", "POST", "/kubegateway.v1.PodService/Watch")
-    streamed.operation, streamed.events, streamed.status = "PodService.Watch", 3, "OK"
-    streamed.upstream[0] = 0.0012
-    posted = AccessRecord("id-2", "http", "POST", "/graphql")
-    posted.operation, posted.operation_type, posted.status, posted.bytes = "q", "query", 200, 9
+    streamed, posted, _ = _sample_records()
     for record in (streamed, posted):
-        record.stopped = record.started + 0.0042
         made = _access_record(record)
         assert made.__dict__[EXTRA] == {"request_id": record.request_id, **record.fields()}
         assert fields_of(made) == made.__dict__[EXTRA]
